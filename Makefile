@@ -1,0 +1,38 @@
+# Two commands on a fresh machine: `make demo` and `make test` (each builds .venv).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint format bench clean
+
+$(BIN)/sudoku-batch: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[report]'
+	touch $@
+
+$(VENV)/.test-deps: $(BIN)/sudoku-batch
+	$(BIN)/pip install --quiet -e '.[test,report]'
+	touch $@
+
+demo: $(BIN)/sudoku-batch  ## solve the bundled sample corpus on this machine (no Redis)
+	mkdir -p out
+	$(BIN)/sudoku-batch solve client/samples/sample.txt -o out/demo.jsonl --report out/demo.html
+	@echo "results: out/demo.jsonl  report: out/demo.html"
+
+test: $(VENV)/.test-deps  ## lint, then the whole suite (integration tests need redis-server)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.test-deps
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(VENV)/.test-deps
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+bench: $(VENV)/.test-deps
+	$(BIN)/python bench/solvers.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache

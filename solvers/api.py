@@ -1,0 +1,227 @@
+"""The public Python API: `solve` one puzzle, `solve_many` a batch (the pipeline's path).
+
+`solve_many` parses, solves, verifies and formats whole groups of puzzles with one call
+each (vectorised numpy around one compiled kernel call), so per-puzzle Python overhead
+stays a small fraction of solving time even for puzzles solved in microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from solvers.exact import EXACT_SOLVERS
+from solvers.exact.base import LIMIT, TIMEOUT, ExactBatch, KernelSolver
+from solvers.parse import parse_compact_batch, parse_puzzle
+from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
+from solvers.result import SolveResult, Status
+from solvers.verify import verify_batch
+
+DEFAULT_SOLVER = "propagation"
+_RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
+
+GroupKey = tuple[Box, Notation]
+
+
+class _Groups:
+    """Puzzles gathered by (box, notation): input indices and their givens rows."""
+
+    def __init__(self) -> None:
+        self.indices: dict[GroupKey, list[int]] = {}
+        self.givens: dict[GroupKey, list[np.ndarray]] = {}
+
+    def add(self, key: GroupKey, indices: list[int], givens: np.ndarray) -> None:
+        """Add puzzles (givens: uint8[k, N*N]) found at `indices` of the input."""
+        self.indices.setdefault(key, []).extend(indices)
+        self.givens.setdefault(key, []).append(givens)
+
+    def items(self) -> Iterable[tuple[GroupKey, list[int], np.ndarray]]:
+        """Yield each group with its indices and stacked givens."""
+        for key, indices in self.indices.items():
+            yield key, indices, np.concatenate(self.givens[key])
+
+
+def solve(
+    puzzle: str | Puzzle,
+    *,
+    box: Box | str | None = None,
+    time_limit: float | None = None,
+    solver: str | None = None,
+    portfolio: str | None = None,
+    limit: int = 1,
+    seed: int = 0,
+) -> SolveResult:
+    """Solve one puzzle (a text in any supported notation, or a Puzzle)."""
+    return solve_many(
+        [puzzle], box=box, time_limit=time_limit, solver=solver, portfolio=portfolio, limit=limit, seed=seed
+    )[0]
+
+
+def solve_many(
+    lines: Iterable[str | Puzzle],
+    *,
+    box: Box | str | None = None,
+    time_limit: float | None = None,
+    solver: str | None = None,
+    portfolio: str | None = None,
+    limit: int = 1,
+    seed: int = 0,
+) -> list[SolveResult]:
+    """Solve every puzzle of `lines`; return one result per line, in the same order.
+
+    A line that is not a puzzle gets an `invalid` result naming the reason; it never
+    stops the batch. `time_limit` is per puzzle, in seconds. With `limit` > 1 the
+    solutions are counted up to `limit` (`solution_count`), and `solved` means at
+    least one was found.
+    """
+    box = as_box(box)
+    items = lines if isinstance(lines, list) else list(lines)
+    exact = _exact_solver(solver or _portfolio_solver(portfolio))
+    results: list[SolveResult | None] = [None] * len(items)
+    texts = [item.strip() if type(item) is str else _text(item) for item in items]
+    groups = _parse_all(items, texts, box, results)
+    for (group_box, notation), indices, givens in groups.items():
+        batch = exact.solve_batch(givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed)
+        _collect(batch, givens, group_box, notation, indices, texts, results, exact.name, limit)
+    return results  # type: ignore[return-value]  # every slot is filled by now
+
+
+def _exact_solver(name: str) -> KernelSolver:
+    try:
+        return EXACT_SOLVERS[name]
+    except KeyError:
+        known = ", ".join(sorted(EXACT_SOLVERS))
+        raise ValueError(f"unknown solver {name!r}; known: {known}") from None
+
+
+def _portfolio_solver(portfolio: str | None) -> str:
+    """Map a portfolio name to the exact solver that runs it (`fast`: the default)."""
+    if portfolio in (None, "", "fast"):
+        return DEFAULT_SOLVER
+    if portfolio in EXACT_SOLVERS:
+        return portfolio
+    raise ValueError(f"unknown portfolio {portfolio!r}; known: fast, {', '.join(sorted(EXACT_SOLVERS))}")
+
+
+def _text(item: object) -> str:
+    return item.render() if isinstance(item, Puzzle) else repr(item)[:200]
+
+
+def _parse_all(
+    items: Sequence[object], texts: list[str], box: Box | None, results: list[SolveResult | None]
+) -> _Groups:
+    """Group every puzzle by (box, notation); record invalid lines in `results`.
+
+    Lines whose length is N*N go through the vectorised compact parser together; the
+    lines it refuses (integers, several rows, bad symbols) are parsed one by one, which
+    also finds the reason for an invalid one.
+    """
+    groups = _Groups()
+    by_length: dict[int, list[int]] = {}
+    slow: list[int] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Puzzle):
+            groups.add((item.box, item.notation), [i], item.givens[None, :])
+        elif type(item) is str:
+            by_length.setdefault(len(texts[i]), []).append(i)
+        else:
+            slow.append(i)
+    for length, indices in by_length.items():
+        group_box = box if box is not None else _square_box(length)
+        if group_box is None or group_box.cells != length:
+            slow.extend(indices)
+            continue
+        givens, ok = parse_compact_batch([texts[i] for i in indices], group_box)
+        good = np.flatnonzero(ok)
+        groups.add((group_box, COMPACT), [indices[k] for k in good.tolist()], givens[good])
+        slow.extend(indices[k] for k in np.flatnonzero(~ok).tolist())
+    for i in sorted(slow):
+        item = items[i]
+        if not isinstance(item, str):
+            results[i] = SolveResult(
+                Status.INVALID, texts[i], error=f"not a puzzle text: {type(item).__name__}"
+            )
+            continue
+        try:
+            puzzle = parse_puzzle(item, box)
+        except PuzzleError as exc:
+            results[i] = SolveResult(Status.INVALID, texts[i], error=str(exc))
+            continue
+        groups.add((puzzle.box, puzzle.notation), [i], puzzle.givens[None, :])
+    return groups
+
+
+def _square_box(cells: int) -> Box | None:
+    side = math.isqrt(cells)
+    return Box.square(side) if side * side == cells else None
+
+
+def _collect(
+    batch: ExactBatch,
+    givens: np.ndarray,
+    box: Box,
+    notation: Notation,
+    indices: list[int],
+    texts: list[str],
+    results: list[SolveResult | None],
+    solver: str,
+    limit: int,
+) -> None:
+    """Turn a kernel's output arrays into SolveResults; the verifier has the last word."""
+    first = batch.solutions[:, 0, :]
+    found = batch.counts > 0
+    verified = np.zeros(len(indices), dtype=bool)
+    if found.any():
+        verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
+    rendered = _render_rows(first, box, notation, verified)
+    outcome = np.where(verified, 0, np.where(found, 1, np.where(batch.status <= LIMIT, 2, 3)))
+    outcome[(outcome == 3) & (batch.status != TIMEOUT)] = 4
+    nodes = batch.nodes.tolist()
+    guesses = batch.guesses.tolist()
+    ns = batch.ns.tolist()
+    counts = batch.counts.tolist() if limit > 1 else [None] * len(indices)
+    table = [
+        (Status.SOLVED, None, 0),
+        (Status.ERROR, f"{solver} returned a grid the verifier rejects", None),
+        (Status.UNSOLVABLE, None, None),
+        (Status.TIMEOUT, "no solution within the time limit", None),
+        (Status.TIMEOUT, "no solution within the search budget", None),
+    ]
+    for k, (i, code) in enumerate(zip(indices, outcome.tolist(), strict=True)):
+        status, error, cost = table[code]
+        results[i] = SolveResult(
+            status,
+            texts[i],
+            rendered[k],
+            cost,
+            solver,
+            ns[k] / 1e9,
+            nodes[k],
+            guesses[k],
+            0,
+            counts[k],
+            error,
+            {solver: {"nodes": nodes[k], "guesses": guesses[k], "time_ms": ns[k] / 1e6}},
+        )
+
+
+def _render_rows(grids: np.ndarray, box: Box, notation: Notation, mask: np.ndarray) -> list[str | None]:
+    """Write each grid where `mask` holds in `notation`, vectorised for compact notation."""
+    out: list[str | None] = [None] * grids.shape[0]
+    if not mask.any():
+        return out
+    rows = np.flatnonzero(mask).tolist()
+    if notation.kind is NotationKind.COMPACT and box.n <= len(ALPHABET):
+        text = _RENDER[grids[mask]].tobytes().decode("ascii")
+        nn = box.cells
+        for k, row in enumerate(rows):
+            out[row] = text[k * nn : (k + 1) * nn]
+        return out
+    for row in rows:
+        out[row] = notation.render(grids[row], box)
+    return out
+
+
+__all__ = ["solve", "solve_many"]

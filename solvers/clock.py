@@ -1,0 +1,52 @@
+"""A monotonic nanosecond clock callable from numba-compiled code.
+
+Why: kernels must honour deadlines themselves (a batch call cannot be interrupted from
+Python), and numba has no `time` module. The intrinsic calls libc's `clock_gettime` by
+symbol name, so the compiled code stays cacheable (no baked-in ctypes address), and it
+reads the same clock as `time.monotonic_ns()` in Python.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numba as nb
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_CLOCK_MONOTONIC = 1
+
+
+@intrinsic
+def _clock_gettime_ns(typingctx):  # type: ignore[no-untyped-def]
+    """Emit a call to clock_gettime(CLOCK_MONOTONIC) returning int64 nanoseconds."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i64 = ir.IntType(64)
+        i32 = ir.IntType(32)
+        timespec = ir.LiteralStructType([i64, i64])
+        fnty = ir.FunctionType(i32, [i32, timespec.as_pointer()])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "clock_gettime")
+        ts = cgutils.alloca_once(builder, timespec)  # entry block: safe inside loops
+        builder.call(fn, [ir.Constant(i32, _CLOCK_MONOTONIC), ts])
+        zero = ir.Constant(i32, 0)
+        sec = builder.load(builder.gep(ts, [zero, zero]))
+        nsec = builder.load(builder.gep(ts, [zero, ir.Constant(i32, 1)]))
+        return builder.add(builder.mul(sec, ir.Constant(i64, 1_000_000_000)), nsec)
+
+    return types.int64(), codegen
+
+
+@nb.njit(cache=True, nogil=True)
+def monotonic_ns() -> int:
+    """Return CLOCK_MONOTONIC in nanoseconds; usable inside and outside njit code."""
+    return _clock_gettime_ns()
+
+
+def deadline_ns(time_limit: float | None) -> int:
+    """Return the absolute monotonic deadline for a limit in seconds (0 = no deadline)."""
+    if time_limit is None:
+        return 0
+    return time.monotonic_ns() + max(1, int(time_limit * 1e9))

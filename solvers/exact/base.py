@@ -1,0 +1,174 @@
+"""The one contract of every exact solver, and the registry that lists them.
+
+Every exact solver is a numba kernel with the same parameters, wrapped by
+`KernelSolver`: a batch of puzzles (uint8[B, N*N], 0 = empty), a solution limit
+(1 = solve, 2 = prove unique, k = count up to k), a node budget, a per-puzzle time
+limit and a batch deadline (kernels read the clock themselves, see `solvers.clock`),
+a seed for randomised branching (0 = the solver's fixed order) and a stop flag another
+thread may raise. Kernels write into preallocated output arrays and return nothing.
+
+Kernel signature (positional), after the solver's own geometry tables:
+    givens uint8[B, NN], limit i64, keep i64, max_nodes i64, time_limit_ns i64,
+    deadline_ns i64, seed i64, stop i64[1],
+    out_solutions uint8[B, keep, NN], out_counts i64[B], out_status i8[B],
+    out_nodes i64[B], out_guesses i64[B], out_ns i64[B]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from solvers.puzzle import Box, Puzzle
+
+# Kernel status codes (int8).
+DONE = 0  # search space exhausted: the count is exact (0 means unsolvable)
+LIMIT = 1  # stopped after finding `limit` solutions
+TIMEOUT = 2  # the per-puzzle time limit or the batch deadline passed
+BUDGET = 3  # the node budget was spent
+STOPPED = 4  # the stop flag was raised
+STATUS_NAMES = {DONE: "done", LIMIT: "limit", TIMEOUT: "timeout", BUDGET: "budget", STOPPED: "stopped"}
+
+
+@dataclass
+class ExactBatch:
+    """What an exact solver returns for a batch: arrays aligned with its input."""
+
+    solutions: np.ndarray  # uint8[B, keep, NN]: the first `keep` solutions found
+    counts: np.ndarray  # int64[B]: solutions found (exact when status is DONE)
+    status: np.ndarray  # int8[B]: DONE, LIMIT, TIMEOUT, BUDGET or STOPPED
+    nodes: np.ndarray  # int64[B]: search nodes visited
+    guesses: np.ndarray  # int64[B]: branching decisions taken
+    ns: np.ndarray  # int64[B]: nanoseconds spent per puzzle
+
+
+@dataclass
+class ExactOutcome:
+    """One puzzle's exact-solver outcome: solutions found, status name and counters."""
+
+    solutions: list[np.ndarray]
+    count: int
+    status: str  # one of STATUS_NAMES' values
+    nodes: int
+    guesses: int
+    elapsed: float
+
+    @property
+    def complete(self) -> bool:
+        """True when the search finished: `count` is exact (up to the limit)."""
+        return self.status in ("done", "limit")
+
+
+Tables = Callable[[Box], tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class KernelSolver:
+    """An exact solver: a name, a compiled kernel of the common signature, and the
+    function giving the kernel its geometry tables for a box shape."""
+
+    name: str
+    kernel: Callable[..., None]
+    tables: Tables
+    summary: str = ""
+
+    def solve_batch(
+        self,
+        givens: np.ndarray,
+        box: Box,
+        *,
+        limit: int = 1,
+        keep: int = 1,
+        max_nodes: int = 0,
+        time_limit: float | None = None,
+        deadline_ns: int = 0,
+        seed: int = 0,
+        stop: np.ndarray | None = None,
+    ) -> ExactBatch:
+        """Solve every row of `givens` (uint8[B, N*N]) and return the aligned arrays."""
+        givens = np.ascontiguousarray(givens, dtype=np.uint8).reshape(-1, box.cells)
+        b = givens.shape[0]
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        keep = max(1, min(keep, limit))
+        out = ExactBatch(
+            solutions=np.zeros((b, keep, box.cells), dtype=np.uint8),
+            counts=np.zeros(b, dtype=np.int64),
+            status=np.zeros(b, dtype=np.int8),
+            nodes=np.zeros(b, dtype=np.int64),
+            guesses=np.zeros(b, dtype=np.int64),
+            ns=np.zeros(b, dtype=np.int64),
+        )
+        if b == 0:
+            return out
+        stop = np.zeros(1, dtype=np.int64) if stop is None else stop
+        tl_ns = 0 if time_limit is None else max(1, int(time_limit * 1e9))
+        self.kernel(
+            *self.tables(box),
+            givens,
+            np.int64(limit),
+            np.int64(keep),
+            np.int64(max_nodes),
+            np.int64(tl_ns),
+            np.int64(deadline_ns),
+            np.int64(seed & 0x7FFF_FFFF_FFFF_FFFF),
+            stop,
+            out.solutions,
+            out.counts,
+            out.status,
+            out.nodes,
+            out.guesses,
+            out.ns,
+        )
+        return out
+
+    def run(
+        self,
+        puzzle: Puzzle,
+        limit: int = 1,
+        deadline: float | None = None,
+        rng: np.random.Generator | None = None,
+        max_nodes: int = 0,
+        stop: np.ndarray | None = None,
+    ) -> ExactOutcome:
+        """Solve one puzzle: the tdoku-style signature (puzzle, limit -> solutions, counters).
+
+        `deadline` is an absolute `time.monotonic()` time; `rng`, when given, randomises
+        the branching order (one draw from it seeds the kernel).
+        """
+        seed = int(rng.integers(1, 2**62)) if rng is not None else 0
+        dl = 0 if deadline is None else int(deadline * 1e9)
+        t0 = time.perf_counter()
+        out = self.solve_batch(
+            puzzle.givens[None, :],
+            puzzle.box,
+            limit=limit,
+            keep=limit,
+            max_nodes=max_nodes,
+            deadline_ns=dl,
+            seed=seed,
+            stop=stop,
+        )
+        count = int(out.counts[0])
+        return ExactOutcome(
+            solutions=[out.solutions[0, i].copy() for i in range(min(count, out.solutions.shape[1]))],
+            count=count,
+            status=STATUS_NAMES[int(out.status[0])],
+            nodes=int(out.nodes[0]),
+            guesses=int(out.guesses[0]),
+            elapsed=time.perf_counter() - t0,
+        )
+
+
+EXACT_SOLVERS: dict[str, KernelSolver] = {}
+DEFAULT_EXACT = "propagation"
+
+
+def register(solver: KernelSolver) -> KernelSolver:
+    """Add an exact solver to the registry under its name."""
+    EXACT_SOLVERS[solver.name] = solver
+    return solver

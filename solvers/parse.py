@@ -1,0 +1,335 @@
+"""Reading puzzles: one text, a batch of compact lines, or a whole file, line by line.
+
+Bad input never raises out of the readers: each puzzle becomes an `Entry` that holds
+either a `Puzzle` or the reason it is not one, named by line, so one bad line never
+stops a batch. The batch parser is vectorised because the pipeline parses every line
+twice (producer, then worker) and must stay far cheaper than solving.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import numba as nb
+import numpy as np
+
+from solvers.geometry import geometry
+from solvers.puzzle import (
+    ALPHABET,
+    COMPACT,
+    EMPTY_SYMBOLS,
+    MAX_SIDE,
+    Box,
+    Notation,
+    NotationKind,
+    Puzzle,
+    PuzzleError,
+    as_box,
+)
+
+MAX_LINE_CHARS = 4 * MAX_SIDE * MAX_SIDE * 3  # a 64x64 grid of integers with separators
+_SPLIT_RE = re.compile(r"[,;\s]+")
+_SYMBOL_VALUE = np.full(256, 255, dtype=np.uint8)  # byte -> value; 255 = unknown symbol
+for _i, _ch in enumerate(ALPHABET):
+    _SYMBOL_VALUE[ord(_ch)] = _i + 1
+for _ch in EMPTY_SYMBOLS:
+    _SYMBOL_VALUE[ord(_ch)] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One puzzle of an input: where it starts, its text, and the puzzle or the reason."""
+
+    line: int  # 1-based line of the input where the puzzle starts
+    text: str
+    puzzle: Puzzle | None = None
+    error: str | None = None
+
+    @property
+    def message(self) -> str:
+        """Return the error as a user reads it: `line 17: row 3 has two 5s`."""
+        return f"line {self.line}: {self.error}"
+
+
+def symbol(value: int, notation: Notation = COMPACT) -> str:
+    """Name a value as the user wrote it (a symbol, or an integer)."""
+    if notation.kind is NotationKind.COMPACT and 1 <= value <= len(ALPHABET):
+        return ALPHABET[value - 1]
+    return str(value)
+
+
+def _tokens(text: str) -> tuple[list[str], Notation]:
+    """Split one line into cell tokens and tell which notation it uses."""
+    stripped = text.strip()
+    if "," in stripped or ";" in stripped:
+        sep = "," if "," in stripped else ";"
+        return [t for t in _SPLIT_RE.split(stripped) if t], Notation(NotationKind.INTEGERS, "0", sep)
+    parts = stripped.split()
+    if len(parts) > 1 and any(len(p) > 1 for p in parts):
+        if all(p.lstrip("-").isdigit() for p in parts):
+            return parts, Notation(NotationKind.INTEGERS, "0", " ")
+        return list("".join(parts)), COMPACT
+    chars = list("".join(parts))
+    empty = next((ch for ch in chars if ch in EMPTY_SYMBOLS), ".")
+    return chars, Notation(NotationKind.COMPACT, empty)
+
+
+def _values(tokens: list[str], notation: Notation, n: int) -> np.ndarray:
+    """Turn tokens into cell values, naming the first token that is not a value of N."""
+    out = np.zeros(len(tokens), dtype=np.uint8)
+    if notation.kind is NotationKind.INTEGERS:
+        for i, tok in enumerate(tokens):
+            if tok in EMPTY_SYMBOLS or tok == "-1":
+                continue
+            if not tok.isdigit():
+                raise PuzzleError(f"cell {i + 1}: {tok[:20]!r} is not an integer")
+            v = int(tok)
+            if v > n:
+                raise PuzzleError(f"cell {i + 1}: value {v} is larger than {n}")
+            out[i] = v
+        return out
+    for i, tok in enumerate(tokens):
+        code = ord(tok) if len(tok) == 1 and ord(tok) < 256 else 256
+        v = _SYMBOL_VALUE[code] if code < 256 else 255
+        if v == 0 and tok == "0" and n > 9:
+            v = 0  # '0' stays empty at every size, as in the corpora
+        if v == 255 or v > n:
+            hint = (
+                f" (values of a {n}x{n} grid are {ALPHABET[0]}..{ALPHABET[n - 1]})"
+                if n <= len(ALPHABET)
+                else ""
+            )
+            raise PuzzleError(f"cell {i + 1}: unknown symbol {tok!r}{hint}")
+        out[i] = v
+    return out
+
+
+def infer_box(cells: int, box: Box | None) -> Box:
+    """Return the box for a grid of `cells` cells: the given one, or the square one."""
+    if box is not None:
+        if cells != box.cells:
+            raise PuzzleError(f"{cells} cells, but a {box} box needs {box.n}x{box.n} = {box.cells}")
+        return box
+    side = int(round(cells**0.5))
+    if side * side != cells or side < 2:
+        raise PuzzleError(f"{cells} cells do not make a square grid (16, 81, 256, 625, ... expected)")
+    if side > MAX_SIDE:
+        raise PuzzleError(f"a {side}x{side} grid is larger than the supported {MAX_SIDE}x{MAX_SIDE}")
+    square = Box.square(side)
+    if square is None:
+        raise PuzzleError(f"a {side}x{side} grid has no square box; give its box shape, e.g. --box RxC")
+    return square
+
+
+def find_clash(givens: np.ndarray, box: Box, notation: Notation = COMPACT) -> str | None:
+    """Return `row 3 has two 5s` for the first unit holding a given twice, else None."""
+    geo = geometry(box)
+    n = box.n
+    kinds = ("row", "column", "box")
+    for u, cells in enumerate(geo.units):
+        vals = givens[cells]
+        vals = vals[vals > 0]
+        if len(vals) != len(np.unique(vals)):
+            counts = np.bincount(vals, minlength=n + 1)
+            v = int(np.flatnonzero(counts > 1)[0])
+            times = {2: "two", 3: "three", 4: "four"}.get(int(counts[v]), str(int(counts[v])))
+            return f"{kinds[u // n]} {u % n + 1} has {times} {symbol(v, notation)}s"
+    return None
+
+
+def parse_puzzle(text: str, box: Box | str | None = None) -> Puzzle:
+    """Parse one puzzle (one line, or one row per line); raise PuzzleError with the reason."""
+    box = as_box(box)
+    if len(text) > MAX_LINE_CHARS:
+        raise PuzzleError(f"{len(text)} characters is longer than the {MAX_LINE_CHARS} allowed")
+    if "\x00" in text:
+        raise PuzzleError("the text holds a NUL byte")
+    rows = [ln for ln in text.splitlines() if ln.strip()]
+    tokens: list[str] = []
+    notation = COMPACT
+    for ln in rows or [""]:
+        row_tokens, notation = _tokens(ln)
+        tokens.extend(row_tokens)
+    if not tokens:
+        raise PuzzleError("the puzzle is empty")
+    box = infer_box(len(tokens), box)
+    givens = _values(tokens, notation, box.n)
+    clash = find_clash(givens, box, notation)
+    if clash:
+        raise PuzzleError(clash)
+    return Puzzle(box, givens, notation)
+
+
+def parse_compact_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndarray]:
+    """Parse equal-length compact lines at once: -> (givens uint8[B, N*N], ok bool[B]).
+
+    Rows with `ok` False hold a bad symbol, a wrong length or a clash; re-parse those
+    with `parse_puzzle` for the reason. Vectorised so parsing stays cheap beside solving.
+    """
+    nn = box.cells
+    b = len(lines)
+    ok = np.array([len(s) == nn for s in lines], dtype=bool)
+    raw = np.zeros((b, nn), dtype=np.uint8)
+    if ok.any():
+        good = [s for s, g in zip(lines, ok, strict=True) if g]
+        try:
+            buf = np.frombuffer("".join(good).encode("ascii"), dtype=np.uint8).reshape(len(good), nn)
+        except (UnicodeEncodeError, ValueError):
+            return parse_slow_batch(lines, box)
+        raw[ok] = buf
+    givens = _SYMBOL_VALUE[raw]
+    ok &= (givens <= box.n).all(axis=1)
+    givens[~ok] = 0
+    ok &= ~clash_mask(givens, box)
+    return givens, ok
+
+
+def parse_slow_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndarray]:
+    """Parse lines one by one (the fallback of `parse_compact_batch`)."""
+    givens = np.zeros((len(lines), box.cells), dtype=np.uint8)
+    ok = np.zeros(len(lines), dtype=bool)
+    for i, text in enumerate(lines):
+        try:
+            givens[i] = parse_puzzle(text, box).givens
+            ok[i] = True
+        except PuzzleError:
+            pass
+    return givens, ok
+
+
+def clash_mask(givens: np.ndarray, box: Box) -> np.ndarray:
+    """Return bool[B]: True where some unit holds a given twice (compiled: parsing runs
+    twice per puzzle in the pipeline and must cost far less than solving)."""
+    out = np.zeros(givens.shape[0], dtype=np.bool_)
+    if givens.shape[0]:
+        _clash_rows(np.ascontiguousarray(givens, dtype=np.uint8), geometry(box).units, out)
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _clash_rows(givens: np.ndarray, units: np.ndarray, out: np.ndarray) -> None:
+    """Set out[b] when a unit of givens[b] repeats a value (uint64 bitmask per unit)."""
+    one = np.uint64(1)
+    for b in range(givens.shape[0]):
+        for u in range(units.shape[0]):
+            seen = np.uint64(0)
+            for k in range(units.shape[1]):
+                v = givens[b, units[u, k]]
+                if v:
+                    bit = one << np.uint64(v - 1)
+                    if seen & bit:
+                        out[b] = True
+                        break
+                    seen |= bit
+            if out[b]:
+                break
+
+
+def _open_binary(source: str | Path) -> IO[bytes]:
+    """Open a path (or `-` for stdin) as bytes, gunzipping when it is gzip."""
+    if str(source) == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        raw = open(source, "rb")  # noqa: SIM115 - closed by the caller's generator
+    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+    if head == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    return raw
+
+
+def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | None, str | None]]:
+    """Yield (line number, text, decode error) for a path, `-`, or an iterable of strings."""
+    if isinstance(source, (str, Path)):
+        stream = _open_binary(source)
+        try:
+            n = 0
+            try:
+                for n, raw in enumerate(stream, start=1):
+                    try:
+                        yield n, raw.decode("utf-8").rstrip("\r\n"), None
+                    except UnicodeDecodeError:
+                        yield n, None, "the line is not UTF-8 text"
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                yield n + 1, None, f"the file cannot be read further: {exc}"
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+        return
+    for n, text in enumerate(source, start=1):
+        yield n, text.rstrip("\r\n"), None
+
+
+def _row_side(tokens: int, box: Box | None) -> int | None:
+    """Return N when a line of `tokens` cells is one row of an N x N grid, else None."""
+    if box is not None:
+        return box.n if tokens == box.n and tokens != box.cells else None
+    side = Box.square(tokens)
+    return tokens if side is not None and Box.square(int(round(tokens**0.5))) is None else None
+
+
+def read_entries(source: str | Path | Iterable[str], box: Box | str | None = None) -> Iterator[Entry]:
+    """Yield every puzzle of an input as an Entry, streaming: nothing is held in memory.
+
+    A line holds a whole puzzle, or one row of a grid written one row per line (rows are
+    gathered until the grid is full). Blank lines and lines starting with `#` are skipped.
+    """
+    box = as_box(box)
+    pending: list[str] = []
+    start = 0
+    side = 0
+    for n, text, bad in iter_lines(source):
+        if bad is not None or text is None:
+            if pending:
+                yield _partial(start, pending, side)
+                pending = []
+            yield Entry(n, "", error=bad)
+            continue
+        if len(text) > MAX_LINE_CHARS:
+            if pending:
+                yield _partial(start, pending, side)
+                pending = []
+            yield Entry(
+                n, text[:200], error=f"{len(text)} characters is longer than the {MAX_LINE_CHARS} allowed"
+            )
+            continue
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        row = _row_side(len(_tokens(stripped)[0]), box)
+        if row is not None:
+            if not pending:
+                start, side = n, row
+            pending.append(stripped)
+            if len(pending) == side:
+                yield _entry(start, "\n".join(pending), box)
+                pending = []
+            continue
+        if pending:
+            yield _partial(start, pending, side)
+            pending = []
+        yield _entry(n, stripped, box)
+    if pending:
+        yield _partial(start, pending, side)
+
+
+def _entry(line: int, text: str, box: Box | None) -> Entry:
+    try:
+        return Entry(line, text, puzzle=parse_puzzle(text, box))
+    except PuzzleError as exc:
+        return Entry(line, text, error=str(exc))
+
+
+def _partial(start: int, rows: list[str], side: int) -> Entry:
+    return Entry(start, "\n".join(rows), error=f"the grid starting here has {len(rows)} of its {side} rows")
+
+
+def read_text(text: str, box: Box | str | None = None) -> list[Entry]:
+    """Read every puzzle of a string holding a whole input."""
+    return list(read_entries(io.StringIO(text), box))
