@@ -1,0 +1,231 @@
+"""`backtracking`: the plain cell-by-cell backtracking of the classic articles (baseline).
+
+Cells are visited in row-major order; at each empty cell the values 1..N that clash with
+nothing already in its row, column or box are tried in turn (in a random order when
+seeded). There is no propagation and no choice of the most constrained cell, so it is
+meant to be slow on hard puzzles: it is the baseline the other exact solvers are measured
+against, and a simple, obviously-correct reference for the conformance test.
+
+Row, column and box "used" masks (uint64, bit v-1 for value v) make the clash test one
+AND per cell. The search keeps an explicit stack (one entry per empty cell) of the
+candidate values still to try, so nothing recurses.
+
+Counters: `nodes` = values placed (tried), `guesses` = branching decisions (empty cells
+reached with two or more values that clash with nothing).
+
+The bit helpers below are repeated in each solver module on purpose: numba's on-disk
+cache only watches a function's own source file, so a helper shared from another module
+could leave stale compiled kernels behind when it changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from solvers.clock import monotonic_ns
+from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
+from solvers.geometry import geometry
+from solvers.puzzle import Box
+
+_ONE = np.uint64(1)
+_ZERO = np.uint64(0)
+_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+_CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
+
+
+@njit(cache=True, nogil=True)
+def _popcount(x):  # type: ignore[no-untyped-def]
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555_5555_5555_5555))
+    x = (x & np.uint64(0x3333_3333_3333_3333)) + ((x >> np.uint64(2)) & np.uint64(0x3333_3333_3333_3333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F_0F0F_0F0F_0F0F)
+    return np.int64((x * np.uint64(0x0101_0101_0101_0101)) >> np.uint64(56))
+
+
+@njit(cache=True, nogil=True)
+def _rng_init(seed, index):  # type: ignore[no-untyped-def]
+    """A non-zero xorshift64 state for puzzle `index` of a batch run with `seed` (splitmix64)."""
+    z = np.uint64(seed) + np.uint64(index + 1) * np.uint64(0x9E37_79B9_7F4A_7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58_476D_1CE4_E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D0_49BB_1331_11EB)
+    z = z ^ (z >> np.uint64(31))
+    return z if z != _ZERO else np.uint64(0x2545_F491_4F6C_DD1D)
+
+
+@njit(cache=True, nogil=True)
+def _rng_next(state):  # type: ignore[no-untyped-def]
+    state ^= state << np.uint64(13)
+    state ^= state >> np.uint64(7)
+    state ^= state << np.uint64(17)
+    return state
+
+
+@njit(cache=True, nogil=True)
+def _nth_bit(mask, k):  # type: ignore[no-untyped-def]
+    """Return the index of the k-th (0-based) set bit of `mask`."""
+    for _ in range(k):
+        mask &= mask - _ONE
+    return np.int64(trailing_zeros(mask))
+
+
+@njit(cache=True, nogil=True)
+def _interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
+    """Return STOPPED, TIMEOUT, or -1 to go on (`end_ns` 0 = no time limit)."""
+    if stop[0] != 0:
+        return STOPPED
+    if end_ns != 0 and monotonic_ns() >= end_ns:
+        return TIMEOUT
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _bt_kernel(
+    n,
+    row_of,
+    col_of,
+    box_of,
+    givens,
+    limit,
+    keep,
+    max_nodes,
+    time_limit_ns,
+    deadline_ns,
+    seed,
+    stop,
+    out_solutions,
+    out_counts,
+    out_status,
+    out_nodes,
+    out_guesses,
+    out_ns,
+):  # type: ignore[no-untyped-def]
+    b = givens.shape[0]
+    nn = n * n
+    full = _ALL >> np.uint64(64 - n)
+    rows = np.zeros(n, dtype=np.uint64)
+    cols = np.zeros(n, dtype=np.uint64)
+    boxes = np.zeros(n, dtype=np.uint64)
+    grid = np.zeros(nn, dtype=np.uint8)
+    cells = np.zeros(nn, dtype=np.int32)  # the empty cells, row-major: the search order
+    cand = np.zeros(nn + 1, dtype=np.uint64)  # values still to try at each depth
+    for i in range(b):
+        t0 = monotonic_ns()
+        end_ns = deadline_ns
+        if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
+            end_ns = t0 + time_limit_ns
+        status = _interrupted(stop, end_ns)
+        if status >= 0:
+            out_status[i] = status
+            continue
+        rng = _rng_init(seed, i)
+        rows[:] = 0
+        cols[:] = 0
+        boxes[:] = 0
+        ok = True
+        ne = 0
+        for cell in range(nn):
+            v = np.int64(givens[i, cell])
+            grid[cell] = v
+            if v == 0:
+                cells[ne] = cell
+                ne += 1
+                continue
+            if v > n:
+                ok = False
+                break
+            bit = _ONE << np.uint64(v - 1)
+            r, c, x = row_of[cell], col_of[cell], box_of[cell]
+            if (rows[r] | cols[c] | boxes[x]) & bit:
+                ok = False
+                break
+            rows[r] |= bit
+            cols[c] |= bit
+            boxes[x] |= bit
+        count = 0
+        nodes = 0
+        guesses = 0
+        status = DONE
+        if ok and ne == 0:
+            count = 1
+            out_solutions[i, 0, :] = grid
+            status = LIMIT if limit <= 1 else DONE
+        elif ok:
+            d = 0
+            cell = cells[0]
+            cand[0] = full & ~(rows[row_of[cell]] | cols[col_of[cell]] | boxes[box_of[cell]])
+            if cand[0] & (cand[0] - _ONE):
+                guesses += 1
+            while True:
+                cell = cells[d]
+                r, c, x = row_of[cell], col_of[cell], box_of[cell]
+                if grid[cell] != 0:  # undo the value tried last at this depth
+                    bit = _ONE << np.uint64(grid[cell] - 1)
+                    rows[r] ^= bit
+                    cols[c] ^= bit
+                    boxes[x] ^= bit
+                    grid[cell] = 0
+                m = cand[d]
+                if m == _ZERO:  # every value tried: back to the previous cell
+                    if d == 0:
+                        break
+                    d -= 1
+                    continue
+                if max_nodes > 0 and nodes >= max_nodes:
+                    status = BUDGET
+                    break
+                nodes += 1
+                if (nodes & _CHECK_EVERY) == 0:
+                    s = _interrupted(stop, end_ns)
+                    if s >= 0:
+                        status = s
+                        break
+                if seed == 0:
+                    k = np.int64(trailing_zeros(m))
+                else:
+                    rng = _rng_next(rng)
+                    k = _nth_bit(m, np.int64(rng % np.uint64(_popcount(m))))
+                bit = _ONE << np.uint64(k)
+                cand[d] = m ^ bit
+                rows[r] |= bit
+                cols[c] |= bit
+                boxes[x] |= bit
+                grid[cell] = k + 1
+                if d + 1 == ne:  # every cell filled: a solution
+                    if count < keep:
+                        out_solutions[i, count, :] = grid
+                    count += 1
+                    if count >= limit:
+                        status = LIMIT
+                        break
+                    continue  # the next pass undoes this value and tries the next one
+                d += 1
+                nxt = cells[d]
+                cand[d] = full & ~(rows[row_of[nxt]] | cols[col_of[nxt]] | boxes[box_of[nxt]])
+                if cand[d] & (cand[d] - _ONE):  # two or more values: a branching decision
+                    guesses += 1
+                grid[nxt] = 0
+        out_counts[i] = count
+        out_status[i] = status
+        out_nodes[i] = nodes
+        out_guesses[i] = guesses
+        out_ns[i] = monotonic_ns() - t0
+        if status == STOPPED:
+            for j in range(i + 1, b):
+                out_status[j] = STOPPED
+            break
+
+
+def _tables(box: Box) -> tuple[object, ...]:
+    geo = geometry(box)
+    return (np.int64(box.n), geo.row_of, geo.col_of, geo.box_of)
+
+
+BACKTRACKING = register(
+    KernelSolver(
+        "backtracking",
+        _bt_kernel,
+        _tables,
+        "plain cell-by-cell backtracking in row-major order (baseline: no propagation, no MRV)",
+    )
+)

@@ -1,0 +1,297 @@
+"""`exact_cover`: Knuth's Algorithm X over the 4*N*N Sudoku constraints.
+
+Constraints ("columns" of the exact-cover matrix), 4*N*N of them:
+    [0, NN)      cell c is filled;
+    [NN, 2NN)    row r holds value v       (NN + r*N + v);
+    [2NN, 3NN)   column c holds value v    (2NN + c*N + v);
+    [3NN, 4NN)   box b holds value v       (3NN + b*N + v).
+Candidates ("rows" of the matrix), N**3 of them: row id cell*N + v places value v+1 in
+`cell` and covers exactly four columns. Every column holds exactly N rows, so the sparse
+matrix is two dense tables, `row_cols` (N**3, 4) and `col_rows` (4NN, N), computed once
+per box shape (int32, 8 MiB at 64x64) and shared read-only by every call.
+
+Instead of dancing links over the whole matrix, an array formulation with the same
+operations: `dead[row]` counts the covered columns a row meets (the row is available
+while it is 0) and `size[col]` counts the available rows of a column, so covering a
+column walks its N rows and, for each row it kills, decrements the sizes of that row's
+four columns; uncovering is the exact reverse. Only the header (the list of uncovered
+columns) is a doubly linked list, so choosing the column of minimum size (Knuth's S
+heuristic, stopping early at size 0 or 1) scans just the constraints still open. The
+givens are pre-selected rows. Per call the search state is O(N**3) bytes (256 KiB at
+64x64) plus O(N**2); the branching column and the rows still to try of each depth sit on
+an explicit stack (the rows as a uint64 mask of positions in the column).
+
+Counters: `nodes` = candidate rows selected (values placed), `guesses` = branching
+decisions (constraints branched on with two or more rows left).
+
+The bit helpers are repeated in each solver module on purpose: numba's on-disk cache
+only watches a function's own source file (see `solvers.exact.backtracking`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from solvers.clock import monotonic_ns
+from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
+from solvers.geometry import geometry
+from solvers.puzzle import Box
+
+_ONE = np.uint64(1)
+_ZERO = np.uint64(0)
+_CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
+
+
+@njit(cache=True, nogil=True)
+def _popcount(x):  # type: ignore[no-untyped-def]
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555_5555_5555_5555))
+    x = (x & np.uint64(0x3333_3333_3333_3333)) + ((x >> np.uint64(2)) & np.uint64(0x3333_3333_3333_3333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F_0F0F_0F0F_0F0F)
+    return np.int64((x * np.uint64(0x0101_0101_0101_0101)) >> np.uint64(56))
+
+
+@njit(cache=True, nogil=True)
+def _rng_init(seed, index):  # type: ignore[no-untyped-def]
+    """A non-zero xorshift64 state for puzzle `index` of a batch run with `seed` (splitmix64)."""
+    z = np.uint64(seed) + np.uint64(index + 1) * np.uint64(0x9E37_79B9_7F4A_7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58_476D_1CE4_E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D0_49BB_1331_11EB)
+    z = z ^ (z >> np.uint64(31))
+    return z if z != _ZERO else np.uint64(0x2545_F491_4F6C_DD1D)
+
+
+@njit(cache=True, nogil=True)
+def _rng_next(state):  # type: ignore[no-untyped-def]
+    state ^= state << np.uint64(13)
+    state ^= state >> np.uint64(7)
+    state ^= state << np.uint64(17)
+    return state
+
+
+@njit(cache=True, nogil=True)
+def _nth_bit(mask, k):  # type: ignore[no-untyped-def]
+    """Return the index of the k-th (0-based) set bit of `mask`."""
+    for _ in range(k):
+        mask &= mask - _ONE
+    return np.int64(trailing_zeros(mask))
+
+
+@njit(cache=True, nogil=True)
+def _interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
+    """Return STOPPED, TIMEOUT, or -1 to go on (`end_ns` 0 = no time limit)."""
+    if stop[0] != 0:
+        return STOPPED
+    if end_ns != 0 and monotonic_ns() >= end_ns:
+        return TIMEOUT
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _cover(col, col_rows, row_cols, dead, size, left, right):  # type: ignore[no-untyped-def]
+    right[left[col]] = right[col]
+    left[right[col]] = left[col]
+    for row in col_rows[col]:
+        dead[row] += 1
+        if dead[row] == 1:
+            for j in range(4):
+                size[row_cols[row, j]] -= 1
+
+
+@njit(cache=True, nogil=True)
+def _uncover(col, col_rows, row_cols, dead, size, left, right):  # type: ignore[no-untyped-def]
+    rows = col_rows[col]
+    for k in range(rows.shape[0] - 1, -1, -1):
+        row = rows[k]
+        dead[row] -= 1
+        if dead[row] == 0:
+            for j in range(4):
+                size[row_cols[row, j]] += 1
+    right[left[col]] = col
+    left[right[col]] = col
+
+
+@njit(cache=True, nogil=True)
+def _ec_kernel(
+    n,
+    col_rows,
+    row_cols,
+    givens,
+    limit,
+    keep,
+    max_nodes,
+    time_limit_ns,
+    deadline_ns,
+    seed,
+    stop,
+    out_solutions,
+    out_counts,
+    out_status,
+    out_nodes,
+    out_guesses,
+    out_ns,
+):  # type: ignore[no-untyped-def]
+    b = givens.shape[0]
+    nn = n * n
+    ncols = 4 * nn
+    head = ncols  # the header's root node
+    dead = np.zeros(nn * n, dtype=np.int8)  # covered columns met by each candidate row
+    size = np.zeros(ncols, dtype=np.int32)  # available rows of each column
+    left = np.zeros(ncols + 1, dtype=np.int32)  # the uncovered columns, a circular list
+    right = np.zeros(ncols + 1, dtype=np.int32)
+    grid = np.zeros(nn, dtype=np.uint8)
+    stack_col = np.zeros(nn + 1, dtype=np.int64)  # the column branched on at each depth
+    stack_cand = np.zeros(nn + 1, dtype=np.uint64)  # its rows (as k bits) still to try
+    stack_row = np.full(nn + 1, -1, dtype=np.int64)  # the row selected at each depth, -1 none
+    for i in range(b):
+        t0 = monotonic_ns()
+        end_ns = deadline_ns
+        if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
+            end_ns = t0 + time_limit_ns
+        status = _interrupted(stop, end_ns)
+        if status >= 0:
+            out_status[i] = status
+            continue
+        rng = _rng_init(seed, i)
+        dead[:] = 0
+        size[:] = n
+        for j in range(ncols + 1):
+            left[j] = j - 1 if j > 0 else ncols
+            right[j] = j + 1 if j < ncols else 0
+        ok = True
+        for cell in range(nn):  # pre-select the rows of the givens
+            v = np.int64(givens[i, cell])
+            grid[cell] = v
+            if v == 0:
+                continue
+            row = cell * n + v - 1
+            if v > n or dead[row] != 0:  # clashes with an earlier given
+                ok = False
+                break
+            for j in range(4):
+                _cover(row_cols[row, j], col_rows, row_cols, dead, size, left, right)
+        count = 0
+        nodes = 0
+        guesses = 0
+        status = DONE
+        if ok:
+            d = 0
+            entering = True
+            while True:
+                if entering:  # a new node: solved, dead, or branch on the smallest column
+                    entering = False
+                    if right[head] == head:  # every constraint met: a solution
+                        if count < keep:
+                            out_solutions[i, count, :] = grid
+                        count += 1
+                        if count >= limit:
+                            status = LIMIT
+                            break
+                        if d == 0:
+                            break
+                        d -= 1
+                        continue
+                    best = -1
+                    best_size = n + 1
+                    j = right[head]
+                    while j != head:
+                        s = size[j]
+                        if s < best_size:
+                            best_size = s
+                            best = j
+                            if s <= 1:
+                                break
+                        j = right[j]
+                    m = _ZERO
+                    if best_size > 0:
+                        for k in range(n):
+                            if dead[col_rows[best, k]] == 0:
+                                m |= _ONE << np.uint64(k)
+                    stack_col[d] = best
+                    stack_cand[d] = m
+                    if m & (m - _ONE):  # two or more rows: a branching decision
+                        guesses += 1
+                    stack_row[d] = -1
+                col = stack_col[d]
+                row = stack_row[d]
+                if row >= 0:  # unselect the row tried last at this depth
+                    for j in range(3, -1, -1):
+                        _uncover(row_cols[row, j], col_rows, row_cols, dead, size, left, right)
+                    grid[row // n] = 0
+                    stack_row[d] = -1
+                m = stack_cand[d]
+                if m == _ZERO:  # every row of the column tried: back up
+                    if d == 0:
+                        break
+                    d -= 1
+                    continue
+                if max_nodes > 0 and nodes >= max_nodes:
+                    status = BUDGET
+                    break
+                nodes += 1
+                if (nodes & _CHECK_EVERY) == 0:
+                    st = _interrupted(stop, end_ns)
+                    if st >= 0:
+                        status = st
+                        break
+                if seed == 0:
+                    k = np.int64(trailing_zeros(m))
+                else:
+                    rng = _rng_next(rng)
+                    k = _nth_bit(m, np.int64(rng % np.uint64(_popcount(m))))
+                stack_cand[d] = m ^ (_ONE << np.uint64(k))
+                row = np.int64(col_rows[col, k])
+                stack_row[d] = row
+                grid[row // n] = row % n + 1
+                for j in range(4):
+                    _cover(row_cols[row, j], col_rows, row_cols, dead, size, left, right)
+                d += 1
+                entering = True
+        out_counts[i] = count
+        out_status[i] = status
+        out_nodes[i] = nodes
+        out_guesses[i] = guesses
+        out_ns[i] = monotonic_ns() - t0
+        if status == STOPPED:
+            for j in range(i + 1, b):
+                out_status[j] = STOPPED
+            break
+
+
+@lru_cache(maxsize=4)
+def _tables(box: Box) -> tuple[object, ...]:
+    """The exact-cover matrix of a box shape, both ways: `col_rows` (4NN, N) lists the
+    candidate rows of each constraint, `row_cols` (N**3, 4) the constraints of each row
+    (int32, about 8 MB at 64x64; cached per shape and read-only)."""
+    geo = geometry(box)
+    n, nn = box.n, box.cells
+    cells = np.arange(nn, dtype=np.int64)
+    v = np.arange(n, dtype=np.int64)
+    row_cols = np.empty((nn, n, 4), dtype=np.int32)
+    row_cols[:, :, 0] = cells[:, None]
+    row_cols[:, :, 1] = nn + geo.row_of[:, None].astype(np.int64) * n + v
+    row_cols[:, :, 2] = 2 * nn + geo.col_of[:, None].astype(np.int64) * n + v
+    row_cols[:, :, 3] = 3 * nn + geo.box_of[:, None].astype(np.int64) * n + v
+    row_cols = row_cols.reshape(nn * n, 4)
+    col_rows = np.empty((4, n, n, n), dtype=np.int32)  # kind, unit (or cell), value, k
+    col_rows[0] = (cells.reshape(n, n)[:, :, None] * n + v).reshape(n, n, n)
+    for kind in range(3):
+        unit_cells = geo.units[kind * n : (kind + 1) * n].astype(np.int64)  # (unit, k)
+        col_rows[kind + 1] = unit_cells[:, None, :] * n + v[None, :, None]
+    col_rows = col_rows.reshape(4 * nn, n)
+    row_cols.setflags(write=False)
+    col_rows.setflags(write=False)
+    return (np.int64(n), col_rows, row_cols)
+
+
+EXACT_COVER = register(
+    KernelSolver(
+        "exact_cover",
+        _ec_kernel,
+        _tables,
+        "Knuth's Algorithm X over the 4*N*N constraints (array links, smallest column first)",
+    )
+)
