@@ -1,0 +1,264 @@
+"""Pipeline overhead, embedded vs broker, and single-puzzle cold start.
+
+    python bench/pipeline.py [--corpus 9x9/tdoku_puzzles2_17_clue.txt ...] [--json out.json]
+
+Overhead = CPU seconds of every process of the pipeline while it solves a corpus
+(producer + collector, the two worker processes with their Celery parents, and
+redis-server) / CPU seconds of the solver alone on the same puzzles. Two solver
+baselines are printed: `solve_many` called directly on the corpus in chunks (same
+garbage-collector setting as the workers), and the workers' own in-situ `solve_many`
+CPU reported with each chunk. Workers are started and warmed before the clock starts
+(long-lived in production); interpreter start-up of the client is excluded in the
+broker runs and included in the embedded CLI run, which is timed as a user sees it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+CORPORA = REPO.parent / "shared" / "corpora"
+SAMPLE = REPO / "client" / "samples" / "sample.txt"
+DEFAULT = ["9x9/tdoku_puzzles2_17_clue.txt", "9x9/kaggle_bryanpark_first20000.txt"]
+TICK = os.sysconf("SC_CLK_TCK")
+CLI = [str(Path(sys.executable).with_name("sudoku-batch"))]
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of one live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def tree(pid: int) -> list[int]:
+    """A process and all its live descendants."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(parents.get(p, []))
+    return out
+
+
+def tree_cpu(pids: list[int]) -> float:
+    """CPU seconds of the given processes and their descendants (those still alive)."""
+    total = 0.0
+    for root in pids:
+        for p in tree(root):
+            with contextlib.suppress(OSError):  # a process may end meanwhile
+                total += proc_cpu(p)
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def baseline(lines: list[str], chunk: int = 10_000) -> float:
+    """CPU seconds of `solve_many` alone over the corpus, in chunks, GC paused as in the workers."""
+    from solvers.api import solve_many
+
+    solve_many(lines[:100])  # warm
+    gc.disable()
+    start = time.process_time()
+    for i in range(0, len(lines), chunk):
+        solve_many(lines[i : i + chunk])
+    gc.enable()
+    return time.process_time() - start
+
+
+def run_job(client, path: Path, out: Path) -> dict:
+    """Submit and collect one corpus through a BatchClient, writing JSON Lines; return the counters."""
+    from client.output import Output
+    from client.summary import Summary
+
+    summary = Summary()
+    output = Output(str(out))
+    job = client.submit(str(path))
+    n = 0
+    for result, start, stop in job.chunks():
+        output.write(result, start, stop)
+        summary.add(result.header.stats, result.header.input)
+        n += stop - start
+    job.wait_submitted()
+    output.close(True)
+    summary.finish()
+    return {"puzzles": n, "wall_s": summary.wall_s, "solver_cpu_s": summary.solver_cpu_s, "job": job}
+
+
+def broker_runs(paths: list[Path], tmp: Path) -> dict[str, dict]:
+    """Run each corpus through a real redis-server and two warm `sudoku-batch worker --concurrency 1`."""
+    import redis
+
+    from client import BatchClient
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = subprocess.Popen(
+        [
+            shutil.which("redis-server") or "redis-server",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        cwd=tmp,
+    )
+    workers = []
+    try:
+        time.sleep(0.3)
+        for i in range(2):
+            log = open(tmp / f"worker{i}.log", "wb")  # noqa: SIM115
+            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
+            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        r = redis.Redis.from_url(url)
+        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
+            time.sleep(0.2)
+        client = BatchClient(url)
+        run_job(client, SAMPLE, tmp / "warm.jsonl")["job"].purge()  # connections and imports, untimed
+        out: dict[str, dict] = {}
+        for path in paths:
+            gc.collect()
+            cpu0 = time.process_time()
+            workers0, redis0 = tree_cpu([w.pid for w in workers]), proc_cpu(server.pid)
+            res = run_job(client, path, tmp / "broker.jsonl")
+            client_cpu = time.process_time() - cpu0
+            workers_cpu = tree_cpu([w.pid for w in workers]) - workers0
+            redis_cpu = proc_cpu(server.pid) - redis0
+            res["job"].purge()
+            out[path.name] = {
+                "puzzles": res["puzzles"],
+                "wall_s": res["wall_s"],
+                "client_cpu_s": client_cpu,
+                "workers_cpu_s": workers_cpu,
+                "redis_cpu_s": redis_cpu,
+                "total_cpu_s": client_cpu + workers_cpu + redis_cpu,
+                "insitu_solver_cpu_s": res["solver_cpu_s"],
+            }
+        client.close()
+        return out
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(30)
+        server.terminate()
+        server.wait(10)
+
+
+def embedded_runs(paths: list[Path], tmp: Path) -> dict[str, dict]:
+    """Run each corpus embedded (2 local processes, started and warmed first), and as a user's CLI run."""
+    from client import BatchClient
+
+    out: dict[str, dict] = {}
+    with BatchClient(workers=2) as client:
+        run_job(client, SAMPLE, tmp / "warm.jsonl")  # starts the pool: untimed, as for the broker's workers
+        for path in paths:
+            gc.collect()
+            cpu0 = tree_cpu([os.getpid()])
+            res = run_job(client, path, tmp / "embedded.jsonl")
+            out[path.name] = {
+                "puzzles": res["puzzles"],
+                "wall_s": res["wall_s"],
+                "total_cpu_s": tree_cpu([os.getpid()]) - cpu0,
+                "insitu_solver_cpu_s": res["solver_cpu_s"],
+            }
+    for path in paths:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(
+            [*CLI, "solve", str(path), "-o", str(tmp / "cli.jsonl"), "-q", "--workers", "2"], check=True
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out[path.name]["cli_wall_s"] = time.perf_counter() - start
+        out[path.name]["cli_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out
+
+
+def cold_start(puzzle: str, runs: int = 5) -> list[float]:
+    """Wall seconds of `echo PUZZLE | sudoku-batch solve -`, from a fresh interpreter each time."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(
+            [*CLI, "solve", "-", "-q"], input=puzzle + "\n", capture_output=True, text=True, check=True
+        )
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", action="append", help="corpus under shared/corpora (repeatable)")
+    ap.add_argument("--no-broker", action="store_true", help="skip the redis-server runs")
+    ap.add_argument("--no-embedded", action="store_true", help="skip the embedded runs")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args()
+    paths = [CORPORA / c for c in (args.corpus or DEFAULT)]
+    report: dict[str, object] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        base = {p.name: baseline(p.read_text().splitlines()) for p in paths}
+        broker = {} if args.no_broker else broker_runs(paths, tmp)
+        embedded = {} if args.no_embedded else embedded_runs(paths, tmp)
+    cold = cold_start(paths[0].read_text().splitlines()[0])
+    for p in paths:
+        name = p.name
+        print(f"\n{name}: solve_many alone {base[name]:.2f} CPU s")
+        for mode, data in (("broker", broker.get(name)), ("embedded", embedded.get(name))):
+            if not data:
+                continue
+            cpu, insitu, wall = data["total_cpu_s"], data["insitu_solver_cpu_s"], data["wall_s"]
+            rate, n = data["puzzles"] / wall, data["puzzles"]
+            print(
+                f"  {mode:8s} {n:,} puzzles, wall {wall:6.2f} s  {rate:9,.0f} puzzles/s  CPU {cpu:6.2f} s  "
+                f"overhead x{cpu / base[name]:.3f} (in-situ solver CPU {insitu:.2f} s: x{cpu / insitu:.3f})"
+            )
+            if mode == "broker":
+                split = (data["client_cpu_s"], data["workers_cpu_s"], data["redis_cpu_s"])
+                print(
+                    "           CPU split: client {:.3f} s, workers {:.3f} s, redis-server {:.3f} s".format(
+                        *split
+                    )
+                )
+            else:
+                cli = (data["cli_wall_s"], data["cli_cpu_s"])
+                print("           CLI as a user runs it: wall {:.2f} s, CPU {:.2f} s".format(*cli))
+    print(f"\ncold start, one puzzle on stdin: median {statistics.median(cold):.2f} s (runs: "
+          + ", ".join(f"{t:.2f}" for t in cold) + ")")  # fmt: skip
+    report.update(
+        baseline=base, broker=broker, embedded=embedded, cold_start_s=cold, load_after=os.getloadavg()
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""`BatchClient` and `Job`: the Python face of the pipeline, for scripts, notebooks and the CLI.
+
+    job = BatchClient("redis://host:6379/0").submit("corpus.txt", time_limit=5, portfolio="race")
+    for record in job.results(): ...
+
+With no broker (argument or `SUDOKU_BATCH_BROKER`) the job runs embedded: the same
+producer, chunk function and collector, with local processes and an in-memory store.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+from client.collector import Slice, arrival_order, in_order, stream_chunks
+from client.config import ClientSettings, check_broker_url
+from client.output import Record
+from client.producer import JobSpec, Producer, Source, new_job_id
+from client.reader import peek_stdin
+from client.store import JobStatus, JobStore, MemoryStore
+from client.transport import (
+    INLINE_BYTES,
+    CeleryTransport,
+    LocalPool,
+    LocalTransport,
+    Transport,
+    default_workers,
+)
+from solvers.puzzle import as_box
+
+
+class BatchClient:
+    """Submits corpora as jobs and attaches to existing ones; embedded when there is no broker."""
+
+    def __init__(
+        self,
+        broker_url: str | None = None,
+        *,
+        workers: int | None = None,
+        settings: ClientSettings | None = None,
+    ) -> None:
+        self.settings = settings or ClientSettings()
+        url = broker_url if broker_url is not None else self.settings.broker
+        self.url = url or None
+        self.workers = workers or default_workers()
+        self.pool = LocalPool(self.workers)
+        self._celery: CeleryTransport | None = None
+        self._live: tuple[float, int] = (0.0, 0)
+        if self.url:
+            from client.redis_store import RedisJobStore, connect
+
+            check_broker_url(self.url)
+            self.store: JobStore = RedisJobStore(connect(self.url, self.settings), self.settings)
+        else:
+            self.store = MemoryStore()
+
+    @property
+    def embedded(self) -> bool:
+        """True when jobs run in local processes (no broker)."""
+        return self.url is None
+
+    def submit(
+        self,
+        source: Source,
+        *,
+        time_limit: float | None = None,
+        portfolio: str | None = None,
+        box: str | None = None,
+        name: str | None = None,
+    ) -> Job:
+        """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings."""
+        if name is None:
+            name = str(source) if isinstance(source, (str, Path)) else "<strings>"
+        return self.submit_inputs([(name, source)], time_limit=time_limit, portfolio=portfolio, box=box)
+
+    def submit_inputs(
+        self,
+        inputs: list[tuple[str, Source]],
+        *,
+        time_limit: float | None = None,
+        portfolio: str | None = None,
+        box: str | None = None,
+        bounded: bool = True,
+    ) -> Job:
+        """Start a job over several named inputs, read in order in a background thread.
+
+        `bounded` keeps a window of chunks in flight (memory and queue stay small while
+        someone collects); `submit` without a collector needs it off.
+        """
+        as_box(box)  # a bad box shape is the caller's error, raised here
+        if time_limit is not None and time_limit <= 0:
+            raise ValueError("time_limit must be positive")
+        if self.embedded:
+            _check_portfolio(portfolio)
+        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio)
+        inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
+        self.store.create(spec.job, spec.meta())
+        transport: Transport
+        if self.embedded:
+            if not _small(inputs):
+                self.pool.start()  # here, before the producer thread exists: the pool is forked
+            transport = LocalTransport(self.store, spec.job, self.pool)
+            window: Callable[[], int] | None = lambda: 2 * self.workers + 2  # noqa: E731
+        else:
+            transport = self._celery_transport()
+            window = self._broker_window if bounded else None
+        producer = Producer(spec, self.store, transport, self.settings, window)
+        return Job(self, spec.job, producer, inputs)
+
+    def job(self, job_id: str) -> Job:
+        """Attach to an existing job (broker mode: from any machine)."""
+        return Job(self, job_id, None, [])
+
+    def _celery_transport(self) -> CeleryTransport:
+        if self._celery is None:
+            self._celery = CeleryTransport(self.url, self.settings)  # type: ignore[arg-type]
+        return self._celery
+
+    def _broker_window(self) -> int:
+        """Chunks in flight while solving through a broker: a few per live worker process."""
+        checked, count = self._live
+        if time.monotonic() - checked > 5.0:
+            count = len(self.store.live_workers())
+            self._live = (time.monotonic(), count)
+        return max(4, 2 * count + 2)
+
+    def close(self) -> None:
+        """Stop the local worker processes and release the broker connection."""
+        self.pool.close()
+        if self._celery is not None:
+            self._celery.close()
+            self._celery = None
+
+    def __enter__(self) -> BatchClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _stdin() -> Source:
+    """Stdin, peeked: a small input is read whole now (so the job can tell it is small)."""
+    stream, _ = peek_stdin(INLINE_BYTES)
+    return stream
+
+
+def _small(inputs: list[tuple[str, Source]]) -> bool:
+    """True when the inputs are known to total at most INLINE_BYTES (solving them in-process is best)."""
+    total = 0
+    for _, src in inputs:
+        if isinstance(src, (str, Path)):
+            try:
+                total += os.path.getsize(src)
+            except OSError:
+                return False
+        elif isinstance(src, io.BytesIO):
+            total += len(src.getbuffer())
+        elif isinstance(src, Sequence):
+            total += sum(len(t) + 1 for t in src) if len(src) <= INLINE_BYTES else INLINE_BYTES + 1
+        else:
+            return False
+    return total <= INLINE_BYTES
+
+
+def _check_portfolio(portfolio: str | None) -> None:
+    """Reject a portfolio the local solvers do not know (embedded mode: they are right here)."""
+    from solvers.api import solve_many
+
+    solve_many([], portfolio=portfolio)
+
+
+class Job:
+    """A submitted job: its id, its status, and its results as they arrive."""
+
+    def __init__(
+        self,
+        client: BatchClient,
+        job_id: str,
+        producer: Producer | None,
+        inputs: list[tuple[str, Source]],
+    ) -> None:
+        self.client = client
+        self.id = job_id
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._producer = producer
+        if producer is not None:
+            self._thread = threading.Thread(
+                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}"
+            )
+            self._thread.start()
+
+    def _produce(self, producer: Producer, inputs: list[tuple[str, Source]]) -> None:
+        try:
+            producer.run(inputs)
+        except BaseException as exc:  # noqa: BLE001 - kept for wait_submitted(); the store says failed
+            self._error = exc
+
+    def wait_submitted(self, timeout: float | None = None) -> None:
+        """Block until every input line was read and sent; re-raise the producer's error."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._error is not None:
+            raise self._error
+
+    def status(self) -> JobStatus:
+        """Progress, counts by status, rate and live workers."""
+        return self.client.store.status(self.id)
+
+    def chunks(
+        self,
+        ordered: bool = False,
+        *,
+        idle_timeout: float | None = None,
+        on_wait: Callable[[], None] | None = None,
+    ) -> Iterator[Slice]:
+        """Stream (chunk result, first row, end row) slices as results arrive, or in input order."""
+        s = self.client.settings
+        stream: Iterable = stream_chunks(
+            self.client.store,
+            self.id,
+            result_ttl=s.result_ttl,
+            poll=s.poll_interval,
+            stale_after=s.producer_stale_s,
+            idle_timeout=idle_timeout,
+            on_wait=on_wait,
+        )
+        yield from (in_order if ordered else arrival_order)(stream)
+
+    def results(self, ordered: bool = False) -> Iterator[Record]:
+        """Stream one Record per input puzzle, as they arrive (or in input order)."""
+        for result, start, stop in self.chunks(ordered):
+            for line in result.lines()[start:stop]:
+                yield Record.from_json(line)
+
+    def cancel(self) -> None:
+        """Stop reading input (the job is marked failed); results already stored stay until purged."""
+        if self._producer is not None:
+            self._producer.stopping.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def purge(self) -> int:
+        """Delete the job's data from the store."""
+        return self.client.store.purge(self.id)

@@ -1,0 +1,208 @@
+"""`sudoku-batch`: solve, submit, collect, status, worker and purge (exit 0 ok, 1 job failed, 2 usage)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake in the command line (exit 2)."""
+
+
+def _common_solve(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per puzzle")
+    p.add_argument(
+        "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
+    )
+    p.add_argument("--box", default=None, metavar="RxC", help="box shape when it is not square, e.g. 2x3")
+    p.add_argument("--broker", default=None, metavar="URL", help="redis://[:password@]host:port/db")
+
+
+def _common_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", default=None, help="results file (default: stdout)")
+    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    p.add_argument("--ordered", action="store_true", help="write results in input order")
+    p.add_argument("--report", default=None, metavar="HTML", help="also write an HTML report with plots")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line grammar."""
+    ap = argparse.ArgumentParser(prog="sudoku-batch", description="Solve Sudoku corpora of any size.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("solve", help="solve whole files and wait for every result")
+    _common_solve(p)
+    _common_output(p)
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes (embedded mode)")
+    p = sub.add_parser("submit", help="submit files to the broker, print the job id and return")
+    _common_solve(p)
+    p = sub.add_parser("collect", help="wait for a job's results and write them")
+    p.add_argument("job")
+    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument(
+        "--timeout", type=float, default=None, metavar="S", help="give up after S s with no result"
+    )
+    _common_output(p)
+    p = sub.add_parser("status", help="show a job's progress, counts, rate and live workers")
+    p.add_argument("job")
+    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("worker", help="start a Celery worker for the broker")
+    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument(
+        "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
+    )
+    p.add_argument("--loglevel", default="warning")
+    p = sub.add_parser("health", help="exit 0 if the broker answers and a worker on this host beats")
+    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker-only", action="store_true", help="only check that the broker answers")
+    p = sub.add_parser("purge", help="delete a job's keys from the broker")
+    p.add_argument("job")
+    p.add_argument("--broker", default=None, metavar="URL")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; return the exit code (errors are one line on stderr, never a traceback)."""
+    args = parser().parse_args(argv)
+    settings = ClientSettings()
+    try:
+        if args.command in ("solve", "submit", "collect"):
+            from client.run import run_command
+
+            return run_command(args, settings)
+        if args.command == "status":
+            return _status(args, settings)
+        if args.command == "purge":
+            return _purge(args, settings)
+        if args.command == "health":
+            return _health(args, settings)
+        return _worker(args, settings)
+    except UsageError as exc:
+        print(f"sudoku-batch: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokerUnreachable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
+        if os.environ.get("SUDOKU_BATCH_DEBUG"):
+            raise
+        print(f"error: {type(exc).__name__}: {mask_url(str(exc))}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:
+    """The broker from --broker or SUDOKU_BATCH_BROKER (UsageError if required and missing, or malformed)."""
+    url = args.broker or settings.broker
+    if not url:
+        if required:
+            raise UsageError(f"{args.command} needs a broker: --broker URL or SUDOKU_BATCH_BROKER")
+        return None
+    try:
+        check_broker_url(url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return url
+
+
+def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
+    from client.batch import BatchClient
+
+    status = BatchClient(broker_url(args, settings, True), settings=settings).job(args.job).status()
+    if args.json:
+        print(status.model_dump_json(indent=2))
+        return EXIT_OK if status.state != "unknown" else EXIT_FAILED
+    if status.state == "unknown":
+        print(f"error: {status.error}", file=sys.stderr)
+        return EXIT_FAILED
+    total = status.total if status.total is not None else f"{status.submitted}+ (still reading input)"
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items())) or "none yet"
+    eta = (
+        f", ETA {status.eta_s:.0f} s"
+        if status.eta_s is not None and status.done < (status.total or 0)
+        else ""
+    )
+    print(
+        f"job {status.job}: {status.state}, {status.done}/{total} puzzles, {status.rate:,.0f} puzzles/s{eta}"
+    )
+    print(f"counts: {counts}")
+    live = len(status.workers)
+    print(f"chunks: {status.chunks_done}/{status.chunks_sent} done; live worker processes: {live}")
+    if status.error:
+        print(f"error: {status.error}")
+    return EXIT_OK
+
+
+def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:
+    from client.batch import BatchClient
+
+    removed = BatchClient(broker_url(args, settings, True), settings=settings).job(args.job).purge()
+    print(f"job {args.job}: {removed} keys removed")
+    return EXIT_OK
+
+
+def _health(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Liveness probe: the broker answers, and (unless --broker-only) a worker process of this host beats."""
+    import socket
+
+    from client.redis_store import RedisJobStore, connect
+
+    url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
+    store = RedisJobStore(connect(url, settings), settings)
+    if args.broker_only:
+        print(f"ok: broker {mask_url(url)} answers")
+        return EXIT_OK
+    host = socket.gethostname()
+    mine = [w for w in store.live_workers() if w.rsplit(":", 1)[0] == host]
+    if not mine:
+        print(f"error: no live worker process on {host}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"ok: {len(mine)} live worker processes on {host}")
+    return EXIT_OK
+
+
+def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Replace this process by a Celery worker (`celery -A worker.app worker`) for the broker."""
+    from client.redis_store import connect
+
+    url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
+    connect(url, settings).close()  # fail fast, in one line, if the broker is not there
+    if args.concurrency is not None and args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
+    argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]
+    argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    env = dict(os.environ, SUDOKU_BATCH_BROKER=url)
+    print(f"starting a worker for {mask_url(url)}", file=sys.stderr)
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)
+    return EXIT_FAILED  # pragma: no cover - execve does not return
+
+
+def input_sources(names: list[str]) -> list[tuple[str, str]]:
+    """Check the inputs exist (a usage error if not); `-` is stdin and may appear once."""
+    if names.count("-") > 1:
+        raise UsageError("stdin (-) can be read only once")
+    for name in names:
+        if name != "-" and not Path(name).is_file():
+            raise UsageError(f"{name}: no such file")
+    return [(name, name) for name in names]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The collector: stream a job's chunk results as they arrive, optionally back in input order.
+
+Every run reads the job's arrival list from the start and skips chunk ids it has seen,
+so a redelivered chunk is read once and a re-run after a crash outputs each puzzle
+once (results stay `result_ttl` seconds after collection for exactly that).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from client.store import JobStore
+from solvers.chunk import ChunkResult
+
+
+class JobFailed(RuntimeError):
+    """The job cannot finish: the message says why."""
+
+
+def stream_chunks(
+    store: JobStore,
+    job: str,
+    *,
+    result_ttl: int,
+    poll: float = 0.05,
+    stale_after: float = 120.0,
+    idle_timeout: float | None = None,
+    on_wait: Callable[[], None] | None = None,
+) -> Iterator[ChunkResult]:
+    """Yield each chunk result of `job` once, in arrival order, until the job is complete.
+
+    Raises JobFailed when the job failed, its producer died, a result expired before it
+    was collected, or nothing arrived for `idle_timeout` seconds.
+    """
+    seen: set[int] = set()
+    cursor = 0
+    last_progress = time.monotonic()
+    while True:
+        ids, cursor = store.arrivals(job, cursor)
+        fresh = [c for c in dict.fromkeys(ids) if c not in seen]
+        if fresh:
+            payloads = store.fetch(job, fresh)
+            for chunk, payload in zip(fresh, payloads, strict=True):
+                if payload is None:
+                    raise JobFailed(f"the result of chunk {chunk} expired before it was collected")
+                seen.add(chunk)
+                yield ChunkResult.decode(payload)
+            store.mark_collected(job, fresh, result_ttl)
+            last_progress = time.monotonic()
+            continue
+        meta = store.meta(job)
+        if not meta or "created" not in meta:
+            raise JobFailed(f"no job {job} (never created, purged, or expired)")
+        state = meta.get("state")
+        if state == "failed":
+            raise JobFailed(meta.get("error") or "the job failed")
+        if state == "produced" and len(seen) >= int(meta.get("chunks_total", 0)):
+            return
+        if state == "producing":
+            beat = float(meta.get("producer_beat") or meta["created"])
+            if time.time() - beat > stale_after:
+                raise JobFailed("the producer stopped before the whole input was submitted; submit it again")
+        if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
+            raise JobFailed(f"no result arrived for {idle_timeout:g} s")
+        if on_wait is not None:
+            on_wait()
+        store.wait(job, poll)
+
+
+Slice = tuple[ChunkResult, int, int]  # a chunk result and a range of its record rows
+
+
+def in_order(chunks: Iterable[ChunkResult]) -> Iterator[Slice]:
+    """Reorder chunk results by puzzle index, holding only what arrived ahead of its turn.
+
+    Records of a chunk are in index order and come in runs of consecutive indices, so
+    the merge works run by run: results arriving in order pass straight through.
+    """
+    expected = 0
+    heads: dict[int, tuple[ChunkResult, int, int]] = {}  # next index -> (result, run number, first row)
+    for result in chunks:
+        if len(result) == 0:
+            continue
+        heads[result.header.index_runs[0][0]] = (result, 0, 0)
+        while expected in heads:
+            result, run, row = heads.pop(expected)
+            runs = result.header.index_runs
+            start = row
+            while run < len(runs) and runs[run][0] == expected:
+                expected += runs[run][1]
+                row += runs[run][1]
+                run += 1
+            yield result, start, row
+            if run < len(runs):
+                heads[runs[run][0]] = (result, run, row)
+    if heads:
+        raise JobFailed(f"results are missing for puzzles from index {expected} on")
+
+
+def arrival_order(chunks: Iterable[ChunkResult]) -> Iterator[Slice]:
+    """Pass chunk results through whole, as they arrive."""
+    for result in chunks:
+        yield result, 0, len(result)

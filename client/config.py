@@ -1,0 +1,66 @@
+"""Client settings (environment variables `SUDOKU_BATCH_*`), URL masking and broker checks."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from solvers.chunk import DEFAULT_QUEUE
+from solvers.chunk_store import KEY_PREFIX
+
+
+class ClientSettings(BaseSettings):
+    """What the producer and the collector need to know; every field can come from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="SUDOKU_BATCH_", extra="ignore")
+
+    broker: str | None = None  # redis://[:password@]host:port/db or rediss://; None = embedded
+    queue: str = DEFAULT_QUEUE
+    key_prefix: str = KEY_PREFIX
+    result_ttl: int = 3600  # seconds a collected result stays, so `collect` can be re-run
+    job_ttl: int = 7 * 86400  # seconds an uncollected result or a job's metadata may wait
+    chunk_seconds: float = 1.0  # target solving time of one chunk
+    max_chunk_bytes: int = 4 << 20  # bound on one task message's puzzle text
+    connect_timeout: float = 2.0  # seconds to reach the broker before giving up
+    socket_timeout: float = 10.0
+    visibility_timeout: int = 4 * 3600  # seconds before an unacknowledged chunk is redelivered
+    task_time_limit_floor: int = 300  # seconds: the Celery hard limit is never below this
+    poll_interval: float = 0.05  # seconds between checks for new results
+    producer_stale_s: float = 120.0  # a producer silent this long has died
+
+
+_PASSWORD = re.compile(r"(\w+://)([^@/\s]*)@")
+
+
+def mask_url(url: str) -> str:
+    """Hide the passwords of broker URLs in a text: `redis://:****@host:6379/0`."""
+
+    def repl(m: re.Match[str]) -> str:
+        user, _, password = m.group(2).partition(":")
+        if not password and not user:
+            return m.group(0)
+        if not password:  # redis://password@host is also a password
+            return f"{m.group(1)}****@"
+        return f"{m.group(1)}{user}:****@"
+
+    return _PASSWORD.sub(repl, url)
+
+
+def check_broker_url(url: str) -> None:
+    """Raise ValueError with a readable reason unless `url` is a redis:// or rediss:// URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ValueError(
+            f"broker URL {mask_url(url)!r}: expected redis://[:password@]host:port/db or rediss://"
+        )
+    if not parts.hostname:
+        raise ValueError(f"broker URL {mask_url(url)!r} names no host")
+
+
+class BrokerUnreachable(ConnectionError):
+    """The broker did not answer; the message names the (masked) URL and the reason."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach broker {mask_url(url)}: {reason}")

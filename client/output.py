@@ -1,0 +1,108 @@
+"""Result records (the public fields) and the writers: JSON Lines straight through, or CSV.
+
+The workers already rendered each record as one JSON line, so the JSON Lines writer
+only copies bytes. A file is written under a temporary name and renamed when the job
+completes, so a crashed `collect` leaves no half file and its re-run writes it whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from solvers.chunk import ChunkResult
+from solvers.chunk_records import FIELDS
+
+
+@dataclass(slots=True)
+class Record:
+    """One puzzle's result as the output holds it."""
+
+    line: int
+    input: str
+    index: int
+    puzzle: str
+    status: str
+    solution: str | None
+    cost: int | None
+    solver: str | None
+    time_ms: float | None
+    error: str | None
+    nodes: int
+    guesses: int
+    restarts: int
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Record:
+        """Read a record from its JSON line."""
+        data = json.loads(text)
+        return cls(**{k: data[k] for k in FIELDS})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a dict in field order."""
+        return {k: getattr(self, k) for k in FIELDS}
+
+
+class Output:
+    """Where records go: a file (written atomically) or stdout, as JSON Lines or CSV."""
+
+    def __init__(self, path: str | None, fmt: str = "jsonl") -> None:
+        if fmt not in ("jsonl", "csv"):
+            raise ValueError(f"unknown format {fmt!r}; use jsonl or csv")
+        self.fmt = fmt
+        self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
+        self._tmp: str | None = None
+        if self.path is None:
+            self.stream: IO[bytes] = sys.stdout.buffer
+        else:
+            folder = self.path.parent if str(self.path.parent) else Path(".")
+            fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=folder)
+            self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
+        self._csv_header = False
+
+    def write(self, result: ChunkResult, start: int, stop: int) -> None:
+        """Write records `start:stop` of a chunk result."""
+        if stop <= start:
+            return
+        if self.fmt == "jsonl":
+            if start == 0 and stop == len(result):
+                self.stream.write(result.records)
+                self.stream.write(b"\n")
+            else:
+                self.stream.write(b"\n".join(result.lines()[start:stop]) + b"\n")
+            return
+        self._write_csv(result.lines()[start:stop])
+
+    def _write_csv(self, lines: list[bytes]) -> None:
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        if not self._csv_header:
+            writer.writerow(FIELDS)
+            self._csv_header = True
+        for line in lines:
+            data = json.loads(line)
+            data["counters"] = json.dumps(data["counters"], separators=(",", ":"))
+            writer.writerow(["" if data[k] is None else data[k] for k in FIELDS])
+        self.stream.write(text.getvalue().encode())
+
+    def close(self, complete: bool) -> None:
+        """Flush; a file is renamed into place when `complete`, else removed."""
+        if self.fmt == "csv" and not self._csv_header and complete:
+            self.stream.write((",".join(FIELDS) + "\n").encode())
+        self.stream.flush()
+        if self._tmp is None:
+            return
+        self.stream.close()
+        if complete:
+            os.replace(self._tmp, self.path)  # type: ignore[arg-type]
+        else:
+            os.unlink(self._tmp)
+        self._tmp = None

@@ -1,0 +1,57 @@
+"""A one-line progress bar on stderr: done/total, puzzles/s, ETA (redrawn at most 5 times a second)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+class Progress:
+    """Draws `[#####.....] done/total  rate/s  ETA` with carriage returns; silent when disabled."""
+
+    def __init__(self, enabled: bool, stream: TextIO | None = None, width: int = 24) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.started = time.monotonic()
+        self._drawn = 0.0
+        self._shown = False
+
+    def update(
+        self, done: int, total: int | None, submitted: int, note: str = "", force: bool = False
+    ) -> None:
+        """Redraw if due; `total` is None while the input is still being read (then `submitted` is shown)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._drawn < 0.2:
+            return
+        self._drawn = now
+        elapsed = max(1e-9, now - self.started)
+        rate = done / elapsed
+        if total:
+            filled = int(self.width * min(1.0, done / total))
+            bar = "#" * filled + "." * (self.width - filled)
+            eta = f"ETA {_clock((total - done) / rate)}" if rate > 0 and done < total else ""
+            count = f"{done}/{total}"
+        else:
+            bar = "." * self.width
+            eta = ""
+            count = f"{done}/{max(done, submitted)}+"
+        line = f"\r[{bar}] {count} puzzles  {rate:,.0f}/s  {eta} {note}".rstrip()
+        self.stream.write(line + "\x1b[K")
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self.enabled and self._shown:
+            self.stream.write("\n")
+            self.stream.flush()

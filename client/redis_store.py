@@ -1,0 +1,156 @@
+"""The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list.
+
+Key names and the result write come from `solvers.chunk_store`, which the worker uses
+too. Connections use short timeouts so an unreachable broker is an error within
+seconds, never a hang.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from client.config import BrokerUnreachable, ClientSettings
+from client.store import JobStore
+from solvers.chunk import ChunkResult, ChunkStats
+from solvers.chunk_store import JobKeys, result_commands, workers_key
+
+LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
+
+
+def connect(url: str, settings: ClientSettings) -> redis.Redis:
+    """Open a Redis client with short timeouts and check that it answers (BrokerUnreachable if not)."""
+    try:
+        client = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=settings.connect_timeout,
+            socket_timeout=settings.socket_timeout,
+            retry_on_timeout=False,
+            health_check_interval=30,
+        )
+        client.ping()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        raise BrokerUnreachable(url, _reason(exc)) from None
+    return client
+
+
+def _reason(exc: BaseException) -> str:
+    """The shortest useful reason from a redis-py error (its messages repeat host and port)."""
+    text = str(exc).strip() or type(exc).__name__
+    if "Connection refused" in text:
+        return "Connection refused"
+    if "Timeout" in type(exc).__name__ or "timed out" in text:
+        return "connection timed out"
+    return text.splitlines()[0][:200]
+
+
+class RedisJobStore(JobStore):
+    """A JobStore in Redis, shared by every producer, worker and collector of the broker."""
+
+    def __init__(self, client: redis.Redis, settings: ClientSettings) -> None:
+        self.r = client
+        self.settings = settings
+        self.prefix = settings.key_prefix
+
+    def keys(self, job: str) -> JobKeys:
+        """The key names of a job."""
+        return JobKeys(job, self.prefix)
+
+    def create(self, job: str, meta: dict[str, str]) -> None:
+        k = self.keys(job)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(k.meta, mapping=meta)
+        pipe.expire(k.meta, self.settings.job_ttl)
+        pipe.execute()
+
+    def meta(self, job: str) -> dict[str, str]:
+        raw = self.r.hgetall(self.keys(job).meta)
+        return {_s(k): _s(v) for k, v in raw.items()}
+
+    def update(self, job: str, fields: dict[str, str]) -> None:
+        k = self.keys(job)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(k.meta, mapping=fields)
+        pipe.expire(k.meta, self.settings.job_ttl)
+        pipe.execute()
+
+    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+        stats = result.header.stats
+        commands = result_commands(
+            self.keys(job),
+            result.header.chunk,
+            payload if payload is not None else result.encode(),
+            stats.model_dump_json(),
+            stats.n,
+            stats.cpu_s,
+            self.settings.job_ttl,
+        )
+        run_commands(self.r, commands)
+
+    def arrivals(self, job: str, cursor: int) -> tuple[list[int], int]:
+        got = self.r.lrange(self.keys(job).arrivals, cursor, -1)
+        return [int(c) for c in got], cursor + len(got)
+
+    def arrived_count(self, job: str) -> int:
+        return int(self.r.llen(self.keys(job).arrivals))
+
+    def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
+        if not chunks:
+            return []
+        k = self.keys(job)
+        return list(self.r.mget([k.result(c) for c in chunks]))
+
+    def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
+        k = self.keys(job)
+        pipe = self.r.pipeline(transaction=False)
+        for c in chunks:
+            pipe.expire(k.result(c), ttl)
+        pipe.execute()
+
+    def stats(self, job: str) -> list[ChunkStats]:
+        raw = self.r.hvals(self.keys(job).stats)
+        return [ChunkStats.model_validate_json(v) for v in raw]
+
+    def hint(self, job: str) -> tuple[int, float]:
+        n, cpu = self.r.hmget(self.keys(job).meta, ["hint_n", "hint_cpu"])
+        return int(n or 0), float(cpu or 0.0)
+
+    def wait(self, job: str, timeout: float) -> None:
+        time.sleep(timeout)
+
+    def live_workers(self) -> list[str]:
+        key = workers_key(self.prefix)
+        now = time.time()
+        self.r.zremrangebyscore(key, 0, now - 3600)
+        return [_s(w) for w in self.r.zrangebyscore(key, now - LIVE_WORKER_S, "+inf")]
+
+    def purge(self, job: str) -> int:
+        """Delete the job's keys; result keys by chunk id (no keyspace scan), metadata last.
+
+        A chunk still queued finds no metadata when it runs and is dropped unsolved.
+        """
+        k = self.keys(job)
+        meta = self.meta(job)
+        arrived = [int(c) for c in self.r.lrange(k.arrivals, 0, -1)]
+        chunks = max(
+            [int(meta.get("chunks_sent", 0)), int(meta.get("chunks_total", 0)), *(c + 1 for c in arrived)]
+        )
+        removed = 0
+        for first in range(0, chunks, 1000):
+            removed += int(self.r.delete(*[k.result(c) for c in range(first, min(chunks, first + 1000))]))
+        return removed + int(self.r.delete(*k.fixed()))
+
+
+def run_commands(client: Any, commands: list[tuple[Any, ...]]) -> None:
+    """Run raw commands in one MULTI/EXEC transaction."""
+    pipe = client.pipeline(transaction=True)
+    for command in commands:
+        pipe.execute_command(*command)
+    pipe.execute()
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

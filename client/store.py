@@ -1,0 +1,214 @@
+"""The job store interface, and its in-memory implementation for the embedded mode.
+
+A job store holds a job's metadata and its chunk results until they are collected.
+`RedisJobStore` (client/redis_store.py) is the distributed one; `MemoryStore` keeps
+the same contract inside one process, so the producer and the collector run unchanged
+on either, and tests run the same cases against both.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from solvers.chunk import ChunkResult, ChunkStats
+
+
+class JobStatus(BaseModel):
+    """A job's progress as `status` shows it."""
+
+    job: str
+    state: str  # producing | produced | failed | unknown
+    inputs: list[str] = []
+    submitted: int = 0  # puzzles read so far (the total once state is produced)
+    total: int | None = None
+    done: int = 0
+    counts: dict[str, int] = {}
+    chunks_sent: int = 0
+    chunks_done: int = 0
+    elapsed_s: float = 0.0
+    rate: float = 0.0  # puzzles per second since the job was created
+    eta_s: float | None = None
+    workers: list[str] = []
+    error: str | None = None
+
+
+class JobStore(ABC):
+    """Where producers put jobs and answers, workers put chunk results, and collectors read them."""
+
+    @abstractmethod
+    def create(self, job: str, meta: dict[str, str]) -> None:
+        """Record a new job with its metadata."""
+
+    @abstractmethod
+    def meta(self, job: str) -> dict[str, str]:
+        """Return the job's metadata ({} when the job does not exist)."""
+
+    @abstractmethod
+    def update(self, job: str, fields: dict[str, str]) -> None:
+        """Set some metadata fields."""
+
+    @abstractmethod
+    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+        """Store a chunk result (`payload`: its encoding, when at hand); storing a chunk again replaces it."""
+
+    @abstractmethod
+    def arrivals(self, job: str, cursor: int) -> tuple[list[int], int]:
+        """Return chunk ids that arrived from position `cursor` on, and the next cursor."""
+
+    @abstractmethod
+    def arrived_count(self, job: str) -> int:
+        """How many chunk results arrived, repeats included (the producer's backpressure)."""
+
+    @abstractmethod
+    def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
+        """Return the encoded results of `chunks` (None for one that is gone)."""
+
+    @abstractmethod
+    def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
+        """Let collected results expire after `ttl` seconds."""
+
+    @abstractmethod
+    def stats(self, job: str) -> list[ChunkStats]:
+        """Return the statistics of every finished chunk."""
+
+    @abstractmethod
+    def hint(self, job: str) -> tuple[int, float]:
+        """Return (puzzles solved, CPU seconds) so far: the producer's chunk-sizing feedback."""
+
+    @abstractmethod
+    def wait(self, job: str, timeout: float) -> None:
+        """Sleep until a result may have arrived, at most `timeout` seconds."""
+
+    @abstractmethod
+    def live_workers(self) -> list[str]:
+        """Name the worker processes seen recently."""
+
+    @abstractmethod
+    def purge(self, job: str) -> int:
+        """Delete everything of a job; return how many keys (or entries) went."""
+
+    def status(self, job: str) -> JobStatus:
+        """Summarise a job's progress from its metadata and chunk statistics."""
+        meta = self.meta(job)
+        if not meta or "created" not in meta:
+            return JobStatus(job=job, state="unknown", error="no such job (never created, purged or expired)")
+        stats = self.stats(job)
+        counts: dict[str, int] = {}
+        for s in stats:
+            for k, v in s.counts.items():
+                counts[k] = counts.get(k, 0) + v
+        done = sum(s.n for s in stats)
+        elapsed = max(
+            1e-9, (max((s.end for s in stats), default=0.0) or time.time()) - float(meta["created"])
+        )
+        if meta.get("state") != "produced" or done < int(meta.get("total", -1)):
+            elapsed = max(elapsed, time.time() - float(meta["created"]))
+        total = int(meta["total"]) if "total" in meta else None
+        rate = done / elapsed if done else 0.0
+        return JobStatus(
+            job=job,
+            state=meta.get("state", "unknown"),
+            inputs=meta.get("inputs", "").split("\n") if meta.get("inputs") else [],
+            submitted=int(meta.get("submitted", 0)),
+            total=total,
+            done=done,
+            counts=counts,
+            chunks_sent=int(meta.get("chunks_sent", 0)),
+            chunks_done=len(stats),
+            elapsed_s=elapsed,
+            rate=rate,
+            eta_s=(total - done) / rate if total is not None and rate > 0 else None,
+            workers=self.live_workers(),
+            error=meta.get("error"),
+        )
+
+
+class MemoryStore(JobStore):
+    """A job store inside one process (embedded mode): dictionaries under one condition variable."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._meta: dict[str, dict[str, str]] = {}
+        self._results: dict[str, dict[int, bytes]] = {}
+        self._stats: dict[str, dict[int, ChunkStats]] = {}
+        self._arrivals: dict[str, list[int]] = {}
+        self._hint: dict[str, tuple[int, float]] = {}
+        self.workers: list[str] = []
+
+    def create(self, job: str, meta: dict[str, str]) -> None:
+        with self._cond:
+            self._meta[job] = dict(meta)
+            self._results[job], self._stats[job], self._arrivals[job] = {}, {}, []
+            self._hint[job] = (0, 0.0)
+
+    def meta(self, job: str) -> dict[str, str]:
+        with self._cond:
+            return dict(self._meta.get(job, {}))
+
+    def update(self, job: str, fields: dict[str, str]) -> None:
+        with self._cond:
+            self._meta.setdefault(job, {}).update(fields)
+            self._cond.notify_all()
+
+    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+        payload = payload if payload is not None else result.encode()
+        with self._cond:
+            if job not in self._results:
+                return  # purged
+            chunk, stats = result.header.chunk, result.header.stats
+            self._results[job][chunk] = payload
+            self._stats[job][chunk] = stats
+            self._arrivals[job].append(chunk)
+            n, cpu = self._hint[job]
+            self._hint[job] = (n + stats.n, cpu + stats.cpu_s)
+            self._cond.notify_all()
+
+    def arrivals(self, job: str, cursor: int) -> tuple[list[int], int]:
+        with self._cond:
+            got = self._arrivals.get(job, [])[cursor:]
+            return list(got), cursor + len(got)
+
+    def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
+        with self._cond:
+            results = self._results.get(job, {})
+            return [results.get(c) for c in chunks]
+
+    def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
+        """Drop collected results at once: in one process nothing can re-run the collection."""
+        with self._cond:
+            results = self._results.get(job, {})
+            for c in chunks:
+                results.pop(c, None)
+
+    def stats(self, job: str) -> list[ChunkStats]:
+        with self._cond:
+            return list(self._stats.get(job, {}).values())
+
+    def hint(self, job: str) -> tuple[int, float]:
+        with self._cond:
+            return self._hint.get(job, (0, 0.0))
+
+    def wait(self, job: str, timeout: float) -> None:
+        with self._cond:
+            self._cond.wait(timeout)
+
+    def live_workers(self) -> list[str]:
+        return list(self.workers)
+
+    def purge(self, job: str) -> int:
+        with self._cond:
+            found = job in self._meta
+            for table in (self._meta, self._results, self._stats, self._arrivals, self._hint):
+                table.pop(job, None)  # type: ignore[attr-defined]
+            self._cond.notify_all()
+            return int(found)
+
+    def arrived_count(self, job: str) -> int:
+        """How many chunk results arrived (the producer's backpressure reads this)."""
+        with self._cond:
+            return len(self._arrivals.get(job, []))

@@ -1,0 +1,129 @@
+"""The end-of-job summary: counts, throughput, time percentiles, wins, costs, invalid lines.
+
+Built from the chunks' statistics only (never from the records), in bounded memory: the
+solve times are kept as a log-binned histogram (bins 4.7% wide), so the percentiles are
+exact to within a bin whatever the corpus size; the maximum is exact.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from solvers.chunk import ChunkStats, Problem, time_bin_ms
+
+MAX_PROBLEMS = 1000
+STATUS_ORDER = ("solved", "approximate", "unsolvable", "timeout", "invalid", "error")
+
+
+class Summary:
+    """Accumulates ChunkStats into the job's summary."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self.n = 0
+        self.counts: dict[str, int] = {}
+        self.wins: dict[str, int] = {}
+        self.approx_costs: dict[int, int] = {}
+        self.time_bins: dict[int, int] = {}
+        self.time_max_ms = 0.0
+        self.solve_s = 0.0
+        self.cpu_s = 0.0
+        self.solver_cpu_s = 0.0
+        self.problems: list[tuple[str, Problem]] = []  # (input, problem), first MAX_PROBLEMS by arrival
+        self.problems_total = 0
+
+    def add(self, stats: ChunkStats, input_name: str) -> None:
+        """Fold one chunk's statistics in."""
+        self.n += stats.n
+        for table, extra in ((self.counts, stats.counts), (self.wins, stats.wins)):
+            for k, v in extra.items():
+                table[k] = table.get(k, 0) + v
+        for c, v in stats.approx_costs.items():
+            self.approx_costs[c] = self.approx_costs.get(c, 0) + v
+        for b, v in stats.time_bins.items():
+            self.time_bins[b] = self.time_bins.get(b, 0) + v
+        self.time_max_ms = max(self.time_max_ms, stats.time_max_ms)
+        self.solve_s += stats.solve_s
+        self.cpu_s += stats.cpu_s
+        self.solver_cpu_s += stats.solver_cpu_s
+        room = MAX_PROBLEMS - len(self.problems)
+        if room > 0:
+            self.problems.extend((input_name, p) for p in stats.problems[:room])
+        self.problems_total += len(stats.problems) + stats.problems_dropped
+
+    def finish(self) -> None:
+        """Stop the wall clock."""
+        self.finished = time.monotonic()
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds from the start to the end (or now)."""
+        return (self.finished or time.monotonic()) - self.started
+
+    @property
+    def rate(self) -> float:
+        """Puzzles per second of wall time."""
+        return self.n / self.wall_s if self.wall_s > 0 else 0.0
+
+    def percentiles(self) -> dict[str, float]:
+        """p50, p90, p99 (to within a histogram bin) and the exact max of the solve times, in ms."""
+        total = sum(self.time_bins.values())
+        out: dict[str, float] = {}
+        if not total:
+            return out
+        ordered = sorted(self.time_bins.items())
+        for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
+            rank, seen = q * total, 0
+            for b, count in ordered:
+                seen += count
+                if seen >= rank:
+                    out[name] = min(time_bin_ms(b), self.time_max_ms)
+                    break
+        out["max"] = self.time_max_ms
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as plain data (for the report and `--json` consumers)."""
+        return {
+            "puzzles": self.n,
+            "counts": {k: self.counts[k] for k in _ordered(self.counts)},
+            "wall_s": self.wall_s,
+            "puzzles_per_s": self.rate,
+            "time_ms": self.percentiles(),
+            "wins": dict(sorted(self.wins.items(), key=lambda kv: -kv[1])),
+            "approximate_costs": dict(sorted(self.approx_costs.items())),
+            "problems_total": self.problems_total,
+        }
+
+    def text(self, max_problems: int = 10) -> str:
+        """The human summary printed on stderr."""
+        counts = ", ".join(f"{k} {self.counts[k]}" for k in _ordered(self.counts)) or "nothing"
+        lines = [f"{self.n} puzzles in {self.wall_s:.2f} s ({self.rate:,.0f} puzzles/s): {counts}"]
+        pct = self.percentiles()
+        if pct:
+            lines.append("solve time ms: " + "  ".join(f"{k} {_ms(v)}" for k, v in pct.items()))
+        if self.wins:
+            wins = ", ".join(f"{k} {v}" for k, v in sorted(self.wins.items(), key=lambda kv: -kv[1]))
+            lines.append(f"wins: {wins}")
+        if self.approx_costs:
+            costs = ", ".join(f"{c}: {v}" for c, v in sorted(self.approx_costs.items()))
+            lines.append(f"approximate costs (cost: puzzles): {costs}")
+        if self.problems_total:
+            lines.append(f"{self.problems_total} invalid or failed lines:")
+            for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:max_problems]:
+                lines.append(f"  {input_name}:{p.line}: {p.status}: {p.error}")
+            if self.problems_total > max_problems:
+                lines.append(
+                    f"  ... and {self.problems_total - max_problems} more (see the output's error field)"
+                )
+        return "\n".join(lines)
+
+
+def _ordered(counts: dict[str, int]) -> list[str]:
+    return [k for k in STATUS_ORDER if k in counts] + sorted(k for k in counts if k not in STATUS_ORDER)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"

@@ -1,0 +1,204 @@
+"""How chunks reach a solver: local processes (embedded) or Celery workers through Redis.
+
+Both transports call the same `solvers.chunk.solve_chunk` on the far side and put the
+result in the job store; the producer and collector cannot tell them apart. The Celery
+side is reached by task name (`send_task`) from an app built here with the workers'
+JSON-only settings: the client never imports `worker`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from abc import ABC, abstractmethod
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from client.config import ClientSettings, mask_url
+from client.store import JobStore
+from solvers.chunk import TASK_NAME, ChunkResult, ChunkTask, failed_chunk, solve_chunk
+
+INLINE_BYTES = 8192  # an embedded job this small is solved in-process: no pool to start
+
+
+class Transport(ABC):
+    """Carries chunk tasks to whatever solves them."""
+
+    @abstractmethod
+    def send(self, task: ChunkTask) -> None:
+        """Hand a chunk over (may block briefly; never waits for the answer)."""
+
+    def close(self) -> None:  # noqa: B027 - most transports hold nothing to release
+        """Release processes and connections."""
+
+    @property
+    def broken(self) -> str | None:
+        """Why the transport can no longer deliver (None while healthy)."""
+        return None
+
+
+def _solve_payload(payload: str) -> bytes:
+    """Worker-process entry: decode a task, solve it, encode the result (the pool's unit of work)."""
+    return solve_chunk(ChunkTask.model_validate_json(payload)).encode()
+
+
+def _init_process() -> None:
+    """Warm the compiled solvers once per local worker process; leave Ctrl-C to the parent."""
+    import signal
+
+    from solvers.chunk import warm
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    warm()
+
+
+class LocalPool:
+    """The embedded mode's worker processes, started once per BatchClient and reused by its jobs.
+
+    `start()` forks the pool from the calling thread, before any producer thread exists,
+    after warming the compiled solvers once so every forked process starts warm. Fork
+    (not spawn) also spares scripts the `if __name__ == "__main__"` guard.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+        self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def started(self) -> bool:
+        """True once the processes exist."""
+        return self._pool is not None
+
+    def start(self) -> None:
+        """Warm the solvers here, then fork the worker processes (no-op when started)."""
+        if self._pool is not None:
+            return
+        from solvers.chunk import warm
+
+        warm()
+        ctx = multiprocessing.get_context("fork")
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_process)
+        self._pool.submit(os.getpid).result()  # forks every process now, from this thread
+
+    def submit(self, payload: str) -> Future[bytes]:
+        """Solve one encoded ChunkTask in a worker process."""
+        assert self._pool is not None, "start() the pool first"
+        return self._pool.submit(_solve_payload, payload)
+
+    def close(self) -> None:
+        """Stop the processes (pending chunks are cancelled)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class LocalTransport(Transport):
+    """Embedded mode: chunks go to the client's LocalPool, results into its in-memory store.
+
+    With the pool not started (tiny inputs) chunks are solved in-process: nothing to
+    start up, which is what makes a one-puzzle run fast from a cold start.
+    """
+
+    def __init__(self, store: JobStore, job: str, pool: LocalPool) -> None:
+        self.store = store
+        self.job = job
+        self.pool = pool
+        self._broken: str | None = None
+
+    def send(self, task: ChunkTask) -> None:
+        if not self.pool.started:
+            self.store.put_result(self.job, solve_chunk(task))
+            return
+        future = self.pool.submit(task.model_dump_json())
+        future.add_done_callback(lambda f: self._done(task, f))
+
+    def _done(self, task: ChunkTask, future: Future[bytes]) -> None:
+        """Store a finished chunk; a crashed process breaks the job (its chunks cannot be answered)."""
+        exc = future.exception()
+        if exc is None:
+            payload = future.result()
+            self.store.put_result(self.job, ChunkResult.decode(payload), payload)
+            return
+        self._broken = f"a local worker process failed: {type(exc).__name__}: {exc}"
+        self.store.update(self.job, {"state": "failed", "error": self._broken})
+        self.store.put_result(self.job, failed_chunk(task, self._broken))
+
+    @property
+    def broken(self) -> str | None:
+        return self._broken
+
+
+def celery_app(url: str, settings: ClientSettings) -> Any:
+    """Build a producer-only Celery app with the workers' JSON-only settings."""
+    from celery import Celery
+
+    app = Celery("sudoku_batch_client", broker=url, set_as_current=False)
+    transport_options = {
+        "visibility_timeout": settings.visibility_timeout,
+        "socket_connect_timeout": settings.connect_timeout,
+        "socket_timeout": settings.socket_timeout,
+    }
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_ignore_result=True,
+        task_default_queue=settings.queue,
+        broker_transport_options=transport_options,
+        broker_connection_timeout=settings.connect_timeout,
+        broker_connection_retry_on_startup=False,
+        broker_connection_max_retries=2,
+        broker_pool_limit=2,
+    )
+    if url.startswith("rediss://") and "ssl_cert_reqs" not in url:
+        import ssl
+
+        app.conf.broker_use_ssl = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return app
+
+
+class CeleryTransport(Transport):
+    """Broker mode: one Celery message per chunk, sent by name to the workers' queue."""
+
+    def __init__(self, url: str, settings: ClientSettings) -> None:
+        self.url = url
+        self.settings = settings
+        self.app = celery_app(url, settings)
+        self._producer: Any = None
+
+    def send(self, task: ChunkTask) -> None:
+        limit = self._hard_limit(task)
+        try:
+            self.app.send_task(
+                TASK_NAME,
+                kwargs={"task": task.model_dump(mode="json")},
+                queue=self.settings.queue,
+                soft_time_limit=limit - 30,
+                time_limit=limit,
+                retry=True,
+                retry_policy={
+                    "max_retries": 3,
+                    "interval_start": 0.2,
+                    "interval_step": 0.5,
+                    "interval_max": 1.0,
+                },
+            )
+        except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; all mean the same here
+            raise ConnectionError(f"cannot send to broker {mask_url(self.url)}: {exc}") from None
+
+    def _hard_limit(self, task: ChunkTask) -> int:
+        """Celery's time limit for a chunk: a safety net well above the solvers' own deadlines."""
+        per = task.time_limit if task.time_limit else 60.0
+        want = max(self.settings.task_time_limit_floor, 2 * per * len(task) + 60)
+        return int(min(want, max(self.settings.task_time_limit_floor, self.settings.visibility_timeout - 60)))
+
+    def close(self) -> None:
+        self.app.close()
+
+
+def default_workers() -> int:
+    """All cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

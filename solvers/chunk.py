@@ -1,0 +1,305 @@
+"""The one function that solves a chunk of a batch job, and the payloads around it.
+
+A chunk is many puzzles of one input travelling as one message (`ChunkTask`, the
+puzzles joined into one string) and coming back as one `ChunkResult`: a small JSON
+header (which puzzles, and the chunk's statistics) followed by the finished JSON Lines
+records. Rendering the records where they are solved keeps the collector a pass-through
+and spreads the formatting cost over the workers. Celery workers and the embedded local
+processes both call `solve_chunk`, so the two transports cannot drift apart. The Redis
+layout both sides share is plain data in `solvers.chunk_store` (no Redis import here).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import socket
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from solvers.chunk_records import TIME_BINS_PER_DECADE, extract, render, render_py, tally
+from solvers.result import SolveResult, Status
+
+TASK_NAME = "sudoku_batch.solve_chunk"
+DEFAULT_QUEUE = "sudoku_batch"
+SCHEMA = 1
+JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
+MAX_PROBLEMS = 1000  # invalid/error lines listed per chunk; the rest are only counted
+Runs = list[tuple[int, int]]
+
+
+class ChunkTask(BaseModel):
+    """One task message: the puzzles of a chunk (joined by newlines) and how to solve them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: int = SCHEMA
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    chunk: int = Field(ge=0)
+    input: str
+    index_runs: Runs  # (first, count): positions among all puzzles of the job, 0-based
+    line_runs: Runs  # (first, count): 1-based input lines where the puzzles start
+    puzzles: str  # the puzzle texts joined by "\n"
+    spans: list[int] | None = None  # lines per puzzle, only when some puzzle has several rows
+    box: str | None = None
+    time_limit: float | None = Field(default=None, gt=0)
+    portfolio: str | None = None
+    seed: int = 0
+
+    def __len__(self) -> int:
+        return sum(n for _, n in self.index_runs)
+
+    def texts(self) -> list[str]:
+        """Return the puzzle texts, regrouping multi-row puzzles by `spans`."""
+        return split_texts(self.puzzles, self.spans, len(self))
+
+
+class Problem(BaseModel):
+    """An input line that got no solution attempt (`invalid`) or whose solver failed (`error`)."""
+
+    index: int
+    line: int
+    status: str
+    error: str
+
+
+class ChunkStats(BaseModel):
+    """A chunk's tallies: enough for progress, the summary and chunk sizing without the records."""
+
+    n: int
+    counts: dict[str, int] = {}
+    wins: dict[str, int] = {}  # solver -> puzzles it answered (solved or approximate)
+    approx_costs: dict[int, int] = {}  # cost -> approximate results with it
+    time_bins: dict[int, int] = {}  # floor(TIME_BINS_PER_DECADE * log10(ms)) -> puzzles
+    time_max_ms: float = 0.0
+    solve_s: float = 0.0  # sum of the per-puzzle solve times reported by the solvers
+    cpu_s: float = 0.0  # CPU time of the process for the whole chunk (solve + render)
+    solver_cpu_s: float = 0.0  # CPU time inside `solve_many` alone
+    wall_s: float = 0.0
+    end: float = 0.0  # epoch seconds when the chunk finished
+    worker: str = ""
+    problems: list[Problem] = []
+    problems_dropped: int = 0
+
+
+class ChunkHeader(BaseModel):
+    """The first line of a stored chunk result: which puzzles it answers, and its statistics."""
+
+    v: int = SCHEMA
+    job: str
+    chunk: int
+    input: str
+    index_runs: Runs
+    stats: ChunkStats
+
+
+class ChunkResult:
+    """A chunk's header and its records (JSON Lines text, one line per puzzle, in index order)."""
+
+    __slots__ = ("header", "records")
+
+    def __init__(self, header: ChunkHeader, records: bytes) -> None:
+        self.header = header
+        self.records = records
+
+    def __len__(self) -> int:
+        return self.header.stats.n
+
+    def encode(self) -> bytes:
+        """Serialise as the header's JSON, a newline, then the records (no escaping of the records)."""
+        return self.header.model_dump_json().encode() + b"\n" + self.records
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ChunkResult:
+        """Invert `encode`."""
+        head, _, records = payload.partition(b"\n")
+        return cls(ChunkHeader.model_validate_json(head), records)
+
+    def indices(self) -> list[int]:
+        """Positions of the records among all puzzles of the job, in record order."""
+        return expand_runs(self.header.index_runs)
+
+    def lines(self) -> list[bytes]:
+        """The records, one JSON text per puzzle."""
+        return self.records.split(b"\n") if self.records else []
+
+
+def to_runs(values: Sequence[int]) -> Runs:
+    """Compress increasing integers into (first, count) runs of consecutive values."""
+    if not values:
+        return []
+    arr = np.asarray(values, dtype=np.int64)
+    breaks = np.flatnonzero(np.diff(arr) != 1) + 1
+    starts = np.concatenate(([0], breaks))
+    counts = np.diff(np.concatenate((starts, [len(arr)])))
+    return [(int(arr[s]), int(c)) for s, c in zip(starts, counts, strict=True)]
+
+
+def expand_runs(runs: Runs) -> list[int]:
+    """Invert `to_runs`."""
+    out: list[int] = []
+    for first, count in runs:
+        out.extend(range(first, first + count))
+    return out
+
+
+def join_texts(texts: list[str]) -> tuple[str, list[int] | None]:
+    """Join puzzle texts with newlines; return the rows per text when some text has several."""
+    joined = "\n".join(texts)
+    if not texts or joined.count("\n") == len(texts) - 1:
+        return joined, None
+    return joined, [t.count("\n") + 1 for t in texts]
+
+
+def split_texts(joined: str, spans: list[int] | None, count: int) -> list[str]:
+    """Invert `join_texts`."""
+    if count == 0:
+        return []
+    parts = joined.split("\n")
+    if spans is None:
+        return parts
+    out: list[str] = []
+    at = 0
+    for span in spans:
+        out.append("\n".join(parts[at : at + span]))
+        at += span
+    return out
+
+
+def chunk_seed(job: str, chunk: int) -> int:
+    """Derive a chunk's solver seed from the job id and chunk index (stable across machines)."""
+    digest = hashlib.blake2b(f"{job}:{chunk}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") & (2**62 - 1)) | 1
+
+
+def worker_name() -> str:
+    """Name this process for statistics and liveness: host:pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def solve_chunk(task: ChunkTask) -> ChunkResult:
+    """Solve and render every puzzle of a chunk; a failure becomes `error` results, never a raise.
+
+    `solve_many` verifies every solved grid; this function still refuses to report
+    `solved` with a non-zero cost. The garbage collector is paused meanwhile: the batch
+    allocates many short-lived objects and no cycles, and collections would scan them all.
+    """
+    from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
+
+    texts = task.texts()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            results = solve_many(
+                texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed
+            )
+            if len(results) != len(texts):
+                raise RuntimeError(f"the solver returned {len(results)} results for {len(texts)} puzzles")
+        except Exception as exc:  # noqa: BLE001 - one bad chunk must answer, not kill the worker
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            results = [SolveResult(Status.ERROR, text, error=reason) for text in texts]
+        solver_cpu = time.process_time() - cpu0
+        result = build_result(
+            task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results
+        )
+    finally:
+        if was_enabled:
+            gc.enable()
+    stats = result.header.stats
+    stats.solver_cpu_s = solver_cpu
+    stats.cpu_s = time.process_time() - cpu0
+    stats.wall_s = time.perf_counter() - wall0
+    return result
+
+
+def build_result(
+    job: str,
+    chunk: int,
+    input_name: str,
+    index_runs: Runs,
+    line_runs: Runs,
+    texts: list[str],
+    results: list[SolveResult],
+    compiled: bool = True,
+) -> ChunkResult:
+    """Render `results` (aligned with `texts`) as a ChunkResult with its statistics.
+
+    `compiled` picks the numba renderer (workers); the producer renders in plain Python.
+    """
+    indices = expand_runs(index_runs)
+    lines = expand_runs(line_runs)
+    cols = extract(results)
+    records = (render if compiled else render_py)(input_name, indices, lines, texts, cols)
+    t = tally(cols)
+    problems = [
+        Problem(index=indices[i], line=lines[i], status=results[i].status.value, error=cols.errors[i] or "")
+        for i in t.problem_rows[:MAX_PROBLEMS]
+    ]
+    stats = ChunkStats(
+        n=len(results),
+        counts=t.counts,
+        wins=t.wins,
+        approx_costs=t.approx_costs,
+        time_bins=t.time_bins,
+        time_max_ms=t.time_max_ms,
+        solve_s=t.solve_s,
+        end=time.time(),
+        worker=worker_name(),
+        problems=problems,
+        problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
+    )
+    header = ChunkHeader(job=job, chunk=chunk, input=input_name, index_runs=index_runs, stats=stats)
+    return ChunkResult(header, records)
+
+
+def answered_chunk(
+    job: str,
+    chunk: int,
+    input_name: str,
+    indices: list[int],
+    lines: list[int],
+    texts: list[str],
+    errors: list[str],
+) -> ChunkResult:
+    """Build the `invalid` results the producer answers itself, as a chunk like any other."""
+    results = [SolveResult(Status.INVALID, t, error=e) for t, e in zip(texts, errors, strict=True)]
+    out = build_result(
+        job, chunk, input_name, to_runs(indices), to_runs(lines), texts, results, compiled=False
+    )
+    out.header.stats.worker = "producer"
+    return out
+
+
+def failed_chunk(task: ChunkTask, reason: str) -> ChunkResult:
+    """Answer every puzzle of a chunk with `error` (the chunk could not be solved at all)."""
+    texts = task.texts()
+    results = [SolveResult(Status.ERROR, t, error=reason) for t in texts]
+    return build_result(
+        task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results, False
+    )
+
+
+def warm() -> None:
+    """Load the compiled solvers and renderer (numba cache) once, so the first chunk pays no compile time."""
+    solve_chunk(
+        ChunkTask(
+            job="0" * 8,
+            chunk=0,
+            input="warm",
+            index_runs=[(0, 2)],
+            line_runs=[(1, 2)],
+            puzzles="." * 16 + "\n" + "." * 81,
+            time_limit=1.0,
+        )
+    )  # the generic and 9x9 kernels
+
+
+def time_bin_ms(time_bin: int) -> float:
+    """The representative time (ms) of a histogram bin: its geometric middle."""
+    return float(10 ** ((time_bin + 0.5) / TIME_BINS_PER_DECADE))

@@ -1,0 +1,62 @@
+"""Where a job lives in Redis: key names and the one idempotent write of a chunk result.
+
+Plain data, no Redis import: the worker (which writes results) and the client (which
+creates jobs, writes the producer's own answers, and reads everything) share this one
+definition instead of two copies that could disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KEY_PREFIX = "sbatch"
+
+
+class JobKeys:
+    """The Redis key names of one job."""
+
+    def __init__(self, job: str, prefix: str = KEY_PREFIX) -> None:
+        self.job = job
+        base = f"{prefix}:job:{job}"
+        self.meta = f"{base}:meta"  # hash: the job's spec, totals and state
+        self.stats = f"{base}:stats"  # hash: chunk -> ChunkStats JSON (overwritten on redelivery)
+        self.arrivals = f"{base}:arrivals"  # list: chunk ids in arrival order (a redelivery may repeat one)
+        self.attempts = f"{base}:attempts"  # hash: chunk -> deliveries seen by workers
+        self.result_prefix = f"{base}:result:"
+
+    def result(self, chunk: int) -> str:
+        """Key of one chunk's encoded ChunkResult."""
+        return f"{self.result_prefix}{chunk}"
+
+    def fixed(self) -> list[str]:
+        """Every key of the job except the per-chunk results."""
+        return [self.meta, self.stats, self.arrivals, self.attempts]
+
+
+def workers_key(prefix: str = KEY_PREFIX) -> str:
+    """Sorted set of live worker processes, scored by their last heartbeat (epoch seconds)."""
+    return f"{prefix}:workers"
+
+
+def result_commands(
+    keys: JobKeys, chunk: int, payload: bytes, stats_json: str, n: int, cpu_s: float, ttl: int
+) -> list[tuple[Any, ...]]:
+    """The commands that store one chunk result, to run in one MULTI/EXEC.
+
+    Each one overwrites or is harmless when repeated, so a chunk redelivered after a
+    crash replaces its result instead of adding a second one: the result key and the
+    stats field are set again, and the arrival list may name the chunk twice (readers
+    skip names they have seen). Only the chunk-sizing hint (`hint_n`, `hint_cpu`) may
+    count a redelivered chunk twice; it is an estimate. `ttl` bounds how long an
+    uncollected result may wait.
+    """
+    return [
+        ("SET", keys.result(chunk), payload, "EX", ttl),
+        ("HSET", keys.stats, chunk, stats_json),
+        ("RPUSH", keys.arrivals, chunk),
+        ("HINCRBY", keys.meta, "hint_n", n),
+        ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
+        ("EXPIRE", keys.stats, ttl),
+        ("EXPIRE", keys.arrivals, ttl),
+        ("EXPIRE", keys.meta, ttl),
+    ]

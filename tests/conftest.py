@@ -1,0 +1,165 @@
+"""Shared fixtures: job stores (in memory, fakeredis, a real redis-server), and real worker processes.
+
+The real redis-server and the `sudoku-batch worker` processes are started once per test
+session on a free port in a temporary directory and torn down at the end. Without
+redis-server the integration tests skip locally but fail when CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "client" / "samples" / "sample.txt"
+CORPORA = REPO.parent / "shared" / "corpora"
+
+
+def cli_command() -> list[str]:
+    """The `sudoku-batch` command of this interpreter's environment."""
+    script = Path(sys.executable).with_name("sudoku-batch")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "client.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _need_redis() -> str:
+    path = shutil.which("redis-server")
+    if path is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server is not installed, and CI=true forbids skipping the integration tests")
+        pytest.skip("redis-server is not installed")
+    return path
+
+
+def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """Terminate a process we started (TERM, then KILL after `grace` seconds)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server on a free port, without persistence, for the whole session."""
+    server = _need_redis()
+    workdir = tmp_path_factory.mktemp("redis")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    import redis
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                _stop(proc)
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield url
+    _stop(proc)
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[object]:
+    """A client of the session's real redis-server, flushed before the test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def fake_redis() -> Iterator[object]:
+    """An in-process fake Redis server (fakeredis)."""
+    import fakeredis
+
+    client = fakeredis.FakeRedis()
+    yield client
+    client.flushall()
+
+
+@pytest.fixture(scope="session")
+def workers(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Two real `sudoku-batch worker --concurrency 1` processes on the session's redis; yields the URL."""
+    import redis
+
+    logs = tmp_path_factory.mktemp("workers")
+    procs = []
+    env = dict(os.environ, SUDOKU_BATCH_HEARTBEAT_S="1")
+    for i in range(2):
+        log = open(logs / f"worker{i}.log", "wb")  # noqa: SIM115 - closed at teardown
+        cmd = [*cli_command(), "worker", "--broker", redis_url, "--concurrency", "1", "--loglevel", "info"]
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO), log))
+    client = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + 120
+    try:
+        while len(client.zrangebyscore("sbatch:workers", time.time() - 5, "+inf")) < 2:
+            dead = [p for p, _ in procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                text = "\n".join(
+                    (logs / f"worker{i}.log").read_text(errors="replace")[-2000:] for i in range(2)
+                )
+                pytest.fail(f"workers did not start:\n{text}")
+            time.sleep(0.2)
+        yield redis_url
+    finally:
+        for proc, log in procs:
+            _stop(proc)
+            log.close()
+        client.close()
+
+
+def check_records(records: list[dict], puzzles: list[str]) -> None:
+    """Assert one record per puzzle, in input order, every `solved` one a verified solution."""
+    from solvers.parse import parse_puzzle
+    from solvers.verify import is_solution
+
+    assert [r["puzzle"] for r in records] == puzzles
+    assert [r["index"] for r in records] == list(range(len(puzzles)))
+    for r in records:
+        if r["status"] == "solved":
+            assert r["cost"] == 0, r
+            puzzle = parse_puzzle(r["puzzle"])
+            assert is_solution(puzzle, parse_puzzle(r["solution"], puzzle.box).givens), r
+        else:
+            assert r["solution"] is None or r["status"] == "approximate", r

@@ -1,0 +1,116 @@
+"""The `sudoku-batch` command, embedded: outputs, summary, report, usage errors and broker errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import time
+
+import pytest
+
+from client.cli import main
+from client.config import mask_url
+from tests.conftest import SAMPLE, check_records, cli_command
+
+LINES = SAMPLE.read_text().splitlines()
+
+
+def run_cli(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cli_command(), *args], input=stdin, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A small corpus with a comment, a blank line and two invalid lines (lines 3 and 6)."""
+    path = tmp_path / "corpus.txt"
+    body = [LINES[0], "# comment", "not a puzzle", LINES[1], "", "1" * 81] + LINES[2:120]
+    path.write_text("\n".join(body) + "\n")
+    puzzles = [LINES[0], "not a puzzle", LINES[1], "1" * 81] + LINES[2:120]
+    return path, puzzles
+
+
+def test_solve_writes_one_ordered_verified_record_per_puzzle_and_a_summary(corpus, tmp_path):
+    path, puzzles = corpus
+    out = tmp_path / "out.jsonl"
+    proc = run_cli("solve", str(path), "-o", str(out), "--ordered", "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    check_records(records, puzzles)
+    assert [(r["line"], r["status"]) for r in records[:4]] == [(1, "solved"), (3, "invalid"), (4, "solved"),
+                                                                (6, "invalid")]  # fmt: skip
+    assert records[3]["error"] == "row 1 has 9 1s" and {r["input"] for r in records} == {str(path)}
+    assert "122 puzzles" in proc.stderr and "solved 120, invalid 2" in proc.stderr
+    assert f"{path}:6: invalid: row 1 has 9 1s" in proc.stderr and "p50" in proc.stderr
+
+
+def test_one_puzzle_on_stdin_is_answered_on_stdout():
+    proc = run_cli("solve", "-", "-q", stdin=LINES[5] + "\n")
+    assert proc.returncode == 0 and proc.stderr == ""
+    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert record["status"] == "solved" and record["input"] == "-" and record["line"] == 1
+
+
+def test_csv_output_has_the_same_fields_and_rows(corpus, tmp_path):
+    path, puzzles = corpus
+    out = tmp_path / "out.csv"
+    assert run_cli("solve", str(path), "-o", str(out), "--format", "csv", "--ordered", "-q").returncode == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["puzzle"] for r in rows] == puzzles
+    assert rows[0]["status"] == "solved" and json.loads(rows[0]["counters"])["propagation"]["nodes"] >= 1
+    assert rows[1]["solution"] == "" and "do not make a square grid" in rows[1]["error"]
+
+
+def test_the_html_report_is_self_contained_with_tables_and_plots(corpus, tmp_path):
+    path, _ = corpus
+    report = tmp_path / "report.html"
+    proc = run_cli("solve", str(path), "-o", str(tmp_path / "o.jsonl"), "--report", str(report), "-q")
+    assert proc.returncode == 0, proc.stderr
+    page = report.read_text()
+    assert (
+        "data:image/png;base64," in page and "<script" not in page and "http" not in page.split("<body>")[1]
+    )
+    for heading in ("Counts by status", "Solve time", "Wins per solver", "Invalid and failed lines"):
+        assert heading in page
+    assert "row 1 has 9 1s" in page
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["solve", "no-such-file.txt"], "no such file"),
+        (["solve", str(SAMPLE), "--box", "3by3"], "RxC"),
+        (["solve", str(SAMPLE), "--time-limit", "0"], "time-limit"),
+        (["submit", str(SAMPLE)], "needs a broker"),
+        (["collect", "abc"], "needs a broker"),
+        (["solve", str(SAMPLE), "--broker", "http://host"], "redis://"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args, message, capsys, monkeypatch):
+    monkeypatch.delenv("SUDOKU_BATCH_BROKER", raising=False)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unknown_command_is_a_usage_error():
+    proc = run_cli("frobnicate")
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unreachable_broker_is_one_line_naming_the_masked_url_within_5_seconds():
+    start = time.monotonic()
+    proc = run_cli("solve", str(SAMPLE), "--broker", "redis://:hunter2@127.0.0.1:1/0", timeout=30)
+    assert time.monotonic() - start < 5
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: cannot reach broker redis://:****@127.0.0.1:1/0: Connection refused"
+    assert "hunter2" not in proc.stderr + proc.stdout
+
+
+def test_passwords_are_masked_in_every_url_form():
+    assert mask_url("redis://:pw@h:6379/0") == "redis://:****@h:6379/0"
+    assert mask_url("rediss://user:pw@h/1") == "rediss://user:****@h/1"
+    assert mask_url("redis://pw@h") == "redis://****@h"
+    assert mask_url("redis://h:6379/0") == "redis://h:6379/0"

@@ -1,0 +1,173 @@
+"""The chunk function and its payloads: every puzzle answered, verified, rendered the same both ways."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import solvers.api
+from solvers.chunk import (
+    ChunkResult,
+    ChunkTask,
+    answered_chunk,
+    chunk_seed,
+    expand_runs,
+    join_texts,
+    solve_chunk,
+    split_texts,
+    to_runs,
+)
+from solvers.chunk_records import FIELDS, extract, render, render_py
+from solvers.parse import parse_puzzle
+from solvers.result import SolveResult, Status
+from solvers.verify import is_solution
+from tests.conftest import SAMPLE
+
+LINES = SAMPLE.read_text().splitlines()
+JOB = "ab" * 16
+ROWS_9 = "\n".join(",".join("0" if ch == "." else ch for ch in LINES[0][r * 9 : r * 9 + 9]) for r in range(9))
+
+
+def task_of(texts: list[str], first_index: int = 0, chunk: int = 0, **kw) -> ChunkTask:
+    joined, spans = join_texts(texts)
+    n = len(texts)
+    return ChunkTask(
+        job=JOB, chunk=chunk, input="in.txt", index_runs=[(first_index, n)], line_runs=[(1, n)],
+        puzzles=joined, spans=spans, seed=chunk_seed(JOB, chunk), **kw,
+    )  # fmt: skip
+
+
+def test_a_chunk_answers_every_puzzle_in_order_with_verified_solutions_in_the_input_notation():
+    texts = LINES[:40] + [ROWS_9, LINES[41].replace(".", "0"), "1" * 81]
+    result = solve_chunk(task_of(texts, first_index=10))
+    records = [json.loads(line) for line in result.lines()]
+    assert [r["index"] for r in records] == list(range(10, 10 + len(texts)))
+    assert [r["puzzle"] for r in records] == texts
+    assert all(tuple(r) == FIELDS for r in records)
+    for r in records[:-1]:
+        assert r["status"] == "solved" and r["cost"] == 0 and r["solver"] == "propagation"
+        puzzle = parse_puzzle(r["puzzle"])
+        grid = parse_puzzle(r["solution"]).givens
+        assert is_solution(puzzle, grid)
+        assert r["counters"]["propagation"]["nodes"] == r["nodes"]
+    assert "," in records[-3]["solution"] and "0" not in records[-2]["solution"]
+    assert records[-1]["status"] == "invalid" and records[-1]["error"] == "row 1 has 9 1s"
+    stats = result.header.stats
+    assert stats.n == len(texts) and stats.counts == {"solved": len(texts) - 1, "invalid": 1}
+    assert stats.problems[0].index == 10 + len(texts) - 1 and stats.solver_cpu_s > 0
+
+
+def test_the_compiled_renderer_writes_exactly_the_bytes_of_the_python_one():
+    simple = {"propagation": {"nodes": 3, "guesses": 1, "time_ms": 0.015}}
+    several = {'an"neal': {"iterations": 10, "best": 4.5}, "propagation": {"nodes": 1}}
+    huge = {"propagation": {"nodes": 10**12, "guesses": 0, "time_ms": 5e3}}
+    tiny = {"dlx": {"nodes": 5, "guesses": 2, "time_ms": np.float64(1e-6)}}
+    results = [
+        SolveResult(Status.SOLVED, "..", "12", 0, "propagation", 1.5e-5, 3, counters=simple),
+        SolveResult(Status.APPROXIMATE, '"q\\', "1\t2", 4, 'an"neal', 2.0, restarts=7, counters=several),
+        SolveResult(
+            Status.TIMEOUT, "x\ny", error="no solution", elapsed=5.0, solver="propagation", counters=huge
+        ),
+        SolveResult(Status.INVALID, "é\x01", error="cell 1: unknown symbol 'é' \x02"),
+        SolveResult(
+            Status.ERROR, "", error="boom", elapsed=float("nan"), counters={"a": {"b": np.float64(1.25)}}
+        ),
+        SolveResult(
+            Status.UNSOLVABLE, "7", solver="dlx", elapsed=1e-9, nodes=np.int64(5), guesses=2, counters=tiny
+        ),
+    ]
+    texts = [r.puzzle for r in results]
+    cols = extract(results)
+    indices, lines = list(range(7, 13)), [1, 3, 5, 8, 9, 100]
+    compiled = render('dir/ä "in".txt', indices, lines, texts, cols)
+    assert compiled == render_py('dir/ä "in".txt', indices, lines, texts, extract(results))
+    records = [json.loads(line) for line in compiled.split(b"\n")]
+    assert [r["status"] for r in records] == [r.status.value for r in results]
+    assert records[1]["counters"] == {'an"neal': {"iterations": 10, "best": 4.5}, "propagation": {"nodes": 1}}
+    assert records[2]["puzzle"] == "x\ny" and records[2]["counters"]["propagation"]["nodes"] == 10**12
+    assert records[3]["error"] == "cell 1: unknown symbol 'é' \x02" and records[3]["solution"] is None
+    assert records[4]["time_ms"] is None and records[4]["counters"] == {"a": {"b": 1.25}}
+    assert records[5]["time_ms"] == 0.0 and records[5]["counters"]["dlx"]["time_ms"] == 0.000001
+    assert records[0]["time_ms"] == 0.015 and records[2]["time_ms"] == 5000.0
+
+
+def test_a_solved_result_whose_cost_is_not_zero_is_written_as_an_error():
+    results = [
+        SolveResult(Status.SOLVED, "..", solution="12", cost=3, solver="liar"),
+        SolveResult(Status.SOLVED, "..", solution=None, cost=0, solver="liar"),
+    ]
+    records = [
+        json.loads(line)
+        for line in render_py("in", [0, 1], [1, 2], ["..", ".."], extract(results)).split(b"\n")
+    ]
+    assert [r["status"] for r in records] == ["error", "error"]
+    assert all(r["solution"] is None and r["cost"] is None and "liar" in r["error"] for r in records)
+
+
+def test_a_chunk_whose_solver_fails_answers_every_puzzle_with_an_error_instead_of_raising(monkeypatch):
+    def broken(*args, **kwargs):
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(solvers.api, "solve_many", broken)
+    result = solve_chunk(task_of(LINES[:5]))
+    records = [json.loads(line) for line in result.lines()]
+    assert [r["status"] for r in records] == ["error"] * 5
+    assert records[0]["error"] == "MemoryError: out of memory"
+
+
+def test_unknown_portfolio_names_become_error_results_naming_the_portfolio():
+    records = [json.loads(x) for x in solve_chunk(task_of(LINES[:2], portfolio="no-such")).lines()]
+    assert {r["status"] for r in records} == {"error"} and "no-such" in records[0]["error"]
+
+
+def test_producer_answers_are_invalid_records_with_line_and_reason():
+    result = answered_chunk(
+        JOB, 3, "f.txt", [4, 9], [5, 12], ["abc", "1" * 81], ["too short", "row 1 has 9 1s"]
+    )
+    records = [json.loads(line) for line in result.lines()]
+    assert [(r["index"], r["line"], r["status"], r["error"]) for r in records] == [
+        (4, 5, "invalid", "too short"),
+        (9, 12, "invalid", "row 1 has 9 1s"),
+    ]
+    assert result.header.stats.worker == "producer" and result.header.stats.counts == {"invalid": 2}
+
+
+def test_a_chunk_result_survives_encoding_and_decoding():
+    result = solve_chunk(task_of(LINES[:3]))
+    again = ChunkResult.decode(result.encode())
+    assert again.records == result.records and again.header == result.header
+    assert again.indices() == [0, 1, 2]
+
+
+def test_chunk_seeds_are_stable_positive_and_differ_between_chunks():
+    assert chunk_seed(JOB, 0) == chunk_seed(JOB, 0) == 1 | (chunk_seed(JOB, 0))
+    assert len({chunk_seed(JOB, c) for c in range(100)}) == 100
+    assert all(0 < chunk_seed(JOB, c) < 2**62 for c in range(100))
+
+
+@given(st.lists(st.integers(0, 5), max_size=50).map(lambda steps: list(np.cumsum([s + 1 for s in steps]))))
+def test_runs_compress_increasing_integers_and_expand_back(values):
+    runs = to_runs(values)
+    assert expand_runs(runs) == [int(v) for v in values]
+    assert all(count >= 1 for _, count in runs)
+
+
+@given(
+    st.lists(
+        st.lists(st.text("12.", min_size=1, max_size=5), min_size=1, max_size=3).map("\n".join), max_size=8
+    )
+)
+def test_puzzle_texts_with_several_rows_travel_joined_and_come_back_whole(texts):
+    joined, spans = join_texts(texts)
+    assert split_texts(joined, spans, len(texts)) == texts
+
+
+def test_the_task_payload_refuses_unknown_fields_and_bad_job_ids():
+    with pytest.raises(ValueError):
+        ChunkTask(job="../etc", chunk=0, input="x", index_runs=[], line_runs=[], puzzles="")
+    with pytest.raises(ValueError):
+        ChunkTask.model_validate({**task_of(LINES[:1]).model_dump(), "pickle": "yes"})

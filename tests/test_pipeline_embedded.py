@@ -1,0 +1,46 @@
+"""`BatchClient()` with no broker: the same pipeline in local processes, streaming verified results."""
+
+from __future__ import annotations
+
+import pytest
+
+from client import BatchClient, Record
+from tests.conftest import SAMPLE, check_records
+
+LINES = SAMPLE.read_text().splitlines()
+
+
+def test_an_embedded_job_streams_one_verified_record_per_puzzle_in_input_order():
+    client = BatchClient(workers=2)
+    assert client.embedded
+    puzzles = LINES[:150] + ["oops"] + LINES[150:]
+    job = client.submit(puzzles, time_limit=5)
+    records = [r.to_dict() for r in job.results(ordered=True)]
+    check_records(records, puzzles)
+    assert records[150]["status"] == "invalid" and records[150]["line"] == 151
+    assert all(isinstance(r, Record) for r in [Record(**records[0])])
+    status = job.status()
+    assert (
+        status.state == "produced" and status.done == len(puzzles) and status.counts["solved"] == len(LINES)
+    )
+
+
+def test_a_tiny_embedded_job_is_solved_in_process_without_starting_workers():
+    client = BatchClient(workers=2)
+    job = client.submit(LINES[:50])
+    assert not client.pool.started
+    assert len(list(job.results())) == 50
+
+
+def test_embedded_mode_rejects_an_unknown_portfolio_before_reading_anything():
+    with pytest.raises(ValueError, match="no-such-portfolio"):
+        BatchClient().submit(LINES[:3], portfolio="no-such-portfolio")
+
+
+def test_results_can_be_streamed_in_arrival_order_from_a_file(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(LINES[:100]) + "\n")
+    job = BatchClient(workers=1).submit(path)
+    records = sorted((r.to_dict() for r in job.results()), key=lambda r: r["index"])
+    check_records(records, LINES[:100])
+    assert {r["input"] for r in records} == {str(path)}

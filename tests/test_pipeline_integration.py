@@ -1,0 +1,127 @@
+"""End to end on a real redis-server with two real `sudoku-batch worker` processes.
+
+`solve --broker`, `submit` + `collect`, and embedded `solve` must all return every line,
+verified, in input order with `--ordered`, with the same statuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import redis
+
+from tests.conftest import CORPORA, SAMPLE, check_records, cli_command
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+LINES = SAMPLE.read_text().splitlines()
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cli_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """9x9 sample puzzles, unsolvable ones, 16x16 grids and invalid lines, in one file."""
+    extra = []
+    for name, count in (("9x9/tdoku_test_puzzles.txt", 43), ("16x16/gecode_janko_16x16.txt", 3)):
+        path = CORPORA / name
+        if path.exists():
+            extra += path.read_text().splitlines()[:count]
+    puzzles = LINES[:200] + ["garbage line"] + extra + ["1" * 81] + LINES[200:]
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    return path, puzzles
+
+
+def records_of(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_broker_and_embedded_solve_return_every_line_verified_in_order_with_the_same_statuses(
+    workers, corpus, tmp_path
+):
+    path, puzzles = corpus
+    broker_out, local_out = tmp_path / "broker.jsonl", tmp_path / "local.jsonl"
+    proc = run_cli(
+        "solve", str(path), "--broker", workers, "--ordered", "-o", str(broker_out), "--time-limit", "5"
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli(
+        "solve", str(path), "--ordered", "-o", str(local_out), "--time-limit", "5", "--workers", "2"
+    )
+    assert proc.returncode == 0, proc.stderr
+    broker, local = records_of(broker_out), records_of(local_out)
+    check_records(broker, puzzles)
+    check_records(local, puzzles)
+    assert [r["status"] for r in broker] == [r["status"] for r in local]
+    assert {"solved", "invalid", "unsolvable"} <= {r["status"] for r in broker}
+    assert redis.Redis.from_url(workers).keys("sbatch:job:*") == []  # a finished solve cleans up
+
+
+def test_submit_returns_a_job_id_and_collect_can_run_twice_with_the_same_output(workers, corpus, tmp_path):
+    path, puzzles = corpus
+    proc = run_cli("submit", str(path), "--broker", workers)
+    assert proc.returncode == 0, proc.stderr
+    job = proc.stdout.strip()
+    assert len(job) == 32
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert run_cli("collect", job, "--broker", workers, "-o", str(first), "-q").returncode == 0
+    assert run_cli("collect", job, "--broker", workers, "-o", str(second), "-q", "--ordered").returncode == 0
+    a, b = records_of(first), records_of(second)
+    assert sorted(a, key=lambda r: r["index"]) == b
+    check_records(b, puzzles)
+    status = run_cli("status", job, "--broker", workers, "--json")
+    data = json.loads(status.stdout)
+    assert data["state"] == "produced" and data["done"] == data["total"] == len(puzzles)
+    assert data["counts"]["invalid"] == 2 and len(data["workers"]) >= 2
+    assert run_cli("purge", job, "--broker", workers).returncode == 0
+    assert run_cli("status", job, "--broker", workers).returncode == 1
+
+
+def test_worker_processes_killed_mid_chunk_lose_nothing_and_duplicate_nothing(workers, tmp_path):
+    hard = CORPORA / "25x25" / "sudoku_acs_general_25x25.txt"
+    if not hard.exists():
+        pytest.skip("the 25x25 corpus is not available")
+    puzzles = hard.read_text().splitlines()[800:824]  # 40% filled: many run into the time limit
+    path = tmp_path / "hard.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    env = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(626 * 4)}  # 4 puzzles per chunk, up to 0.8 s each
+    job = run_cli("submit", str(path), "--broker", workers, "--time-limit", "0.2", env=env).stdout.strip()
+    client = redis.Redis.from_url(workers)
+    attempts = f"sbatch:job:{job}:attempts"
+    deadline = time.monotonic() + 30
+    while not client.hlen(attempts) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    killed = 0
+    for name in client.zrangebyscore("sbatch:workers", time.time() - 3, "+inf"):
+        try:
+            os.kill(int(name.decode().rsplit(":", 1)[1]), signal.SIGKILL)  # a pool process, mid-chunk
+            killed += 1
+        except ProcessLookupError:
+            pass
+    out = tmp_path / "out.jsonl"
+    proc = run_cli("collect", job, "--broker", workers, "-o", str(out), "--ordered", "-q")
+    assert proc.returncode == 0, proc.stderr
+    check_records(records_of(out), puzzles)
+    assert killed >= 1 and max(int(v) for v in client.hvals(attempts)) >= 2  # a chunk really was redelivered
+    run_cli("purge", job, "--broker", workers)
+
+
+def test_health_checks_the_broker_and_this_hosts_workers(workers):
+    assert run_cli("health", "--broker", workers).returncode == 0
+    assert run_cli("health", "--broker", workers, "--broker-only").returncode == 0
+    assert run_cli("health", "--broker", "redis://127.0.0.1:1/0").returncode == 1

@@ -1,0 +1,132 @@
+"""The producer answers invalid lines itself, sends the rest in sized chunks, and respects its window."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from client.collector import in_order
+from client.config import ClientSettings
+from client.producer import ChunkSizer, JobSpec, Producer
+from client.store import MemoryStore
+from client.transport import Transport
+from solvers.chunk import ChunkTask, answered_chunk, expand_runs
+from tests.conftest import SAMPLE
+
+LINES = SAMPLE.read_text().splitlines()
+JOB = "ef" * 16
+
+
+class Recorder(Transport):
+    """Keeps the tasks it is sent (nothing solves them)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[ChunkTask] = []
+
+    def send(self, task: ChunkTask) -> None:
+        self.tasks.append(task)
+
+
+def run(sources, settings=None, window=None, transport=None):
+    store = MemoryStore()
+    spec = JobSpec(JOB, [n for n, _ in sources])
+    store.create(JOB, spec.meta())
+    transport = transport or Recorder()
+    producer = Producer(spec, store, transport, settings or ClientSettings(), window)
+    return producer, producer.run(sources), store, transport
+
+
+def test_invalid_lines_are_answered_by_the_producer_and_never_sent_to_workers():
+    lines = LINES[:10] + ["nonsense", "1" * 81] + LINES[10:20] + ["", "# note"]
+    producer, total, store, transport = run([("a.txt", lines)])
+    assert total == 22
+    sent = [i for t in transport.tasks for i in expand_runs(t.index_runs)]
+    assert sent == list(range(10)) + list(range(12, 22))
+    answered = [r for r in store.stats(JOB)]
+    assert sum(s.counts.get("invalid", 0) for s in answered) == 2
+    assert [(p.index, p.line) for s in answered for p in s.problems] == [(10, 11), (11, 12)]
+    meta = store.meta(JOB)
+    assert meta["state"] == "produced" and meta["total"] == "22"
+    assert int(meta["chunks_total"]) == len(transport.tasks) + 1
+
+
+def test_chunks_never_span_inputs_and_keep_each_puzzles_line_and_text():
+    _, total, _, transport = run([("a.txt", LINES[:30]), ("b.txt", LINES[30:45])])
+    assert total == 45
+    by_input = {t.input: t for t in transport.tasks}
+    assert set(by_input) == {"a.txt", "b.txt"}
+    b = by_input["b.txt"]
+    assert expand_runs(b.index_runs) == list(range(30, 45)) and expand_runs(b.line_runs) == list(range(1, 16))
+    assert b.texts() == LINES[30:45]
+    assert all(t.seed and t.job == JOB for t in transport.tasks)
+
+
+def test_chunk_size_is_bounded_by_the_payload_limit():
+    _, total, _, transport = run([("a.txt", LINES)], ClientSettings(max_chunk_bytes=82 * 50))
+    assert total == len(LINES)
+    assert max(len(t) for t in transport.tasks) <= 50 and sum(len(t) for t in transport.tasks) == len(LINES)
+
+
+def test_the_sizer_starts_small_grows_at_most_twofold_and_aims_at_the_target_time():
+    sizer = ChunkSizer(target_s=1.0, max_bytes=1 << 30)
+    sizes = [sizer.next(81, None) for _ in range(6)]
+    assert sizes[0] == 1024 and sizes[1] == 2048 and max(sizes) == 8 * 1024
+    sizer = ChunkSizer(target_s=1.0, max_bytes=1 << 30)
+    assert [sizer.next(81, 1e-5) for _ in range(10)][-1] == 100_000
+    assert sizer.next(81, 0.1) == 10  # hard puzzles shrink the next chunk at once
+    assert ChunkSizer(1.0, 1 << 30).next(625, None) == 8  # bigger grids start smaller
+
+
+def test_the_window_holds_the_producer_until_chunks_come_back():
+    store = MemoryStore()
+    spec = JobSpec(JOB, ["a"])
+    store.create(JOB, spec.meta())
+    transport = Recorder()
+    settings = ClientSettings(max_chunk_bytes=82 * 10, poll_interval=0.01)
+    producer = Producer(spec, store, transport, settings, window=lambda: 2)
+    thread = threading.Thread(target=producer.run, args=([("a", LINES[:60])],))
+    thread.start()
+    time.sleep(0.3)
+    assert len(transport.tasks) == 2  # blocked: two chunks in flight, none answered
+    for task in list(transport.tasks):
+        idx = expand_runs(task.index_runs)
+        store.put_result(JOB, answered_chunk(JOB, task.chunk, "a", idx, idx, task.texts(), ["x"] * len(idx)))
+    time.sleep(0.3)
+    assert len(transport.tasks) == 4
+    for task in transport.tasks[2:]:
+        idx = expand_runs(task.index_runs)
+        store.put_result(JOB, answered_chunk(JOB, task.chunk, "a", idx, idx, task.texts(), ["x"] * len(idx)))
+    thread.join(10)
+    assert not thread.is_alive() and sum(len(t) for t in transport.tasks) == 60
+
+
+def test_a_producer_error_marks_the_job_failed_with_the_reason():
+    class Broken(Transport):
+        def send(self, task):
+            raise ConnectionError("broker went away")
+
+    store = MemoryStore()
+    spec = JobSpec(JOB, ["a"])
+    store.create(JOB, spec.meta())
+    with pytest.raises(ConnectionError):
+        Producer(spec, store, Broken(), ClientSettings()).run([("a", LINES[:5])])
+    meta = store.meta(JOB)
+    assert meta["state"] == "failed" and "broker went away" in meta["error"]
+
+
+def test_in_order_merges_shuffled_chunks_by_index_and_passes_ordered_ones_straight_through():
+    store = MemoryStore()
+    store.create(JOB, JobSpec(JOB, ["a"]).meta())
+    parts = [list(range(0, 5)), list(range(5, 7)) + list(range(9, 12)), [7, 8], list(range(12, 20))]
+    chunks = [answered_chunk(JOB, c, "a", p, p, ["x"] * len(p), ["e"] * len(p)) for c, p in enumerate(parts)]
+    shuffled = chunks[:]
+    random.Random(4).shuffle(shuffled)
+    order = [i for result, a, b in in_order(shuffled) for i in result.indices()[a:b]]
+    assert order == list(range(20))
+    emitted = []
+    for result, a, b in in_order(iter(chunks)):
+        emitted.append((result.header.chunk, a, b))
+    assert emitted[0] == (0, 0, 5) and emitted[1] == (1, 0, 2)  # nothing waits for later chunks

@@ -1,0 +1,119 @@
+"""The producer's fast reader gives exactly `read_entries`' entries, and its clash check is exact."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from client.checks import clashes, compact_ok
+from client.reader import read_blocks
+from solvers.parse import clash_mask, parse_compact_batch, read_entries
+from solvers.puzzle import ALPHABET, Box
+from tests.conftest import CORPORA, SAMPLE
+from tests.grids import blank, pattern_grid
+
+SAMPLE_LINES = SAMPLE.read_text().splitlines()
+ODD_LINES = [
+    "",
+    "# a comment",
+    "1" * 81,  # clashes
+    "5,3,0,0,7,0,0,0,0",  # one row of a 9x9 grid in integers ...
+    "..62...8.",  # ... then a compact row: the grid ends unfinished
+    "abc",
+    "." * 16,
+    "1 2 3 4 5 6 7 8 9",
+    "." * 256,
+    "\x1f" + "." * 80,
+    "é" * 81,
+    "  " + SAMPLE_LINES[0] + "  ",
+    SAMPLE_LINES[1].replace(".", "0"),
+]
+
+
+def entries(source, box=None):
+    return [(e.line, e.text, e.error) for e in read_entries(source, box)]
+
+
+def fast(source, box=None):
+    return [
+        (line, text, err)
+        for b in read_blocks(source, box)
+        for line, text, err in zip(b.lines, b.texts, b.errors, strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["9x9/norvig_top95.txt", "9x9/tdoku_test_puzzles.txt", "16x16/gecode_janko_16x16.txt",
+     "25x25/gecode_frisch_25x25.txt", "16x16/original/gecode_janko_16x16.concat.dzn"],
+)  # fmt: skip
+def test_the_fast_reader_reads_public_corpora_exactly_like_read_entries(name):
+    path = CORPORA / name
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    assert fast(path) == entries(path)
+
+
+def test_mixed_files_crlf_gzip_and_string_iterables_read_exactly_like_read_entries(tmp_path):
+    lines = SAMPLE_LINES[:40] + ODD_LINES + SAMPLE_LINES[40:60]
+    plain = tmp_path / "mixed.txt"
+    plain.write_text("\n".join(lines))
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(("\r\n".join(SAMPLE_LINES) + "\r\n").encode())
+    packed = tmp_path / "mixed.txt.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    for source in (plain, crlf, packed, lines):
+        assert fast(source) == entries(source)
+    assert fast(plain, "3x3") == entries(plain, "3x3")
+    assert fast(SAMPLE) == entries(SAMPLE)
+
+
+def test_bytes_that_are_not_utf8_become_an_invalid_entry_naming_the_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(SAMPLE_LINES[0].encode() + b"\n\xff\xfe" + b"." * 79 + b"\n" + SAMPLE_LINES[1].encode())
+    got = fast(path)
+    assert got == entries(path)
+    assert got[1] == (2, "", "the line is not UTF-8 text")
+
+
+def test_a_truncated_gzip_file_ends_with_an_entry_saying_it_cannot_be_read_further(tmp_path):
+    path = tmp_path / "cut.gz"
+    path.write_bytes(gzip.compress(("\n".join(SAMPLE_LINES) + "\n").encode())[:-30])
+    got = fast(path)
+    assert got[-1][2].startswith("the file cannot be read further")
+    assert all(err is None for _, _, err in got[:-1])
+
+
+line_parts = st.sampled_from(
+    [SAMPLE_LINES[0], SAMPLE_LINES[5], "1" * 81, "." * 81, "..62...8.", "5,3,0,0,7,0,0,0,0", "# x", "", "  ",
+     "." * 16, "1234" + "." * 12, "x" * 81, "1 2 3 4"]
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(line_parts, max_size=40), st.sampled_from(["\n", "\r\n"]))
+def test_any_mix_of_lines_is_read_exactly_like_read_entries(tmp_path_factory, lines, newline):
+    path = tmp_path_factory.mktemp("mix") / "input.txt"
+    path.write_bytes(newline.join(lines).encode())
+    assert fast(path) == entries(path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([(2, 2), (2, 3), (3, 2), (3, 3), (2, 4), (4, 4), (3, 5), (5, 5), (4, 8), (8, 8)]),
+       st.integers(0, 2**31), st.floats(0.0, 1.0))  # fmt: skip
+def test_the_vectorised_clash_check_agrees_with_the_parser_for_every_box_shape(shape, seed, fraction):
+    box = Box(*shape)
+    rng = np.random.default_rng(seed)
+    grids = np.stack([blank(pattern_grid(box), fraction, seed + k) for k in range(8)])
+    for k in range(0, 8, 2):  # break half of them with a random value in a random cell
+        grids[k, rng.integers(box.cells)] = rng.integers(1, box.n + 1)
+    assert (clashes(grids.copy(), box) == clash_mask(grids.copy(), box)).all()
+    if box.n <= len(ALPHABET):
+        texts = ["".join("." if v == 0 else ALPHABET[v - 1] for v in g) for g in grids]
+        texts[1] = texts[1][:-1] + "#"  # not a symbol
+        texts[3] = texts[3][:-1] + ALPHABET[min(box.n, len(ALPHABET) - 1)]  # a symbol too large (if any)
+        assert (compact_ok(texts, box) == parse_compact_batch(texts, box)[1]).all()

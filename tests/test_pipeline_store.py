@@ -1,0 +1,133 @@
+"""The job stores keep one answer per chunk, stream it once, report status, and purge cleanly.
+
+Every case runs against the in-memory store, Redis faked in process (fakeredis), and a
+real redis-server (integration): one contract, three implementations.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from client.collector import JobFailed, stream_chunks
+from client.config import ClientSettings
+from client.redis_store import RedisJobStore
+from client.store import JobStore, MemoryStore
+from solvers.chunk import answered_chunk
+from solvers.chunk_store import JobKeys, workers_key
+
+JOB = "cd" * 16
+
+
+@pytest.fixture(params=["memory", "fakeredis", pytest.param("redis", marks=pytest.mark.integration)])
+def store(request) -> JobStore:
+    if request.param == "memory":
+        return MemoryStore()
+    client = request.getfixturevalue("fake_redis" if request.param == "fakeredis" else "redis_client")
+    return RedisJobStore(client, ClientSettings(result_ttl=60, job_ttl=600))
+
+
+def chunk(n: int, first: int, chunk_id: int):
+    """A producer-style chunk result of `n` invalid lines starting at index `first`."""
+    indices = list(range(first, first + n))
+    return answered_chunk(JOB, chunk_id, "f", indices, [i + 1 for i in indices], ["x"] * n, ["bad"] * n)
+
+
+def produced(store: JobStore, total: int, chunks: int) -> None:
+    store.update(JOB, {"state": "produced", "total": str(total), "chunks_total": str(chunks)})
+
+
+def collect(store: JobStore, **kw) -> list[int]:
+    return [r.header.chunk for r in stream_chunks(store, JOB, result_ttl=60, poll=0.01, **kw)]
+
+
+def test_a_chunk_stored_twice_is_collected_once_and_counted_once(store):
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    store.put_result(JOB, chunk(3, 0, 0))
+    store.put_result(JOB, chunk(3, 0, 0))  # redelivered after a crash
+    store.put_result(JOB, chunk(2, 3, 1))
+    produced(store, 5, 2)
+    assert collect(store) == [0, 1]
+    status = store.status(JOB)
+    assert status.done == 5 and status.counts == {"invalid": 5} and status.chunks_done == 2
+    assert status.state == "produced" and status.total == 5
+
+
+def test_the_collector_streams_chunks_as_they_arrive_and_stops_when_all_are_in(store):
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    store.put_result(JOB, chunk(1, 1, 1))
+    stream = stream_chunks(store, JOB, result_ttl=60, poll=0.01)
+    assert next(stream).header.chunk == 1
+    store.put_result(JOB, chunk(1, 0, 0))
+    produced(store, 2, 2)
+    assert [r.header.chunk for r in stream] == [0]
+
+
+def test_a_failed_job_stops_the_collector_with_its_reason(store):
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    store.update(JOB, {"state": "failed", "error": "disk on fire"})
+    with pytest.raises(JobFailed, match="disk on fire"):
+        collect(store)
+
+
+def test_a_producer_that_went_silent_fails_the_collection(store):
+    store.create(
+        JOB, {"created": str(time.time() - 100), "state": "producing", "producer_beat": str(time.time() - 99)}
+    )
+    with pytest.raises(JobFailed, match="producer stopped"):
+        collect(store, stale_after=10)
+
+
+def test_an_unknown_job_fails_the_collection_and_its_status_says_so(store):
+    with pytest.raises(JobFailed, match="no job"):
+        collect(store)
+    assert store.status(JOB).state == "unknown"
+
+
+def test_purge_removes_every_key_of_the_job(store):
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    for c in range(3):
+        store.put_result(JOB, chunk(2, 2 * c, c))
+    assert store.purge(JOB) >= 1
+    assert store.meta(JOB) == {} and store.stats(JOB) == [] and store.fetch(JOB, [0, 1, 2]) == [None] * 3
+    if isinstance(store, RedisJobStore):
+        assert store.r.keys(f"sbatch:job:{JOB}*") == []
+
+
+def test_redis_collect_can_be_rerun_and_collected_results_get_the_short_ttl(store):
+    if not isinstance(store, RedisJobStore):
+        pytest.skip("the memory store forgets collected results at once")
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    for c in range(3):
+        store.put_result(JOB, chunk(2, 2 * c, c))
+    produced(store, 6, 3)
+    assert collect(store) == [0, 1, 2]
+    assert collect(store) == [0, 1, 2]  # a re-run after a crash sees everything once more
+    assert 0 < store.r.ttl(JobKeys(JOB).result(0)) <= 60
+
+
+def test_redis_expired_results_fail_the_collection_rather_than_silently_skipping(store):
+    if not isinstance(store, RedisJobStore):
+        pytest.skip("redis only")
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    store.put_result(JOB, chunk(2, 0, 0))
+    produced(store, 2, 1)
+    store.r.delete(JobKeys(JOB).result(0))
+    with pytest.raises(JobFailed, match="expired"):
+        collect(store)
+
+
+def test_live_workers_are_those_that_beat_recently(store):
+    if not isinstance(store, RedisJobStore):
+        pytest.skip("redis only")
+    store.r.zadd(workers_key(), {"host:1": time.time(), "host:2": time.time() - 600})
+    assert store.live_workers() == ["host:1"]
+
+
+def test_the_sizing_hint_adds_up_the_solved_puzzles(store):
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    store.put_result(JOB, chunk(4, 0, 0))
+    store.put_result(JOB, chunk(3, 4, 1))
+    assert store.hint(JOB)[0] == 7
+    assert store.arrived_count(JOB) == 2

@@ -1,0 +1,107 @@
+"""The Celery adapter: JSON-only settings, and a task body that stores one answer per chunk (fakeredis)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from client.collector import stream_chunks
+from client.config import ClientSettings
+from client.redis_store import RedisJobStore
+from solvers.chunk import TASK_NAME, ChunkTask, chunk_seed, join_texts
+from solvers.chunk_store import JobKeys
+from tests.conftest import SAMPLE
+
+LINES = SAMPLE.read_text().splitlines()
+JOB = "0a" * 16
+
+
+@pytest.fixture
+def worker_tasks():
+    return pytest.importorskip("worker.tasks")
+
+
+def payload(texts: list[str], chunk: int, first: int) -> dict:
+    joined, spans = join_texts(texts)
+    n = len(texts)
+    task = ChunkTask(
+        job=JOB,
+        chunk=chunk,
+        input="in.txt",
+        index_runs=[(first, n)],
+        line_runs=[(first + 1, n)],
+        puzzles=joined,
+        spans=spans,
+        seed=chunk_seed(JOB, chunk),
+    )
+    return json.loads(json.dumps(task.model_dump(mode="json")))  # exactly what a JSON message carries
+
+
+def new_job(fake_redis) -> RedisJobStore:
+    store = RedisJobStore(fake_redis, ClientSettings())
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    return store
+
+
+def test_the_app_accepts_json_only_acks_late_and_prefetches_one(worker_tasks):
+    from worker.app import app
+
+    conf = app.conf
+    assert conf.accept_content == ["json"] and conf.task_serializer == "json"
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost and conf.worker_prefetch_multiplier == 1
+    assert conf.task_ignore_result and conf.broker_transport_options["visibility_timeout"] >= 3600
+    assert conf.task_time_limit > conf.task_soft_time_limit
+    assert TASK_NAME in app.tasks
+
+
+def test_a_redelivered_chunk_overwrites_its_result_instead_of_adding_one(fake_redis, worker_tasks):
+    store = new_job(fake_redis)
+    message = payload(LINES[:20], 0, 0)
+    assert worker_tasks.handle(message, fake_redis) == 20
+    assert worker_tasks.handle(message, fake_redis) == 20  # the worker died before its ack
+    assert worker_tasks.handle(payload(LINES[20:25], 1, 20), fake_redis) == 5
+    store.update(JOB, {"state": "produced", "total": "25", "chunks_total": "2"})
+    chunks = list(stream_chunks(store, JOB, result_ttl=60, poll=0.01))
+    records = [json.loads(line) for c in chunks for line in c.lines()]
+    assert sorted(r["index"] for r in records) == list(range(25))
+    assert store.status(JOB).counts == {"solved": 25}
+
+
+def test_a_chunk_of_a_purged_job_is_dropped_without_solving(fake_redis, worker_tasks):
+    assert worker_tasks.handle(payload(LINES[:3], 0, 0), fake_redis) == 0
+    assert fake_redis.keys("*") == []
+
+
+def test_a_chunk_that_keeps_killing_its_worker_is_answered_with_errors(fake_redis, worker_tasks):
+    store = new_job(fake_redis)
+    fake_redis.hset(JobKeys(JOB).attempts, 0, worker_tasks.settings.max_attempts)
+    worker_tasks.handle(payload(LINES[:4], 0, 0), fake_redis)
+    (result,) = [c for c in [store.fetch(JOB, [0])[0]] if c]
+    records = [json.loads(line) for line in result.split(b"\n")[1:]]
+    assert [r["status"] for r in records] == ["error"] * 4 and "worker crash" in records[0]["error"]
+
+
+def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
+    worker_tasks.beat(fake_redis, "host:42")
+    assert RedisJobStore(fake_redis, ClientSettings()).live_workers() == ["host:42"]
+
+
+def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():
+    code = (
+        "import sys, client, client.cli, client.run, client.batch, client.transport, client.redis_store, "
+        "client.report, solvers.chunk, solvers.chunk_store, solvers.chunk_render;"
+        "bad = sorted(m for m in sys.modules if m == 'worker' or m.startswith('worker.'));"
+        "assert not bad, bad;"
+        "print('ok')"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
+    code = (
+        "import sys, solvers, solvers.api, solvers.chunk, solvers.chunk_store, solvers.chunk_render;"
+        "top = {m.split('.')[0] for m in sys.modules};"
+        "print(sorted(top & {'celery', 'kombu', 'redis', 'client', 'worker'}))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"

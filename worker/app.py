@@ -1,0 +1,70 @@
+"""The Celery app (`celery -A worker.app worker`), configured from `WorkerSettings`.
+
+JSON only (pickle refused), late acks with requeue when a worker process dies, one
+chunk prefetched per process, a visibility timeout far above any chunk, and default
+time limits as a safety net (the producer sends per-chunk limits above the solvers' own
+deadlines). Each pool process warms the numba cache once, when it starts.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_init, worker_process_init
+
+from worker.config import WorkerSettings
+
+settings = WorkerSettings()
+
+app = Celery("sudoku_batch", broker=settings.broker, include=["worker.tasks"])
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    result_serializer="json",
+    result_accept_content=["json"],
+    event_serializer="json",
+    task_ignore_result=True,
+    result_backend=None,
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    task_acks_on_failure_or_timeout=False,  # a chunk that failed is redelivered, then answered as error
+    worker_prefetch_multiplier=1,
+    task_default_queue=settings.queue,
+    task_soft_time_limit=settings.soft_time_limit,
+    task_time_limit=settings.time_limit,
+    broker_transport_options={
+        "visibility_timeout": settings.visibility_timeout,
+        "socket_connect_timeout": settings.connect_timeout,
+        "socket_timeout": settings.socket_timeout,
+        "socket_keepalive": True,
+    },
+    broker_connection_timeout=settings.connect_timeout,
+    broker_connection_retry_on_startup=True,
+    worker_cancel_long_running_tasks_on_connection_loss=True,
+    worker_send_task_events=False,
+    task_send_sent_event=False,
+    worker_hijack_root_logger=False,
+    worker_proc_alive_timeout=120.0,  # a pool process warms the numba cache before it is up
+)
+if settings.broker.startswith("rediss://") and "ssl_cert_reqs" not in settings.broker:
+    app.conf.broker_use_ssl = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+
+
+@worker_init.connect
+def _warm_main(**_: Any) -> None:
+    """Load the compiled solvers in the main process, so forked pool processes start warm."""
+    from solvers.chunk import warm
+
+    warm()
+
+
+@worker_process_init.connect
+def _warm_process(**_: Any) -> None:
+    """Make sure each pool process is warm (free after a warm fork) and start its liveness beat."""
+    from solvers.chunk import warm
+    from worker.tasks import start_heartbeat
+
+    warm()
+    start_heartbeat()

@@ -1,0 +1,26 @@
+"""Worker settings from the environment (prefix `SUDOKU_BATCH_`), read once per process."""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from solvers.chunk import DEFAULT_QUEUE
+from solvers.chunk_store import KEY_PREFIX
+
+
+class WorkerSettings(BaseSettings):
+    """How a worker reaches the broker, where it stores results, and its safety nets."""
+
+    model_config = SettingsConfigDict(env_prefix="SUDOKU_BATCH_", extra="ignore")
+
+    broker: str = "redis://127.0.0.1:6379/0"
+    queue: str = DEFAULT_QUEUE
+    key_prefix: str = KEY_PREFIX
+    job_ttl: int = 7 * 86400  # seconds an uncollected result may wait (as the client's)
+    visibility_timeout: int = 4 * 3600  # well above the longest chunk (~1 s of work, hard-capped below)
+    soft_time_limit: int = 3600  # default safety net; the producer sends per-chunk limits
+    time_limit: int = 3660
+    max_attempts: int = 3  # deliveries of one chunk before it is answered with `error`
+    heartbeat_s: float = 5.0  # liveness beat of each worker process (for `status`)
+    connect_timeout: float = 3.0
+    socket_timeout: float = 30.0
