@@ -95,11 +95,16 @@ def _values(tokens: list[str], notation: Notation, n: int) -> np.ndarray:
                 raise PuzzleError(f"cell {i + 1}: value {v} is larger than {n}")
             out[i] = v
         return out
+    if all(len(tok) == 1 for tok in tokens):
+        codes = np.frombuffer("".join(tokens).encode("utf-8", "replace"), dtype=np.uint8)
+        if codes.size == len(tokens):
+            values = _SYMBOL_VALUE[codes]
+            bad = np.flatnonzero(values > n)
+            if bad.size == 0:
+                return values
     for i, tok in enumerate(tokens):
         code = ord(tok) if len(tok) == 1 and ord(tok) < 256 else 256
         v = _SYMBOL_VALUE[code] if code < 256 else 255
-        if v == 0 and tok == "0" and n > 9:
-            v = 0  # '0' stays empty at every size, as in the corpora
         if v == 255 or v > n:
             hint = (
                 f" (values of a {n}x{n} grid are {ALPHABET[0]}..{ALPHABET[n - 1]})"
@@ -161,9 +166,8 @@ def parse_puzzle(text: str, box: Box | str | None = None) -> Puzzle:
         raise PuzzleError("the puzzle is empty")
     box = infer_box(len(tokens), box)
     givens = _values(tokens, notation, box.n)
-    clash = find_clash(givens, box, notation)
-    if clash:
-        raise PuzzleError(clash)
+    if clash_mask(givens[None, :], box)[0]:  # compiled check first; the reason only on a clash
+        raise PuzzleError(find_clash(givens, box, notation) or "two equal givens share a unit")
     return Puzzle(box, givens, notation)
 
 
