@@ -33,6 +33,9 @@ format: $(VENV)/.test-deps
 
 bench: $(VENV)/.test-deps
 	$(BIN)/python bench/solvers.py
+	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/portfolio.py
+	$(BIN)/python bench/generator.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

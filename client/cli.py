@@ -1,4 +1,4 @@
-"""`sudoku-batch`: solve, submit, collect, status, worker and purge (exit 0 ok, 1 job failed, 2 usage)."""
+"""`sudoku-batch`: solve, submit, collect, status, worker, purge, generate (exit 0 ok, 1 failed, 2 usage)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,10 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("purge", help="delete a job's keys from the broker")
     p.add_argument("job")
     p.add_argument("--broker", default=None, metavar="URL")
+    p = sub.add_parser("generate", help="generate puzzles (unique, symmetric, rated), locally or on workers")
+    from client.generate import add_arguments
+
+    add_arguments(p)
     return ap
 
 
@@ -87,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _purge(args, settings)
         if args.command == "health":
             return _health(args, settings)
+        if args.command == "generate":
+            from client.generate import run_generate
+
+            return run_generate(args, settings)
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
