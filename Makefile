@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench clean clean-cache
 
 $(BIN)/sudoku-batch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ bench: $(VENV)/.test-deps
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/portfolio.py
 	$(BIN)/python bench/generator.py
+
+clean-cache:  ## drop numba's compiled caches (after editing a module kernels call, e.g. solvers/bits.py)
+	find solvers -name "*.nbi" -delete -o -name "*.nbc" -delete
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -34,10 +34,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
+from solvers.bits import ctz, popcount, rng_next
 from solvers.geometry import geometry
 from solvers.puzzle import Box
 
@@ -46,37 +45,6 @@ _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 FOUND, NONE, UNDECIDED = 1, 0, -1  # outcomes of one search: limit reached / exhausted / budget spent
 MINIMAL, STOPPED = 1, 2  # dig flags: proven minimal / stopped at the clue target
-
-
-@intrinsic
-def _popcnt(typingctx, x):  # type: ignore[no-untyped-def]
-    """Population count (llvm.ctpop) of an unsigned integer, as int64."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        r = builder.ctpop(args[0])
-        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
-
-    return types.int64(x), codegen
-
-
-@intrinsic
-def _ctz(typingctx, x):  # type: ignore[no-untyped-def]
-    """Trailing zero count (llvm.cttz) of a non-zero unsigned integer, as int64."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        r = builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
-
-    return types.int64(x), codegen
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _xs(s):  # type: ignore[no-untyped-def]
-    """One xorshift64 step (state must be non-zero)."""
-    s ^= s << np.uint64(13)
-    s ^= s >> np.uint64(7)
-    s ^= s << np.uint64(17)
-    return s
 
 
 @njit(cache=True, nogil=True)
@@ -119,13 +87,13 @@ def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-
                     d1 |= unit_bits[p, 1]
                     d2 |= unit_bits[p, 2]
         if d0:
-            u = _ctz(d0)
+            u = ctz(d0)
             d0 &= d0 - _ONE
         elif d1:
-            u = 64 + _ctz(d1)
+            u = 64 + ctz(d1)
             d1 &= d1 - _ONE
         elif d2:
-            u = 128 + _ctz(d2)
+            u = 128 + ctz(d2)
             d2 &= d2 - _ONE
         else:
             return True
@@ -161,8 +129,8 @@ def _value(m, prefer, rng):  # type: ignore[no-untyped-def]
         return prefer, rng
     if rng == _ZERO:
         return m & (~m + _ONE), rng
-    rng = _xs(rng)
-    k = np.int64(rng % np.uint64(_popcnt(m)))
+    rng = rng_next(rng)
+    k = np.int64(rng % np.uint64(popcount(m)))
     for _ in range(k):
         m &= m - _ONE
     return m & (~m + _ONE), rng
@@ -193,7 +161,7 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
             for x in range(nn):
                 m = cand[x]
                 if m & (m - _ONE):
-                    pc = _popcnt(m)
+                    pc = popcount(m)
                     if pc < best:
                         best = pc
                         cell = x
@@ -202,13 +170,13 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
                             break
                     elif pc == best and rng != _ZERO:
                         ties += 1
-                        rng = _xs(rng)
+                        rng = rng_next(rng)
                         if rng % np.uint64(ties) == _ZERO:
                             cell = x
             if cell < 0:
                 if count == 0:
                     for x in range(nn):
-                        out[x] = _ctz(cand[x]) + 1
+                        out[x] = ctz(cand[x]) + 1
                 count += 1
                 if count >= limit:
                     return FOUND, count, nodes, guesses, rng, stk

@@ -12,10 +12,9 @@ N! relabellings), and the same seeds give the same grids.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
+from solvers.bits import ctz, popcount, rng_next
 from solvers.dig import solve_starts, tables
 from solvers.puzzle import Box
 
@@ -25,37 +24,6 @@ _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 ROWWISE_MAX = 12  # grid sides filled by row-major backtracking (faster than propagation)
 RESTART_NODES = 10  # nodes per cell before a completion starts over
 MAX_RESTARTS = 1000  # then the start is declared hopeless (never seen with a random first row)
-
-
-@intrinsic
-def _popcnt(typingctx, x):  # type: ignore[no-untyped-def]
-    """Population count (llvm.ctpop) of an unsigned integer, as int64."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        r = builder.ctpop(args[0])
-        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
-
-    return types.int64(x), codegen
-
-
-@intrinsic
-def _ctz(typingctx, x):  # type: ignore[no-untyped-def]
-    """Trailing zero count (llvm.cttz) of a non-zero unsigned integer, as int64."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        r = builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
-
-    return types.int64(x), codegen
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _xs(s):  # type: ignore[no-untyped-def]
-    """One xorshift64 step (state must be non-zero)."""
-    s ^= s << np.uint64(13)
-    s ^= s >> np.uint64(7)
-    s ^= s << np.uint64(17)
-    return s
 
 
 @njit(cache=True, nogil=True)
@@ -106,13 +74,13 @@ def _fill_rows_kernel(n, cell_units, starts, seeds, budget, max_restarts, out, o
                 nodes += 1
                 if budget > 0 and nodes > budget:
                     break
-                rng = _xs(rng)
-                k = np.int64(rng % np.uint64(_popcnt(m)))
+                rng = rng_next(rng)
+                k = np.int64(rng % np.uint64(popcount(m)))
                 for _ in range(k):
                     m &= m - _ONE
                 v = m & (~m + _ONE)
                 rem[x] &= ~v
-                grid[x] = _ctz(v) + 1
+                grid[x] = ctz(v) + 1
                 um[a] |= v
                 um[c] |= v
                 um[d] |= v

@@ -40,58 +40,15 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from solvers.bits import interrupted, nth_bit, popcount, rng_init, rng_next
 from solvers.clock import monotonic_ns
-from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
+from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, KernelSolver, register
 from solvers.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 _CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
-
-
-@njit(cache=True, nogil=True)
-def _popcount(x):  # type: ignore[no-untyped-def]
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555_5555_5555_5555))
-    x = (x & np.uint64(0x3333_3333_3333_3333)) + ((x >> np.uint64(2)) & np.uint64(0x3333_3333_3333_3333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F_0F0F_0F0F_0F0F)
-    return np.int64((x * np.uint64(0x0101_0101_0101_0101)) >> np.uint64(56))
-
-
-@njit(cache=True, nogil=True)
-def _rng_init(seed, index):  # type: ignore[no-untyped-def]
-    """A non-zero xorshift64 state for puzzle `index` of a batch run with `seed` (splitmix64)."""
-    z = np.uint64(seed) + np.uint64(index + 1) * np.uint64(0x9E37_79B9_7F4A_7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58_476D_1CE4_E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D0_49BB_1331_11EB)
-    z = z ^ (z >> np.uint64(31))
-    return z if z != _ZERO else np.uint64(0x2545_F491_4F6C_DD1D)
-
-
-@njit(cache=True, nogil=True)
-def _rng_next(state):  # type: ignore[no-untyped-def]
-    state ^= state << np.uint64(13)
-    state ^= state >> np.uint64(7)
-    state ^= state << np.uint64(17)
-    return state
-
-
-@njit(cache=True, nogil=True)
-def _nth_bit(mask, k):  # type: ignore[no-untyped-def]
-    """Return the index of the k-th (0-based) set bit of `mask`."""
-    for _ in range(k):
-        mask &= mask - _ONE
-    return np.int64(trailing_zeros(mask))
-
-
-@njit(cache=True, nogil=True)
-def _interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
-    """Return STOPPED, TIMEOUT, or -1 to go on (`end_ns` 0 = no time limit)."""
-    if stop[0] != 0:
-        return STOPPED
-    if end_ns != 0 and monotonic_ns() >= end_ns:
-        return TIMEOUT
-    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -145,11 +102,11 @@ def _dw_kernel(
         end_ns = deadline_ns
         if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
             end_ns = t0 + time_limit_ns
-        status = _interrupted(stop, end_ns)
+        status = interrupted(stop, end_ns)
         if status >= 0:
             out_status[i] = status
             continue
-        rng = _rng_init(seed, i)
+        rng = rng_init(seed, i)
         occ[:] = 0
         occc[:] = 0
         stackv[:, :] = 0
@@ -188,7 +145,7 @@ def _dw_kernel(
                 for r in range(n):
                     if not rowhas[r] & (_ONE << np.uint64(v)):
                         left[v] |= _ONE << np.uint64(r)
-                key[v] = _popcount(left[v])
+                key[v] = popcount(left[v])
             for a in range(1, n):  # insertion sort by rows left, stable: ties keep value order
                 v = order[a]
                 j = a - 1
@@ -230,7 +187,7 @@ def _dw_kernel(
                     while m:
                         r2 = np.int64(trailing_zeros(m))
                         m &= m - _ONE
-                        k = _popcount(full & ~(occ[r2] | colv[v] | bandv[v, r2 // box_rows]))
+                        k = popcount(full & ~(occ[r2] | colv[v] | bandv[v, r2 // box_rows]))
                         if k < best:
                             best = k
                             r = r2
@@ -264,15 +221,15 @@ def _dw_kernel(
                     break
                 nodes += 1
                 if (nodes & _CHECK_EVERY) == 0:
-                    st = _interrupted(stop, end_ns)
+                    st = interrupted(stop, end_ns)
                     if st >= 0:
                         status = st
                         break
                 if seed == 0:
                     c = np.int64(trailing_zeros(m))
                 else:
-                    rng = _rng_next(rng)
-                    c = _nth_bit(m, np.int64(rng % np.uint64(_popcount(m))))
+                    rng = rng_next(rng)
+                    c = nth_bit(m, np.int64(rng % np.uint64(popcount(m))))
                 bit = _ONE << np.uint64(c)
                 cand[d] = m ^ bit
                 occ[r] |= bit
