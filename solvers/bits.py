@@ -15,7 +15,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from solvers.clock import monotonic_ns
-from solvers.exact.base import STOPPED, TIMEOUT
+from solvers.codes import STOPPED, TIMEOUT
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
