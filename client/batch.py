@@ -217,13 +217,17 @@ class Job:
         *,
         idle_timeout: float | None = None,
         on_wait: Callable[[], None] | None = None,
+        keep: bool = True,
     ) -> Iterator[Slice]:
-        """Stream (chunk result, first row, end row) slices as results arrive, or in input order."""
+        """Stream (chunk result, first row, end row) slices as results arrive, or in input order.
+
+        `keep=False` deletes each result from the store once the caller has it (no re-run).
+        """
         s = self.client.settings
         stream: Iterable = stream_chunks(
             self.client.store,
             self.id,
-            result_ttl=s.result_ttl,
+            result_ttl=s.result_ttl if keep else 0,
             poll=s.poll_interval,
             stale_after=s.producer_stale_s,
             idle_timeout=idle_timeout,

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from client.store import JobStore
 from solvers.chunk import ChunkResult
 
+FETCH_CHUNKS = 1  # chunk results fetched per round trip (each can be tens of MB)
+
 
 class JobFailed(RuntimeError):
     """The job cannot finish: the message says why."""
@@ -30,8 +32,10 @@ def stream_chunks(
 ) -> Iterator[ChunkResult]:
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
-    Raises JobFailed when the job failed, its producer died, a result expired before it
-    was collected, or nothing arrived for `idle_timeout` seconds.
+    Collected results are kept `result_ttl` seconds (so `collect` can run again), or
+    deleted at once when `result_ttl` is 0. Raises JobFailed when the job failed, its
+    producer died, a result expired before it was collected, or nothing arrived for
+    `idle_timeout` seconds.
     """
     seen: set[int] = set()
     cursor = 0
@@ -40,13 +44,14 @@ def stream_chunks(
         ids, cursor = store.arrivals(job, cursor)
         fresh = [c for c in dict.fromkeys(ids) if c not in seen]
         if fresh:
-            payloads = store.fetch(job, fresh)
-            for chunk, payload in zip(fresh, payloads, strict=True):
-                if payload is None:
-                    raise JobFailed(f"the result of chunk {chunk} expired before it was collected")
-                seen.add(chunk)
-                yield ChunkResult.decode(payload)
-            store.mark_collected(job, fresh, result_ttl)
+            for at in range(0, len(fresh), FETCH_CHUNKS):  # a few chunks at a time: bounded memory
+                part = fresh[at : at + FETCH_CHUNKS]
+                for chunk, payload in zip(part, store.fetch(job, part), strict=True):
+                    if payload is None:
+                        raise JobFailed(f"the result of chunk {chunk} expired before it was collected")
+                    seen.add(chunk)
+                    yield ChunkResult.decode(payload)
+                store.mark_collected(job, part, result_ttl)  # after the caller has written them
             last_progress = time.monotonic()
             continue
         meta = store.meta(job)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solvers.chunk import DEFAULT_QUEUE
+from solvers.chunk import DEFAULT_QUEUE, MAX_TASK_CHARS
 from solvers.chunk_store import KEY_PREFIX
 
 
@@ -22,7 +23,7 @@ class ClientSettings(BaseSettings):
     result_ttl: int = 3600  # seconds a collected result stays, so `collect` can be re-run
     job_ttl: int = 7 * 86400  # seconds an uncollected result or a job's metadata may wait
     chunk_seconds: float = 1.0  # target solving time of one chunk
-    max_chunk_bytes: int = 4 << 20  # bound on one task message's puzzle text
+    max_chunk_bytes: int = Field(default=1 << 20, ge=1, le=MAX_TASK_CHARS)  # task puzzle text; results ~5x
     connect_timeout: float = 2.0  # seconds to reach the broker before giving up
     socket_timeout: float = 10.0
     visibility_timeout: int = 4 * 3600  # seconds before an unacknowledged chunk is redelivered

@@ -20,7 +20,7 @@ from client.config import ClientSettings
 from client.reader import read_blocks
 from client.store import JobStore
 from client.transport import Transport
-from solvers.chunk import ChunkTask, answered_chunk, chunk_seed, join_texts, to_runs
+from solvers.chunk import MAX_CHUNK_PUZZLES, ChunkTask, answered_chunk, chunk_seed, join_texts, to_runs
 
 Source = str | Path | IO[bytes] | Iterable[str]
 MAX_ANSWERED = 1000  # invalid lines buffered before the producer writes their results
@@ -81,7 +81,7 @@ class ChunkSizer:
             size = min(want, 2 * self.last if self.last else start)
         else:  # no feedback yet: grow blindly, but only so far
             size = min(2 * self.last, 8 * start) if self.last else start
-        size = max(1, min(size, self.max_bytes // (text_len + 1)))
+        size = max(1, min(size, self.max_bytes // (text_len + 1), MAX_CHUNK_PUZZLES))
         self.last = size
         return size
 

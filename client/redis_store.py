@@ -12,12 +12,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import JobStore
 from solvers.chunk import ChunkResult, ChunkStats
 from solvers.chunk_store import JobKeys, result_commands, workers_key
 
+OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
 LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
 
 
@@ -34,6 +37,8 @@ def connect(url: str, settings: ClientSettings) -> redis.Redis:
         client.ping()
     except (redis.RedisError, OSError, ValueError) as exc:
         raise BrokerUnreachable(url, _reason(exc)) from None
+    # Connected: from now on ride out a broker restart (about a minute) instead of failing the job.
+    client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.1, cap=2.0), OUTAGE_RETRIES))
     return client
 
 
@@ -107,7 +112,10 @@ class RedisJobStore(JobStore):
         k = self.keys(job)
         pipe = self.r.pipeline(transaction=False)
         for c in chunks:
-            pipe.expire(k.result(c), ttl)
+            if ttl > 0:
+                pipe.expire(k.result(c), ttl)
+            else:
+                pipe.delete(k.result(c))  # `solve`: nothing will read it again
         pipe.execute()
 
     def stats(self, job: str) -> list[ChunkStats]:

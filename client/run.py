@@ -80,7 +80,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
 
     complete = False
     try:
-        for result, start, stop in job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=refresh):
+        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=refresh, keep=not purge)
+        for result, start, stop in chunks:
             output.write(result, start, stop)
             written += stop - start
             if result.header.chunk not in seen:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from solvers.chunk_records import TIME_BINS_PER_DECADE, extract, render, render_py, tally
 from solvers.result import SolveResult, Status
@@ -29,6 +29,10 @@ DEFAULT_QUEUE = "sudoku_batch"
 SCHEMA = 1
 JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
 MAX_PROBLEMS = 1000  # invalid/error lines listed per chunk; the rest are only counted
+MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends at most 1 MB by default)
+MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
+MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
+MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
 Runs = list[tuple[int, int]]
 
 
@@ -39,16 +43,37 @@ class ChunkTask(BaseModel):
 
     v: int = SCHEMA
     job: str = Field(pattern=JOB_ID_PATTERN)
-    chunk: int = Field(ge=0)
-    input: str
-    index_runs: Runs  # (first, count): positions among all puzzles of the job, 0-based
-    line_runs: Runs  # (first, count): 1-based input lines where the puzzles start
-    puzzles: str  # the puzzle texts joined by "\n"
-    spans: list[int] | None = None  # lines per puzzle, only when some puzzle has several rows
-    box: str | None = None
-    time_limit: float | None = Field(default=None, gt=0)
-    portfolio: str | None = None
-    seed: int = 0
+    chunk: int = Field(ge=0, lt=2**53)
+    input: str = Field(max_length=MAX_NAME_CHARS)
+    index_runs: Runs = Field(max_length=MAX_RUNS)  # (first, count): positions among the job's puzzles
+    line_runs: Runs = Field(max_length=MAX_RUNS)  # (first, count): 1-based lines where the puzzles start
+    puzzles: str = Field(max_length=MAX_TASK_CHARS)  # the puzzle texts joined by "\n"
+    spans: list[int] | None = Field(default=None, max_length=MAX_CHUNK_PUZZLES)  # rows per multi-row puzzle
+    box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    time_limit: float | None = Field(default=None, gt=0, le=86400)
+    portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ChunkTask:
+        """Refuse a message whose runs, spans and text disagree (a hand-made one could ask for huge lists)."""
+        counts = [n for _, n in self.index_runs]
+        if any(n < 1 for n in counts) or any(n < 1 for _, n in self.line_runs):
+            raise ValueError("runs must have positive counts")
+        if any(first < 0 for first, _ in self.index_runs) or any(first < 1 for first, _ in self.line_runs):
+            raise ValueError("runs must start at index 0 or line 1 or later")
+        n = sum(counts)
+        if n > MAX_CHUNK_PUZZLES:
+            raise ValueError(f"{n} puzzles in one chunk; at most {MAX_CHUNK_PUZZLES} are accepted")
+        if sum(c for _, c in self.line_runs) != n:
+            raise ValueError("index_runs and line_runs count different numbers of puzzles")
+        rows = self.puzzles.count("\n") + 1 if n else 0
+        if self.spans is None:
+            if rows != n:
+                raise ValueError(f"the text has {rows} lines for {n} puzzles")
+        elif len(self.spans) != n or any(s < 1 for s in self.spans) or sum(self.spans) != rows:
+            raise ValueError("spans do not match the puzzles' text")
+        return self
 
     def __len__(self) -> int:
         return sum(n for _, n in self.index_runs)
@@ -201,9 +226,8 @@ def solve_chunk(task: ChunkTask) -> ChunkResult:
             )
             if len(results) != len(texts):
                 raise RuntimeError(f"the solver returned {len(results)} results for {len(texts)} puzzles")
-        except Exception as exc:  # noqa: BLE001 - one bad chunk must answer, not kill the worker
-            reason = f"{type(exc).__name__}: {exc}"[:500]
-            results = [SolveResult(Status.ERROR, text, error=reason) for text in texts]
+        except Exception:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
+            results = [_solve_alone(text, task) for text in texts]
         solver_cpu = time.process_time() - cpu0
         result = build_result(
             task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results
@@ -216,6 +240,19 @@ def solve_chunk(task: ChunkTask) -> ChunkResult:
     stats.cpu_s = time.process_time() - cpu0
     stats.wall_s = time.perf_counter() - wall0
     return result
+
+
+def _solve_alone(text: str, task: ChunkTask) -> SolveResult:
+    """Solve one puzzle by itself; a solver exception becomes its `error` result with the reason."""
+    from solvers.api import solve_many
+
+    try:
+        (result,) = solve_many(
+            [text], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed
+        )
+        return result
+    except Exception as exc:  # noqa: BLE001 - the reason goes into the record, the worker carries on
+        return SolveResult(Status.ERROR, text, error=f"{type(exc).__name__}: {exc}"[:500])
 
 
 def build_result(
@@ -276,10 +313,10 @@ def answered_chunk(
     return out
 
 
-def failed_chunk(task: ChunkTask, reason: str) -> ChunkResult:
-    """Answer every puzzle of a chunk with `error` (the chunk could not be solved at all)."""
+def failed_chunk(task: ChunkTask, reason: str, status: Status = Status.ERROR) -> ChunkResult:
+    """Answer every puzzle of a chunk with `status` (`error`: it could not be solved at all)."""
     texts = task.texts()
-    results = [SolveResult(Status.ERROR, t, error=reason) for t in texts]
+    results = [SolveResult(status, t, error=reason) for t in texts]
     return build_result(
         task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results, False
     )

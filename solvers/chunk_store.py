@@ -38,6 +38,11 @@ def workers_key(prefix: str = KEY_PREFIX) -> str:
     return f"{prefix}:workers"
 
 
+def current_key(prefix: str = KEY_PREFIX) -> str:
+    """Hash: worker process name -> `job:chunk` it is solving now (to tell orphaned messages)."""
+    return f"{prefix}:current"
+
+
 def result_commands(
     keys: JobKeys, chunk: int, payload: bytes, stats_json: str, n: int, cpu_s: float, ttl: int
 ) -> list[tuple[Any, ...]]:

@@ -163,3 +163,81 @@ def check_records(records: list[dict], puzzles: list[str]) -> None:
             assert is_solution(puzzle, parse_puzzle(r["solution"], puzzle.box).givens), r
         else:
             assert r["solution"] is None or r["status"] == "approximate", r
+
+
+class RedisServer:
+    """A redis-server of one test (AOF on by default) that can be stopped and restarted on its port."""
+
+    def __init__(self, workdir: Path, *args: str, bind: str = "127.0.0.1", appendonly: bool = True) -> None:
+        self.server = _need_redis()
+        self.workdir = workdir
+        self.bind = bind
+        self.port = _free_port()
+        self.args = ["--appendonly", "yes" if appendonly else "no", "--appendfsync", "always", *args]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL without credentials."""
+        return f"redis://{self.bind}:{self.port}/0"
+
+    def start(self, password: str | None = None, timeout: float = 10.0) -> None:
+        """Start the server and wait until it answers PING."""
+        import redis
+
+        cmd = [self.server, "--port", str(self.port), "--bind", self.bind, "--save", ""]
+        cmd += ["--dir", str(self.workdir), *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                redis.Redis(
+                    host=self.bind, port=self.port, password=password, socket_connect_timeout=0.5
+                ).ping()
+                return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    pytest.fail("redis-server did not start")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Shut the server down (SIGTERM: the AOF is flushed first)."""
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+
+
+def start_workers(
+    url: str, count: int, logs: Path, env: dict[str, str] | None = None
+) -> list[subprocess.Popen[bytes]]:
+    """Start `count` `sudoku-batch worker --concurrency 1` processes and wait until each beats."""
+    import redis
+
+    procs: list[subprocess.Popen[bytes]] = []
+    full_env = dict(os.environ, SUDOKU_BATCH_HEARTBEAT_S="1", **(env or {}))
+    for i in range(count):
+        with open(logs / f"worker{i}.log", "wb") as log:
+            cmd = [*cli_command(), "worker", "--broker", url, "--concurrency", "1", "--loglevel", "info"]
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO))
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 120
+    try:
+        while len(client.zrangebyscore("sbatch:workers", time.time() - 5, "+inf")) < count:
+            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+                text = "\n".join(
+                    (logs / f"worker{i}.log").read_text(errors="replace")[-2000:] for i in range(count)
+                )
+                for proc in procs:
+                    _stop(proc)
+                pytest.fail(f"workers did not start:\n{text}")
+            time.sleep(0.2)
+    finally:
+        client.close()
+    return procs
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop processes this test started (TERM, then KILL)."""
+    for proc in procs:
+        _stop(proc, grace=5.0)

@@ -22,5 +22,6 @@ class WorkerSettings(BaseSettings):
     time_limit: int = 3660
     max_attempts: int = 3  # deliveries of one chunk before it is answered with `error`
     heartbeat_s: float = 5.0  # liveness beat of each worker process (for `status`)
+    orphan_after_s: float = 60.0  # an unacked chunk nobody live is solving is requeued after this
     connect_timeout: float = 3.0
     socket_timeout: float = 30.0

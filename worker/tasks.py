@@ -1,4 +1,5 @@
-"""The one task: solve a chunk with `solvers.chunk.solve_chunk` and store its result in Redis.
+"""The tasks: solve a chunk with `solvers.chunk.solve_chunk`, or generate one with
+`solvers.generator.generate_chunk`, and store its result in Redis.
 
 Results never go through Celery's result backend: the task writes the chunk's result
 under the job with the shared idempotent write (`solvers.chunk_store.result_commands`),
@@ -7,9 +8,12 @@ so a chunk redelivered after a crash overwrites its first answer instead of addi
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import logging
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -18,8 +22,19 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
-from solvers.chunk import TASK_NAME, ChunkResult, ChunkTask, failed_chunk, solve_chunk, worker_name
-from solvers.chunk_store import JobKeys, result_commands, workers_key
+from solvers.chunk import (
+    JOB_ID_PATTERN,
+    TASK_NAME,
+    ChunkResult,
+    ChunkTask,
+    failed_chunk,
+    solve_chunk,
+    worker_name,
+)
+from solvers.chunk_store import JobKeys, current_key, result_commands, workers_key
+from solvers.generator import Options, generate_chunk, render_lines
+from solvers.puzzle import Box
+from solvers.result import Status
 from worker.app import app, settings
 
 log = logging.getLogger(__name__)
@@ -63,6 +78,7 @@ def handle(payload: dict[str, Any], client: Any) -> int:
     keys = JobKeys(task.job, settings.key_prefix)
     if not client.exists(keys.meta):
         return 0  # purged or expired: nobody is waiting for this chunk
+    client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}")
     attempts = int(client.hincrby(keys.attempts, task.chunk, 1))
     client.expire(keys.attempts, settings.job_ttl)
     if attempts > settings.max_attempts:
@@ -73,8 +89,9 @@ def handle(payload: dict[str, Any], client: Any) -> int:
         try:
             result = solve_chunk(task)
         except SoftTimeLimitExceeded:
-            result = failed_chunk(task, "the chunk exceeded the worker's time limit")
+            result = failed_chunk(task, "the chunk exceeded the worker's time limit", Status.TIMEOUT)
     store_result(client, result, settings.job_ttl)
+    client.hdel(current_key(settings.key_prefix), worker_name())
     return len(result)
 
 
@@ -93,8 +110,72 @@ def solve_chunk_task(task: dict[str, Any]) -> int:
     try:
         return handle(task, store_client())
     except ValidationError as exc:
-        log.error("dropping a malformed chunk message: %s", exc)
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        log.error("dropping a malformed chunk message: %s", reasons[:500])  # one line, no payload echoed
         return 0
+
+
+GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"  # sent by name by client/generate.py
+
+
+def handle_generate(payload: dict[str, Any], client: Any) -> int:
+    """Generate one chunk (box, count, chunk seed, options) and store its lines; return the puzzles made.
+
+    The stored body is JSON `{"n", "puzzles", "solutions", "meta", "error", "cpu_s"}`
+    (line lists, as `client.generate.chunk_body` returns locally), so broker and local
+    runs write the same files. Attempts are counted as for solve chunks; a request the
+    generator rejects is answered with `error` instead of being redelivered.
+    """
+    job, chunk = str(payload.get("job", "")), payload.get("chunk")
+    if not re.match(JOB_ID_PATTERN, job) or not isinstance(chunk, int) or chunk < 0:
+        log.error("dropping a malformed generate message: job %r chunk %r", job, chunk)
+        return 0
+    keys = JobKeys(job, settings.key_prefix)
+    if not client.exists(keys.meta):
+        return 0  # purged or expired: nobody is waiting for this chunk
+    attempts = int(client.hincrby(keys.attempts, chunk, 1))
+    client.expire(keys.attempts, settings.job_ttl)
+    start = time.process_time()
+    body: dict[str, Any] = {"n": 0, "puzzles": [], "solutions": [], "meta": [], "error": None}
+    if attempts > settings.max_attempts:
+        body["error"] = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+    else:
+        try:
+            box = Box.parse(str(payload["box"]))
+            items = generate_chunk(
+                box, int(payload["count"]), int(payload["seed"]), Options.from_dict(payload["options"])
+            )
+            body["puzzles"], body["solutions"], body["meta"] = render_lines(items, box)
+            body["n"] = len(items)
+        except SoftTimeLimitExceeded:
+            body["error"] = "the chunk exceeded the worker's time limit"
+        except (KeyError, TypeError, ValueError) as exc:
+            body["error"] = f"bad generate request: {type(exc).__name__}: {exc}"
+    body["cpu_s"] = cpu = time.process_time() - start
+    stats = json.dumps({"n": body["n"], "cpu_s": cpu})
+    commands = result_commands(
+        keys, chunk, json.dumps(body).encode(), stats, body["n"], cpu, settings.job_ttl
+    )
+    pipe = client.pipeline(transaction=True)
+    for command in commands:
+        pipe.execute_command(*command)
+    pipe.execute()
+    return int(body["n"])
+
+
+@app.task(
+    name=GENERATE_TASK_NAME,
+    ignore_result=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(redis.ConnectionError, redis.TimeoutError),
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=20,
+)
+def generate_chunk_task(task: dict[str, Any]) -> int:
+    """Celery entry point (by name); see `handle_generate`."""
+    return handle_generate(task, store_client())
 
 
 def beat(client: Any, name: str) -> None:
@@ -111,9 +192,61 @@ def start_heartbeat() -> None:
     name = worker_name()
 
     def loop() -> None:
+        last_sweep = time.monotonic()
         while True:
             with contextlib.suppress(redis.RedisError):  # the broker is away; the task path reports that
                 beat(store_client(), name)
+                if time.monotonic() - last_sweep >= settings.orphan_after_s / 2:
+                    last_sweep = time.monotonic()
+                    try:
+                        restore_orphans(store_client())
+                    except Exception:  # noqa: BLE001 - the beat must go on whatever the sweep meets
+                        log.exception("the sweep for orphaned chunk messages failed")
             time.sleep(settings.heartbeat_s)
 
     threading.Thread(target=loop, name="sudoku-batch-heartbeat", daemon=True).start()
+
+
+def orphaned_tags(client: Any, now: float) -> list[bytes]:
+    """Delivery tags of chunk messages left unacknowledged by a connection that is gone.
+
+    Celery acknowledges late; a message delivered on a connection that then broke (Redis
+    restarted, network cut) or to a worker that died whole stays in kombu's `unacked`
+    hash until the visibility timeout (hours). A message is an orphan when it was
+    delivered over `orphan_after_s` ago and no live worker process is solving its chunk
+    now. Chunk results are idempotent, so a rare false orphan costs a second solve, never
+    a second result.
+    """
+    old = client.zrangebyscore("unacked_index", "-inf", now - settings.orphan_after_s)
+    if not old:
+        return []
+    live = set(client.zrangebyscore(workers_key(settings.key_prefix), now - 3 * settings.heartbeat_s, "+inf"))
+    running = {v for k, v in client.hgetall(current_key(settings.key_prefix)).items() if k in live}
+    out = []
+    for tag, raw in zip(old, client.hmget("unacked", old), strict=True):
+        if raw is None:
+            continue
+        with contextlib.suppress(ValueError, KeyError, TypeError, IndexError):
+            message = json.loads(raw)[0]
+            if message.get("headers", {}).get("task") != TASK_NAME:
+                continue
+            body = message["body"]
+            if message.get("properties", {}).get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            chunk = json.loads(body)[1]["task"]
+            if f"{chunk['job']}:{chunk['chunk']}".encode() not in running:
+                out.append(tag)
+    return out
+
+
+def restore_orphans(client: Any) -> int:
+    """Put orphaned chunk messages back on their queue (kombu's own restore); return how many."""
+    tags = orphaned_tags(client, time.time())
+    if not tags:
+        return 0
+    with app.connection_for_write() as conn:
+        qos = conn.default_channel.qos
+        for tag in tags:
+            qos.restore_by_tag(tag.decode() if isinstance(tag, bytes) else tag, leftmost=True)
+    log.warning("requeued %d chunk message(s) left unacknowledged by a lost connection or worker", len(tags))
+    return len(tags)

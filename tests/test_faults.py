@@ -1,0 +1,341 @@
+"""Faults: Redis restarted mid-job, a collector killed and re-run, a solver raising, a chunk past its limit.
+
+The integration tests run their own redis-server (AOF on) and two real workers, so
+they can restart Redis without disturbing the session's fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import CORPORA, SAMPLE, RedisServer, check_records, cli_command, start_workers, stop_all
+
+KAGGLE = CORPORA / "9x9" / "kaggle_bryanpark_first20000.txt"
+HARD = CORPORA / "25x25" / "sudoku_acs_general_25x25.txt"
+SMALL_CHUNKS = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(82 * 40)}  # 40 puzzles a chunk: many chunks, a long job
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run `sudoku-batch` to completion."""
+    return subprocess.run(
+        [*cli_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `sudoku-batch` in the background."""
+    return subprocess.Popen(
+        [*cli_command(), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def records_of(path: Path) -> list[dict]:
+    """The JSON Lines records of an output file."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@dataclass
+class Stack:
+    """A redis-server of this module and the worker processes consuming from it."""
+
+    server: RedisServer
+    workers: list[subprocess.Popen[bytes]]
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A redis-server with AOF persistence and two real workers on it."""
+    server = RedisServer(tmp_path_factory.mktemp("aof-redis"))
+    server.start()
+    try:
+        procs = start_workers(
+            server.url, 2, tmp_path_factory.mktemp("fault-workers"), env={"SUDOKU_BATCH_ORPHAN_AFTER_S": "4"}
+        )
+        try:
+            yield Stack(server, procs)
+        finally:
+            stop_all(procs)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """Several thousand 9x9 puzzles and one invalid line (sent in ~100 small chunks)."""
+    source = KAGGLE if KAGGLE.exists() else SAMPLE
+    puzzles = source.read_text().splitlines()[:4000] + ["not a puzzle"]
+    path = tmp_path_factory.mktemp("fault-corpus") / "corpus.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    return path, puzzles
+
+
+def wait_for_arrivals(client: redis.Redis, job: str, count: int, timeout: float = 30) -> int:
+    """Wait until `count` chunk results of `job` have arrived; return how many have."""
+    deadline = time.monotonic() + timeout
+    while (n := client.llen(f"sbatch:job:{job}:arrivals")) < count:
+        assert time.monotonic() < deadline, f"only {n} chunks arrived in {timeout} s"
+        time.sleep(0.01)
+    return n
+
+
+def parent_pid(pid: int) -> int:
+    """The parent of a live process (from /proc)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.fixture(scope="module")
+def slow_corpus(
+    corpus: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[str]]:
+    """Hard 25x25 puzzles first when available (slower chunks), then the 9x9 corpus."""
+    hard = HARD.read_text().splitlines()[800:812] if HARD.exists() else []
+    puzzles = hard + corpus[1][:2000]
+    path = tmp_path_factory.mktemp("slow-corpus") / "slow.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    return path, puzzles
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnect(
+    stack, slow_corpus, tmp_path
+):
+    path, puzzles = slow_corpus
+    out = tmp_path / "out.jsonl"
+    client = stack.client()
+    args = (
+        "solve",
+        str(path),
+        "--broker",
+        stack.url,
+        "-o",
+        str(out),
+        "--ordered",
+        "-q",
+        "--time-limit",
+        "0.25",
+    )
+    solve = start_cli(*args, env=SMALL_CHUNKS)
+    deadline = time.monotonic() + 60
+    while not (running := client.hvals("sbatch:current")):  # a chunk is being solved
+        assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
+        time.sleep(0.005)
+    stack.server.stop()
+    time.sleep(1.5)
+    stack.server.start()
+    _, err = solve.communicate(timeout=120)
+    assert solve.returncode == 0, err
+    check_records(records_of(out), puzzles)
+    assert running
+
+    # Both workers still consume after the restart (not only their heartbeat threads).
+    again = run_cli(
+        "submit", str(corpus_path(puzzles[-2000:], tmp_path)), "--broker", stack.url, env=SMALL_CHUNKS
+    )
+    job2 = again.stdout.strip()
+    out2 = tmp_path / "again.jsonl"
+    proc = run_cli(
+        "collect", job2, "--broker", stack.url, "-o", str(out2), "-q", "--ordered", "--timeout", "30"
+    )
+    assert proc.returncode == 0, proc.stderr
+    check_records(records_of(out2), puzzles[-2000:])
+    names = {json.loads(v)["worker"] for v in client.hvals(f"sbatch:job:{job2}:stats")}
+    pool_pids = {int(name.rsplit(":", 1)[1]) for name in names if name != "producer"}
+    assert {parent_pid(pid) for pid in pool_pids} == {p.pid for p in stack.workers}
+    client.close()
+
+
+def corpus_path(puzzles: list[str], tmp_path: Path) -> Path:
+    """Write puzzles to a file of the test."""
+    path = tmp_path / "puzzles.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    return path
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_collector_killed_mid_job_can_be_run_again_and_writes_each_puzzle_once(stack, corpus, tmp_path):
+    path, puzzles = corpus
+    job = run_cli("submit", str(path), "--broker", stack.url, env=SMALL_CHUNKS).stdout.strip()
+    out = tmp_path / "out.jsonl"
+    client = stack.client()
+    collect = start_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q")
+    wait_for_arrivals(client, job, 3)
+    time.sleep(0.2)  # let it write part of the output
+    assert collect.poll() is None, "the collector finished before it could be killed"
+    collect.send_signal(signal.SIGKILL)
+    collect.wait(10)
+    assert not out.exists()  # a killed collector leaves no half file under the final name
+    proc = run_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q", "--timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    records = records_of(out)
+    assert len(records) == len(puzzles)
+    check_records(sorted(records, key=lambda r: r["index"]), puzzles)
+    assert run_cli("purge", job, "--broker", stack.url).returncode == 0
+    client.close()
+
+
+JOB = "0b" * 16
+LINES = SAMPLE.read_text().splitlines()
+
+
+def chunk_message(texts: list[str], chunk: int = 0, time_limit: float | None = None) -> dict:
+    """A chunk task exactly as a JSON message carries it."""
+    from solvers.chunk import ChunkTask, join_texts
+
+    joined, spans = join_texts(texts)
+    n = len(texts)
+    task = ChunkTask(
+        job=JOB,
+        chunk=chunk,
+        input="in.txt",
+        index_runs=[(0, n)],
+        line_runs=[(1, n)],
+        puzzles=joined,
+        spans=spans,
+        time_limit=time_limit,
+    )
+    return json.loads(json.dumps(task.model_dump(mode="json")))
+
+
+def stored_records(fake_redis, chunk: int = 0) -> list[dict]:
+    """The records a worker stored for a chunk of JOB."""
+    payload = fake_redis.get(f"sbatch:job:{JOB}:result:{chunk}")
+    return [json.loads(line) for line in payload.split(b"\n")[1:]]
+
+
+def new_job(fake_redis) -> None:
+    """Create JOB's metadata, as a producer does."""
+    fake_redis.hset(f"sbatch:job:{JOB}:meta", mapping={"created": str(time.time()), "state": "producing"})
+
+
+def test_a_puzzle_that_makes_the_solver_raise_is_an_error_and_the_rest_of_its_chunk_is_solved(monkeypatch):
+    import solvers.api
+    from solvers.chunk import ChunkTask, solve_chunk
+
+    poison = LINES[3]
+    real = solvers.api.solve_many
+
+    def fragile(texts, **kwargs):
+        if poison in texts:
+            raise RuntimeError("kernel exploded")
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(solvers.api, "solve_many", fragile)
+    result = solve_chunk(ChunkTask.model_validate(chunk_message(LINES[:8])))
+    records = [json.loads(line) for line in result.lines()]
+    assert [r["status"] for r in records] == ["solved"] * 3 + ["error"] + ["solved"] * 4
+    assert records[3]["error"] == "RuntimeError: kernel exploded"
+    assert result.header.stats.counts == {"solved": 7, "error": 1}
+    assert [p.index for p in result.header.stats.problems] == [3]
+
+
+def test_the_worker_carries_on_after_a_solver_raises(fake_redis, monkeypatch):
+    tasks = pytest.importorskip("worker.tasks")
+    import solvers.api
+
+    real = solvers.api.solve_many
+    monkeypatch.setattr(
+        solvers.api,
+        "solve_many",
+        lambda texts, **kw: (
+            (_ for _ in ()).throw(ValueError("bad")) if LINES[0] in texts else real(texts, **kw)
+        ),
+    )
+    new_job(fake_redis)
+    assert tasks.handle(chunk_message(LINES[:4], 0), fake_redis) == 4
+    assert tasks.handle(chunk_message(LINES[4:8], 1), fake_redis) == 4  # the same process, next chunk
+    assert [r["status"] for r in stored_records(fake_redis, 0)] == ["error", "solved", "solved", "solved"]
+    assert [r["status"] for r in stored_records(fake_redis, 1)] == ["solved"] * 4
+
+
+def test_a_chunk_past_its_time_limit_comes_back_as_timeouts_not_lost_work(fake_redis, monkeypatch):
+    tasks = pytest.importorskip("worker.tasks")
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    def too_slow(task):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(tasks, "solve_chunk", too_slow)
+    new_job(fake_redis)
+    assert tasks.handle(chunk_message(LINES[:5]), fake_redis) == 5
+    records = stored_records(fake_redis)
+    assert [r["status"] for r in records] == ["timeout"] * 5
+    assert all("time limit" in r["error"] and r["solution"] is None for r in records)
+    assert fake_redis.lrange(f"sbatch:job:{JOB}:arrivals", 0, -1) == [
+        b"0"
+    ]  # answered: the collector moves on
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid` (from /proc)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_whole_worker_killed_mid_chunk_loses_nothing_the_other_takes_its_chunk(
+    stack, slow_corpus, tmp_path
+):
+    # Runs last in the module: it leaves one worker of the stack dead.
+    path, puzzles = slow_corpus
+    out = tmp_path / "out.jsonl"
+    client = stack.client()
+    victim = stack.workers[0]
+    args = (
+        "solve",
+        str(path),
+        "--broker",
+        stack.url,
+        "-o",
+        str(out),
+        "--ordered",
+        "-q",
+        "--time-limit",
+        "0.25",
+    )
+    solve = start_cli(*args, env=SMALL_CHUNKS)
+    deadline = time.monotonic() + 60
+    while True:  # until the victim's pool process is solving a chunk
+        running = {k.decode(): v.decode() for k, v in client.hgetall("sbatch:current").items()}
+        pool = children(victim.pid)
+        mine = [v for k, v in running.items() if int(k.rsplit(":", 1)[1]) in pool]
+        if mine:
+            break
+        assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
+        time.sleep(0.005)
+    for pid in [*pool, victim.pid]:  # the machine is gone: main process and pool, no goodbye
+        os.kill(pid, signal.SIGKILL)
+    victim.wait(10)
+    _, err = solve.communicate(timeout=90)
+    assert solve.returncode == 0, err
+    check_records(records_of(out), puzzles)
+    client.close()
