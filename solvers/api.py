@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import LIMIT, TIMEOUT, ExactBatch, KernelSolver
+from solvers.exact.base import BUDGET, LIMIT, TIMEOUT, ExactBatch, KernelSolver
 from solvers.parse import parse_compact_batch, parse_puzzle
+from solvers.portfolio import PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.result import SolveResult, Status
 from solvers.verify import verify_batch
@@ -79,10 +80,14 @@ def solve_many(
     box = as_box(box)
     items = lines if isinstance(lines, list) else list(lines)
     exact = _exact_solver(solver or _portfolio_solver(portfolio))
+    spec = _race_spec(portfolio, solver, limit)
     results: list[SolveResult | None] = [None] * len(items)
     texts = [item.strip() if type(item) is str else _text(item) for item in items]
     groups = _parse_all(items, texts, box, results)
     for (group_box, notation), indices, givens in groups.items():
+        if spec is not None:  # the batch fast path with a node budget, then race the leftovers
+            _race_group(spec, exact, givens, group_box, notation, indices, texts, results, time_limit, seed)
+            continue
         batch = exact.solve_batch(givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed)
         _collect(batch, givens, group_box, notation, indices, texts, results, exact.name, limit)
     return results  # type: ignore[return-value]  # every slot is filled by now
@@ -97,12 +102,63 @@ def _exact_solver(name: str) -> KernelSolver:
 
 
 def _portfolio_solver(portfolio: str | None) -> str:
-    """Map a portfolio name to the exact solver that runs it (`fast`: the default)."""
+    """Map a portfolio name to the exact solver of its fast path (`fast`: the default);
+    an unknown name raises ValueError naming it (see `solvers.portfolio`)."""
     if portfolio in (None, "", "fast"):
         return DEFAULT_SOLVER
     if portfolio in EXACT_SOLVERS:
         return portfolio
-    raise ValueError(f"unknown portfolio {portfolio!r}; known: fast, {', '.join(sorted(EXACT_SOLVERS))}")
+    first = parse_portfolio(portfolio).exact_solver
+    return first.name if first is not None else DEFAULT_SOLVER
+
+
+def _race_spec(portfolio: str | None, solver: str | None, limit: int) -> PortfolioSpec | None:
+    """Return the portfolio to race puzzles in, or None for the plain exact path: `fast`,
+    a single exact solver's name, an explicit `solver`, or counting solutions (limit > 1)."""
+    if solver or limit > 1 or portfolio in (None, "", "fast") or portfolio in EXACT_SOLVERS:
+        return None
+    return parse_portfolio(portfolio)
+
+
+def _race_group(
+    spec: PortfolioSpec,
+    exact: KernelSolver,
+    givens: np.ndarray,
+    box: Box,
+    notation: Notation,
+    indices: list[int],
+    texts: list[str],
+    results: list[SolveResult | None],
+    time_limit: float | None,
+    seed: int,
+) -> None:
+    """Solve a group through a portfolio: one batch kernel call with the fast path's node
+    budget (easy puzzles cost what the plain exact solver costs), then race each puzzle
+    left over, one by one, with the rest of its time limit."""
+    if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
+        left = list(range(len(indices)))
+        spent = [0.0] * len(indices)
+        nodes = [0] * len(indices)
+    else:
+        budget = spec.fast_budget(box.n)
+        batch = exact.solve_batch(
+            givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=0
+        )
+        _collect(batch, givens, box, notation, indices, texts, results, exact.name, 1)
+        left = np.flatnonzero(batch.status == BUDGET).tolist()
+        spent = (batch.ns / 1e9).tolist()
+        nodes = batch.nodes.tolist()
+    for k in left:
+        i = indices[k]
+        results[i] = race(
+            Puzzle(box, givens[k], notation),
+            spec,
+            time_limit=None if time_limit is None else max(1e-3, time_limit - spent[k]),
+            seed=seed,
+            text=texts[i],
+            fast_nodes_done=nodes[k],
+            spent=spent[k],
+        )
 
 
 def _text(item: object) -> str:

@@ -149,8 +149,8 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
     k0, k1, k2 = _ZERO, _ZERO, _ZERO
     for k in range(3):
         sh = np.uint64(3 * k)
-        s = ((c0 >> sh) & seven) | (((c1 >> sh) & seven) << np.uint64(3)) | (((c2 >> sh) & seven) << np.uint64(6))
-        m = _PERM9[s]
+        s = ((c0 >> sh) & seven) | (((c1 >> sh) & seven) << np.uint64(3))
+        m = _PERM9[s | (((c2 >> sh) & seven) << np.uint64(6))]
         if m == _ZERO:
             return False, a0, a1, a2
         k0 |= (m & seven) << sh

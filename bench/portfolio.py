@@ -1,0 +1,375 @@
+"""Evidence for the stochastic solvers and the racing portfolio.
+
+Sections (run one or several; each writes bench/out/portfolio_<section>.jsonl, one record
+per solve, appended as it goes so a long run keeps what it measured):
+
+    demo        evolution alone on the seed article's demo puzzle, 10 seeds
+    stochastic  each stochastic solver alone on 50 norvig_top95 + 50 krazydad IM puzzles
+    large       18 frisch 25x25 + 200 sudoku_acs 25x25: the race portfolio vs each member alone
+                (and `plain`: the exact solver without restarts)
+    throughput  9x9 corpora through solve_many: portfolio `race` vs `fast` (CPU time)
+    calibrate   measured cost per exact node and per stochastic work unit vs the models
+    plot        cactus plot (puzzles solved vs time) of `large` and `stochastic` records
+
+    .venv/bin/python bench/portfolio.py demo stochastic --time-limit 10
+    .venv/bin/python bench/portfolio.py large --time-limit 60 --configs race,propagation
+    .venv/bin/python bench/portfolio.py plot
+
+Times are wall seconds of the solve and CPU seconds of this process around it (the race
+runs in one thread, so CPU time is the work done; the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from solvers.api import solve_many  # noqa: E402
+from solvers.exact import EXACT_SOLVERS  # noqa: E402
+from solvers.parse import parse_compact_batch, parse_puzzle  # noqa: E402
+from solvers.portfolio import PRESETS, PortfolioSpec, race  # noqa: E402
+from solvers.puzzle import Box, Puzzle  # noqa: E402
+from solvers.restarts import exact_ns_per_node  # noqa: E402
+from solvers.result import SolveResult  # noqa: E402
+from solvers.stochastic import STOCHASTIC_SOLVERS  # noqa: E402
+from solvers.stochastic.base import WORK_NS  # noqa: E402
+
+CORPORA = Path(os.environ.get("SUDOKU_CORPORA", ROOT.parent / "shared" / "corpora"))
+OUT = ROOT / "bench" / "out"
+DEMO = "..62...8...897......481.5......6...2.7.....3.6...5......2.471....3.284...5...12.."
+
+
+def lines(rel: str, count: int | None = None, step: int = 1) -> list[str]:
+    """Read puzzle lines of a corpus file: every `step`-th, at most `count`."""
+    with open(CORPORA / rel) as f:
+        out = [ln.strip() for ln in f if ln.strip()][::step]
+    return out[:count] if count else out
+
+
+def krazydad(level: str, count: int) -> list[str]:
+    """Return the first `count` krazydad 9x9 puzzles of a difficulty level (IM = medium)."""
+    meta = (CORPORA / "9x9/krazydad_sudoku_112k.meta.tsv").read_text().splitlines()[1:]
+    keep = [i for i, row in enumerate(meta) if row.split("\t")[0] == level][:count]
+    all_lines = lines("9x9/krazydad_sudoku_112k.txt")
+    return [all_lines[i] for i in keep]
+
+
+def record(path: Path, rec: dict[str, Any]) -> None:
+    """Append one JSON record to a results file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def timed(fn: Any) -> tuple[SolveResult, float, float]:
+    """Run fn(); return its result, wall seconds and CPU seconds."""
+    w, c = time.perf_counter(), time.process_time()
+    r = fn()
+    return r, time.perf_counter() - w, time.process_time() - c
+
+
+def summary_of(r: SolveResult) -> dict[str, Any]:
+    """The fields of a result the evidence needs."""
+    return {
+        "status": r.status.value,
+        "cost": r.cost,
+        "solver": r.solver,
+        "elapsed": r.elapsed,
+        "counters": r.counters,
+    }
+
+
+def section_demo(args: argparse.Namespace) -> None:
+    """Evolution alone (article defaults) on the demo puzzle over 10 seeds."""
+    path = OUT / "portfolio_demo.jsonl"
+    path.unlink(missing_ok=True)
+    puzzle = parse_puzzle(DEMO)
+    evo = STOCHASTIC_SOLVERS["evolution"]
+    evo.solve(puzzle, time_limit=1, seed=99)  # load the compiled kernels
+    walls, cpus, solved = [], [], 0
+    for seed in range(10):
+        r, wall, cpu = timed(lambda s=seed: evo.solve(puzzle, time_limit=args.time_limit, seed=s))
+        record(path, {"seed": seed, "wall": wall, "cpu": cpu, **summary_of(r)})
+        solved += r.status == "solved"
+        if r.status == "solved":
+            walls.append(wall)
+            cpus.append(cpu)
+        print(f"demo seed {seed}: {r.status} cost {r.cost} wall {wall:.2f}s cpu {cpu:.2f}s", flush=True)
+    if walls:
+        print(
+            f"evolution on the demo: {solved}/10 solved; median wall {statistics.median(walls):.2f}s, "
+            f"median CPU {statistics.median(cpus):.2f}s (of the solved)"
+        )
+
+
+def section_stochastic(args: argparse.Namespace) -> None:
+    """Each stochastic solver alone on 50 top95 + 50 krazydad medium (IM) puzzles."""
+    path = OUT / "portfolio_stochastic.jsonl"
+    if not args.append:
+        path.unlink(missing_ok=True)
+    params = {"propagate": False} if args.no_propagate else {}
+    suffix = "-nopropagate" if args.no_propagate else ""
+    half = args.count // 2
+    puzzles = [("norvig_top95", t) for t in lines("9x9/norvig_top95.txt", half)]
+    puzzles += [("krazydad_IM", t) for t in krazydad("IM", args.count - half)]
+    puzzles = [p for p in puzzles if p[0] in args.corpora.split(",")] if args.corpora else puzzles
+    names = args.solvers.split(",") if args.solvers else sorted(STOCHASTIC_SOLVERS)
+    for name in names:
+        solver = STOCHASTIC_SOLVERS[name]
+        solver.solve(parse_puzzle(DEMO), time_limit=0.5, seed=0)
+        costs: list[int] = []
+        solved = 0
+        for i, (corpus, text) in enumerate(puzzles):
+            r, wall, cpu = timed(
+                lambda t=text, s=i, sv=solver: sv.solve(
+                    parse_puzzle(t), time_limit=args.time_limit, seed=s, params=params
+                )
+            )
+            record(
+                path,
+                {
+                    "config": name + suffix,
+                    "corpus": corpus,
+                    "index": i,
+                    "wall": wall,
+                    "cpu": cpu,
+                    **summary_of(r),
+                },
+            )
+            solved += r.status == "solved"
+            if r.status != "solved":
+                costs.append(int(r.cost or 0))
+        hist = {c: costs.count(c) for c in sorted(set(costs))}
+        print(
+            f"{name}{suffix}: {solved}/{len(puzzles)} solved within {args.time_limit}s; "
+            f"costs of the rest {hist}",
+            flush=True,
+        )
+
+
+def large_configs() -> dict[str, PortfolioSpec]:
+    """The race portfolio and each of its members alone (same member settings)."""
+    race_spec = PRESETS["race"]
+    configs = {"race": race_spec}
+    for m in race_spec.members:
+        configs[m.solver] = PortfolioSpec(name=m.solver, members=(m,))
+    return configs
+
+
+def run_config(spec: PortfolioSpec | None, puzzle: Puzzle, time_limit: float, seed: int) -> SolveResult:
+    """Race `spec`, or (None: config `plain`) run the plain exact solver, no restarts."""
+    if spec is None:
+        return solve_many([puzzle], portfolio="fast", time_limit=time_limit)[0]
+    return race(puzzle, spec, time_limit=time_limit, seed=seed)
+
+
+def section_large(args: argparse.Namespace) -> None:
+    """Frisch 25x25 and 200 acs 25x25 puzzles: the race vs each member alone, and the
+    plain exact solver (`plain`: portfolio `fast`, no restarts) for reference."""
+    path = OUT / "portfolio_large.jsonl"
+    if not args.append:
+        path.unlink(missing_ok=True)
+    sets = {
+        "frisch": lines("25x25/gecode_frisch_25x25.txt"),
+        "acs25": lines("25x25/sudoku_acs_general_25x25.txt", 200, step=10),
+    }
+    if args.sets:
+        sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
+    configs: dict[str, PortfolioSpec | None] = {**large_configs(), "plain": None}
+    chosen = args.configs.split(",") if args.configs else list(configs)
+    for cname in chosen:
+        spec = configs[cname]
+        run_config(spec, parse_puzzle(sets[next(iter(sets))][0]), 0.1, 0)  # load kernels
+        for sname, texts in sets.items():
+            solved, times = 0, []
+            for i, text in enumerate(texts):
+                puzzle = parse_puzzle(text)
+                r, wall, cpu = timed(lambda p=puzzle, s=i, sp=spec: run_config(sp, p, args.time_limit, s))
+                record(
+                    path,
+                    {"config": cname, "set": sname, "index": i, "wall": wall, "cpu": cpu, **summary_of(r)},
+                )
+                if r.status == "solved":
+                    solved += 1
+                    times.append(wall)
+                print(
+                    f"  {cname} {sname}#{i}: {r.status} by {r.solver} cost {r.cost} {wall:.2f}s", flush=True
+                )
+            med = f"median {statistics.median(times):.2f}s" if times else "-"
+            print(
+                f"{cname} on {sname}: {solved}/{len(texts)} solved within {args.time_limit}s, {med}",
+                flush=True,
+            )
+
+
+def section_throughput(args: argparse.Namespace) -> None:
+    """CPU time of solve_many over 9x9 corpora: portfolio `race` vs `fast` (best of 3)."""
+    path = OUT / "portfolio_throughput.jsonl"
+    path.unlink(missing_ok=True)
+    corpora = {
+        "kaggle_20k": lines("9x9/kaggle_bryanpark_first20000.txt"),
+        "17clue_10k": lines("9x9/tdoku_puzzles2_17_clue.txt", 10_000),
+        "forum_hardest_5k": lines("9x9/tdoku_puzzles5_forum_hardest_1905_11plus.txt", 5_000),
+        "top95": lines("9x9/norvig_top95.txt"),
+    }
+    solve_many(corpora["top95"], portfolio="race", time_limit=10)
+    for cname, texts in corpora.items():
+        best: dict[str, float] = {}
+        statuses: dict[str, dict[str, int]] = {}
+        for _ in range(3):
+            for pf in ("fast", "race"):
+                c = time.process_time()
+                rs = solve_many(texts, portfolio=pf, time_limit=10)
+                cpu = time.process_time() - c
+                best[pf] = min(best.get(pf, cpu), cpu)
+                statuses[pf] = {s: sum(r.status == s for r in rs) for s in {r.status.value for r in rs}}
+        ratio = best["race"] / best["fast"]
+        rec = {"corpus": cname, "puzzles": len(texts), "cpu": best, "ratio": ratio, "statuses": statuses}
+        record(path, rec)
+        print(
+            f"{cname}: fast {len(texts) / best['fast']:.0f}/s, race {len(texts) / best['race']:.0f}/s "
+            f"(race/fast CPU {ratio:.3f}); {statuses['race']}",
+            flush=True,
+        )
+
+
+def section_calibrate(args: argparse.Namespace) -> None:
+    """Measure ns per exact node and per stochastic work unit against the models."""
+    prop = EXACT_SOLVERS["propagation"]
+    samples = {
+        9: lines("9x9/tdoku_puzzles6_forum_hardest_1106.txt", 300),
+        16: lines("16x16/sudoku_acs_general_16x16.txt")[700:730],
+        25: lines("25x25/gecode_frisch_25x25.txt", 4),
+    }
+    for n, texts in samples.items():
+        box = Box.square(n)
+        assert box is not None
+        givens, ok = parse_compact_batch(texts, box)
+        prop.solve_batch(givens[:1], box, max_nodes=10)
+        c = time.process_time()
+        out = prop.solve_batch(givens[ok], box, limit=2, max_nodes=20_000)
+        cpu = time.process_time() - c
+        ns = cpu / max(1, int(out.nodes.sum())) * 1e9
+        print(f"propagation {n}x{n}: {ns:.0f} ns/node measured, model {exact_ns_per_node(n):.0f}")
+    for n in (9, 25):
+        text = samples[n][0]
+        puzzle = parse_puzzle(text)
+        for name, solver in STOCHASTIC_SOLVERS.items():
+            run = solver.start(puzzle, np.random.default_rng(1), solver.make_params({"propagate": True}))
+            run.step(1000)
+            c, w0 = time.process_time(), run.work
+            run.step(300_000)
+            ns = (time.process_time() - c) / max(1, run.work - w0) * 1e9
+            print(f"{name} {n}x{n}: {ns:.0f} ns/work unit measured, model {WORK_NS}")
+
+
+def cactus_series(records: Iterable[dict[str, Any]], key: str) -> dict[str, list[float]]:
+    """Group solved records by config: sorted wall times."""
+    series: dict[str, list[float]] = {}
+    for rec in records:
+        series.setdefault(rec["config"], [])
+        if rec["status"] == "solved":
+            series[rec["config"]].append(rec[key])
+    return {k: sorted(v) for k, v in series.items()}
+
+
+def section_plot(args: argparse.Namespace) -> None:
+    """Cactus plot: puzzles solved (y) within a time (x), one line per config and set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels: list[tuple[str, dict[str, list[float]], int, float]] = []
+    large = OUT / "portfolio_large.jsonl"
+    if large.exists():
+        recs = [json.loads(x) for x in large.read_text().splitlines()]
+        for sname in sorted({r["set"] for r in recs}):
+            sub = [r for r in recs if r["set"] == sname]
+            total = len({r["index"] for r in sub})
+            span = max(r["wall"] for r in sub)
+            panels.append((f"{sname} ({total} puzzles)", cactus_series(sub, "wall"), total, span))
+    stoch = OUT / "portfolio_stochastic.jsonl"
+    if stoch.exists():
+        recs = [json.loads(x) for x in stoch.read_text().splitlines()]
+        total = len({r["index"] for r in recs})
+        panels.append(
+            (f"9x9 top95+krazydad IM ({total}), stochastic alone", cactus_series(recs, "wall"), total)
+        )
+    if not panels:
+        print("no records to plot: run `large` or `stochastic` first")
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for ax, (title, series, total, span) in zip(axes[0], panels, strict=True):
+        for name, times in sorted(series.items()):
+            style = {"linewidth": 2.5, "color": "black"} if name == "race" else {}
+            ax.step(
+                [0.0, *times],
+                list(range(len(times) + 1)),
+                where="post",
+                label=f"{name} ({len(times)})",
+                **style,
+            )
+        ax.set_xscale("symlog", linthresh=0.01)
+        ax.set_xlim(0, span)
+        ax.set_xlabel("time per puzzle (s, wall)")
+        ax.set_ylabel("puzzles solved")
+        ax.set_ylim(0, total)
+        ax.set_title(title)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    out = OUT / "portfolio_cactus.png"
+    fig.savefig(out, dpi=120)
+    print(f"wrote {out}")
+
+
+SECTIONS = {
+    "demo": section_demo,
+    "stochastic": section_stochastic,
+    "large": section_large,
+    "throughput": section_throughput,
+    "calibrate": section_calibrate,
+    "plot": section_plot,
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the named sections in order."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sections", nargs="+", choices=[*SECTIONS, "all"])
+    p.add_argument("--time-limit", type=float, default=None, help="seconds per puzzle (10; large: 60)")
+    p.add_argument(
+        "--count", type=int, default=100, help="stochastic: puzzles (half top95, half krazydad IM)"
+    )
+    p.add_argument("--solvers", default="", help="stochastic: comma list (default: all)")
+    p.add_argument(
+        "--corpora", default="", help="stochastic: norvig_top95 and/or krazydad_IM (default: both)"
+    )
+    p.add_argument("--configs", default="", help="large: race and/or member names (default: all)")
+    p.add_argument("--sets", default="", help="large: frisch and/or acs25 (default: both)")
+    p.add_argument("--append", action="store_true", help="large, stochastic: keep earlier records")
+    p.add_argument("--no-propagate", action="store_true", help="stochastic: search from the givens alone")
+    args = p.parse_args(argv)
+    names = list(SECTIONS) if "all" in args.sections else args.sections
+    for name in names:
+        section_args = argparse.Namespace(**vars(args))
+        if section_args.time_limit is None:
+            section_args.time_limit = 60.0 if name == "large" else 10.0
+        print(f"== {name}", flush=True)
+        SECTIONS[name](section_args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""Portfolios: exact and stochastic solvers raced with restarts under a time limit.
+
+A portfolio is a named list of member configurations (data, below). `race` runs one
+puzzle through a portfolio: the first exact member first gets a small node budget (the
+fast path: easy puzzles cost what the plain exact solver costs), then every member
+advances in turn by slices of a few milliseconds of work, the member with the least
+work done (per weight) going next. Work is counted in nodes or iterations, never wall
+time, so a race replays exactly: same puzzle, portfolio, seed and time limit give the
+same winner and grid unless time runs out first. Everything runs in the calling
+thread, so a race works inside a Celery prefork child (no processes are spawned).
+
+Stop rules: the first grid the verifier accepts wins and the race returns after that
+slice (nothing else is running); an exhaustive exact search without a solution ends
+the race `unsolvable`; at the deadline (kernels read the clock themselves) the race
+ends `approximate` with the lowest-cost grid any member holds, or `timeout` if none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from solvers.clock import monotonic_ns
+from solvers.cost import grid_cost
+from solvers.exact import EXACT_SOLVERS
+from solvers.exact.base import DEFAULT_EXACT, KernelSolver
+from solvers.puzzle import Box, Puzzle
+from solvers.restarts import (
+    FOUND,
+    IDLE,
+    NO_SOLUTION,
+    OUT_OF_TIME,
+    ExactMember,
+    Member,
+    StochasticMember,
+    exact_nodes_per_slice,
+)
+from solvers.result import SolveResult, Status
+from solvers.stochastic import STOCHASTIC_SOLVERS
+from solvers.verify import is_solution
+
+STOCHASTIC_ONLY_LIMIT = 60.0  # seconds: a race without an exact member cannot end on its own
+FAST_SLICES = 8  # fast-path node budget, in exact slices (about 25 ms of work)
+
+
+class MemberSpec(BaseModel):
+    """One solver of a portfolio: its registry name, its share of the time, and options."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    solver: str
+    weight: float = Field(default=1.0, gt=0)  # share of the work relative to the others
+    params: dict[str, Any] = Field(default_factory=dict)  # stochastic solver parameters
+    randomised: bool = True  # exact: add randomised restarts beside the complete run
+    restart_base: int = Field(default=0, ge=0)  # exact: nodes; stochastic: slices (0 = default)
+
+    @property
+    def kind(self) -> str:
+        """Return `exact` or `stochastic` (the registry the solver is in)."""
+        return "exact" if self.solver in EXACT_SOLVERS else "stochastic"
+
+
+class PortfolioSpec(BaseModel):
+    """A named list of members; `fast_nodes` is the fast-path node budget (0 = by grid size)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    members: tuple[MemberSpec, ...] = Field(min_length=1)
+    fast_nodes: int = Field(default=0, ge=0)
+
+    def fast_budget(self, n: int) -> int:
+        """Return the fast path's node budget for grid side n."""
+        return self.fast_nodes or FAST_SLICES * exact_nodes_per_slice(n)
+
+    @property
+    def exact_solver(self) -> KernelSolver | None:
+        """Return the first exact member's solver (it runs the fast path), if any."""
+        for m in self.members:
+            if m.kind == "exact":
+                return EXACT_SOLVERS[m.solver]
+        return None
+
+
+def _presets() -> dict[str, PortfolioSpec]:
+    """Build the preset portfolios (after every solver registered itself)."""
+    exact = tuple(MemberSpec(solver=name) for name in sorted(EXACT_SOLVERS, key=lambda s: s != DEFAULT_EXACT))
+    stochastic = (
+        MemberSpec(solver="annealing"),
+        MemberSpec(solver="evolution", params={"propagate": True}),
+        MemberSpec(solver="progressive"),
+    )
+    return {
+        "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
+        "race": PortfolioSpec(
+            name="race", members=(MemberSpec(solver=DEFAULT_EXACT, weight=2.0), *stochastic)
+        ),
+        "exact": PortfolioSpec(name="exact", members=exact),
+        "stochastic": PortfolioSpec(name="stochastic", members=stochastic),
+    }
+
+
+PRESETS: dict[str, PortfolioSpec] = _presets()
+
+
+def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
+    """Return a preset by name, or a portfolio of the comma-listed solvers; raise
+    ValueError naming any unknown solver and listing the known names."""
+    if isinstance(portfolio, PortfolioSpec):
+        return portfolio
+    text = (portfolio or "fast").strip()
+    if text in PRESETS:
+        return PRESETS[text]
+    names = [s.strip() for s in text.split(",")]
+    known = set(EXACT_SOLVERS) | set(STOCHASTIC_SOLVERS)
+    unknown = [s for s in names if s not in known]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown solver{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)} "
+            f"in portfolio {text!r}; solvers: {', '.join(sorted(known))}; presets: {', '.join(PRESETS)}"
+        )
+    return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
+
+
+def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
+    """Instantiate the members with independent child seeds (spawned, in member order)."""
+    children = np.random.SeedSequence(seed).spawn(len(spec.members))
+    members: list[Member] = []
+    seen: dict[str, int] = {}
+    fast_given = False
+    for m, child in zip(spec.members, children, strict=True):
+        seen[m.solver] = seen.get(m.solver, 0) + 1
+        name = m.solver if seen[m.solver] == 1 else f"{m.solver}#{seen[m.solver]}"
+        if m.kind == "exact":
+            first = 0 if fast_given else spec.fast_budget(puzzle.box.n)
+            fast_given = True
+            members.append(
+                ExactMember(
+                    EXACT_SOLVERS[m.solver],
+                    puzzle,
+                    child,
+                    weight=m.weight,
+                    first_budget=first,
+                    restart_base=m.restart_base,
+                    randomised=m.randomised,
+                    name=name,
+                )
+            )
+        else:
+            solver = STOCHASTIC_SOLVERS[m.solver]
+            members.append(
+                StochasticMember(
+                    solver,
+                    puzzle,
+                    child,
+                    solver.make_params(m.params),
+                    weight=m.weight,
+                    restart_slices=m.restart_base,
+                    name=name,
+                )
+            )
+    return members
+
+
+def race(
+    puzzle: Puzzle,
+    portfolio: str | PortfolioSpec | None = "race",
+    *,
+    time_limit: float | None = None,
+    seed: int = 0,
+    stop: np.ndarray | None = None,
+    text: str | None = None,
+    fast_nodes_done: int = 0,
+    spent: float = 0.0,
+    trace: list[tuple[str, str, int]] | None = None,
+) -> SolveResult:
+    """Race the portfolio's members on one puzzle until a verified solution, a proof of
+    none, the deadline or the `stop` flag (int64[1], raised by another thread).
+
+    `fast_nodes_done` > 0 says the fast path already ran (the batch path did it with that
+    many nodes, taking `spent` seconds, which `elapsed` includes): the exact member's
+    complete run continues from twice that budget. `trace`, when given, receives
+    (member, outcome, monotonic ns at its end) for every slice, in order.
+    """
+    spec = parse_portfolio(portfolio)
+    t_start = time.perf_counter()
+    has_exact = any(m.kind == "exact" for m in spec.members)
+    limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
+    deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
+    stop = np.zeros(1, dtype=np.int64) if stop is None else stop
+    members = _build(spec, puzzle, seed)
+    first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
+    active = list(members)
+    outcome = ""
+    current: Member | None = None
+    if first_exact is not None and fast_nodes_done:
+        first_exact.skip_complete(fast_nodes_done)
+    elif first_exact is not None:  # the fast path: a small node budget before any racing
+        current = first_exact
+        outcome = current.step(deadline, stop)
+        if trace is not None:
+            trace.append((current.name, outcome, monotonic_ns()))
+        if outcome == IDLE:
+            active.remove(current)
+    while active and outcome not in (FOUND, NO_SOLUTION, OUT_OF_TIME):
+        if stop[0] != 0 or (deadline and monotonic_ns() >= deadline):
+            outcome = OUT_OF_TIME
+            break
+        current = min(active, key=lambda m: (m.vtime / m.weight, members.index(m)))
+        outcome = current.step(deadline, stop)
+        if trace is not None:
+            trace.append((current.name, outcome, monotonic_ns()))
+        if outcome in (FOUND, NO_SOLUTION, OUT_OF_TIME):
+            break
+        if outcome == IDLE:
+            active.remove(current)
+    elapsed = spent + time.perf_counter() - t_start
+    return _result(puzzle, text, members, current, outcome, elapsed)
+
+
+def _result(
+    puzzle: Puzzle,
+    text: str | None,
+    members: Sequence[Member],
+    winner: Member | None,
+    outcome: str,
+    elapsed: float,
+) -> SolveResult:
+    """Turn the race's end into a SolveResult with every member's counters."""
+    counters = {m.name: m.counters() for m in members}
+    common: dict[str, Any] = dict(puzzle=text if text is not None else puzzle.render(), elapsed=elapsed)
+    if outcome == FOUND and winner is not None and winner.solution is not None:
+        counters[winner.name]["time_to_solution_ms"] = elapsed * 1e3
+        c = counters[winner.name]
+        return SolveResult(
+            Status.SOLVED,
+            solution=puzzle.render(winner.solution),
+            cost=0,
+            solver=winner.name,
+            nodes=int(c.get("nodes", c.get("iterations", 0))),
+            guesses=int(c.get("guesses", 0)),
+            restarts=int(c["restarts"]),
+            counters=counters,
+            **common,
+        )
+    if outcome == NO_SOLUTION and winner is not None:
+        c = counters[winner.name]
+        return SolveResult(
+            Status.UNSOLVABLE,
+            solver=winner.name,
+            nodes=int(c["nodes"]),
+            guesses=int(c["guesses"]),
+            restarts=int(c["restarts"]),
+            counters=counters,
+            **common,
+        )
+    held = [
+        (m.best_cost, i, m)
+        for i, m in enumerate(members)
+        if m.best_grid is not None and m.best_cost is not None
+    ]
+    errors = "; ".join(m.failed for m in members if m.failed)
+    if not held:
+        why = errors or "no grid within the time limit"
+        return SolveResult(
+            Status.TIMEOUT, error=why, counters=counters, restarts=_restarts(counters), **common
+        )
+    _, _, best = min(held, key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
+    grid = best.best_grid
+    assert grid is not None
+    cost = grid_cost(puzzle, grid)
+    status = Status.SOLVED if cost == 0 and is_solution(puzzle, grid) else Status.APPROXIMATE
+    c = counters[best.name]
+    return SolveResult(
+        status,
+        solution=puzzle.render(grid),
+        cost=cost,
+        solver=best.name,
+        nodes=int(c.get("iterations", c.get("nodes", 0))),
+        restarts=int(c["restarts"]),
+        error=errors or None,
+        counters=counters,
+        **common,
+    )
+
+
+def _restarts(counters: dict[str, dict[str, Any]]) -> int:
+    """Return the restarts of all members together."""
+    return sum(int(c.get("restarts", 0)) for c in counters.values())
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every stochastic kernel on an empty 9x9 grid,
+    so that a race's first deadline measures solving, not compiling (a cold kernel can
+    take seconds to compile, and compiling cannot be interrupted). Exact kernels are
+    warmed by their own callers (`solvers.chunk.warm`)."""
+    empty = Puzzle(Box(3, 3), np.zeros(81, dtype=np.uint8))
+    for name in sorted(STOCHASTIC_SOLVERS):
+        for propagate in (False, True):
+            STOCHASTIC_SOLVERS[name].solve(
+                empty, time_limit=None, params={"propagate": propagate}, max_work=5_000
+            )
+
+
+__all__ = ["PRESETS", "MemberSpec", "PortfolioSpec", "parse_portfolio", "race", "warm_up"]

@@ -1,0 +1,340 @@
+"""Race members: how one solver of a portfolio advances, slice by slice, with restarts.
+
+Why a module of its own: the portfolio's scheduler only needs a uniform `Member`
+interface (advance one slice; report a verified solution, a proof of no solution, the
+best grid so far, and counters), while the restart policies differ by kind:
+
+* `ExactMember` alternates two streams of kernel calls. The *complete* stream runs the
+  solver's fixed branching order (seed 0) with a node budget doubling on every call, so
+  one exact run keeps going without limit (a solvable puzzle is eventually solved, an
+  unsolvable one proven so) at most twice the cost of one unlimited run. The *restart*
+  stream runs randomised branching orders (fresh child seeds) with Luby-scaled node
+  budgets: the heavy-tail remedy. The stream that has spent fewer nodes goes next.
+* `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
+  child seed when its Luby-scaled iteration budget is spent, keeping the best grid.
+
+Members measure their progress in slices of work (nodes or iterations scaled to a few
+milliseconds), never in wall time, so an interleaved race replays exactly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from solvers.clock import monotonic_ns
+from solvers.exact.base import DONE, LIMIT, STATUS_NAMES, TIMEOUT, KernelSolver
+from solvers.puzzle import Puzzle
+from solvers.stochastic.base import DEADLINE, EXHAUSTED, SOLVED, Params, StochasticRun, StochasticSolver
+from solvers.verify import is_solution
+
+# Member outcomes of one slice.
+PROGRESS = "progress"  # worked; nothing decided
+FOUND = "found"  # a grid the verifier accepts: `member.solution`
+NO_SOLUTION = "no_solution"  # an exhaustive search found none: the puzzle is unsolvable
+IDLE = "idle"  # nothing left to do (exhausted or failed)
+OUT_OF_TIME = "out_of_time"  # the deadline passed inside the slice
+
+
+def luby(i: int) -> int:
+    """Return the i-th term (i >= 1) of the Luby sequence 1,1,2,1,1,2,4,1,1,2,1,1,2,4,8,..."""
+    k = 1
+    while (1 << k) - 1 < i:
+        k += 1
+    while True:
+        if i == (1 << k) - 1:
+            return 1 << (k - 1)
+        i -= (1 << (k - 1)) - 1
+        k = 1
+        while (1 << k) - 1 < i:
+            k += 1
+
+
+def exact_ns_per_node(n: int) -> float:
+    """Model of the propagation kernel's cost per node for grid side n, in ns: measured
+    ~420 ns at 9x9 (band kernel) and ~8.6 us at 25x25 (generic kernel with locked
+    candidates; 0.11 * n**3.5 between). Re-measure with `bench/portfolio.py calibrate`
+    when the kernel changes: the model only sets time shares, never correctness."""
+    return 420.0 if n == 9 else 0.11 * n**3.5
+
+
+def exact_nodes_per_slice(n: int) -> int:
+    """Nodes of the exact kernel in about 3 ms for grid side n (at least 16)."""
+    return max(16, int(3e6 / exact_ns_per_node(n)))
+
+
+def stochastic_restart_slices(n: int) -> int:
+    """Slices of a stochastic run before its first Luby restart: 64 at 9x9, growing with
+    the number of cells (a 25x25 anneal needs longer chains to settle)."""
+    return max(16, round(64 * (n / 9) ** 2))
+
+
+class Member(ABC):
+    """One solver of a race, advanced one slice at a time by the scheduler."""
+
+    def __init__(self, name: str, weight: float) -> None:
+        self.name = name
+        self.weight = weight
+        self.vtime = 0.0  # slices of work done: the scheduler's deterministic clock
+        self.used_ns = 0
+        self.restarts = 0
+        self.solution: np.ndarray | None = None
+        self.failed: str | None = None  # set when the member returned a rejected grid
+
+    @abstractmethod
+    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+        """Do one slice of work; return PROGRESS, FOUND, NO_SOLUTION, IDLE or OUT_OF_TIME."""
+
+    @property
+    def best_cost(self) -> int | None:
+        """Return the lowest cost of a full grid this member holds (None: it holds none)."""
+        return None
+
+    @property
+    def best_grid(self) -> np.ndarray | None:
+        """Return this member's lowest-cost full grid, if it has one."""
+        return None
+
+    @abstractmethod
+    def counters(self) -> dict[str, Any]:
+        """Return {time_ms, restarts, nodes|iterations, best_cost} for the collector."""
+
+
+class ExactMember(Member):
+    """An exact solver raced as a complete doubling stream plus randomised Luby restarts."""
+
+    def __init__(
+        self,
+        solver: KernelSolver,
+        puzzle: Puzzle,
+        seeds: np.random.SeedSequence,
+        *,
+        weight: float = 1.0,
+        first_budget: int = 0,
+        restart_base: int = 0,
+        randomised: bool = True,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name or solver.name, weight)
+        self.solver = solver
+        self.puzzle = puzzle
+        self.seeds = seeds
+        self.unit = exact_nodes_per_slice(puzzle.box.n)
+        self.complete_budget = max(1, first_budget or 4 * self.unit)  # next complete call
+        self.restart_base = max(1, restart_base or self.unit)
+        self.randomised = randomised
+        self.complete_nodes = 0
+        self.random_nodes = 0
+        self.nodes = 0
+        self.guesses = 0
+        self.luby_index = 0
+        self.status = "running"
+        self.calls: list[tuple[str, int, int]] = []  # (stream, node budget, nodes used) per call
+
+    def skip_complete(self, nodes: int) -> None:
+        """Record a complete-stream call already made elsewhere (the batch fast path)."""
+        self.complete_nodes += nodes
+        self.nodes += nodes
+        self.vtime += nodes / self.unit
+        self.complete_budget = max(self.complete_budget, 2 * nodes)
+
+    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+        """Make one kernel call: the complete stream's next doubling, or a random restart."""
+        if self.failed or self.status != "running":
+            return IDLE
+        complete = not self.randomised or self.complete_nodes <= self.random_nodes
+        if complete:
+            budget, seed = self.complete_budget, 0
+        else:
+            self.luby_index += 1
+            budget = self.restart_base * luby(self.luby_index)
+            seed = int(self.seeds.spawn(1)[0].generate_state(1, np.uint64)[0] & 0x3FFF_FFFF_FFFF_FFFF) | 1
+        t0 = monotonic_ns()
+        out = self.solver.solve_batch(
+            self.puzzle.givens[None, :],
+            self.puzzle.box,
+            limit=1,
+            keep=1,
+            max_nodes=budget,
+            deadline_ns=deadline_ns,
+            seed=seed,
+            stop=stop,
+        )
+        self.used_ns += monotonic_ns() - t0
+        nodes = int(out.nodes[0])
+        self.nodes += nodes
+        self.guesses += int(out.guesses[0])
+        self.vtime += nodes / self.unit
+        self.calls.append(("complete" if complete else "random", budget, nodes))
+        if complete:
+            self.complete_nodes += nodes
+            self.complete_budget *= 2
+        else:
+            self.random_nodes += nodes
+        self.restarts += 1
+        code = int(out.status[0])
+        if int(out.counts[0]) > 0:
+            grid = out.solutions[0, 0].copy()
+            if not is_solution(self.puzzle, grid):
+                self.failed = f"{self.name} returned a grid the verifier rejects"
+                return IDLE
+            self.solution = grid
+            self.status = "solved"
+            return FOUND
+        if code in (DONE, LIMIT):
+            self.status = "unsolvable"
+            return NO_SOLUTION
+        if code == TIMEOUT:
+            return OUT_OF_TIME
+        return PROGRESS
+
+    @property
+    def best_cost(self) -> int | None:
+        """Return 0 once solved; an unfinished search holds no full grid."""
+        return 0 if self.solution is not None else None
+
+    @property
+    def best_grid(self) -> np.ndarray | None:
+        """Return the solution once found."""
+        return self.solution
+
+    def counters(self) -> dict[str, Any]:
+        """Return time, kernel calls beyond the first, nodes, guesses and the verdict."""
+        return {
+            "time_ms": self.used_ns / 1e6,
+            "restarts": max(0, self.restarts - 1),
+            "nodes": self.nodes,
+            "guesses": self.guesses,
+            "best_cost": self.best_cost,
+            "status": self.failed or self.status,
+        }
+
+
+class StochasticMember(Member):
+    """A stochastic solver raced in slices, restarted with child seeds on a Luby schedule."""
+
+    def __init__(
+        self,
+        solver: StochasticSolver,
+        puzzle: Puzzle,
+        seeds: np.random.SeedSequence,
+        params: Params,
+        *,
+        weight: float = 1.0,
+        restart_slices: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name or solver.name, weight)
+        self.solver = solver
+        self.puzzle = puzzle
+        self.seeds = seeds
+        self.params = params
+        self.unit = solver.slice_work
+        self.restart_slices = restart_slices or stochastic_restart_slices(puzzle.box.n)
+        self.luby_index = 1
+        self.run: StochasticRun | None = None
+        self.run_budget = 0
+        self.iterations = 0  # over finished runs
+        self.inner_restarts = 0  # over finished runs
+        self._best_cost: int | None = None
+        self._best_grid: np.ndarray | None = None
+        self.time_to_best_ns = 0
+        self.run_base_ns = 0  # member time used before the current run started
+        self.counted = 0  # work of the current run already added to vtime
+        self.start_ns = 0  # how long the last run took to build (checked against the deadline)
+
+    def _start(self) -> StochasticRun:
+        """Start a fresh run on the next child seed, with its Luby-scaled budget."""
+        gen = np.random.default_rng(self.seeds.spawn(1)[0])
+        t0 = monotonic_ns()
+        run = self.solver.start(self.puzzle, gen, self.params)
+        self.start_ns = monotonic_ns() - t0
+        self.used_ns += self.start_ns
+        self.run_base_ns = self.used_ns
+        self.counted = 0
+        self.run_budget = self.unit * self.restart_slices * luby(self.luby_index)
+        self.luby_index += 1
+        self._note(run)
+        return run
+
+    def _note(self, run: StochasticRun) -> None:
+        """Keep the run's best grid if it beats the member's best."""
+        if self._best_cost is None or run.best_cost < self._best_cost:
+            self._best_cost = run.best_cost
+            self._best_grid = run.best_grid.copy()
+            self.time_to_best_ns = self.run_base_ns + run.time_to_best_ns
+
+    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+        """Run one slice of the current run (starting or restarting it as its budget says)."""
+        if self.failed:
+            return IDLE
+        if self.run is None or self.run.work >= self.run_budget or self.run.status == EXHAUSTED:
+            if deadline_ns and monotonic_ns() + self.start_ns >= deadline_ns:
+                self.vtime += 1.0  # no time left to build a fresh run (it cannot be cut short)
+                return PROGRESS
+            if self.run is not None:
+                self.iterations += self.run.iterations
+                self.inner_restarts += self.run.restarts
+                self.restarts += 1
+            self.run = self._start()
+        run = self.run
+        todo = min(self.unit, max(1, self.run_budget - run.work))
+        t0 = run.used_ns
+        status = run.step(todo, deadline_ns, stop)
+        self.used_ns += run.used_ns - t0
+        done = run.work - self.counted  # includes the run's start-up work on its first slice
+        self.counted = run.work
+        self.vtime += max(done, 1 if status != DEADLINE else 0) / self.unit
+        self._note(run)
+        if status == SOLVED or self._best_cost == 0:
+            grid = self._best_grid
+            if grid is None or not is_solution(self.puzzle, grid):
+                self.failed = f"{self.name} reached cost 0 on a grid the verifier rejects"
+                return IDLE
+            self.solution = grid
+            return FOUND
+        if status == DEADLINE:
+            return OUT_OF_TIME
+        return PROGRESS
+
+    @property
+    def best_cost(self) -> int | None:
+        """Return the lowest cost over all runs so far."""
+        return self._best_cost
+
+    @property
+    def best_grid(self) -> np.ndarray | None:
+        """Return the lowest-cost grid over all runs so far."""
+        return self._best_grid
+
+    def counters(self) -> dict[str, Any]:
+        """Return time, restarts (Luby restarts plus the solver's own), iterations, best cost."""
+        its = self.iterations + (self.run.iterations if self.run else 0)
+        inner = self.inner_restarts + (self.run.restarts if self.run else 0)
+        return {
+            "time_ms": self.used_ns / 1e6,
+            "restarts": self.restarts + inner,
+            "iterations": its,
+            "best_cost": self._best_cost,
+            "time_to_best_ms": self.time_to_best_ns / 1e6,
+            "status": self.failed or ("solved" if self.solution is not None else "running"),
+        }
+
+
+__all__ = [
+    "FOUND",
+    "IDLE",
+    "NO_SOLUTION",
+    "OUT_OF_TIME",
+    "PROGRESS",
+    "STATUS_NAMES",
+    "ExactMember",
+    "Member",
+    "StochasticMember",
+    "exact_nodes_per_slice",
+    "exact_ns_per_node",
+    "stochastic_restart_slices",
+    "luby",
+]

@@ -1,0 +1,253 @@
+"""`annealing`: simulated annealing over box-invariant grids, with reheats when stuck.
+
+Each box always holds 1..N with its givens (and singles-forced values) fixed, so only
+rows and columns can miss values; a move swaps two free cells of one box and its cost
+change is read from unit counts (only the two touched rows and columns change). With
+`restrict` (default) the start is a matching of each box's missing values to cells that
+allow them, and only swaps keeping both cells within their candidates are drawn. The
+initial temperature is the spread (standard deviation) of the costs of random
+neighbours of the initial grid; the temperature falls by `alpha` after each Markov
+chain of sum(free cells per box squared) moves, and is reset to the initial one when
+`stuck_chains` chains pass without a new lowest cost (a reheat).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from solvers.clock import monotonic_ns
+from solvers.puzzle import Puzzle
+from solvers.stochastic.base import (
+    EXHAUSTED,
+    I_BEST,
+    I_BEST_NS,
+    I_COMMON,
+    I_COST,
+    I_ITER,
+    I_RESTARTS,
+    I_WORK,
+    Params,
+    StochasticRun,
+    StochasticSolver,
+    register,
+)
+from solvers.stochastic.state import (
+    CLOCK_EVERY,
+    DEADLINE,
+    GIVEN_WEIGHT,
+    RUNNING,
+    SOLVED,
+    STOPPED,
+    apply_swap,
+    free_groups,
+    new_rng,
+    pick_pair,
+    recount,
+    rng_unit,
+    start_grid,
+    swap_delta,
+    tables,
+)
+
+I_CHAIN_LEN = I_COMMON  # moves per temperature step
+I_CHAIN_POS = I_COMMON + 1
+I_STUCK = I_COMMON + 2  # chains since the level last fell
+I_STUCK_LIMIT = I_COMMON + 3
+I_LEVEL = I_COMMON + 4  # lowest cost since the last reheat
+I_CHAIN_MIN = I_COMMON + 5  # lowest cost in the current chain
+I_SIZE = I_COMMON + 6
+F_T, F_T0, F_ALPHA = 0, 1, 2
+
+
+class AnnealingParams(Params):
+    """Parameters of `annealing` (schedule after Lewis 2007, 'Metaheuristics can solve sudoku')."""
+
+    alpha: float = 0.99  # cooling factor per Markov chain
+    t0_scale: float = 1.0  # multiplies the calibrated initial temperature
+    chain_factor: float = 1.0  # chain length = factor * sum(free cells per box ** 2)
+    stuck_chains: int = 150  # chains without a new low before a reheat (tuned on top95)
+    samples: int = 200  # neighbours sampled to calibrate the initial temperature
+    restrict: bool = True  # start from a candidate matching; only swaps keeping candidates
+
+
+@nb.njit(cache=True, nogil=True)
+def calibrate_t0(
+    grid: np.ndarray,
+    cand: np.ndarray,
+    givens: np.ndarray,
+    counts: np.ndarray,
+    cell_units: np.ndarray,
+    gcells: np.ndarray,
+    gsize: np.ndarray,
+    rng: np.ndarray,
+    samples: int,
+) -> float:
+    """Return the standard deviation of the cost change over `samples` random neighbours."""
+    s = 0.0
+    s2 = 0.0
+    k = 0
+    for _ in range(samples):
+        a, b = pick_pair(grid, cand, gcells, gsize, rng)
+        if a < 0:
+            continue
+        d = float(swap_delta(grid, givens, counts, cell_units, a, b, GIVEN_WEIGHT))
+        s += d
+        s2 += d * d
+        k += 1
+    if k == 0:
+        return 1.0
+    mean = s / k
+    var = s2 / k - mean * mean
+    return math.sqrt(var) if var > 1e-12 else 1.0
+
+
+@nb.njit(cache=True, nogil=True)
+def anneal_slice(
+    grid: np.ndarray,
+    cand: np.ndarray,
+    counts: np.ndarray,
+    givens: np.ndarray,
+    cell_units: np.ndarray,
+    gcells: np.ndarray,
+    gsize: np.ndarray,
+    best_grid: np.ndarray,
+    rng: np.ndarray,
+    istate: np.ndarray,
+    fstate: np.ndarray,
+    work: int,
+    deadline_ns: int,
+    stop: np.ndarray,
+) -> int:
+    """Make `work` annealing moves (1 unit each); return SOLVED, DEADLINE, STOPPED or RUNNING."""
+    if istate[I_BEST] == 0:
+        return SOLVED
+    if gsize.shape[0] == 0:
+        return EXHAUSTED
+    cost = istate[I_COST]
+    t = fstate[F_T]
+    end = istate[I_WORK] + work
+    it = -1
+    while istate[I_WORK] < end:
+        it += 1
+        if (it & CLOCK_EVERY) == 0:
+            if stop[0] != 0:
+                istate[I_COST] = cost
+                fstate[F_T] = t
+                return STOPPED
+            if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
+                istate[I_COST] = cost
+                fstate[F_T] = t
+                return DEADLINE
+        istate[I_ITER] += 1
+        istate[I_WORK] += 1
+        a, b = pick_pair(grid, cand, gcells, gsize, rng)
+        if a < 0:
+            continue
+        d = swap_delta(grid, givens, counts, cell_units, a, b, GIVEN_WEIGHT)
+        if d <= 0 or rng_unit(rng) < math.exp(-d / t):
+            apply_swap(grid, counts, cell_units, a, b)
+            cost += d
+            if cost < istate[I_BEST]:
+                istate[I_BEST] = cost
+                istate[I_BEST_NS] = monotonic_ns()
+                best_grid[:] = grid
+                if cost == 0:
+                    istate[I_COST] = cost
+                    fstate[F_T] = t
+                    return SOLVED
+            if cost < istate[I_CHAIN_MIN]:
+                istate[I_CHAIN_MIN] = cost
+        istate[I_CHAIN_POS] += 1
+        if istate[I_CHAIN_POS] >= istate[I_CHAIN_LEN]:
+            istate[I_CHAIN_POS] = 0
+            t *= fstate[F_ALPHA]
+            if istate[I_CHAIN_MIN] < istate[I_LEVEL]:
+                istate[I_LEVEL] = istate[I_CHAIN_MIN]
+                istate[I_STUCK] = 0
+            else:
+                istate[I_STUCK] += 1
+                if istate[I_STUCK] >= istate[I_STUCK_LIMIT]:
+                    t = fstate[F_T0]
+                    istate[I_STUCK] = 0
+                    istate[I_LEVEL] = cost
+                    istate[I_RESTARTS] += 1
+            istate[I_CHAIN_MIN] = cost
+    istate[I_COST] = cost
+    fstate[F_T] = t
+    return RUNNING
+
+
+class AnnealingRun(StochasticRun):
+    """One annealing run: a box-invariant grid, its unit counts and the temperature."""
+
+    name = "annealing"
+
+    def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: AnnealingParams) -> None:
+        super().__init__(puzzle, I_SIZE)
+        t = tables(puzzle.box)
+        n = puzzle.box.n
+        self.cell_units = t.cell_units
+        self.givens = puzzle.givens.astype(np.uint8)
+        self.rng = new_rng(gen)
+        fixed, self.cand, self.grid = start_grid(puzzle, params.propagate, params.restrict, 2 * n, self.rng)
+        self.counts = np.zeros((3 * n, n + 1), dtype=np.int32)
+        cost = recount(self.grid, self.givens, t.units, self.counts, GIVEN_WEIGHT)
+        self.gcells, self.gsize = free_groups(fixed, t.units, 2 * n, n)
+        t0 = 1.0
+        if len(self.gsize):
+            t0 = params.t0_scale * calibrate_t0(
+                self.grid,
+                self.cand,
+                self.givens,
+                self.counts,
+                self.cell_units,
+                self.gcells,
+                self.gsize,
+                self.rng,
+                params.samples,
+            )
+        self.fstate = np.array([t0, t0, params.alpha], dtype=np.float64)
+        chain = int(params.chain_factor * float((self.gsize.astype(np.int64) ** 2).sum()))
+        self.istate[[I_COST, I_BEST, I_LEVEL, I_CHAIN_MIN]] = cost
+        self.istate[I_CHAIN_LEN] = max(1, chain)
+        self.istate[I_STUCK_LIMIT] = max(1, params.stuck_chains)
+        self.istate[I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
+        self.best_grid[:] = self.grid
+        if cost == 0:
+            self.status = SOLVED
+
+    def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
+        return anneal_slice(
+            self.grid,
+            self.cand,
+            self.counts,
+            self.givens,
+            self.cell_units,
+            self.gcells,
+            self.gsize,
+            self.best_grid,
+            self.rng,
+            self.istate,
+            self.fstate,
+            work,
+            deadline_ns,
+            stop,
+        )
+
+    @property
+    def temperature(self) -> float:
+        """Return the current temperature."""
+        return float(self.fstate[F_T])
+
+
+ANNEALING = register(
+    StochasticSolver(
+        name="annealing",
+        params=AnnealingParams,
+        start=AnnealingRun,
+        summary="simulated annealing, box invariant, calibrated temperature, reheats",
+    )
+)

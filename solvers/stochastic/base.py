@@ -1,0 +1,195 @@
+"""The stochastic-solver contract: a run advanced in bounded slices, and its registry.
+
+Why slices: the portfolio interleaves solvers inside one process, so each solver is a
+compiled kernel that spends at most a given amount of work (or stops at the deadline
+or the stop flag) and returns, its whole state held in numpy arrays. Work counts one
+unit per move plus a share of the grid size for whole-grid operations (a recount, a
+fresh random grid, a copy), so a unit costs about the same time in every solver and at
+every size; slices counted in work, not time, make interleaved races replay exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from solvers.clock import monotonic_ns
+from solvers.cost import grid_cost
+from solvers.puzzle import Puzzle
+from solvers.result import SolveResult, Status
+from solvers.stochastic.state import DEADLINE, RUNNING, SOLVED, STOPPED
+from solvers.verify import is_solution
+
+EXHAUSTED = 4  # the run used up its own restarts: it will not improve any more
+
+# Common int64 state slots every kernel maintains (solver slots follow).
+I_ITER = 0  # iterations done
+I_COST = 1  # cost of the current grid (or population best)
+I_BEST = 2  # best cost ever reached
+I_BEST_NS = 3  # monotonic ns when the best was reached
+I_RESTARTS = 4  # the solver's own restarts (reheats, hive restarts)
+I_WORK = 5  # work units done: 1 per move, more for whole-grid operations (see WORK_NS)
+I_COMMON = 6
+WORK_NS = 150  # measured 90-210 ns per work unit (9x9 to 25x25, all three solvers, loaded box)
+
+
+class Params(BaseModel):
+    """Base of every solver's parameters: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    propagate: bool = True  # fix the values forced by singles before searching
+
+
+class StochasticRun(ABC):
+    """One seeded run of a stochastic solver on one puzzle, advanced slice by slice."""
+
+    name = "stochastic"
+
+    def __init__(self, puzzle: Puzzle, istate_size: int) -> None:
+        self.puzzle = puzzle
+        self.istate = np.zeros(istate_size, dtype=np.int64)
+        self.best_grid = np.zeros(puzzle.box.cells, dtype=np.uint8)
+        self.stop = np.zeros(1, dtype=np.int64)
+        self.used_ns = 0  # time spent inside this run's slices
+        self.time_to_best_ns = 0  # of used_ns, when the best cost was reached
+        self.status = RUNNING
+
+    @abstractmethod
+    def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
+        """Run the kernel for about `work` units; return a kernel status code."""
+
+    def step(self, work: int, deadline_ns: int = 0, stop: np.ndarray | None = None) -> int:
+        """Advance by about `work` units (less on success, deadline or stop; one move may
+        overshoot); return the status: RUNNING, SOLVED, DEADLINE, STOPPED or EXHAUSTED."""
+        if self.status in (SOLVED, EXHAUSTED):
+            return self.status
+        before = int(self.istate[I_BEST])
+        t0 = monotonic_ns()
+        self.status = int(self._slice(int(work), int(deadline_ns), self.stop if stop is None else stop))
+        t1 = monotonic_ns()
+        if int(self.istate[I_BEST]) < before:
+            self.time_to_best_ns = self.used_ns + max(0, min(int(self.istate[I_BEST_NS]), t1) - t0)
+        self.used_ns += t1 - t0
+        return self.status
+
+    @property
+    def best_cost(self) -> int:
+        """Return the lowest cost reached so far (0: `best_grid` is a solution)."""
+        return int(self.istate[I_BEST])
+
+    @property
+    def iterations(self) -> int:
+        """Return the iterations spent so far."""
+        return int(self.istate[I_ITER])
+
+    @property
+    def work(self) -> int:
+        """Return the work units spent so far."""
+        return int(self.istate[I_WORK])
+
+    @property
+    def restarts(self) -> int:
+        """Return the solver's own restarts (reheats, hive restarts) so far."""
+        return int(self.istate[I_RESTARTS])
+
+    def counters(self) -> dict[str, Any]:
+        """Return the counters the collector reports for this run."""
+        return {
+            "time_ms": self.used_ns / 1e6,
+            "restarts": self.restarts,
+            "iterations": self.iterations,
+            "work": self.work,
+            "best_cost": self.best_cost,
+            "time_to_best_ms": self.time_to_best_ns / 1e6,
+        }
+
+
+@dataclass(frozen=True)
+class StochasticSolver:
+    """A registered stochastic solver: its parameter model and how to start a run."""
+
+    name: str
+    params: type[Params]
+    start: Callable[[Puzzle, np.random.Generator, Any], StochasticRun]
+    summary: str = ""
+    slice_work: int = 20_000  # work units of one slice: about 3 ms (see WORK_NS)
+
+    def make_params(self, overrides: dict[str, Any] | None = None) -> Params:
+        """Validate parameter overrides (unknown names raise a pydantic error)."""
+        return self.params(**(overrides or {}))
+
+    def solve(
+        self,
+        puzzle: Puzzle,
+        *,
+        time_limit: float | None = 10.0,
+        seed: int = 0,
+        params: dict[str, Any] | Params | None = None,
+        max_work: int = 0,
+    ) -> SolveResult:
+        """Run this solver alone until it solves, the time limit passes or `max_work` units
+        are spent; return `solved` (verified) or `approximate` with the best grid's true cost."""
+        p = params if isinstance(params, Params) else self.make_params(params)
+        t0 = time.perf_counter()
+        deadline = 0 if time_limit is None else monotonic_ns() + max(1, int(time_limit * 1e9))
+        run = self.start(puzzle, np.random.default_rng(np.random.SeedSequence(seed)), p)
+        status = run.status
+        while status == RUNNING:
+            todo = self.slice_work if max_work <= 0 else min(self.slice_work, max_work - run.work)
+            if todo <= 0:
+                break
+            status = run.step(todo, deadline)
+        return run_result(run, self.name, time.perf_counter() - t0)
+
+
+def run_result(run: StochasticRun, solver: str, elapsed: float, restarts: int = 0) -> SolveResult:
+    """Turn a run's best grid into a SolveResult: `solved` only if the verifier accepts it,
+    otherwise `approximate` carrying the true cost from `grid_cost`."""
+    puzzle = run.puzzle
+    grid = run.best_grid
+    cost = grid_cost(puzzle, grid)
+    counters = {solver: run.counters()}
+    common: dict[str, Any] = dict(
+        puzzle=puzzle.render(),
+        solution=puzzle.render(grid),
+        cost=cost,
+        solver=solver,
+        elapsed=elapsed,
+        nodes=run.iterations,
+        restarts=restarts + run.restarts,
+        counters=counters,
+    )
+    if cost == 0 and is_solution(puzzle, grid):
+        return SolveResult(Status.SOLVED, **common)
+    return SolveResult(Status.APPROXIMATE, **common)
+
+
+STOCHASTIC_SOLVERS: dict[str, StochasticSolver] = {}
+
+
+def register(solver: StochasticSolver) -> StochasticSolver:
+    """Add a stochastic solver to the registry under its name."""
+    STOCHASTIC_SOLVERS[solver.name] = solver
+    return solver
+
+
+__all__ = [
+    "DEADLINE",
+    "EXHAUSTED",
+    "RUNNING",
+    "SOLVED",
+    "STOCHASTIC_SOLVERS",
+    "STOPPED",
+    "Params",
+    "StochasticRun",
+    "StochasticSolver",
+    "register",
+    "run_result",
+]

@@ -1,0 +1,332 @@
+"""`evolution`: combinatorial evolution as in the seed article (a hive of organisms).
+
+Every organism is a box-invariant grid (each box holds 1..N, givens fixed) whose error
+is the number of values missing from rows and columns. Workers (90%) try one neighbour
+per epoch (a swap of two free cells in one box), keep it when better, or with
+probability `p_worse` even when worse; otherwise they age, and die past `max_age`,
+reborn as a random grid. Explorers (10%) draw a fresh random grid every epoch. After
+each epoch the best worker and the best explorer are merged box by box into a child
+that replaces the worst worker. The hive restarts after `max_epochs`, up to
+`max_restarts` times (0 = no limit). The defaults are the article's; `propagate=True`
+adds singles and candidate-restricted grids and swaps (as the race preset does).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from solvers.clock import monotonic_ns
+from solvers.puzzle import Puzzle
+from solvers.stochastic.base import (
+    EXHAUSTED,
+    I_BEST,
+    I_BEST_NS,
+    I_COMMON,
+    I_COST,
+    I_ITER,
+    I_RESTARTS,
+    I_WORK,
+    Params,
+    StochasticRun,
+    StochasticSolver,
+    register,
+)
+from solvers.stochastic.state import (
+    CLOCK_EVERY,
+    DEADLINE,
+    GIVEN_WEIGHT,
+    RUNNING,
+    SOLVED,
+    STOPPED,
+    apply_swap,
+    domains,
+    fill_boxes,
+    fill_boxes_matched,
+    free_groups,
+    new_rng,
+    pick_pair,
+    recount,
+    restricted,
+    rng_below,
+    rng_unit,
+    swap_delta,
+    tables,
+)
+
+I_POS = I_COMMON  # next organism to move in this epoch
+I_EPOCH = I_COMMON + 1  # epochs since the last hive (re)start
+I_MAX_EPOCHS = I_COMMON + 2
+I_MAX_RESTARTS = I_COMMON + 3
+I_MAX_AGE = I_COMMON + 4
+I_EPOCHS = I_COMMON + 5  # epochs in total
+I_SIZE = I_COMMON + 6
+WORKER, EXPLORER = 0, 1
+
+
+class EvolutionParams(Params):
+    """Parameters of `evolution` (defaults from the seed article)."""
+
+    propagate: bool = False  # the article searches from the givens alone
+    organisms: int = 200
+    explorers: float = 0.10  # share of explorers; the rest are workers
+    p_worse: float = 0.001  # a worker accepts a worse neighbour with this probability
+    max_age: int = 1000  # non-improving moves before a worker dies
+    max_epochs: int = 5000  # epochs before the hive restarts
+    max_restarts: int = 20  # hive restarts before the run gives up (0 = no limit)
+    restrict: bool = True  # with propagate: candidate-matched grids, swaps keep candidates
+
+
+@nb.njit(cache=True, nogil=True)
+def _new_organism(
+    i: int,
+    fixed: np.ndarray,
+    cand: np.ndarray,
+    givens: np.ndarray,
+    units: np.ndarray,
+    grids: np.ndarray,
+    counts: np.ndarray,
+    err: np.ndarray,
+    rng: np.ndarray,
+) -> None:
+    """Give organism i a random box-invariant grid (a candidate matching when `cand`
+    restricts anything) and its error."""
+    if restricted(cand, units.shape[1]):
+        fill_boxes_matched(fixed, cand, units, rng, grids[i])
+    else:
+        fill_boxes(fixed, units, rng, grids[i])
+    err[i] = recount(grids[i], givens, units, counts[i], GIVEN_WEIGHT)
+
+
+@nb.njit(cache=True, nogil=True)
+def _note_best(i: int, grids: np.ndarray, err: np.ndarray, best_grid: np.ndarray, istate: np.ndarray) -> bool:
+    """Record organism i as the best grid if it beats it; True when it is a solution."""
+    if err[i] < istate[I_BEST]:
+        istate[I_BEST] = err[i]
+        istate[I_BEST_NS] = monotonic_ns()
+        best_grid[:] = grids[i]
+    return istate[I_BEST] == 0
+
+
+@nb.njit(cache=True, nogil=True)
+def hive_init(
+    fixed: np.ndarray,
+    cand: np.ndarray,
+    givens: np.ndarray,
+    units: np.ndarray,
+    grids: np.ndarray,
+    counts: np.ndarray,
+    err: np.ndarray,
+    age: np.ndarray,
+    best_grid: np.ndarray,
+    rng: np.ndarray,
+    istate: np.ndarray,
+) -> None:
+    """(Re)start the hive: every organism random, ages 0, epoch 0."""
+    for i in range(grids.shape[0]):
+        _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
+        age[i] = 0
+        _note_best(i, grids, err, best_grid, istate)
+    istate[I_POS] = 0
+    istate[I_EPOCH] = 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _mate(
+    fixed: np.ndarray,
+    givens: np.ndarray,
+    units: np.ndarray,
+    grids: np.ndarray,
+    counts: np.ndarray,
+    err: np.ndarray,
+    age: np.ndarray,
+    kind: np.ndarray,
+    child: np.ndarray,
+    rng: np.ndarray,
+) -> int:
+    """Merge the best worker and best explorer box by box into the worst worker's slot;
+    return the child's index (-1 when the hive lacks a worker or an explorer)."""
+    n = units.shape[1]
+    bw = -1
+    be = -1
+    ww = -1
+    for i in range(grids.shape[0]):
+        if kind[i] == WORKER:
+            if bw < 0 or err[i] < err[bw]:
+                bw = i
+            if ww < 0 or err[i] > err[ww]:
+                ww = i
+        elif be < 0 or err[i] < err[be]:
+            be = i
+    if bw < 0 or be < 0:
+        return -1
+    for b in range(n):
+        src = bw if rng_below(rng, 2) == 0 else be
+        for k in range(n):
+            c = units[2 * n + b, k]
+            child[c] = grids[src, c]
+    grids[ww, :] = child
+    err[ww] = recount(grids[ww], givens, units, counts[ww], GIVEN_WEIGHT)
+    age[ww] = 0
+    return ww
+
+
+@nb.njit(cache=True, nogil=True)
+def evolve_slice(
+    fixed: np.ndarray,
+    cand: np.ndarray,
+    givens: np.ndarray,
+    units: np.ndarray,
+    cell_units: np.ndarray,
+    gcells: np.ndarray,
+    gsize: np.ndarray,
+    grids: np.ndarray,
+    counts: np.ndarray,
+    err: np.ndarray,
+    age: np.ndarray,
+    kind: np.ndarray,
+    best_grid: np.ndarray,
+    rng: np.ndarray,
+    istate: np.ndarray,
+    p_worse: float,
+    work: int,
+    deadline_ns: int,
+    stop: np.ndarray,
+) -> int:
+    """Make organism moves (one per organism per epoch) worth `work` units: 1 per worker
+    move, 3N*N/4 per fresh grid (explorers, deaths) and per mating; return SOLVED,
+    DEADLINE, STOPPED, EXHAUSTED or RUNNING."""
+    if istate[I_BEST] == 0:
+        return SOLVED
+    if gsize.shape[0] == 0:
+        return EXHAUSTED
+    pop = grids.shape[0]
+    child = np.empty(grids.shape[1], dtype=np.uint8)
+    grid_work = 1 + 3 * grids.shape[1] // 4
+    end = istate[I_WORK] + work
+    it = -1
+    while istate[I_WORK] < end:
+        it += 1
+        if (it & CLOCK_EVERY) == 0:
+            if stop[0] != 0:
+                return STOPPED
+            if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
+                return DEADLINE
+        istate[I_ITER] += 1
+        istate[I_WORK] += 1
+        i = istate[I_POS]
+        if kind[i] == EXPLORER:
+            _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
+            istate[I_WORK] += grid_work
+        else:
+            a, b = pick_pair(grids[i], cand, gcells, gsize, rng)
+            d = 0 if a < 0 else swap_delta(grids[i], givens, counts[i], cell_units, a, b, GIVEN_WEIGHT)
+            if a >= 0 and (d < 0 or rng_unit(rng) < p_worse):
+                apply_swap(grids[i], counts[i], cell_units, a, b)
+                err[i] += d
+            if d >= 0:
+                age[i] += 1
+                if age[i] > istate[I_MAX_AGE]:
+                    _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
+                    istate[I_WORK] += grid_work
+                    age[i] = 0
+        if _note_best(i, grids, err, best_grid, istate):
+            istate[I_COST] = 0
+            return SOLVED
+        istate[I_POS] = i + 1
+        if i + 1 < pop:
+            continue
+        istate[I_POS] = 0
+        istate[I_EPOCH] += 1
+        istate[I_EPOCHS] += 1
+        c = _mate(fixed, givens, units, grids, counts, err, age, kind, child, rng)
+        istate[I_WORK] += grid_work
+        if c >= 0 and _note_best(c, grids, err, best_grid, istate):
+            istate[I_COST] = 0
+            return SOLVED
+        istate[I_COST] = err.min()
+        if istate[I_EPOCH] >= istate[I_MAX_EPOCHS]:
+            if istate[I_MAX_RESTARTS] > 0 and istate[I_RESTARTS] >= istate[I_MAX_RESTARTS]:
+                return EXHAUSTED
+            istate[I_RESTARTS] += 1
+            hive_init(fixed, cand, givens, units, grids, counts, err, age, best_grid, rng, istate)
+            istate[I_WORK] += pop * grid_work
+    return RUNNING
+
+
+class EvolutionRun(StochasticRun):
+    """One evolution run: the hive's grids, unit counts, errors, ages and kinds."""
+
+    name = "evolution"
+
+    def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: EvolutionParams) -> None:
+        super().__init__(puzzle, I_SIZE)
+        t = tables(puzzle.box)
+        n, nn = puzzle.box.n, puzzle.box.cells
+        pop = max(2, params.organisms)
+        self.units = t.units
+        self.cell_units = t.cell_units
+        self.givens = puzzle.givens.astype(np.uint8)
+        self.fixed, self.cand = domains(puzzle, params.propagate)
+        if not params.restrict:
+            self.cand[:] = np.uint64((1 << n) - 1)
+        self.gcells, self.gsize = free_groups(self.fixed, t.units, 2 * n, n)
+        self.rng = new_rng(gen)
+        self.p_worse = float(params.p_worse)
+        self.grids = np.zeros((pop, nn), dtype=np.uint8)
+        self.counts = np.zeros((pop, 3 * n, n + 1), dtype=np.int32)
+        self.err = np.zeros(pop, dtype=np.int64)
+        self.age = np.zeros(pop, dtype=np.int64)
+        explorers = min(pop - 1, max(1, round(pop * params.explorers)))
+        self.kind = np.full(pop, WORKER, dtype=np.int8)
+        self.kind[pop - explorers :] = EXPLORER
+        self.istate[I_BEST] = np.iinfo(np.int64).max
+        self.istate[I_MAX_EPOCHS] = max(1, params.max_epochs)
+        self.istate[I_MAX_RESTARTS] = max(0, params.max_restarts)
+        self.istate[I_MAX_AGE] = max(1, params.max_age)
+        hive_init(
+            self.fixed, self.cand, self.givens, self.units, self.grids, self.counts, self.err, self.age,
+            self.best_grid, self.rng, self.istate,
+        )  # fmt: skip
+        self.istate[I_WORK] = pop * (1 + 3 * nn // 4)  # the start-up: fill and count
+        self.istate[I_COST] = self.err.min()
+        if self.istate[I_BEST] == 0:
+            self.status = SOLVED
+
+    def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
+        return evolve_slice(
+            self.fixed,
+            self.cand,
+            self.givens,
+            self.units,
+            self.cell_units,
+            self.gcells,
+            self.gsize,
+            self.grids,
+            self.counts,
+            self.err,
+            self.age,
+            self.kind,
+            self.best_grid,
+            self.rng,
+            self.istate,
+            self.p_worse,
+            work,
+            deadline_ns,
+            stop,
+        )
+
+    @property
+    def epochs(self) -> int:
+        """Return the epochs completed in total."""
+        return int(self.istate[I_EPOCHS])
+
+
+EVOLUTION = register(
+    StochasticSolver(
+        name="evolution",
+        params=EvolutionParams,
+        start=EvolutionRun,
+        summary="combinatorial evolution: hive of workers and explorers, box-wise mating, restarts",
+    )
+)

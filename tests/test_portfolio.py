@@ -1,0 +1,189 @@
+"""The racing portfolio: fast path, interleaving, stop rules, deadline and replay."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from solvers.api import solve_many
+from solvers.clock import monotonic_ns
+from solvers.cost import grid_cost
+from solvers.exact import EXACT_SOLVERS
+from solvers.parse import parse_puzzle
+from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
+from solvers.restarts import FOUND, ExactMember, luby
+from solvers.verify import is_solution
+
+DEMO = "..62...8...897......481.5......6...2.7.....3.6...5......2.471....3.284...5...12.."
+HARD = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
+NO_SOLUTION = ".2....7..4....9.3.6..723.4...83.........1....9....4.6..94....5.5.....6.3.....5..."  # tdoku
+# Alain Frisch's first minimal 25x25 puzzle (gecode examples): no member solves it in a second.
+FRISCH = (
+    "...G...9..4.....6F..L8...CEIN.HDM.OF.1L..A..9PJ.4......A...L..JBN.2.D.1...HP49...JB23.AD..7E..C5F..."
+    "A1H....F.N5....I.BL...26.....7..C.6...H4B..1....I5.F.P...I..B..7.5.L...9....L6A...5OF.8P...K.NE..734"
+    "B2.E..L...1J.5....O7.K.APO.5.CB1.P....3EM....2L.H.2..MJ.A...9.3.7......P.8C.....CF.DPG62N.E...OH.M.J"
+    ".DL..OM..IE.B8..NH...3..K.CO1F.B.N.AH..P.78.JE...DE..6.....H......4M.KIB9..N.J..6......C..1.5.G..H.."
+    "...75LG...6..1..CI..4.E..9K..6.....HGN.O2P.4.......OA..IP849...2.K3...7GN....G....N...P.D9....A...C1"
+    "J...M.NAFE.4..23.7....8L......J.H9CD1LP..GO....4ME48NK..5.M......JL.......9.I.OG....835.A.DH..P....."
+    "35......L.J..E....8IG.67B"
+)
+STOCHASTIC = ("annealing", "evolution", "progressive")
+
+
+def grid_of(text: str) -> np.ndarray:
+    """Decode a compact solution line into a grid."""
+    alphabet = "123456789ABCDEFGHIJKLMNOP"
+    return np.array([alphabet.index(ch) + 1 for ch in text], dtype=np.uint8)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled() -> None:
+    """Load every kernel once (numba's cache or a compile) so timings measure solving."""
+    race(parse_puzzle(FRISCH), "race", time_limit=0.05)
+    race(parse_puzzle(HARD), "race", time_limit=0.05)
+
+
+def test_the_luby_sequence_starts_as_published():
+    assert [luby(i) for i in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
+
+
+def test_presets_and_comma_lists_become_portfolios_and_unknown_names_are_named():
+    assert [m.solver for m in PRESETS["race"].members] == ["propagation", *STOCHASTIC]
+    assert [m.solver for m in PRESETS["fast"].members] == ["propagation"]
+    assert {m.solver for m in PRESETS["exact"].members} == set(EXACT_SOLVERS)
+    assert [m.solver for m in parse_portfolio("propagation, annealing").members] == [
+        "propagation",
+        "annealing",
+    ]
+    with pytest.raises(ValueError, match="'anneal'.*annealing"):
+        parse_portfolio("propagation,anneal")
+    with pytest.raises(ValueError, match="'nope'"):
+        solve_many([DEMO], portfolio="nope")
+
+
+def test_the_fast_path_solves_easy_puzzles_with_exactly_the_plain_solvers_work():
+    lines = [DEMO, HARD, NO_SOLUTION] * 3
+    fast = solve_many(lines, portfolio="fast")
+    raced = solve_many(lines, portfolio="race", time_limit=5)
+    assert [r.status for r in raced] == [r.status for r in fast] == ["solved", "solved", "unsolvable"] * 3
+    assert [r.solution for r in raced] == [r.solution for r in fast]
+    assert [r.nodes for r in raced] == [r.nodes for r in fast]
+    assert all(list(r.counters) == ["propagation"] for r in raced)
+
+
+def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_true_cost():
+    puzzle = parse_puzzle(FRISCH)
+    trace: list[tuple[str, str, int]] = []
+    t0 = monotonic_ns()
+    r = race(puzzle, "race", time_limit=1.5, seed=1, trace=trace)
+    late_ms = (monotonic_ns() - t0) / 1e6 - 1500
+    assert late_ms < 100  # the deadline is honoured within 100 ms
+    assert r.status == "approximate" and r.solver in STOCHASTIC
+    assert r.cost == grid_cost(puzzle, grid_of(r.solution)) == r.counters[r.solver]["best_cost"] > 0
+    assert r.cost == min(c["best_cost"] for c in r.counters.values() if c["best_cost"] is not None)
+    order = [name for name, _, _ in trace]
+    assert set(order) == {"propagation", *STOCHASTIC}
+    assert order.index("annealing") < len(order) - order[::-1].index("propagation") - 1  # interleaved
+    for c in r.counters.values():
+        assert c["time_ms"] > 0 and c.get("nodes", c.get("iterations")) > 0
+
+
+@pytest.mark.parametrize("portfolio", ["stochastic", "exact", "propagation,annealing"])
+def test_every_portfolio_stops_at_its_deadline_within_100_ms(portfolio):
+    t0 = time.perf_counter()
+    r = race(parse_puzzle(FRISCH), portfolio, time_limit=0.3, seed=2)
+    assert time.perf_counter() - t0 < 0.4
+    assert r.status in ("approximate", "timeout")
+    assert (r.status == "timeout") == (portfolio == "exact")  # exact solvers hold no full grid
+
+
+def test_the_first_verified_solution_wins_and_no_loser_runs_after_it():
+    trace: list[tuple[str, str, int]] = []
+    r = race(parse_puzzle(DEMO), "annealing,evolution,progressive", time_limit=20, seed=1, trace=trace)
+    returned = monotonic_ns()
+    assert r.status == "solved" and is_solution(parse_puzzle(DEMO), grid_of(r.solution))
+    winner, outcome, won_at = trace[-1]
+    assert (winner, outcome) == (r.solver, FOUND)
+    assert sum(1 for name, out, _ in trace if out == FOUND) == 1
+    assert (returned - won_at) / 1e6 < 50
+    assert r.counters[r.solver]["time_to_solution_ms"] > 0
+
+
+def test_a_stop_raised_by_another_thread_ends_the_race_within_50_ms():
+    stop = np.zeros(1, dtype=np.int64)
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        box["result"] = race(parse_puzzle(FRISCH), "race", time_limit=30, stop=stop)
+        box["ended"] = monotonic_ns()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.4)
+    raised = monotonic_ns()
+    stop[0] = 1
+    thread.join(5)
+    assert not thread.is_alive()
+    assert (box["ended"] - raised) / 1e6 < 50  # type: ignore[operator]
+    assert box["result"].status == "approximate"  # type: ignore[attr-defined]
+
+
+def test_an_exact_proof_of_no_solution_ends_the_race_as_unsolvable():
+    spec = PortfolioSpec(name="t", members=PRESETS["race"].members, fast_nodes=1)  # no fast-path win
+    trace: list[tuple[str, str, int]] = []
+    r = race(parse_puzzle(NO_SOLUTION), spec, time_limit=20, seed=4, trace=trace)
+    assert r.status == "unsolvable" and r.solver == "propagation" and r.solution is None
+    assert {name for name, _, _ in trace} >= {"propagation", "annealing"}  # the race was on
+    assert r.elapsed < 5
+
+
+def test_the_exact_member_doubles_its_complete_run_and_restarts_on_luby_budgets():
+    member = ExactMember(
+        EXACT_SOLVERS["propagation"],
+        parse_puzzle(FRISCH),
+        np.random.SeedSequence(0),
+        first_budget=64,
+        restart_base=16,
+    )
+    stop = np.zeros(1, dtype=np.int64)
+    for _ in range(12):
+        member.step(0, stop)
+    complete = [budget for stream, budget, _ in member.calls if stream == "complete"]
+    random = [budget for stream, budget, _ in member.calls if stream == "random"]
+    assert complete == [64 * 2**k for k in range(len(complete))]
+    assert random == [16 * luby(i) for i in range(1, len(random) + 1)]
+    assert member.counters()["restarts"] == 11 and member.counters()["nodes"] == sum(
+        n for *_, n in member.calls
+    )
+
+
+@pytest.mark.parametrize("portfolio", ["annealing,progressive", "race"])
+def test_the_same_seed_replays_the_same_winner_and_grid(portfolio):
+    spec = parse_portfolio(portfolio)
+    spec = PortfolioSpec(name=spec.name, members=spec.members, fast_nodes=4)  # make them race
+    runs = [race(parse_puzzle(HARD), spec, time_limit=30, seed=1) for _ in range(2)]
+    assert runs[0].status == runs[1].status == "solved"
+    assert (runs[0].solver, runs[0].solution) == (runs[1].solver, runs[1].solution)
+    work = [
+        {k: (c.get("nodes"), c.get("iterations"), c["restarts"]) for k, c in r.counters.items()} for r in runs
+    ]
+    assert work[0] == work[1]
+
+
+def test_solve_many_races_only_the_puzzles_the_fast_path_leaves():
+    frisch, demo = solve_many([FRISCH, DEMO], portfolio="race", time_limit=1.0)
+    assert demo.status == "solved" and list(demo.counters) == ["propagation"]
+    assert frisch.status == "approximate" and set(frisch.counters) == {"propagation", *STOCHASTIC}
+    assert frisch.counters["propagation"]["nodes"] >= PRESETS["race"].fast_budget(25)
+    assert frisch.elapsed < 1.1
+
+
+def test_member_specs_are_checked_as_data():
+    with pytest.raises(ValueError):
+        MemberSpec(solver="annealing", weight=0)
+    spec = parse_portfolio("annealing,annealing")
+    r = race(parse_puzzle(DEMO), spec, time_limit=10, seed=0)
+    assert set(r.counters) == {"annealing", "annealing#2"}

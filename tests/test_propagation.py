@@ -1,0 +1,207 @@
+"""The default exact solver `propagation`: correct solutions and counts on real and
+generated puzzles of every box shape, and the contract's limits (time, deadline, nodes,
+stop flag, seeds), for both of its kernels (the 9x9 band kernel and the generic one).
+
+Tests reading the shared corpora skip when those files are missing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from solvers.exact.base import BUDGET, DONE, EXACT_SOLVERS, LIMIT, STOPPED, TIMEOUT, KernelSolver
+from solvers.exact.propagation import _kernel_generic, tables
+from solvers.parse import parse_compact_batch, parse_puzzle
+from solvers.puzzle import Box, Puzzle
+from solvers.verify import is_solution, verify_batch
+from tests.grids import blank, pattern_grid
+
+SOLVER = EXACT_SOLVERS["propagation"]
+GENERIC = KernelSolver("generic", _kernel_generic, tables)  # the generic kernel, also for 9x9
+NINE = Box(3, 3)
+# A 9x9 puzzle with a unique solution that needs guessing ("AI Escargot").
+ESCARGOT = "1....7.9..3..2...8..96..5....53..9...1..8...26....4...3......1..4......7..7...3.."
+# Consistent givens (no unit repeats a value) and yet no solution: r1c9 can only be 9,
+# and column 9 already has a 9.
+DEAD_END = "12345678." + "." * 35 + "9" + "." * 36
+
+
+def corpus(name: str) -> Path:
+    root = Path(os.environ.get("SUDOKU_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
+    path = root / name
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    return path
+
+
+def read(name: str, box: Box = NINE) -> tuple[list[str], np.ndarray]:
+    lines = [ln.strip() for ln in corpus(name).read_text().splitlines() if ln.strip()]
+    givens, ok = parse_compact_batch(lines, box)
+    assert ok.all()
+    return lines, givens
+
+
+def one(text: str, box: Box = NINE) -> np.ndarray:
+    return parse_puzzle(text, box).givens[None, :]
+
+
+@pytest.mark.parametrize("solver", [SOLVER, GENERIC], ids=["band", "generic"])
+def test_it_solves_every_puzzle_of_norvig_top95_with_a_verified_grid(solver: KernelSolver) -> None:
+    lines, givens = read("9x9/norvig_top95.txt")
+    out = solver.solve_batch(givens, NINE)
+    assert (out.status == LIMIT).all() and (out.counts == 1).all()
+    for g, grid in zip(givens, out.solutions[:, 0], strict=True):
+        assert is_solution(Puzzle(NINE, g), grid)
+
+
+@pytest.mark.parametrize("solver", [SOLVER, GENERIC], ids=["band", "generic"])
+@pytest.mark.parametrize("limit", [1, 2, 20, 1000])
+def test_it_counts_tdokus_test_puzzles_up_to_the_limit(solver: KernelSolver, limit: int) -> None:
+    _, givens = read("9x9/tdoku_test_puzzles.txt")
+    rows = corpus("9x9/tdoku_test_puzzles.expected.tsv").read_text().splitlines()[1:]
+    expected = np.array([int(r.split("\t")[0]) for r in rows])
+    keep = min(limit, 5)
+    out = solver.solve_batch(givens, NINE, limit=limit, keep=keep)
+    assert (out.counts == np.minimum(expected, limit)).all()
+    assert (out.status == np.where(expected >= limit, LIMIT, DONE)).all()
+    for i in range(len(givens)):
+        kept = out.solutions[i, : min(int(out.counts[i]), keep)]
+        assert verify_batch(np.repeat(givens[i : i + 1], len(kept), 0), kept, 3, 3).all()
+        assert len({k.tobytes() for k in kept}) == len(kept)
+
+
+def test_the_band_kernel_and_the_generic_kernel_agree_on_counts_and_unique_solutions() -> None:
+    grid = pattern_grid(NINE)
+    givens = np.stack([blank(grid, f, s) for f in (0.55, 0.6, 0.65) for s in range(8)] + [one(ESCARGOT)[0]])
+    band = SOLVER.solve_batch(givens, NINE, limit=200, keep=1)
+    generic = GENERIC.solve_batch(givens, NINE, limit=200, keep=1)
+    assert (band.counts == generic.counts).all() and (band.status == generic.status).all()
+    unique = band.counts == 1
+    assert (band.solutions[unique] == generic.solutions[unique]).all()
+
+
+@pytest.mark.parametrize("solver", [SOLVER, GENERIC], ids=["band", "generic"])
+def test_consistent_givens_without_a_solution_come_back_done_with_zero(solver: KernelSolver) -> None:
+    out = solver.solve_batch(one(DEAD_END), NINE, limit=2)
+    assert out.status[0] == DONE and out.counts[0] == 0
+
+
+@pytest.mark.parametrize("solver", [SOLVER, GENERIC], ids=["band", "generic"])
+def test_tdokus_unsolvable_test_puzzles_are_proven_unsolvable_by_search(solver: KernelSolver) -> None:
+    _, givens = read("9x9/tdoku_test_puzzles.txt")
+    rows = corpus("9x9/tdoku_test_puzzles.expected.tsv").read_text().splitlines()[1:]
+    dead = givens[[int(r.split("\t")[0]) == 0 for r in rows]]
+    out = solver.solve_batch(dead, NINE, limit=1)
+    assert len(dead) == 10 and (out.status == DONE).all() and (out.counts == 0).all()
+
+
+@pytest.mark.parametrize("box", [Box(2, 3), Box(3, 4), Box(4, 4)], ids=str)
+def test_unsolvable_puzzles_of_other_shapes_come_back_done_with_zero(box: Box) -> None:
+    n = box.n
+    givens = np.zeros((1, box.cells), dtype=np.uint8)
+    givens[0, : n - 1] = np.arange(1, n)  # row 1 holds 1..N-1: its last cell must be N ...
+    givens[0, (n // 2) * n + n - 1] = n  # ... but column N already has N, in another box
+    out = SOLVER.solve_batch(givens, box, limit=2)
+    assert out.status[0] == DONE and out.counts[0] == 0
+
+
+def test_a_hard_25x25_puzzle_returns_timeout_within_half_a_second_under_a_0_2_s_limit() -> None:
+    with corpus("25x25/gecode_frisch_25x25.txt").open() as f:
+        givens = one(f.readline().strip(), Box(5, 5))
+    SOLVER.solve_batch(givens, Box(5, 5), max_nodes=1)  # compile or load outside the timing
+    t0 = time.perf_counter()
+    out = SOLVER.solve_batch(givens, Box(5, 5), time_limit=0.2)
+    assert out.status[0] == TIMEOUT and time.perf_counter() - t0 < 0.5
+    assert 0.2e9 <= out.ns[0] < 0.5e9 and out.nodes[0] > 1
+
+
+@pytest.mark.parametrize("box", [NINE, Box(4, 4)], ids=str)
+def test_a_passed_batch_deadline_times_out_every_puzzle_without_searching(box: Box) -> None:
+    out = SOLVER.solve_batch(np.zeros((3, box.cells), np.uint8), box, deadline_ns=time.monotonic_ns() - 1)
+    assert (out.status == TIMEOUT).all() and (out.nodes == 0).all() and (out.counts == 0).all()
+
+
+@pytest.mark.parametrize(("box", "limit"), [(NINE, 2**62), (Box(3, 4), 2**62)], ids=["9x9", "12x12"])
+def test_counting_every_solution_of_an_empty_grid_stops_at_the_time_limit(box: Box, limit: int) -> None:
+    t0 = time.perf_counter()
+    out = SOLVER.solve_batch(np.zeros((1, box.cells), np.uint8), box, limit=limit, keep=1, time_limit=0.2)
+    assert out.status[0] == TIMEOUT and out.counts[0] > 0 and time.perf_counter() - t0 < 0.5
+
+
+@pytest.mark.parametrize("solver", [SOLVER, GENERIC], ids=["band", "generic"])
+def test_a_node_budget_ends_the_search_with_budget(solver: KernelSolver) -> None:
+    full = solver.solve_batch(one(ESCARGOT), NINE, limit=2)
+    assert full.status[0] == DONE and full.counts[0] == 1 and full.nodes[0] > 3
+    out = solver.solve_batch(one(ESCARGOT), NINE, limit=2, max_nodes=3)
+    assert out.status[0] == BUDGET and out.nodes[0] == 3
+
+
+@pytest.mark.parametrize("box", [NINE, Box(3, 4)], ids=str)
+def test_a_stop_flag_raised_before_or_during_the_batch_ends_it_with_stopped(box: Box) -> None:
+    givens = np.zeros((4, box.cells), np.uint8)
+    out = SOLVER.solve_batch(givens, box, stop=np.ones(1, np.int64))
+    assert (out.status == STOPPED).all() and (out.nodes == 0).all()
+    stop = np.zeros(1, np.int64)
+    threading.Timer(0.1, stop.__setitem__, (0, 1)).start()
+    t0 = time.perf_counter()
+    out = SOLVER.solve_batch(givens, box, limit=2**62, stop=stop)  # counting never ends alone
+    assert (out.status == STOPPED).all() and time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.parametrize("box", [NINE, Box(4, 4), Box(5, 5)], ids=str)
+def test_seeded_branching_finds_valid_solutions_and_repeats_itself_for_a_seed(box: Box) -> None:
+    fraction = 0.7 if box.n < 25 else 0.4
+    grids = [blank(pattern_grid(box), fraction, s) for s in range(3)]
+    givens = np.stack([*grids, np.zeros(box.cells, np.uint8)])
+    found = set()
+    for seed in (1, 2, 3, 99):
+        a = SOLVER.solve_batch(givens, box, seed=seed)
+        b = SOLVER.solve_batch(givens, box, seed=seed)
+        assert (a.solutions == b.solutions).all() and (a.nodes == b.nodes).all()
+        assert verify_batch(givens, a.solutions[:, 0], box.rows, box.cols).all()
+        found.add(a.solutions[-1, 0].tobytes())
+    assert len(found) > 1  # an empty grid: different seeds, different solutions
+
+
+SIDES = [(2, 2), (2, 3), (3, 2), (2, 4), (3, 4), (4, 3), (4, 4), (5, 5), (4, 6), (6, 6)]
+SHAPES = [Box(r, c) for r, c in SIDES]
+
+
+@pytest.mark.parametrize("box", SHAPES, ids=str)
+def test_it_solves_and_counts_generated_puzzles_of_every_box_shape(box: Box) -> None:
+    grid = pattern_grid(box)
+    fractions = (0.3, 0.5) if box.n < 36 else (0.2, 0.3)  # half-empty 36x36 grids are hard
+    givens = np.stack([blank(grid, f, s) for f in fractions for s in range(2)] + [grid])
+    out = SOLVER.solve_batch(givens, box, limit=2, keep=2, time_limit=5.0)
+    assert (out.counts >= 1).all() and (out.status != TIMEOUT).all()
+    for i in range(len(givens)):
+        kept = out.solutions[i, : int(out.counts[i])]
+        assert verify_batch(np.repeat(givens[i : i + 1], len(kept), 0), kept, box.rows, box.cols).all()
+    assert out.counts[-1] == 1 and out.status[-1] == DONE  # a full grid is its own only solution
+
+
+@pytest.mark.parametrize("box", [Box(7, 7), Box(8, 8)], ids=str)
+def test_it_solves_grids_up_to_64x64(box: Box) -> None:
+    givens = blank(pattern_grid(box), 0.3, 7)[None, :]
+    out = SOLVER.solve_batch(givens, box, time_limit=10.0)
+    assert out.status[0] == LIMIT
+    assert is_solution(Puzzle(box, givens[0]), out.solutions[0, 0])
+
+
+def test_the_search_stack_grows_past_its_first_capacity() -> None:
+    box = Box(4, 4)
+    out = SOLVER.solve_batch(np.zeros((1, box.cells), np.uint8), box, limit=3, keep=3)
+    assert out.status[0] == LIMIT and out.guesses[0] > 16
+    assert verify_batch(np.zeros((3, box.cells), np.uint8), out.solutions[0], 4, 4).all()
+
+
+def test_counters_report_nodes_guesses_and_time_per_puzzle() -> None:
+    out = SOLVER.solve_batch(np.stack([one(ESCARGOT)[0], pattern_grid(NINE)]), NINE)
+    assert out.guesses[0] > 0 and out.nodes[0] >= out.guesses[0] + 1 and (out.ns > 0).all()
+    assert out.nodes[1] == 1 and out.guesses[1] == 0
