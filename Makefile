@@ -23,6 +23,7 @@ demo: $(BIN)/sudoku-batch  ## solve the bundled sample corpus on this machine (n
 test: $(VENV)/.test-deps  ## lint, then the whole suite (integration tests need redis-server)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m worker.warm
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.test-deps

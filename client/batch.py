@@ -9,12 +9,14 @@ producer, chunk function and collector, with local processes and an in-memory st
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from client.collector import Slice, arrival_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
@@ -30,7 +32,12 @@ from client.transport import (
     Transport,
     default_workers,
 )
+from solvers.chunk import ChunkTask
 from solvers.puzzle import as_box
+
+if TYPE_CHECKING:
+    from client.redis_store import RedisJobStore
+    from client.resend import Resender
 
 
 class BatchClient:
@@ -100,6 +107,7 @@ class BatchClient:
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
         transport: Transport
+        outbox: Callable[[ChunkTask], None] | None = None
         if self.embedded:
             if not _small(inputs):
                 self.pool.start()  # here, before the producer thread exists: the pool is forked
@@ -108,12 +116,28 @@ class BatchClient:
         else:
             transport = self._celery_transport()
             window = self._broker_window if bounded else None
-        producer = Producer(spec, self.store, transport, self.settings, window)
+            outbox = functools.partial(self._redis_store().put_outbox, spec.job)
+        producer = Producer(spec, self.store, transport, self.settings, window, outbox)
         return Job(self, spec.job, producer, inputs)
 
     def job(self, job_id: str) -> Job:
         """Attach to an existing job (broker mode: from any machine)."""
         return Job(self, job_id, None, [])
+
+    def _redis_store(self) -> RedisJobStore:
+        """The broker's job store (broker mode only)."""
+        from client.redis_store import RedisJobStore
+
+        assert isinstance(self.store, RedisJobStore), "broker mode only"
+        return self.store
+
+    def resender(self, job_id: str) -> Resender | None:
+        """The sweep that re-sends `job_id`'s lost chunk tasks (None when embedded: nothing can lose them)."""
+        if self.embedded:
+            return None
+        from client.resend import Resender
+
+        return Resender(self._redis_store(), job_id, self._celery_transport, self.settings.resend_after)
 
     def _celery_transport(self) -> CeleryTransport:
         if self._celery is None:
@@ -224,6 +248,7 @@ class Job:
         `keep=False` deletes each result from the store once the caller has it (no re-run).
         """
         s = self.client.settings
+        resender = self.client.resender(self.id)
         stream: Iterable = stream_chunks(
             self.client.store,
             self.id,
@@ -232,6 +257,7 @@ class Job:
             stale_after=s.producer_stale_s,
             idle_timeout=idle_timeout,
             on_wait=on_wait,
+            sweep=resender.sweep if resender is not None else None,
         )
         yield from (in_order if ordered else arrival_order)(stream)
 

@@ -148,7 +148,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     )
     print(f"counts: {counts}")
     live = len(status.workers)
-    print(f"chunks: {status.chunks_done}/{status.chunks_sent} done; live worker processes: {live}")
+    resent = f"; re-sent after a broker loss: {status.resent}" if status.resent else ""
+    print(f"chunks: {status.chunks_done}/{status.chunks_sent} done; live worker processes: {live}{resent}")
     if status.error:
         print(f"error: {status.error}")
     return EXIT_OK

@@ -29,13 +29,15 @@ def stream_chunks(
     stale_after: float = 120.0,
     idle_timeout: float | None = None,
     on_wait: Callable[[], None] | None = None,
+    sweep: Callable[[float], object] | None = None,
 ) -> Iterator[ChunkResult]:
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
     Collected results are kept `result_ttl` seconds (so `collect` can run again), or
     deleted at once when `result_ttl` is 0. Raises JobFailed when the job failed, its
     producer died, a result expired before it was collected, or nothing arrived for
-    `idle_timeout` seconds.
+    `idle_timeout` seconds. `sweep` is called while waiting with the seconds since the
+    last result arrived (broker mode: `client.resend.Resender.sweep`, for lost tasks).
     """
     seen: set[int] = set()
     cursor = 0
@@ -70,6 +72,8 @@ def stream_chunks(
             raise JobFailed(f"no result arrived for {idle_timeout:g} s")
         if on_wait is not None:
             on_wait()
+        if sweep is not None:
+            sweep(time.monotonic() - last_progress)
         store.wait(job, poll)
 
 

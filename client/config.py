@@ -30,6 +30,7 @@ class ClientSettings(BaseSettings):
     task_time_limit_floor: int = 300  # seconds: the Celery hard limit is never below this
     poll_interval: float = 0.05  # seconds between checks for new results
     producer_stale_s: float = 120.0  # a producer silent this long has died
+    resend_after: float = Field(default=30.0, gt=0)  # s without results before lost chunk tasks are re-sent
 
 
 _PASSWORD = re.compile(r"(\w+://)([^@/\s]*)@")

@@ -109,12 +109,14 @@ class Producer:
         transport: Transport,
         settings: ClientSettings,
         window: Callable[[], int] | None = None,
+        outbox: Callable[[ChunkTask], None] | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.transport = transport
         self.settings = settings
         self.window = window  # max chunks in flight (None: send everything at once)
+        self.outbox = outbox  # keeps each task before it is sent (broker: for re-sending lost ones)
         self.sizer = ChunkSizer(settings.chunk_seconds, settings.max_chunk_bytes)
         self.index = 0
         self.chunks = 0  # chunk ids used (tasks and producer answers)
@@ -201,6 +203,8 @@ class Producer:
             portfolio=self.spec.portfolio,
             seed=chunk_seed(self.spec.job, chunk),
         )
+        if self.outbox is not None:
+            self.outbox(task)
         self.transport.send(task)
         self.sent += 1
         self._heartbeat()

@@ -7,6 +7,7 @@ seconds, never a hang.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,8 +18,8 @@ from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import JobStore
-from solvers.chunk import ChunkResult, ChunkStats
-from solvers.chunk_store import JobKeys, result_commands, workers_key
+from solvers.chunk import ChunkResult, ChunkStats, ChunkTask
+from solvers.chunk_store import JobKeys, current_key, result_commands, workers_key
 
 OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
 LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
@@ -134,6 +135,61 @@ class RedisJobStore(JobStore):
         now = time.time()
         self.r.zremrangebyscore(key, 0, now - 3600)
         return [_s(w) for w in self.r.zrangebyscore(key, now - LIVE_WORKER_S, "+inf")]
+
+    def put_outbox(self, job: str, task: ChunkTask) -> None:
+        """Keep a chunk task until its result is stored (the result write drops it), so it can be re-sent.
+
+        Written before the task goes to the broker: a message the broker loses (popped by a
+        worker's connection as Redis stopped) is then still here for `Resender`.
+        """
+        k = self.keys(job)
+        entry = json.dumps({"at": time.time(), "task": task.model_dump_json()})
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(k.outbox, str(task.chunk), entry)
+        pipe.expire(k.outbox, self.settings.job_ttl)
+        pipe.execute()
+
+    def outbox(self, job: str) -> dict[int, tuple[float, str]]:
+        """Chunk -> (last sent, epoch s; task JSON) of every sent task whose result is not stored yet."""
+        raw = self.r.hgetall(self.keys(job).outbox)
+        out = {}
+        for chunk, value in raw.items():
+            entry = json.loads(value)
+            out[int(chunk)] = (float(entry["at"]), str(entry["task"]))
+        return out
+
+    def claim_resend(self, job: str, chunk: int, sent_at: float) -> bool:
+        """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed.
+
+        Compare-and-set under WATCH, so two collectors of one job do not both re-send a
+        chunk, and a chunk whose result arrived meanwhile is not put back in the outbox.
+        """
+        k = self.keys(job)
+        with self.r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(k.outbox)
+                value = pipe.hget(k.outbox, str(chunk))
+                if value is None or float(json.loads(value)["at"]) != sent_at:
+                    return False
+                entry = json.loads(value)
+                entry["at"] = time.time()
+                pipe.multi()
+                pipe.hset(k.outbox, str(chunk), json.dumps(entry))
+                pipe.hincrby(k.meta, "resent", 1)
+                pipe.execute()
+            except redis.WatchError:
+                return False
+        return True
+
+    def queued(self) -> int:
+        """Messages waiting in the workers' broker queue (kombu keeps a queue as a Redis list of its name)."""
+        return int(self.r.llen(self.settings.queue))
+
+    def running(self) -> set[str]:
+        """`job:chunk` of every chunk a live worker process is solving now (`sbatch:current`)."""
+        live = set(self.live_workers())
+        current = self.r.hgetall(current_key(self.prefix))
+        return {_s(v) for w, v in current.items() if _s(w) in live}
 
     def purge(self, job: str) -> int:
         """Delete the job's keys; result keys by chunk id (no keyspace scan), metadata last.

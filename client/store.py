@@ -34,6 +34,7 @@ class JobStatus(BaseModel):
     rate: float = 0.0  # puzzles per second since the job was created
     eta_s: float | None = None
     workers: list[str] = []
+    resent: int = 0  # chunk tasks re-sent by collectors after the broker lost them
     error: str | None = None
 
 
@@ -124,12 +125,18 @@ class JobStore(ABC):
             rate=rate,
             eta_s=(total - done) / rate if total is not None and rate > 0 else None,
             workers=self.live_workers(),
+            resent=int(meta.get("resent", 0)),
             error=meta.get("error"),
         )
 
 
 class MemoryStore(JobStore):
-    """A job store inside one process (embedded mode): dictionaries under one condition variable."""
+    """A job store inside one process (embedded mode): dictionaries under one condition variable.
+
+    It keeps no outbox of sent tasks (`RedisJobStore.put_outbox`): local processes get
+    their chunks through a pipe of this process and cannot lose one unnoticed; a crashed
+    process fails the job instead.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()

@@ -22,6 +22,7 @@ class JobKeys:
         self.stats = f"{base}:stats"  # hash: chunk -> ChunkStats JSON (overwritten on redelivery)
         self.arrivals = f"{base}:arrivals"  # list: chunk ids in arrival order (a redelivery may repeat one)
         self.attempts = f"{base}:attempts"  # hash: chunk -> deliveries seen by workers
+        self.outbox = f"{base}:outbox"  # hash: chunk -> {"at", "task"}: sent, no result yet
         self.result_prefix = f"{base}:result:"
 
     def result(self, chunk: int) -> str:
@@ -30,7 +31,7 @@ class JobKeys:
 
     def fixed(self) -> list[str]:
         """Every key of the job except the per-chunk results."""
-        return [self.meta, self.stats, self.arrivals, self.attempts]
+        return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox]
 
 
 def workers_key(prefix: str = KEY_PREFIX) -> str:
@@ -53,12 +54,14 @@ def result_commands(
     stats field are set again, and the arrival list may name the chunk twice (readers
     skip names they have seen). Only the chunk-sizing hint (`hint_n`, `hint_cpu`) may
     count a redelivered chunk twice; it is an estimate. `ttl` bounds how long an
-    uncollected result may wait.
+    uncollected result may wait. The chunk leaves the job's outbox in the same
+    transaction, so a collector never re-sends a chunk whose result is stored.
     """
     return [
         ("SET", keys.result(chunk), payload, "EX", ttl),
         ("HSET", keys.stats, chunk, stats_json),
         ("RPUSH", keys.arrivals, chunk),
+        ("HDEL", keys.outbox, chunk),
         ("HINCRBY", keys.meta, "hint_n", n),
         ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
         ("EXPIRE", keys.stats, ttl),

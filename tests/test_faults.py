@@ -23,6 +23,7 @@ from tests.conftest import CORPORA, SAMPLE, RedisServer, check_records, cli_comm
 KAGGLE = CORPORA / "9x9" / "kaggle_bryanpark_first20000.txt"
 HARD = CORPORA / "25x25" / "sudoku_acs_general_25x25.txt"
 SMALL_CHUNKS = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(82 * 40)}  # 40 puzzles a chunk: many chunks, a long job
+FAST_RESEND = {"SUDOKU_BATCH_RESEND_AFTER": "3"}  # a chunk task the broker lost is re-sent within seconds
 
 
 def run_cli(
@@ -142,7 +143,7 @@ def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnec
         "--time-limit",
         "0.25",
     )
-    solve = start_cli(*args, env=SMALL_CHUNKS)
+    solve = start_cli(*args, env={**SMALL_CHUNKS, **FAST_RESEND})
     deadline = time.monotonic() + 60
     while not (running := client.hvals("sbatch:current")):  # a chunk is being solved
         assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
@@ -169,6 +170,32 @@ def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnec
     names = {json.loads(v)["worker"] for v in client.hvals(f"sbatch:job:{job2}:stats")}
     pool_pids = {int(name.rsplit(":", 1)[1]) for name in names if name != "producer"}
     assert {parent_pid(pid) for pid in pool_pids} == {p.pid for p in stack.workers}
+    client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_chunk_tasks_lost_from_the_broker_queue_are_resent_by_the_collector_and_each_puzzle_answered_once(
+    stack, corpus, tmp_path
+):
+    puzzles = corpus[1][:400]
+    client = stack.client()
+    nobody = {**SMALL_CHUNKS, "SUDOKU_BATCH_QUEUE": "sbatch-test-nobody"}  # no worker consumes this queue
+    submitted = run_cli("submit", str(corpus_path(puzzles, tmp_path)), "--broker", stack.url, env=nobody)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    sent = int(client.hget(f"sbatch:job:{job}:meta", "chunks_total"))
+    assert client.llen("sbatch-test-nobody") == sent == client.hlen(f"sbatch:job:{job}:outbox") > 1
+    client.delete("sbatch-test-nobody")  # every message lost, as when Redis stops mid-BRPOP
+    out = tmp_path / "out.jsonl"
+    proc = run_cli(
+        "collect", job, "--broker", stack.url, "-o", str(out), "-q", "--ordered", "--timeout", "60",
+        env={"SUDOKU_BATCH_RESEND_AFTER": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    check_records(records_of(out), puzzles)
+    assert int(client.hget(f"sbatch:job:{job}:meta", "resent")) == sent
+    assert client.hlen(f"sbatch:job:{job}:outbox") == 0
     client.close()
 
 
