@@ -22,6 +22,7 @@ runs in one thread, so CPU time is the work done; the machine may be shared).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -66,11 +67,21 @@ def krazydad(level: str, count: int) -> list[str]:
     return [all_lines[i] for i in keep]
 
 
+def kernel_version() -> str:
+    """Return a short hash of the exact kernels' sources: records of different kernel
+    versions must not be compared (the exact solvers are still being tuned)."""
+    src = b"".join(p.read_bytes() for p in sorted((ROOT / "solvers" / "exact").glob("*.py")))
+    return hashlib.sha1(src).hexdigest()[:10]
+
+
+KERNEL = kernel_version()
+
+
 def record(path: Path, rec: dict[str, Any]) -> None:
-    """Append one JSON record to a results file."""
+    """Append one JSON record (tagged with the exact kernels' version) to a results file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
-        f.write(json.dumps(rec) + "\n")
+        f.write(json.dumps({"kernel": KERNEL, **rec}) + "\n")
 
 
 def timed(fn: Any) -> tuple[SolveResult, float, float]:

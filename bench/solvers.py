@@ -13,8 +13,10 @@ process on that now warm cache: time of the first call, import excluded).
 
 Corpora are read from $SUDOKU_CORPORA, else ../shared/corpora next to the repository;
 missing files are skipped. Slow solvers are kept to minutes: each puzzle gets
-`--time-limit` seconds, and a probe on a few puzzles sizes the sample (spread evenly over
-the file) so that one corpus x solver cell costs about `--budget` CPU seconds.
+`--time-limit` seconds, and a probe of a few puzzles (itself capped at a quarter of the
+budget) sizes the sample, spread evenly over the file, so that one corpus x solver cell
+costs about `--budget` CPU seconds (except for the `--full` solvers, which run every
+puzzle). A sample smaller than the corpus shows in the `n` column.
 """
 
 from __future__ import annotations
@@ -103,6 +105,22 @@ def compile_times(solver: str, box: Box) -> tuple[float, float]:
     return cold, warm
 
 
+def probe(name: str, box: Box, givens: np.ndarray, time_limit: float, budget: float) -> float:
+    """Estimate a solver's CPU seconds per puzzle on a few puzzles spread over the corpus,
+    one at a time, stopping once `budget` seconds are spent (a slow solver stops early)."""
+    solver = EXACT_SOLVERS[name]
+    solver.solve_batch(givens[:1], box, time_limit=min(time_limit, budget))  # compile or load first
+    spent, done = 0.0, 0
+    for k in np.linspace(0, len(givens) - 1, min(PROBE, len(givens))).astype(int):
+        t0 = time.process_time()
+        solver.solve_batch(givens[k : k + 1], box, time_limit=time_limit)
+        spent += time.process_time() - t0
+        done += 1
+        if spent > budget:
+            break
+    return spent / done
+
+
 def run(solver_name: str, box: Box, givens: np.ndarray, repeat: int, time_limit: float) -> dict:
     """Time one solver on one batch: puzzles/s, per-puzzle times, solved, timeouts."""
     solver = EXACT_SOLVERS[solver_name]
@@ -131,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per puzzle")
     ap.add_argument("--budget", type=float, default=20.0, help="CPU seconds per corpus x solver")
+    ap.add_argument("--full", nargs="*", default=["propagation"], help="solvers never sampled")
     ap.add_argument("--no-compile", action="store_true", help="skip the compile / cache-load timings")
     args = ap.parse_args(argv)
 
@@ -156,12 +175,10 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             if not args.no_compile and (name, box) not in compiled:
                 compiled[(name, box)] = compile_times(name, box)
-            EXACT_SOLVERS[name].solve_batch(everything[:1], box, time_limit=args.time_limit)  # warm up
-            probe = everything[np.linspace(0, len(everything) - 1, min(PROBE, len(everything))).astype(int)]
-            t0 = time.process_time()
-            EXACT_SOLVERS[name].solve_batch(probe, box, time_limit=args.time_limit)
-            per = (time.process_time() - t0) / len(probe)
-            size = max(1, min(len(everything), int(args.budget / (args.repeat * max(per, 1e-9)))))
+            size = len(everything)
+            if name not in args.full:
+                per = probe(name, box, everything, args.time_limit, args.budget / 4)
+                size = max(1, min(size, int(args.budget / (args.repeat * max(per, 1e-9)))))
             givens = load_corpus(path, size)[1] if size < len(everything) else everything
             r = run(name, box, givens, args.repeat, args.time_limit)
             print(

@@ -53,11 +53,11 @@ def luby(i: int) -> int:
 
 
 def exact_ns_per_node(n: int) -> float:
-    """Model of the propagation kernel's cost per node for grid side n, in ns: measured
-    ~420 ns at 9x9 (band kernel) and ~8.6 us at 25x25 (generic kernel with locked
-    candidates; 0.11 * n**3.5 between). Re-measure with `bench/portfolio.py calibrate`
-    when the kernel changes: the model only sets time shares, never correctness."""
-    return 420.0 if n == 9 else 0.11 * n**3.5
+    """Model of the propagation kernel's CPU cost per node for grid side n, in ns: measured
+    (`bench/portfolio.py calibrate`, loaded 2-core box, load factor ~1.2 removed) ~500 ns
+    at 9x9 (band kernel), ~6.5 us at 16x16 and ~25 us at 25x25 (generic kernel): 1.6 * n**3.
+    Re-measure when the kernel changes: the model only sets time shares, never correctness."""
+    return 500.0 if n == 9 else 1.6 * n**3
 
 
 def exact_nodes_per_slice(n: int) -> int:

@@ -205,3 +205,13 @@ def test_counters_report_nodes_guesses_and_time_per_puzzle() -> None:
     out = SOLVER.solve_batch(np.stack([one(ESCARGOT)[0], pattern_grid(NINE)]), NINE)
     assert out.guesses[0] > 0 and out.nodes[0] >= out.guesses[0] + 1 and (out.ns > 0).all()
     assert out.nodes[1] == 1 and out.guesses[1] == 0
+
+
+@pytest.mark.parametrize("box", [NINE, Box(2, 3), Box(4, 4)], ids=str)
+def test_clashing_or_out_of_range_givens_come_back_done_with_zero(box: Box) -> None:
+    clash = np.zeros(box.cells, np.uint8)
+    clash[0] = clash[1] = 1  # the parser refuses these; the kernel must not trust it
+    wild = np.zeros(box.cells, np.uint8)
+    wild[5] = box.n + 1
+    out = SOLVER.solve_batch(np.stack([clash, wild]), box, limit=2)
+    assert (out.status == DONE).all() and (out.counts == 0).all()

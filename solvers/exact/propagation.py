@@ -219,6 +219,8 @@ def _propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, e
             x = queue[qh]
             qh += 1
             v = cand[x]
+            if v == _ZERO:
+                return cell_units[x, 0]  # a given that is no value of the grid
             for k in range(npeers):
                 p = peers[x, k]
                 m = cand[p]
@@ -370,7 +372,7 @@ def _kernel_generic(
         qt = 0
         for x in range(nn):
             v = np.int64(givens[i, x])
-            cand[x] = full if v == 0 else _ONE << np.uint64(v - 1)
+            cand[x] = full if v == 0 else (_ONE << np.uint64(v - 1) if v <= n else _ZERO)
             if v != 0:
                 queue[qt] = x
                 qt += 1

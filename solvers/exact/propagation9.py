@@ -222,7 +222,9 @@ def kernel9(
         u[0], u[1], u[2] = _BAND, _BAND, _BAND
         for x in range(81):
             v = np.int64(givens[i, x])
-            if v != 0:  # keep the digit alone in its band row: the band update does the rest
+            if v > 9:
+                f[0] = _ZERO  # not a 9x9 value: report the puzzle unsolvable
+            elif v != 0:  # keep the digit alone in its band row: the band update does the rest
                 b = x // 27
                 f[3 * (v - 1) + b] &= ~_row_peers(_ONE << np.uint64(x - 27 * b))
         todo = _BAND  # words waiting for a band update
