@@ -294,15 +294,19 @@ def _restarts(counters: dict[str, dict[str, Any]]) -> int:
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) every stochastic kernel on an empty 9x9 grid,
-    so that a race's first deadline measures solving, not compiling (a cold kernel can
-    take seconds to compile, and compiling cannot be interrupted). Exact kernels are
-    warmed by their own callers (`solvers.chunk.warm`)."""
-    empty = Puzzle(Box(3, 3), np.zeros(81, dtype=np.uint8))
+    """Compile (or load from numba's cache) every stochastic kernel, so that a race's first
+    deadline measures solving, not compiling (a cold kernel can take seconds to compile,
+    and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
+    kernels (evolution's epoch step) only run once the first slice has not solved it.
+    Exact kernels are warmed by their own callers (`solvers.chunk.warm`)."""
+    hard = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
+    values = [0 if ch == "." else int(ch) for ch in hard]
+    puzzle = Puzzle(Box(3, 3), np.array(values, dtype=np.uint8))
     for name in sorted(STOCHASTIC_SOLVERS):
+        solver = STOCHASTIC_SOLVERS[name]
         for propagate in (False, True):
-            STOCHASTIC_SOLVERS[name].solve(
-                empty, time_limit=None, params={"propagate": propagate}, max_work=5_000
+            solver.solve(
+                puzzle, time_limit=None, params={"propagate": propagate}, max_work=3 * solver.slice_work
             )
 
 
