@@ -65,6 +65,7 @@ class Output:
         else:
             folder = self.path.parent if str(self.path.parent) else Path(".")
             fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=folder)
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
             self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
         self._csv_header = False
 
@@ -106,3 +107,10 @@ class Output:
         else:
             os.unlink(self._tmp)
         self._tmp = None
+
+
+def _umask() -> int:
+    """The process umask (read by setting it and putting it back: there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 import subprocess
 import time
 
@@ -114,3 +116,16 @@ def test_passwords_are_masked_in_every_url_form():
     assert mask_url("rediss://user:pw@h/1") == "rediss://user:****@h/1"
     assert mask_url("redis://pw@h") == "redis://****@h"
     assert mask_url("redis://h:6379/0") == "redis://h:6379/0"
+
+
+def test_the_results_file_gets_the_usual_permissions_not_the_temporary_files(tmp_path):
+    out = tmp_path / "results.jsonl"
+    puzzle = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79\n"
+    (tmp_path / "one.txt").write_text(puzzle)
+    old = os.umask(0o022)
+    try:
+        proc = run_cli("solve", str(tmp_path / "one.txt"), "-o", str(out), "-q")
+    finally:
+        os.umask(old)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
