@@ -286,14 +286,24 @@ def section_calibrate(args: argparse.Namespace) -> None:
             print(f"{name} {n}x{n}: {ns:.0f} ns/work unit measured, model {WORK_NS}")
 
 
-def cactus_series(records: Iterable[dict[str, Any]], key: str) -> dict[str, list[float]]:
-    """Group solved records by config: sorted wall times."""
-    series: dict[str, list[float]] = {}
+def latest(records: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Keep, per group of `keys`, only the records of the group's latest kernel version
+    (runs repeated after a kernel change replace the earlier ones)."""
+    last: dict[tuple[Any, ...], str] = {}
     for rec in records:
-        series.setdefault(rec["config"], [])
+        last[tuple(rec[k] for k in keys)] = rec.get("kernel", "")
+    return [r for r in records if r.get("kernel", "") == last[tuple(r[k] for k in keys)]]
+
+
+def cactus_series(records: Iterable[dict[str, Any]], key: str) -> dict[str, tuple[list[float], int]]:
+    """Group records by config: (sorted times of the solved ones, puzzles run)."""
+    series: dict[str, tuple[list[float], int]] = {}
+    for rec in records:
+        times, runs = series.get(rec["config"], ([], 0))
         if rec["status"] == "solved":
-            series[rec["config"]].append(rec[key])
-    return {k: sorted(v) for k, v in series.items()}
+            times.append(rec[key])
+        series[rec["config"]] = (times, runs + 1)
+    return {k: (sorted(t), n) for k, (t, n) in series.items()}
 
 
 def section_plot(args: argparse.Namespace) -> None:
@@ -303,10 +313,10 @@ def section_plot(args: argparse.Namespace) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels: list[tuple[str, dict[str, list[float]], int, float]] = []
+    panels: list[tuple[str, dict[str, tuple[list[float], int]], int, float]] = []
     large = OUT / "portfolio_large.jsonl"
     if large.exists():
-        recs = [json.loads(x) for x in large.read_text().splitlines()]
+        recs = latest([json.loads(x) for x in large.read_text().splitlines()], ("set", "config"))
         for sname in sorted({r["set"] for r in recs}):
             sub = [r for r in recs if r["set"] == sname]
             total = len({r["index"] for r in sub})
@@ -315,24 +325,19 @@ def section_plot(args: argparse.Namespace) -> None:
     stoch = OUT / "portfolio_stochastic.jsonl"
     if stoch.exists():
         recs = [json.loads(x) for x in stoch.read_text().splitlines()]
-        total = len({r["index"] for r in recs})
-        panels.append(
-            (f"9x9 top95+krazydad IM ({total}), stochastic alone", cactus_series(recs, "wall"), total)
-        )
+        total = len({(r["corpus"], r["index"]) for r in recs if "nopropagate" not in r["config"]})
+        span = max(r["wall"] for r in recs)
+        title = f"9x9 top95+krazydad IM ({total}), stochastic alone"
+        panels.append((title, cactus_series(recs, "wall"), total, span))
     if not panels:
         print("no records to plot: run `large` or `stochastic` first")
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
     for ax, (title, series, total, span) in zip(axes[0], panels, strict=True):
-        for name, times in sorted(series.items()):
+        for name, (times, runs) in sorted(series.items()):
             style = {"linewidth": 2.5, "color": "black"} if name == "race" else {}
-            ax.step(
-                [0.0, *times],
-                list(range(len(times) + 1)),
-                where="post",
-                label=f"{name} ({len(times)})",
-                **style,
-            )
+            label = f"{name} ({len(times)}/{runs})"
+            ax.step([0.0, *times], list(range(len(times) + 1)), where="post", label=label, **style)
         ax.set_xscale("symlog", linthresh=0.01)
         ax.set_xlim(0, span)
         ax.set_xlabel("time per puzzle (s, wall)")

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         if name not in EXACT_SOLVERS:
             raise SystemExit(f"unknown solver {name!r}; registered: {', '.join(sorted(EXACT_SOLVERS))}")
     print(f"CPU: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
-    print(f"{'corpus':46} {'solver':13} {'n':>6} {'solved':>6} {'t/o':>4} ", end="")
+    print(f"{'corpus':50} {'solver':13} {'n':>6} {'solved':>6} {'t/o':>4} ", end="")
     print(f"{'puzzles/s':>11} {'med us':>9} {'max us':>10}")
     compiled: dict[tuple[str, Box], tuple[float, float]] = {}
     for path in paths:
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
             givens = load_corpus(path, size)[1] if size < len(everything) else everything
             r = run(name, box, givens, args.repeat, args.time_limit)
             print(
-                f"{label[:46]:46} {name:13} {len(givens):6d} {r['solved']:6d} {r['timeouts']:4d} "
+                f"{label[:50]:50} {name:13} {len(givens):6d} {r['solved']:6d} {r['timeouts']:4d} "
                 f"{r['rate']:11,.0f} {r['median_us']:9,.1f} {r['max_us']:10,.0f}",
                 flush=True,
             )

@@ -9,7 +9,8 @@ best grid so far, and counters), while the restart policies differ by kind:
   one exact run keeps going without limit (a solvable puzzle is eventually solved, an
   unsolvable one proven so) at most twice the cost of one unlimited run. The *restart*
   stream runs randomised branching orders (fresh child seeds) with Luby-scaled node
-  budgets: the heavy-tail remedy. The stream that has spent fewer nodes goes next.
+  budgets: the heavy-tail remedy. The stream behind its share of the nodes goes next
+  (`complete_share` of them for the complete run).
 * `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
   child seed when its Luby-scaled iteration budget is spent, keeping the best grid.
 
@@ -115,9 +116,11 @@ class ExactMember(Member):
         first_budget: int = 0,
         restart_base: int = 0,
         randomised: bool = True,
+        complete_share: float = 0.75,
         name: str | None = None,
     ) -> None:
         super().__init__(name or solver.name, weight)
+        self.complete_share = min(1.0, max(0.0, complete_share)) if randomised else 1.0
         self.solver = solver
         self.puzzle = puzzle
         self.seeds = seeds
@@ -144,7 +147,8 @@ class ExactMember(Member):
         """Make one kernel call: the complete stream's next doubling, or a random restart."""
         if self.failed or self.status != "running":
             return IDLE
-        complete = not self.randomised or self.complete_nodes <= self.random_nodes
+        share = self.complete_share  # of the member's nodes, for the complete run
+        complete = share >= 1.0 or self.complete_nodes * (1.0 - share) <= self.random_nodes * share
         if complete:
             budget, seed = self.complete_budget, 0
         else:

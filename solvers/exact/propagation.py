@@ -17,301 +17,46 @@ counters, much faster on 9x9). Generic kernel, per search node, to a fixpoint:
 then branching, with conflict-weighted MRV (dom/wdeg): the cell with the fewest
 candidates per weight of its units, or a value with two or three places in a unit when
 that scores better; each contradiction adds 1 to the weight of the unit blamed for it.
-With `limit` 1 the search restarts from the root on a geometric node schedule, keeping
-the weights (deterministic; the last run is complete, so "no solution" stays a proof).
 The search keeps an explicit stack of candidate-mask snapshots grown by reallocation.
 
 `seed` != 0 randomises ties and the order of the alternatives through a per-puzzle
-xorshift64 stream. Counters: `nodes` = search states propagated (the root, one per
-alternative tried), `guesses` = branching decisions.
+xorshift64 stream (from the seed and the puzzle's index). With `limit` 1 the search also
+restarts from the root after 512 x Luby(k) nodes in run k, keeping the weights, and runs
+after the first take random ties and alternatives; with seed 0 the stream comes from the
+puzzle's givens, so the search stays deterministic per puzzle, the first run keeps the
+fixed order, and (Luby runs growing without bound) "no solution" stays a proof. With
+`limit` > 1 there are no restarts: seed 0 is the fixed order throughout.
+Counters: `nodes` = search states propagated (the root, one per alternative tried),
+`guesses` = branching decisions.
 
-The registered `kernel` is a thin Python function choosing between two `@njit` kernels:
-numba's on-disk cache only watches a function's own source file, so every function a
-kernel compiles in lives in its kernel's file, except the few bit helpers imported from
-`propagation9` (frozen: change them only together with this file). Functions taking
-arrays are called once per node or per pass, never per cell: each such call costs
-reference-count updates.
+Modules: this one (search loop, registration), `propagation_rules` (the rules above) and
+`propagation9` (the 9x9 kernel and the bit helpers). The registered `kernel` is a thin
+Python function choosing between the two `@njit` kernels. numba stamps an on-disk cache
+with the function's own source file only, so `_tie_caches` below makes the caches of the
+functions compiled across these files depend on all three.
 """
 
 from __future__ import annotations
+
+import hashlib
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 from solvers.clock import monotonic_ns
+from solvers.exact import propagation9, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
 from solvers.exact.propagation9 import _ctz, _pick, _popcnt, _rng_init, _rng_next, kernel9
+from solvers.exact.propagation_rules import luby, propagate
 from solvers.geometry import geometry
 from solvers.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-_LOCKED_FROM = 12  # grid side from which locked candidates pay for themselves
-_GAC_FROM = 25  # grid side from which all-different consistency pays for itself
 _DUAL_UP_TO = 3  # branch on a value of a unit when it has at most this many places
-_RESTART_FIRST = 256  # nodes of the first run before a restart (limit 1); then x1.5
-
-
-@njit(cache=True, nogil=True)
-def _locked_lines(cand, seg, a, b, ls, ps, elim, ecell, ne):  # type: ignore[no-untyped-def]
-    """Pointing and claiming along one direction of lines: rows (ls = N, ps = 1) or
-    columns (ls = 1, ps = N); a box spans `a` lines and `b` cells of each. Cell (l, p) is
-    l*ls + p*ps. Records eliminations in `elim` (a mask per cell) and `ecell` (the cells
-    concerned, `ne` of them so far); returns the new count."""
-    n = a * b
-    nseg = n // b
-    for line in range(n):  # seg[l, s]: the values of line l inside box column s
-        once, twice = _ZERO, _ZERO
-        for s in range(nseg):
-            m = _ZERO
-            for p in range(s * b, s * b + b):
-                m |= cand[line * ls + p * ps]
-            seg[line, s] = m
-            twice |= once & m
-            once |= m
-        seg[line, nseg] = once
-        seg[line, nseg + 1] = twice
-    for band in range(0, n, a):
-        for s in range(nseg):
-            box_once, box_twice = _ZERO, _ZERO
-            for line in range(band, band + a):
-                box_twice |= box_once & seg[line, s]
-                box_once |= seg[line, s]
-            for line in range(band, band + a):
-                here, once, twice = seg[line, s], seg[line, nseg], seg[line, nseg + 1]
-                # pointing: in its box the value lies on this line only: it leaves the line
-                e = here & ~box_twice & once & (twice | ~here)
-                if e:
-                    for p in range(n):
-                        x = line * ls + p * ps
-                        if p // b != s and cand[x] & e:
-                            if elim[x] == _ZERO:
-                                ecell[ne] = x
-                                ne += 1
-                            elim[x] |= e
-                # claiming: on its line the value lies in this box only: it leaves the box
-                e = here & ~twice & box_twice
-                if e:
-                    for l2 in range(band, band + a):
-                        if l2 != line and seg[l2, s] & e:
-                            for p in range(s * b, s * b + b):
-                                x = l2 * ls + p * ps
-                                if cand[x] & e:
-                                    if elim[x] == _ZERO:
-                                        ecell[ne] = x
-                                        ne += 1
-                                    elim[x] |= e
-    return ne
-
-
-@njit(cache=True, nogil=True)
-def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
-    """Generalised arc consistency of the all-different constraint of unit `u` (Regin):
-    a value stays in a cell only if some perfect matching of the unit's open cells to
-    its open values uses that edge, i.e. the cell and the value's matched cell share a
-    strongly connected component. Subsumes naked and hidden subsets of every size.
-
-    Records eliminations like `_locked`; returns the new count, or -1 when no perfect
-    matching exists (a contradiction)."""
-    # wi rows: 0 the open cells, 1 the cell matched to each value (-1: none), 2 the value
-    # matched to each cell, 3 BFS parents; wv rows: 0 the domains, 1 reachability
-    p = 0
-    for k in range(n):
-        m = cand[units[u, k]]
-        if m & (m - _ONE):
-            wi[0, p] = units[u, k]
-            wv[0, p] = m
-            p += 1
-    if p < 3:
-        return ne
-    used = _ZERO
-    for v in range(n):
-        wi[1, v] = -1
-    for j in range(p):  # greedy matching first
-        free = wv[0, j] & ~used
-        wi[2, j] = -1
-        if free:
-            v = _ctz(free)
-            used |= _ONE << np.uint64(v)
-            wi[1, v] = j
-            wi[2, j] = v
-    for j in range(p):  # then augmenting paths, breadth first over values (bitsets)
-        if wi[2, j] >= 0:
-            continue
-        seen = _ZERO
-        front = _ONE << np.uint64(j)
-        found = -1
-        while front and found < 0:
-            nxt = _ZERO
-            while front and found < 0:
-                x = _ctz(front)
-                front &= front - _ONE
-                vals = wv[0, x] & ~seen
-                seen |= vals
-                while vals:
-                    v = _ctz(vals)
-                    vals &= vals - _ONE
-                    wi[3, v] = x
-                    if wi[1, v] < 0:
-                        found = v
-                        break
-                    nxt |= _ONE << np.uint64(wi[1, v])
-            front = nxt
-        if found < 0:
-            return -1  # these cells cannot all get distinct values
-        v = found
-        while True:  # flip the path back to j
-            x = wi[3, v]
-            prev = wi[2, x]
-            wi[1, v] = x
-            wi[2, x] = v
-            if x == j:
-                break
-            v = prev
-    for j in range(p):  # edges of the matched-cell graph, then its transitive closure
-        m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
-        adj = _ZERO
-        while m:
-            v = _ctz(m)
-            m &= m - _ONE
-            adj |= _ONE << np.uint64(wi[1, v])
-        wv[1, j] = adj
-    for k in range(p):
-        bk = _ONE << np.uint64(k)
-        rk = wv[1, k]
-        for j in range(p):
-            if wv[1, j] & bk:
-                wv[1, j] |= rk
-    for j in range(p):
-        bj = _ONE << np.uint64(j)
-        m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
-        e = _ZERO
-        while m:
-            v = _ctz(m)
-            m &= m - _ONE
-            y = wi[1, v]
-            if not (wv[1, y] & bj and wv[1, j] & (_ONE << np.uint64(y))):
-                e |= _ONE << np.uint64(v)
-        if e:
-            x = wi[0, j]
-            if elim[x] == _ZERO:
-                ecell[ne] = x
-                ne += 1
-            elim[x] |= e
-    return ne
-
-
-@njit(cache=True, nogil=True)
-def _propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv):  # type: ignore[no-untyped-def]
-    """Propagate to a fixpoint from the `qt` queued cells. `du` holds the units to look
-    at as bitsets (bit i = unit i): rows, columns, boxes for hidden singles, then the same
-    for all-different checks. Returns -1 at a fixpoint, else the unit blamed for the
-    contradiction found."""
-    n = r * c
-    n2 = 2 * n
-    full = _ALL >> np.uint64(64 - n)
-    npeers = peers.shape[1]
-    drow, dcol, dbox, grow, gcol, gbox = du[0], du[1], du[2], du[3], du[4], du[5]
-    qh = 0
-    while True:
-        while qh < qt:  # naked singles: remove each placed value from its peers
-            x = queue[qh]
-            qh += 1
-            v = cand[x]
-            if v == _ZERO:
-                return cell_units[x, 0]  # a given that is no value of the grid
-            for k in range(npeers):
-                p = peers[x, k]
-                m = cand[p]
-                if m & v:
-                    m &= ~v
-                    cand[p] = m
-                    if m == _ZERO:  # blame the unit x and p share
-                        if cell_units[p, 0] == cell_units[x, 0]:
-                            return cell_units[p, 0]
-                        return cell_units[p, 1] if cell_units[p, 1] == cell_units[x, 1] else cell_units[p, 2]
-                    if (m & (m - _ONE)) == _ZERO:
-                        queue[qt] = p
-                        qt += 1
-                    drow |= _ONE << np.uint64(cell_units[p, 0])
-                    dcol |= _ONE << np.uint64(cell_units[p, 1] - n)
-                    dbox |= _ONE << np.uint64(cell_units[p, 2] - n2)
-        if drow | dcol | dbox:  # hidden singles in one changed unit
-            if drow:
-                u = _ctz(drow)
-                drow &= drow - _ONE
-                grow |= _ONE << np.uint64(u)
-            elif dcol:
-                u = n + _ctz(dcol)
-                dcol &= dcol - _ONE
-                gcol |= _ONE << np.uint64(u - n)
-            else:
-                u = n2 + _ctz(dbox)
-                dbox &= dbox - _ONE
-                gbox |= _ONE << np.uint64(u - n2)
-            once, twice, placed = _ZERO, _ZERO, _ZERO
-            for k in range(n):
-                m = cand[units[u, k]]
-                twice |= once & m
-                once |= m
-                if (m & (m - _ONE)) == _ZERO:
-                    placed |= m
-            if once != full:
-                return u  # a value with no place in the unit
-            hs = once & ~twice & ~placed
-            if hs:
-                for k in range(n):
-                    x = units[u, k]
-                    h = cand[x] & hs
-                    if h:
-                        if h & (h - _ONE):
-                            return u  # two values with this cell as their only place
-                        cand[x] = h
-                        queue[qt] = x
-                        qt += 1
-                        drow |= _ONE << np.uint64(cell_units[x, 0])
-                        dcol |= _ONE << np.uint64(cell_units[x, 1] - n)
-                        dbox |= _ONE << np.uint64(cell_units[x, 2] - n2)
-            continue
-        ne = 0
-        if n >= _LOCKED_FROM:
-            ne = _locked_lines(cand, seg, r, c, n, 1, elim, ecell, 0)
-            ne = _locked_lines(cand, seg, c, r, 1, n, elim, ecell, ne)
-        if ne == 0 and n >= _GAC_FROM:
-            while grow | gcol | gbox:  # one sweep of the changed units
-                if grow:
-                    u = _ctz(grow)
-                    grow &= grow - _ONE
-                elif gcol:
-                    u = n + _ctz(gcol)
-                    gcol &= gcol - _ONE
-                else:
-                    u = n2 + _ctz(gbox)
-                    gbox &= gbox - _ONE
-                k = _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv)
-                if k < 0:
-                    for k2 in range(ne):
-                        elim[ecell[k2]] = _ZERO
-                    return u
-                ne = k
-        if ne == 0:
-            return -1
-        for k in range(ne):  # apply the recorded eliminations
-            x = ecell[k]
-            m = cand[x] & ~elim[x]
-            elim[x] = _ZERO
-            cand[x] = m
-            if m == _ZERO:
-                for k2 in range(k + 1, ne):
-                    elim[ecell[k2]] = _ZERO
-                return cell_units[x, 2]
-            if (m & (m - _ONE)) == _ZERO:
-                queue[qt] = x
-                qt += 1
-            drow |= _ONE << np.uint64(cell_units[x, 0])
-            dcol |= _ONE << np.uint64(cell_units[x, 1] - n)
-            dbox |= _ONE << np.uint64(cell_units[x, 2] - n2)
+_RESTART_UNIT = 512  # nodes of a run between restarts (limit 1), times the Luby sequence
 
 
 @njit(cache=True, nogil=True)
@@ -344,12 +89,12 @@ def _kernel_generic(
     cand = np.empty(nn, dtype=np.uint64)
     root = np.empty(nn, dtype=np.uint64)  # the propagated root, for restarts
     queue = np.empty(nn, dtype=np.int32)
-    du = np.empty(6, dtype=np.uint64)
+    du = np.empty(8, dtype=np.uint64)
     elim = np.zeros(nn, dtype=np.uint64)
     ecell = np.empty(nn, dtype=np.int32)
     seg = np.empty((n, n + 2), dtype=np.uint64)
     wi = np.empty((4, 64), dtype=np.int64)
-    wv = np.empty((2, 64), dtype=np.uint64)
+    wv = np.empty((3, 64), dtype=np.uint64)
     weight = np.empty(3 * n, dtype=np.int64)  # contradictions blamed on each unit, plus 1
     cap = 16
     stk_cand = np.empty((cap, nn), dtype=np.uint64)
@@ -367,7 +112,13 @@ def _kernel_generic(
             out_status[i] = TIMEOUT
             out_ns[i] = monotonic_ns() - t0
             continue
-        rng = _rng_init(seed, i)
+        if seed != 0:
+            rng = _rng_init(seed, i)
+        else:  # restarts after the first run draw from a stream fixed by the puzzle itself
+            h = np.uint64(0xCBF2_9CE4_8422_2325)
+            for x in range(nn):
+                h = (h ^ np.uint64(givens[i, x])) * np.uint64(0x100_0000_01B3)
+            rng = _rng_init(np.int64(h >> np.uint64(1)), 0)
         weight[:] = 1
         qt = 0
         for x in range(nn):
@@ -378,13 +129,15 @@ def _kernel_generic(
                 qt += 1
         du[:] = full  # every unit once: also finds a value with no place
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
-        ok = _propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
+        ok = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
         root[:] = cand
-        run_start, cutoff = 1, _RESTART_FIRST
+        run_start, runs, cutoff = 1, 1, _RESTART_UNIT
+        shuffle = seed != 0  # random ties and alternatives
         while True:
             if limit == 1 and depth > 0 and nodes - run_start >= cutoff:  # restart, keeping the weights
                 cand[:] = root
-                ok, depth, run_start, cutoff = True, 0, nodes, cutoff + cutoff // 2
+                ok, depth, run_start, runs, shuffle = True, 0, nodes, runs + 1, True
+                cutoff = _RESTART_UNIT * luby(runs)
             if ok:  # the cell with the fewest candidates per weight of its units
                 best, bw, cell, unit, val, ties = 65, 1, -1, -1, _ZERO, 0
                 for x in range(nn):
@@ -394,7 +147,7 @@ def _kernel_generic(
                         w = weight[cell_units[x, 0]] + weight[cell_units[x, 1]] + weight[cell_units[x, 2]]
                         if pc * bw < best * w:
                             best, bw, cell, ties = pc, w, x, 1
-                        elif pc * bw == best * w and seed != 0:
+                        elif pc * bw == best * w and shuffle:
                             ties += 1
                             rng = _rng_next(rng)
                             if rng % np.uint64(ties) == _ZERO:
@@ -427,7 +180,7 @@ def _kernel_generic(
                             continue
                         if pc * bw < best * w:
                             best, bw, unit, val, ties = pc, w, u, few & (~few + _ONE), 1
-                        elif pc * bw == best * w and seed != 0:
+                        elif pc * bw == best * w and shuffle:
                             ties += 1
                             rng = _rng_next(rng)
                             if rng % np.uint64(ties) == _ZERO:
@@ -463,7 +216,7 @@ def _kernel_generic(
                     cand[x] = stk_cand[depth - 1, x]
                 cell, unit, val = stk_at[depth - 1, 0], stk_at[depth - 1, 1], stk_rem[depth - 1, 1]
                 m = stk_rem[depth - 1, 0]
-            if seed == 0:
+            if not shuffle:
                 v = m & (~m + _ONE)
             else:
                 rng = _rng_next(rng)
@@ -486,7 +239,8 @@ def _kernel_generic(
             du[0] = du[3] = _ONE << np.uint64(cell_units[cell, 0])
             du[1] = du[4] = _ONE << np.uint64(cell_units[cell, 1] - n)
             du[2] = du[5] = _ONE << np.uint64(cell_units[cell, 2] - 2 * n)
-            blame = _propagate(r, c, units, cell_units, peers, cand, queue, 1, du, seg, elim, ecell, wi, wv)
+            du[6], du[7] = du[0], du[1]
+            blame = propagate(r, c, units, cell_units, peers, cand, queue, 1, du, seg, elim, ecell, wi, wv)
             ok = blame < 0
             if not ok:
                 weight[blame] += 1
@@ -498,6 +252,28 @@ def _kernel_generic(
         if status == STOPPED:
             out_status[i + 1 :] = STOPPED
             break
+
+
+def _tie_caches(dispatchers: list, modules: list) -> None:  # type: ignore[type-arg]
+    """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes.
+
+    numba keeps, per cached function, a stamp of its own source file, and reuses the
+    cache while that stamp matches, even when a function it compiled in from another
+    module has changed since. Folding the other modules' contents into the stamp closes
+    that gap. Internal numba attributes: on a numba without them this does nothing."""
+    extra = b"".join(hashlib.sha256(Path(m.__file__).read_bytes()).digest() for m in modules)
+    for d in dispatchers:
+        try:
+            cache_file = d._cache._cache_file
+            cache_file._source_stamp = (cache_file._source_stamp, extra)
+        except AttributeError:
+            pass
+
+
+_tie_caches(
+    [_kernel_generic, propagate, propagation_rules._locked_lines, propagation_rules._alldiff, luby],
+    [propagation9, propagation_rules],
+)
 
 
 def tables(box: Box) -> tuple[object, ...]:

@@ -1,0 +1,333 @@
+"""The propagation rules of the generic `propagation` kernel (see `propagation`).
+
+`propagate` runs, to a fixpoint: naked singles, hidden singles, locked candidates
+(pointing and claiming, N >= 12) and all-different consistency per unit (N >= 25), and
+names the unit to blame for a contradiction (for the conflict-weighted branching).
+
+Functions taking arrays are called once per node or per pass, never per cell: each such
+numba call costs reference-count updates. `propagation` ties the on-disk cache of these
+functions, and of its kernel, to this file and to `propagation9` (numba stamps a cache
+with its own source file only).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from solvers.exact.propagation9 import _ctz
+
+_ONE = np.uint64(1)
+_ZERO = np.uint64(0)
+_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+LOCKED_FROM = 12  # grid side from which locked candidates pay for themselves
+GAC_FROM = 25  # grid side from which all-different consistency pays for itself
+
+
+@njit(cache=True, nogil=True)
+def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: ignore[no-untyped-def]
+    """Pointing and claiming along one direction of lines: rows (ls = N, ps = 1) or
+    columns (ls = 1, ps = N); a box spans `a` lines and `b` cells of each. Cell (l, p) is
+    l*ls + p*ps. Only the bands of lines holding a `changed` line (a bitset) are looked
+    at. Records eliminations in `elim` (a mask per cell) and `ecell` (the cells
+    concerned, `ne` of them so far); returns the new count."""
+    n = a * b
+    nseg = n // b
+    lines = _ONE << np.uint64(a) if a < 64 else _ZERO
+    lines -= _ONE
+    for line in range(n):  # seg[l, s]: the values of line l inside box column s
+        if ((changed >> np.uint64(line - line % a)) & lines) == _ZERO:
+            continue
+        once, twice = _ZERO, _ZERO
+        for s in range(nseg):
+            m = _ZERO
+            for p in range(s * b, s * b + b):
+                m |= cand[line * ls + p * ps]
+            seg[line, s] = m
+            twice |= once & m
+            once |= m
+        seg[line, nseg] = once
+        seg[line, nseg + 1] = twice
+    for band in range(0, n, a):
+        if ((changed >> np.uint64(band)) & lines) == _ZERO:
+            continue
+        for s in range(nseg):
+            box_once, box_twice = _ZERO, _ZERO
+            for line in range(band, band + a):
+                box_twice |= box_once & seg[line, s]
+                box_once |= seg[line, s]
+            for line in range(band, band + a):
+                here, once, twice = seg[line, s], seg[line, nseg], seg[line, nseg + 1]
+                # pointing: in its box the value lies on this line only: it leaves the line
+                e = here & ~box_twice & once & (twice | ~here)
+                if e:
+                    for p in range(n):
+                        x = line * ls + p * ps
+                        if p // b != s and cand[x] & e:
+                            if elim[x] == _ZERO:
+                                ecell[ne] = x
+                                ne += 1
+                            elim[x] |= e
+                # claiming: on its line the value lies in this box only: it leaves the box
+                e = here & ~twice & box_twice
+                if e:
+                    for l2 in range(band, band + a):
+                        if l2 != line and seg[l2, s] & e:
+                            for p in range(s * b, s * b + b):
+                                x = l2 * ls + p * ps
+                                if cand[x] & e:
+                                    if elim[x] == _ZERO:
+                                        ecell[ne] = x
+                                        ne += 1
+                                    elim[x] |= e
+    return ne
+
+
+@njit(cache=True, nogil=True)
+def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
+    """Generalised arc consistency of the all-different constraint of unit `u` (Regin):
+    a value stays in a cell only if some perfect matching of the unit's open cells to
+    its open values uses that edge, i.e. the cell and the value's matched cell share a
+    strongly connected component. Subsumes naked and hidden subsets of every size.
+
+    Records eliminations like `_locked`; returns the new count, or -1 when no perfect
+    matching exists (a contradiction)."""
+    # wi rows: 0 the open cells, 1 the cell matched to each value (-1: none), 2 the value
+    # matched to each cell, 3 BFS parents; wv rows: 0 the domains, 1 edges then
+    # reachability, 2 reverse edges
+    p = 0
+    for k in range(n):
+        m = cand[units[u, k]]
+        if m & (m - _ONE):
+            wi[0, p] = units[u, k]
+            wv[0, p] = m
+            p += 1
+    if p < 3:
+        return ne
+    used = _ZERO
+    for v in range(n):
+        wi[1, v] = -1
+    for j in range(p):  # greedy matching first
+        free = wv[0, j] & ~used
+        wi[2, j] = -1
+        if free:
+            v = _ctz(free)
+            used |= _ONE << np.uint64(v)
+            wi[1, v] = j
+            wi[2, j] = v
+    for j in range(p):  # then augmenting paths, breadth first over values (bitsets)
+        if wi[2, j] >= 0:
+            continue
+        seen = _ZERO
+        front = _ONE << np.uint64(j)
+        found = -1
+        while front and found < 0:
+            nxt = _ZERO
+            while front and found < 0:
+                x = _ctz(front)
+                front &= front - _ONE
+                vals = wv[0, x] & ~seen
+                seen |= vals
+                while vals:
+                    v = _ctz(vals)
+                    vals &= vals - _ONE
+                    wi[3, v] = x
+                    if wi[1, v] < 0:
+                        found = v
+                        break
+                    nxt |= _ONE << np.uint64(wi[1, v])
+            front = nxt
+        if found < 0:
+            return -1  # these cells cannot all get distinct values
+        v = found
+        while True:  # flip the path back to j
+            x = wi[3, v]
+            prev = wi[2, x]
+            wi[1, v] = x
+            wi[2, x] = v
+            if x == j:
+                break
+            v = prev
+    for j in range(p):  # edges of the matched-cell graph (j -> the cell matched to v)
+        wv[2, j] = _ZERO
+    for j in range(p):
+        m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
+        adj = _ZERO
+        while m:
+            v = _ctz(m)
+            m &= m - _ONE
+            y = wi[1, v]
+            adj |= _ONE << np.uint64(y)
+            wv[2, y] |= _ONE << np.uint64(j)
+        wv[1, j] = adj
+    every = (_ONE << np.uint64(p)) - _ONE  # one strongly connected component: nothing to prune
+    fwd, new = _ONE, _ONE
+    while new:
+        x = _ctz(new)
+        new &= new - _ONE
+        more = wv[1, x] & ~fwd
+        fwd |= more
+        new |= more
+    if fwd == every:
+        bwd, new = _ONE, _ONE
+        while new:
+            x = _ctz(new)
+            new &= new - _ONE
+            more = wv[2, x] & ~bwd
+            bwd |= more
+            new |= more
+        if bwd == every:
+            return ne
+    for k in range(p):  # transitive closure
+        bk = _ONE << np.uint64(k)
+        rk = wv[1, k]
+        for j in range(p):
+            if wv[1, j] & bk:
+                wv[1, j] |= rk
+    for j in range(p):
+        bj = _ONE << np.uint64(j)
+        m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
+        e = _ZERO
+        while m:
+            v = _ctz(m)
+            m &= m - _ONE
+            y = wi[1, v]
+            if not (wv[1, y] & bj and wv[1, j] & (_ONE << np.uint64(y))):
+                e |= _ONE << np.uint64(v)
+        if e:
+            x = wi[0, j]
+            if elim[x] == _ZERO:
+                ecell[ne] = x
+                ne += 1
+            elim[x] |= e
+    return ne
+
+
+@njit(cache=True, nogil=True)
+def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv):  # type: ignore[no-untyped-def]
+    """Propagate to a fixpoint from the `qt` queued cells. `du` holds the units to look
+    at as bitsets (bit i = unit i): rows, columns, boxes for hidden singles, then the same
+    for all-different checks. Returns -1 at a fixpoint, else the unit blamed for the
+    contradiction found."""
+    n = r * c
+    n2 = 2 * n
+    full = _ALL >> np.uint64(64 - n)
+    npeers = peers.shape[1]
+    drow, dcol, dbox, grow, gcol, gbox = du[0], du[1], du[2], du[3], du[4], du[5]
+    lrow, lcol = du[6], du[7]  # lines changed since the last look for locked candidates
+    qh = 0
+    while True:
+        while qh < qt:  # naked singles: remove each placed value from its peers
+            x = queue[qh]
+            qh += 1
+            v = cand[x]
+            if v == _ZERO:
+                return cell_units[x, 0]  # a given that is no value of the grid
+            for k in range(npeers):
+                p = peers[x, k]
+                m = cand[p]
+                if m & v:
+                    m &= ~v
+                    cand[p] = m
+                    if m == _ZERO:  # blame the unit x and p share
+                        if cell_units[p, 0] == cell_units[x, 0]:
+                            return cell_units[p, 0]
+                        return cell_units[p, 1] if cell_units[p, 1] == cell_units[x, 1] else cell_units[p, 2]
+                    if (m & (m - _ONE)) == _ZERO:
+                        queue[qt] = p
+                        qt += 1
+                    drow |= _ONE << np.uint64(cell_units[p, 0])
+                    dcol |= _ONE << np.uint64(cell_units[p, 1] - n)
+                    dbox |= _ONE << np.uint64(cell_units[p, 2] - n2)
+        if drow | dcol | dbox:  # hidden singles in one changed unit
+            if drow:
+                u = _ctz(drow)
+                drow &= drow - _ONE
+                grow |= _ONE << np.uint64(u)
+                lrow |= _ONE << np.uint64(u)
+            elif dcol:
+                u = n + _ctz(dcol)
+                dcol &= dcol - _ONE
+                gcol |= _ONE << np.uint64(u - n)
+                lcol |= _ONE << np.uint64(u - n)
+            else:
+                u = n2 + _ctz(dbox)
+                dbox &= dbox - _ONE
+                gbox |= _ONE << np.uint64(u - n2)
+            once, twice, placed = _ZERO, _ZERO, _ZERO
+            for k in range(n):
+                m = cand[units[u, k]]
+                twice |= once & m
+                once |= m
+                if (m & (m - _ONE)) == _ZERO:
+                    placed |= m
+            if once != full:
+                return u  # a value with no place in the unit
+            hs = once & ~twice & ~placed
+            if hs:
+                for k in range(n):
+                    x = units[u, k]
+                    h = cand[x] & hs
+                    if h:
+                        if h & (h - _ONE):
+                            return u  # two values with this cell as their only place
+                        cand[x] = h
+                        queue[qt] = x
+                        qt += 1
+                        drow |= _ONE << np.uint64(cell_units[x, 0])
+                        dcol |= _ONE << np.uint64(cell_units[x, 1] - n)
+                        dbox |= _ONE << np.uint64(cell_units[x, 2] - n2)
+            continue
+        ne = 0
+        if n >= LOCKED_FROM:
+            ne = _locked_lines(cand, seg, r, c, n, 1, lrow, elim, ecell, 0)
+            ne = _locked_lines(cand, seg, c, r, 1, n, lcol, elim, ecell, ne)
+            lrow, lcol = _ZERO, _ZERO
+        if ne == 0 and n >= GAC_FROM:
+            while grow | gcol | gbox:  # one sweep of the changed units
+                if grow:
+                    u = _ctz(grow)
+                    grow &= grow - _ONE
+                elif gcol:
+                    u = n + _ctz(gcol)
+                    gcol &= gcol - _ONE
+                else:
+                    u = n2 + _ctz(gbox)
+                    gbox &= gbox - _ONE
+                k = _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv)
+                if k < 0:
+                    for k2 in range(ne):
+                        elim[ecell[k2]] = _ZERO
+                    return u
+                ne = k
+        if ne == 0:
+            return -1
+        for k in range(ne):  # apply the recorded eliminations
+            x = ecell[k]
+            m = cand[x] & ~elim[x]
+            elim[x] = _ZERO
+            cand[x] = m
+            if m == _ZERO:
+                for k2 in range(k + 1, ne):
+                    elim[ecell[k2]] = _ZERO
+                return cell_units[x, 2]
+            if (m & (m - _ONE)) == _ZERO:
+                queue[qt] = x
+                qt += 1
+            drow |= _ONE << np.uint64(cell_units[x, 0])
+            dcol |= _ONE << np.uint64(cell_units[x, 1] - n)
+            dbox |= _ONE << np.uint64(cell_units[x, 2] - n2)
+
+
+@njit(cache=True, nogil=True)
+def luby(i):  # type: ignore[no-untyped-def]
+    """The i-th term (i >= 1) of the Luby sequence 1, 1, 2, 1, 1, 2, 4, 1, 1, 2, ..."""
+    k = 1
+    while (1 << k) - 1 < i:
+        k += 1
+    while i != (1 << k) - 1:
+        i -= (1 << (k - 1)) - 1
+        k = 1
+        while (1 << k) - 1 < i:
+            k += 1
+    return 1 << (k - 1)
