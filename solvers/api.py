@@ -18,6 +18,7 @@ from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.portfolio import PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.result import SolveResult, Status
+from solvers.results import STATUS_INDEX, Results
 from solvers.verify import verify_batch
 
 DEFAULT_SOLVER = "propagation"
@@ -69,28 +70,30 @@ def solve_many(
     portfolio: str | None = None,
     limit: int = 1,
     seed: int = 0,
-) -> list[SolveResult]:
+) -> Results:
     """Solve every puzzle of `lines`; return one result per line, in the same order.
 
     A line that is not a puzzle gets an `invalid` result naming the reason; it never
     stops the batch. `time_limit` is per puzzle, in seconds. With `limit` > 1 the
     solutions are counted up to `limit` (`solution_count`), and `solved` means at
-    least one was found.
+    least one was found. The answer is a list-like `Results` (index, slice, iterate,
+    `len`, `list(results)`): rows become SolveResult objects only when read.
     """
     box = as_box(box)
     items = lines if isinstance(lines, list) else list(lines)
     exact = _exact_solver(solver or _portfolio_solver(portfolio))
     spec = _race_spec(portfolio, solver, limit)
-    results: list[SolveResult | None] = [None] * len(items)
-    texts = [item.strip() if type(item) is str else _text(item) for item in items]
-    groups = _parse_all(items, texts, box, results)
+    all_text = set(map(type, items)) <= {str}
+    texts = list(map(str.strip, items)) if all_text else [_strip(item) for item in items]
+    results = Results(texts)
+    groups = _parse_all(items, texts, box, results, all_text)
     for (group_box, notation), indices, givens in groups.items():
         if spec is not None:  # the batch fast path with a node budget, then race the leftovers
             _race_group(spec, exact, givens, group_box, notation, indices, texts, results, time_limit, seed)
             continue
         batch = exact.solve_batch(givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed)
-        _collect(batch, givens, group_box, notation, indices, texts, results, exact.name, limit)
-    return results  # type: ignore[return-value]  # every slot is filled by now
+        _collect(batch, givens, group_box, notation, indices, results, exact.name, limit)
+    return results
 
 
 def _exact_solver(name: str) -> KernelSolver:
@@ -128,7 +131,7 @@ def _race_group(
     notation: Notation,
     indices: list[int],
     texts: list[str],
-    results: list[SolveResult | None],
+    results: Results,
     time_limit: float | None,
     seed: int,
 ) -> None:
@@ -144,13 +147,13 @@ def _race_group(
         batch = exact.solve_batch(
             givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=0
         )
-        _collect(batch, givens, box, notation, indices, texts, results, exact.name, 1)
+        _collect(batch, givens, box, notation, indices, results, exact.name, 1)
         left = np.flatnonzero(batch.status == BUDGET).tolist()
         spent = (batch.ns / 1e9).tolist()
         nodes = batch.nodes.tolist()
     for k in left:
         i = indices[k]
-        results[i] = race(
+        raced = race(
             Puzzle(box, givens[k], notation),
             spec,
             time_limit=None if time_limit is None else max(1e-3, time_limit - spent[k]),
@@ -159,14 +162,19 @@ def _race_group(
             fast_nodes_done=nodes[k],
             spent=spent[k],
         )
+        results.put(i, raced)
 
 
 def _text(item: object) -> str:
     return item.render() if isinstance(item, Puzzle) else repr(item)[:200]
 
 
+def _strip(item: object) -> str:
+    return item.strip() if isinstance(item, str) else _text(item)
+
+
 def _parse_all(
-    items: Sequence[object], texts: list[str], box: Box | None, results: list[SolveResult | None]
+    items: Sequence[object], texts: list[str], box: Box | None, results: Results, all_text: bool
 ) -> _Groups:
     """Group every puzzle by (box, notation); record invalid lines in `results`.
 
@@ -175,9 +183,9 @@ def _parse_all(
     also finds the reason for an invalid one.
     """
     groups = _Groups()
-    by_length: dict[int, list[int]] = {}
+    by_length: dict[int, list[int]] = _by_length(texts) if all_text else {}
     slow: list[int] = []
-    for i, item in enumerate(items):
+    for i, item in enumerate([] if all_text else items):
         if isinstance(item, Puzzle):
             groups.add((item.box, item.notation), [i], item.givens[None, :])
         elif type(item) is str:
@@ -189,24 +197,37 @@ def _parse_all(
         if group_box is None or group_box.cells != length:
             slow.extend(indices)
             continue
-        givens, ok = parse_compact_batch([texts[i] for i in indices], group_box)
+        whole = len(indices) == len(texts)  # every line has this length (the usual case): no copies
+        givens, ok = parse_compact_batch(texts if whole else [texts[i] for i in indices], group_box)
+        if ok.all():
+            groups.add((group_box, COMPACT), indices, givens)
+            continue
         good = np.flatnonzero(ok)
         groups.add((group_box, COMPACT), [indices[k] for k in good.tolist()], givens[good])
         slow.extend(indices[k] for k in np.flatnonzero(~ok).tolist())
     for i in sorted(slow):
         item = items[i]
         if not isinstance(item, str):
-            results[i] = SolveResult(
-                Status.INVALID, texts[i], error=f"not a puzzle text: {type(item).__name__}"
+            results.put(
+                i, SolveResult(Status.INVALID, texts[i], error=f"not a puzzle text: {type(item).__name__}")
             )
             continue
         try:
             puzzle = parse_puzzle(item, box)
         except PuzzleError as exc:
-            results[i] = SolveResult(Status.INVALID, texts[i], error=str(exc))
+            results.put(i, SolveResult(Status.INVALID, texts[i], error=str(exc)))
             continue
         groups.add((puzzle.box, puzzle.notation), [i], puzzle.givens[None, :])
     return groups
+
+
+def _by_length(texts: list[str]) -> dict[int, list[int]]:
+    """Group line positions by text length (vectorised: this runs once per puzzle)."""
+    lengths = list(map(len, texts))
+    if not lengths or lengths.count(lengths[0]) == len(lengths):
+        return {lengths[0]: list(range(len(lengths)))} if lengths else {}
+    arr = np.array(lengths, dtype=np.int64)
+    return {int(n): np.flatnonzero(arr == n).tolist() for n in np.unique(arr)}
 
 
 def _square_box(cells: int) -> Box | None:
@@ -220,47 +241,41 @@ def _collect(
     box: Box,
     notation: Notation,
     indices: list[int],
-    texts: list[str],
-    results: list[SolveResult | None],
+    results: Results,
     solver: str,
     limit: int,
 ) -> None:
-    """Turn a kernel's output arrays into SolveResults; the verifier has the last word."""
+    """Write a kernel's output arrays into `results`' columns; the verifier has the last word."""
     first = batch.solutions[:, 0, :]
     found = batch.counts > 0
     verified = np.zeros(len(indices), dtype=bool)
     if found.any():
         verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
     rendered = _render_rows(first, box, notation, verified)
+    # outcome: 0 verified, 1 rejected by the verifier, 2 proven unsolvable, 3 time up, 4 budget spent
     outcome = np.where(verified, 0, np.where(found, 1, np.where(batch.status <= LIMIT, 2, 3)))
     outcome[(outcome == 3) & (batch.status != TIMEOUT)] = 4
-    nodes = batch.nodes.tolist()
-    guesses = batch.guesses.tolist()
-    ns = batch.ns.tolist()
-    counts = batch.counts.tolist() if limit > 1 else [None] * len(indices)
-    table = [
-        (Status.SOLVED, None, 0),
-        (Status.ERROR, f"{solver} returned a grid the verifier rejects", None),
-        (Status.UNSOLVABLE, None, None),
-        (Status.TIMEOUT, "no solution within the time limit", None),
-        (Status.TIMEOUT, "no solution within the search budget", None),
+    codes = _OUTCOME_STATUS[outcome]
+    errors = _OUTCOME_ERROR[outcome]
+    error_texts = [
+        f"{solver} returned a grid the verifier rejects",
+        "no solution within the time limit",
+        "no solution within the search budget",
     ]
-    for k, (i, code) in enumerate(zip(indices, outcome.tolist(), strict=True)):
-        status, error, cost = table[code]
-        results[i] = SolveResult(
-            status,
-            texts[i],
-            rendered[k],
-            cost,
-            solver,
-            ns[k] / 1e9,
-            nodes[k],
-            guesses[k],
-            0,
-            counts[k],
-            error,
-            {solver: {"nodes": nodes[k], "guesses": guesses[k], "time_ms": ns[k] / 1e6}},
-        )
+    counts = batch.counts if limit > 1 else None
+    results.fill(
+        indices, codes, solver, rendered, errors, error_texts, batch.ns, batch.nodes, batch.guesses, counts
+    )
+
+
+_OUTCOME_STATUS = np.array(
+    [
+        STATUS_INDEX[s]
+        for s in (Status.SOLVED, Status.ERROR, Status.UNSOLVABLE, Status.TIMEOUT, Status.TIMEOUT)
+    ],
+    dtype=np.uint8,
+)
+_OUTCOME_ERROR = np.array([0, 1, 0, 2, 3], dtype=np.int16)  # 1-based into `_collect`'s error_texts
 
 
 def _render_rows(grids: np.ndarray, box: Box, notation: Notation, mask: np.ndarray) -> list[str | None]:
@@ -270,10 +285,13 @@ def _render_rows(grids: np.ndarray, box: Box, notation: Notation, mask: np.ndarr
         return out
     rows = np.flatnonzero(mask).tolist()
     if notation.kind is NotationKind.COMPACT and box.n <= len(ALPHABET):
-        text = _RENDER[grids[mask]].tobytes().decode("ascii")
-        nn = box.cells
-        for k, row in enumerate(rows):
-            out[row] = text[k * nn : (k + 1) * nn]
+        whole = len(rows) == len(out)
+        # a uint8 -> UCS-4 widening makes numpy cut the fixed-width strings at C speed
+        texts = _RENDER[grids if whole else grids[mask]].astype(np.uint32).view(f"<U{box.cells}").ravel()
+        if whole:
+            return texts.tolist()
+        for row, text in zip(rows, texts.tolist(), strict=True):
+            out[row] = text
         return out
     for row in rows:
         out[row] = notation.render(grids[row], box)

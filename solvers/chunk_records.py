@@ -12,6 +12,7 @@ numba, and as the reference the kernel is tested against).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from operator import attrgetter, itemgetter
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from solvers.result import SolveResult, Status
+from solvers.results import Results
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
 TIME_DECIMALS = 4  # `time_ms` is written to 0.1 µs
@@ -86,8 +88,72 @@ def _quantise(values: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray
     return q, finite
 
 
-def extract(results: list[SolveResult]) -> Columns:
-    """Pull results into Columns, demoting a `solved` without cost 0 and a grid to `error`."""
+def extract(results: Sequence[SolveResult]) -> Columns:
+    """Pull results into Columns, demoting a `solved` without cost 0 and a grid to `error`.
+
+    A `Results` (what `solve_many` returns) hands over its columns without building a
+    SolveResult per row; only its rows held as objects go through `_extract_objects`.
+    """
+    if isinstance(results, Results):
+        return _extract_columns(results)
+    return _extract_objects(results)
+
+
+def _extract_columns(results: Results) -> Columns:
+    """Columns of a Results: its arrays as they are, then its object rows laid over them."""
+    b = len(results)
+    ns = results.ns.astype(np.float64)
+    time_q, time_ok = _quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
+    counter_q, _ = _quantise(ns / 1e6, COUNTER_DECIMALS)
+    has_solver = results.solver >= 0
+    errors = results.error_texts
+    cols = Columns(
+        status=results.code.copy(),
+        solver=results.solver.copy(),
+        names=list(results.names),
+        cost=np.where(results.solved_cost, 0.0, np.nan),
+        time_q=time_q,
+        time_ok=time_ok,
+        nodes=results.nodes.copy(),
+        guesses=results.guesses.copy(),
+        restarts=np.zeros(b, np.int64),
+        solutions=[s or "" for s in results.solutions] if None in results.solutions else results.solutions,
+        errors=list(map(errors.__getitem__, results.error_id.tolist())),
+        counter_kind=has_solver.astype(np.uint8),
+        counter_name=results.solver.copy(),
+        counter_nodes=np.where(has_solver, results.nodes, 0),
+        counter_guesses=np.where(has_solver, results.guesses, 0),
+        counter_time_q=np.where(has_solver, counter_q, 0),
+        counter_raw=[""] * b,
+    )
+    rows = results.born_rows()
+    if rows:
+        _overlay(cols, rows, _extract_objects([results[i] for i in rows]))
+    return cols
+
+
+def _overlay(cols: Columns, rows: list[int], sub: Columns) -> None:
+    """Write `sub` (the Columns of `rows`) over those rows of `cols`, merging solver names."""
+    for name in sub.names:
+        if name not in cols.names:
+            cols.names.append(name)
+    remap = np.array([cols.names.index(n) for n in sub.names] + [-1], dtype=np.int16)  # -1 stays -1
+    at = np.asarray(rows, dtype=np.int64)
+    for field in ("status", "cost", "time_q", "time_ok", "nodes", "guesses", "restarts", "counter_kind"):
+        getattr(cols, field)[at] = getattr(sub, field)
+    for field in ("counter_nodes", "counter_guesses", "counter_time_q"):
+        getattr(cols, field)[at] = getattr(sub, field)
+    cols.solver[at] = remap[sub.solver]
+    cols.counter_name[at] = remap[sub.counter_name]
+    cols.solutions = list(cols.solutions)  # never write into the Results' own list
+    for k, i in enumerate(rows):
+        cols.solutions[i] = sub.solutions[k]
+        cols.errors[i] = sub.errors[k]
+        cols.counter_raw[i] = sub.counter_raw[k]
+
+
+def _extract_objects(results: Sequence[SolveResult]) -> Columns:
+    """Columns of SolveResult objects, one C-level pass per attribute."""
     b = len(results)
     columns = [list(map(get, results)) for get in _GETTERS]  # one C-level pass per attribute
     status, solution, cost, solver, elapsed, error, nodes, guesses, restarts, counters = columns

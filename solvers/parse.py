@@ -20,6 +20,7 @@ from typing import IO
 import numba as nb
 import numpy as np
 
+from solvers.bits import popcount
 from solvers.geometry import geometry
 from solvers.puzzle import (
     ALPHABET,
@@ -175,24 +176,67 @@ def parse_compact_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndar
     """Parse equal-length compact lines at once: -> (givens uint8[B, N*N], ok bool[B]).
 
     Rows with `ok` False hold a bad symbol, a wrong length or a clash; re-parse those
-    with `parse_puzzle` for the reason. Vectorised so parsing stays cheap beside solving.
+    with `parse_puzzle` for the reason. Compiled (symbols, range and clashes in one pass
+    over the bytes) so parsing stays cheap beside solving.
     """
     nn = box.cells
     b = len(lines)
-    ok = np.array([len(s) == nn for s in lines], dtype=bool)
-    raw = np.zeros((b, nn), dtype=np.uint8)
-    if ok.any():
-        good = [s for s, g in zip(lines, ok, strict=True) if g]
-        try:
-            buf = np.frombuffer("".join(good).encode("ascii"), dtype=np.uint8).reshape(len(good), nn)
-        except (UnicodeEncodeError, ValueError):
-            return parse_slow_batch(lines, box)
-        raw[ok] = buf
-    givens = _SYMBOL_VALUE[raw]
-    ok &= (givens <= box.n).all(axis=1)
-    givens[~ok] = 0
-    ok &= ~clash_mask(givens, box)
+    lengths = list(map(len, lines))
+    whole = lengths.count(nn) == b
+    ok = np.ones(b, dtype=bool) if whole else np.array([n == nn for n in lengths], dtype=bool)
+    givens = np.zeros((b, nn), dtype=np.uint8)
+    if not ok.any():
+        return givens, ok
+    try:
+        joined = "".join(lines if whole else [s for s, g in zip(lines, ok, strict=True) if g]).encode("ascii")
+    except UnicodeEncodeError:
+        return parse_slow_batch(lines, box)
+    raw = np.frombuffer(joined, dtype=np.uint8).reshape(-1, nn)
+    out = givens if whole else np.zeros((raw.shape[0], nn), dtype=np.uint8)
+    good = np.zeros(raw.shape[0], dtype=np.bool_)
+    _read_rows(raw, _SYMBOL_VALUE, box.n, geometry(box).cell_units, out, good)
+    if whole:
+        return givens, good
+    givens[ok] = out
+    ok[ok] = good
     return givens, ok
+
+
+@nb.njit(cache=True, nogil=True)
+def _read_rows(
+    raw: np.ndarray, table: np.ndarray, n: int, cell_units: np.ndarray, givens: np.ndarray, ok: np.ndarray
+) -> None:
+    """Map symbol bytes to values; ok[b] when every symbol is known, <= n, and no unit repeats a given.
+
+    Branch-free over the cells (a unit repeats a given iff its value mask has fewer bits
+    than it has givens): empty cells are random in a puzzle, so branches mispredict.
+    """
+    units = 3 * n
+    seen = np.zeros(units, dtype=np.uint64)
+    count = np.zeros(units, dtype=np.int64)
+    one = np.uint64(1)
+    for b in range(raw.shape[0]):
+        seen[:] = 0
+        count[:] = 0
+        top = 0
+        for cell in range(raw.shape[1]):
+            v = table[raw[b, cell]]
+            givens[b, cell] = v
+            top = max(top, v)
+            given = 1 if v else 0
+            bit = (one << np.uint64(min(max(v, 1), 64) - 1)) * np.uint64(given)  # 0 for an empty cell
+            for k in range(3):
+                u = cell_units[cell, k]
+                seen[u] |= bit
+                count[u] += given
+        good = top <= n
+        for u in range(units):
+            if not good:
+                break
+            good = popcount(seen[u]) == count[u]
+        if not good:
+            givens[b, :] = 0
+        ok[b] = good
 
 
 def parse_slow_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,163 @@
+"""What `solve_many` returns: a list-like sequence of SolveResults held as columns.
+
+Why columns: an easy 9x9 puzzle is solved in 2-5 µs, and building its SolveResult (a
+dozen fields and a counters dict) costs about as much again. So the batch path writes
+arrays, and a row becomes a SolveResult only when it is read (then cached, so
+`results[i] is results[i]` and edits stick). The pipeline never reads rows one by one:
+`chunk_records.extract` takes the columns straight to the JSON Lines renderer.
+Rows that were born as objects (invalid lines, raced puzzles) are stored as objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+
+from solvers.result import SolveResult, Status
+
+STATUSES = list(Status)  # status codes are positions in this list (as in chunk_records)
+STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
+
+
+class Results(Sequence[SolveResult]):
+    """One SolveResult per input line, in input order (index, slice, iterate, compare to a list)."""
+
+    __slots__ = (
+        "texts",
+        "code",
+        "solver",
+        "names",
+        "ns",
+        "nodes",
+        "guesses",
+        "counts",
+        "solved_cost",
+        "error_id",
+        "error_texts",
+        "solutions",
+        "items",
+        "born",
+    )
+
+    def __init__(self, texts: list[str]) -> None:
+        n = len(texts)
+        self.texts = texts  # each line's puzzle text as given (stripped)
+        self.code = np.zeros(n, np.uint8)  # index into STATUSES
+        self.solver = np.full(n, -1, np.int16)  # index into `names`, -1 for none
+        self.names: list[str] = []
+        self.ns = np.zeros(n, np.int64)  # solving time in nanoseconds
+        self.nodes = np.zeros(n, np.int64)
+        self.guesses = np.zeros(n, np.int64)
+        self.counts: np.ndarray | None = None  # solutions counted (limit > 1), else None
+        self.solved_cost = np.zeros(n, np.bool_)  # cost is 0 (else None)
+        self.error_id = np.zeros(n, np.int16)  # index into `error_texts` (0: no error)
+        self.error_texts: list[str | None] = [None]
+        self.solutions: list[str | None] = [None] * n
+        self.items: list[SolveResult | None] = [None] * n  # built or born objects
+        self.born = 0  # rows stored as objects by `put` (they override the columns)
+
+    def put(self, i: int, result: SolveResult) -> None:
+        """Store row `i` as an object (invalid lines and raced puzzles are born as objects)."""
+        self.items[i] = result
+        self.born += 1
+
+    def fill(
+        self,
+        indices: list[int],
+        code: np.ndarray,
+        solver: str,
+        solutions: list[str | None],
+        errors: np.ndarray,
+        error_texts: list[str | None],
+        ns: np.ndarray,
+        nodes: np.ndarray,
+        guesses: np.ndarray,
+        counts: np.ndarray | None,
+    ) -> None:
+        """Write one kernel batch's rows (aligned with `indices`); `errors` index `error_texts`."""
+        if solver not in self.names:
+            self.names.append(solver)
+        rows = np.asarray(indices, dtype=np.int64)
+        self.code[rows] = code
+        self.solver[rows] = self.names.index(solver)
+        self.ns[rows] = ns
+        self.nodes[rows] = nodes
+        self.guesses[rows] = guesses
+        self.solved_cost[rows] = code == STATUS_INDEX[Status.SOLVED]
+        base = len(self.error_texts)
+        self.error_texts.extend(error_texts)
+        self.error_id[rows] = np.where(errors > 0, errors + base - 1, 0)
+        if counts is not None:
+            if self.counts is None:
+                self.counts = np.full(len(self.texts), -1, np.int64)
+            self.counts[rows] = counts
+        if len(indices) == len(self.texts) and (rows == np.arange(len(rows))).all():
+            self.solutions = solutions  # the whole batch in input order: no copy
+            return
+        for i, text in zip(indices, solutions, strict=True):
+            self.solutions[i] = text
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @overload
+    def __getitem__(self, i: int) -> SolveResult: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[SolveResult]: ...
+    def __getitem__(self, i: int | slice) -> SolveResult | list[SolveResult]:
+        """Return row `i` as a SolveResult (built on first read, then kept), or a list for a slice."""
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        item = self.items[i]  # raises IndexError like a list, negative indices included
+        if item is None:
+            row = range(len(self))[i]
+            item = self.items[row] = self._build(row)
+        return item
+
+    def __iter__(self) -> Iterator[SolveResult]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Results | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"Results({list(self)!r})"
+
+    def _build(self, i: int) -> SolveResult:
+        """Make row `i`'s SolveResult from the columns (the same fields `_collect` used to set)."""
+        sid = int(self.solver[i])
+        name = self.names[sid] if sid >= 0 else None
+        ns, nodes, guesses = int(self.ns[i]), int(self.nodes[i]), int(self.guesses[i])
+        counters: dict[str, dict[str, Any]] = {}
+        if name is not None:
+            counters[name] = {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}
+        return SolveResult(
+            STATUSES[self.code[i]],
+            self.texts[i],
+            self.solutions[i],
+            0 if self.solved_cost[i] else None,
+            name,
+            ns / 1e9,
+            nodes,
+            guesses,
+            0,
+            None if self.counts is None else int(self.counts[i]),
+            self.error_texts[self.error_id[i]],
+            counters,
+        )
+
+    def born_rows(self) -> list[int]:
+        """Rows stored as objects by `put` or already built (the objects are authoritative)."""
+        if not self.born and not any(self.items):
+            return []
+        return [i for i, item in enumerate(self.items) if item is not None]
+
+
+__all__ = ["STATUSES", "STATUS_INDEX", "Results"]
