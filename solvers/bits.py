@@ -15,7 +15,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from solvers.clock import monotonic_ns
-from solvers.codes import STOPPED, TIMEOUT
+from solvers.codes import BUDGET, STOPPED, TIMEOUT
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -79,3 +79,58 @@ def interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
     if end_ns != 0 and monotonic_ns() >= end_ns:
         return TIMEOUT
     return -1
+
+
+# The per-puzzle scaffolding every exact kernel shares: start the clock, count nodes
+# against the budget and the deadline, pick a branch, record the outcome.
+CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (a mask)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def start_puzzle(deadline_ns, time_limit_ns, stop):  # type: ignore[no-untyped-def]
+    """Start one puzzle's clock: -> (t0, end_ns, status): end_ns is the earlier of the batch
+    deadline and t0 + the time limit (0 = none); status >= 0 means do not start at all."""
+    t0 = monotonic_ns()
+    end_ns = deadline_ns
+    if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
+        end_ns = t0 + time_limit_ns
+    return t0, end_ns, interrupted(stop, end_ns)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def count_node(nodes, max_nodes, stop, end_ns):  # type: ignore[no-untyped-def]
+    """Count one search node: -> (nodes, status); status >= 0 (BUDGET, TIMEOUT, STOPPED) ends
+    the search. The clock is read every CHECK_EVERY + 1 nodes only: it costs more than a node."""
+    if max_nodes > 0 and nodes >= max_nodes:
+        return nodes, BUDGET
+    nodes += 1
+    if (nodes & CHECK_EVERY) == 0:
+        return nodes, interrupted(stop, end_ns)
+    return nodes, -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def pick_bit(mask, seed, rng):  # type: ignore[no-untyped-def]
+    """Choose a set bit of `mask`: the lowest with seed 0 (a fixed order), else a random one
+    from the puzzle's stream: -> (bit index, rng)."""
+    if seed == 0:
+        return ctz(mask), rng
+    rng = rng_next(rng)
+    return nth_bit(mask, np.int64(rng % np.uint64(popcount(mask)))), rng
+
+
+@njit(cache=True, nogil=True)
+def record_puzzle(  # type: ignore[no-untyped-def]
+    i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
+):
+    """Write puzzle i's outcome; when it was STOPPED mark every later puzzle so and return True
+    (the batch ends: the stop flag is for the whole call)."""
+    out_counts[i] = count
+    out_status[i] = status
+    out_nodes[i] = nodes
+    out_guesses[i] = guesses
+    out_ns[i] = monotonic_ns() - t0
+    if status != STOPPED:
+        return False
+    out_status[i + 1 :] = STOPPED
+    return True

@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.cpython.unsafe.numbers import trailing_zeros
 
-from solvers.bits import interrupted, nth_bit, popcount, rng_init, rng_next
-from solvers.clock import monotonic_ns
-from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, KernelSolver, register
+from solvers.bits import (
+    count_node,
+    pick_bit,
+    record_puzzle,
+    rng_init,
+    start_puzzle,
+)
+from solvers.exact.base import DONE, LIMIT, KernelSolver, register
 from solvers.geometry import geometry
 from solvers.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-_CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
 
 
 @njit(cache=True, nogil=True)
@@ -67,11 +70,7 @@ def _bt_kernel(
     cells = np.zeros(nn, dtype=np.int32)  # the empty cells, row-major: the search order
     cand = np.zeros(nn + 1, dtype=np.uint64)  # values still to try at each depth
     for i in range(b):
-        t0 = monotonic_ns()
-        end_ns = deadline_ns
-        if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
-            end_ns = t0 + time_limit_ns
-        status = interrupted(stop, end_ns)
+        t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
         if status >= 0:
             out_status[i] = status
             continue
@@ -128,20 +127,11 @@ def _bt_kernel(
                         break
                     d -= 1
                     continue
-                if max_nodes > 0 and nodes >= max_nodes:
-                    status = BUDGET
+                nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
+                if halt >= 0:
+                    status = halt
                     break
-                nodes += 1
-                if (nodes & _CHECK_EVERY) == 0:
-                    s = interrupted(stop, end_ns)
-                    if s >= 0:
-                        status = s
-                        break
-                if seed == 0:
-                    k = np.int64(trailing_zeros(m))
-                else:
-                    rng = rng_next(rng)
-                    k = nth_bit(m, np.int64(rng % np.uint64(popcount(m))))
+                k, rng = pick_bit(m, seed, rng)
                 bit = _ONE << np.uint64(k)
                 cand[d] = m ^ bit
                 rows[r] |= bit
@@ -162,14 +152,9 @@ def _bt_kernel(
                 if cand[d] & (cand[d] - _ONE):  # two or more values: a branching decision
                     guesses += 1
                 grid[nxt] = 0
-        out_counts[i] = count
-        out_status[i] = status
-        out_nodes[i] = nodes
-        out_guesses[i] = guesses
-        out_ns[i] = monotonic_ns() - t0
-        if status == STOPPED:
-            for j in range(i + 1, b):
-                out_status[j] = STOPPED
+        if record_puzzle(
+            i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
+        ):
             break
 
 

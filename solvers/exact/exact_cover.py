@@ -34,17 +34,20 @@ from functools import lru_cache
 
 import numpy as np
 from numba import njit
-from numba.cpython.unsafe.numbers import trailing_zeros
 
-from solvers.bits import interrupted, nth_bit, popcount, rng_init, rng_next
-from solvers.clock import monotonic_ns
-from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, KernelSolver, register
+from solvers.bits import (
+    count_node,
+    pick_bit,
+    record_puzzle,
+    rng_init,
+    start_puzzle,
+)
+from solvers.exact.base import DONE, LIMIT, KernelSolver, register
 from solvers.geometry import geometry
 from solvers.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
-_CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
 
 
 @njit(cache=True, nogil=True)
@@ -104,11 +107,7 @@ def _ec_kernel(
     stack_cand = np.zeros(nn + 1, dtype=np.uint64)  # its rows (as k bits) still to try
     stack_row = np.full(nn + 1, -1, dtype=np.int64)  # the row selected at each depth, -1 none
     for i in range(b):
-        t0 = monotonic_ns()
-        end_ns = deadline_ns
-        if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
-            end_ns = t0 + time_limit_ns
-        status = interrupted(stop, end_ns)
+        t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
         if status >= 0:
             out_status[i] = status
             continue
@@ -185,20 +184,11 @@ def _ec_kernel(
                         break
                     d -= 1
                     continue
-                if max_nodes > 0 and nodes >= max_nodes:
-                    status = BUDGET
+                nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
+                if halt >= 0:
+                    status = halt
                     break
-                nodes += 1
-                if (nodes & _CHECK_EVERY) == 0:
-                    st = interrupted(stop, end_ns)
-                    if st >= 0:
-                        status = st
-                        break
-                if seed == 0:
-                    k = np.int64(trailing_zeros(m))
-                else:
-                    rng = rng_next(rng)
-                    k = nth_bit(m, np.int64(rng % np.uint64(popcount(m))))
+                k, rng = pick_bit(m, seed, rng)
                 stack_cand[d] = m ^ (_ONE << np.uint64(k))
                 row = np.int64(col_rows[col, k])
                 stack_row[d] = row
@@ -207,14 +197,9 @@ def _ec_kernel(
                     _cover(row_cols[row, j], col_rows, row_cols, dead, size, left, right)
                 d += 1
                 entering = True
-        out_counts[i] = count
-        out_status[i] = status
-        out_nodes[i] = nodes
-        out_guesses[i] = guesses
-        out_ns[i] = monotonic_ns() - t0
-        if status == STOPPED:
-            for j in range(i + 1, b):
-                out_status[j] = STOPPED
+        if record_puzzle(
+            i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
+        ):
             break
 
 
