@@ -278,22 +278,15 @@ _OUTCOME_STATUS = np.array(
 _OUTCOME_ERROR = np.array([0, 1, 0, 2, 3], dtype=np.int16)  # 1-based into `_collect`'s error_texts
 
 
-def _render_rows(grids: np.ndarray, box: Box, notation: Notation, mask: np.ndarray) -> list[str | None]:
-    """Write each grid where `mask` holds in `notation`, vectorised for compact notation."""
-    out: list[str | None] = [None] * grids.shape[0]
-    if not mask.any():
-        return out
-    rows = np.flatnonzero(mask).tolist()
+def _render_rows(
+    grids: np.ndarray, box: Box, notation: Notation, mask: np.ndarray
+) -> list[str | None] | tuple[np.ndarray, np.ndarray]:
+    """Write each grid where `mask` holds in `notation`: for compact notation as one block of
+    ASCII symbols with the mask (texts are cut from it only when read), else as texts."""
     if notation.kind is NotationKind.COMPACT and box.n <= len(ALPHABET):
-        whole = len(rows) == len(out)
-        # a uint8 -> UCS-4 widening makes numpy cut the fixed-width strings at C speed
-        texts = _RENDER[grids if whole else grids[mask]].astype(np.uint32).view(f"<U{box.cells}").ravel()
-        if whole:
-            return texts.tolist()
-        for row, text in zip(rows, texts.tolist(), strict=True):
-            out[row] = text
-        return out
-    for row in rows:
+        return (grids + np.uint8(48) if box.n <= 9 else _RENDER[grids]), mask  # "1".."9" = 48 + value
+    out: list[str | None] = [None] * grids.shape[0]
+    for row in np.flatnonzero(mask).tolist():
         out[row] = notation.render(grids[row], box)
     return out
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from solvers.result import SolveResult, Status
-from solvers.results import Results
+from solvers.results import Results, symbol_texts
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
 TIME_DECIMALS = 4  # `time_ms` is written to 0.1 µs
@@ -64,7 +64,7 @@ class Columns:
     nodes: np.ndarray  # int64
     guesses: np.ndarray
     restarts: np.ndarray
-    solutions: list[str]  # "" for none
+    solutions: list[str] | None  # "" for none; None while they are only in `symbols`
     errors: list[str | None]
     counter_kind: np.ndarray  # uint8: 0 empty, 1 {solver: {nodes, guesses, time_ms}}, 2 other (raw JSON)
     counter_name: np.ndarray  # int16 id into `names` of the simple counters' solver
@@ -72,6 +72,14 @@ class Columns:
     counter_guesses: np.ndarray
     counter_time_q: np.ndarray  # time_ms * 10**COUNTER_DECIMALS, rounded
     counter_raw: list[str]  # JSON of kind-2 counters, "" elsewhere
+    symbols: tuple[np.ndarray, np.ndarray] | None = None  # (ASCII u8[B, NN], has one bool[B]), or None
+
+    def solution_texts(self) -> list[str]:
+        """Every row's solution text ("" for none), cut from `symbols` on first use."""
+        if self.solutions is None:
+            self.solutions = [t or "" for t in symbol_texts(*self.symbols)] if self.symbols else []
+            self.symbols = None
+        return self.solutions
 
 
 def _plain(value: Any) -> Any:
@@ -117,7 +125,8 @@ def _extract_columns(results: Results) -> Columns:
         nodes=results.nodes.copy(),
         guesses=results.guesses.copy(),
         restarts=np.zeros(b, np.int64),
-        solutions=[s or "" for s in results.solutions] if None in results.solutions else results.solutions,
+        solutions=None if results.symbols is not None else [s or "" for s in results.solutions],
+        symbols=results.symbols,
         errors=list(map(errors.__getitem__, results.error_id.tolist())),
         counter_kind=has_solver.astype(np.uint8),
         counter_name=results.solver.copy(),
@@ -145,7 +154,7 @@ def _overlay(cols: Columns, rows: list[int], sub: Columns) -> None:
         getattr(cols, field)[at] = getattr(sub, field)
     cols.solver[at] = remap[sub.solver]
     cols.counter_name[at] = remap[sub.counter_name]
-    cols.solutions = list(cols.solutions)  # never write into the Results' own list
+    cols.solutions = list(cols.solution_texts())  # never write into the Results' own list
     for k, i in enumerate(rows):
         cols.solutions[i] = sub.solutions[k]
         cols.errors[i] = sub.errors[k]
@@ -260,6 +269,7 @@ def render_py(
     """Render Columns as JSON Lines in plain Python (same bytes as the compiled kernel)."""
     inp = encode_basestring(input_name)
     names = [encode_basestring(n) for n in cols.names]
+    solutions = cols.solution_texts()
     out = []
     for i in range(len(texts)):
         solver = int(cols.solver[i])
@@ -277,7 +287,7 @@ def render_py(
         out.append(
             f'{{"line":{lines[i]},"input":{inp},"index":{indices[i]},"puzzle":{encode_basestring(texts[i])},'
             f'"status":"{STATUS_NAMES[int(cols.status[i])]}",'
-            f'"solution":{encode_basestring(cols.solutions[i]) if cols.solutions[i] else "null"},'
+            f'"solution":{encode_basestring(solutions[i]) if solutions[i] else "null"},'
             f'"cost":{"null" if np.isnan(cost) else int(cost)},'
             f'"solver":{"null" if solver < 0 else names[solver]},'
             f'"time_ms":{fixed(int(cols.time_q[i]), TIME_DECIMALS) if cols.time_ok[i] else "null"},'

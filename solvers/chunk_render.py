@@ -220,6 +220,14 @@ def _pack(texts: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
     return buf, off, len(joined)
 
 
+def _pack_symbols(symbols: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """`_pack` for solutions held as a block of ASCII symbols: rows without one are empty."""
+    buf = np.ascontiguousarray(symbols[has]).ravel()
+    off = np.zeros(len(has) + 1, np.uint64)
+    np.cumsum(has.astype(np.uint64) * np.uint64(symbols.shape[1]), out=off[1:])
+    return (buf if buf.size else np.zeros(1, np.uint8)), off, int(buf.size)
+
+
 def render_compiled(
     input_name: str, indices: list[int], lines: list[int], texts: list[str], cols: Columns
 ) -> bytes:
@@ -230,7 +238,9 @@ def render_compiled(
     inp = np.frombuffer(_json_string(input_name).encode(), dtype=np.uint8)
     p_buf, p_off, p_len = _pack(texts)
     s_buf, s_off, _ = _pack(STATUS_NAMES)
-    sol_buf, sol_off, sol_len = _pack(cols.solutions)
+    sol_buf, sol_off, sol_len = (
+        _pack(cols.solution_texts()) if cols.symbols is None else _pack_symbols(*cols.symbols)
+    )
     n_buf, n_off, n_len = _pack(cols.names or [""])
     errors = [e or "" for e in cols.errors]
     e_buf, e_off, e_len = _pack(errors)

@@ -23,6 +23,7 @@ class JobKeys:
         self.arrivals = f"{base}:arrivals"  # list: chunk ids in arrival order (a redelivery may repeat one)
         self.attempts = f"{base}:attempts"  # hash: chunk -> deliveries seen by workers
         self.outbox = f"{base}:outbox"  # hash: chunk -> {"at", "task"}: sent, no result yet
+        self.producer = f"{base}:producer"  # string: the token of the one producer allowed to submit
         self.result_prefix = f"{base}:result:"
 
     def result(self, chunk: int) -> str:
@@ -31,7 +32,7 @@ class JobKeys:
 
     def fixed(self) -> list[str]:
         """Every key of the job except the per-chunk results."""
-        return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox]
+        return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox, self.producer]
 
 
 def workers_key(prefix: str = KEY_PREFIX) -> str:

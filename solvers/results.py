@@ -37,6 +37,7 @@ class Results(Sequence[SolveResult]):
         "error_id",
         "error_texts",
         "solutions",
+        "symbols",
         "items",
         "born",
     )
@@ -54,7 +55,8 @@ class Results(Sequence[SolveResult]):
         self.solved_cost = np.zeros(n, np.bool_)  # cost is 0 (else None)
         self.error_id = np.zeros(n, np.int16)  # index into `error_texts` (0: no error)
         self.error_texts: list[str | None] = [None]
-        self.solutions: list[str | None] = [None] * n
+        self.solutions: list[str | None] = [None] * n  # as texts (rows not in `symbols`)
+        self.symbols: tuple[np.ndarray, np.ndarray] | None = None  # (ASCII u8[n, NN], has one: bool[n])
         self.items: list[SolveResult | None] = [None] * n  # built or born objects
         self.born = 0  # rows stored as objects by `put` (they override the columns)
 
@@ -68,7 +70,7 @@ class Results(Sequence[SolveResult]):
         indices: list[int],
         code: np.ndarray,
         solver: str,
-        solutions: list[str | None],
+        solutions: list[str | None] | tuple[np.ndarray, np.ndarray],
         errors: np.ndarray,
         error_texts: list[str | None],
         ns: np.ndarray,
@@ -76,7 +78,12 @@ class Results(Sequence[SolveResult]):
         guesses: np.ndarray,
         counts: np.ndarray | None,
     ) -> None:
-        """Write one kernel batch's rows (aligned with `indices`); `errors` index `error_texts`."""
+        """Write one kernel batch's rows (aligned with `indices`); `errors` index `error_texts`.
+
+        `solutions` are texts, or (ASCII symbols u8[k, NN], has one bool[k]) for a compact
+        batch: kept as they are when the batch is the whole input, so no string is made
+        for a row nobody reads.
+        """
         if solver not in self.names:
             self.names.append(solver)
         rows = np.asarray(indices, dtype=np.int64)
@@ -93,11 +100,30 @@ class Results(Sequence[SolveResult]):
             if self.counts is None:
                 self.counts = np.full(len(self.texts), -1, np.int64)
             self.counts[rows] = counts
-        if len(indices) == len(self.texts) and (rows == np.arange(len(rows))).all():
-            self.solutions = solutions  # the whole batch in input order: no copy
+        whole = len(indices) == len(self.texts) and bool((rows == np.arange(len(rows))).all())
+        if isinstance(solutions, tuple):
+            if whole:
+                self.symbols = solutions
+                return
+            solutions = symbol_texts(*solutions)
+        if whole:
+            self.solutions = solutions
             return
         for i, text in zip(indices, solutions, strict=True):
             self.solutions[i] = text
+
+    def solution(self, i: int) -> str | None:
+        """Row i's solution text, or None."""
+        text = self.solutions[i]
+        if text is None and self.symbols is not None and self.symbols[1][i]:
+            return self.symbols[0][i].tobytes().decode("ascii")
+        return text
+
+    def solution_texts(self) -> list[str | None]:
+        """Every row's solution text (None for none), made at once for the rows in `symbols`."""
+        if self.symbols is None:
+            return self.solutions
+        return symbol_texts(*self.symbols)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -141,7 +167,7 @@ class Results(Sequence[SolveResult]):
         return SolveResult(
             STATUSES[self.code[i]],
             self.texts[i],
-            self.solutions[i],
+            self.solution(i),
             0 if self.solved_cost[i] else None,
             name,
             ns / 1e9,
@@ -160,4 +186,21 @@ class Results(Sequence[SolveResult]):
         return [i for i, item in enumerate(self.items) if item is not None]
 
 
-__all__ = ["STATUSES", "STATUS_INDEX", "Results"]
+def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
+    """Texts of the rows of ASCII `symbols` where `has` holds (None elsewhere), cut at C speed."""
+    out: list[str | None] = [None] * symbols.shape[0]
+    if not has.any():
+        return out
+    whole = bool(has.all())
+    # widening u8 -> UCS-4 lets numpy cut fixed-width strings without a Python loop
+    texts = (
+        (symbols if whole else symbols[has]).astype(np.uint32).view(f"<U{symbols.shape[1]}").ravel().tolist()
+    )
+    if whole:
+        return texts
+    for row, text in zip(np.flatnonzero(has).tolist(), texts, strict=True):
+        out[row] = text
+    return out
+
+
+__all__ = ["STATUSES", "STATUS_INDEX", "Results", "symbol_texts"]

@@ -75,3 +75,16 @@ def test_reading_some_rows_first_changes_nothing_in_the_records():
     assert [(x["status"], x["solution"], x["solver"], x["error"]) for x in a] == [
         (x["status"], x["solution"], x["solver"], x["error"]) for x in b
     ]
+
+
+def test_a_batch_of_one_compact_group_keeps_its_grids_as_symbols_and_renders_them_the_same():
+    lines = [EXAMPLE, NO_SOLUTION, EXAMPLE.replace(".", "0")]
+    results = solve_many(lines)
+    assert extract(results).symbols is not None  # no text made for any solution yet
+    idx, rows = [0, 1, 2], [1, 2, 3]
+    compiled = render("in", idx, rows, lines, extract(results))
+    assert compiled == render_py("in", idx, rows, lines, extract(results))
+    records = [json.loads(x) for x in compiled.split(b"\n")]
+    assert [r["status"] for r in records] == ["solved", "unsolvable", "solved"]
+    assert records[1]["solution"] is None and records[0]["solution"] == results[0].solution
+    assert results[2].solution == records[2]["solution"] and len(records[2]["solution"]) == 81
