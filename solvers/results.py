@@ -153,6 +153,12 @@ class Results(Sequence[SolveResult]):
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a list
 
+    def __add__(self, other: Sequence[SolveResult]) -> list[SolveResult]:
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[SolveResult]) -> list[SolveResult]:
+        return [*other, *self]
+
     def __repr__(self) -> str:
         return f"Results({list(self)!r})"
 

@@ -88,3 +88,14 @@ def test_a_batch_of_one_compact_group_keeps_its_grids_as_symbols_and_renders_the
     assert [r["status"] for r in records] == ["solved", "unsolvable", "solved"]
     assert records[1]["solution"] is None and records[0]["solution"] == results[0].solution
     assert results[2].solution == records[2]["solution"] and len(records[2]["solution"]) == 81
+
+
+def test_results_concatenate_with_lists_and_survive_pickling_like_a_list():
+    import pickle
+
+    first, second = solve_many([EXAMPLE]), solve_many([NO_SOLUTION, "bad"])
+    joined = first + second
+    assert isinstance(joined, list) and [r.status for r in joined] == ["solved", "unsolvable", "invalid"]
+    assert [r.status for r in [*[]] + second] == ["unsolvable", "invalid"]
+    assert pickle.loads(pickle.dumps(second)) == list(second)
+    assert solve_many([]) == [] and not solve_many([])
