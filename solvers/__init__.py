@@ -13,6 +13,7 @@ from solvers.cost import grid_cost
 from solvers.parse import Entry, parse_puzzle, read_entries
 from solvers.puzzle import ALPHABET, Box, Puzzle, PuzzleError
 from solvers.result import SolveResult, Status
+from solvers.results import Results
 from solvers.verify import is_solution, verify_batch
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ __all__ = [
     "Entry",
     "Puzzle",
     "PuzzleError",
+    "Results",
     "SolveResult",
     "Status",
     "grid_cost",
