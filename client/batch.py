@@ -9,7 +9,6 @@ producer, chunk function and collector, with local processes and an in-memory st
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 import threading
@@ -21,9 +20,9 @@ from typing import TYPE_CHECKING
 from client.collector import Slice, arrival_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
 from client.output import Record
-from client.producer import JobSpec, Producer, Source, new_job_id
+from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id
 from client.reader import peek_stdin
-from client.store import JobStatus, JobStore, MemoryStore
+from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, submission_state
 from client.transport import (
     INLINE_BYTES,
     CeleryTransport,
@@ -103,11 +102,11 @@ class BatchClient:
             raise ValueError("time_limit must be positive")
         if self.embedded:
             _check_portfolio(portfolio)
-        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio)
+        prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
+        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio, prints)
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
         transport: Transport
-        outbox: Callable[[ChunkTask], None] | None = None
         if self.embedded:
             if not _small(inputs):
                 self.pool.start()  # here, before the producer thread exists: the pool is forked
@@ -116,9 +115,71 @@ class BatchClient:
         else:
             transport = self._celery_transport()
             window = self._broker_window if bounded else None
-            outbox = functools.partial(self._redis_store().put_outbox, spec.job)
-        producer = Producer(spec, self.store, transport, self.settings, window, outbox)
+        producer = Producer(spec, self.store, transport, self.settings, window)
         return Job(self, spec.job, producer, inputs)
+
+    def resume(
+        self,
+        job_id: str,
+        sources: Sequence[Source] | None = None,
+        *,
+        time_limit: float | None = None,
+        portfolio: str | None = None,
+        box: str | None = None,
+        bounded: bool = True,
+    ) -> Job:
+        """Go on submitting a job whose producer died or failed half way, from its last checkpoint.
+
+        `sources` are the job's inputs again, in order (paths, `-`, or iterables of puzzle
+        strings; None reopens the recorded paths); options, when given, must be the job's.
+        Raises ResumeRefused (a ValueError, one line) when the job is gone or complete, its
+        producer still beats, or the inputs differ (file size and first MB; then the puzzle
+        before the checkpoint). A producer still running is fenced off (`JobStore.claim`).
+        """
+        if self.embedded:
+            raise ResumeRefused("resuming needs a broker: an embedded job lives and dies with its process")
+        meta = self.store.meta(job_id)
+        spec = _resumable(job_id, meta)
+        given = {"time_limit": time_limit, "portfolio": portfolio, "box": box}
+        for key, value in given.items():
+            if value is not None and value != getattr(spec, key):
+                raise ResumeRefused(
+                    f"job {job_id} was submitted with {key} {getattr(spec, key)}, not {value}: "
+                    "a resume keeps the job's options"
+                )
+        if sources is None:
+            sources = _recorded(spec)
+        if len(sources) != len(spec.inputs):
+            raise ResumeRefused(
+                f"job {job_id} has {len(spec.inputs)} inputs ({', '.join(spec.inputs)}), not {len(sources)}"
+            )
+        for name, was, src in zip(spec.inputs, spec.prints, sources, strict=True):
+            if was is not None and fingerprint(src) != was:
+                raise ResumeRefused(f"{src}: not the input submitted as {name} (size or first MB differ)")
+        inputs = [
+            (n, _stdin() if isinstance(s, str) and s == "-" else s)
+            for n, s in zip(spec.inputs, sources, strict=True)
+        ]
+        token = self.store.claim(job_id)  # first: an old producer can no longer move the checkpoint read next
+        meta = self.store.meta(job_id)
+        if meta.get("state") == "produced":  # its producer finished just before the claim
+            raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
+        checkpoint = Checkpoint.of(meta)
+        self._send_unsent(job_id, checkpoint)
+        window = self._broker_window if bounded else None
+        producer = Producer(
+            spec, self.store, self._celery_transport(), self.settings, window, resume=checkpoint, token=token
+        )
+        return Job(self, job_id, producer, inputs)
+
+    def _send_unsent(self, job_id: str, checkpoint: Checkpoint) -> None:
+        """Send the last task before the checkpoint again if it has no result: a killed producer may not have.
+
+        If it was sent after all, it is solved twice and answered once (results are idempotent).
+        """
+        kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
+        if kept is not None:
+            self._celery_transport().send(ChunkTask.model_validate_json(kept[1]))
 
     def job(self, job_id: str) -> Job:
         """Attach to an existing job (broker mode: from any machine)."""
@@ -190,6 +251,32 @@ def _small(inputs: list[tuple[str, Source]]) -> bool:
     return total <= INLINE_BYTES
 
 
+def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:
+    """The spec of a job whose submission can be resumed now; ResumeRefused saying why not otherwise."""
+    if not meta or "created" not in meta:
+        raise ResumeRefused(f"no job {job_id} (never created, purged, or expired)")
+    submission, silent = submission_state(meta)
+    if not submission:
+        raise ResumeRefused(f"job {job_id} records no submission checkpoint: it cannot be resumed")
+    if submission == "complete":
+        raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
+    if submission == "running":
+        raise ResumeRefused(
+            f"job {job_id}: its producer beat {silent or 0:.0f} s ago and may still be running; "
+            "stop it, or retry a few seconds after it died"
+        )
+    return JobSpec.from_meta(job_id, meta)
+
+
+def _recorded(spec: JobSpec) -> list[Source]:
+    """The job's inputs reopened by their recorded names (ResumeRefused when one cannot be)."""
+    for name in spec.inputs:
+        if name == "-" or not Path(name).is_file():
+            what = "stdin" if name == "-" else f"{name}: no such file here"
+            raise ResumeRefused(f"job {spec.job} read {what}: give its inputs again after the job id")
+    return list(spec.inputs)
+
+
 def _check_portfolio(portfolio: str | None) -> None:
     """Reject a portfolio the local solvers do not know (embedded mode: they are right here)."""
     from solvers.api import solve_many
@@ -230,6 +317,11 @@ class Job:
             self._thread.join(timeout)
         if self._error is not None:
             raise self._error
+
+    @property
+    def producing(self) -> bool:
+        """True while this process's producer is still reading the input."""
+        return self._thread is not None and self._thread.is_alive()
 
     def status(self) -> JobStatus:
         """Progress, counts by status, rate and live workers."""

@@ -17,8 +17,8 @@ class UsageError(Exception):
     """A mistake in the command line (exit 2)."""
 
 
-def _common_solve(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
+def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
+    p.add_argument("inputs", nargs=inputs, metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per puzzle")
     p.add_argument(
         "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
@@ -45,7 +45,13 @@ def parser() -> argparse.ArgumentParser:
     _common_output(p)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes (embedded mode)")
     p = sub.add_parser("submit", help="submit files to the broker, print the job id and return")
-    _common_solve(p)
+    _common_solve(p, inputs="*")
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="JOB",
+        help="go on submitting JOB after its producer died half way (INPUTs: the job's files again)",
+    )
     p = sub.add_parser("collect", help="wait for a job's results and write them")
     p.add_argument("job")
     p.add_argument("--broker", default=None, metavar="URL")
@@ -136,7 +142,9 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.state == "unknown":
         print(f"error: {status.error}", file=sys.stderr)
         return EXIT_FAILED
-    total = status.total if status.total is not None else f"{status.submitted}+ (still reading input)"
+    stopped = status.submission == "stopped"
+    reading = "submission stopped" if stopped else "still reading input"
+    total = status.total if status.total is not None else f"{status.submitted}+ ({reading})"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items())) or "none yet"
     eta = (
         f", ETA {status.eta_s:.0f} s"
@@ -152,7 +160,20 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     print(f"chunks: {status.chunks_done}/{status.chunks_sent} done; live worker processes: {live}{resent}")
     if status.error:
         print(f"error: {status.error}")
+    if stopped:
+        print(
+            f"submission incomplete: {status.checkpoint} puzzles submitted, producer silent for "
+            f"{status.producer_silent_s or 0:.0f} s; resume it: {resume_command(status.job, status.inputs)}"
+        )
     return EXIT_OK
+
+
+def resume_command(job: str, inputs: list[str]) -> str:
+    """The command resuming `job`'s submission: its inputs as recorded, the broker left to the user."""
+    import shlex
+
+    names = " ".join(shlex.quote(name) for name in inputs) or "INPUT..."
+    return f"sudoku-batch submit --resume {job} {names} --broker URL"
 
 
 def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from client.store import JobStore
+from client.store import Checkpoint, JobStore
 from solvers.chunk import ChunkResult
 
 FETCH_CHUNKS = 1  # chunk results fetched per round trip (each can be tens of MB)
@@ -64,10 +64,11 @@ def stream_chunks(
             raise JobFailed(meta.get("error") or "the job failed")
         if state == "produced" and len(seen) >= int(meta.get("chunks_total", 0)):
             return
-        if state == "producing":
+        if state == "producing":  # not complete until the producer says so, however many chunks are in
             beat = float(meta.get("producer_beat") or meta["created"])
             if time.time() - beat > stale_after:
-                raise JobFailed("the producer stopped before the whole input was submitted; submit it again")
+                done = Checkpoint.of(meta).index
+                raise JobFailed(f"the producer stopped after submitting {done} puzzles, not the whole input")
         if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
             raise JobFailed(f"no result arrived for {idle_timeout:g} s")
         if on_wait is not None:

@@ -423,7 +423,7 @@ def broker_chunks(
     app = celery_app(url, settings)
     send = _sender(app, url, settings, job, req)
     try:
-        yield from _gather(store, job, req, send, settings.poll_interval)
+        yield from _gather(store, job, req, send, settings.poll_interval, settings.resend_after)
     except redis.RedisError as exc:
         raise ConnectionError(f"lost the broker {mask_url(url)}: {exc}") from None
     finally:
@@ -460,15 +460,25 @@ def _sender(app: Any, url: str, settings: ClientSettings, job: str, req: Request
 
 
 def _gather(
-    store: RedisJobStore, job: str, req: Request, send: Callable[[int], None], poll: float
+    store: RedisJobStore,
+    job: str,
+    req: Request,
+    send: Callable[[int], None],
+    poll: float,
+    resend_after: float = 30.0,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Send chunks within a window, read arrivals, and yield bodies in plan order."""
+    """Send chunks within a window, read arrivals, and yield bodies in plan order.
+
+    After `resend_after` s without an arrival, chunks the broker lost are sent again
+    (`_resend_lost`); a chunk answered twice is read once.
+    """
     total = len(req.plan)
     pending: dict[int, dict[str, Any]] = {}
     seen: set[int] = set()
+    waiting: dict[int, float] = {}  # chunk sent, no result yet -> when it was (last) sent
     sent = written = cursor = 0
     live, live_checked = 0, -1e9
-    last_arrival = time.monotonic()
+    last_arrival = last_sweep = time.monotonic()
     warned = False
     while written < total:
         now = time.monotonic()
@@ -478,6 +488,7 @@ def _gather(
         if sent < min(total, written + window):
             while sent < min(total, written + window):
                 send(sent)
+                waiting[sent] = time.monotonic()
                 sent += 1
             store.update(job, {"chunks_sent": str(sent)})
         arrived, cursor = store.arrivals(job, cursor)
@@ -491,6 +502,7 @@ def _gather(
                 if body.get("error"):
                     raise RuntimeError(f"chunk {c}: {body['error']}")
                 seen.add(c)
+                waiting.pop(c, None)
                 pending[c] = body
             while written in pending:
                 yield req.plan[written][1], pending.pop(written)
@@ -499,4 +511,30 @@ def _gather(
         if not warned and live == 0 and now - last_arrival > WARN_NO_WORKER_S:
             print(f"waiting: no live worker on the broker for {WARN_NO_WORKER_S:g} s", file=sys.stderr)
             warned = True
+        if now - last_arrival >= resend_after and now - last_sweep >= resend_after:
+            last_sweep = now
+            _resend_lost(store, job, waiting, send, resend_after)
         time.sleep(poll)
+
+
+def _resend_lost(
+    store: RedisJobStore, job: str, waiting: dict[int, float], send: Callable[[int], None], after: float
+) -> int:
+    """Send again each chunk waited on over `after` s that no live worker is generating; return how many.
+
+    Only once the broker queue has drained: the broker can lose a message popped as Redis
+    stops (see client/resend.py), but a chunk still queued behind slow ones is not lost.
+    """
+    if store.queued():
+        return 0
+    running = store.running()
+    now = time.monotonic()
+    count = 0
+    for chunk, at in sorted(waiting.items()):
+        if now - at >= after and f"{job}:{chunk}" not in running:
+            send(chunk)
+            waiting[chunk] = now
+            count += 1
+    if count:
+        store.update(job, {"resent": str(int(store.meta(job).get("resent", 0)) + count)})
+    return count

@@ -4,10 +4,20 @@ Nothing is held beyond the chunk being filled (and, with a window, the chunks in
 flight), so a corpus of any length streams through. Every puzzle read gets an index
 and exactly one answer: either an `invalid` result written straight to the store, or a
 place in a chunk task.
+
+Every chunk is committed to the store (answered results, the task kept for re-sending,
+and the job's checkpoint) before it is sent, in input order, so the checkpoint always
+names a prefix of the input that is fully submitted: a producer that dies half way can
+be resumed from there (`BatchClient.resume`) with the same chunk numbering.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import hashlib
+import os
+import signal
 import threading
 import time
 import uuid
@@ -16,18 +26,63 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from pydantic import BaseModel, TypeAdapter
+
 from client.config import ClientSettings
 from client.reader import read_blocks
-from client.store import JobStore
+from client.store import Checkpoint, JobStore, Superseded
 from client.transport import Transport
-from solvers.chunk import MAX_CHUNK_PUZZLES, ChunkTask, answered_chunk, chunk_seed, join_texts, to_runs
+from solvers.chunk import (
+    MAX_CHUNK_PUZZLES,
+    ChunkResult,
+    ChunkTask,
+    answered_chunk,
+    chunk_seed,
+    join_texts,
+    to_runs,
+)
 
 Source = str | Path | IO[bytes] | Iterable[str]
 MAX_ANSWERED = 1000  # invalid lines buffered before the producer writes their results
+HEAD_BYTES = 1 << 20  # a file input is fingerprinted by its size and the SHA-256 of this many first bytes
+KILL_AT_ENV = (
+    "SUDOKU_BATCH_TEST_KILL_PRODUCER_AT"  # test hook: SIGKILL self once chunk task K is kept, unsent
+)
 
 
 class JobCancelled(RuntimeError):
     """The job was cancelled while its input was being read."""
+
+
+class ResumeRefused(ValueError):
+    """A resume cannot go on: the job is complete or still producing, or the inputs are not the job's."""
+
+
+class InputPrint(BaseModel):
+    """A file input's fingerprint: what a resume compares before reading it again."""
+
+    size: int
+    head: str  # SHA-256 (hex, 32 digits) of the first HEAD_BYTES bytes
+
+
+PRINTS = TypeAdapter(list[InputPrint | None])
+
+
+def fingerprint(source: Source) -> InputPrint | None:
+    """Size and head digest of a file input; None for stdin, streams, iterables and unreadable paths."""
+    if not isinstance(source, (str, Path)) or str(source) == "-":
+        return None
+    try:
+        with open(source, "rb") as f:
+            head = f.read(HEAD_BYTES)
+        return InputPrint(size=os.path.getsize(source), head=hashlib.sha256(head).hexdigest()[:32])
+    except OSError:
+        return None
+
+
+def digest(text: str) -> str:
+    """A short digest of one puzzle's text (the checkpoint's `tail`)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def new_job_id() -> str:
@@ -37,22 +92,36 @@ def new_job_id() -> str:
 
 @dataclass
 class JobSpec:
-    """What a job solves and how."""
+    """What a job solves and how (and, to resume it, what its file inputs looked like)."""
 
     job: str
     inputs: list[str]
     box: str | None = None
     time_limit: float | None = None
     portfolio: str | None = None
+    prints: list[InputPrint | None] = field(default_factory=list)
 
     def meta(self) -> dict[str, str]:
-        """The job's metadata as stored (strings only)."""
+        """The job's metadata as stored (strings only), with the checkpoint at the start."""
         out = {"created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs)}
+        out["prints"] = PRINTS.dump_json(self.prints).decode()
+        out["checkpoint"] = Checkpoint().model_dump_json()
         for key in ("box", "time_limit", "portfolio"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = str(value)
         return out
+
+    @classmethod
+    def from_meta(cls, job: str, meta: dict[str, str]) -> JobSpec:
+        """The spec a job was submitted with, read back from its metadata."""
+        limit = meta.get("time_limit")
+        inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
+        prints = PRINTS.validate_json(meta["prints"]) if meta.get("prints") else []
+        prints += [None] * (len(inputs) - len(prints))
+        return cls(
+            job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints
+        )
 
 
 class ChunkSizer:
@@ -100,7 +169,13 @@ class _Pending:
 
 
 class Producer:
-    """Reads the inputs of one job into chunk tasks and producer-answered results."""
+    """Reads the inputs of one job into chunk tasks and producer-answered results.
+
+    `resume` (a checkpoint of an earlier producer of the job) skips the puzzles it covers,
+    checking that the puzzle before it is the same one, and numbers chunks on from it.
+    `token` is this producer's claim on the job (`JobStore.claim`; taken at start if None):
+    once another producer claims the job, this one stops at its next commit.
+    """
 
     def __init__(
         self,
@@ -109,53 +184,85 @@ class Producer:
         transport: Transport,
         settings: ClientSettings,
         window: Callable[[], int] | None = None,
-        outbox: Callable[[ChunkTask], None] | None = None,
+        *,
+        resume: Checkpoint | None = None,
+        token: str | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.transport = transport
         self.settings = settings
         self.window = window  # max chunks in flight (None: send everything at once)
-        self.outbox = outbox  # keeps each task before it is sent (broker: for re-sending lost ones)
         self.sizer = ChunkSizer(settings.chunk_seconds, settings.max_chunk_bytes)
-        self.index = 0
-        self.chunks = 0  # chunk ids used (tasks and producer answers)
-        self.sent = 0  # chunk tasks sent
+        self.resume = resume
+        self.checkpoint = resume or Checkpoint()  # the last one committed
+        self.token = token
+        self.index = 0  # puzzles read (including those a resume skips)
+        self.chunks = self.checkpoint.chunks  # chunk ids used (tasks and producer answers)
+        self.sent = 0  # chunk tasks sent by this producer
         self._size: int | None = None  # size of the next chunk, decided once per chunk
         self._beat = 0.0
+        self._kill_at = int(os.environ.get(KILL_AT_ENV, "0"))
         self.stopping = threading.Event()  # set by Job.cancel(): stop reading, fail the job
 
     def run(self, sources: list[tuple[str, Source]]) -> int:
-        """Read every source in order; return the number of puzzles. Marks the job failed on error."""
+        """Read every source in order; return the number of puzzles. Marks the job failed on error.
+
+        A producer taken over by a resume (Superseded) or given the wrong inputs to resume
+        (ResumeRefused) leaves the job as it is, for the right producer to finish.
+        """
         try:
+            if self.token is None:
+                self.token = self.store.claim(self.spec.job)
+            if self.resume is not None:
+                self._commit(
+                    self.checkpoint,
+                    {"state": "producing", "error": "", "producer_beat": f"{time.time():.3f}"},
+                )
             for name, source in sources:
                 self._read(name, source)
-            self.store.update(
-                self.spec.job,
+            if self.index < self.checkpoint.index:
+                raise ResumeRefused(
+                    f"the inputs hold {self.index} puzzles, fewer than the {self.checkpoint.index} submitted"
+                )
+            self._commit(
+                self.checkpoint,
                 {"state": "produced", "total": str(self.index), "submitted": str(self.index),
                  "chunks_total": str(self.chunks), "chunks_sent": str(self.chunks)},
             )  # fmt: skip
+        except (Superseded, ResumeRefused):
+            raise
         except BaseException as exc:
             reason = f"the producer stopped: {type(exc).__name__}: {exc}"[:500]
-            self.store.update(self.spec.job, {"state": "failed", "error": reason})
+            with contextlib.suppress(Exception):  # the store may be what failed: the caller still gets `exc`
+                if self.token is None or self.store.owns(self.spec.job, self.token):
+                    self.store.update(self.spec.job, {"state": "failed", "error": reason})
             raise
         return self.index
 
     def _read(self, name: str, source: Source) -> None:
+        """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""
         pending = _Pending()
+        skip = self.resume.index if self.resume is not None else 0
         for block in read_blocks(source, self.spec.box):
             if self.stopping.is_set():
                 raise JobCancelled("the job was cancelled")
             first = self.index
             self.index += len(block)
+            if first < skip <= self.index:  # the checkpoint falls in this block: same puzzle before it?
+                at = skip - first - 1
+                self._check_tail(block.texts[at], f"{name}:{block.lines[at]}")
+            lo = max(0, skip - first)  # rows of this block submitted before
+            if lo >= len(block):
+                self._heartbeat()
+                continue
             if block.all_valid:
-                pending.texts.extend(block.texts)
-                pending.indices.extend(range(first, self.index))
-                pending.lines.extend(block.lines)
+                pending.texts.extend(block.texts[lo:])
+                pending.indices.extend(range(first + lo, self.index))
+                pending.lines.extend(block.lines[lo:])
             else:
-                for i, (line, text, error) in enumerate(
-                    zip(block.lines, block.texts, block.errors, strict=True), start=first
-                ):
+                rows = zip(block.lines[lo:], block.texts[lo:], block.errors[lo:], strict=True)
+                for i, (line, text, error) in enumerate(rows, start=first + lo):
                     if error is None:
                         pending.texts.append(text)
                         pending.indices.append(i)
@@ -168,26 +275,33 @@ class Producer:
             while pending.texts and len(pending.texts) >= self._next_size(pending):
                 self._send(name, pending)
             if len(pending.bad_texts) >= MAX_ANSWERED:
-                self._answer(name, pending)
-        while pending.texts:
-            self._send(name, pending)
-        self._answer(name, pending)
+                self._flush(name, pending)
+            self._heartbeat()
+        self._flush(name, pending)
+
+    def _check_tail(self, text: str, where: str) -> None:
+        """Refuse to resume unless the puzzle just before the checkpoint is the one submitted there."""
+        if self.resume is not None and digest(text) != self.resume.tail:
+            raise ResumeRefused(f"{where}: not the puzzle submitted there: these are not the job's inputs")
 
     def _next_size(self, pending: _Pending) -> int:
         """The next chunk's size, from the workers' feedback so far (one store read per chunk)."""
         if self._size is None:
-            n, cpu = self.store.hint(self.spec.job) if self.sent else (0, 0.0)
+            n, cpu = self.store.hint(self.spec.job) if self.sent or self.resume else (0, 0.0)
             self._size = self.sizer.next(len(pending.texts[0]), cpu / n if n and cpu > 0 else None)
         return self._size
 
     def _send(self, name: str, pending: _Pending) -> None:
-        """Send the next chunk of pending puzzles as one task (after answering earlier invalid ones)."""
-        self._answer(name, pending)
+        """Commit and send the next chunk of pending puzzles, with the invalid lines before its last one.
+
+        Afterwards exactly the puzzles up to the chunk's last one are submitted: the checkpoint.
+        """
         self._wait_for_room()
         size = self._next_size(pending)
         self._size = None
         texts, indices, lines = pending.texts[:size], pending.indices[:size], pending.lines[:size]
         del pending.texts[:size], pending.indices[:size], pending.lines[:size]
+        answered = self._answered(name, pending, below=indices[-1])
         joined, spans = join_texts(texts)
         chunk = self._next_chunk()
         task = ChunkTask(
@@ -203,27 +317,55 @@ class Producer:
             portfolio=self.spec.portfolio,
             seed=chunk_seed(self.spec.job, chunk),
         )
-        if self.outbox is not None:
-            self.outbox(task)
+        self._commit(
+            Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])),
+            None,
+            answered,
+            task,
+        )
+        if self._kill_at and self.sent + 1 == self._kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # test hook: die as a crash would, task kept but unsent
         self.transport.send(task)
         self.sent += 1
         self._heartbeat()
 
-    def _answer(self, name: str, pending: _Pending) -> None:
-        """Write the pending invalid lines' results to the store (no round trip to a worker)."""
-        if not pending.bad_texts:
-            return
+    def _flush(self, name: str, pending: _Pending) -> None:
+        """Send every pending puzzle, then answer the invalid lines after it: all read is submitted."""
+        while pending.texts:
+            self._send(name, pending)
+        if pending.bad_texts:
+            last, tail = pending.bad_indices[-1], pending.bad_texts[-1]
+            answered = self._answered(name, pending, below=last + 1)
+            self._commit(Checkpoint(index=last + 1, chunks=self.chunks, tail=digest(tail)), None, answered)
+
+    def _answered(self, name: str, pending: _Pending, below: int) -> ChunkResult | None:
+        """The `invalid` results of the pending invalid lines before index `below` as one chunk, or None."""
+        k = bisect.bisect_left(pending.bad_indices, below)
+        if k == 0:
+            return None
         result = answered_chunk(
             self.spec.job,
             self._next_chunk(),
             name,
-            pending.bad_indices,
-            pending.bad_lines,
-            pending.bad_texts,
-            pending.bad_errors,
+            pending.bad_indices[:k],
+            pending.bad_lines[:k],
+            pending.bad_texts[:k],
+            pending.bad_errors[:k],
         )
-        self.store.put_result(self.spec.job, result)
-        pending.bad_texts, pending.bad_indices, pending.bad_lines, pending.bad_errors = [], [], [], []
+        del pending.bad_indices[:k], pending.bad_lines[:k], pending.bad_texts[:k], pending.bad_errors[:k]
+        return result
+
+    def _commit(
+        self,
+        checkpoint: Checkpoint,
+        fields: dict[str, str] | None = None,
+        answered: ChunkResult | None = None,
+        task: ChunkTask | None = None,
+    ) -> None:
+        """Store answered results, keep the task, move the checkpoint: at once (Superseded if taken over)."""
+        assert self.token is not None
+        self.store.commit(self.spec.job, self.token, checkpoint, fields, answered, task)
+        self.checkpoint = checkpoint
 
     def _next_chunk(self) -> int:
         chunk = self.chunks

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,12 +18,13 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
-from client.store import JobStore
+from client.store import Checkpoint, JobStore, Superseded
 from solvers.chunk import ChunkResult, ChunkStats, ChunkTask
 from solvers.chunk_store import JobKeys, current_key, result_commands, workers_key
 
 OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
 LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
+COMMIT_TRIES = 8  # rounds of a producer's commit interrupted by a broken connection before it fails
 
 
 def connect(url: str, settings: ClientSettings) -> redis.Redis:
@@ -83,6 +85,59 @@ class RedisJobStore(JobStore):
         pipe.expire(k.meta, self.settings.job_ttl)
         pipe.execute()
 
+    def claim(self, job: str) -> str:
+        token = uuid.uuid4().hex
+        self.r.set(self.keys(job).producer, token, ex=self.settings.job_ttl)
+        return token
+
+    def commit(
+        self,
+        job: str,
+        token: str,
+        checkpoint: Checkpoint,
+        fields: dict[str, str] | None = None,
+        answered: ChunkResult | None = None,
+        task: ChunkTask | None = None,
+    ) -> None:
+        """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
+
+        The task enters the outbox before it is sent, with the checkpoint past it: a producer
+        killed before the send leaves it to the resume (or `Resender`), never numbered again.
+        """
+        k, ttl = self.keys(job), self.settings.job_ttl
+        commands: list[tuple[Any, ...]] = []
+        if answered is not None:
+            stats, chunk = answered.header.stats, answered.header.chunk
+            payload = answered.encode()
+            commands += result_commands(k, chunk, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl)
+        if task is not None:
+            entry = json.dumps({"at": time.time(), "task": task.model_dump_json()})
+            commands += [("HSET", k.outbox, str(task.chunk), entry), ("EXPIRE", k.outbox, ttl)]
+        meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
+        commands += [("HSET", k.meta, *[x for kv in meta.items() for x in kv]), ("EXPIRE", k.meta, ttl)]
+        commands.append(("EXPIRE", k.producer, ttl))
+        for _ in range(COMMIT_TRIES):
+            with self.r.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(k.producer)
+                    if _s(pipe.get(k.producer) or b"") != token:
+                        raise Superseded(
+                            f"job {job}: a resume took the submission over (or the job was purged)"
+                        )
+                    pipe.multi()
+                    for command in commands:
+                        pipe.execute_command(*command)
+                    pipe.execute()
+                    return
+                except redis.WatchError:  # the token changed, or the connection broke while watching it
+                    pass
+            if _s(self.r.get(k.producer) or b"") != token:  # outside WATCH: rides out a broker restart
+                raise Superseded(f"job {job}: a resume took the submission over (or the job was purged)")
+        raise redis.ConnectionError(f"job {job}: the broker kept failing the commit of a chunk")
+
+    def owns(self, job: str, token: str) -> bool:
+        return _s(self.r.get(self.keys(job).producer) or b"") == token
+
     def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
         stats = result.header.stats
         commands = result_commands(
@@ -139,8 +194,9 @@ class RedisJobStore(JobStore):
     def put_outbox(self, job: str, task: ChunkTask) -> None:
         """Keep a chunk task until its result is stored (the result write drops it), so it can be re-sent.
 
-        Written before the task goes to the broker: a message the broker loses (popped by a
-        worker's connection as Redis stopped) is then still here for `Resender`.
+        Written before the task goes to the broker (the producer does it within `commit`): a
+        message the broker loses (popped by a worker's connection as Redis stopped) is then
+        still here for `Resender`.
         """
         k = self.keys(job)
         entry = json.dumps({"at": time.time(), "task": task.model_dump_json()})
@@ -200,7 +256,8 @@ class RedisJobStore(JobStore):
         meta = self.meta(job)
         arrived = [int(c) for c in self.r.lrange(k.arrivals, 0, -1)]
         chunks = max(
-            [int(meta.get("chunks_sent", 0)), int(meta.get("chunks_total", 0)), *(c + 1 for c in arrived)]
+            [int(meta.get("chunks_sent", 0)), int(meta.get("chunks_total", 0)), Checkpoint.of(meta).chunks]
+            + [c + 1 for c in arrived]
         )
         removed = 0
         for first in range(0, chunks, 1000):

@@ -7,18 +7,22 @@ import sys
 import time
 
 from client.batch import BatchClient, Job
-from client.cli import EXIT_FAILED, EXIT_OK, UsageError, broker_url, input_sources
+from client.cli import EXIT_FAILED, EXIT_OK, UsageError, broker_url, input_sources, resume_command
 from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.output import Output
 from client.progress import Progress
+from client.store import submission_state
 from client.summary import Summary
 
 
 def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Run solve, submit or collect; return the exit code."""
     url = broker_url(args, settings, required=args.command != "solve")
+    resume = getattr(args, "resume", None)
     if args.command != "collect":
+        if not args.inputs and not resume:
+            raise UsageError(f"{args.command} needs at least one INPUT")
         sources = input_sources(args.inputs)
         if args.time_limit is not None and args.time_limit <= 0:
             raise UsageError("--time-limit must be positive")
@@ -30,10 +34,16 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if args.command == "collect":
             return _collect(client.job(args.job), args, purge=False, idle_timeout=args.timeout)
         try:
-            job = client.submit_inputs(
-                sources, time_limit=args.time_limit, portfolio=args.portfolio, box=args.box,
-                bounded=args.command == "solve",
-            )  # fmt: skip
+            if resume:
+                job = client.resume(
+                    resume, [src for _, src in sources] or None, time_limit=args.time_limit,
+                    portfolio=args.portfolio, box=args.box, bounded=False,
+                )  # fmt: skip
+            else:
+                job = client.submit_inputs(
+                    sources, time_limit=args.time_limit, portfolio=args.portfolio, box=args.box,
+                    bounded=args.command == "solve",
+                )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         try:
@@ -53,7 +63,7 @@ def _submit(job: Job) -> int:
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line
-        print(f"error: job {job.id}: {mask_url(str(exc))}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -95,7 +105,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         complete = True
     except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:
         progress.close()
-        print(f"error: job {job.id}: {mask_url(str(exc))}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
     finally:
         summary.finish()
         output.close(complete)
@@ -113,3 +123,17 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
 
         write_report(summary, args.report)
     return EXIT_OK
+
+
+def _resume_hint(job: Job) -> str:
+    """`; resume it: ...` when the job's submission stopped half way and a resume can finish it, else ``."""
+    if job.client.embedded or job.producing:
+        return ""
+    try:
+        meta = job.client.store.meta(job.id)
+    except Exception:  # noqa: BLE001 - the broker may be what failed: no hint then
+        return ""
+    if submission_state(meta)[0] != "stopped":
+        return ""
+    inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
+    return f"; resume it: {resume_command(job.id, inputs)}"

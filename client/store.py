@@ -10,12 +10,33 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from solvers.chunk import ChunkResult, ChunkStats
+from solvers.chunk import ChunkResult, ChunkStats, ChunkTask
+
+PRODUCER_SILENT_S = 5.0  # a producer silent this long may be dead: `status` says so, a resume may take over
+
+
+class Checkpoint(BaseModel):
+    """How far a job's submission got: puzzles [0, index) are answered or in chunks [0, chunks), no others."""
+
+    index: int = 0
+    chunks: int = 0
+    tail: str = ""  # digest of puzzle index-1's text: a resumed reader checks it meets the same puzzle there
+
+    @classmethod
+    def of(cls, meta: dict[str, str]) -> Checkpoint:
+        """The checkpoint in a job's metadata (the start when there is none)."""
+        raw = meta.get("checkpoint")
+        return cls.model_validate_json(raw) if raw else cls()
+
+
+class Superseded(RuntimeError):
+    """Another producer took the job's submission over (a resume): this one stops without failing the job."""
 
 
 class JobStatus(BaseModel):
@@ -36,6 +57,9 @@ class JobStatus(BaseModel):
     workers: list[str] = []
     resent: int = 0  # chunk tasks re-sent by collectors after the broker lost them
     error: str | None = None
+    submission: str = ""  # complete | running | stopped (the producer died or failed: resumable) | ""
+    checkpoint: int = 0  # puzzles safely submitted (a resume goes on from there)
+    producer_silent_s: float | None = None  # seconds since the producer last beat (while not complete)
 
 
 class JobStore(ABC):
@@ -52,6 +76,30 @@ class JobStore(ABC):
     @abstractmethod
     def update(self, job: str, fields: dict[str, str]) -> None:
         """Set some metadata fields."""
+
+    @abstractmethod
+    def claim(self, job: str) -> str:
+        """Make a new producer token the only one `commit` accepts for `job` (fences off an old producer)."""
+
+    @abstractmethod
+    def commit(
+        self,
+        job: str,
+        token: str,
+        checkpoint: Checkpoint,
+        fields: dict[str, str] | None = None,
+        answered: ChunkResult | None = None,
+        task: ChunkTask | None = None,
+    ) -> None:
+        """Atomically store a producer's answered chunk, keep its task, and move its checkpoint.
+
+        Raises Superseded (changing nothing) unless `token` is the job's current producer
+        token, so a producer that was taken over can never write a chunk id twice.
+        """
+
+    @abstractmethod
+    def owns(self, job: str, token: str) -> bool:
+        """True while `token` is the job's producer token."""
 
     @abstractmethod
     def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
@@ -111,6 +159,7 @@ class JobStore(ABC):
             elapsed = max(elapsed, time.time() - float(meta["created"]))
         total = int(meta["total"]) if "total" in meta else None
         rate = done / elapsed if done else 0.0
+        submission, silent = submission_state(meta)
         return JobStatus(
             job=job,
             state=meta.get("state", "unknown"),
@@ -127,15 +176,35 @@ class JobStore(ABC):
             workers=self.live_workers(),
             resent=int(meta.get("resent", 0)),
             error=meta.get("error"),
+            submission=submission,
+            checkpoint=Checkpoint.of(meta).index,
+            producer_silent_s=silent,
         )
+
+
+def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
+    """A job's submission (complete, running, stopped, "" with no checkpoint), its producer's silence (s).
+
+    `stopped` means resumable: the producer failed, or has been silent `PRODUCER_SILENT_S`
+    (it beats every second while it reads), so it was most likely killed.
+    """
+    state = meta.get("state")
+    if state == "produced":
+        return "complete", None
+    if "checkpoint" not in meta:  # not a submission (a generate run) or one that cannot be resumed
+        return "", None
+    silent = time.time() - float(meta.get("producer_beat") or meta.get("created") or 0.0)
+    if state == "failed" or silent > PRODUCER_SILENT_S:
+        return "stopped", silent
+    return "running", silent
 
 
 class MemoryStore(JobStore):
     """A job store inside one process (embedded mode): dictionaries under one condition variable.
 
-    It keeps no outbox of sent tasks (`RedisJobStore.put_outbox`): local processes get
-    their chunks through a pipe of this process and cannot lose one unnoticed; a crashed
-    process fails the job instead.
+    It keeps no outbox of sent tasks (`RedisJobStore.commit`): local processes get their
+    chunks through a pipe of this process and cannot lose one unnoticed; a crashed process
+    fails the job instead (and nothing outlives the process to resume).
     """
 
     def __init__(self) -> None:
@@ -145,6 +214,7 @@ class MemoryStore(JobStore):
         self._stats: dict[str, dict[int, ChunkStats]] = {}
         self._arrivals: dict[str, list[int]] = {}
         self._hint: dict[str, tuple[int, float]] = {}
+        self._tokens: dict[str, str] = {}
         self.workers: list[str] = []
 
     def create(self, job: str, meta: dict[str, str]) -> None:
@@ -161,6 +231,31 @@ class MemoryStore(JobStore):
         with self._cond:
             self._meta.setdefault(job, {}).update(fields)
             self._cond.notify_all()
+
+    def claim(self, job: str) -> str:
+        with self._cond:
+            self._tokens[job] = token = uuid.uuid4().hex
+            return token
+
+    def commit(
+        self,
+        job: str,
+        token: str,
+        checkpoint: Checkpoint,
+        fields: dict[str, str] | None = None,
+        answered: ChunkResult | None = None,
+        task: ChunkTask | None = None,
+    ) -> None:
+        with self._cond:  # a re-entrant lock: put_result and update take it again
+            if self._tokens.get(job) != token:
+                raise Superseded(f"job {job}: a resume took the submission over (or the job was purged)")
+            if answered is not None:
+                self.put_result(job, answered)
+            self.update(job, {"checkpoint": checkpoint.model_dump_json(), **(fields or {})})
+
+    def owns(self, job: str, token: str) -> bool:
+        with self._cond:
+            return self._tokens.get(job) == token
 
     def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
         payload = payload if payload is not None else result.encode()
@@ -210,7 +305,7 @@ class MemoryStore(JobStore):
     def purge(self, job: str) -> int:
         with self._cond:
             found = job in self._meta
-            for table in (self._meta, self._results, self._stats, self._arrivals, self._hint):
+            for table in (self._meta, self._results, self._stats, self._arrivals, self._hint, self._tokens):
                 table.pop(job, None)  # type: ignore[attr-defined]
             self._cond.notify_all()
             return int(found)

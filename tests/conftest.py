@@ -99,12 +99,14 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def redis_client(redis_url: str) -> Iterator[object]:
-    """A client of the session's real redis-server, flushed before the test."""
+    """A client of the session's real redis-server, flushed before and after the test (later tests
+    sharing the server, such as the pipeline's, must not meet its keys)."""
     import redis
 
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     yield client
+    client.flushdb()
     client.close()
 
 

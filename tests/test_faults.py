@@ -1,4 +1,4 @@
-"""Faults: Redis restarted mid-job, a collector killed and re-run, a solver raising, a chunk past its limit.
+"""Faults: Redis restarted mid-job, a collector or a submit killed and re-run, a solver raising, chunk limits.
 
 The integration tests run their own redis-server (AOF on) and two real workers, so
 they can restart Redis without disturbing the session's fixtures.
@@ -229,6 +229,58 @@ def test_a_collector_killed_mid_job_can_be_run_again_and_writes_each_puzzle_once
     client.close()
 
 
+def resume_until_taken(
+    job: str, path: Path, url: str, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """`submit --resume`, retried while it is refused because the killed producer beat too recently."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = run_cli("submit", "--resume", job, str(path), "--broker", url, env=SMALL_CHUNKS)
+        if "may still be running" not in proc.stderr or time.monotonic() > deadline:
+            return proc
+        time.sleep(0.5)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_a_submit_killed_half_way_is_resumed_and_collect_writes_each_puzzle_once(stack, corpus, tmp_path):
+    from client.producer import KILL_AT_ENV
+
+    body = corpus[1][:3000]
+    puzzles = body[:700] + ["bad line one"] + body[700:1900] + ["1" * 81] + body[1900:]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(puzzles[:1000] + ["# a comment", ""] + puzzles[1000:]) + "\n")
+    client = stack.client()
+    killed = run_cli("submit", str(path), "--broker", stack.url, env={**SMALL_CHUNKS, KILL_AT_ENV: "30"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    job = killed.stdout.strip()
+    meta = {k.decode(): v.decode() for k, v in client.hgetall(f"sbatch:job:{job}:meta").items()}
+    assert meta["state"] == "producing" and 0 < json.loads(meta["checkpoint"])["index"] < len(puzzles)
+    out = tmp_path / "out.jsonl"
+    collect = start_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q", "--ordered")
+
+    deadline = time.monotonic() + 30
+    while "submission incomplete" not in (status := run_cli("status", job, "--broker", stack.url)).stdout:
+        assert time.monotonic() < deadline, status.stdout + status.stderr
+        time.sleep(0.5)
+    assert f"sudoku-batch submit --resume {job} {path} --broker URL" in status.stdout
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(puzzles[1:]) + "\n")
+    refused = run_cli("submit", "--resume", job, str(other), "--broker", stack.url)
+    assert refused.returncode == 2 and "not the input submitted" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+    resumed = resume_until_taken(job, path, stack.url)
+    assert resumed.returncode == 0 and resumed.stdout.strip() == job, resumed.stderr
+    _, err = collect.communicate(timeout=120)
+    assert collect.returncode == 0, err
+    check_records(records_of(out), puzzles)  # every line once, in order, every `solved` one verified
+    assert "submission incomplete" not in run_cli("status", job, "--broker", stack.url).stdout
+    assert client.hlen(f"sbatch:job:{job}:outbox") == 0
+    assert run_cli("purge", job, "--broker", stack.url).returncode == 0
+    client.close()
+
+
 JOB = "0b" * 16
 LINES = SAMPLE.read_text().splitlines()
 
@@ -319,6 +371,36 @@ def test_a_chunk_past_its_time_limit_comes_back_as_timeouts_not_lost_work(fake_r
     assert fake_redis.lrange(f"sbatch:job:{JOB}:arrivals", 0, -1) == [
         b"0"
     ]  # answered: the collector moves on
+
+
+def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(fake_redis, monkeypatch):
+    tasks = pytest.importorskip("worker.tasks")
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    new_job(fake_redis)
+    message = chunk_message(LINES[:4])
+    assert tasks.handle(message, fake_redis) == 4  # solved and stored
+    fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)  # delivered again since
+    assert tasks.handle(message, fake_redis) == 0  # past the limit, but answered: nothing written
+    monkeypatch.setattr(tasks, "solve_chunk", lambda task: (_ for _ in ()).throw(SoftTimeLimitExceeded()))
+    fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, 0)
+    assert tasks.handle(message, fake_redis) == 0  # a redelivery past its time limit: the answer stays too
+    assert [r["status"] for r in stored_records(fake_redis)] == ["solved"] * 4
+    assert fake_redis.lrange(f"sbatch:job:{JOB}:arrivals", 0, -1) == [b"0"]
+    fake_redis.hset(f"sbatch:job:{JOB}:attempts", 1, tasks.settings.max_attempts)
+    assert tasks.handle(chunk_message(LINES[4:6], chunk=1), fake_redis) == 2  # no answer yet: errors
+    assert [r["status"] for r in stored_records(fake_redis, 1)] == ["error"] * 2
+
+
+def test_a_generate_delivery_past_the_attempt_limit_keeps_the_chunk_already_generated(fake_redis):
+    tasks = pytest.importorskip("worker.tasks")
+    payload = {"job": JOB, "chunk": 0, "box": "2x2", "count": 3, "seed": 5, "options": {}}
+    new_job(fake_redis)
+    assert tasks.handle_generate(payload, fake_redis) == 3
+    first = fake_redis.get(f"sbatch:job:{JOB}:result:0")
+    fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)
+    assert tasks.handle_generate(payload, fake_redis) == 0
+    assert fake_redis.get(f"sbatch:job:{JOB}:result:0") == first and json.loads(first)["error"] is None
 
 
 def children(pid: int) -> list[int]:

@@ -114,3 +114,26 @@ def test_a_broker_outage_during_the_sweep_leaves_the_tasks_for_the_next_one(stor
     resender._last -= 5
     assert resender.sweep(idle=5.0) == 0
     assert store.outbox(JOB).keys() == {0}
+
+
+def test_generate_resends_a_chunk_the_broker_lost_and_reads_each_chunk_once(store):
+    import json
+    from types import SimpleNamespace
+
+    from client.generate import _gather
+    from client.redis_store import run_commands
+    from solvers.chunk_store import result_commands
+
+    req = SimpleNamespace(plan=[(i, 2, i) for i in range(5)])
+    sends: list[int] = []
+
+    def send(chunk: int) -> None:  # a worker answering at once, except that the first chunk 3 is lost
+        sends.append(chunk)
+        if chunk == 3 and sends.count(3) == 1:
+            return
+        body = json.dumps({"n": 2, "puzzles": [f"p{chunk}"] * 2, "error": None}).encode()
+        run_commands(store.r, result_commands(store.keys(JOB), chunk, body, "{}", 2, 0.0, 60))
+
+    bodies = list(_gather(store, JOB, req, send, poll=0.01, resend_after=0.2))
+    assert [b["puzzles"][0] for _, b in bodies] == [f"p{i}" for i in range(5)]
+    assert sorted(sends) == [0, 1, 2, 3, 3, 4] and store.meta(JOB)["resent"] == "1"

@@ -3,7 +3,8 @@
 
 Results never go through Celery's result backend: the task writes the chunk's result
 under the job with the shared idempotent write (`solvers.chunk_store.result_commands`),
-so a chunk redelivered after a crash overwrites its first answer instead of adding one.
+so a chunk redelivered after a crash overwrites its first answer instead of adding one;
+a failure answer (attempt or time limit) is written only where no answer is stored yet.
 """
 
 from __future__ import annotations
@@ -55,24 +56,64 @@ def store_client() -> redis.Redis:
     return _client[1]
 
 
-def store_result(client: Any, result: ChunkResult, ttl: int) -> None:
-    """Write a chunk result with the shared idempotent commands, in one transaction."""
+ANSWER_ONCE_TRIES = 50  # compare-and-set rounds for a failure answer before it is written regardless
+
+
+def store_result(client: Any, result: ChunkResult, ttl: int, keep_answer: bool = False) -> bool:
+    """Write a chunk result with the shared idempotent commands, in one transaction; False if not written.
+
+    `keep_answer` (failure answers: attempt or time limit) writes only if the chunk has no
+    answer yet, so a chunk that finished and was delivered again keeps its good result.
+    """
     stats = result.header.stats
     keys = JobKeys(result.header.job, settings.key_prefix)
     commands = result_commands(
         keys, result.header.chunk, result.encode(), stats.model_dump_json(), stats.n, stats.cpu_s, ttl
     )
+    if keep_answer:
+        return write_once(client, keys, result.header.chunk, commands)
+    return run_transaction(client, commands)
+
+
+def run_transaction(client: Any, commands: list[tuple[Any, ...]]) -> bool:
+    """Run commands in one MULTI/EXEC; True (they always run)."""
     pipe = client.pipeline(transaction=True)
     for command in commands:
         pipe.execute_command(*command)
     pipe.execute()
+    return True
+
+
+def write_once(client: Any, keys: JobKeys, chunk: int, commands: list[tuple[Any, ...]]) -> bool:
+    """Run a result's commands unless `chunk` is answered already (its stats field); True if they ran.
+
+    Compare-and-set under WATCH of the job's stats hash, retried when another chunk's
+    result lands in between; after ANSWER_ONCE_TRIES busy rounds it writes regardless
+    (an answer, even a failure, beats a chunk never answered).
+    """
+    for _ in range(ANSWER_ONCE_TRIES):
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.stats)
+                if pipe.hexists(keys.stats, chunk):
+                    return False
+                pipe.multi()
+                for command in commands:
+                    pipe.execute_command(*command)
+                pipe.execute()
+                return True
+            except redis.WatchError:
+                continue
+    return run_transaction(client, commands)
 
 
 def handle(payload: dict[str, Any], client: Any) -> int:
-    """Solve one chunk message and store its answer; return the puzzles answered (0: job gone).
+    """Solve one chunk message and store its answer; return the puzzles answered (0: job gone, or answered).
 
     The job's chunk attempts are counted: a chunk whose worker died `max_attempts`
-    times is answered with `error` results instead of being tried forever.
+    times is answered with `error` results instead of being tried forever, unless it
+    has an answer already (a delivery after it finished): a good result is never replaced
+    by a failure (attempt or time limit).
     """
     task = ChunkTask.model_validate(payload)
     keys = JobKeys(task.job, settings.key_prefix)
@@ -81,7 +122,8 @@ def handle(payload: dict[str, Any], client: Any) -> int:
     client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}")
     attempts = int(client.hincrby(keys.attempts, task.chunk, 1))
     client.expire(keys.attempts, settings.job_ttl)
-    if attempts > settings.max_attempts:
+    failure = attempts > settings.max_attempts
+    if failure:
         result = failed_chunk(
             task, f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
         )
@@ -90,9 +132,10 @@ def handle(payload: dict[str, Any], client: Any) -> int:
             result = solve_chunk(task)
         except SoftTimeLimitExceeded:
             result = failed_chunk(task, "the chunk exceeded the worker's time limit", Status.TIMEOUT)
-    store_result(client, result, settings.job_ttl)
+            failure = True
+    written = store_result(client, result, settings.job_ttl, keep_answer=failure)
     client.hdel(current_key(settings.key_prefix), worker_name())
-    return len(result)
+    return len(result) if written else 0
 
 
 @app.task(
@@ -133,6 +176,7 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
     keys = JobKeys(job, settings.key_prefix)
     if not client.exists(keys.meta):
         return 0  # purged or expired: nobody is waiting for this chunk
+    client.hset(current_key(settings.key_prefix), worker_name(), f"{job}:{chunk}")  # not lost: being made
     attempts = int(client.hincrby(keys.attempts, chunk, 1))
     client.expire(keys.attempts, settings.job_ttl)
     start = time.process_time()
@@ -156,10 +200,11 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
     commands = result_commands(
         keys, chunk, json.dumps(body).encode(), stats, body["n"], cpu, settings.job_ttl
     )
-    pipe = client.pipeline(transaction=True)
-    for command in commands:
-        pipe.execute_command(*command)
-    pipe.execute()
+    if body["error"] is not None:  # a failure never replaces a chunk generated already
+        write_once(client, keys, chunk, commands)
+    else:
+        run_transaction(client, commands)
+    client.hdel(current_key(settings.key_prefix), worker_name())
     return int(body["n"])
 
 
