@@ -10,7 +10,6 @@ producer, chunk function and collector, with local processes and an in-memory st
 from __future__ import annotations
 
 import io
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -227,6 +226,9 @@ class BatchClient:
         self.close()
 
 
+SMALL_GRID_CHARS = 2 * 81 + 1  # the longest line of a 9x9 grid: 81 values with separators
+
+
 def _stdin() -> Source:
     """Stdin, peeked: a small input is read whole now (so the job can tell it is small)."""
     stream, _ = peek_stdin(INLINE_BYTES)
@@ -234,21 +236,27 @@ def _stdin() -> Source:
 
 
 def _small(inputs: list[tuple[str, Source]]) -> bool:
-    """True when the inputs are known to total at most INLINE_BYTES (solving them in-process is best)."""
-    total = 0
+    """True when solving in-process beats starting the pool: the inputs are known to total at
+    most INLINE_BYTES and hold one puzzle, or only lines short enough for 9x9 grids (a few
+    25x25 grids fit in those bytes too, but each may take seconds: they get the pool)."""
+    texts: list[str] = []
     for _, src in inputs:
         if isinstance(src, (str, Path)):
             try:
-                total += os.path.getsize(src)
+                with open(src, "rb") as f:
+                    texts.append(f.read(INLINE_BYTES + 1).decode("utf-8", "replace"))
             except OSError:
                 return False
         elif isinstance(src, io.BytesIO):
-            total += len(src.getbuffer())
-        elif isinstance(src, Sequence):
-            total += sum(len(t) + 1 for t in src) if len(src) <= INLINE_BYTES else INLINE_BYTES + 1
+            texts.append(bytes(src.getbuffer()[: INLINE_BYTES + 1]).decode("utf-8", "replace"))
+        elif isinstance(src, Sequence) and len(src) <= INLINE_BYTES:
+            texts.append("".join(f"{t}\n" for t in src))
         else:
             return False
-    return total <= INLINE_BYTES
+    if sum(map(len, texts)) > INLINE_BYTES:
+        return False
+    lines = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return len(lines) <= 1 or max(map(len, lines)) <= SMALL_GRID_CHARS
 
 
 def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:

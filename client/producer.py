@@ -139,8 +139,9 @@ class ChunkSizer:
 
     @staticmethod
     def initial(text_len: int) -> int:
-        """A first chunk of well under a second whatever the grid size (text length ~ cells)."""
-        return 1024 if text_len <= 100 else 64 if text_len <= 300 else 8 if text_len <= 700 else 2
+        """A first chunk of well under a second whatever the grid size (text length ~ cells); from
+        25x25 up one puzzle may take seconds, so chunks start at one and spread over the workers."""
+        return 1024 if text_len <= 100 else 64 if text_len <= 300 else 1
 
     def next(self, text_len: int, per_puzzle_s: float | None) -> int:
         """The size of the next chunk of puzzles about `text_len` characters long."""

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TextIO
 
+from client.summary import per_second
+
 
 def _clock(seconds: float) -> str:
     seconds = int(max(0, seconds))
@@ -45,7 +47,7 @@ class Progress:
             bar = "." * self.width
             eta = ""
             count = f"{done}/{max(done, submitted)}+"
-        line = f"\r[{bar}] {count} puzzles  {rate:,.0f}/s  {eta} {note}".rstrip()
+        line = f"\r[{bar}] {count} puzzles  {per_second(rate)}/s  {eta} {note}".rstrip()
         self.stream.write(line + "\x1b[K")
         self.stream.flush()
         self._shown = True

@@ -100,7 +100,7 @@ class Summary:
     def text(self, max_problems: int = 10) -> str:
         """The human summary printed on stderr."""
         counts = ", ".join(f"{k} {self.counts[k]}" for k in _ordered(self.counts)) or "nothing"
-        lines = [f"{self.n} puzzles in {self.wall_s:.2f} s ({self.rate:,.0f} puzzles/s): {counts}"]
+        lines = [f"{self.n} puzzles in {self.wall_s:.2f} s ({per_second(self.rate)} puzzles/s): {counts}"]
         pct = self.percentiles()
         if pct:
             lines.append("solve time ms: " + "  ".join(f"{k} {_ms(v)}" for k, v in pct.items()))
@@ -127,3 +127,8 @@ def _ordered(counts: dict[str, int]) -> list[str]:
 
 def _ms(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def per_second(rate: float) -> str:
+    """A rate as people read it: thousands separated, but two significant digits below 10 (0.38, 2.5)."""
+    return f"{rate:,.0f}" if rate >= 10 or rate == 0 else f"{rate:.2g}"

@@ -44,3 +44,17 @@ def test_results_can_be_streamed_in_arrival_order_from_a_file(tmp_path):
     records = sorted((r.to_dict() for r in job.results()), key=lambda r: r["index"])
     check_records(records, LINES[:100])
     assert {r["input"] for r in records} == {str(path)}
+
+
+def test_a_small_input_of_large_grids_is_spread_over_the_pool_not_solved_in_process(tmp_path):
+    from client.batch import _small
+
+    easy = tmp_path / "easy.txt"
+    easy.write_text("53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79\n" * 3)
+    big = tmp_path / "big.txt"
+    big.write_text(("." * 625 + "\n") * 3)
+    one_big = tmp_path / "one.txt"
+    one_big.write_text("# a comment\n" + "." * 625 + "\n")
+    assert _small([("easy", easy)]) and _small([("one", one_big)])
+    assert not _small([("big", big)])
+    assert not _small([("many", ["." * 81] * 200)])  # more bytes than INLINE_BYTES

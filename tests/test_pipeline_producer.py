@@ -77,7 +77,7 @@ def test_the_sizer_starts_small_grows_at_most_twofold_and_aims_at_the_target_tim
     sizer = ChunkSizer(target_s=1.0, max_bytes=1 << 30)
     assert [sizer.next(81, 1e-5) for _ in range(10)][-1] == 100_000
     assert sizer.next(81, 0.1) == 10  # hard puzzles shrink the next chunk at once
-    assert ChunkSizer(1.0, 1 << 30).next(625, None) == 8  # bigger grids start smaller
+    assert ChunkSizer(1.0, 1 << 30).next(625, None) == 1  # 25x25 grids start one per chunk
 
 
 def test_the_window_holds_the_producer_until_chunks_come_back():
