@@ -52,6 +52,7 @@ DEFAULT_CORPORA = [
     "25x25/sudoku_acs_general_25x25.txt",
 ]
 PROBE = 20  # puzzles timed once to size the sample of a slow solver
+DEFAULT = "propagation"  # the default solver: the one `solve_many` uses
 
 
 def corpora_dir() -> Path:
@@ -141,6 +142,27 @@ def run(solver_name: str, box: Box, givens: np.ndarray, repeat: int, time_limit:
     }
 
 
+def run_api(path: Path, repeat: int) -> dict:
+    """Time `solvers.solve_many` on a corpus as a user calls it (texts in, verified Results out):
+    CPU seconds of the call, median of `repeat`, and of the call plus reading every row's
+    status and solution (which builds each row's SolveResult)."""
+    from solvers.api import solve_many
+
+    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+    solve_many(lines[:10])  # load the kernels
+    call, read = [], []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        results = solve_many(lines)
+        call.append(time.process_time() - t0)
+        t0 = time.process_time()
+        solved = sum(1 for r in results if r.status == "solved" and r.solution)
+        read.append(call[-1] + time.process_time() - t0)
+    n = len(lines)
+    rate, read_rate = n / statistics.median(call), n / statistics.median(read)
+    return {"n": n, "solved": solved, "rate": rate, "read_rate": read_rate}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpora", nargs="*", default=DEFAULT_CORPORA, help="files in the corpora dir (globs)")
@@ -151,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--budget", type=float, default=20.0, help="CPU seconds per corpus x solver")
     ap.add_argument("--full", nargs="*", default=["propagation"], help="solvers never sampled")
     ap.add_argument("--no-compile", action="store_true", help="skip the compile / cache-load timings")
+    ap.add_argument("--no-api", action="store_true", help="skip the solve_many rows")
     args = ap.parse_args(argv)
 
     root = corpora_dir()
@@ -186,6 +209,13 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r['rate']:11,.0f} {r['median_us']:9,.1f} {r['max_us']:10,.0f}",
                 flush=True,
             )
+    if not args.no_api and DEFAULT in names:
+        print(f"\nthrough solve_many ({DEFAULT}; texts in, verified Results out; CPU, median {args.repeat})")
+        print(f"{'corpus':50} {'n':>6} {'solved':>6} {'puzzles/s':>11} {'+ read every row':>17}")
+        for path in paths:
+            label = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+            r = run_api(path, args.repeat)
+            print(f"{label[:50]:50} {r['n']:6d} {r['solved']:6d} {r['rate']:11,.0f} {r['read_rate']:17,.0f}")
     if compiled:
         print(f"\n{'solver':13} {'box':5} {'compile s (cold)':>17} {'cache load s':>13}")
         for (name, box), (cold, warm) in sorted(compiled.items(), key=lambda kv: (kv[0][0], kv[0][1].n)):

@@ -143,8 +143,9 @@ class Results(Sequence[SolveResult]):
         return item
 
     def __iter__(self) -> Iterator[SolveResult]:
-        for i in range(len(self)):
-            yield self[i]
+        if None in self.items:
+            self._build_all()  # one pass over plain lists: several times cheaper than row by row
+        return iter(self.items)  # type: ignore[arg-type]  # every row is built now
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Results | list | tuple):
@@ -184,6 +185,33 @@ class Results(Sequence[SolveResult]):
             self.error_texts[self.error_id[i]],
             counters,
         )
+
+    def _build_all(self) -> None:
+        """Build every row not built yet, reading the columns as Python lists once."""
+        names = [*self.names, None]  # solver id -1 reads None
+        codes, solvers = self.code.tolist(), self.solver.tolist()
+        ns_list, nodes_list, guesses_list = self.ns.tolist(), self.nodes.tolist(), self.guesses.tolist()
+        zero, errors = self.solved_cost.tolist(), self.error_id.tolist()
+        counts = self.counts.tolist() if self.counts is not None else [None] * len(self)
+        solutions = self.solution_texts()
+        for i, item in enumerate(self.items):
+            if item is not None:
+                continue
+            name, ns, nodes, guesses = names[solvers[i]], ns_list[i], nodes_list[i], guesses_list[i]
+            self.items[i] = SolveResult(
+                STATUSES[codes[i]],
+                self.texts[i],
+                solutions[i],
+                0 if zero[i] else None,
+                name,
+                ns / 1e9,
+                nodes,
+                guesses,
+                0,
+                counts[i],
+                self.error_texts[errors[i]],
+                {} if name is None else {name: {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}},
+            )
 
     def born_rows(self) -> list[int]:
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""
