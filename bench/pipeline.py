@@ -62,13 +62,12 @@ def tree(pid: int) -> list[int]:
     return out
 
 
-def tree_cpu(pids: list[int]) -> float:
-    """CPU seconds of the given processes and their descendants (those still alive)."""
+def pids_cpu(pids: list[int]) -> float:
+    """CPU seconds of the given processes (listed beforehand: walking /proc costs ~10 ms of CPU)."""
     total = 0.0
-    for root in pids:
-        for p in tree(root):
-            with contextlib.suppress(OSError):  # a process may end meanwhile
-                total += proc_cpu(p)
+    for p in pids:
+        with contextlib.suppress(OSError):
+            total += proc_cpu(p)
     return total
 
 
@@ -110,8 +109,12 @@ def run_job(client, path: Path, out: Path) -> dict:
     return {"puzzles": n, "wall_s": summary.wall_s, "solver_cpu_s": summary.solver_cpu_s, "job": job}
 
 
-def broker_runs(paths: list[Path], tmp: Path) -> dict[str, dict]:
-    """Run each corpus through a real redis-server and two warm `sudoku-batch worker --concurrency 1`."""
+def broker_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, dict]:
+    """Run each corpus through a real redis-server and two warm `sudoku-batch worker --concurrency 1`.
+
+    Each corpus runs `repeat` times back to back and the figures are per run: other processes'
+    CPU is read from /proc in 10 ms ticks, too coarse for one run of an easy corpus.
+    """
     import redis
 
     from client import BatchClient
@@ -144,23 +147,26 @@ def broker_runs(paths: list[Path], tmp: Path) -> dict[str, dict]:
         client = BatchClient(url)
         run_job(client, SAMPLE, tmp / "warm.jsonl")["job"].purge()  # connections and imports, untimed
         out: dict[str, dict] = {}
+        pids = [p for w in workers for p in tree(w.pid)]  # long-lived: listed once, outside the clock
         for path in paths:
             gc.collect()
+            workers0, redis0 = pids_cpu(pids), proc_cpu(server.pid)
             cpu0 = time.process_time()
-            workers0, redis0 = tree_cpu([w.pid for w in workers]), proc_cpu(server.pid)
-            res = run_job(client, path, tmp / "broker.jsonl")
-            client_cpu = time.process_time() - cpu0
-            workers_cpu = tree_cpu([w.pid for w in workers]) - workers0
-            redis_cpu = proc_cpu(server.pid) - redis0
-            res["job"].purge()
+            runs = []
+            for _ in range(repeat):
+                runs.append(run_job(client, path, tmp / "broker.jsonl"))
+                runs[-1]["job"].purge()
+            client_cpu = (time.process_time() - cpu0) / repeat
+            workers_cpu = (pids_cpu(pids) - workers0) / repeat
+            redis_cpu = (proc_cpu(server.pid) - redis0) / repeat
             out[path.name] = {
-                "puzzles": res["puzzles"],
-                "wall_s": res["wall_s"],
+                "puzzles": runs[0]["puzzles"],
+                "wall_s": statistics.mean(r["wall_s"] for r in runs),
                 "client_cpu_s": client_cpu,
                 "workers_cpu_s": workers_cpu,
                 "redis_cpu_s": redis_cpu,
                 "total_cpu_s": client_cpu + workers_cpu + redis_cpu,
-                "insitu_solver_cpu_s": res["solver_cpu_s"],
+                "insitu_solver_cpu_s": statistics.mean(r["solver_cpu_s"] for r in runs),
             }
         client.close()
         return out
@@ -173,22 +179,24 @@ def broker_runs(paths: list[Path], tmp: Path) -> dict[str, dict]:
         server.wait(10)
 
 
-def embedded_runs(paths: list[Path], tmp: Path) -> dict[str, dict]:
-    """Run each corpus embedded (2 local processes, started and warmed first), and as a user's CLI run."""
+def embedded_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, dict]:
+    """Run each corpus embedded (2 local processes, started and warmed first; figures per run of
+    `repeat` back to back), and once as a user's CLI run."""
     from client import BatchClient
 
     out: dict[str, dict] = {}
     with BatchClient(workers=2) as client:
         run_job(client, SAMPLE, tmp / "warm.jsonl")  # starts the pool: untimed, as for the broker's workers
+        pids = tree(os.getpid())  # this process and its pool: listed once, outside the clock
         for path in paths:
             gc.collect()
-            cpu0 = tree_cpu([os.getpid()])
-            res = run_job(client, path, tmp / "embedded.jsonl")
+            cpu0 = pids_cpu(pids)
+            runs = [run_job(client, path, tmp / "embedded.jsonl") for _ in range(repeat)]
             out[path.name] = {
-                "puzzles": res["puzzles"],
-                "wall_s": res["wall_s"],
-                "total_cpu_s": tree_cpu([os.getpid()]) - cpu0,
-                "insitu_solver_cpu_s": res["solver_cpu_s"],
+                "puzzles": runs[0]["puzzles"],
+                "wall_s": statistics.mean(r["wall_s"] for r in runs),
+                "total_cpu_s": (pids_cpu(pids) - cpu0) / repeat,
+                "insitu_solver_cpu_s": statistics.mean(r["solver_cpu_s"] for r in runs),
             }
     for path in paths:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -220,14 +228,15 @@ def main() -> None:
     ap.add_argument("--no-broker", action="store_true", help="skip the redis-server runs")
     ap.add_argument("--no-embedded", action="store_true", help="skip the embedded runs")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each corpus per figure (default 3)")
     args = ap.parse_args()
     paths = [CORPORA / c for c in (args.corpus or DEFAULT)]
     report: dict[str, object] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = {p.name: baseline(p.read_text().splitlines()) for p in paths}
-        broker = {} if args.no_broker else broker_runs(paths, tmp)
-        embedded = {} if args.no_embedded else embedded_runs(paths, tmp)
+        broker = {} if args.no_broker else broker_runs(paths, tmp, args.repeat)
+        embedded = {} if args.no_embedded else embedded_runs(paths, tmp, args.repeat)
     cold = cold_start(paths[0].read_text().splitlines()[0])
     for p in paths:
         name = p.name

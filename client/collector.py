@@ -48,11 +48,11 @@ def stream_chunks(
         if fresh:
             for at in range(0, len(fresh), FETCH_CHUNKS):  # a few chunks at a time: bounded memory
                 part = fresh[at : at + FETCH_CHUNKS]
-                for chunk, payload in zip(part, store.fetch(job, part), strict=True):
-                    if payload is None:
+                for chunk, result in zip(part, store.fetch_results(job, part), strict=True):
+                    if result is None:
                         raise JobFailed(f"the result of chunk {chunk} expired before it was collected")
                     seen.add(chunk)
-                    yield ChunkResult.decode(payload)
+                    yield result
                 store.mark_collected(job, part, result_ttl)  # after the caller has written them
             last_progress = time.monotonic()
             continue

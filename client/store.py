@@ -117,6 +117,10 @@ class JobStore(ABC):
     def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
         """Return the encoded results of `chunks` (None for one that is gone)."""
 
+    def fetch_results(self, job: str, chunks: Sequence[int]) -> list[ChunkResult | None]:
+        """Return the decoded results of `chunks` (None for one that is gone): what collectors read."""
+        return [None if p is None else ChunkResult.decode(p) for p in self.fetch(job, chunks)]
+
     @abstractmethod
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
         """Let collected results expire after `ttl` seconds."""
@@ -210,7 +214,7 @@ class MemoryStore(JobStore):
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._meta: dict[str, dict[str, str]] = {}
-        self._results: dict[str, dict[int, bytes]] = {}
+        self._results: dict[str, dict[int, tuple[ChunkResult, bytes | None]]] = {}  # result, its encoding
         self._stats: dict[str, dict[int, ChunkStats]] = {}
         self._arrivals: dict[str, list[int]] = {}
         self._hint: dict[str, tuple[int, float]] = {}
@@ -258,12 +262,12 @@ class MemoryStore(JobStore):
             return self._tokens.get(job) == token
 
     def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
-        payload = payload if payload is not None else result.encode()
+        """Keep the result object itself: the collector in this process reads it without decoding."""
         with self._cond:
             if job not in self._results:
                 return  # purged
             chunk, stats = result.header.chunk, result.header.stats
-            self._results[job][chunk] = payload
+            self._results[job][chunk] = (result, payload)
             self._stats[job][chunk] = stats
             self._arrivals[job].append(chunk)
             n, cpu = self._hint[job]
@@ -276,6 +280,13 @@ class MemoryStore(JobStore):
             return list(got), cursor + len(got)
 
     def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
+        got = self._kept(job, chunks)
+        return [None if k is None else k[1] if k[1] is not None else k[0].encode() for k in got]
+
+    def fetch_results(self, job: str, chunks: Sequence[int]) -> list[ChunkResult | None]:
+        return [None if k is None else k[0] for k in self._kept(job, chunks)]
+
+    def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[ChunkResult, bytes | None] | None]:
         with self._cond:
             results = self._results.get(job, {})
             return [results.get(c) for c in chunks]

@@ -16,7 +16,7 @@ from typing import Any
 
 from client.config import ClientSettings, mask_url
 from client.store import JobStore
-from solvers.chunk import TASK_NAME, ChunkResult, ChunkTask, failed_chunk, solve_chunk
+from solvers.chunk import TASK_NAME, ChunkHeader, ChunkResult, ChunkTask, failed_chunk, solve_chunk
 
 INLINE_BYTES = 8192  # an embedded job this small is solved in-process: no pool to start
 
@@ -37,9 +37,17 @@ class Transport(ABC):
         return None
 
 
-def _solve_payload(payload: str) -> bytes:
-    """Worker-process entry: decode a task, solve it, encode the result (the pool's unit of work)."""
-    return solve_chunk(ChunkTask.model_validate_json(payload)).encode()
+def _solve_payload(payload: str | ChunkTask) -> tuple[str, bytes]:
+    """Worker-process entry: solve a task (JSON, or the validated model itself, pickled by the pool);
+    return the result's header JSON and its records.
+
+    Two parts rather than `ChunkResult.encode()`: joining them here and splitting them in the
+    parent would copy the megabytes of records twice for nothing. A ChunkTask made by this
+    process's producer is already valid: pickling it skips a JSON dump and parse of ~1 MB.
+    """
+    task = payload if isinstance(payload, ChunkTask) else ChunkTask.model_validate_json(payload)
+    result = solve_chunk(task)
+    return result.header.model_dump_json(), result.records
 
 
 def _init_process() -> None:
@@ -80,8 +88,8 @@ class LocalPool:
         self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_process)
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
 
-    def submit(self, payload: str) -> Future[bytes]:
-        """Solve one encoded ChunkTask in a worker process."""
+    def submit(self, payload: str | ChunkTask) -> Future[tuple[str, bytes]]:
+        """Solve one ChunkTask (or its JSON) in a worker process."""
         assert self._pool is not None, "start() the pool first"
         return self._pool.submit(_solve_payload, payload)
 
@@ -109,15 +117,15 @@ class LocalTransport(Transport):
         if not self.pool.started:
             self.store.put_result(self.job, solve_chunk(task))
             return
-        future = self.pool.submit(task.model_dump_json())
+        future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
 
-    def _done(self, task: ChunkTask, future: Future[bytes]) -> None:
+    def _done(self, task: ChunkTask, future: Future[tuple[str, bytes]]) -> None:
         """Store a finished chunk; a crashed process breaks the job (its chunks cannot be answered)."""
         exc = future.exception()
         if exc is None:
-            payload = future.result()
-            self.store.put_result(self.job, ChunkResult.decode(payload), payload)
+            head, records = future.result()
+            self.store.put_result(self.job, ChunkResult(ChunkHeader.model_validate_json(head), records))
             return
         self._broken = f"a local worker process failed: {type(exc).__name__}: {exc}"
         self.store.update(self.job, {"state": "failed", "error": self._broken})
@@ -158,7 +166,11 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
 
 
 class CeleryTransport(Transport):
-    """Broker mode: one Celery message per chunk, sent by name to the workers' queue."""
+    """Broker mode: one Celery message per chunk, sent by name to the workers' queue.
+
+    The message is a `ChunkRef` (job and chunk): every task sent here was committed to the
+    job's outbox first (producer, resend sweep, resume), and the worker reads it from there.
+    """
 
     def __init__(self, url: str, settings: ClientSettings) -> None:
         self.url = url
@@ -171,7 +183,7 @@ class CeleryTransport(Transport):
         try:
             self.app.send_task(
                 TASK_NAME,
-                kwargs={"task": task.model_dump(mode="json")},
+                kwargs={"task": {"job": task.job, "chunk": task.chunk, "ref": "outbox"}},  # a ChunkRef
                 queue=self.settings.queue,
                 soft_time_limit=limit - 30,
                 time_limit=limit,

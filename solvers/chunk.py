@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import os
 import socket
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -83,6 +85,22 @@ class ChunkTask(BaseModel):
         return split_texts(self.puzzles, self.spans, len(self))
 
 
+class ChunkRef(BaseModel):
+    """A task message that names its chunk instead of carrying it: the worker reads the task from the outbox.
+
+    The producer commits every task to the job's outbox before sending it (and the resend
+    sweep and a resume send only outbox tasks), so the puzzles need not travel through the
+    broker a second time: the message stays a few bytes instead of a base64 copy of ~1 MB.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: int = SCHEMA
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    chunk: int = Field(ge=0, lt=2**53)
+    ref: Literal["outbox"] = "outbox"
+
+
 class Problem(BaseModel):
     """An input line that got no solution attempt (`invalid`) or whose solver failed (`error`)."""
 
@@ -127,7 +145,7 @@ class ChunkResult:
 
     __slots__ = ("header", "records")
 
-    def __init__(self, header: ChunkHeader, records: bytes) -> None:
+    def __init__(self, header: ChunkHeader, records: bytes | bytearray) -> None:
         self.header = header
         self.records = records
 
@@ -139,10 +157,16 @@ class ChunkResult:
         return self.header.model_dump_json().encode() + b"\n" + self.records
 
     @classmethod
-    def decode(cls, payload: bytes) -> ChunkResult:
-        """Invert `encode`."""
-        head, _, records = payload.partition(b"\n")
-        return cls(ChunkHeader.model_validate_json(head), records)
+    def decode(cls, payload: bytes | bytearray) -> ChunkResult:
+        """Invert `encode`. A bytearray payload is taken over: its records stay where they are (no copy)."""
+        cut = payload.find(b"\n")
+        if cut < 0:
+            cut = len(payload)
+        header = ChunkHeader.model_validate_json(payload[:cut])
+        if isinstance(payload, bytearray):  # deleting a bytearray's head moves a pointer, not the bytes
+            del payload[: cut + 1]
+            return cls(header, payload)
+        return cls(header, payload[cut + 1 :])
 
     def indices(self) -> list[int]:
         """Positions of the records among all puzzles of the job, in record order."""
@@ -172,6 +196,15 @@ def expand_runs(runs: Runs) -> list[int]:
     return out
 
 
+def runs_array(runs: Runs) -> np.ndarray:
+    """`expand_runs` as an int64 array (vectorised)."""
+    if not runs:
+        return np.zeros(0, np.int64)
+    firsts, counts = np.array(runs, dtype=np.int64).reshape(-1, 2).T
+    starts = np.cumsum(counts) - counts
+    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(firsts - starts, counts)
+
+
 def join_texts(texts: list[str]) -> tuple[str, list[int] | None]:
     """Join puzzle texts with newlines; return the rows per text when some text has several."""
     joined = "\n".join(texts)
@@ -193,6 +226,33 @@ def split_texts(joined: str, spans: list[int] | None, count: int) -> list[str]:
         out.append("\n".join(parts[at : at + span]))
         at += span
     return out
+
+
+_ENTRY_HEAD, _ENTRY_TASK = '{"at":', ',"task":'
+
+
+def outbox_entry(at: float, task_json: str) -> str:
+    """An outbox entry: `{"at": <epoch s>, "task": <the task's JSON object>}`, by concatenation.
+
+    The task is nested as an object, not as a JSON string: escaping a megabyte of task
+    JSON again (its newlines become `\\n`) cost ~3 ms per chunk, concatenating 0.1 ms.
+    """
+    return f"{_ENTRY_HEAD}{at!r}{_ENTRY_TASK}{task_json}}}"
+
+
+def read_outbox_entry(raw: bytes | str) -> tuple[float, str]:
+    """Invert `outbox_entry`: (sent at, task JSON); also reads the older form whose task is a JSON string."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    cut = (
+        text.find(_ENTRY_TASK, len(_ENTRY_HEAD), len(_ENTRY_HEAD) + 40)
+        if text.startswith(_ENTRY_HEAD)
+        else -1
+    )
+    if cut > 0 and text.endswith("}"):
+        return float(text[len(_ENTRY_HEAD) : cut]), text[cut + len(_ENTRY_TASK) : -1]
+    entry = json.loads(text)
+    task = entry["task"]
+    return float(entry["at"]), task if isinstance(task, str) else json.dumps(task)
 
 
 def chunk_seed(job: str, chunk: int) -> int:
@@ -269,13 +329,20 @@ def build_result(
 
     `compiled` picks the numba renderer (workers); the producer renders in plain Python.
     """
-    indices = expand_runs(index_runs)
-    lines = expand_runs(line_runs)
-    cols = extract(results)
-    records = (render if compiled else render_py)(input_name, indices, lines, texts, cols)
+    if compiled:  # the kernel reads arrays: no list of Python ints per chunk
+        indices, lines = runs_array(index_runs), runs_array(line_runs)
+        records = render(input_name, indices, lines, texts, cols := extract(results))
+    else:
+        indices, lines = expand_runs(index_runs), expand_runs(line_runs)
+        records = render_py(input_name, indices, lines, texts, cols := extract(results))
     t = tally(cols)
     problems = [
-        Problem(index=indices[i], line=lines[i], status=results[i].status.value, error=cols.errors[i] or "")
+        Problem(
+            index=int(indices[i]),
+            line=int(lines[i]),
+            status=results[i].status.value,
+            error=cols.errors[i] or "",
+        )
         for i in t.problem_rows[:MAX_PROBLEMS]
     ]
     stats = ChunkStats(

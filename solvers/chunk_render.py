@@ -57,6 +57,31 @@ def _put_lit(out, pos, src):  # type: ignore[no-untyped-def]
     return _put(out, pos, src, _U0, np.uint64(src.size))
 
 
+_POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
+
+
+@njit(cache=True)
+def _digits(v):  # type: ignore[no-untyped-def]
+    """Decimal digits of v (uint64): compares against powers of ten, no division."""
+    n = _U1
+    while n < np.uint64(20) and v >= _POW10[n]:
+        n += _U1
+    return n
+
+
+@njit(cache=True)
+def _put_uint(out, pos, v, digits):  # type: ignore[no-untyped-def]
+    """Write the uint64 v as exactly `digits` decimal digits (leading zeros kept)."""
+    end = pos + digits
+    i = end
+    while i > pos:
+        i -= _U1
+        q = v // _U10
+        out[i] = _U48 + (v - q * _U10)
+        v = q
+    return end
+
+
 @njit(cache=True)
 def _put_int(out, pos, value):  # type: ignore[no-untyped-def]
     if value < 0:
@@ -64,18 +89,7 @@ def _put_int(out, pos, value):  # type: ignore[no-untyped-def]
         pos += _U1
         value = -value
     v = np.uint64(value)
-    digits = _U1
-    t = v
-    while t >= _U10:
-        t //= _U10
-        digits += _U1
-    end = pos + digits
-    i = end
-    while i > pos:
-        i -= _U1
-        out[i] = _U48 + v % _U10
-        v //= _U10
-    return end
+    return _put_uint(out, pos, v, _digits(v))
 
 
 @njit(cache=True)
@@ -85,24 +99,27 @@ def _put_fixed(out, pos, q, decimals):  # type: ignore[no-untyped-def]
         out[pos] = 45
         pos += _U1
         q = -q
-    scale = np.int64(1)
-    for _ in range(decimals):
-        scale *= 10
-    pos = _put_int(out, pos, q // scale)
+    v = np.uint64(q)
+    scale = _POW10[decimals]
+    whole = v // scale
+    pos = _put_uint(out, pos, whole, _digits(whole))
     out[pos] = 46  # '.'
     pos += _U1
-    frac = np.uint64(q % scale)
+    frac = v - whole * scale
     keep = np.uint64(decimals)
     while keep > _U1 and frac % _U10 == _U0:
         frac //= _U10
         keep -= _U1
-    end = pos + keep
-    i = end
-    while i > pos:
-        i -= _U1
-        out[i] = _U48 + frac % _U10
-        frac //= _U10
-    return end
+    return _put_uint(out, pos, frac, keep)
+
+
+@njit(cache=True)
+def _put_plain(out, pos, src, a, b):  # type: ignore[no-untyped-def]
+    """Write src[a:b] as a JSON string literal when it holds nothing to escape (checked by the caller)."""
+    out[pos] = 34
+    pos = _put(out, pos + _U1, src, a, b)
+    out[pos] = 34
+    return pos + _U1
 
 
 @njit(cache=True)
@@ -141,7 +158,7 @@ def _put_str(out, pos, src, a, b):  # type: ignore[no-untyped-def]
 def _render(  # type: ignore[no-untyped-def]
     inp, index, line, p_buf, p_off, status, s_buf, s_off, sol_buf, sol_off, cost, has_cost, solver,
     n_buf, n_off, time_q, time_ok, e_buf, e_off, nodes, guesses, restarts,
-    c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off, out,
+    c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off, out, p_plain, sol_plain,
 ):  # fmt: skip
     pos = _U0
     for j in range(index.shape[0]):
@@ -156,13 +173,19 @@ def _render(  # type: ignore[no-untyped-def]
         pos = _put_lit(out, pos, _L_INDEX)
         pos = _put_int(out, pos, index[i])
         pos = _put_lit(out, pos, _L_PUZZLE)
-        pos = _put_str(out, pos, p_buf, p_off[i], p_off[i + _U1])
+        if p_plain:
+            pos = _put_plain(out, pos, p_buf, p_off[i], p_off[i + _U1])
+        else:
+            pos = _put_str(out, pos, p_buf, p_off[i], p_off[i + _U1])
         pos = _put_lit(out, pos, _L_STATUS)
         st = np.uint64(status[i])
         pos = _put_str(out, pos, s_buf, s_off[st], s_off[st + _U1])
         pos = _put_lit(out, pos, _L_SOLUTION)
         if sol_off[i + _U1] > sol_off[i]:
-            pos = _put_str(out, pos, sol_buf, sol_off[i], sol_off[i + _U1])
+            if sol_plain:
+                pos = _put_plain(out, pos, sol_buf, sol_off[i], sol_off[i + _U1])
+            else:
+                pos = _put_str(out, pos, sol_buf, sol_off[i], sol_off[i + _U1])
         else:
             pos = _put_lit(out, pos, _L_NULL)
         pos = _put_lit(out, pos, _L_COST)
@@ -238,13 +261,16 @@ def render_compiled(
     inp = np.frombuffer(_json_string(input_name).encode(), dtype=np.uint8)
     p_buf, p_off, p_len = _pack(texts)
     s_buf, s_off, _ = _pack(STATUS_NAMES)
-    sol_buf, sol_off, sol_len = (
-        _pack(cols.solution_texts()) if cols.symbols is None else _pack_symbols(*cols.symbols)
-    )
+    if cols.symbols is None:
+        solutions = cols.solution_texts()
+        sol_buf, sol_off, sol_len = _pack(solutions)
+        sol_plain = _plain(sol_buf, sol_len)
+    else:  # grids of symbols (digits and letters): nothing to escape
+        sol_buf, sol_off, sol_len = _pack_symbols(*cols.symbols)
+        sol_plain = True
     n_buf, n_off, n_len = _pack(cols.names or [""])
-    errors = [e or "" for e in cols.errors]
-    e_buf, e_off, e_len = _pack(errors)
-    c_buf, c_off, c_len = _pack(cols.counter_raw)
+    e_buf, e_off, e_len = _pack([e or "" for e in cols.errors]) if any(cols.errors) else _none(b)
+    c_buf, c_off, c_len = _pack(cols.counter_raw) if (cols.counter_kind == 2).any() else _none(b)
     size = b * (400 + inp.size + 2 * n_len) + 6 * (p_len + sol_len + e_len) + c_len
     out = np.empty(size, dtype=np.uint8)
     has_cost = ~np.isnan(cols.cost)
@@ -254,9 +280,20 @@ def render_compiled(
         inp, index, line, p_buf, p_off, cols.status, s_buf, s_off, sol_buf, sol_off, cost, has_cost,
         cols.solver, n_buf, n_off, cols.time_q, cols.time_ok, e_buf, e_off, cols.nodes, cols.guesses,
         cols.restarts, cols.counter_kind, cols.counter_name, cols.counter_nodes, cols.counter_guesses,
-        cols.counter_time_q, c_buf, c_off, out,
+        cols.counter_time_q, c_buf, c_off, out, _plain(p_buf, p_len), sol_plain,
     )  # fmt: skip
     return out[: int(used)].tobytes()
+
+
+def _none(b: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """`_pack` of b empty texts."""
+    return np.zeros(1, np.uint8), np.zeros(b + 1, np.uint64), 0
+
+
+def _plain(buf: np.ndarray, size: int) -> bool:
+    """True when `buf[:size]` (UTF-8) holds nothing to escape in JSON: no control byte, quote or backslash."""
+    data = buf[:size]
+    return not size or (int(data.min()) >= 32 and not (data == 34).any() and not (data == 92).any())
 
 
 def _json_string(text: str) -> str:

@@ -26,9 +26,11 @@ from pydantic import ValidationError
 from solvers.chunk import (
     JOB_ID_PATTERN,
     TASK_NAME,
+    ChunkRef,
     ChunkResult,
     ChunkTask,
     failed_chunk,
+    read_outbox_entry,
     solve_chunk,
     worker_name,
 )
@@ -115,10 +117,19 @@ def handle(payload: dict[str, Any], client: Any) -> int:
     has an answer already (a delivery after it finished): a good result is never replaced
     by a failure (attempt or time limit).
     """
-    task = ChunkTask.model_validate(payload)
-    keys = JobKeys(task.job, settings.key_prefix)
-    if not client.exists(keys.meta):
-        return 0  # purged or expired: nobody is waiting for this chunk
+    if isinstance(payload, dict) and "ref" in payload:  # a ChunkRef (what clients send): task in the outbox
+        ref = ChunkRef.model_validate(payload)
+        keys = JobKeys(ref.job, settings.key_prefix)
+        if not client.exists(keys.meta):
+            return 0  # purged or expired: nobody is waiting for this chunk
+        task = outbox_task(client, keys, ref)
+        if task is None:
+            return 0
+    else:  # the whole task in the message
+        task = ChunkTask.model_validate(payload)
+        keys = JobKeys(task.job, settings.key_prefix)
+        if not client.exists(keys.meta):
+            return 0  # purged or expired: nobody is waiting for this chunk
     client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}")
     attempts = int(client.hincrby(keys.attempts, task.chunk, 1))
     client.expire(keys.attempts, settings.job_ttl)
@@ -138,6 +149,23 @@ def handle(payload: dict[str, Any], client: Any) -> int:
     return len(result) if written else 0
 
 
+def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
+    """The task a ChunkRef names, from the job's outbox; None when the chunk is answered already.
+
+    The result's MULTI drops the outbox entry, so a missing entry means a redelivery of a
+    chunk that has its answer (or a job being purged): nothing to solve.
+    """
+    entry = client.hget(keys.outbox, str(ref.chunk))
+    if entry is None:
+        if not client.hexists(keys.stats, ref.chunk):
+            log.warning("chunk %s:%s is neither in the outbox nor answered; dropped", ref.job, ref.chunk)
+        return None
+    task = ChunkTask.model_validate_json(read_outbox_entry(entry)[1])
+    if (task.job, task.chunk) != (ref.job, ref.chunk):
+        raise ValueError(f"outbox entry {ref.job}:{ref.chunk} holds chunk {task.job}:{task.chunk}")
+    return task
+
+
 @app.task(
     name=TASK_NAME,
     ignore_result=True,
@@ -155,6 +183,9 @@ def solve_chunk_task(task: dict[str, Any]) -> int:
     except ValidationError as exc:
         reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         log.error("dropping a malformed chunk message: %s", reasons[:500])  # one line, no payload echoed
+        return 0
+    except (ValueError, KeyError, TypeError) as exc:  # an outbox entry that is not a task
+        log.error("dropping a chunk whose outbox entry is malformed: %s", str(exc)[:500])
         return 0
 
 
