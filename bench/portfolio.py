@@ -6,13 +6,16 @@ per solve, appended as it goes so a long run keeps what it measured):
     demo        evolution alone on the seed article's demo puzzle, 10 seeds
     stochastic  each stochastic solver alone on 50 norvig_top95 + 50 krazydad IM puzzles
     large       18 frisch 25x25 + 200 sudoku_acs 25x25: the race portfolio vs each member alone
-                (and `plain`: the exact solver without restarts)
+                (and `plain`: the exact solver without restarts); solved count, median and
+                max wall and CPU time, load average; stochastic members alone (they solve no
+                frisch puzzle) may run on a documented subset (`--stochastic-subset`)
     throughput  9x9 corpora through solve_many: portfolio `race` vs `fast` (CPU time)
     calibrate   measured cost per exact node and per stochastic work unit vs the models
     plot        cactus plot (puzzles solved vs time) of `large` and `stochastic` records
 
     .venv/bin/python bench/portfolio.py demo stochastic --time-limit 10
     .venv/bin/python bench/portfolio.py large --time-limit 60 --configs race,propagation
+    .venv/bin/python bench/portfolio.py large --configs annealing,evolution --stochastic-subset frisch=2
     .venv/bin/python bench/portfolio.py plot
 
 Times are wall seconds of the solve and CPU seconds of this process around it (the race
@@ -200,29 +203,52 @@ def section_large(args: argparse.Namespace) -> None:
         sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
     configs: dict[str, PortfolioSpec | None] = {**large_configs(), "plain": None}
     chosen = args.configs.split(",") if args.configs else list(configs)
+    subset = stochastic_subset(args.stochastic_subset)
     for cname in chosen:
         spec = configs[cname]
+        stochastic_only = spec is not None and all(m.kind == "stochastic" for m in spec.members)
         run_config(spec, parse_puzzle(sets[next(iter(sets))][0]), 0.1, 0)  # load kernels
         for sname, texts in sets.items():
-            solved, times = 0, []
-            for i, text in enumerate(texts):
+            count = subset.get(sname, len(texts)) if stochastic_only else len(texts)
+            note = f" (documented subset: the first {count} of {len(texts)})" if count < len(texts) else ""
+            solved, walls, cpus, loads = 0, [], [], []
+            for i, text in enumerate(texts[:count]):
                 puzzle = parse_puzzle(text)
                 r, wall, cpu = timed(lambda p=puzzle, s=i, sp=spec: run_config(sp, p, args.time_limit, s))
-                record(
-                    path,
-                    {"config": cname, "set": sname, "index": i, "wall": wall, "cpu": cpu, **summary_of(r)},
-                )
+                load = os.getloadavg()[0]
+                loads.append(load)
+                rec = {"config": cname, "set": sname, "index": i, "wall": wall, "cpu": cpu, "load1": load}
+                record(path, {**rec, **summary_of(r)})
                 if r.status == "solved":
                     solved += 1
-                    times.append(wall)
+                    walls.append(wall)
+                    cpus.append(cpu)
                 print(
-                    f"  {cname} {sname}#{i}: {r.status} by {r.solver} cost {r.cost} {wall:.2f}s", flush=True
+                    f"  {cname} {sname}#{i}: {r.status} by {r.solver} cost {r.cost} wall {wall:.2f}s "
+                    f"cpu {cpu:.2f}s load {load:.2f}",
+                    flush=True,
                 )
-            med = f"median {statistics.median(times):.2f}s" if times else "-"
+            stats = (
+                f"wall median {statistics.median(walls):.2f}s max {max(walls):.2f}s, "
+                f"CPU median {statistics.median(cpus):.2f}s max {max(cpus):.2f}s"
+                if walls
+                else "-"
+            )
             print(
-                f"{cname} on {sname}: {solved}/{len(texts)} solved within {args.time_limit}s, {med}",
+                f"{cname} on {sname}: {solved}/{count} solved within {args.time_limit}s{note}; {stats}; "
+                f"load average (1 min) {statistics.mean(loads):.2f} mean, {max(loads):.2f} max",
                 flush=True,
             )
+
+
+def stochastic_subset(text: str) -> dict[str, int]:
+    """Parse `frisch=3,acs25=20`: puzzles per set for configs of stochastic members only
+    (they solve no frisch puzzle; a full run would spend an hour timing out)."""
+    out: dict[str, int] = {}
+    for part in filter(None, text.split(",")):
+        name, _, count = part.partition("=")
+        out[name] = int(count)
+    return out
 
 
 def section_throughput(args: argparse.Namespace) -> None:
@@ -317,6 +343,10 @@ def section_plot(args: argparse.Namespace) -> None:
     large = OUT / "portfolio_large.jsonl"
     if large.exists():
         recs = latest([json.loads(x) for x in large.read_text().splitlines()], ("set", "config"))
+        stochastic = set(STOCHASTIC_SOLVERS)
+        for rec in recs:  # records of an exact solver from an earlier kernel version say so
+            if rec["config"] not in stochastic and rec.get("kernel", "") != KERNEL:
+                rec["config"] += f" [older kernel {rec.get('kernel') or '?'}]"
         for sname in sorted({r["set"] for r in recs}):
             sub = [r for r in recs if r["set"] == sname]
             total = len({r["index"] for r in sub})
@@ -375,6 +405,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--configs", default="", help="large: race and/or member names (default: all)")
     p.add_argument("--sets", default="", help="large: frisch and/or acs25 (default: both)")
+    p.add_argument(
+        "--stochastic-subset",
+        default="",
+        help="large: puzzles per set for stochastic members alone, e.g. frisch=3,acs25=20 (default: all)",
+    )
     p.add_argument("--append", action="store_true", help="large, stochastic: keep earlier records")
     p.add_argument("--no-propagate", action="store_true", help="stochastic: search from the givens alone")
     args = p.parse_args(argv)

@@ -215,3 +215,120 @@ def test_clashing_or_out_of_range_givens_come_back_done_with_zero(box: Box) -> N
     wild[5] = box.n + 1
     out = SOLVER.solve_batch(np.stack([clash, wild]), box, limit=2)
     assert (out.status == DONE).all() and (out.counts == 0).all()
+
+
+def _supported(doms: list[int], n: int) -> tuple[list[int], bool]:
+    """Brute force over every permutation: per variable, the values some assignment of
+    distinct values within the domains gives it; and whether any assignment exists."""
+    from itertools import permutations
+
+    keep = [0] * len(doms)
+    found = False
+    for perm in permutations(range(n), len(doms)):
+        if all(doms[j] >> v & 1 for j, v in enumerate(perm)):
+            found = True
+            for j, v in enumerate(perm):
+                keep[j] |= 1 << v
+    return keep, found
+
+
+def test_gac_keeps_exactly_the_values_some_perfect_matching_uses() -> None:
+    from solvers.exact.propagation_rules import _gac
+
+    rng = np.random.default_rng(4)
+    wi = np.empty((4, 64), np.int64)
+    wv = np.empty((4, 64), np.uint64)
+    checked = {"pruned": 0, "dead": 0}
+    for _ in range(400):
+        p = int(rng.integers(3, 7))
+        doms = [int(rng.integers(1, 1 << p)) | (1 << int(rng.integers(p))) for _ in range(p)]
+        doms = [d if d & (d - 1) else d | (1 << ((d.bit_length()) % p)) for d in doms]
+        wv[0, :p] = np.array(doms, np.uint64)
+        k = _gac(p, p, wi, wv)
+        keep, found = _supported(doms, p)
+        if not found:
+            assert k == -1
+            checked["dead"] += 1
+            continue
+        assert k >= 0
+        for j in range(p):
+            assert int(wv[3, j]) == doms[j] & ~keep[j] if k else doms[j] == keep[j]
+        checked["pruned"] += k > 0
+    assert checked["pruned"] > 20 and checked["dead"] > 20  # both outcomes were exercised
+
+
+def test_fish_removes_a_value_from_exactly_the_places_no_row_to_column_matching_uses() -> None:
+    from solvers.exact.propagation_rules import _fish
+
+    n = 6  # the rule is about rows and columns only: any side works, 6 keeps brute force small
+    rng = np.random.default_rng(9)
+    wi = np.empty((4, 64), np.int64)
+    wv = np.empty((4, 64), np.uint64)
+    elim = np.zeros(n * n, np.uint64)
+    ecell = np.empty(n * n, np.int32)
+    pruned = 0
+    for _ in range(300):
+        v = int(rng.integers(n))
+        cand = np.full(n * n, (1 << n) - 1, np.uint64)
+        doms = []
+        for row in range(n):  # at least two places of v in every row
+            d = int(rng.integers(0, 1 << n)) | (1 << int(rng.integers(n)))
+            d |= 1 << ((d.bit_length()) % n) if not d & (d - 1) else 0
+            d = d if d & (d - 1) else d | 1 | 2
+            doms.append(d)
+            for col in range(n):
+                if not d >> col & 1:
+                    cand[row * n + col] &= ~np.uint64(1 << v)
+        keep, found = _supported(doms, n)
+        ne = _fish(v, n, cand, elim, ecell, 0, wi, wv)
+        if not found:
+            assert ne == -1
+            continue
+        removed = {int(ecell[k]) for k in range(ne)}
+        for x in removed:
+            assert int(elim[x]) == 1 << v
+            elim[x] = 0
+        expect = {
+            row * n + col
+            for row in range(n)
+            for col in range(n)
+            if doms[row] >> col & 1 and not keep[row] >> col & 1
+        }
+        assert removed == expect
+        pruned += bool(expect)
+    assert pruned > 20
+
+
+def test_an_x_wing_leaves_the_other_rows_of_its_two_columns() -> None:
+    from solvers.exact.propagation_rules import _fish
+
+    n = 25
+    v = 4
+    vb = np.uint64(1 << v)
+    cand = np.full(n * n, (1 << n) - 1, np.uint64)
+    for row in (2, 11):  # value 5 (bit 4) only in columns 3 and 17 of rows 2 and 11
+        for col in range(n):
+            if col not in (3, 17):
+                cand[row * n + col] &= ~vb
+    elim = np.zeros(n * n, np.uint64)
+    ecell = np.empty(n * n, np.int32)
+    ne = _fish(v, n, cand, elim, ecell, 0, np.empty((4, 64), np.int64), np.empty((4, 64), np.uint64))
+    assert sorted(int(x) for x in ecell[:ne]) == sorted(
+        row * n + col for row in range(n) for col in (3, 17) if row not in (2, 11)
+    )
+    assert all(int(elim[x]) == 1 << v for x in ecell[:ne])
+
+
+def test_25x25_puzzles_keep_every_solution_under_all_different_and_fish_pruning() -> None:
+    # every 10th acs 25x25 puzzle from the 126th: unique ones (one solution, proven by
+    # the search) and ones with several; an over-eager pruning rule loses solutions
+    box = Box(5, 5)
+    _, givens = read("25x25/sudoku_acs_general_25x25.txt", box)
+    sample = givens[::10][125:165]
+    out = SOLVER.solve_batch(sample, box, limit=2, keep=2)
+    assert (out.status != TIMEOUT).all() and (out.counts >= 1).all()
+    assert 10 <= (out.counts == 1).sum() < len(sample)  # the sample has both kinds
+    for i in range(len(sample)):
+        grids = [out.solutions[i, k] for k in range(out.counts[i])]
+        assert all(is_solution(Puzzle(box, sample[i]), g) for g in grids)
+        assert len({g.tobytes() for g in grids}) == len(grids)

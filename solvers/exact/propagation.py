@@ -13,6 +13,9 @@ counters, much faster on 9x9). Generic kernel, per search node, to a fixpoint:
   leaves the rest of that box;
 * all-different consistency (N >= 25): per unit, a value stays in a cell only if some
   perfect matching of the unit's open cells to its open values uses it (Regin);
+* fish (N >= 25): per value whose places changed, the same consistency for its
+  row -> column map (each row holds the value in one column, each column in one row):
+  X-wings, swordfish and every larger fish in one matching;
 
 then branching, with conflict-weighted MRV (dom/wdeg): the cell with the fewest
 candidates per weight of its units, or a value with two or three places in a unit when
@@ -89,12 +92,12 @@ def _kernel_generic(
     cand = np.empty(nn, dtype=np.uint64)
     root = np.empty(nn, dtype=np.uint64)  # the propagated root, for restarts
     queue = np.empty(nn, dtype=np.int32)
-    du = np.empty(8, dtype=np.uint64)
+    du = np.empty(9, dtype=np.uint64)
     elim = np.zeros(nn, dtype=np.uint64)
     ecell = np.empty(nn, dtype=np.int32)
     seg = np.empty((n, n + 2), dtype=np.uint64)
     wi = np.empty((4, 64), dtype=np.int64)
-    wv = np.empty((3, 64), dtype=np.uint64)
+    wv = np.empty((4, 64), dtype=np.uint64)
     weight = np.empty(3 * n, dtype=np.int64)  # contradictions blamed on each unit, plus 1
     cap = 16
     stk_cand = np.empty((cap, nn), dtype=np.uint64)
@@ -234,6 +237,7 @@ def _kernel_generic(
                 if end_ns != 0 and monotonic_ns() >= end_ns:
                     status = TIMEOUT
                     break
+            du[8] = cand[cell] & ~v
             cand[cell] = v
             queue[0] = cell
             du[0] = du[3] = _ONE << np.uint64(cell_units[cell, 0])
@@ -271,7 +275,15 @@ def _tie_caches(dispatchers: list, modules: list) -> None:  # type: ignore[type-
 
 
 _tie_caches(
-    [_kernel_generic, propagate, propagation_rules._locked_lines, propagation_rules._alldiff, luby],
+    [
+        _kernel_generic,
+        propagate,
+        propagation_rules._locked_lines,
+        propagation_rules._gac,
+        propagation_rules._alldiff,
+        propagation_rules._fish,
+        luby,
+    ],
     [propagation9, propagation_rules],
 )
 
@@ -296,7 +308,7 @@ PROPAGATION = register(
         "propagation",
         kernel,
         tables,
-        "singles, locked candidates (and all-different consistency from 25x25) + conflict-weighted "
+        "singles, locked candidates (and all-different consistency and fish from 25x25) + conflict-weighted "
         "MRV depth-first search; band-wise bitboard kernel for 9x9",
     )
 )

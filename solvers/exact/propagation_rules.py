@@ -1,8 +1,9 @@
 """The propagation rules of the generic `propagation` kernel (see `propagation`).
 
 `propagate` runs, to a fixpoint: naked singles, hidden singles, locked candidates
-(pointing and claiming, N >= 12) and all-different consistency per unit (N >= 25), and
-names the unit to blame for a contradiction (for the conflict-weighted branching).
+(pointing and claiming, N >= 12), all-different consistency per unit and per value's
+row -> column map (fish; both N >= 25, one matching routine `_gac`), and names the unit
+to blame for a contradiction (for the conflict-weighted branching).
 
 Functions taking arrays are called once per node or per pass, never per cell: each such
 numba call costs reference-count updates. `propagation` ties the on-disk cache of these
@@ -15,13 +16,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.exact.propagation9 import _ctz
+from solvers.exact.propagation9 import _ctz, _popcnt
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 LOCKED_FROM = 12  # grid side from which locked candidates pay for themselves
 GAC_FROM = 25  # grid side from which all-different consistency pays for itself
+FISH_FROM = 25  # grid side from which fish (value-wise row/column matching) pay for themselves
 
 
 @njit(cache=True, nogil=True)
@@ -84,32 +86,22 @@ def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: i
 
 
 @njit(cache=True, nogil=True)
-def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
-    """Generalised arc consistency of the all-different constraint of unit `u` (Regin):
-    a value stays in a cell only if some perfect matching of the unit's open cells to
-    its open values uses that edge, i.e. the cell and the value's matched cell share a
-    strongly connected component. Subsumes naked and hidden subsets of every size.
-
-    Records eliminations like `_locked`; returns the new count, or -1 when no perfect
-    matching exists (a contradiction)."""
-    # wi rows: 0 the open cells, 1 the cell matched to each value (-1: none), 2 the value
-    # matched to each cell, 3 BFS parents; wv rows: 0 the domains, 1 edges then
-    # reachability, 2 reverse edges
-    p = 0
-    for k in range(n):
-        m = cand[units[u, k]]
-        if m & (m - _ONE):
-            wi[0, p] = units[u, k]
-            wv[0, p] = m
-            p += 1
-    if p < 3:
-        return ne
+def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
+    """Generalised arc consistency of one all-different constraint over `p` variables
+    whose domains (bitsets over values 0..n-1) are in wv[0, :p] (Regin): a value stays
+    in a domain only if some matching of every variable to a distinct value uses it,
+    i.e. the variable and the value's matched variable share a strongly connected
+    component. Writes the values to remove into wv[3, :p]; returns how many domains
+    lose values, or -1 when no such matching exists (a contradiction)."""
+    # wi rows: 1 the variable matched to each value (-1: none), 2 the value matched to
+    # each variable, 3 BFS parents; wv rows: 1 edges then reachability, 2 reverse edges
     used = _ZERO
     for v in range(n):
         wi[1, v] = -1
     for j in range(p):  # greedy matching first
         free = wv[0, j] & ~used
         wi[2, j] = -1
+        wv[3, j] = _ZERO
         if free:
             v = _ctz(free)
             used |= _ONE << np.uint64(v)
@@ -138,7 +130,7 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
                     nxt |= _ONE << np.uint64(wi[1, v])
             front = nxt
         if found < 0:
-            return -1  # these cells cannot all get distinct values
+            return -1  # these variables cannot all get distinct values
         v = found
         while True:  # flip the path back to j
             x = wi[3, v]
@@ -148,7 +140,7 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
             if x == j:
                 break
             v = prev
-    for j in range(p):  # edges of the matched-cell graph (j -> the cell matched to v)
+    for j in range(p):  # edges of the matched-variable graph (j -> the variable matched to v)
         wv[2, j] = _ZERO
     for j in range(p):
         m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
@@ -157,10 +149,16 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
             v = _ctz(m)
             m &= m - _ONE
             y = wi[1, v]
-            adj |= _ONE << np.uint64(y)
-            wv[2, y] |= _ONE << np.uint64(j)
+            if y >= 0:
+                adj |= _ONE << np.uint64(y)
+                wv[2, y] |= _ONE << np.uint64(j)
         wv[1, j] = adj
-    every = (_ONE << np.uint64(p)) - _ONE  # one strongly connected component: nothing to prune
+    union = _ZERO
+    for j in range(p):
+        union |= wv[0, j]
+    if _popcnt(union) != p:
+        return 0  # free values: pruning would need alternating paths from them (callers avoid this)
+    every = _ALL >> np.uint64(64 - p)  # one strongly connected component: nothing to prune
     fwd, new = _ONE, _ONE
     while new:
         x = _ctz(new)
@@ -177,13 +175,14 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
             bwd |= more
             new |= more
         if bwd == every:
-            return ne
+            return 0
     for k in range(p):  # transitive closure
         bk = _ONE << np.uint64(k)
         rk = wv[1, k]
         for j in range(p):
             if wv[1, j] & bk:
                 wv[1, j] |= rk
+    pruned = 0
     for j in range(p):
         bj = _ONE << np.uint64(j)
         m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
@@ -194,6 +193,32 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
             y = wi[1, v]
             if not (wv[1, y] & bj and wv[1, j] & (_ONE << np.uint64(y))):
                 e |= _ONE << np.uint64(v)
+        wv[3, j] = e
+        if e:
+            pruned += 1
+    return pruned
+
+
+@njit(cache=True, nogil=True)
+def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
+    """All-different consistency of unit `u` (`_gac` over its open cells, whose values
+    are exactly the unit's open values). Subsumes naked and hidden subsets of every size.
+    Records eliminations in `elim` (a mask per cell) and `ecell` (the cells concerned,
+    `ne` of them so far); returns the new count, or -1 on a contradiction."""
+    p = 0
+    for k in range(n):
+        m = cand[units[u, k]]
+        if m & (m - _ONE):
+            wi[0, p] = units[u, k]
+            wv[0, p] = m
+            p += 1
+    if p < 3:
+        return ne
+    k = _gac(p, n, wi, wv)
+    if k <= 0:
+        return -1 if k < 0 else ne
+    for j in range(p):
+        e = wv[3, j]
         if e:
             x = wi[0, j]
             if elim[x] == _ZERO:
@@ -204,17 +229,56 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
 
 
 @njit(cache=True, nogil=True)
+def _fish(v, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
+    """All-different consistency of value v's row -> column map: every row holds v in
+    exactly one column and every column in one row, so the open rows must be matched to
+    the open columns; a place of v on no such matching goes (fish of every size: X-wing,
+    swordfish, ...). Records eliminations like `_alldiff`; -1 on a contradiction."""
+    vb = _ONE << np.uint64(v)
+    p = 0
+    for row in range(n):
+        dom = _ZERO
+        base = row * n
+        for k in range(n):
+            if cand[base + k] & vb:
+                dom |= _ONE << np.uint64(k)
+        if dom & (dom - _ONE):
+            wi[0, p] = row
+            wv[0, p] = dom
+            p += 1
+    if p < 4:  # fewer than four open rows: hidden and naked singles and pairs see it all
+        return ne
+    k = _gac(p, n, wi, wv)
+    if k <= 0:
+        return -1 if k < 0 else ne
+    for j in range(p):
+        e = wv[3, j]
+        base = wi[0, j] * n
+        while e:
+            col = _ctz(e)
+            e &= e - _ONE
+            x = base + col
+            if elim[x] == _ZERO:
+                ecell[ne] = x
+                ne += 1
+            elim[x] |= vb
+    return ne
+
+
+@njit(cache=True, nogil=True)
 def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv):  # type: ignore[no-untyped-def]
     """Propagate to a fixpoint from the `qt` queued cells. `du` holds the units to look
     at as bitsets (bit i = unit i): rows, columns, boxes for hidden singles, then the same
-    for all-different checks. Returns -1 at a fixpoint, else the unit blamed for the
-    contradiction found."""
+    for all-different checks, then rows and columns for locked candidates; du[8] holds the
+    values (bit v-1) whose places changed, for fish. Returns -1 at a fixpoint, else the
+    unit blamed for the contradiction found."""
     n = r * c
     n2 = 2 * n
     full = _ALL >> np.uint64(64 - n)
     npeers = peers.shape[1]
     drow, dcol, dbox, grow, gcol, gbox = du[0], du[1], du[2], du[3], du[4], du[5]
     lrow, lcol = du[6], du[7]  # lines changed since the last look for locked candidates
+    dval = du[8]  # values whose places changed since the last look for fish
     qh = 0
     while True:
         while qh < qt:  # naked singles: remove each placed value from its peers
@@ -228,6 +292,7 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
                 m = cand[p]
                 if m & v:
                     m &= ~v
+                    dval |= v
                     cand[p] = m
                     if m == _ZERO:  # blame the unit x and p share
                         if cell_units[p, 0] == cell_units[x, 0]:
@@ -271,6 +336,7 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
                     if h:
                         if h & (h - _ONE):
                             return u  # two values with this cell as their only place
+                        dval |= cand[x] & ~h
                         cand[x] = h
                         queue[qt] = x
                         qt += 1
@@ -300,11 +366,22 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
                         elim[ecell[k2]] = _ZERO
                     return u
                 ne = k
+        if ne == 0 and n >= FISH_FROM:
+            while dval:  # one sweep of the changed values
+                v = _ctz(dval)
+                dval &= dval - _ONE
+                k = _fish(v, n, cand, elim, ecell, ne, wi, wv)
+                if k < 0:
+                    for k2 in range(ne):
+                        elim[ecell[k2]] = _ZERO
+                    return v  # blame row v (a value's fish spans every row)
+                ne = k
         if ne == 0:
             return -1
         for k in range(ne):  # apply the recorded eliminations
             x = ecell[k]
             m = cand[x] & ~elim[x]
+            dval |= cand[x] & elim[x]
             elim[x] = _ZERO
             cand[x] = m
             if m == _ZERO:
