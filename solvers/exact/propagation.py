@@ -132,6 +132,7 @@ def _kernel_generic(
                 qt += 1
         du[:] = full  # every unit once: also finds a value with no place
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
+        qt = np.int64(qt)  # typed: an untyped 0 reaches `propagate` as a literal and compiles a second copy
         ok = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
         root[:] = cand
         run_start, runs, cutoff = 1, 1, _RESTART_UNIT
@@ -244,7 +245,8 @@ def _kernel_generic(
             du[1] = du[4] = _ONE << np.uint64(cell_units[cell, 1] - n)
             du[2] = du[5] = _ONE << np.uint64(cell_units[cell, 2] - 2 * n)
             du[6], du[7] = du[0], du[1]
-            blame = propagate(r, c, units, cell_units, peers, cand, queue, 1, du, seg, elim, ecell, wi, wv)
+            qt = np.int64(1)
+            blame = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv)
             ok = blame < 0
             if not ok:
                 weight[blame] += 1

@@ -20,6 +20,7 @@ from solvers.exact.propagation9 import _ctz, _popcnt
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
+_STEP1, _NONE = np.int64(1), np.int64(0)  # typed, not literals: each literal would compile a variant
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 LOCKED_FROM = 12  # grid side from which locked candidates pay for themselves
 GAC_FROM = 25  # grid side from which all-different consistency pays for itself
@@ -214,7 +215,7 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
             p += 1
     if p < 3:
         return ne
-    k = _gac(p, n, wi, wv)
+    k = _gac(np.int64(p), n, wi, wv)  # typed: a literal p would compile `_gac` twice
     if k <= 0:
         return -1 if k < 0 else ne
     for j in range(p):
@@ -248,7 +249,7 @@ def _fish(v, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
             p += 1
     if p < 4:  # fewer than four open rows: hidden and naked singles and pairs see it all
         return ne
-    k = _gac(p, n, wi, wv)
+    k = _gac(np.int64(p), n, wi, wv)  # typed: a literal p would compile `_gac` twice
     if k <= 0:
         return -1 if k < 0 else ne
     for j in range(p):
@@ -346,8 +347,8 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
             continue
         ne = 0
         if n >= LOCKED_FROM:
-            ne = _locked_lines(cand, seg, r, c, n, 1, lrow, elim, ecell, 0)
-            ne = _locked_lines(cand, seg, c, r, 1, n, lcol, elim, ecell, ne)
+            ne = _locked_lines(cand, seg, r, c, n, _STEP1, lrow, elim, ecell, _NONE)
+            ne = _locked_lines(cand, seg, c, r, _STEP1, n, lcol, elim, ecell, ne)
             lrow, lcol = _ZERO, _ZERO
         if ne == 0 and n >= GAC_FROM:
             while grow | gcol | gbox:  # one sweep of the changed units
