@@ -90,6 +90,19 @@ def test_a_reference_message_is_solved_from_the_outbox_once_and_a_redelivery_add
     assert fake_redis.lrange(store.keys(JOB).arrivals, 0, -1) == [b"0", b"1"]
 
 
+def test_an_oversized_outbox_entry_is_refused_before_the_worker_reads_it(fake_redis, monkeypatch):
+    tasks = pytest.importorskip("worker.tasks")
+    store = RedisJobStore(fake_redis, ClientSettings())
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    fake_redis.hset(store.keys(JOB).outbox, "0", "x" * 2048)  # a hand-made entry
+    monkeypatch.setattr(tasks, "MAX_ENTRY_BYTES", 1024)
+    read: list[object] = []
+    monkeypatch.setattr(fake_redis, "hget", lambda *a: read.append(a))
+    monkeypatch.setattr(tasks, "store_client", lambda: fake_redis)
+    assert tasks.solve_chunk_task.run({"job": JOB, "chunk": 0, "ref": "outbox"}) == 0  # dropped, logged
+    assert read == []  # its size was checked first: never loaded
+
+
 def test_the_client_sends_a_reference_not_the_puzzles(monkeypatch):
     from client.transport import CeleryTransport
 

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from solvers.chunk import (
     JOB_ID_PATTERN,
+    MAX_TASK_CHARS,
     TASK_NAME,
     ChunkRef,
     ChunkResult,
@@ -41,6 +42,7 @@ from solvers.result import Status
 from worker.app import app, settings
 
 log = logging.getLogger(__name__)
+MAX_ENTRY_BYTES = 2 * MAX_TASK_CHARS + (1 << 20)  # an outbox entry: the task's JSON (escapes included)
 _client: tuple[int, redis.Redis] | None = None
 _beat_started = False
 
@@ -155,7 +157,10 @@ def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
     The result's MULTI drops the outbox entry, so a missing entry means a redelivery of a
     chunk that has its answer (or a job being purged): nothing to solve.
     """
-    entry = client.hget(keys.outbox, str(ref.chunk))
+    size = int(client.hstrlen(keys.outbox, str(ref.chunk)))
+    if size > MAX_ENTRY_BYTES:  # checked before reading: a hand-made entry cannot make us allocate it
+        raise ValueError(f"outbox entry {ref.job}:{ref.chunk} is {size} bytes, over {MAX_ENTRY_BYTES}")
+    entry = client.hget(keys.outbox, str(ref.chunk)) if size else None
     if entry is None:
         if not client.hexists(keys.stats, ref.chunk):
             log.warning("chunk %s:%s is neither in the outbox nor answered; dropped", ref.job, ref.chunk)
