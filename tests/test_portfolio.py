@@ -187,3 +187,13 @@ def test_member_specs_are_checked_as_data():
     spec = parse_portfolio("annealing,annealing")
     r = race(parse_puzzle(DEMO), spec, time_limit=10, seed=0)
     assert set(r.counters) == {"annealing", "annealing#2"}
+
+
+def test_the_race_gives_its_exact_member_three_quarters_of_the_work_from_25x25_and_half_below():
+    from solvers.portfolio import _build
+
+    spec = PRESETS["race"]
+    for text, share in ((DEMO, 0.5), (FRISCH, 0.75)):
+        members = _build(spec, parse_puzzle(text), seed=1)
+        assert members[0].name == "propagation"
+        assert members[0].weight / sum(m.weight for m in members) == pytest.approx(share)
