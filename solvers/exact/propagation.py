@@ -33,10 +33,10 @@ Counters: `nodes` = search states propagated (the root, one per alternative trie
 `guesses` = branching decisions.
 
 Modules: this one (search loop, registration), `propagation_rules` (the rules above) and
-`propagation9` (the 9x9 kernel and the bit helpers). The registered `kernel` is a thin
-Python function choosing between the two `@njit` kernels. numba stamps an on-disk cache
-with the function's own source file only, so `_tie_caches` below makes the caches of the
-functions compiled across these files depend on all three.
+`propagation9` (the 9x9 kernel), with the bit helpers of `solvers.bits`. The registered
+`kernel` is a thin Python function choosing between the two `@njit` kernels. numba stamps
+an on-disk cache with the function's own source file only, so `_tie_caches` below makes
+the caches of the functions compiled across these files depend on all of them.
 """
 
 from __future__ import annotations
@@ -47,10 +47,15 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from solvers import bits
+from solvers.bits import ctz as _ctz
+from solvers.bits import popcount as _popcnt
+from solvers.bits import rng_init as _rng_init
+from solvers.bits import rng_next as _rng_next
 from solvers.clock import monotonic_ns
 from solvers.exact import propagation9, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
-from solvers.exact.propagation9 import _ctz, _pick, _popcnt, _rng_init, _rng_next, kernel9
+from solvers.exact.propagation9 import _pick, kernel9
 from solvers.exact.propagation_rules import luby, propagate
 from solvers.geometry import geometry
 from solvers.puzzle import Box
@@ -285,8 +290,9 @@ _tie_caches(
         propagation_rules._alldiff,
         propagation_rules._fish,
         luby,
+        kernel9,
     ],
-    [propagation9, propagation_rules],
+    [propagation9, propagation_rules, bits],
 )
 
 

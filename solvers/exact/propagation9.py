@@ -24,10 +24,12 @@ costs reference-count updates on every call, which here would cost more than the
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
+from solvers.bits import ctz as _ctz
+from solvers.bits import popcount as _popcnt
+from solvers.bits import rng_init as _rng_init
+from solvers.bits import rng_next as _rng_next
 from solvers.clock import monotonic_ns
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 
@@ -37,28 +39,6 @@ _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
 _DIGITS = np.uint64(0x1FF)
 _CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
-
-
-@intrinsic
-def _popcnt(typingctx, x):  # type: ignore[no-untyped-def]
-    """Population count (llvm.ctpop) of an unsigned integer, as int64."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        r = builder.ctpop(args[0])
-        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
-
-    return types.int64(x), codegen
-
-
-@intrinsic
-def _ctz(typingctx, x):  # type: ignore[no-untyped-def]
-    """Trailing zero count (llvm.cttz) of a non-zero unsigned integer, as int64."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        r = builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
-        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
-
-    return types.int64(x), codegen
 
 
 def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,24 +61,6 @@ def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _SHRINK, _PERM27, _PERM9 = _build_tables()  # frozen into the compiled code as constants
-
-
-@njit(cache=True, nogil=True)
-def _rng_init(seed, index):  # type: ignore[no-untyped-def]
-    """A non-zero xorshift64 state for puzzle `index` of a batch run with `seed` (splitmix64)."""
-    z = np.uint64(seed) + np.uint64(index + 1) * np.uint64(0x9E37_79B9_7F4A_7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58_476D_1CE4_E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D0_49BB_1331_11EB)
-    z = z ^ (z >> np.uint64(31))
-    return z if z != _ZERO else np.uint64(0x2545_F491_4F6C_DD1D)
-
-
-@njit(cache=True, nogil=True)
-def _rng_next(s):  # type: ignore[no-untyped-def]
-    s ^= s << np.uint64(13)
-    s ^= s >> np.uint64(7)
-    s ^= s << np.uint64(17)
-    return s
 
 
 @njit(cache=True, nogil=True)

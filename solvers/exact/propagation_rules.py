@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.exact.propagation9 import _ctz, _popcnt
+from solvers.bits import ctz as _ctz
+from solvers.bits import popcount as _popcnt
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
@@ -25,6 +26,17 @@ _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 LOCKED_FROM = 12  # grid side from which locked candidates pay for themselves
 GAC_FROM = 25  # grid side from which all-different consistency pays for itself
 FISH_FROM = 25  # grid side from which fish (value-wise row/column matching) pay for themselves
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _eliminate(x, e, elim, ecell, ne):  # type: ignore[no-untyped-def]
+    """Record that the values `e` leave cell x (elim[x]; x joins ecell on its first
+    elimination): -> the new count of cells in ecell."""
+    if elim[x] == _ZERO:
+        ecell[ne] = x
+        ne += 1
+    elim[x] |= e
+    return ne
 
 
 @njit(cache=True, nogil=True)
@@ -67,10 +79,7 @@ def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: i
                     for p in range(n):
                         x = line * ls + p * ps
                         if p // b != s and cand[x] & e:
-                            if elim[x] == _ZERO:
-                                ecell[ne] = x
-                                ne += 1
-                            elim[x] |= e
+                            ne = _eliminate(x, e, elim, ecell, ne)
                 # claiming: on its line the value lies in this box only: it leaves the box
                 e = here & ~twice & box_twice
                 if e:
@@ -79,10 +88,7 @@ def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: i
                             for p in range(s * b, s * b + b):
                                 x = l2 * ls + p * ps
                                 if cand[x] & e:
-                                    if elim[x] == _ZERO:
-                                        ecell[ne] = x
-                                        ne += 1
-                                    elim[x] |= e
+                                    ne = _eliminate(x, e, elim, ecell, ne)
     return ne
 
 
@@ -222,10 +228,7 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
         e = wv[3, j]
         if e:
             x = wi[0, j]
-            if elim[x] == _ZERO:
-                ecell[ne] = x
-                ne += 1
-            elim[x] |= e
+            ne = _eliminate(x, e, elim, ecell, ne)
     return ne
 
 
@@ -259,10 +262,7 @@ def _fish(v, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
             col = _ctz(e)
             e &= e - _ONE
             x = base + col
-            if elim[x] == _ZERO:
-                ecell[ne] = x
-                ne += 1
-            elim[x] |= vb
+            ne = _eliminate(x, vb, elim, ecell, ne)
     return ne
 
 
