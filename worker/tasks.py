@@ -42,6 +42,15 @@ from solvers.result import Status
 from worker.app import app, settings
 
 log = logging.getLogger(__name__)
+TASK_OPTIONS: dict[str, Any] = {  # both tasks: results go to the job's keys, a lost worker redelivers
+    "ignore_result": True,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (redis.ConnectionError, redis.TimeoutError),
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+    "max_retries": 20,
+}
 MAX_ENTRY_BYTES = 2 * MAX_TASK_CHARS + (1 << 20)  # an outbox entry: the task's JSON (escapes included)
 _client: tuple[int, redis.Redis] | None = None
 _beat_started = False
@@ -171,16 +180,7 @@ def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
     return task
 
 
-@app.task(
-    name=TASK_NAME,
-    ignore_result=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(redis.ConnectionError, redis.TimeoutError),
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=20,
-)
+@app.task(name=TASK_NAME, **TASK_OPTIONS)
 def solve_chunk_task(task: dict[str, Any]) -> int:
     """Celery entry point (by name); see `handle`."""
     try:
@@ -244,16 +244,7 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
     return int(body["n"])
 
 
-@app.task(
-    name=GENERATE_TASK_NAME,
-    ignore_result=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(redis.ConnectionError, redis.TimeoutError),
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=20,
-)
+@app.task(name=GENERATE_TASK_NAME, **TASK_OPTIONS)
 def generate_chunk_task(task: dict[str, Any]) -> int:
     """Celery entry point (by name); see `handle_generate`."""
     return handle_generate(task, store_client())
