@@ -91,7 +91,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """Several thousand 9x9 puzzles and one invalid line (sent in ~100 small chunks)."""
     source = KAGGLE if KAGGLE.exists() else SAMPLE
-    puzzles = source.read_text().splitlines()[:4000] + ["not a puzzle"]
+    lines = [ln for ln in source.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    puzzles = (lines * (4000 // len(lines) + 1))[:4000] + ["not a puzzle"]  # the sample, repeated if need be
     path = tmp_path_factory.mktemp("fault-corpus") / "corpus.txt"
     path.write_text("\n".join(puzzles) + "\n")
     return path, puzzles

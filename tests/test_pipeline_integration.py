@@ -19,6 +19,8 @@ from tests.conftest import CORPORA, SAMPLE, check_records, cli_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 LINES = SAMPLE.read_text().splitlines()
+# a 9x9 puzzle with no solution, from the tdoku test set
+NO_SOLUTION = "1...5.2.9..7.......6.......2...........5.1..2....2.39.3.4.9...15...1...3...8...4."
 
 
 def run_cli(
@@ -41,7 +43,7 @@ def corpus(tmp_path_factory):
         path = CORPORA / name
         if path.exists():
             extra += path.read_text().splitlines()[:count]
-    puzzles = LINES[:200] + ["garbage line"] + extra + ["1" * 81] + LINES[200:]
+    puzzles = LINES[:200] + ["garbage line"] + extra + [NO_SOLUTION, "1" * 81] + LINES[200:]
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     path.write_text("\n".join(puzzles) + "\n")
     return path, puzzles
