@@ -44,7 +44,7 @@ def ctz(typingctx, x):  # type: ignore[no-untyped-def]
     return types.int64(x), codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def rng_next(state):  # type: ignore[no-untyped-def]
     """One xorshift64 step (the state must be non-zero)."""
     state ^= state << np.uint64(13)
@@ -132,5 +132,6 @@ def record_puzzle(  # type: ignore[no-untyped-def]
     out_ns[i] = monotonic_ns() - t0
     if status != STOPPED:
         return False
-    out_status[i + 1 :] = STOPPED
+    for j in range(i + 1, out_status.shape[0]):  # a loop: a slice assignment compiles ~1 s of numba
+        out_status[j] = STOPPED
     return True

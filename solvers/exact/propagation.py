@@ -114,7 +114,8 @@ def _kernel_generic(
         if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
             end_ns = t0 + time_limit_ns
         if stop[0] != 0:
-            out_status[i:] = STOPPED
+            for j in range(i, givens.shape[0]):
+                out_status[j] = STOPPED
             break
         if end_ns != 0 and t0 >= end_ns:
             out_status[i] = TIMEOUT
@@ -127,7 +128,8 @@ def _kernel_generic(
             for x in range(nn):
                 h = (h ^ np.uint64(givens[i, x])) * np.uint64(0x100_0000_01B3)
             rng = _rng_init(np.int64(h >> np.uint64(1)), 0)
-        weight[:] = 1
+        for u in range(3 * n):
+            weight[u] = 1
         qt = 0
         for x in range(nn):
             v = np.int64(givens[i, x])
@@ -135,16 +137,19 @@ def _kernel_generic(
             if v != 0:
                 queue[qt] = x
                 qt += 1
-        du[:] = full  # every unit once: also finds a value with no place
+        for k in range(9):  # every unit once: also finds a value with no place
+            du[k] = full
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
         qt = np.int64(qt)  # typed: an untyped 0 reaches `propagate` as a literal and compiles a second copy
         ok = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
-        root[:] = cand
+        for x in range(nn):
+            root[x] = cand[x]
         run_start, runs, cutoff = 1, 1, _RESTART_UNIT
         shuffle = seed != 0  # random ties and alternatives
         while True:
             if limit == 1 and depth > 0 and nodes - run_start >= cutoff:  # restart, keeping the weights
-                cand[:] = root
+                for x in range(nn):
+                    cand[x] = root[x]
                 ok, depth, run_start, runs, shuffle = True, 0, nodes, runs + 1, True
                 cutoff = _RESTART_UNIT * luby(runs)
             if ok:  # the cell with the fewest candidates per weight of its units
@@ -198,11 +203,13 @@ def _kernel_generic(
                 if depth == cap:  # grow the snapshot stack
                     cap *= 2
                     s2 = np.empty((cap, nn), dtype=np.uint64)
-                    s2[:depth] = stk_cand[:depth]
                     a2 = np.empty((cap, 2), dtype=np.int64)
-                    a2[:depth] = stk_at[:depth]
                     r2 = np.empty((cap, 2), dtype=np.uint64)
-                    r2[:depth] = stk_rem[:depth]
+                    for d in range(depth):  # loops, not slice assignments: those compile ~3 s of numba
+                        for x in range(nn):
+                            s2[d, x] = stk_cand[d, x]
+                        a2[d, 0], a2[d, 1] = stk_at[d, 0], stk_at[d, 1]
+                        r2[d, 0], r2[d, 1] = stk_rem[d, 0], stk_rem[d, 1]
                     stk_cand, stk_at, stk_rem = s2, a2, r2
                 m = cand[cell]  # the values to try in the cell, or the places of the unit's value
                 if unit >= 0:
@@ -261,7 +268,8 @@ def _kernel_generic(
         out_guesses[i] = guesses
         out_ns[i] = monotonic_ns() - t0
         if status == STOPPED:
-            out_status[i + 1 :] = STOPPED
+            for j in range(i + 1, givens.shape[0]):
+                out_status[j] = STOPPED
             break
 
 

@@ -172,7 +172,8 @@ def kernel9(
         if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
             end_ns = t0 + time_limit_ns
         if stop[0] != 0:
-            out_status[i:] = STOPPED
+            for j in range(i, out_status.shape[0]):
+                out_status[j] = STOPPED
             break
         if end_ns != 0 and t0 >= end_ns:
             out_status[i] = TIMEOUT
@@ -382,5 +383,6 @@ def kernel9(
         out_guesses[i] = guesses
         out_ns[i] = monotonic_ns() - t0
         if status == STOPPED:
-            out_status[i + 1 :] = STOPPED
+            for j in range(i + 1, out_status.shape[0]):
+                out_status[j] = STOPPED
             break
