@@ -1,10 +1,11 @@
 """Bit and random-number primitives shared by the compiled kernels.
 
 One copy for every kernel: hardware popcount / trailing-zero count (LLVM intrinsics),
-the per-puzzle xorshift64 stream, and the deadline/stop check. Numba's on-disk cache
-does not notice edits to a module a cached function calls, so after changing this
-file during development clear the caches (`make clean-cache`); installs are unaffected
-(every file is rewritten, so every cache entry is stale).
+array copy and fill intrinsics (cheap to compile), the per-puzzle xorshift64 stream, and
+the deadline/stop check. Numba's on-disk cache does not notice edits to a module a cached
+function calls, so after changing this file during development clear the caches
+(`make clean-cache`); installs are unaffected (every file is rewritten, so every cache
+entry is stale).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from solvers.clock import monotonic_ns
@@ -42,6 +44,56 @@ def ctz(typingctx, x):  # type: ignore[no-untyped-def]
         return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
 
     return types.int64(x), codegen
+
+
+@intrinsic
+def copy_items(typingctx, dst, dst_at, src, src_at, count):  # type: ignore[no-untyped-def]
+    """Copy `count` items of the C-contiguous array `src` from flat index `src_at` to `dst`
+    from flat index `dst_at` (distinct arrays of one dtype), as one llvm.memcpy. A loop
+    would compile a vectorized copy per call site, a slice assignment numba's broadcasting
+    (seconds of compile time)."""
+    ok = (
+        isinstance(dst, types.Array)
+        and isinstance(src, types.Array)
+        and dst.dtype == src.dtype
+        and dst.layout == src.layout == "C"
+    )
+    if not ok:
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        s = context.make_array(signature.args[2])(context, builder, args[2])
+        at_d = context.cast(builder, args[1], signature.args[1], types.int64)
+        at_s = context.cast(builder, args[3], signature.args[3], types.int64)
+        n = context.cast(builder, args[4], signature.args[4], types.int64)
+        size = context.get_abi_sizeof(context.get_data_type(signature.args[0].dtype))
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [at_d]), builder.gep(s.data, [at_s]), n, size)
+        return context.get_dummy_value()
+
+    return types.none(dst, dst_at, src, src_at, count), codegen
+
+
+@intrinsic
+def fill_items(typingctx, dst, dst_at, value, count):  # type: ignore[no-untyped-def]
+    """Set `count` items of the C-contiguous array `dst` from flat index `dst_at` to `value`.
+    A loop `for j in range(start, stop): a[j] = v` compiles the negative-index wraparound of
+    every item (LLVM cannot see that start >= 0) into a vectorized scatter of 32 stores."""
+    if not (isinstance(dst, types.Array) and dst.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        at = context.cast(builder, args[1], signature.args[1], types.int64)
+        v = context.cast(builder, args[2], signature.args[2], signature.args[0].dtype)
+        v = context.get_value_as_data(builder, signature.args[0].dtype, v)
+        n = context.cast(builder, args[3], signature.args[3], types.int64)
+        base = builder.gep(d.data, [at])
+        with cgutils.for_range(builder, n) as loop:
+            builder.store(v, builder.gep(base, [loop.index]))
+        return context.get_dummy_value()
+
+    return types.none(dst, dst_at, value, count), codegen
 
 
 @njit(cache=True, nogil=True)

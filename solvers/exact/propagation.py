@@ -17,20 +17,25 @@ counters, much faster on 9x9). Generic kernel, per search node, to a fixpoint:
   row -> column map (each row holds the value in one column, each column in one row):
   X-wings, swordfish and every larger fish in one matching;
 
-then branching, with conflict-weighted MRV (dom/wdeg): the cell with the fewest
-candidates per weight of its units, or a value with two or three places in a unit when
-that scores better; each contradiction adds 1 to the weight of the unit blamed for it.
-The search keeps an explicit stack of candidate-mask snapshots grown by reallocation.
+then branching, binary: a decision `cell = value` is tried, and when it fails its
+refutation `cell != value` is propagated before anything else is chosen (so a failure
+teaches the weights before the next choice, not after every alternative of the cell).
+The decision: the cell of the last failed decision again while it is open (last
+conflict), else conflict-weighted MRV (dom/wdeg): the cell with the fewest candidates per
+weight of its units, or a value with two or three places in a unit when that scores
+better (it is placed in one of them); each contradiction adds 1 to the weight of the
+unit blamed for it. The search keeps an explicit stack of candidate-mask snapshots, one
+per decision, grown by reallocation.
 
-`seed` != 0 randomises ties and the order of the alternatives through a per-puzzle
+`seed` != 0 randomises ties and the value tried first through a per-puzzle
 xorshift64 stream (from the seed and the puzzle's index). With `limit` 1 the search also
 restarts from the root after 512 x Luby(k) nodes in run k, keeping the weights, and runs
-after the first take random ties and alternatives; with seed 0 the stream comes from the
+after the first take random ties and values; with seed 0 the stream comes from the
 puzzle's givens, so the search stays deterministic per puzzle, the first run keeps the
 fixed order, and (Luby runs growing without bound) "no solution" stays a proof. With
 `limit` > 1 there are no restarts: seed 0 is the fixed order throughout.
-Counters: `nodes` = search states propagated (the root, one per alternative tried),
-`guesses` = branching decisions.
+Counters: `nodes` = search states propagated (the root, one per decision and one per
+refutation), `guesses` = decisions.
 
 Modules: this one (search loop, registration), `propagation_rules` (the rules above) and
 `propagation9` (the 9x9 kernel), with the bit helpers of `solvers.bits`. The registered
@@ -48,7 +53,9 @@ import numpy as np
 from numba import njit
 
 from solvers import bits
+from solvers.bits import copy_items as _copy
 from solvers.bits import ctz as _ctz
+from solvers.bits import fill_items as _fill
 from solvers.bits import popcount as _popcnt
 from solvers.bits import rng_init as _rng_init
 from solvers.bits import rng_next as _rng_next
@@ -56,7 +63,7 @@ from solvers.clock import monotonic_ns
 from solvers.exact import propagation9, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
 from solvers.exact.propagation9 import _pick, kernel9
-from solvers.exact.propagation_rules import luby, propagate
+from solvers.exact.propagation_rules import JIT, luby, propagate
 from solvers.geometry import geometry
 from solvers.puzzle import Box
 
@@ -67,7 +74,7 @@ _DUAL_UP_TO = 3  # branch on a value of a unit when it has at most this many pla
 _RESTART_UNIT = 512  # nodes of a run between restarts (limit 1), times the Luby sequence
 
 
-@njit(cache=True, nogil=True)
+@njit(**JIT)
 def _kernel_generic(
     r,
     c,
@@ -98,7 +105,8 @@ def _kernel_generic(
     root = np.empty(nn, dtype=np.uint64)  # the propagated root, for restarts
     queue = np.empty(nn, dtype=np.int32)
     du = np.empty(9, dtype=np.uint64)
-    elim = np.zeros(nn, dtype=np.uint64)
+    elim = np.empty(nn, dtype=np.uint64)
+    _fill(elim, 0, _ZERO, nn)  # not np.zeros: that compiles three more numba overloads
     ecell = np.empty(nn, dtype=np.int32)
     seg = np.empty((n, n + 2), dtype=np.uint64)
     wi = np.empty((4, 64), dtype=np.int64)
@@ -106,16 +114,15 @@ def _kernel_generic(
     weight = np.empty(3 * n, dtype=np.int64)  # contradictions blamed on each unit, plus 1
     cap = 16
     stk_cand = np.empty((cap, nn), dtype=np.uint64)
-    stk_at = np.empty((cap, 2), dtype=np.int64)  # the branching cell, and unit (-1: a cell branch)
-    stk_rem = np.empty((cap, 2), dtype=np.uint64)  # the alternatives left, and the unit's value
+    stk_cell = np.empty(cap, dtype=np.int64)  # the decision of each level: cell = value
+    stk_val = np.empty(cap, dtype=np.uint64)
     for i in range(givens.shape[0]):
         t0 = monotonic_ns()
         end_ns = deadline_ns
         if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
             end_ns = t0 + time_limit_ns
         if stop[0] != 0:
-            for j in range(i, givens.shape[0]):
-                out_status[j] = STOPPED
+            _fill(out_status, i, STOPPED, givens.shape[0] - i)
             break
         if end_ns != 0 and t0 >= end_ns:
             out_status[i] = TIMEOUT
@@ -127,7 +134,7 @@ def _kernel_generic(
             h = np.uint64(0xCBF2_9CE4_8422_2325)
             for x in range(nn):
                 h = (h ^ np.uint64(givens[i, x])) * np.uint64(0x100_0000_01B3)
-            rng = _rng_init(np.int64(h >> np.uint64(1)), 0)
+            rng = _rng_init(np.int64(h >> np.uint64(1)), np.int64(0))  # typed: a literal 0 compiles twice
         for u in range(3 * n):
             weight[u] = 1
         qt = 0
@@ -142,30 +149,56 @@ def _kernel_generic(
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
         qt = np.int64(qt)  # typed: an untyped 0 reaches `propagate` as a literal and compiles a second copy
         ok = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
-        for x in range(nn):
-            root[x] = cand[x]
+        _copy(root, 0, cand, 0, nn)
         run_start, runs, cutoff = 1, 1, _RESTART_UNIT
+        last = -1  # the cell of the last failed decision, branched on again while open (last conflict)
         shuffle = seed != 0  # random ties and alternatives
         while True:
             if limit == 1 and depth > 0 and nodes - run_start >= cutoff:  # restart, keeping the weights
-                for x in range(nn):
-                    cand[x] = root[x]
-                ok, depth, run_start, runs, shuffle = True, 0, nodes, runs + 1, True
+                _copy(cand, 0, root, 0, nn)
+                ok, depth, run_start, runs, shuffle, last = True, 0, nodes, runs + 1, True, -1
                 cutoff = _RESTART_UNIT * luby(runs)
-            if ok:  # the cell with the fewest candidates per weight of its units
-                best, bw, cell, unit, val, ties = 65, 1, -1, -1, _ZERO, 0
-                for x in range(nn):
-                    m = cand[x]
-                    if m & (m - _ONE):
-                        pc = _popcnt(m)
-                        w = weight[cell_units[x, 0]] + weight[cell_units[x, 1]] + weight[cell_units[x, 2]]
-                        if pc * bw < best * w:
-                            best, bw, cell, ties = pc, w, x, 1
-                        elif pc * bw == best * w and shuffle:
-                            ties += 1
-                            rng = _rng_next(rng)
-                            if rng % np.uint64(ties) == _ZERO:
-                                cell = x
+            if ok:
+                cell, unit, val = -1, -1, _ZERO
+                if last >= 0 and cand[last] & (cand[last] - _ONE):
+                    cell = last  # last conflict: the culprit again, until it holds
+                else:
+                    last = -1
+                    best, bw, ties = 65, 1, 0  # the cell with the fewest candidates per weight of its units
+                    for x in range(nn):
+                        m = cand[x]
+                        if m & (m - _ONE):
+                            pc = _popcnt(m)
+                            w = weight[cell_units[x, 0]] + weight[cell_units[x, 1]] + weight[cell_units[x, 2]]
+                            if pc * bw < best * w:
+                                best, bw, cell, ties = pc, w, x, 1
+                            elif pc * bw == best * w and shuffle:
+                                ties += 1
+                                rng = _rng_next(rng)
+                                if rng % np.uint64(ties) == _ZERO:
+                                    cell = x
+                    dual = cell >= 0 and (best > 2 or bw > 3)
+                    for u in range(3 * n if dual else 0):  # ... or a value of a unit
+                        g1, g2, g3, g4 = _ZERO, _ZERO, _ZERO, _ZERO
+                        for k in range(n):
+                            m = cand[units[u, k]]
+                            g4 |= g3 & m
+                            g3 |= g2 & m
+                            g2 |= g1 & m
+                            g1 |= m
+                        w = 3 * weight[u]
+                        for pc in range(2, _DUAL_UP_TO + 1):
+                            few = (g2 & ~g3) if pc == 2 else (g3 & ~g4)  # values with pc places
+                            if few == _ZERO:
+                                continue
+                            if pc * bw < best * w:
+                                best, bw, unit, val, ties = pc, w, u, few & (~few + _ONE), 1
+                            elif pc * bw == best * w and shuffle:
+                                ties += 1
+                                rng = _rng_next(rng)
+                                if rng % np.uint64(ties) == _ZERO:
+                                    unit, val = u, few & (~few + _ONE)
+                            break
                 if cell < 0:  # every cell holds one value: a solution
                     if count < keep:
                         for x in range(nn):
@@ -179,69 +212,48 @@ def _kernel_generic(
                 if max_nodes > 0 and nodes >= max_nodes:
                     status = BUDGET
                     break
-                for u in range(3 * n if best > 2 or bw > 3 else 0):  # ... or a value of a unit
-                    g1, g2, g3, g4 = _ZERO, _ZERO, _ZERO, _ZERO
-                    for k in range(n):
-                        m = cand[units[u, k]]
-                        g4 |= g3 & m
-                        g3 |= g2 & m
-                        g2 |= g1 & m
-                        g1 |= m
-                    w = 3 * weight[u]
-                    for pc in range(2, _DUAL_UP_TO + 1):
-                        few = (g2 & ~g3) if pc == 2 else (g3 & ~g4)  # values with pc places
-                        if few == _ZERO:
-                            continue
-                        if pc * bw < best * w:
-                            best, bw, unit, val, ties = pc, w, u, few & (~few + _ONE), 1
-                        elif pc * bw == best * w and shuffle:
-                            ties += 1
-                            rng = _rng_next(rng)
-                            if rng % np.uint64(ties) == _ZERO:
-                                unit, val = u, few & (~few + _ONE)
-                        break
-                if depth == cap:  # grow the snapshot stack
-                    cap *= 2
-                    s2 = np.empty((cap, nn), dtype=np.uint64)
-                    a2 = np.empty((cap, 2), dtype=np.int64)
-                    r2 = np.empty((cap, 2), dtype=np.uint64)
-                    for d in range(depth):  # loops, not slice assignments: those compile ~3 s of numba
-                        for x in range(nn):
-                            s2[d, x] = stk_cand[d, x]
-                        a2[d, 0], a2[d, 1] = stk_at[d, 0], stk_at[d, 1]
-                        r2[d, 0], r2[d, 1] = stk_rem[d, 0], stk_rem[d, 1]
-                    stk_cand, stk_at, stk_rem = s2, a2, r2
-                m = cand[cell]  # the values to try in the cell, or the places of the unit's value
+                m = cand[cell]  # the values of the cell, or the places of the unit's value
                 if unit >= 0:
                     m = _ZERO
                     for k in range(n):
                         if cand[units[unit, k]] & val:
                             m |= _ONE << np.uint64(k)
-                for x in range(nn):
-                    stk_cand[depth, x] = cand[x]
-                stk_at[depth, 0], stk_at[depth, 1], stk_rem[depth, 1] = cell, unit, val
+                if not shuffle:
+                    v = m & (~m + _ONE)
+                else:
+                    rng = _rng_next(rng)
+                    v = _pick(m, rng)
+                if unit >= 0:
+                    cell, v = units[unit, _ctz(v)], val
+                if depth == cap:  # grow the snapshot stack
+                    cap *= 2
+                    s2 = np.empty((cap, nn), dtype=np.uint64)
+                    c2 = np.empty(cap, dtype=np.int64)
+                    v2 = np.empty(cap, dtype=np.uint64)
+                    # memcpy (`_copy`), not slice assignments (~3 s of numba compile) nor loops (vectorized)
+                    _copy(s2, 0, stk_cand, 0, depth * nn)
+                    _copy(c2, 0, stk_cell, 0, depth)
+                    _copy(v2, 0, stk_val, 0, depth)
+                    stk_cand, stk_cell, stk_val = s2, c2, v2
+                _copy(stk_cand, depth * nn, cand, 0, nn)
+                stk_cell[depth], stk_val[depth] = cell, v
                 depth += 1
                 guesses += 1
-            else:  # back to the deepest branch with an alternative left to try
+                du[8] = cand[cell] & ~v  # decide: cell = v
+                cand[cell] = v
+                decided = True
+            else:  # refute the deepest decision: back to its state, without its value
                 if depth == 0:
                     break
                 if max_nodes > 0 and nodes >= max_nodes:
                     status = BUDGET
                     break
-                for x in range(nn):
-                    cand[x] = stk_cand[depth - 1, x]
-                cell, unit, val = stk_at[depth - 1, 0], stk_at[depth - 1, 1], stk_rem[depth - 1, 1]
-                m = stk_rem[depth - 1, 0]
-            if not shuffle:
-                v = m & (~m + _ONE)
-            else:
-                rng = _rng_next(rng)
-                v = _pick(m, rng)
-            stk_rem[depth - 1, 0] = m & ~v
-            if m == v:
-                depth -= 1  # the last alternative: its snapshot is no longer needed
-            if unit >= 0:
-                cell, v = units[unit, _ctz(v)], val
+                depth -= 1
+                _copy(cand, 0, stk_cand, depth * nn, nn)
+                cell, v = stk_cell[depth], stk_val[depth]
+                cand[cell] &= ~v
+                du[8] = v
+                decided = False
             nodes += 1
             if (nodes & check) == 0:
                 if stop[0] != 0:
@@ -250,26 +262,31 @@ def _kernel_generic(
                 if end_ns != 0 and monotonic_ns() >= end_ns:
                     status = TIMEOUT
                     break
-            du[8] = cand[cell] & ~v
-            cand[cell] = v
-            queue[0] = cell
+            m = cand[cell]
+            if m == _ZERO:  # cannot happen (a decision's cell has two values or more): kept safe
+                ok = False
+                continue
+            qt = np.int64(0)
+            if (m & (m - _ONE)) == _ZERO:
+                queue[0] = cell
+                qt = np.int64(1)
             du[0] = du[3] = _ONE << np.uint64(cell_units[cell, 0])
             du[1] = du[4] = _ONE << np.uint64(cell_units[cell, 1] - n)
             du[2] = du[5] = _ONE << np.uint64(cell_units[cell, 2] - 2 * n)
             du[6], du[7] = du[0], du[1]
-            qt = np.int64(1)
             blame = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv)
             ok = blame < 0
             if not ok:
                 weight[blame] += 1
+                if decided:
+                    last = cell
         out_counts[i] = count
         out_status[i] = status
         out_nodes[i] = nodes
         out_guesses[i] = guesses
         out_ns[i] = monotonic_ns() - t0
         if status == STOPPED:
-            for j in range(i + 1, givens.shape[0]):
-                out_status[j] = STOPPED
+            _fill(out_status, i + 1, STOPPED, givens.shape[0] - i - 1)
             break
 
 
