@@ -204,6 +204,8 @@ def section_large(args: argparse.Namespace) -> None:
     configs: dict[str, PortfolioSpec | None] = {**large_configs(), "plain": None}
     chosen = args.configs.split(",") if args.configs else list(configs)
     subset = stochastic_subset(args.stochastic_subset)
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    shard_note = f" (shard {shard}/{shards})" if shards > 1 else ""
     for cname in chosen:
         spec = configs[cname]
         stochastic_only = spec is not None and all(m.kind == "stochastic" for m in spec.members)
@@ -213,6 +215,8 @@ def section_large(args: argparse.Namespace) -> None:
             note = f" (documented subset: the first {count} of {len(texts)})" if count < len(texts) else ""
             solved, walls, cpus, loads = 0, [], [], []
             for i, text in enumerate(texts[:count]):
+                if i % shards != shard:
+                    continue
                 puzzle = parse_puzzle(text)
                 r, wall, cpu = timed(lambda p=puzzle, s=i, sp=spec: run_config(sp, p, args.time_limit, s))
                 load = os.getloadavg()[0]
@@ -235,7 +239,8 @@ def section_large(args: argparse.Namespace) -> None:
                 else "-"
             )
             print(
-                f"{cname} on {sname}: {solved}/{count} solved within {args.time_limit}s{note}; {stats}; "
+                f"{cname} on {sname}{shard_note}: {solved}/{len(range(shard, count, shards))} solved within "
+                f"{args.time_limit}s{note}; {stats}; "
                 f"load average (1 min) {statistics.mean(loads):.2f} mean, {max(loads):.2f} max",
                 flush=True,
             )
@@ -411,6 +416,11 @@ def main(argv: list[str] | None = None) -> None:
         help="large: puzzles per set for stochastic members alone, e.g. frisch=3,acs25=20 (default: all)",
     )
     p.add_argument("--append", action="store_true", help="large, stochastic: keep earlier records")
+    p.add_argument(
+        "--shard",
+        default="0/1",
+        help="large: K/N runs puzzles whose index is K mod N (one process per core, all with --append)",
+    )
     p.add_argument("--no-propagate", action="store_true", help="stochastic: search from the givens alone")
     args = p.parse_args(argv)
     names = list(SECTIONS) if "all" in args.sections else args.sections

@@ -10,7 +10,10 @@ best grid so far, and counters), while the restart policies differ by kind:
   unsolvable one proven so) at most twice the cost of one unlimited run. The *restart*
   stream runs randomised branching orders (fresh child seeds) with Luby-scaled node
   budgets: the heavy-tail remedy. The stream behind its share of the nodes goes next
-  (`complete_share` of them for the complete run).
+  (`complete_share` of them for the complete run). When the kernel resumes a search
+  across calls for the puzzle's box (`KernelSolver.carries`: the generic propagation
+  kernel), the complete stream is that one search instead, each call its next Luby
+  restart with the conflict weights kept (randomised after the first): nothing is repeated.
 * `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
   child seed when its Luby-scaled iteration budget is spent, keeping the best grid.
 
@@ -128,6 +131,12 @@ class ExactMember(Member):
         self.complete_budget = max(1, first_budget or 4 * self.unit)  # next complete call
         self.restart_base = max(1, restart_base or self.unit)
         self.randomised = randomised
+        # A kernel that resumes (see KernelSolver.new_carry) makes the complete stream one
+        # search whose every call is its next Luby restart, weights kept: nothing is
+        # repeated, and its random restarts are the randomised stream, so it takes all nodes.
+        self.carry = solver.new_carry(puzzle.box) if solver.carries(puzzle.box) else None
+        if self.carry is not None:
+            self.complete_share = 1.0
         self.complete_nodes = 0
         self.random_nodes = 0
         self.nodes = 0
@@ -150,7 +159,7 @@ class ExactMember(Member):
         share = self.complete_share  # of the member's nodes, for the complete run
         complete = share >= 1.0 or self.complete_nodes * (1.0 - share) <= self.random_nodes * share
         if complete:
-            budget, seed = self.complete_budget, 0
+            budget, seed = (0 if self.carry is not None else self.complete_budget), 0
         else:
             self.luby_index += 1
             budget = self.restart_base * luby(self.luby_index)
@@ -165,6 +174,7 @@ class ExactMember(Member):
             deadline_ns=deadline_ns,
             seed=seed,
             stop=stop,
+            carry=self.carry if complete else None,
         )
         self.used_ns += monotonic_ns() - t0
         nodes = int(out.nodes[0])

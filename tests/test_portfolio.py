@@ -12,6 +12,7 @@ from solvers.api import solve_many
 from solvers.clock import monotonic_ns
 from solvers.cost import grid_cost
 from solvers.exact import EXACT_SOLVERS
+from solvers.exact.base import BUDGET, DONE
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.restarts import FOUND, ExactMember, luby
@@ -141,8 +142,8 @@ def test_an_exact_proof_of_no_solution_ends_the_race_as_unsolvable():
 
 
 def test_the_exact_member_doubles_its_complete_run_and_restarts_on_luby_budgets():
-    member = ExactMember(
-        EXACT_SOLVERS["propagation"],
+    member = ExactMember(  # a kernel that cannot resume: the doubling stream
+        EXACT_SOLVERS["backtracking"],
         parse_puzzle(FRISCH),
         np.random.SeedSequence(0),
         first_budget=64,
@@ -158,6 +159,47 @@ def test_the_exact_member_doubles_its_complete_run_and_restarts_on_luby_budgets(
     assert member.counters()["restarts"] == 11 and member.counters()["nodes"] == sum(
         n for *_, n in member.calls
     )
+
+
+def test_a_resumed_search_runs_one_luby_restart_per_call_and_keeps_its_weights():
+    solver, puzzle = EXACT_SOLVERS["propagation"], parse_puzzle(FRISCH)
+    carry = solver.new_carry(puzzle.box)
+    nodes = []
+    for k in range(1, 6):
+        out = solver.solve_batch(puzzle.givens[None, :], puzzle.box, carry=carry)
+        assert out.status[0] == BUDGET and out.counts[0] == 0 and carry[0] == k
+        nodes.append(int(out.nodes[0]))
+    assert nodes == [512 * luby(k) + 1 for k in range(1, 6)]  # each run's nodes and its root
+    assert carry[2] == sum(nodes) and carry[3:].min() >= 1 and carry[3:].max() > 1  # weights learned
+
+
+def test_a_resumed_search_solves_a_solvable_puzzle_and_proves_an_unsolvable_one():
+    solver = EXACT_SOLVERS["propagation"]
+    easy = parse_puzzle("1.3434.22.4.4.2.")
+    none = parse_puzzle(".23..1..4.......")  # consistent givens; the top left cell has no value left
+    out = solver.solve_batch(easy.givens[None, :], easy.box, carry=solver.new_carry(easy.box))
+    assert out.counts[0] == 1 and is_solution(easy, out.solutions[0, 0])
+    out = solver.solve_batch(none.givens[None, :], none.box, carry=solver.new_carry(none.box))
+    assert out.counts[0] == 0 and out.status[0] == DONE
+
+
+def test_a_carry_is_refused_for_the_9x9_band_kernel_and_for_batches():
+    solver, hard, frisch = EXACT_SOLVERS["propagation"], parse_puzzle(HARD), parse_puzzle(FRISCH)
+    with pytest.raises(ValueError, match="no carry"):
+        solver.solve_batch(hard.givens[None, :], hard.box, carry=np.zeros(30, dtype=np.int64))
+    with pytest.raises(ValueError, match="one puzzle"):
+        two = np.stack([frisch.givens, frisch.givens])
+        solver.solve_batch(two, frisch.box, carry=solver.new_carry(frisch.box))
+
+
+def test_the_exact_member_resumes_one_search_where_its_kernel_can():
+    member = ExactMember(EXACT_SOLVERS["propagation"], parse_puzzle(FRISCH), np.random.SeedSequence(0))
+    stop = np.zeros(1, dtype=np.int64)
+    for _ in range(6):
+        member.step(0, stop)
+    assert [stream for stream, *_ in member.calls] == ["complete"] * 6  # no separate random stream
+    assert [n for *_, n in member.calls] == [512 * luby(k) + 1 for k in range(1, 7)]
+    assert member.carry is not None and member.carry[0] == 6
 
 
 @pytest.mark.parametrize("portfolio", ["annealing,progressive", "race"])

@@ -68,6 +68,18 @@ class KernelSolver:
     kernel: Callable[..., None]
     tables: Tables
     summary: str = ""
+    # Box shapes for which the kernel also takes `carry=` (see `new_carry`); None: none.
+    resumable: Callable[[Box], bool] | None = None
+
+    def carries(self, box: Box) -> bool:
+        """Whether `solve_batch` takes a carry for this box shape."""
+        return self.resumable is not None and self.resumable(box)
+
+    def new_carry(self, box: Box) -> np.ndarray:
+        """A fresh carry for one puzzle: int64[3 + 3N] zeros (runs, random stream, nodes, unit
+        weights). Calls of `solve_batch(..., carry=c)` then each run the next restart of one
+        search, keeping its learned weights in `c`, instead of starting over."""
+        return np.zeros(3 + 3 * box.n, dtype=np.int64)
 
     def solve_batch(
         self,
@@ -81,12 +93,24 @@ class KernelSolver:
         deadline_ns: int = 0,
         seed: int = 0,
         stop: np.ndarray | None = None,
+        carry: np.ndarray | None = None,
     ) -> ExactBatch:
-        """Solve every row of `givens` (uint8[B, N*N]) and return the aligned arrays."""
+        """Solve every row of `givens` (uint8[B, N*N]) and return the aligned arrays.
+
+        With `carry` (from `new_carry`; one puzzle, limit 1) the call runs one restart of a
+        search resumed across calls: status BUDGET until a run finds a solution or proves
+        there is none."""
         givens = np.ascontiguousarray(givens, dtype=np.uint8).reshape(-1, box.cells)
         b = givens.shape[0]
         if limit < 1:
             raise ValueError("limit must be at least 1")
+        extra: dict[str, np.ndarray] = {}
+        if carry is not None:
+            if not self.carries(box):
+                raise ValueError(f"{self.name} takes no carry for box {box.rows}x{box.cols}")
+            if b != 1 or limit != 1 or carry.dtype != np.int64 or carry.shape != (3 + 3 * box.n,):
+                raise ValueError("a carry is for one puzzle, limit 1: int64[3 + 3N] from new_carry")
+            extra["carry"] = carry
         keep = max(1, min(keep, limit))
         out = ExactBatch(
             solutions=np.zeros((b, keep, box.cells), dtype=np.uint8),
@@ -116,6 +140,7 @@ class KernelSolver:
             out.nodes,
             out.guesses,
             out.ns,
+            **extra,
         )
         return out
 

@@ -95,8 +95,10 @@ def _kernel_generic(
     out_nodes,
     out_guesses,
     out_ns,
+    carry,
 ):  # type: ignore[no-untyped-def]
-    """The generic kernel: the common exact signature after (r, c, units, cell_units, peers)."""
+    """The generic kernel: the common exact signature after (r, c, units, cell_units, peers),
+    then `carry` (int64[0], or int64[3 + 3N] for a batch of one: see `new_carry`)."""
     n = r * c
     nn = n * n
     full = _ALL >> np.uint64(64 - n)
@@ -150,10 +152,19 @@ def _kernel_generic(
         qt = np.int64(qt)  # typed: an untyped 0 reaches `propagate` as a literal and compiles a second copy
         ok = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
         _copy(root, 0, cand, 0, nn)
-        run_start, runs, cutoff = 1, 1, _RESTART_UNIT
-        last = -1  # the cell of the last failed decision, branched on again while open (last conflict)
         shuffle = seed != 0  # random ties and alternatives
+        run_start, runs = 1, 1
+        resume = carry.shape[0] > 0  # one Luby run per call, the weights carried between calls
+        if resume and carry[0] > 0:
+            runs, rng, shuffle = carry[0] + 1, np.uint64(carry[1]), True
+            for u in range(3 * n):
+                weight[u] = carry[3 + u]
+        cutoff = _RESTART_UNIT * luby(runs)
+        last = -1  # the cell of the last failed decision, branched on again while open (last conflict)
         while True:
+            if resume and nodes - run_start >= cutoff:  # this call's run is over
+                status = BUDGET
+                break
             if limit == 1 and depth > 0 and nodes - run_start >= cutoff:  # restart, keeping the weights
                 _copy(cand, 0, root, 0, nn)
                 ok, depth, run_start, runs, shuffle, last = True, 0, nodes, runs + 1, True, -1
@@ -280,6 +291,10 @@ def _kernel_generic(
                 weight[blame] += 1
                 if decided:
                     last = cell
+        if resume:
+            carry[0], carry[1], carry[2] = runs, np.int64(rng), carry[2] + nodes
+            for u in range(3 * n):
+                carry[3 + u] = weight[u]
         out_counts[i] = count
         out_status[i] = status
         out_nodes[i] = nodes
@@ -327,13 +342,28 @@ def tables(box: Box) -> tuple[object, ...]:
     return (np.int64(box.rows), np.int64(box.cols), geo.units, geo.cell_units, geo.peers)
 
 
-def kernel(r, c, units, cell_units, peers, *args):  # type: ignore[no-untyped-def]
+_NO_CARRY = np.zeros(0, dtype=np.int64)
+
+
+def kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
     """The propagation kernel (common exact signature after `tables(box)`): 9x9 grids with
-    3x3 boxes go to the band kernel, every other shape to the generic one (both @njit)."""
+    3x3 boxes go to the band kernel, every other shape to the generic one (both @njit),
+    which also takes a `carry` (see `resumable`)."""
     if r == 3 and c == 3:
         kernel9(*args)
     else:
-        _kernel_generic(r, c, units, cell_units, peers, *args)
+        _kernel_generic(r, c, units, cell_units, peers, *args, _NO_CARRY if carry is None else carry)
+
+
+def resumable(box: Box) -> bool:
+    """Whether the kernel takes a carry for this box: every shape but 3x3 (the band kernel).
+
+    With a carry (int64[3 + 3N]: runs so far, the random stream, nodes so far, the unit
+    weights), a call runs the next Luby run of one puzzle only and keeps what it learned
+    in the carry, so a race's complete stream goes on where the last call stopped instead
+    of repeating it under a doubled budget (on frisch 25x25 that repetition cost half of
+    the exact member's nodes)."""
+    return not (box.rows == 3 and box.cols == 3)
 
 
 PROPAGATION = register(
@@ -343,5 +373,6 @@ PROPAGATION = register(
         tables,
         "singles, locked candidates (and all-different consistency and fish from 25x25) + conflict-weighted "
         "MRV depth-first search; band-wise bitboard kernel for 9x9",
+        resumable=resumable,
     )
 )
