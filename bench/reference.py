@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from bench.solvers import corpora_dir, load_corpus
     from solvers.exact.base import EXACT_SOLVERS, KernelSolver
-    from solvers.exact.propagation import _kernel_generic, tables
+    from solvers.exact.propagation import generic_kernel, tables
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", default="9x9/tdoku_puzzles2_17_clue.txt")
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.corpus}: {len(rows)} puzzles, CPU time, median of {args.repeat}")
     print(f"  plain Python reference        : {py_rate:12,.0f} puzzles/s")
     compiled = {"numba `propagation`": EXACT_SOLVERS["propagation"]}
-    compiled["its generic kernel"] = KernelSolver("generic", _kernel_generic, tables)
+    compiled["its generic kernel"] = KernelSolver("generic", generic_kernel, tables)
     for label, solver in compiled.items():
         solver.solve_batch(givens[:1], box)  # compile or load the kernel first
         nb_times = []

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 from solvers.exact.base import BUDGET, DONE, EXACT_SOLVERS, LIMIT, STOPPED, TIMEOUT, KernelSolver
-from solvers.exact.propagation import _kernel_generic, tables
+from solvers.exact.propagation import generic_kernel, tables
 from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.puzzle import Box, Puzzle
 from solvers.verify import is_solution, verify_batch
 from tests.grids import blank, pattern_grid
 
 SOLVER = EXACT_SOLVERS["propagation"]
-GENERIC = KernelSolver("generic", _kernel_generic, tables)  # the generic kernel, also for 9x9
+GENERIC = KernelSolver("generic", generic_kernel, tables)  # the generic kernel, also for 9x9
 NINE = Box(3, 3)
 # A 9x9 puzzle with a unique solution that needs guessing ("AI Escargot").
 ESCARGOT = "1....7.9..3..2...8..96..5....53..9...1..8...26....4...3......1..4......7..7...3.."

@@ -352,7 +352,13 @@ def kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[n
     if r == 3 and c == 3:
         kernel9(*args)
     else:
-        _kernel_generic(r, c, units, cell_units, peers, *args, _NO_CARRY if carry is None else carry)
+        generic_kernel(r, c, units, cell_units, peers, *args, carry=carry)
+
+
+def generic_kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
+    """The generic kernel for any shape, 9x9 included (the tests and `bench/reference.py`
+    compare it with the band kernel), with an optional `carry` (see `resumable`)."""
+    _kernel_generic(r, c, units, cell_units, peers, *args, _NO_CARRY if carry is None else carry)
 
 
 def resumable(box: Box) -> bool:
