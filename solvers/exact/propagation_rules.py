@@ -113,7 +113,7 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
     component. Writes the values to remove into wv[3, :p]; returns how many domains
     lose values, or -1 when no such matching exists (a contradiction)."""
     # wi rows: 1 the variable matched to each value (-1: none), 2 the value matched to
-    # each variable, 3 BFS parents; wv rows: 1 edges then reachability, 2 reverse edges
+    # each variable, 3 BFS parents; wv row 1: the domain of each value's matched variable
     used = _ZERO
     for v in range(n):
         wi[1, v] = -1
@@ -159,62 +159,54 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
             if x == j:
                 break
             v = prev
-    for j in range(p):  # edges of the matched-variable graph (j -> the variable matched to v)
-        wv[2, j] = _ZERO
-    for j in range(p):
-        m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
-        adj = _ZERO
-        while m:
-            v = _ctz(m)
-            m &= m - _ONE
-            y = wi[1, v]
-            if y >= 0:
-                adj |= _ONE << np.uint64(y)
-                wv[2, y] |= _ONE << np.uint64(j)
-        wv[1, j] = adj
     union = _ZERO
     for j in range(p):
         union |= wv[0, j]
     if _popcnt(union) != p:
         return 0  # free values: pruning would need alternating paths from them (callers avoid this)
-    every = _ALL >> np.uint64(64 - p)  # one strongly connected component: nothing to prune
-    fwd, new = _ONE, _ONE
-    while new:
-        x = _ctz(new)
-        new &= new - _ONE
-        more = wv[1, x] & ~fwd
-        fwd |= more
-        new |= more
-    if fwd == every:
-        bwd, new = _ONE, _ONE
-        while new:
-            x = _ctz(new)
-            new &= new - _ONE
-            more = wv[2, x] & ~bwd
-            bwd |= more
-            new |= more
-        if bwd == every:
-            return 0
-    for k in range(p):  # transitive closure
-        bk = _ONE << np.uint64(k)
-        rk = wv[1, k]
-        for j in range(p):
-            if wv[1, j] & bk:
-                wv[1, j] |= rk
-    pruned = 0
+    # Strongly connected components of the graph "variable j -> the variable matched to a
+    # value of j", worked in value space: a variable stands for its matched value, so a
+    # set of variables is a bitset of values, and j's edges are its domain (wv[1] holds it
+    # per matched value). A value of j goes iff its variable lies in another component.
+    # Each component costs a pass over what its root reaches, not the O(p^2) closure.
     for j in range(p):
-        bj = _ONE << np.uint64(j)
-        m = wv[0, j] & ~(_ONE << np.uint64(wi[2, j]))
-        e = _ZERO
-        while m:
-            v = _ctz(m)
-            m &= m - _ONE
-            y = wi[1, v]
-            if not (wv[1, y] & bj and wv[1, j] & (_ONE << np.uint64(y))):
-                e |= _ONE << np.uint64(v)
-        wv[3, j] = e
-        if e:
-            pruned += 1
+        wv[1, wi[2, j]] = wv[0, j]
+    pruned = 0
+    left = union  # the values of the variables not yet in a component
+    while left:
+        root = left & (~left + _ONE)  # lowest set bit
+        fwd, new = root, root  # reachable from the root (within `left`: a component lies in it)
+        while new:
+            v = _ctz(new)
+            new &= new - _ONE
+            more = wv[1, v] & left & ~fwd
+            fwd |= more
+            new |= more
+        comp = root  # the reachable ones that reach back: sweeps until nothing joins
+        rest = fwd & ~root  # (a path back from a reachable variable stays among the reachable)
+        grew = True
+        while grew and rest:
+            grew = False
+            t = rest
+            while t:
+                b = t & (~t + _ONE)
+                t &= t - _ONE
+                if wv[1, _ctz(b)] & comp:
+                    comp |= b
+                    rest &= ~b
+                    grew = True
+        if comp == union:
+            return 0  # one component: nothing to prune (the common case)
+        left &= ~comp
+        t = comp
+        while t:
+            v = _ctz(t)
+            t &= t - _ONE
+            j = wi[1, v]
+            e = wv[0, j] & ~comp
+            wv[3, j] = e
+            if e:
+                pruned += 1
     return pruned
 
 
