@@ -13,6 +13,7 @@ from solvers.clock import monotonic_ns
 from solvers.cost import grid_cost
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import BUDGET, DONE
+from solvers.exact.propagation import RESTART_UNIT
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.restarts import FOUND, ExactMember, luby
@@ -169,7 +170,7 @@ def test_a_resumed_search_runs_one_luby_restart_per_call_and_keeps_its_weights()
         out = solver.solve_batch(puzzle.givens[None, :], puzzle.box, carry=carry)
         assert out.status[0] == BUDGET and out.counts[0] == 0 and carry[0] == k
         nodes.append(int(out.nodes[0]))
-    assert nodes == [512 * luby(k) + 1 for k in range(1, 6)]  # each run's nodes and its root
+    assert nodes == [RESTART_UNIT * luby(k) + 1 for k in range(1, 6)]  # each run's nodes and its root
     assert carry[2] == sum(nodes) and carry[3:].min() >= 1 and carry[3:].max() > 1  # weights learned
 
 
@@ -198,7 +199,7 @@ def test_the_exact_member_resumes_one_search_where_its_kernel_can():
     for _ in range(6):
         member.step(0, stop)
     assert [stream for stream, *_ in member.calls] == ["complete"] * 6  # no separate random stream
-    assert [n for *_, n in member.calls] == [512 * luby(k) + 1 for k in range(1, 7)]
+    assert [n for *_, n in member.calls] == [RESTART_UNIT * luby(k) + 1 for k in range(1, 7)]
     assert member.carry is not None and member.carry[0] == 6
 
 

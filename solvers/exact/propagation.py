@@ -71,7 +71,7 @@ _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 _DUAL_UP_TO = 3  # branch on a value of a unit when it has at most this many places
-_RESTART_UNIT = 512  # nodes of a run between restarts (limit 1), times the Luby sequence
+RESTART_UNIT = 512  # nodes of a run between restarts (limit 1), times the Luby sequence
 
 
 @njit(**JIT)
@@ -159,7 +159,7 @@ def _kernel_generic(
             runs, rng, shuffle = carry[0] + 1, np.uint64(carry[1]), True
             for u in range(3 * n):
                 weight[u] = carry[3 + u]
-        cutoff = _RESTART_UNIT * luby(runs)
+        cutoff = RESTART_UNIT * luby(runs)
         last = -1  # the cell of the last failed decision, branched on again while open (last conflict)
         while True:
             if resume and nodes - run_start >= cutoff:  # this call's run is over
@@ -168,7 +168,7 @@ def _kernel_generic(
             if limit == 1 and depth > 0 and nodes - run_start >= cutoff:  # restart, keeping the weights
                 _copy(cand, 0, root, 0, nn)
                 ok, depth, run_start, runs, shuffle, last = True, 0, nodes, runs + 1, True, -1
-                cutoff = _RESTART_UNIT * luby(runs)
+                cutoff = RESTART_UNIT * luby(runs)
             if ok:
                 cell, unit, val = -1, -1, _ZERO
                 if last >= 0 and cand[last] & (cand[last] - _ONE):
