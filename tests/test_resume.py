@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import random
 import time
+from pathlib import Path
 
 import pytest
 
 import client.redis_store
-from client.batch import BatchClient
+from client.batch import BatchClient, Job
 from client.cli import main
 from client.collector import JobFailed, in_order, stream_chunks
 from client.config import ClientSettings
@@ -198,15 +199,23 @@ def broker(fake_redis, monkeypatch) -> tuple[BatchClient, Recorder]:
     return batch, recorder
 
 
+def killed_submission(broker: tuple[BatchClient, Recorder], path: Path, lines: list[str], die_at: int) -> Job:
+    """Write `lines` to `path` and submit it through the broker fixture's BatchClient with a
+    producer killed at send `die_at`: -> the job, its submission stopped half way."""
+    batch, recorder = broker
+    path.write_text("\n".join(lines) + "\n")
+    recorder.die_at = die_at
+    job = batch.submit_inputs([(str(path), str(path))], bounded=False)
+    with pytest.raises(Killed):
+        job.wait_submitted()
+    return job
+
+
 def test_batch_client_resume_finishes_a_killed_submission_of_files(broker, tmp_path):
     batch, recorder = broker
     lines, puzzles = corpus()
     path = tmp_path / "a.txt"
-    path.write_text("\n".join(lines) + "\n")
-    recorder.die_at = 6
-    job = batch.submit_inputs([(str(path), str(path))], bounded=False)
-    with pytest.raises(Killed):
-        job.wait_submitted()
+    job = killed_submission(broker, path, lines, die_at=6)
     store = batch.store
     store.update(job.id, {"state": "producing", "producer_beat": str(time.time() - 60)})
     assert job.status().submission == "stopped" and 0 < job.status().checkpoint < len(puzzles)
@@ -228,11 +237,7 @@ def test_batch_client_resume_finishes_a_killed_submission_of_files(broker, tmp_p
 def test_batch_client_resume_refuses_changed_files_a_complete_job_and_a_live_producer(broker, tmp_path):
     batch, recorder = broker
     path = tmp_path / "a.txt"
-    path.write_text("\n".join(LINES[:100]) + "\n")
-    recorder.die_at = 2
-    job = batch.submit_inputs([(str(path), str(path))], bounded=False)
-    with pytest.raises(Killed):
-        job.wait_submitted()
+    job = killed_submission(broker, path, LINES[:100], die_at=2)
     batch.store.update(job.id, {"state": "producing", "producer_beat": str(time.time())})
     with pytest.raises(ResumeRefused, match="may still be running"):
         batch.resume(job.id, bounded=False)
@@ -255,13 +260,8 @@ def test_batch_client_resume_refuses_changed_files_a_complete_job_and_a_live_pro
 
 
 def test_status_says_a_stopped_submission_is_incomplete_and_how_to_resume(broker, tmp_path, capsys):
-    batch, recorder = broker
     path = tmp_path / "my corpus.txt"
-    path.write_text("\n".join(LINES[:100]) + "\n")
-    recorder.die_at = 3
-    job = batch.submit_inputs([(str(path), str(path))], bounded=False)
-    with pytest.raises(Killed):
-        job.wait_submitted()
+    job = killed_submission(broker, path, LINES[:100], die_at=3)
     assert main(["status", job.id, "--broker", "redis://fake:6379/0"]) == 0
     out = capsys.readouterr().out
     assert f"submission incomplete: {job.status().checkpoint} puzzles submitted" in out
@@ -269,13 +269,8 @@ def test_status_says_a_stopped_submission_is_incomplete_and_how_to_resume(broker
 
 
 def test_submit_resume_refusals_are_one_line_usage_errors(broker, tmp_path, capsys):
-    batch, recorder = broker
     path = tmp_path / "a.txt"
-    path.write_text("\n".join(LINES[:100]) + "\n")
-    recorder.die_at = 2
-    job = batch.submit_inputs([(str(path), str(path))], bounded=False)
-    with pytest.raises(Killed):
-        job.wait_submitted()
+    job = killed_submission(broker, path, LINES[:100], die_at=2)
     other = tmp_path / "b.txt"
     other.write_text(LINES[0] + "\n")
     assert main(["submit", "--resume", job.id, str(other), "--broker", "redis://fake:6379/0"]) == 2
@@ -310,13 +305,8 @@ def test_a_resume_claiming_the_job_during_a_commit_voids_that_commit(store, monk
 
 
 def test_collect_of_a_stopped_submission_fails_saying_how_to_resume(broker, tmp_path, capsys):
-    batch, recorder = broker
     path = tmp_path / "a.txt"
-    path.write_text("\n".join(LINES[:100]) + "\n")
-    recorder.die_at = 3
-    job = batch.submit_inputs([(str(path), str(path))], bounded=False)
-    with pytest.raises(Killed):
-        job.wait_submitted()
+    job = killed_submission(broker, path, LINES[:100], die_at=3)
     out = tmp_path / "out.jsonl"
     args = ["collect", job.id, "--broker", "redis://fake:6379/0", "-o", str(out), "--timeout", "0.3", "-q"]
     assert main(args) == 1
