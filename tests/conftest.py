@@ -16,8 +16,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from solvers.chunk import ChunkTask, chunk_seed, join_texts
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
@@ -149,6 +152,27 @@ def workers(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             _stop(proc)
             log.close()
         client.close()
+
+
+def chunk_task(
+    job: str,
+    texts: list[str],
+    *,
+    chunk: int = 0,
+    first: int = 0,
+    first_line: int | None = None,
+    seeded: bool = True,
+    **fields: Any,
+) -> ChunkTask:
+    """A chunk task of `job` holding `texts` as puzzles `first`.. of "in.txt" (lines `first_line`..,
+    default first + 1), seeded like the producer seeds chunks unless `seeded` is False (seed 0)."""
+    joined, spans = join_texts(texts)
+    n = len(texts)
+    line = first + 1 if first_line is None else first_line
+    return ChunkTask(
+        job=job, chunk=chunk, input="in.txt", index_runs=[(first, n)], line_runs=[(line, n)],
+        puzzles=joined, spans=spans, seed=chunk_seed(job, chunk) if seeded else 0, **fields,
+    )  # fmt: skip
 
 
 def check_records(records: list[dict], puzzles: list[str]) -> None:

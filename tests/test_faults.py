@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import CORPORA, SAMPLE, RedisServer, check_records, cli_command, start_workers, stop_all
+from tests.conftest import (
+    CORPORA,
+    SAMPLE,
+    RedisServer,
+    check_records,
+    chunk_task,
+    cli_command,
+    start_workers,
+    stop_all,
+)
 
 KAGGLE = CORPORA / "9x9" / "kaggle_bryanpark_first20000.txt"
 HARD = CORPORA / "25x25" / "sudoku_acs_general_25x25.txt"
@@ -288,20 +297,7 @@ LINES = SAMPLE.read_text().splitlines()
 
 def chunk_message(texts: list[str], chunk: int = 0, time_limit: float | None = None) -> dict:
     """A chunk task exactly as a JSON message carries it."""
-    from solvers.chunk import ChunkTask, join_texts
-
-    joined, spans = join_texts(texts)
-    n = len(texts)
-    task = ChunkTask(
-        job=JOB,
-        chunk=chunk,
-        input="in.txt",
-        index_runs=[(0, n)],
-        line_runs=[(1, n)],
-        puzzles=joined,
-        spans=spans,
-        time_limit=time_limit,
-    )
+    task = chunk_task(JOB, texts, chunk=chunk, seeded=False, time_limit=time_limit)
     return json.loads(json.dumps(task.model_dump(mode="json")))
 
 

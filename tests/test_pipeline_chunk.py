@@ -25,7 +25,7 @@ from solvers.chunk_records import FIELDS, extract, render, render_py
 from solvers.parse import parse_puzzle
 from solvers.result import SolveResult, Status
 from solvers.verify import is_solution
-from tests.conftest import SAMPLE
+from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "ab" * 16
@@ -33,12 +33,7 @@ ROWS_9 = "\n".join(",".join("0" if ch == "." else ch for ch in LINES[0][r * 9 : 
 
 
 def task_of(texts: list[str], first_index: int = 0, chunk: int = 0, **kw) -> ChunkTask:
-    joined, spans = join_texts(texts)
-    n = len(texts)
-    return ChunkTask(
-        job=JOB, chunk=chunk, input="in.txt", index_runs=[(first_index, n)], line_runs=[(1, n)],
-        puzzles=joined, spans=spans, seed=chunk_seed(JOB, chunk), **kw,
-    )  # fmt: skip
+    return chunk_task(JOB, texts, chunk=chunk, first=first_index, first_line=1, **kw)
 
 
 def test_a_chunk_answers_every_puzzle_in_order_with_verified_solutions_in_the_input_notation():

@@ -17,28 +17,17 @@ from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore, read_large
 from client.store import Checkpoint, MemoryStore
-from solvers.chunk import ChunkResult, ChunkTask, chunk_seed, join_texts, runs_array, solve_chunk, to_runs
+from solvers.chunk import ChunkResult, ChunkTask, runs_array, solve_chunk, to_runs
 from solvers.chunk_records import extract, render, render_py
 from solvers.result import SolveResult, Status
-from tests.conftest import SAMPLE, check_records
+from tests.conftest import SAMPLE, check_records, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "0b" * 16
 
 
 def make_task(texts: list[str], chunk: int, first: int) -> ChunkTask:
-    joined, spans = join_texts(texts)
-    n = len(texts)
-    return ChunkTask(
-        job=JOB,
-        chunk=chunk,
-        input="in.txt",
-        index_runs=[(first, n)],
-        line_runs=[(first + 1, n)],
-        puzzles=joined,
-        spans=spans,
-        seed=chunk_seed(JOB, chunk),
-    )
+    return chunk_task(JOB, texts, chunk=chunk, first=first)
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from client.config import ClientSettings
 from client.redis_store import RedisJobStore
 from client.resend import Resender
 from client.transport import Transport
-from solvers.chunk import ChunkTask, failed_chunk, join_texts
+from solvers.chunk import ChunkTask, failed_chunk
 from solvers.chunk_store import current_key, workers_key
-from tests.conftest import SAMPLE
+from tests.conftest import SAMPLE, chunk_task
 
 JOB = "0c" * 16
 TEXTS = SAMPLE.read_text().splitlines()[:3]
@@ -30,12 +30,7 @@ class Recorder(Transport):
 
 def task(chunk: int) -> ChunkTask:
     """A three-puzzle chunk task of JOB."""
-    joined, spans = join_texts(TEXTS)
-    first = 3 * chunk
-    return ChunkTask(
-        job=JOB, chunk=chunk, input="in.txt", index_runs=[(first, 3)], line_runs=[(first + 1, 3)],
-        puzzles=joined, spans=spans,
-    )  # fmt: skip
+    return chunk_task(JOB, TEXTS, chunk=chunk, first=3 * chunk, seeded=False)
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
-from solvers.chunk import TASK_NAME, ChunkTask, chunk_seed, join_texts
+from solvers.chunk import TASK_NAME
 from solvers.chunk_store import JobKeys
-from tests.conftest import SAMPLE
+from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "0a" * 16
@@ -26,18 +26,7 @@ def worker_tasks():
 
 
 def payload(texts: list[str], chunk: int, first: int) -> dict:
-    joined, spans = join_texts(texts)
-    n = len(texts)
-    task = ChunkTask(
-        job=JOB,
-        chunk=chunk,
-        input="in.txt",
-        index_runs=[(first, n)],
-        line_runs=[(first + 1, n)],
-        puzzles=joined,
-        spans=spans,
-        seed=chunk_seed(JOB, chunk),
-    )
+    task = chunk_task(JOB, texts, chunk=chunk, first=first)
     return json.loads(json.dumps(task.model_dump(mode="json")))  # exactly what a JSON message carries
 
 
