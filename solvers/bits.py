@@ -184,6 +184,5 @@ def record_puzzle(  # type: ignore[no-untyped-def]
     out_ns[i] = monotonic_ns() - t0
     if status != STOPPED:
         return False
-    for j in range(i + 1, out_status.shape[0]):  # a loop: a slice assignment compiles ~1 s of numba
-        out_status[j] = STOPPED
+    fill_items(out_status, i + 1, STOPPED, out_status.shape[0] - i - 1)
     return True

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from solvers.bits import ctz as _ctz
+from solvers.bits import fill_items as _fill
 from solvers.bits import popcount as _popcnt
 from solvers.bits import rng_init as _rng_init
 from solvers.bits import rng_next as _rng_next
@@ -172,8 +173,7 @@ def kernel9(
         if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
             end_ns = t0 + time_limit_ns
         if stop[0] != 0:
-            for j in range(i, out_status.shape[0]):
-                out_status[j] = STOPPED
+            _fill(out_status, i, STOPPED, out_status.shape[0] - i)
             break
         if end_ns != 0 and t0 >= end_ns:
             out_status[i] = TIMEOUT
@@ -383,6 +383,5 @@ def kernel9(
         out_guesses[i] = guesses
         out_ns[i] = monotonic_ns() - t0
         if status == STOPPED:
-            for j in range(i + 1, out_status.shape[0]):
-                out_status[j] = STOPPED
+            _fill(out_status, i + 1, STOPPED, out_status.shape[0] - i - 1)
             break
