@@ -25,7 +25,7 @@ conflict), else conflict-weighted MRV (dom/wdeg): the cell with the fewest candi
 weight of its units, or a value with two or three places in a unit when that scores
 better (it is placed in one of them); each contradiction adds 1 to the weight of the
 unit blamed for it. The search keeps an explicit stack of candidate-mask snapshots, one
-per decision, grown by reallocation.
+per decision.
 
 `seed` != 0 randomises ties and the value tried first through a per-puzzle
 xorshift64 stream (from the seed and the puzzle's index). With `limit` 1 the search also
@@ -96,28 +96,18 @@ def _kernel_generic(
     out_guesses,
     out_ns,
     carry,
+    masks,
+    ints,
 ):  # type: ignore[no-untyped-def]
     """The generic kernel: the common exact signature after (r, c, units, cell_units, peers),
-    then `carry` (int64[0], or int64[3 + 3N] for a batch of one: see `new_carry`)."""
+    then `carry` (int64[0], or int64[3 + 3N] for a batch of one: see `new_carry`), then the
+    working arrays of `workspace`."""
     n = r * c
     nn = n * n
     full = _ALL >> np.uint64(64 - n)
     check = 255 if nn <= 256 else (63 if nn <= 1296 else 15)  # nodes between clock looks (mask)
-    cand = np.empty(nn, dtype=np.uint64)
-    root = np.empty(nn, dtype=np.uint64)  # the propagated root, for restarts
-    queue = np.empty(nn, dtype=np.int32)
-    du = np.empty(9, dtype=np.uint64)
-    elim = np.empty(nn, dtype=np.uint64)
-    _fill(elim, 0, _ZERO, nn)  # not np.zeros: that compiles three more numba overloads
-    ecell = np.empty(nn, dtype=np.int32)
-    seg = np.empty((n, n + 2), dtype=np.uint64)
-    wi = np.empty((4, 64), dtype=np.int64)
-    wv = np.empty((4, 64), dtype=np.uint64)
-    weight = np.empty(3 * n, dtype=np.int64)  # contradictions blamed on each unit, plus 1
-    cap = 16
-    stk_cand = np.empty((cap, nn), dtype=np.uint64)
-    stk_cell = np.empty(cap, dtype=np.int64)  # the decision of each level: cell = value
-    stk_val = np.empty(cap, dtype=np.uint64)
+    cand, root, du, elim, seg, wv, stk_cand, stk_val = masks  # see `workspace`
+    queue, ecell, wi, weight, stk_cell = ints
     for i in range(givens.shape[0]):
         t0 = monotonic_ns()
         end_ns = deadline_ns
@@ -236,16 +226,6 @@ def _kernel_generic(
                     v = _pick(m, rng)
                 if unit >= 0:
                     cell, v = units[unit, _ctz(v)], val
-                if depth == cap:  # grow the snapshot stack
-                    cap *= 2
-                    s2 = np.empty((cap, nn), dtype=np.uint64)
-                    c2 = np.empty(cap, dtype=np.int64)
-                    v2 = np.empty(cap, dtype=np.uint64)
-                    # memcpy (`_copy`), not slice assignments (~3 s of numba compile) nor loops (vectorized)
-                    _copy(s2, 0, stk_cand, 0, depth * nn)
-                    _copy(c2, 0, stk_cell, 0, depth)
-                    _copy(v2, 0, stk_val, 0, depth)
-                    stk_cand, stk_cell, stk_val = s2, c2, v2
                 _copy(stk_cand, depth * nn, cand, 0, nn)
                 stk_cell[depth], stk_val[depth] = cell, v
                 depth += 1
@@ -358,7 +338,34 @@ def kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[n
 def generic_kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
     """The generic kernel for any shape, 9x9 included (the tests and `bench/reference.py`
     compare it with the band kernel), with an optional `carry` (see `resumable`)."""
-    _kernel_generic(r, c, units, cell_units, peers, *args, _NO_CARRY if carry is None else carry)
+    carry = _NO_CARRY if carry is None else carry
+    _kernel_generic(r, c, units, cell_units, peers, *args, carry, *workspace(int(r) * int(c)))
+
+
+def workspace(n: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """The generic kernel's working arrays for side n: (masks, ints), allocated here and not
+    in the kernel, where each kind of `np.empty` compiled its own numba overload (0.35 s of
+    the cold compile). The snapshot stack has a level per cell, as deep as a search can go
+    (each decision fixes an open cell); `np.empty` leaves pages untouched until reached."""
+    nn = n * n
+    masks = (
+        np.empty(nn, np.uint64),  # cand: the candidates of each cell (bit v-1 for value v)
+        np.empty(nn, np.uint64),  # root: the propagated root, for restarts
+        np.empty(9, np.uint64),  # du: units and values to look at (see `propagate`)
+        np.zeros(nn, np.uint64),  # elim: values to remove per cell, zero between rules
+        np.empty((n, n + 2), np.uint64),  # seg: locked candidates' segments
+        np.empty((4, 64), np.uint64),  # wv: matching work of `_gac`
+        np.empty((nn + 1, nn), np.uint64),  # stk_cand: a snapshot per decision
+        np.empty(nn + 1, np.uint64),  # stk_val: the value of each decision
+    )
+    ints = (
+        np.empty(nn, np.int32),  # queue: cells fixed, to remove from their peers
+        np.empty(nn, np.int32),  # ecell: cells with eliminations recorded
+        np.empty((4, 64), np.int64),  # wi: matching work of `_gac`
+        np.empty(3 * n, np.int64),  # weight: contradictions blamed on each unit, plus 1
+        np.empty(nn + 1, np.int64),  # stk_cell: the cell of each decision
+    )
+    return masks, ints
 
 
 def resumable(box: Box) -> bool:

@@ -35,12 +35,14 @@ FISH_FROM = 25  # grid side from which fish (value-wise row/column matching) pay
 # `propagate` rather than compiled apart: each separately compiled function is optimized
 # and compiled to machine code again inside every caller (with the `_gac` it calls). Not
 # `_gac` nor `_locked_lines` (two call sites each): numba's inlining and type inference of
-# the grown function cost more than that (measured: +2.4 s for `_gac`).
+# the grown function cost more than that (measured: +2.4 s for `_gac`; +1 s for `propagate`
+# into the kernel, even from one call site). Nor the tiny `_eliminate` (four sites, LLVM
+# inlines it anyway), nor `luby`, `rng_init`, `_pick` into the kernel (+0.2 s).
 JIT = {"cache": True, "nogil": True, "error_model": "numpy", "no_cfunc_wrapper": True}
 INTERNAL = {**JIT, "no_cpython_wrapper": True}
 
 
-@njit(**JIT, inline="always")
+@njit(**INTERNAL)
 def _eliminate(x, e, elim, ecell, ne):  # type: ignore[no-untyped-def]
     """Record that the values `e` leave cell x (elim[x]; x joins ecell on its first
     elimination): -> the new count of cells in ecell."""
