@@ -60,6 +60,7 @@ class MemberSpec(BaseModel):
     randomised: bool = True  # exact: add randomised restarts beside the complete run
     complete_share: float = Field(default=0.75, ge=0, le=1)  # exact: nodes for the complete run
     restart_base: int = Field(default=0, ge=0)  # exact: nodes; stochastic: slices (0 = default)
+    searches: int = Field(default=1, ge=1, le=64)  # exact, resumable kernels: searches run side by side
 
     @property
     def kind(self) -> str:
@@ -157,6 +158,7 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
                     restart_base=m.restart_base,
                     randomised=m.randomised,
                     complete_share=m.complete_share,
+                    searches=m.searches,
                     name=name,
                 )
             )

@@ -106,6 +106,11 @@ class Member(ABC):
         """Return {time_ms, restarts, nodes|iterations, best_cost} for the collector."""
 
 
+def _child_seed(seeds: np.random.SeedSequence) -> int:
+    """A non-zero kernel seed (63 bits) drawn from a child seed sequence."""
+    return int(seeds.generate_state(1, np.uint64)[0] & 0x3FFF_FFFF_FFFF_FFFF) | 1
+
+
 class ExactMember(Member):
     """An exact solver raced as a complete doubling stream plus randomised Luby restarts."""
 
@@ -120,6 +125,7 @@ class ExactMember(Member):
         restart_base: int = 0,
         randomised: bool = True,
         complete_share: float = 0.75,
+        searches: int = 1,
         name: str | None = None,
     ) -> None:
         super().__init__(name or solver.name, weight)
@@ -134,9 +140,18 @@ class ExactMember(Member):
         # A kernel that resumes (see KernelSolver.new_carry) makes the complete stream one
         # search whose every call is its next Luby restart, weights kept: nothing is
         # repeated, and its random restarts are the randomised stream, so it takes all nodes.
-        self.carry = solver.new_carry(puzzle.box) if solver.carries(puzzle.box) else None
-        if self.carry is not None:
+        # With `searches` > 1 the member runs that many such searches, the first from the
+        # puzzle's own fixed order (seed 0), the others from child seeds, a run at a time to
+        # the one with the fewest nodes: which search finds a hard puzzle's solution soon
+        # varies more from seed to seed than a run's length does.
+        self.carries: list[np.ndarray] = []
+        self.search_seeds: list[int] = [0]
+        self.search_nodes: list[int] = []
+        if solver.carries(puzzle.box):
             self.complete_share = 1.0
+            self.search_seeds += [_child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
+            self.carries = [solver.new_carry(puzzle.box) for _ in self.search_seeds]
+            self.search_nodes = [0] * len(self.carries)
         self.complete_nodes = 0
         self.random_nodes = 0
         self.nodes = 0
@@ -158,12 +173,16 @@ class ExactMember(Member):
             return IDLE
         share = self.complete_share  # of the member's nodes, for the complete run
         complete = share >= 1.0 or self.complete_nodes * (1.0 - share) <= self.random_nodes * share
-        if complete:
-            budget, seed = (0 if self.carry is not None else self.complete_budget), 0
+        carry, search = None, 0
+        if complete and self.carries:
+            search = self.search_nodes.index(min(self.search_nodes))
+            budget, seed, carry = 0, self.search_seeds[search], self.carries[search]
+        elif complete:
+            budget, seed = self.complete_budget, 0
         else:
             self.luby_index += 1
             budget = self.restart_base * luby(self.luby_index)
-            seed = int(self.seeds.spawn(1)[0].generate_state(1, np.uint64)[0] & 0x3FFF_FFFF_FFFF_FFFF) | 1
+            seed = _child_seed(self.seeds.spawn(1)[0])
         t0 = monotonic_ns()
         out = self.solver.solve_batch(
             self.puzzle.givens[None, :],
@@ -174,7 +193,7 @@ class ExactMember(Member):
             deadline_ns=deadline_ns,
             seed=seed,
             stop=stop,
-            carry=self.carry if complete else None,
+            carry=carry,
         )
         self.used_ns += monotonic_ns() - t0
         nodes = int(out.nodes[0])
@@ -185,6 +204,8 @@ class ExactMember(Member):
         if complete:
             self.complete_nodes += nodes
             self.complete_budget *= 2
+            if carry is not None:
+                self.search_nodes[search] += nodes
         else:
             self.random_nodes += nodes
         self.restarts += 1

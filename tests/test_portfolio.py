@@ -200,7 +200,35 @@ def test_the_exact_member_resumes_one_search_where_its_kernel_can():
         member.step(0, stop)
     assert [stream for stream, *_ in member.calls] == ["complete"] * 6  # no separate random stream
     assert [n for *_, n in member.calls] == [RESTART_UNIT * luby(k) + 1 for k in range(1, 7)]
-    assert member.carry is not None and member.carry[0] == 6
+    assert len(member.carries) == 1 and member.carries[0][0] == 6
+
+
+def test_an_exact_member_with_three_searches_gives_each_the_next_run_by_fewest_nodes():
+    def member() -> ExactMember:
+        return ExactMember(
+            EXACT_SOLVERS["propagation"], parse_puzzle(FRISCH), np.random.SeedSequence(5), searches=3
+        )
+
+    stop = np.zeros(1, dtype=np.int64)
+    one, again = member(), member()
+    for _ in range(9):
+        one.step(0, stop)
+        again.step(0, stop)
+    assert [int(c[0]) for c in one.carries] == [3, 3, 3]  # Luby runs 1-3 of each, in turn
+    assert one.search_seeds[0] == 0 and len(set(one.search_seeds)) == 3  # the fixed order, two seeds
+    assert len({c[3:].tobytes() for c in one.carries}) == 3  # three searches learned apart, not copies
+    assert one.calls == again.calls and one.search_seeds == again.search_seeds  # replayable
+
+
+def test_an_exact_member_with_several_searches_solves_and_proves_like_one():
+    easy, none = parse_puzzle("1.3434.22.4.4.2."), parse_puzzle(".23..1..4.......")
+    stop = np.zeros(1, dtype=np.int64)
+    solver = EXACT_SOLVERS["propagation"]
+    member = ExactMember(solver, easy, np.random.SeedSequence(0), searches=4)
+    assert member.step(0, stop) == FOUND and is_solution(easy, member.best_grid)
+    member = ExactMember(solver, none, np.random.SeedSequence(0), searches=4)
+    member.step(0, stop)
+    assert member.status == "unsolvable"
 
 
 @pytest.mark.parametrize("portfolio", ["annealing,progressive", "race"])
