@@ -40,6 +40,7 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
+from solvers.sat import SAT_SOLVER, SatMember
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -61,11 +62,19 @@ class MemberSpec(BaseModel):
     complete_share: float = Field(default=0.75, ge=0, le=1)  # exact: nodes for the complete run
     restart_base: int = Field(default=0, ge=0)  # exact: nodes; stochastic: slices (0 = default)
     searches: int = Field(default=1, ge=1, le=64)  # exact, resumable kernels: searches run side by side
+    min_side: int = Field(default=0, ge=0)  # the member races grids of side min_side..max_side only
+    max_side: int = Field(default=64, ge=1)
 
     @property
     def kind(self) -> str:
-        """Return `exact` or `stochastic` (the registry the solver is in)."""
+        """Return `exact`, `sat` or `stochastic` (the registry the solver is in, or the SAT member)."""
+        if self.solver == SAT_SOLVER:
+            return "sat"
         return "exact" if self.solver in EXACT_SOLVERS else "stochastic"
+
+    def races(self, n: int) -> bool:
+        """Whether this member takes part for grid side n."""
+        return self.min_side <= n <= self.max_side
 
 
 class PortfolioSpec(BaseModel):
@@ -92,21 +101,26 @@ class PortfolioSpec(BaseModel):
 
 def _presets() -> dict[str, PortfolioSpec]:
     """Build the preset portfolios (after every solver registered itself). In `race` the
-    exact member weighs 3 (half of the work), 57 from 25x25 (19/20): it is the only member
+    exact member weighs 3 (half of the work), 57 from 25x25: it is the only kernel member
     that proves anything, and on 25x25 grids none of the stochastic members ever solved a
-    frisch puzzle (with three quarters, the race solved 8 of 18 in 60 s, the exact member
-    alone 11); the stochastic members still run, for the approximate grid at the deadline."""
+    frisch puzzle; the stochastic members still run, for the approximate grid at the
+    deadline. At 25x25 the SAT member weighs three times as much (171): clause learning
+    solved all 18 frisch puzzles where the propagation kernel solved 11 in 60 s, and each
+    of them sooner than the kernel (docs/decisions.md); it is left
+    out below 25x25 (the fast path and the kernel settle those) and above (its pairwise
+    encoding grows as N^4: millions of clauses from 36x36)."""
     exact = tuple(MemberSpec(solver=name) for name in sorted(EXACT_SOLVERS, key=lambda s: s != DEFAULT_EXACT))
     stochastic = (
         MemberSpec(solver="annealing"),
         MemberSpec(solver="evolution", params={"propagate": True}),
         MemberSpec(solver="progressive"),
     )
+    sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE, max_side=LARGE_SIDE)
     return {
         "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
         "race": PortfolioSpec(
             name="race",
-            members=(MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0), *stochastic),
+            members=(MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0), sat, *stochastic),
         ),
         "exact": PortfolioSpec(name="exact", members=exact),
         "stochastic": PortfolioSpec(name="stochastic", members=stochastic),
@@ -125,7 +139,7 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     if text in PRESETS:
         return PRESETS[text]
     names = [s.strip() for s in text.split(",")]
-    known = set(EXACT_SOLVERS) | set(STOCHASTIC_SOLVERS)
+    known = set(EXACT_SOLVERS) | set(STOCHASTIC_SOLVERS) | {SAT_SOLVER}
     unknown = [s for s in names if s not in known]
     if unknown or not names:
         raise ValueError(
@@ -142,6 +156,8 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
     seen: dict[str, int] = {}
     fast_given = False
     for m, child in zip(spec.members, children, strict=True):
+        if not m.races(puzzle.box.n):
+            continue
         seen[m.solver] = seen.get(m.solver, 0) + 1
         name = m.solver if seen[m.solver] == 1 else f"{m.solver}#{seen[m.solver]}"
         weight = m.large_weight if m.large_weight is not None and puzzle.box.n >= LARGE_SIDE else m.weight
@@ -162,6 +178,8 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
                     name=name,
                 )
             )
+        elif m.kind == "sat":
+            members.append(SatMember(puzzle, weight=weight, name=name))
         else:
             solver = STOCHASTIC_SOLVERS[m.solver]
             members.append(
@@ -200,11 +218,13 @@ def race(
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
-    has_exact = any(m.kind == "exact" for m in spec.members)
+    has_exact = any(m.kind in ("exact", "sat") and m.races(puzzle.box.n) for m in spec.members)
     limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
     deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
     members = _build(spec, puzzle, seed)
+    if not members:
+        raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
     active = list(members)
     outcome = ""

@@ -53,7 +53,7 @@ def test_the_luby_sequence_starts_as_published():
 
 
 def test_presets_and_comma_lists_become_portfolios_and_unknown_names_are_named():
-    assert [m.solver for m in PRESETS["race"].members] == ["propagation", *STOCHASTIC]
+    assert [m.solver for m in PRESETS["race"].members] == ["propagation", "sat", *STOCHASTIC]
     assert [m.solver for m in PRESETS["fast"].members] == ["propagation"]
     assert {m.solver for m in PRESETS["exact"].members} == set(EXACT_SOLVERS)
     assert [m.solver for m in parse_portfolio("propagation, annealing").members] == [
@@ -87,7 +87,7 @@ def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_t
     assert r.cost == grid_cost(puzzle, grid_of(r.solution)) == r.counters[r.solver]["best_cost"] > 0
     assert r.cost == min(c["best_cost"] for c in r.counters.values() if c["best_cost"] is not None)
     order = [name for name, _, _ in trace]
-    assert set(order) == {"propagation", *STOCHASTIC}
+    assert set(order) == {"propagation", "sat", *STOCHASTIC}
     assert order.index("annealing") < len(order) - order[::-1].index("propagation") - 1  # interleaved
     for c in r.counters.values():
         assert c["time_ms"] > 0 and c.get("nodes", c.get("iterations")) > 0
@@ -247,7 +247,7 @@ def test_the_same_seed_replays_the_same_winner_and_grid(portfolio):
 def test_solve_many_races_only_the_puzzles_the_fast_path_leaves():
     frisch, demo = solve_many([FRISCH, DEMO], portfolio="race", time_limit=1.0)
     assert demo.status == "solved" and list(demo.counters) == ["propagation"]
-    assert frisch.status == "approximate" and set(frisch.counters) == {"propagation", *STOCHASTIC}
+    assert frisch.status == "approximate" and set(frisch.counters) == {"propagation", "sat", *STOCHASTIC}
     assert frisch.counters["propagation"]["nodes"] >= PRESETS["race"].fast_budget(25)
     assert frisch.elapsed < 1.1
 
@@ -260,11 +260,12 @@ def test_member_specs_are_checked_as_data():
     assert set(r.counters) == {"annealing", "annealing#2"}
 
 
-def test_the_race_gives_its_exact_member_nineteen_twentieths_of_the_work_from_25x25_and_half_below():
+def test_the_race_gives_the_exact_member_half_the_work_below_25x25_and_the_sat_member_3_quarters_at_25x25():
     from solvers.portfolio import _build
 
     spec = PRESETS["race"]
-    for text, share in ((DEMO, 0.5), (FRISCH, 0.95)):
-        members = _build(spec, parse_puzzle(text), seed=1)
-        assert members[0].name == "propagation"
-        assert members[0].weight / sum(m.weight for m in members) == pytest.approx(share)
+    for text, shares in ((DEMO, {"propagation": 0.5}), (FRISCH, {"propagation": 57 / 231, "sat": 171 / 231})):
+        members = {m.name: m.weight for m in _build(spec, parse_puzzle(text), seed=1)}
+        total = sum(members.values())
+        assert {name: members[name] / total for name in shares} == pytest.approx(shares)
+        assert set(members) - set(shares) == set(STOCHASTIC)
