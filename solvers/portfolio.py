@@ -106,9 +106,9 @@ def _presets() -> dict[str, PortfolioSpec]:
     frisch puzzle; the stochastic members still run, for the approximate grid at the
     deadline. At 25x25 the SAT member weighs three times as much (171): clause learning
     solved all 18 frisch puzzles where the propagation kernel solved 11 in 60 s, and each
-    of them sooner than the kernel (docs/decisions.md); it is left
-    out below 25x25 (the fast path and the kernel settle those) and above (its pairwise
-    encoding grows as N^4: millions of clauses from 36x36)."""
+    of them sooner than the kernel (docs/decisions.md). It sits out below 25x25 (the fast
+    path and the kernel settle those) and above (its pairwise encoding grows as N^4:
+    millions of clauses from 36x36)."""
     exact = tuple(MemberSpec(solver=name) for name in sorted(EXACT_SOLVERS, key=lambda s: s != DEFAULT_EXACT))
     stochastic = (
         MemberSpec(solver="annealing"),

@@ -16,6 +16,8 @@ best grid so far, and counters), while the restart policies differ by kind:
   restart with the conflict weights kept (randomised after the first): nothing is repeated.
 * `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
   child seed when its Luby-scaled iteration budget is spent, keeping the best grid.
+* `SatMember` (in `solvers.sat`, beside its encoding) advances a SAT solver a budget of
+  conflicts per slice, keeping what it learnt.
 
 Members measure their progress in slices of work (nodes or iterations scaled to a few
 milliseconds), never in wall time, so an interleaved race replays exactly.
