@@ -319,11 +319,14 @@ def section_calibrate(args: argparse.Namespace) -> None:
 
 def latest(records: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
     """Keep, per group of `keys`, only the records of the group's latest kernel version
-    (runs repeated after a kernel change replace the earlier ones)."""
+    (runs repeated after a kernel change replace the earlier ones), and of those the last
+    one per puzzle (`index`: a puzzle run again, e.g. after a portfolio change, counts once)."""
     last: dict[tuple[Any, ...], str] = {}
     for rec in records:
         last[tuple(rec[k] for k in keys)] = rec.get("kernel", "")
-    return [r for r in records if r.get("kernel", "") == last[tuple(r[k] for k in keys)]]
+    current = [r for r in records if r.get("kernel", "") == last[tuple(r[k] for k in keys)]]
+    final = {(*(r[k] for k in keys), r.get("index")): r for r in current}
+    return list(final.values())
 
 
 def cactus_series(records: Iterable[dict[str, Any]], key: str) -> dict[str, tuple[list[float], int]]:

@@ -1,0 +1,108 @@
+"""OR-Tools CP-SAT on the frisch 25x25 puzzles: the reference the race is compared with.
+
+    pip install ortools            # any venv: not a dependency of sudoku-batch
+    python bench/cpsat.py [--time-limit 60] [--workers 1] [--model int|bool]
+
+One CP-SAT solve per puzzle (`gecode_frisch_25x25.txt`): an integer variable per cell
+with AllDifferent per row, column and box (`int`), or a Boolean per cell and value with
+ExactlyOne per cell and per unit and value (`bool`). One worker by default: the race runs
+in one thread. Prints and appends to bench/out/cpsat_frisch.jsonl one record per puzzle
+(CPU seconds of the process around Solve); every solution is checked here.
+Self-contained on purpose (no import of `solvers`), so it runs in a venv with ortools only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ALPHABET = "123456789ABCDEFGHIJKLMNOP"
+N, B = 25, 5
+
+
+def units() -> list[list[int]]:
+    """The rows, columns and boxes of a 25x25 grid, as cell lists."""
+    rows = [[r * N + c for c in range(N)] for r in range(N)]
+    cols = [[r * N + c for r in range(N)] for c in range(N)]
+    boxes = [
+        [(br * B + i) * N + bc * B + j for i in range(B) for j in range(B)]
+        for br in range(B)
+        for bc in range(B)
+    ]
+    return rows + cols + boxes
+
+
+def is_grid_solution(givens: list[int], grid: list[int]) -> bool:
+    """Every unit holds 1..25 once and every given is kept."""
+    kept = all(g == 0 or g == v for g, v in zip(givens, grid, strict=True))
+    return kept and all(sorted(grid[i] for i in u) == list(range(1, N + 1)) for u in units())
+
+
+def solve(givens: list[int], model_kind: str, time_limit: float, workers: int) -> dict[str, object]:
+    """Build and solve one CP-SAT model: -> a record with status, CPU seconds and the check."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    if model_kind == "int":
+        x = [m.NewIntVar(g or 1, g or N, f"x{i}") for i, g in enumerate(givens)]
+        for u in units():
+            m.AddAllDifferent([x[i] for i in u])
+    else:
+        b = [[m.NewBoolVar(f"b{i}_{v}") for v in range(N)] for i in range(N * N)]
+        for i, g in enumerate(givens):
+            m.AddExactlyOne(b[i])
+            if g:
+                m.Add(b[i][g - 1] == 1)
+        for u in units():
+            for v in range(N):
+                m.AddExactlyOne([b[i][v] for i in u])
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = workers
+    cpu = time.process_time()
+    status = solver.Solve(m)
+    cpu = time.process_time() - cpu
+    solved = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    grid: list[int] = []
+    if solved and model_kind == "int":
+        grid = [int(solver.Value(v)) for v in x]
+    elif solved:
+        grid = [next(v + 1 for v in range(N) if solver.Value(b[i][v])) for i in range(N * N)]
+    return {"status": solver.StatusName(status), "solved": solved, "cpu": round(cpu, 3),
+            "verified": is_grid_solution(givens, grid) if solved else None,
+            "conflicts": solver.NumConflicts()}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--model", choices=("int", "bool"), default="int")
+    args = ap.parse_args()
+    import ortools
+
+    corpora = Path(os.environ.get("SUDOKU_CORPORA", ROOT.parent / "shared" / "corpora"))
+    lines = (corpora / "25x25" / "gecode_frisch_25x25.txt").read_text().split()
+    out = ROOT / "bench" / "out" / "cpsat_frisch.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    solved = []
+    for index, line in enumerate(lines):
+        givens = [0 if ch in ".0" else ALPHABET.index(ch) + 1 for ch in line]
+        rec = {"ortools": ortools.__version__, "model": args.model, "workers": args.workers, "index": index,
+               **solve(givens, args.model, args.time_limit, args.workers)}  # fmt: skip
+        with out.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+        print(json.dumps(rec), flush=True)
+        if rec["solved"] and rec["verified"]:
+            solved.append(float(rec["cpu"]))  # type: ignore[arg-type]
+    summary = f"median {statistics.median(solved):.2f} s, max {max(solved):.2f} s" if solved else "-"
+    print(f"CP-SAT ({args.model}, {args.workers} worker): {len(solved)}/{len(lines)} solved; CPU {summary}")
+
+
+if __name__ == "__main__":
+    main()
