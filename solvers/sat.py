@@ -34,6 +34,8 @@ SAT_SOLVER = "sat"  # the member's name in portfolios
 BACKEND = "cadical195"
 OPTIONS = {"elim": 0, "probe": 0, "vivify": 0, "subsume": 0}  # no inprocessing rounds (see above)
 STEP_CONFLICTS = 150  # per race step: ~12 ms at 25x25, at most 29 ms measured (300: 47 ms)
+MAX_CLAUSES = 60_000  # frisch 25x25: 26-30k; an acs 25x25 grid with few givens: 750k (1 s to build)
+CLAUSES_PER_SLICE = 2_000  # model of encoding and loading: ~1.5 us a clause, 3 ms a slice
 
 
 def conflicts_per_slice(n: int) -> int:
@@ -50,42 +52,45 @@ class Cnf:
     cells: list[list[int]]
 
 
-def encode(puzzle: Puzzle) -> Cnf | None:
+class TooLarge(Exception):
+    """The encoding would exceed the clause limit given to `encode`."""
+
+
+def encode(puzzle: Puzzle, max_clauses: int | None = None) -> Cnf | None:
     """Return the puzzle's CNF, or None when a cell or a unit's value already has no place
-    (no solution)."""
+    (no solution); raise TooLarge when it would hold more than `max_clauses` clauses."""
     n = puzzle.box.n
-    units = geometry(puzzle.box).units
+    geo = geometry(puzzle.box)
     givens = puzzle.givens.tolist()
     used = [0] * (n * n)  # bit v: value v+1 is a given of a peer (or the cell's own)
-    for unit in units.tolist():
+    for unit in geo.units.tolist():
         mask = 0
         for c in unit:
             if givens[c]:
                 mask |= 1 << (givens[c] - 1)
         for c in unit:
             used[c] |= mask
-    clauses: list[list[int]] = []
     cells: list[list[int]] = []
-    places: dict[int, list[int]] = {}
-    for cell in range(n * n):
+    places = [[[] for _ in range(n)] for _ in range(3 * n)]  # unit -> value -> literals
+    for cell, units in enumerate(geo.cell_units.tolist()):
         g = givens[cell]
         values = [g - 1] if g else [v for v in range(n) if not (used[cell] >> v) & 1]
         if not values:
             return None
-        lits = [cell * n + v + 1 for v in values]
-        cells.append(lits)
+        cells.append([cell * n + v + 1 for v in values])
+        for v, lit in zip(values, cells[-1], strict=True):
+            for u in units:
+                places[u][v].append(lit)
+    groups = cells + [lits for unit in places for lits in unit]  # exactly one literal of each
+    if any(not lits for lits in groups):
+        return None
+    size = sum(1 + len(lits) * (len(lits) - 1) // 2 for lits in groups)
+    if max_clauses is not None and size > max_clauses:
+        raise TooLarge(f"{size} clauses")
+    clauses: list[list[int]] = []
+    for lits in groups:
         clauses.append(lits)
         clauses.extend([-a, -b] for a, b in combinations(lits, 2))
-        for v in values:
-            places.setdefault(v, []).append(cell)
-    for unit in units.tolist():
-        members = set(unit)
-        for v in range(n):
-            lits = [c * n + v + 1 for c in places.get(v, ()) if c in members]
-            if not lits:
-                return None
-            clauses.append(lits)
-            clauses.extend([-a, -b] for a, b in combinations(lits, 2))
     return Cnf(clauses, cells)
 
 
@@ -103,7 +108,11 @@ def decode(model: list[int], cnf: Cnf, n: int) -> np.ndarray:
 
 
 class SatMember(Member):
-    """The SAT solver raced in steps of `STEP_CONFLICTS` conflicts; complete, so UNSAT ends the race."""
+    """The SAT solver raced in steps of `STEP_CONFLICTS` conflicts; complete, so UNSAT ends the race.
+
+    The encoding is built in the member's first step (and loaded into the solver in its
+    second), not when the race starts: most races end in the exact member's first steps.
+    A grid so open that its encoding would exceed `MAX_CLAUSES` is left to the others."""
 
     def __init__(self, puzzle: Puzzle, *, weight: float = 1.0, name: str = SAT_SOLVER) -> None:
         super().__init__(name, weight)
@@ -111,22 +120,36 @@ class SatMember(Member):
         self.slice_conflicts = conflicts_per_slice(puzzle.box.n)
         self.status = "running"
         self.stats: dict[str, int] = {}
-        t0 = monotonic_ns()
-        self.cnf = encode(puzzle)
+        self.cnf: Cnf | None = None
+        self.clauses = 0
         self.solver: Solver | None = None
-        if self.cnf is not None:
-            self.solver = Solver(name=BACKEND, bootstrap_with=self.cnf.clauses)
-            self.solver.configure(OPTIONS)
-        self.used_ns += monotonic_ns() - t0
 
     def step(self, deadline_ns: int, stop: np.ndarray) -> str:
-        """Run the solver for one step of conflicts; report a verified grid or a proof of none."""
+        """Build, load, or run the solver for one step of conflicts; report a verified grid
+        or a proof of none."""
         if self.failed or self.status != "running":
             return IDLE
-        if self.solver is None:  # the encoder found a cell or a unit's value with no place
-            self.status = "unsolvable"
-            return NO_SOLUTION
         t0 = monotonic_ns()
+        if self.cnf is None:  # first step: the encoding
+            try:
+                self.cnf = encode(self.puzzle, MAX_CLAUSES)
+            except TooLarge as reason:
+                self.used_ns += monotonic_ns() - t0
+                self.status = f"left to the others ({reason})"
+                return IDLE
+            self.used_ns += monotonic_ns() - t0
+            if self.cnf is None:  # a cell or a unit's value with no place
+                self.status = "unsolvable"
+                return NO_SOLUTION
+            self.clauses = len(self.cnf.clauses)
+            self.vtime += self.clauses / CLAUSES_PER_SLICE
+            return PROGRESS
+        if self.solver is None:  # second step: the solver takes the clauses
+            self.solver = Solver(name=BACKEND, bootstrap_with=self.cnf.clauses)
+            self.solver.configure(OPTIONS)
+            self.used_ns += monotonic_ns() - t0
+            self.vtime += self.clauses / CLAUSES_PER_SLICE
+            return PROGRESS
         self.solver.conf_budget(STEP_CONFLICTS)
         answer = self.solver.solve_limited()
         self.used_ns += monotonic_ns() - t0
@@ -135,7 +158,7 @@ class SatMember(Member):
         self.vtime += max(1, self.stats.get("conflicts", 0) - before) / self.slice_conflicts
         self.restarts += 1
         if answer is True:
-            grid = decode(self.solver.get_model() or [], self.cnf, self.puzzle.box.n)  # type: ignore[arg-type]
+            grid = decode(self.solver.get_model() or [], self.cnf, self.puzzle.box.n)
             self._close()
             if not is_solution(self.puzzle, grid):
                 self.failed = f"{self.name} returned a grid the verifier rejects"
@@ -152,10 +175,10 @@ class SatMember(Member):
         return PROGRESS
 
     def _close(self) -> None:
-        """Free the solver's memory (its answer is taken)."""
+        """Free the solver's memory (its answer is taken); the member is done."""
         if self.solver is not None:
             self.solver.delete()
-            self.solver = None
+        self.solver, self.cnf = None, None
 
     @property
     def best_cost(self) -> int | None:
@@ -175,6 +198,7 @@ class SatMember(Member):
             "nodes": self.stats.get("decisions", 0),
             "guesses": self.stats.get("decisions", 0),
             "conflicts": self.stats.get("conflicts", 0),
+            "clauses": self.clauses,
             "best_cost": self.best_cost,
             "status": self.failed or self.status,
         }

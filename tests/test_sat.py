@@ -7,8 +7,8 @@ import pytest
 
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
-from solvers.restarts import FOUND, NO_SOLUTION, PROGRESS
-from solvers.sat import STEP_CONFLICTS, SatMember, decode, encode
+from solvers.restarts import FOUND, IDLE, NO_SOLUTION, PROGRESS
+from solvers.sat import CLAUSES_PER_SLICE, MAX_CLAUSES, STEP_CONFLICTS, SatMember, TooLarge, decode, encode
 from solvers.verify import is_solution
 from tests.test_conformance import CASES, Case
 from tests.test_portfolio import DEMO, FRISCH, HARD
@@ -61,14 +61,26 @@ def test_a_model_decodes_to_the_grid_of_each_cells_true_literal_only() -> None:
     assert list(grid) == solution and is_solution(puzzle, grid)
 
 
-def test_the_member_advances_in_steps_of_conflicts_and_keeps_what_it_learnt() -> None:
+def test_the_member_encodes_then_loads_then_advances_in_steps_of_conflicts_keeping_what_it_learnt() -> None:
     member = SatMember(parse_puzzle(FRISCH))
-    outcomes = [member.step(0, STOP) for _ in range(4)]
-    assert outcomes == [PROGRESS] * 4  # frisch #0 takes tens of thousands of conflicts
+    outcomes = [member.step(0, STOP) for _ in range(6)]
+    assert outcomes == [PROGRESS] * 6  # frisch #0 takes tens of thousands of conflicts
     c = member.counters()
+    assert 20_000 < c["clauses"] < MAX_CLAUSES
     assert 4 * STEP_CONFLICTS <= c["conflicts"] <= 4 * (STEP_CONFLICTS + 5)  # each step a budget more
     assert c["restarts"] == 3 and c["nodes"] > c["conflicts"] and c["time_ms"] > 0
-    assert member.vtime == pytest.approx(c["conflicts"] / member.slice_conflicts, rel=0.01)
+    work = 2 * c["clauses"] / CLAUSES_PER_SLICE + c["conflicts"] / member.slice_conflicts
+    assert member.vtime == pytest.approx(work, rel=0.01)
+
+
+def test_a_grid_too_open_to_encode_cheaply_is_left_to_the_other_members() -> None:
+    empty = parse_puzzle("." * 625)
+    with pytest.raises(TooLarge, match="752500 clauses"):
+        encode(empty, MAX_CLAUSES)
+    member = SatMember(empty)
+    assert member.step(0, STOP) == IDLE and member.counters()["status"].startswith("left to the others")
+    r = race(empty, "race", time_limit=5, seed=0)
+    assert r.status == "solved" and r.solver == "propagation"
 
 
 def test_a_solved_step_hands_over_a_verified_grid() -> None:
