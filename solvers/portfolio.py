@@ -40,7 +40,7 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import SAT_SOLVER, SatMember
+from solvers.sat import MAX_CLAUSES, SAT_SOLVER, SatMember
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -178,8 +178,10 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
                     name=name,
                 )
             )
-        elif m.kind == "sat":
-            members.append(SatMember(puzzle, weight=weight, name=name))
+        elif m.kind == "sat":  # beside an exact member, it leaves grids too open to encode cheaply
+            beside = any(o.kind == "exact" and o.races(puzzle.box.n) for o in spec.members)
+            cap = MAX_CLAUSES if beside else None
+            members.append(SatMember(puzzle, weight=weight, name=name, max_clauses=cap))
         else:
             solver = STOCHASTIC_SOLVERS[m.solver]
             members.append(

@@ -112,11 +112,15 @@ class SatMember(Member):
 
     The encoding is built in the member's first step (and loaded into the solver in its
     second), not when the race starts: most races end in the exact member's first steps.
-    A grid so open that its encoding would exceed `MAX_CLAUSES` is left to the others."""
+    A grid so open that its encoding would exceed `max_clauses` is left to the others (the
+    race passes `MAX_CLAUSES` when an exact member runs beside it, None when it runs alone)."""
 
-    def __init__(self, puzzle: Puzzle, *, weight: float = 1.0, name: str = SAT_SOLVER) -> None:
+    def __init__(
+        self, puzzle: Puzzle, *, weight: float = 1.0, name: str = SAT_SOLVER, max_clauses: int | None = None
+    ) -> None:
         super().__init__(name, weight)
         self.puzzle = puzzle
+        self.max_clauses = max_clauses
         self.slice_conflicts = conflicts_per_slice(puzzle.box.n)
         self.status = "running"
         self.stats: dict[str, int] = {}
@@ -132,7 +136,7 @@ class SatMember(Member):
         t0 = monotonic_ns()
         if self.cnf is None:  # first step: the encoding
             try:
-                self.cnf = encode(self.puzzle, MAX_CLAUSES)
+                self.cnf = encode(self.puzzle, self.max_clauses)
             except TooLarge as reason:
                 self.used_ns += monotonic_ns() - t0
                 self.status = f"left to the others ({reason})"

@@ -73,14 +73,16 @@ def test_the_member_encodes_then_loads_then_advances_in_steps_of_conflicts_keepi
     assert member.vtime == pytest.approx(work, rel=0.01)
 
 
-def test_a_grid_too_open_to_encode_cheaply_is_left_to_the_other_members() -> None:
+def test_a_grid_too_open_to_encode_cheaply_is_left_to_an_exact_member_when_one_races_beside() -> None:
     empty = parse_puzzle("." * 625)
     with pytest.raises(TooLarge, match="752500 clauses"):
         encode(empty, MAX_CLAUSES)
-    member = SatMember(empty)
+    member = SatMember(empty, max_clauses=MAX_CLAUSES)
     assert member.step(0, STOP) == IDLE and member.counters()["status"].startswith("left to the others")
     r = race(empty, "race", time_limit=5, seed=0)
     assert r.status == "solved" and r.solver == "propagation"
+    alone = race(empty, "sat", time_limit=30, seed=0)  # nobody to leave it to: it encodes it all
+    assert alone.status == "solved" and alone.counters["sat"]["clauses"] == 752500
 
 
 def test_a_solved_step_hands_over_a_verified_grid() -> None:
