@@ -4,7 +4,7 @@ Why: on the hardest 25x25 grids (the 18 minimal puzzles of gecode's frisch set) 
 propagation kernel with restarts solved 11 in 60 s, while clause learning solves all 18
 (CaDiCaL on this encoding: 0.04-9.5 s; OR-Tools CP-SAT, one thread: 0.1-15 s). A search
 that forgets every failure cannot catch up with one that learns from each. The kernel
-stays the fast path and the prover of easy cases; this member runs beside it from 25x25.
+stays the fast path and the prover of easy cases; this member runs beside it at 25x25.
 
 Encoding (one Boolean per cell and candidate value, values used by a given peer left
 out): every cell holds at least and at most one value, every unit holds each value in at
