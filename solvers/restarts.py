@@ -108,12 +108,52 @@ class Member(ABC):
         """Return {time_ms, restarts, nodes|iterations, best_cost} for the collector."""
 
 
+class CompleteMember(Member):
+    """A member whose search is complete: it holds a grid only once solved (verified) and
+    can prove there is none; the exact kernels and the SAT solver."""
+
+    def __init__(self, name: str, weight: float, puzzle: Puzzle) -> None:
+        super().__init__(name, weight)
+        self.puzzle = puzzle
+        self.status = "running"
+
+    def accept(self, grid: np.ndarray) -> str:
+        """Take a grid the solver found if the verifier agrees: FOUND, else IDLE (the member failed)."""
+        if not is_solution(self.puzzle, grid):
+            self.failed = f"{self.name} returned a grid the verifier rejects"
+            return IDLE
+        self.solution = grid
+        self.status = "solved"
+        return FOUND
+
+    @property
+    def best_cost(self) -> int | None:
+        """Return 0 once solved; an unfinished search holds no full grid."""
+        return 0 if self.solution is not None else None
+
+    @property
+    def best_grid(self) -> np.ndarray | None:
+        """Return the solution once found."""
+        return self.solution
+
+    def search_counters(self, nodes: int, guesses: int) -> dict[str, Any]:
+        """Return time, solver calls beyond the first, nodes, guesses, best cost and the verdict."""
+        return {
+            "time_ms": self.used_ns / 1e6,
+            "restarts": max(0, self.restarts - 1),
+            "nodes": nodes,
+            "guesses": guesses,
+            "best_cost": self.best_cost,
+            "status": self.failed or self.status,
+        }
+
+
 def _child_seed(seeds: np.random.SeedSequence) -> int:
     """A non-zero kernel seed (63 bits) drawn from a child seed sequence."""
     return int(seeds.generate_state(1, np.uint64)[0] & 0x3FFF_FFFF_FFFF_FFFF) | 1
 
 
-class ExactMember(Member):
+class ExactMember(CompleteMember):
     """An exact solver raced as a complete doubling stream plus randomised Luby restarts."""
 
     def __init__(
@@ -130,10 +170,9 @@ class ExactMember(Member):
         searches: int = 1,
         name: str | None = None,
     ) -> None:
-        super().__init__(name or solver.name, weight)
+        super().__init__(name or solver.name, weight, puzzle)
         self.complete_share = min(1.0, max(0.0, complete_share)) if randomised else 1.0
         self.solver = solver
-        self.puzzle = puzzle
         self.seeds = seeds
         self.unit = exact_nodes_per_slice(puzzle.box.n)
         self.complete_budget = max(1, first_budget or 4 * self.unit)  # next complete call
@@ -159,7 +198,6 @@ class ExactMember(Member):
         self.nodes = 0
         self.guesses = 0
         self.luby_index = 0
-        self.status = "running"
         self.calls: list[tuple[str, int, int]] = []  # (stream, node budget, nodes used) per call
 
     def skip_complete(self, nodes: int) -> None:
@@ -213,13 +251,7 @@ class ExactMember(Member):
         self.restarts += 1
         code = int(out.status[0])
         if int(out.counts[0]) > 0:
-            grid = out.solutions[0, 0].copy()
-            if not is_solution(self.puzzle, grid):
-                self.failed = f"{self.name} returned a grid the verifier rejects"
-                return IDLE
-            self.solution = grid
-            self.status = "solved"
-            return FOUND
+            return self.accept(out.solutions[0, 0].copy())
         if code in (DONE, LIMIT):
             self.status = "unsolvable"
             return NO_SOLUTION
@@ -227,26 +259,9 @@ class ExactMember(Member):
             return OUT_OF_TIME
         return PROGRESS
 
-    @property
-    def best_cost(self) -> int | None:
-        """Return 0 once solved; an unfinished search holds no full grid."""
-        return 0 if self.solution is not None else None
-
-    @property
-    def best_grid(self) -> np.ndarray | None:
-        """Return the solution once found."""
-        return self.solution
-
     def counters(self) -> dict[str, Any]:
         """Return time, kernel calls beyond the first, nodes, guesses and the verdict."""
-        return {
-            "time_ms": self.used_ns / 1e6,
-            "restarts": max(0, self.restarts - 1),
-            "nodes": self.nodes,
-            "guesses": self.guesses,
-            "best_cost": self.best_cost,
-            "status": self.failed or self.status,
-        }
+        return self.search_counters(self.nodes, self.guesses)
 
 
 class StochasticMember(Member):

@@ -27,8 +27,7 @@ from pysat.solvers import Solver
 from solvers.clock import monotonic_ns
 from solvers.geometry import geometry
 from solvers.puzzle import Puzzle
-from solvers.restarts import FOUND, IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, Member
-from solvers.verify import is_solution
+from solvers.restarts import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteMember
 
 SAT_SOLVER = "sat"  # the member's name in portfolios
 BACKEND = "cadical195"
@@ -107,7 +106,7 @@ def decode(model: list[int], cnf: Cnf, n: int) -> np.ndarray:
     return grid
 
 
-class SatMember(Member):
+class SatMember(CompleteMember):
     """The SAT solver raced in steps of `STEP_CONFLICTS` conflicts; complete, so UNSAT ends the race.
 
     The encoding is built in the member's first step (and loaded into the solver in its
@@ -118,11 +117,9 @@ class SatMember(Member):
     def __init__(
         self, puzzle: Puzzle, *, weight: float = 1.0, name: str = SAT_SOLVER, max_clauses: int | None = None
     ) -> None:
-        super().__init__(name, weight)
-        self.puzzle = puzzle
+        super().__init__(name, weight, puzzle)
         self.max_clauses = max_clauses
         self.slice_conflicts = conflicts_per_slice(puzzle.box.n)
-        self.status = "running"
         self.stats: dict[str, int] = {}
         self.cnf: Cnf | None = None
         self.clauses = 0
@@ -164,12 +161,7 @@ class SatMember(Member):
         if answer is True:
             grid = decode(self.solver.get_model() or [], self.cnf, self.puzzle.box.n)
             self._close()
-            if not is_solution(self.puzzle, grid):
-                self.failed = f"{self.name} returned a grid the verifier rejects"
-                return IDLE
-            self.solution = grid
-            self.status = "solved"
-            return FOUND
+            return self.accept(grid)
         if answer is False:
             self._close()
             self.status = "unsolvable"
@@ -184,25 +176,11 @@ class SatMember(Member):
             self.solver.delete()
         self.solver, self.cnf = None, None
 
-    @property
-    def best_cost(self) -> int | None:
-        """Return 0 once solved; an unfinished SAT search holds no full grid."""
-        return 0 if self.solution is not None else None
-
-    @property
-    def best_grid(self) -> np.ndarray | None:
-        """Return the solution once found."""
-        return self.solution
-
     def counters(self) -> dict[str, Any]:
         """Return time, solver calls beyond the first, decisions (as nodes and guesses), conflicts."""
+        decisions = self.stats.get("decisions", 0)
         return {
-            "time_ms": self.used_ns / 1e6,
-            "restarts": max(0, self.restarts - 1),
-            "nodes": self.stats.get("decisions", 0),
-            "guesses": self.stats.get("decisions", 0),
+            **self.search_counters(decisions, decisions),
             "conflicts": self.stats.get("conflicts", 0),
             "clauses": self.clauses,
-            "best_cost": self.best_cost,
-            "status": self.failed or self.status,
         }
