@@ -16,7 +16,7 @@ from typing import Any
 
 from client.config import ClientSettings, mask_url
 from client.store import JobStore
-from solvers.chunk import TASK_NAME, ChunkHeader, ChunkResult, ChunkTask, failed_chunk, solve_chunk
+from solvers.chunk import TASK_NAME, ChunkResult, ChunkTask, failed_chunk, solve_chunk
 
 INLINE_BYTES = 8192  # an embedded job this small is solved in-process: no pool to start
 
@@ -37,17 +37,15 @@ class Transport(ABC):
         return None
 
 
-def _solve_payload(payload: str | ChunkTask) -> tuple[str, bytes]:
+def _solve_payload(payload: str | ChunkTask) -> bytes:
     """Worker-process entry: solve a task (JSON, or the validated model itself, pickled by the pool);
-    return the result's header JSON and its records.
+    return the encoded result (packed: the parent renders it as it writes).
 
-    Two parts rather than `ChunkResult.encode()`: joining them here and splitting them in the
-    parent would copy the megabytes of records twice for nothing. A ChunkTask made by this
-    process's producer is already valid: pickling it skips a JSON dump and parse of ~1 MB.
+    A ChunkTask made by this process's producer is already valid: pickling it skips a JSON
+    dump and parse of ~1 MB.
     """
     task = payload if isinstance(payload, ChunkTask) else ChunkTask.model_validate_json(payload)
-    result = solve_chunk(task)
-    return result.header.model_dump_json(), result.records
+    return solve_chunk(task).encode()
 
 
 def _init_process() -> None:
@@ -88,7 +86,7 @@ class LocalPool:
         self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_process)
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
 
-    def submit(self, payload: str | ChunkTask) -> Future[tuple[str, bytes]]:
+    def submit(self, payload: str | ChunkTask) -> Future[bytes]:
         """Solve one ChunkTask (or its JSON) in a worker process."""
         assert self._pool is not None, "start() the pool first"
         return self._pool.submit(_solve_payload, payload)
@@ -120,12 +118,11 @@ class LocalTransport(Transport):
         future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
 
-    def _done(self, task: ChunkTask, future: Future[tuple[str, bytes]]) -> None:
+    def _done(self, task: ChunkTask, future: Future[bytes]) -> None:
         """Store a finished chunk; a crashed process breaks the job (its chunks cannot be answered)."""
         exc = future.exception()
         if exc is None:
-            head, records = future.result()
-            self.store.put_result(self.job, ChunkResult(ChunkHeader.model_validate_json(head), records))
+            self.store.put_result(self.job, ChunkResult.decode(future.result()))
             return
         self._broken = f"a local worker process failed: {type(exc).__name__}: {exc}"
         self.store.update(self.job, {"state": "failed", "error": self._broken})

@@ -2,10 +2,12 @@
 
 A chunk is many puzzles of one input travelling as one message (`ChunkTask`, the
 puzzles joined into one string) and coming back as one `ChunkResult`: a small JSON
-header (which puzzles, and the chunk's statistics) followed by the finished JSON Lines
-records. Rendering the records where they are solved keeps the collector a pass-through
-and spreads the formatting cost over the workers. Celery workers and the embedded local
-processes both call `solve_chunk`, so the two transports cannot drift apart. The Redis
+header (which puzzles, and the chunk's statistics) followed by the results packed as
+arrays (`solvers.chunk_wire`, ~180 bytes per 9x9 puzzle), which the collector renders
+into JSON Lines records (~460 bytes) as it writes them. Results the producer answers
+itself, and those of workers serving an older client, carry the rendered records
+instead (`v` 1). Celery workers and the embedded local processes both call
+`solve_chunk`, so the two transports cannot drift apart. The Redis
 layout both sides share is plain data in `solvers.chunk_store` (no Redis import here).
 """
 
@@ -23,12 +25,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from solvers.chunk_records import TIME_BINS_PER_DECADE, extract, render, render_py, tally
+from solvers.chunk_records import TIME_BINS_PER_DECADE, extract, render_py, tally
+from solvers.chunk_wire import Packed, from_bytes, pack, to_bytes
 from solvers.result import SolveResult, Status
 
 TASK_NAME = "sudoku_batch.solve_chunk"
 DEFAULT_QUEUE = "sudoku_batch"
-SCHEMA = 1
+SCHEMA = 1  # a result carrying rendered records; also the task of a client that reads only those
+PACKED = 2  # a result carrying packed arrays; also the task of a client that reads them
 JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
 MAX_PROBLEMS = 1000  # invalid/error lines listed per chunk; the rest are only counted
 MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends at most 1 MB by default)
@@ -43,7 +47,7 @@ class ChunkTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: int = SCHEMA
+    v: int = PACKED  # 2: the client reads packed results (older workers ignore this and render)
     job: str = Field(pattern=JOB_ID_PATTERN)
     chunk: int = Field(ge=0, lt=2**53)
     input: str = Field(max_length=MAX_NAME_CHARS)
@@ -132,37 +136,71 @@ class ChunkStats(BaseModel):
 class ChunkHeader(BaseModel):
     """The first line of a stored chunk result: which puzzles it answers, and its statistics."""
 
-    v: int = SCHEMA
+    v: int = SCHEMA  # 1: rendered records follow; 2 (PACKED): packed arrays follow
     job: str
     chunk: int
     input: str
     index_runs: Runs
+    line_runs: Runs | None = None  # (packed results: the renderer writes each record's line)
     stats: ChunkStats
 
 
 class ChunkResult:
-    """A chunk's header and its records (JSON Lines text, one line per puzzle, in index order)."""
+    """A chunk's header and its records (JSON Lines, one line per puzzle, in index order).
 
-    __slots__ = ("header", "records")
+    The records are held rendered, or packed (`solvers.chunk_wire.Packed`) and rendered
+    on first read: where they are written, not where they are solved.
+    """
 
-    def __init__(self, header: ChunkHeader, records: bytes | bytearray) -> None:
+    __slots__ = ("header", "_records", "packed")
+
+    def __init__(
+        self, header: ChunkHeader, records: bytes | bytearray | None = None, packed: Packed | None = None
+    ) -> None:
+        if (records is None) == (packed is None):
+            raise ValueError("a chunk result holds either records or packed results")
+        if packed is not None and (len(packed) != header.stats.n or header.line_runs is None):
+            raise ValueError("packed results must match the header's rows and lines")
         self.header = header
-        self.records = records
+        self._records = records
+        self.packed = packed
 
     def __len__(self) -> int:
         return self.header.stats.n
 
+    @property
+    def records(self) -> bytes | bytearray:
+        """The JSON Lines records (rendered now when they came packed; loads the compiled renderer)."""
+        if self._records is None:
+            from solvers.chunk_render import render_packed
+
+            assert self.packed is not None and self.header.line_runs is not None  # __init__ ensures both
+            index, line = runs_array(self.header.index_runs), runs_array(self.header.line_runs)
+            self._records = render_packed(self.header.input, index, line, self.packed)
+            self.packed = None
+        return self._records
+
     def encode(self) -> bytes:
-        """Serialise as the header's JSON, a newline, then the records (no escaping of the records)."""
-        return self.header.model_dump_json().encode() + b"\n" + self.records
+        """Serialise as the header's JSON, a newline, then the packed results or the records as they are."""
+        head = self.header.model_dump_json().encode() + b"\n"
+        if self.packed is not None:
+            return to_bytes(self.packed, head)
+        return head + self.records
 
     @classmethod
     def decode(cls, payload: bytes | bytearray) -> ChunkResult:
-        """Invert `encode`. A bytearray payload is taken over: its records stay where they are (no copy)."""
+        """Invert `encode` (ValueError for packed results that do not hold together).
+
+        A bytearray payload is taken over: its records or arrays stay where they are (no copy).
+        """
         cut = payload.find(b"\n")
         if cut < 0:
             cut = len(payload)
         header = ChunkHeader.model_validate_json(payload[:cut])
+        if header.v >= PACKED:
+            if header.line_runs is None or sum(c for _, c in header.line_runs) != header.stats.n:
+                raise ValueError("packed results without the lines of their rows")
+            return cls(header, packed=from_bytes(memoryview(payload)[cut + 1 :], header.stats.n))
         if isinstance(payload, bytearray):  # deleting a bytearray's head moves a pointer, not the bytes
             del payload[: cut + 1]
             return cls(header, payload)
@@ -290,8 +328,9 @@ def solve_chunk(task: ChunkTask) -> ChunkResult:
             results = [_solve_alone(text, task) for text in texts]
         solver_cpu = time.process_time() - cpu0
         result = build_result(
-            task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results
-        )
+            task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results,
+            packed=task.v >= PACKED,
+        )  # fmt: skip
     finally:
         if was_enabled:
             gc.enable()
@@ -323,18 +362,21 @@ def build_result(
     line_runs: Runs,
     texts: list[str],
     results: list[SolveResult],
-    compiled: bool = True,
+    packed: bool = False,
 ) -> ChunkResult:
-    """Render `results` (aligned with `texts`) as a ChunkResult with its statistics.
+    """Make `results` (aligned with `texts`) a ChunkResult with its statistics.
 
-    `compiled` picks the numba renderer (workers); the producer renders in plain Python.
+    `packed` keeps them as arrays for the collector to render (workers, when the task's
+    client reads those: `ChunkTask.v`); otherwise they are rendered here in plain Python
+    (the producer's few `invalid` answers, failure answers, and older clients).
     """
-    if compiled:  # the kernel reads arrays: no list of Python ints per chunk
+    cols = extract(results)
+    if packed:
         indices, lines = runs_array(index_runs), runs_array(line_runs)
-        records = render(input_name, indices, lines, texts, cols := extract(results))
+        records, body = None, pack(texts, cols)
     else:
         indices, lines = expand_runs(index_runs), expand_runs(line_runs)
-        records = render_py(input_name, indices, lines, texts, cols := extract(results))
+        records, body = render_py(input_name, indices, lines, texts, cols), None
     t = tally(cols)
     problems = [
         Problem(
@@ -358,8 +400,16 @@ def build_result(
         problems=problems,
         problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
     )
-    header = ChunkHeader(job=job, chunk=chunk, input=input_name, index_runs=index_runs, stats=stats)
-    return ChunkResult(header, records)
+    header = ChunkHeader(
+        v=PACKED if packed else SCHEMA,
+        job=job,
+        chunk=chunk,
+        input=input_name,
+        index_runs=index_runs,
+        line_runs=line_runs if packed else None,
+        stats=stats,
+    )
+    return ChunkResult(header, records, body)
 
 
 def answered_chunk(
@@ -373,9 +423,7 @@ def answered_chunk(
 ) -> ChunkResult:
     """Build the `invalid` results the producer answers itself, as a chunk like any other."""
     results = [SolveResult(Status.INVALID, t, error=e) for t, e in zip(texts, errors, strict=True)]
-    out = build_result(
-        job, chunk, input_name, to_runs(indices), to_runs(lines), texts, results, compiled=False
-    )
+    out = build_result(job, chunk, input_name, to_runs(indices), to_runs(lines), texts, results)
     out.header.stats.worker = "producer"
     return out
 
@@ -384,9 +432,7 @@ def failed_chunk(task: ChunkTask, reason: str, status: Status = Status.ERROR) ->
     """Answer every puzzle of a chunk with `status` (`error`: it could not be solved at all)."""
     texts = task.texts()
     results = [SolveResult(status, t, error=reason) for t in texts]
-    return build_result(
-        task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results, False
-    )
+    return build_result(task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results)
 
 
 def warm() -> None:
@@ -401,7 +447,7 @@ def warm() -> None:
             puzzles="." * 16 + "\n" + "." * 81,
             time_limit=1.0,
         )
-    )  # the generic and 9x9 kernels
+    ).lines()  # the generic and 9x9 kernels, and the renderer
 
 
 def time_bin_ms(time_bin: int) -> float:

@@ -1,8 +1,10 @@
-"""The compiled JSON Lines writer behind `chunk_records.render` (same bytes as `render_py`).
+"""The compiled JSON Lines writer (same bytes as `chunk_records.render_py`).
 
-Why compiled: the pipeline's overhead budget is about a microsecond per puzzle, and an
-f-string record costs several. The kernel writes integers, fixed-point times and escaped
-strings straight into one preallocated byte buffer.
+The collector renders each packed chunk result (`render_packed`) as it writes it;
+`chunk_records.render` packs Columns and renders them in one go. Why compiled: the
+pipeline's overhead budget is about a microsecond per puzzle, and an f-string record
+costs several. The kernel writes integers, fixed-point times and escaped strings
+straight into one preallocated byte buffer sized for the worst case of its inputs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from solvers.chunk_records import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS, Columns
+from solvers.chunk_wire import Packed, pack, pack_texts
 
 
 def _lit(text: str) -> np.ndarray:
@@ -37,6 +40,14 @@ _L_C_TIME = _lit(',"time_ms":')
 _L_NULL = _lit("null")
 _L_EMPTY = _lit("{}")
 _HEX = _lit("0123456789abcdef")
+# Bytes of one record besides its texts (each escaped at most 6x) and names: every literal,
+# ten numbers of up to 22 bytes (sign, 20 digits, point), the longest status, nulls, braces.
+ROW_BYTES = (
+    sum(a.size for n, a in list(globals().items()) if n.startswith("_L_"))
+    + 10 * 22
+    + max(len(s) for s in STATUS_NAMES)
+    + 32
+)
 
 
 _U0, _U1, _U10, _U48 = np.uint64(0), np.uint64(1), np.uint64(10), np.uint64(48)
@@ -232,68 +243,53 @@ def _render(  # type: ignore[no-untyped-def]
     return pos
 
 
-def _pack(texts: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Concatenate texts as UTF-8 bytes with their offsets (and the byte count)."""
-    joined = "".join(texts).encode()
-    buf = np.frombuffer(joined, dtype=np.uint8) if joined else np.zeros(1, np.uint8)
-    off = np.zeros(len(texts) + 1, np.uint64)
-    np.cumsum(np.fromiter(map(len, texts), np.uint64, len(texts)), out=off[1:])
-    if int(off[-1]) != len(joined):  # not all ASCII: offsets in bytes, not characters
-        np.cumsum(np.fromiter((len(t.encode()) for t in texts), np.uint64, len(texts)), out=off[1:])
-    return buf, off, len(joined)
-
-
-def _pack_symbols(symbols: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """`_pack` for solutions held as a block of ASCII symbols: rows without one are empty."""
-    buf = np.ascontiguousarray(symbols[has]).ravel()
-    off = np.zeros(len(has) + 1, np.uint64)
-    np.cumsum(has.astype(np.uint64) * np.uint64(symbols.shape[1]), out=off[1:])
-    return (buf if buf.size else np.zeros(1, np.uint8)), off, int(buf.size)
-
-
 def render_compiled(
     input_name: str, indices: list[int], lines: list[int], texts: list[str], cols: Columns
 ) -> bytes:
     """Render Columns as JSON Lines bytes with the kernel."""
-    b = len(texts)
+    index, line = np.asarray(indices, np.int64), np.asarray(lines, np.int64)
+    return render_packed(input_name, index, line, pack(texts, cols))
+
+
+def render_packed(input_name: str, index: np.ndarray, line: np.ndarray, p: Packed) -> bytes:
+    """Render packed results (rows aligned with `index` and `line`, int64) as JSON Lines bytes."""
+    b = len(p)
     if b == 0:
         return b""
+    if index.shape != (b,) or line.shape != (b,):
+        raise ValueError(f"{index.size} indices and {line.size} lines for {b} results")
     inp = np.frombuffer(_json_string(input_name).encode(), dtype=np.uint8)
-    p_buf, p_off, p_len = _pack(texts)
-    s_buf, s_off, _ = _pack(STATUS_NAMES)
-    if cols.symbols is None:
-        solutions = cols.solution_texts()
-        sol_buf, sol_off, sol_len = _pack(solutions)
-        sol_plain = _plain(sol_buf, sol_len)
-    else:  # grids of symbols (digits and letters): nothing to escape
-        sol_buf, sol_off, sol_len = _pack_symbols(*cols.symbols)
-        sol_plain = True
-    n_buf, n_off, n_len = _pack(cols.names or [""])
-    e_buf, e_off, e_len = _pack([e or "" for e in cols.errors]) if any(cols.errors) else _none(b)
-    c_buf, c_off, c_len = _pack(cols.counter_raw) if (cols.counter_kind == 2).any() else _none(b)
-    size = b * (400 + inp.size + 2 * n_len) + 6 * (p_len + sol_len + e_len) + c_len
+    s_buf, s_off = pack_texts(STATUS_NAMES)
+    n_buf, n_off = pack_texts(p.names or [""])
+    name_max = max(len(_json_string(name).encode()) for name in p.names or [""])
+    p_len, sol_len, e_len, c_len = p.p_buf.size, p.sol_buf.size, p.e_buf.size, p.c_buf.size
+    size = b * (ROW_BYTES + inp.size + 2 * name_max) + 6 * (p_len + sol_len + e_len) + c_len
     out = np.empty(size, dtype=np.uint8)
-    has_cost = ~np.isnan(cols.cost)
-    index, line = np.asarray(indices, np.int64), np.asarray(lines, np.int64)
-    cost = np.where(has_cost, cols.cost, 0).astype(np.int64)
-    used = _render(
-        inp, index, line, p_buf, p_off, cols.status, s_buf, s_off, sol_buf, sol_off, cost, has_cost,
-        cols.solver, n_buf, n_off, cols.time_q, cols.time_ok, e_buf, e_off, cols.nodes, cols.guesses,
-        cols.restarts, cols.counter_kind, cols.counter_name, cols.counter_nodes, cols.counter_guesses,
-        cols.counter_time_q, c_buf, c_off, out, _plain(p_buf, p_len), sol_plain,
+    args = (
+        inp, index, line, _nonempty(p.p_buf), p.p_off, p.status, s_buf, s_off, _nonempty(p.sol_buf),
+        p.sol_off, p.cost, p.has_cost, p.solver, _nonempty(n_buf), n_off, p.time_q, p.time_ok,
+        _nonempty(p.e_buf), p.e_off, p.nodes, p.guesses, p.restarts, p.c_kind, p.c_name, p.c_nodes,
+        p.c_guesses, p.c_time_q, _nonempty(p.c_buf), p.c_off,
     )  # fmt: skip
+    used = _render(*map(_read_only, args), out, _plain(p.p_buf), _plain(p.sol_buf))
     return out[: int(used)].tobytes()
 
 
-def _none(b: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """`_pack` of b empty texts."""
-    return np.zeros(1, np.uint8), np.zeros(b + 1, np.uint64), 0
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view (no copy): the kernel then compiles once, whatever owns the bytes."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
-def _plain(buf: np.ndarray, size: int) -> bool:
-    """True when `buf[:size]` (UTF-8) holds nothing to escape in JSON: no control byte, quote or backslash."""
-    data = buf[:size]
-    return not size or (int(data.min()) >= 32 and not (data == 34).any() and not (data == 92).any())
+def _nonempty(buf: np.ndarray) -> np.ndarray:
+    """A byte buffer the kernel can take (never zero-sized: same compiled signature every time)."""
+    return buf if buf.size else np.zeros(1, np.uint8)
+
+
+def _plain(buf: np.ndarray) -> bool:
+    """True when `buf` (UTF-8) holds nothing to escape in JSON: no control byte, quote or backslash."""
+    return not buf.size or (int(buf.min()) >= 32 and not (buf == 34).any() and not (buf == 92).any())
 
 
 def _json_string(text: str) -> str:

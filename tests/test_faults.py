@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from solvers.chunk import ChunkResult
 from tests.conftest import (
     CORPORA,
     SAMPLE,
@@ -304,7 +305,7 @@ def chunk_message(texts: list[str], chunk: int = 0, time_limit: float | None = N
 def stored_records(fake_redis, chunk: int = 0) -> list[dict]:
     """The records a worker stored for a chunk of JOB."""
     payload = fake_redis.get(f"sbatch:job:{JOB}:result:{chunk}")
-    return [json.loads(line) for line in payload.split(b"\n")[1:]]
+    return [json.loads(line) for line in ChunkResult.decode(payload).lines()]
 
 
 def new_job(fake_redis) -> None:

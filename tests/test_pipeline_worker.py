@@ -82,14 +82,15 @@ def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
 def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():
     code = (
         "import sys, client, client.cli, client.run, client.batch, client.transport, client.redis_store, "
-        "client.report, solvers.chunk, solvers.chunk_store, solvers.chunk_render;"
+        "client.report, solvers.chunk, solvers.chunk_store, solvers.chunk_render, solvers.chunk_wire;"
         "bad = sorted(m for m in sys.modules if m == 'worker' or m.startswith('worker.'));"
         "assert not bad, bad;"
         "print('ok')"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
     code = (
-        "import sys, solvers, solvers.api, solvers.chunk, solvers.chunk_store, solvers.chunk_render;"
+        "import sys, solvers, solvers.api, solvers.chunk, solvers.chunk_store, solvers.chunk_render,"
+        " solvers.chunk_wire;"
         "top = {m.split('.')[0] for m in sys.modules};"
         "print(sorted(top & {'celery', 'kombu', 'redis', 'client', 'worker'}))"
     )

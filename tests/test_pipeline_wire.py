@@ -1,0 +1,156 @@
+"""Packed chunk results (`solvers.chunk_wire`): what workers send and collectors render.
+
+The packed form must render exactly the records the worker would have rendered, be
+much smaller than them, and refuse any payload whose parts disagree before the
+unchecked renderer reads it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from solvers.chunk import PACKED, SCHEMA, ChunkResult, failed_chunk, solve_chunk
+from solvers.chunk_records import extract, render_py
+from solvers.chunk_render import render_packed
+from solvers.chunk_wire import from_bytes, pack, to_bytes
+from solvers.result import SolveResult, Status
+from tests.conftest import SAMPLE, chunk_task
+
+LINES = SAMPLE.read_text().splitlines()
+JOB = "cd" * 16
+ROWS_4 = "1 . . .\n. . 3 .\n. 4 . .\n. . . 2"
+
+
+def mixed_results() -> list[SolveResult]:
+    """One result of every status, with texts that need escaping and counters of every kind."""
+    simple = {"propagation": {"nodes": 3, "guesses": 1, "time_ms": 0.015}}
+    return [
+        SolveResult(Status.SOLVED, "..", "12", 0, "propagation", 1.5e-5, 3, counters=simple),
+        SolveResult(
+            Status.APPROXIMATE, '"q\\', "1\t2", 4, 'an"neal', 2.0, restarts=7, counters={"x": {"y": 1}}
+        ),
+        SolveResult(Status.TIMEOUT, "x\ny", error="no solution", elapsed=5.0, solver="propagation"),
+        SolveResult(Status.INVALID, "é\x01", error="cell 1: unknown symbol 'é'"),
+        SolveResult(Status.ERROR, "", error="boom", elapsed=float("nan")),
+        SolveResult(Status.UNSOLVABLE, "7", solver="dlx", elapsed=1e-9, nodes=5, guesses=2),
+    ]
+
+
+def test_packed_results_render_the_same_bytes_as_the_python_renderer_after_a_round_trip():
+    results = mixed_results()
+    texts = [r.puzzle for r in results]
+    index, line = np.arange(7, 13, dtype=np.int64), np.array([1, 3, 5, 8, 9, 100], dtype=np.int64)
+    expected = render_py('dir/ä "in".txt', index.tolist(), line.tolist(), texts, extract(results))
+    for payload in (
+        to_bytes(pack(texts, extract(results))),
+        bytearray(to_bytes(pack(texts, extract(results)))),
+    ):
+        assert render_packed('dir/ä "in".txt', index, line, from_bytes(payload, 6)) == expected
+
+
+def untimed(result: ChunkResult) -> list[dict]:
+    """A chunk's records without the fields that hold measured times."""
+    timed = ("time_ms", "counters")
+    return [{k: v for k, v in json.loads(x).items() if k not in timed} for x in result.lines()]
+
+
+@pytest.mark.parametrize("texts", [LINES[:50], LINES[50:53] + [ROWS_4, "1" * 81]])
+def test_a_worker_answering_an_older_client_renders_the_records_a_packed_answer_renders(texts):
+    old, new = chunk_task(JOB, texts, v=SCHEMA), chunk_task(JOB, texts, v=PACKED)
+    rendered, packed = solve_chunk(old), solve_chunk(new)
+    assert rendered.header.v == SCHEMA and rendered.packed is None
+    assert packed.header.v == PACKED and packed.packed is not None
+    for decoded in (ChunkResult.decode(packed.encode()), ChunkResult.decode(bytearray(packed.encode()))):
+        assert untimed(decoded) == untimed(rendered)  # the same records but for the measured times
+        assert decoded.header.stats.counts == rendered.header.stats.counts
+
+
+def test_a_packed_9x9_answer_is_under_half_the_size_of_its_records():
+    result = solve_chunk(chunk_task(JOB, LINES[:200]))
+    payload = result.encode()
+    assert len(payload) < 0.5 * len(ChunkResult.decode(payload).records)
+
+
+def test_results_the_producer_and_failures_answer_still_travel_as_records():
+    result = failed_chunk(
+        chunk_task(JOB, LINES[:3]), "the chunk exceeded the worker's time limit", Status.TIMEOUT
+    )
+    assert result.header.v == SCHEMA and result.packed is None
+    assert [json.loads(x)["status"] for x in ChunkResult.decode(result.encode()).lines()] == ["timeout"] * 3
+
+
+def corrupt(payload: bytes, how: str) -> bytes:
+    """Spoil a packed payload in one way."""
+    head, _, body = payload.partition(b"\n")
+    layout = json.loads(head)
+    if how == "truncated":
+        return payload[:-3]
+    if how == "trailing":
+        return payload + b"\0"
+    if how == "rows":
+        layout["n"] += 1
+    elif how == "dtype":
+        layout["parts"][0][1] = "<f8"
+    elif how == "missing":
+        layout["parts"] = layout["parts"][:-1]
+        return json.dumps(layout).encode() + b"\n" + body[: len(body) - layout_size(payload, -1)]
+    elif how == "names":
+        layout["names"] = []
+    elif how == "tag":
+        layout["wire"] = "packed0"
+    return json.dumps(layout).encode() + b"\n" + body
+
+
+def layout_size(payload: bytes, k: int) -> int:
+    name, dtype, count = json.loads(payload.partition(b"\n")[0])["parts"][k]
+    return np.dtype(dtype).itemsize * count
+
+
+@pytest.mark.parametrize("how", ["truncated", "trailing", "rows", "dtype", "missing", "names", "tag"])
+def test_a_packed_payload_whose_parts_disagree_is_refused_before_rendering(how):
+    results = mixed_results()
+    payload = to_bytes(pack([r.puzzle for r in results], extract(results)))
+    with pytest.raises(ValueError, match="packed results"):
+        from_bytes(corrupt(payload, how), 6)
+
+
+def test_a_packed_payload_with_an_out_of_range_id_or_code_is_refused():
+    results = mixed_results()
+    texts = [r.puzzle for r in results]
+    for field, value in (("solver", 9), ("status", 200), ("c_kind", 3), ("nodes", 10**17)):
+        packed = pack(texts, extract(results))
+        bad = getattr(packed, field).astype(np.int64)
+        bad[0] = value
+        setattr(packed, field, bad)
+        with pytest.raises(ValueError, match="packed results"):
+            from_bytes(to_bytes(packed), 6)
+
+
+def test_a_packed_result_without_the_lines_of_its_rows_is_refused():
+    result = solve_chunk(chunk_task(JOB, LINES[:3]))
+    header = result.header.model_copy(update={"line_runs": None})
+    with pytest.raises(ValueError, match="lines"):
+        ChunkResult.decode(header.model_dump_json().encode() + b"\n" + to_bytes(result.packed))
+
+
+def test_a_payload_with_random_bytes_spoiled_is_refused_or_renders_one_line_per_row():
+    results = mixed_results()
+    payload = to_bytes(pack([r.puzzle for r in results], extract(results)))
+    cut = payload.index(b"\n") + 1
+    index, line = np.arange(6, dtype=np.int64), np.arange(1, 7, dtype=np.int64)
+    rng = np.random.default_rng(5)
+    rendered = 0
+    for _ in range(300):
+        spoiled = bytearray(payload)
+        for at in rng.integers(cut, len(payload), size=int(rng.integers(1, 4))):
+            spoiled[at] = int(rng.integers(0, 256))
+        try:
+            packed = from_bytes(bytes(spoiled), 6)
+        except ValueError:
+            continue
+        assert render_packed("in", index, line, packed).count(b"\n") == 5  # the kernel stayed in its buffer
+        rendered += 1
+    assert rendered > 50  # most spoiled bytes are texts and counts: they render as other values
