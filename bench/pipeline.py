@@ -1,4 +1,4 @@
-"""Pipeline overhead, embedded vs broker, and single-puzzle cold start.
+"""Pipeline overhead, embedded vs broker, its floor, and single-puzzle cold start.
 
     python bench/pipeline.py [--corpus 9x9/tdoku_puzzles2_17_clue.txt ...] [--json out.json]
 
@@ -8,8 +8,13 @@ redis-server) / CPU seconds of the solver alone on the same puzzles. Two solver
 baselines are printed: `solve_many` called directly on the corpus in chunks (same
 garbage-collector setting as the workers), and the workers' own in-situ `solve_many`
 CPU reported with each chunk. Workers are started and warmed before the clock starts
-(long-lived in production); interpreter start-up of the client is excluded in the
+(long-lived in production), and each corpus runs twice untimed first: this VM charges
+~2 ms of CPU per MB the first time a process or the page cache touches memory, which a
+long-running deployment has paid long before (a new output file in fresh memory still
+pays it: ~45 ms for the 22 MB of the 17-clue records). Interpreter start-up of the client is excluded in the
 broker runs and included in the embedded CLI run, which is timed as a user sees it.
+The floor is what no glue can avoid (`floor`): reading and checking the input, moving
+tasks and packed results through Redis once, rendering and writing the records.
 """
 
 from __future__ import annotations
@@ -77,6 +82,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def start_redis(port: int, tmp: Path) -> subprocess.Popen:
+    """A throwaway redis-server on `port` (no persistence), working in `tmp`."""
+    cmd = [
+        shutil.which("redis-server") or "redis-server",
+        "--port",
+        str(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=tmp)
+
+
 def baseline(lines: list[str], chunk: int = 10_000) -> float:
     """CPU seconds of `solve_many` alone over the corpus, in chunks, GC paused as in the workers."""
     from solvers.api import solve_many
@@ -121,19 +140,7 @@ def broker_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, dict
 
     port = free_port()
     url = f"redis://127.0.0.1:{port}/0"
-    server = subprocess.Popen(
-        [
-            shutil.which("redis-server") or "redis-server",
-            "--port",
-            str(port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        cwd=tmp,
-    )
+    server = start_redis(port, tmp)
     workers = []
     try:
         time.sleep(0.3)
@@ -149,6 +156,8 @@ def broker_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, dict
         out: dict[str, dict] = {}
         pids = [p for w in workers for p in tree(w.pid)]  # long-lived: listed once, outside the clock
         for path in paths:
+            for _ in range(2):  # untimed: steady state (memory and page cache this VM has touched before)
+                run_job(client, path, tmp / "broker.jsonl")["job"].purge()
             gc.collect()
             workers0, redis0 = pids_cpu(pids), proc_cpu(server.pid)
             cpu0 = time.process_time()
@@ -189,6 +198,8 @@ def embedded_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, di
         run_job(client, SAMPLE, tmp / "warm.jsonl")  # starts the pool: untimed, as for the broker's workers
         pids = tree(os.getpid())  # this process and its pool: listed once, outside the clock
         for path in paths:
+            for _ in range(2):  # untimed, as for the broker
+                run_job(client, path, tmp / "embedded.jsonl")
             gc.collect()
             cpu0 = pids_cpu(pids)
             runs = [run_job(client, path, tmp / "embedded.jsonl") for _ in range(repeat)]
@@ -210,6 +221,82 @@ def embedded_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, di
     return out
 
 
+def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[str, float]:
+    """CPU seconds of the parts every run of this pipeline must do beyond solving, without any glue:
+    the producer's read and check of the input, the bytes of tasks and packed results through a
+    real redis-server (one SET and one GET each: both clients and the server), rendering the
+    records, and writing them. Medians of `repeat`; what the overhead targets are held against."""
+    import redis
+
+    from client.output import Output
+    from client.reader import read_blocks
+    from client.redis_store import read_large
+    from solvers.chunk import ChunkResult, ChunkTask, solve_chunk
+
+    lines = path.read_text().splitlines()
+    tasks = [
+        ChunkTask(job="0" * 8, chunk=k, input=str(path), index_runs=[(i, len(part))],
+                  line_runs=[(i + 1, len(part))], puzzles="\n".join(part))
+        for k, i in enumerate(range(0, len(lines), chunk)) if (part := lines[i : i + chunk])
+    ]  # fmt: skip
+    task_bytes = [t.model_dump_json().encode() for t in tasks]
+    payloads = [solve_chunk(t).encode() for t in tasks]
+
+    def cpu(fn) -> float:  # noqa: ANN001 - median CPU seconds of fn()
+        times = []
+        for _ in range(repeat):
+            gc.collect()
+            start = time.process_time()
+            fn()
+            times.append(time.process_time() - start)
+        return statistics.median(times)
+
+    def read() -> None:
+        for _ in read_blocks(str(path)):
+            pass
+
+    def render() -> None:
+        for p in payloads:
+            ChunkResult.decode(p).records  # noqa: B018 - rendering is the point
+
+    results = [ChunkResult.decode(p) for p in payloads]
+    for r in results:
+        r.records  # noqa: B018 - rendered beforehand: `write` times the file alone
+
+    def write() -> None:  # over the last run's file, as the runs above do
+        out = Output(str(tmp / "floor.jsonl"))
+        for r in results:
+            out.write(r, 0, len(r))
+        out.close(True)
+
+    for _ in range(2):  # into page cache freed by earlier runs: writing into never-touched memory of
+        write()  # this VM costs ~2 ms per MB more (first touch), which a floor should not count
+
+    port = free_port()
+    server = start_redis(port, tmp)
+    try:
+        time.sleep(0.3)
+        client = redis.Redis(port=port)
+        client.ping()
+
+        def move(rounds: int = 10) -> float:  # per round: the server's CPU is counted in 10 ms ticks
+            server0 = proc_cpu(server.pid)
+            start = time.process_time()
+            for _ in range(rounds):
+                for data in (*task_bytes, *payloads):
+                    client.set("floor", data)
+                    read_large(client, "floor")  # the collector's fast read (the worker's is slower)
+            client.delete("floor")
+            time.sleep(0.05)  # let the server's tick counter settle
+            return (time.process_time() - start + proc_cpu(server.pid) - server0) / rounds
+
+        moved = statistics.median(move() for _ in range(repeat))
+    finally:
+        server.terminate()
+        server.wait(10)
+    return {"read_check_s": cpu(read), "redis_s": moved, "render_s": cpu(render), "write_s": cpu(write)}
+
+
 def cold_start(puzzle: str, runs: int = 5) -> list[float]:
     """Wall seconds of `echo PUZZLE | sudoku-batch solve -`, from a fresh interpreter each time."""
     times = []
@@ -229,6 +316,7 @@ def main() -> None:
     ap.add_argument("--no-embedded", action="store_true", help="skip the embedded runs")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each corpus per figure (default 3)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor (the parts no glue can avoid)")
     args = ap.parse_args()
     paths = [CORPORA / c for c in (args.corpus or DEFAULT)]
     report: dict[str, object] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
@@ -237,6 +325,7 @@ def main() -> None:
         base = {p.name: baseline(p.read_text().splitlines()) for p in paths}
         broker = {} if args.no_broker else broker_runs(paths, tmp, args.repeat)
         embedded = {} if args.no_embedded else embedded_runs(paths, tmp, args.repeat)
+        floors = {} if args.no_floor else {p.name: floor(p, tmp) for p in paths}
     cold = cold_start(paths[0].read_text().splitlines()[0])
     for p in paths:
         name = p.name
@@ -260,10 +349,23 @@ def main() -> None:
             else:
                 cli = (data["cli_wall_s"], data["cli_cpu_s"])
                 print("           CLI as a user runs it: wall {:.2f} s, CPU {:.2f} s".format(*cli))
+        if name in floors:
+            parts = floors[name]
+            total = sum(parts.values())
+            print(
+                f"  floor    x{1 + total / base[name]:.3f}: "
+                + ", ".join(f"{k[:-2].replace('_', '+')} {v * 1e3:.1f} ms" for k, v in parts.items())
+                + " (no glue, no Celery: the least any run adds to solving)"
+            )
     print(f"\ncold start, one puzzle on stdin: median {statistics.median(cold):.2f} s (runs: "
           + ", ".join(f"{t:.2f}" for t in cold) + ")")  # fmt: skip
     report.update(
-        baseline=base, broker=broker, embedded=embedded, cold_start_s=cold, load_after=os.getloadavg()
+        baseline=base,
+        broker=broker,
+        embedded=embedded,
+        floor=floors,
+        cold_start_s=cold,
+        load_after=os.getloadavg(),
     )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))
