@@ -178,6 +178,7 @@ class ChunkResult:
             index, line = runs_array(self.header.index_runs), runs_array(self.header.line_runs)
             self._records = render_packed(self.header.input, index, line, self.packed)
             self.packed = None
+            self.header = self.header.model_copy(update={"v": SCHEMA})  # what `encode` now writes
         return self._records
 
     def encode(self) -> bytes:

@@ -166,7 +166,10 @@ def from_bytes(data: bytes | bytearray | memoryview, n: int) -> Packed:
         raise ValueError("packed results: bad solver names")
     arrays: dict[str, np.ndarray] = {}
     at = cut + 1
-    for entry in layout.get("parts", []):
+    parts = layout.get("parts")
+    for entry in parts if isinstance(parts, list) else [None]:
+        if not isinstance(entry, list) or len(entry) != 3:
+            raise ValueError(f"packed results: bad part {entry!r}")
         name, dtype, count = entry
         if not isinstance(name, str) or dtype not in _ALLOWED or not isinstance(count, int) or count < 0:
             raise ValueError(f"packed results: bad part {entry!r}")
@@ -188,8 +191,10 @@ def _assemble(arrays: dict[str, np.ndarray], names: list[str], n: int) -> Packed
     out: dict[str, object] = {"names": names}
     for x in _BUFFERS:
         buf, lengths = arrays[f"{x}_buf"], arrays[f"{x}_len"]
-        if buf.dtype != np.uint8 or lengths.size != n or (lengths.size and int(lengths.min()) < 0):
+        if buf.dtype != np.uint8 or lengths.size != n:
             raise ValueError(f"packed results: bad {x} texts")
+        if lengths.size and (int(lengths.min()) < 0 or int(lengths.max()) > buf.size):  # no sum wraps round
+            raise ValueError(f"packed results: {x} lengths out of range")
         off = np.zeros(n + 1, np.uint64)
         np.cumsum(lengths, out=off[1:], dtype=np.uint64)
         if int(off[-1]) != buf.size:
@@ -197,6 +202,7 @@ def _assemble(arrays: dict[str, np.ndarray], names: list[str], n: int) -> Packed
         if x == "c" and buf.size and int(buf.min()) < 32:  # raw JSON is copied as is: keep one line a row
             raise ValueError("packed results: a control byte in raw counters")
         out[f"{x}_buf"], out[f"{x}_off"] = buf, off
+    wide: dict[str, np.ndarray] = {}
     for name in (*_INTS, *_BOOLS):
         a = arrays[name]
         if a.size != n:
@@ -204,23 +210,23 @@ def _assemble(arrays: dict[str, np.ndarray], names: list[str], n: int) -> Packed
         if name in _BOOLS:
             out[name] = a.astype(np.bool_)
             continue
-        if a.size and max(abs(int(a.min())), abs(int(a.max()))) > MAX_ABS:
+        if a.size and (int(a.min()) < -MAX_ABS or int(a.max()) > MAX_ABS):
             raise ValueError(f"packed results: {name} out of range")
-        out[name] = a.astype(_KERNEL_DTYPE[name])
-    packed = Packed(**out)  # type: ignore[arg-type]
-    _check_ids(packed)
-    return packed
+        wide[name] = a.astype(np.int64)  # checked below at full width, then narrowed for the kernel
+    _check_ids(wide, len(names))
+    out.update({name: a.astype(_KERNEL_DTYPE[name]) for name, a in wide.items()})
+    return Packed(**out)  # type: ignore[arg-type]
 
 
-def _check_ids(p: Packed) -> None:
+def _check_ids(cols: dict[str, np.ndarray], n_names: int) -> None:
     """Refuse codes and ids the renderer would read out of its tables."""
-    n_names = len(p.names)
-    if len(p) and int(p.status.max()) >= len(STATUS_NAMES):
+    status, solver, kind, names = cols["status"], cols["solver"], cols["c_kind"], cols["c_name"]
+    if status.size and (int(status.min()) < 0 or int(status.max()) >= len(STATUS_NAMES)):
         raise ValueError("packed results: unknown status code")
-    if len(p) and (int(p.solver.min()) < -1 or int(p.solver.max()) >= n_names):
+    if solver.size and (int(solver.min()) < -1 or int(solver.max()) >= n_names):
         raise ValueError("packed results: solver id out of range")
-    if len(p) and int(p.c_kind.max()) > 2:
+    if kind.size and (int(kind.min()) < 0 or int(kind.max()) > 2):
         raise ValueError("packed results: unknown counters kind")
-    simple = p.c_name[p.c_kind == 1]
+    simple = names[kind == 1]
     if simple.size and (int(simple.min()) < 0 or int(simple.max()) >= n_names):
         raise ValueError("packed results: counters name id out of range")

@@ -74,6 +74,13 @@ def test_a_packed_9x9_answer_is_under_half_the_size_of_its_records():
     assert len(payload) < 0.5 * len(ChunkResult.decode(payload).records)
 
 
+def test_a_packed_result_read_once_encodes_as_the_records_it_rendered():
+    result = ChunkResult.decode(solve_chunk(chunk_task(JOB, LINES[:5])).encode())
+    records = result.records
+    again = ChunkResult.decode(result.encode())
+    assert again.header.v == SCHEMA and again.records == records
+
+
 def test_results_the_producer_and_failures_answer_still_travel_as_records():
     result = failed_chunk(
         chunk_task(JOB, LINES[:3]), "the chunk exceeded the worker's time limit", Status.TIMEOUT
@@ -120,13 +127,25 @@ def test_a_packed_payload_whose_parts_disagree_is_refused_before_rendering(how):
 def test_a_packed_payload_with_an_out_of_range_id_or_code_is_refused():
     results = mixed_results()
     texts = [r.puzzle for r in results]
-    for field, value in (("solver", 9), ("status", 200), ("c_kind", 3), ("nodes", 10**17)):
+    for field, value in (("solver", 9), ("status", 200), ("status", 256), ("c_kind", 3), ("nodes", 10**17)):
         packed = pack(texts, extract(results))
         bad = getattr(packed, field).astype(np.int64)
         bad[0] = value
         setattr(packed, field, bad)
         with pytest.raises(ValueError, match="packed results"):
             from_bytes(to_bytes(packed), 6)
+
+
+def test_text_lengths_whose_sum_wraps_round_to_the_bytes_are_refused():
+    results = mixed_results()
+    packed = pack([r.puzzle for r in results], extract(results))
+    lengths = np.array([2**64 - 1, 2, 0, 0, 0, 0], dtype=np.uint64)  # sums to 1 modulo 2**64
+    packed.p_buf, packed.p_off = (
+        np.array([65], np.uint8),
+        np.concatenate((np.zeros(1, np.uint64), np.cumsum(lengths))),
+    )
+    with pytest.raises(ValueError, match="p lengths out of range"):
+        from_bytes(to_bytes(packed), 6)
 
 
 def test_a_packed_result_without_the_lines_of_its_rows_is_refused():
