@@ -3,7 +3,7 @@
 A chunk is many puzzles of one input travelling as one message (`ChunkTask`, the
 puzzles joined into one string) and coming back as one `ChunkResult`: a small JSON
 header (which puzzles, and the chunk's statistics) followed by the results packed as
-arrays (`solvers.chunk_wire`, ~180 bytes per 9x9 puzzle), which the collector renders
+arrays (`solvers.chunk_wire`, ~190 bytes per 9x9 puzzle), which the collector renders
 into JSON Lines records (~460 bytes) as it writes them. Results the producer answers
 itself, and those of workers serving an older client, carry the rendered records
 instead (`v` 1). Celery workers and the embedded local processes both call

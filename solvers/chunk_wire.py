@@ -1,10 +1,10 @@
 """A chunk's results as flat arrays (`Packed`), and their compact bytes between worker and collector.
 
 Why: the rendered JSON Lines records are ~460 bytes per 9x9 puzzle (the field names and
-the input name again on every line); the arrays they are rendered from take ~180. Results
+the input name again on every line); the arrays they are rendered from take ~190. Results
 travel worker -> Redis -> collector as these arrays, and the collector renders them, so
-Redis stores and moves 2.5x fewer bytes (memory for uncollected results, and the CPU of
-redis-server and both clients, which is most of the pipeline's overhead on easy puzzles).
+Redis stores and moves 2.4x fewer bytes: less memory for uncollected results, and half
+the CPU redis-server and both clients spent moving them.
 
 Wire form (`to_bytes`): one JSON line naming each part (`[name, dtype, count]`) and the
 scalars, then the parts' raw little-endian bytes back to back. Integer columns travel in
