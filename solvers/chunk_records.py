@@ -300,9 +300,11 @@ def render_py(
 
 def render(input_name: str, indices: list[int], lines: list[int], texts: list[str], cols: Columns) -> bytes:
     """Render Columns as JSON Lines with the compiled kernel (loads numba)."""
-    from solvers.chunk_render import render_compiled
+    from solvers.chunk_render import render_packed
+    from solvers.chunk_wire import pack
 
-    return render_compiled(input_name, indices, lines, texts, cols)
+    index, line = np.asarray(indices, np.int64), np.asarray(lines, np.int64)
+    return render_packed(input_name, index, line, pack(texts, cols))
 
 
 @dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.chunk_records import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS, Columns
-from solvers.chunk_wire import Packed, pack, pack_texts
+from solvers.chunk_records import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS
+from solvers.chunk_wire import Packed, pack_texts
 
 
 def _lit(text: str) -> np.ndarray:
@@ -42,12 +42,12 @@ _L_EMPTY = _lit("{}")
 _HEX = _lit("0123456789abcdef")
 # Bytes of one record besides its texts (each escaped at most 6x) and names: every literal,
 # ten numbers of up to 22 bytes (sign, 20 digits, point), the longest status, nulls, braces.
-ROW_BYTES = (
-    sum(a.size for n, a in list(globals().items()) if n.startswith("_L_"))
-    + 10 * 22
-    + max(len(s) for s in STATUS_NAMES)
-    + 32
-)
+_LITERALS = (
+    _L_LINE, _L_INPUT, _L_INDEX, _L_PUZZLE, _L_STATUS, _L_SOLUTION, _L_COST, _L_SOLVER, _L_TIME,
+    _L_ERROR, _L_NODES, _L_GUESSES, _L_RESTARTS, _L_COUNTERS, _L_C_NODES, _L_C_GUESSES, _L_C_TIME, _L_NULL,
+    _L_EMPTY,
+)  # fmt: skip
+ROW_BYTES = sum(a.size for a in _LITERALS) + 10 * 22 + max(len(s) for s in STATUS_NAMES) + 32
 
 
 _U0, _U1, _U10, _U48 = np.uint64(0), np.uint64(1), np.uint64(10), np.uint64(48)
@@ -241,14 +241,6 @@ def _render(  # type: ignore[no-untyped-def]
         out[pos] = 125
         pos += _U1
     return pos
-
-
-def render_compiled(
-    input_name: str, indices: list[int], lines: list[int], texts: list[str], cols: Columns
-) -> bytes:
-    """Render Columns as JSON Lines bytes with the kernel."""
-    index, line = np.asarray(indices, np.int64), np.asarray(lines, np.int64)
-    return render_packed(input_name, index, line, pack(texts, cols))
 
 
 def render_packed(input_name: str, index: np.ndarray, line: np.ndarray, p: Packed) -> bytes:
