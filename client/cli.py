@@ -1,4 +1,7 @@
-"""`sudoku-batch`: solve, submit, collect, status, worker, purge, generate (exit 0 ok, 1 failed, 2 usage)."""
+"""`sudoku-batch`: solve, submit, collect, status, worker, health, purge, generate, warm.
+
+Exit 0 ok, 1 failed, 2 usage.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+COMPILING_COMMANDS = ("solve", "submit", "collect", "generate")  # they may run or load compiled kernels
 
 
 class UsageError(Exception):
@@ -36,9 +40,31 @@ def _common_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
 
 
+class _Version(argparse.Action):
+    """`--version`: print the installed version and exit (looked up only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"sudoku-batch {package_version()}")
+        parser.exit()
+
+
+def package_version() -> str:
+    """The installed distribution's version (`unknown` when run from a source tree never installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("sudoku-batch")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line grammar."""
     ap = argparse.ArgumentParser(prog="sudoku-batch", description="Solve Sudoku corpora of any size.")
+    ap.add_argument("--version", action=_Version)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("solve", help="solve whole files and wait for every result")
     _common_solve(p)
@@ -79,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     from client.generate import add_arguments
 
     add_arguments(p)
+    sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
     return ap
 
 
@@ -86,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (errors are one line on stderr, never a traceback)."""
     args = parser().parse_args(argv)
     settings = ClientSettings()
+    _announce_compiling(args)
     try:
         if args.command in ("solve", "submit", "collect"):
             from client.run import run_command
@@ -101,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from client.generate import run_generate
 
             return run_generate(args, settings)
+        if args.command == "warm":
+            return _warm()
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
@@ -116,6 +146,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {type(exc).__name__}: {mask_url(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _announce_compiling(args: argparse.Namespace) -> None:
+    """Say on stderr, once, when this command starts compiling solvers (a cold cache), unless -q."""
+    if args.command in COMPILING_COMMANDS and not getattr(args, "quiet", False):
+        from solvers.warm import COMPILE_NOTICE, on_first_compile
+
+        on_first_compile(lambda: print(f"sudoku-batch: {COMPILE_NOTICE}", file=sys.stderr, flush=True))
+
+
+def _warm() -> int:
+    """Compile (or load) every solver kernel now; say which it was, how long it took and where they live."""
+    import time
+
+    from solvers.warm import cache_dir, on_first_compile, warm_all
+
+    compiled: list[bool] = []
+
+    def announce() -> None:
+        compiled.append(True)
+        print("compiling solvers for this machine (up to a minute)...", file=sys.stderr, flush=True)
+
+    on_first_compile(announce)
+    start = time.perf_counter()
+    warm_all()
+    took = time.perf_counter() - start
+    if compiled:
+        print(f"solvers compiled for this machine in {took:.1f} s (cache: {cache_dir()})")
+    else:
+        print(f"solvers already compiled for this machine: loaded in {took:.1f} s (cache: {cache_dir()})")
+    return EXIT_OK
 
 
 def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:
