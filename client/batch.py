@@ -268,6 +268,8 @@ def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:
         raise ResumeRefused(f"job {job_id} records no submission checkpoint: it cannot be resumed")
     if submission == "complete":
         raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
+    if submission == "cancelled":
+        raise ResumeRefused(f"job {job_id} was cancelled: submit its inputs again as a new job")
     if submission == "running":
         raise ResumeRefused(
             f"job {job_id}: its producer beat {silent or 0:.0f} s ago and may still be running; "

@@ -95,6 +95,12 @@ def parser() -> argparse.ArgumentParser:
         "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
     )
     p.add_argument("--loglevel", default="warning")
+    p.add_argument(
+        "-E",
+        "--events",
+        action="store_true",
+        help="send task events for Flower and `celery events` (docs/monitoring.md: what it costs)",
+    )
     p = sub.add_parser("health", help="exit 0 if the broker answers and a worker on this host beats")
     p.add_argument("--broker", default=None, metavar="URL")
     p.add_argument("--broker-only", action="store_true", help="only check that the broker answers")
@@ -203,8 +209,12 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.state == "unknown":
         print(f"error: {status.error}", file=sys.stderr)
         return EXIT_FAILED
+    from client.summary import per_second
+
     stopped = status.submission == "stopped"
-    reading = "submission stopped" if stopped else "still reading input"
+    reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(
+        status.submission, "still reading input"
+    )
     total = status.total if status.total is not None else f"{status.submitted}+ ({reading})"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items())) or "none yet"
     eta = (
@@ -212,9 +222,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
         if status.eta_s is not None and status.done < (status.total or 0)
         else ""
     )
-    print(
-        f"job {status.job}: {status.state}, {status.done}/{total} puzzles, {status.rate:,.0f} puzzles/s{eta}"
-    )
+    rate = per_second(status.rate)
+    print(f"job {status.job}: {status.phase}, {status.done}/{total} puzzles, {rate} puzzles/s{eta}")
     print(f"counts: {counts}")
     live = len(status.workers)
     resent = f"; re-sent after a broker loss: {status.resent}" if status.resent else ""
@@ -275,7 +284,8 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
         raise UsageError("--concurrency must be at least 1")
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
     argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]
-    argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    argv += ["--without-gossip", "--without-mingle"]
+    argv += ["--task-events"] if args.events else ["--without-heartbeat"]  # monitors need the beats too
     if args.concurrency:
         argv += ["--concurrency", str(args.concurrency)]
     env = dict(os.environ, SUDOKU_BATCH_BROKER=url)

@@ -43,7 +43,8 @@ class JobStatus(BaseModel):
     """A job's progress as `status` shows it."""
 
     job: str
-    state: str  # producing | produced | failed | unknown
+    state: str  # producing | produced | failed | unknown (the stored state; `phase` is what users read)
+    phase: str = ""  # submitting | solving | done | failed | cancelled | unknown
     inputs: list[str] = []
     submitted: int = 0  # puzzles read so far (the total once state is produced)
     total: int | None = None
@@ -57,7 +58,7 @@ class JobStatus(BaseModel):
     workers: list[str] = []
     resent: int = 0  # chunk tasks re-sent by collectors after the broker lost them
     error: str | None = None
-    submission: str = ""  # complete | running | stopped (the producer died or failed: resumable) | ""
+    submission: str = ""  # complete | running | stopped (died or failed: resumable) | cancelled | ""
     checkpoint: int = 0  # puzzles safely submitted (a resume goes on from there)
     producer_silent_s: float | None = None  # seconds since the producer last beat (while not complete)
 
@@ -164,15 +165,20 @@ class JobStore(ABC):
         total = int(meta["total"]) if "total" in meta else None
         rate = done / elapsed if done else 0.0
         submission, silent = submission_state(meta)
+        checkpoint = Checkpoint.of(meta)
+        # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
+        # never show fewer puzzles or chunks submitted than are answered or checkpointed
+        submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done)
         return JobStatus(
             job=job,
             state=meta.get("state", "unknown"),
+            phase=job_phase(meta, done, total),
             inputs=meta.get("inputs", "").split("\n") if meta.get("inputs") else [],
-            submitted=int(meta.get("submitted", 0)),
+            submitted=total if total is not None else submitted,
             total=total,
             done=done,
             counts=counts,
-            chunks_sent=int(meta.get("chunks_sent", 0)),
+            chunks_sent=max(int(meta.get("chunks_sent", 0)), checkpoint.chunks, len(stats)),
             chunks_done=len(stats),
             elapsed_s=elapsed,
             rate=rate,
@@ -181,9 +187,19 @@ class JobStore(ABC):
             resent=int(meta.get("resent", 0)),
             error=meta.get("error"),
             submission=submission,
-            checkpoint=Checkpoint.of(meta).index,
+            checkpoint=checkpoint.index,
             producer_silent_s=silent,
         )
+
+
+def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
+    """Where a job is, as a user reads it: submitting, solving, done, failed or cancelled."""
+    state = meta.get("state")
+    if meta.get("cancelled"):
+        return "cancelled"
+    if state == "produced":
+        return "done" if total is not None and done >= total else "solving"
+    return {"producing": "submitting", "failed": "failed"}.get(state or "", "unknown")
 
 
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
@@ -197,6 +213,8 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
         return "complete", None
     if "checkpoint" not in meta:  # not a submission (a generate run) or one that cannot be resumed
         return "", None
+    if meta.get("cancelled"):  # stopped on purpose: nothing to resume
+        return "cancelled", None
     silent = time.time() - float(meta.get("producer_beat") or meta.get("created") or 0.0)
     if state == "failed" or silent > PRODUCER_SILENT_S:
         return "stopped", silent

@@ -235,9 +235,9 @@ class RedisServer:
 
 
 def start_workers(
-    url: str, count: int, logs: Path, env: dict[str, str] | None = None
+    url: str, count: int, logs: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> list[subprocess.Popen[bytes]]:
-    """Start `count` `sudoku-batch worker --concurrency 1` processes and wait until each beats."""
+    """Start `count` `sudoku-batch worker --concurrency 1 ARGS` processes and wait until each beats."""
     import redis
 
     procs: list[subprocess.Popen[bytes]] = []
@@ -245,6 +245,7 @@ def start_workers(
     for i in range(count):
         with open(logs / f"worker{i}.log", "wb") as log:
             cmd = [*cli_command(), "worker", "--broker", url, "--concurrency", "1", "--loglevel", "info"]
+            cmd += args
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO))
     client = redis.Redis.from_url(url)
     deadline = time.monotonic() + 120
