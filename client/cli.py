@@ -121,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = ClientSettings()
     _announce_compiling(args)
     try:
+        _check_streams(args)
         if args.command in ("solve", "submit", "collect"):
             from client.run import run_command
 
@@ -152,6 +153,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {type(exc).__name__}: {mask_url(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _check_streams(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a command that would read a closed stdin or write to a closed stdout."""
+    if sys.stdin is None and "-" in (getattr(args, "inputs", None) or []):
+        raise UsageError("stdin is closed: there is nothing to read for `-`")
+    if sys.stdout is None:
+        if args.command == "submit":
+            raise UsageError("stdout is closed: there is nowhere to print the job id")
+        if args.command in ("solve", "collect", "generate") and args.output in (None, "-"):
+            raise UsageError("stdout is closed: give the output file with -o FILE")
 
 
 def _announce_compiling(args: argparse.Namespace) -> None:
@@ -296,12 +308,24 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
 
 
 def input_sources(names: list[str]) -> list[tuple[str, str]]:
-    """Check the inputs exist (a usage error if not); `-` is stdin and may appear once."""
+    """Check the inputs are readable files (a usage error naming the input if not); `-` is stdin, once.
+
+    Only regular files: a pipe or a device can be read once, and the inputs are peeked at
+    (size, first bytes) before they are read; pipe such input to `-` instead.
+    """
     if names.count("-") > 1:
         raise UsageError("stdin (-) can be read only once")
     for name in names:
-        if name != "-" and not Path(name).is_file():
-            raise UsageError(f"{name}: no such file")
+        path = Path(name)
+        if name == "-" or path.is_file() and os.access(path, os.R_OK):
+            continue
+        if path.is_dir():
+            raise UsageError(f"{name}: is a directory, not a file of puzzles")
+        if path.is_file():
+            raise UsageError(f"{name}: permission denied")
+        if path.exists():
+            raise UsageError(f"{name}: not a regular file (pipe it to `-` instead)")
+        raise UsageError(f"{name}: no such file")
     return [(name, name) for name in names]
 
 
