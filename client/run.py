@@ -90,7 +90,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
 
     complete = False
     try:
-        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=refresh, keep=not purge)
+        keep = not purge and not job.client.embedded  # embedded: nothing reads it again, free it as written
+        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=refresh, keep=keep)
         for result, start, stop in chunks:
             output.write(result, start, stop)
             written += stop - start

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
@@ -226,10 +226,12 @@ class MemoryStore(JobStore):
 
     It keeps no outbox of sent tasks (`RedisJobStore.commit`): local processes get their
     chunks through a pipe of this process and cannot lose one unnoticed; a crashed process
-    fails the job instead (and nothing outlives the process to resume).
+    fails the job instead (and nothing outlives the process to resume). Collected results
+    expire as in Redis: at once when collected with ttl 0, else `ttl` seconds later.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # when collected results expire (a fake in tests)
         self._cond = threading.Condition()
         self._meta: dict[str, dict[str, str]] = {}
         self._results: dict[str, dict[int, tuple[ChunkResult, bytes | None]]] = {}  # result, its encoding
@@ -237,6 +239,7 @@ class MemoryStore(JobStore):
         self._arrivals: dict[str, list[int]] = {}
         self._hint: dict[str, tuple[int, float]] = {}
         self._tokens: dict[str, str] = {}
+        self._expiry: dict[str, dict[int, float]] = {}  # collected results: monotonic time they go
         self.workers: list[str] = []
 
     def create(self, job: str, meta: dict[str, str]) -> None:
@@ -306,15 +309,31 @@ class MemoryStore(JobStore):
 
     def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[ChunkResult, bytes | None] | None]:
         with self._cond:
+            self._expire(job)
             results = self._results.get(job, {})
             return [results.get(c) for c in chunks]
 
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
-        """Drop collected results at once: in one process nothing can re-run the collection."""
+        """Drop collected results at once (ttl 0: a collector that will not read again), else keep
+        them `ttl` seconds, so the job can be read again (`Job.results()` twice), as in Redis."""
         with self._cond:
             results = self._results.get(job, {})
+            expiry = self._expiry.setdefault(job, {})
             for c in chunks:
-                results.pop(c, None)
+                if ttl <= 0:
+                    results.pop(c, None)
+                    expiry.pop(c, None)
+                else:
+                    expiry[c] = self._clock() + ttl
+            self._expire(job)
+
+    def _expire(self, job: str) -> None:
+        """Drop the job's collected results whose time is up (under the lock)."""
+        now = self._clock()
+        expiry = self._expiry.get(job, {})
+        for c in [c for c, at in expiry.items() if at <= now]:
+            del expiry[c]
+            self._results.get(job, {}).pop(c, None)
 
     def stats(self, job: str) -> list[ChunkStats]:
         with self._cond:
@@ -334,7 +353,16 @@ class MemoryStore(JobStore):
     def purge(self, job: str) -> int:
         with self._cond:
             found = job in self._meta
-            for table in (self._meta, self._results, self._stats, self._arrivals, self._hint, self._tokens):
+            tables = (
+                self._meta,
+                self._results,
+                self._stats,
+                self._arrivals,
+                self._hint,
+                self._tokens,
+                self._expiry,
+            )
+            for table in tables:
                 table.pop(job, None)  # type: ignore[attr-defined]
             self._cond.notify_all()
             return int(found)
