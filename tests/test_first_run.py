@@ -54,3 +54,18 @@ def test_version_prints_the_version_in_pyproject():
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     proc = subprocess.run([*cli_command(), "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout == f"sudoku-batch {version}\n"
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_worker_starting_on_a_cold_cache_says_so_in_its_log(tmp_path):
+    from tests.conftest import RedisServer, start_workers, stop_all
+
+    server = RedisServer(tmp_path, appendonly=False)
+    server.start()
+    try:
+        procs = start_workers(server.url, 1, tmp_path, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+        stop_all(procs)
+    finally:
+        server.stop()
+    assert (tmp_path / "worker0.log").read_text().count(COMPILE_NOTICE) == 1
