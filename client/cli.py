@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
+from client.first_run import VersionAction, announce_compiling, run_warm
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-COMPILING_COMMANDS = ("solve", "submit", "collect", "generate")  # they may run or load compiled kernels
 
 
 class UsageError(Exception):
@@ -40,31 +40,10 @@ def _common_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
 
 
-class _Version(argparse.Action):
-    """`--version`: print the installed version and exit (looked up only when asked)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        print(f"sudoku-batch {package_version()}")
-        parser.exit()
-
-
-def package_version() -> str:
-    """The installed distribution's version (`unknown` when run from a source tree never installed)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("sudoku-batch")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
-
-
 def parser() -> argparse.ArgumentParser:
     """The command-line grammar."""
     ap = argparse.ArgumentParser(prog="sudoku-batch", description="Solve Sudoku corpora of any size.")
-    ap.add_argument("--version", action=_Version)
+    ap.add_argument("--version", action=VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("solve", help="solve whole files and wait for every result")
     _common_solve(p)
@@ -119,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (errors are one line on stderr, never a traceback)."""
     args = parser().parse_args(argv)
     settings = ClientSettings()
-    _announce_compiling(args)
+    announce_compiling(args.command, getattr(args, "quiet", False))
     try:
         _check_streams(args)
         if args.command in ("solve", "submit", "collect"):
@@ -137,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_generate(args, settings)
         if args.command == "warm":
-            return _warm()
+            return run_warm()
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
@@ -164,37 +143,6 @@ def _check_streams(args: argparse.Namespace) -> None:
             raise UsageError("stdout is closed: there is nowhere to print the job id")
         if args.command in ("solve", "collect", "generate") and args.output in (None, "-"):
             raise UsageError("stdout is closed: give the output file with -o FILE")
-
-
-def _announce_compiling(args: argparse.Namespace) -> None:
-    """Say on stderr, once, when this command starts compiling solvers (a cold cache), unless -q."""
-    if args.command in COMPILING_COMMANDS and not getattr(args, "quiet", False):
-        from solvers.warm import COMPILE_NOTICE, on_first_compile
-
-        on_first_compile(lambda: print(f"sudoku-batch: {COMPILE_NOTICE}", file=sys.stderr, flush=True))
-
-
-def _warm() -> int:
-    """Compile (or load) every solver kernel now; say which it was, how long it took and where they live."""
-    import time
-
-    from solvers.warm import cache_dir, on_first_compile, warm_all
-
-    compiled: list[bool] = []
-
-    def announce() -> None:
-        compiled.append(True)
-        print("compiling solvers for this machine (up to a minute)...", file=sys.stderr, flush=True)
-
-    on_first_compile(announce)
-    start = time.perf_counter()
-    warm_all()
-    took = time.perf_counter() - start
-    if compiled:
-        print(f"solvers compiled for this machine in {took:.1f} s (cache: {cache_dir()})")
-    else:
-        print(f"solvers already compiled for this machine: loaded in {took:.1f} s (cache: {cache_dir()})")
-    return EXIT_OK
 
 
 def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:
