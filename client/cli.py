@@ -27,7 +27,9 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     p.add_argument(
         "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
     )
-    p.add_argument("--box", default=None, metavar="RxC", help="box shape when it is not square, e.g. 2x3")
+    p.add_argument(
+        "--box", default=None, metavar="RxC", help="box shape over the inferred one (9: 3x3, 6: 2x3)"
+    )
     p.add_argument("--broker", default=None, metavar="URL", help="redis://[:password@]host:port/db")
 
 
