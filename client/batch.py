@@ -268,6 +268,8 @@ def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:
         raise ResumeRefused(f"job {job_id} records no submission checkpoint: it cannot be resumed")
     if submission == "complete":
         raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
+    if submission == "cancelled":
+        raise ResumeRefused(f"job {job_id} was cancelled: submit its inputs again as a new job")
     if submission == "running":
         raise ResumeRefused(
             f"job {job_id}: its producer beat {silent or 0:.0f} s ago and may still be running; "
@@ -361,9 +363,14 @@ class Job:
         )
         yield from (in_order if ordered else arrival_order)(stream)
 
-    def results(self, ordered: bool = False) -> Iterator[Record]:
-        """Stream one Record per input puzzle, as they arrive (or in input order)."""
-        for result, start, stop in self.chunks(ordered):
+    def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
+        """Stream one Record per input puzzle, as they arrive (or in input order).
+
+        The results stay readable `result_ttl` seconds after (call again to read them again;
+        embedded, they stay in this process's memory until then or `purge()`); `keep=False`
+        drops each as it is read.
+        """
+        for result, start, stop in self.chunks(ordered, keep=keep):
             for line in result.lines()[start:stop]:
                 yield Record.from_json(line)
 

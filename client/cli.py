@@ -1,4 +1,7 @@
-"""`sudoku-batch`: solve, submit, collect, status, worker, purge, generate (exit 0 ok, 1 failed, 2 usage)."""
+"""`sudoku-batch`: solve, submit, collect, status, worker, health, purge, generate, warm.
+
+Exit 0 ok, 1 failed, 2 usage.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
+from client.first_run import VersionAction, announce_compiling, run_warm
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -23,7 +27,9 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     p.add_argument(
         "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
     )
-    p.add_argument("--box", default=None, metavar="RxC", help="box shape when it is not square, e.g. 2x3")
+    p.add_argument(
+        "--box", default=None, metavar="RxC", help="box shape over the inferred one (9: 3x3, 6: 2x3)"
+    )
     p.add_argument("--broker", default=None, metavar="URL", help="redis://[:password@]host:port/db")
 
 
@@ -39,6 +45,7 @@ def _common_output(p: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     """The command-line grammar."""
     ap = argparse.ArgumentParser(prog="sudoku-batch", description="Solve Sudoku corpora of any size.")
+    ap.add_argument("--version", action=VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("solve", help="solve whole files and wait for every result")
     _common_solve(p)
@@ -69,6 +76,12 @@ def parser() -> argparse.ArgumentParser:
         "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
     )
     p.add_argument("--loglevel", default="warning")
+    p.add_argument(
+        "-E",
+        "--events",
+        action="store_true",
+        help="send task events for Flower and `celery events` (docs/monitoring.md: what it costs)",
+    )
     p = sub.add_parser("health", help="exit 0 if the broker answers and a worker on this host beats")
     p.add_argument("--broker", default=None, metavar="URL")
     p.add_argument("--broker-only", action="store_true", help="only check that the broker answers")
@@ -79,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     from client.generate import add_arguments
 
     add_arguments(p)
+    sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
     return ap
 
 
@@ -86,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (errors are one line on stderr, never a traceback)."""
     args = parser().parse_args(argv)
     settings = ClientSettings()
+    announce_compiling(args.command, getattr(args, "quiet", False))
     try:
+        _check_streams(args)
         if args.command in ("solve", "submit", "collect"):
             from client.run import run_command
 
@@ -101,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from client.generate import run_generate
 
             return run_generate(args, settings)
+        if args.command == "warm":
+            return run_warm()
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
@@ -116,6 +134,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {type(exc).__name__}: {mask_url(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _check_streams(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a command that would read a closed stdin or write to a closed stdout."""
+    if sys.stdin is None and "-" in (getattr(args, "inputs", None) or []):
+        raise UsageError("stdin is closed: there is nothing to read for `-`")
+    if sys.stdout is None:
+        if args.command == "submit":
+            raise UsageError("stdout is closed: there is nowhere to print the job id")
+        if args.command in ("solve", "collect", "generate") and args.output in (None, "-"):
+            raise UsageError("stdout is closed: give the output file with -o FILE")
 
 
 def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:
@@ -142,8 +171,12 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.state == "unknown":
         print(f"error: {status.error}", file=sys.stderr)
         return EXIT_FAILED
+    from client.summary import per_second
+
     stopped = status.submission == "stopped"
-    reading = "submission stopped" if stopped else "still reading input"
+    reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(
+        status.submission, "still reading input"
+    )
     total = status.total if status.total is not None else f"{status.submitted}+ ({reading})"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items())) or "none yet"
     eta = (
@@ -151,9 +184,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
         if status.eta_s is not None and status.done < (status.total or 0)
         else ""
     )
-    print(
-        f"job {status.job}: {status.state}, {status.done}/{total} puzzles, {status.rate:,.0f} puzzles/s{eta}"
-    )
+    rate = per_second(status.rate)
+    print(f"job {status.job}: {status.phase}, {status.done}/{total} puzzles, {rate} puzzles/s{eta}")
     print(f"counts: {counts}")
     live = len(status.workers)
     resent = f"; re-sent after a broker loss: {status.resent}" if status.resent else ""
@@ -214,7 +246,8 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
         raise UsageError("--concurrency must be at least 1")
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
     argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]
-    argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    argv += ["--without-gossip", "--without-mingle"]
+    argv += ["--task-events"] if args.events else ["--without-heartbeat"]  # monitors need the beats too
     if args.concurrency:
         argv += ["--concurrency", str(args.concurrency)]
     env = dict(os.environ, SUDOKU_BATCH_BROKER=url)
@@ -225,12 +258,24 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
 
 
 def input_sources(names: list[str]) -> list[tuple[str, str]]:
-    """Check the inputs exist (a usage error if not); `-` is stdin and may appear once."""
+    """Check the inputs are readable files (a usage error naming the input if not); `-` is stdin, once.
+
+    Only regular files: a pipe or a device can be read once, and the inputs are peeked at
+    (size, first bytes) before they are read; pipe such input to `-` instead.
+    """
     if names.count("-") > 1:
         raise UsageError("stdin (-) can be read only once")
     for name in names:
-        if name != "-" and not Path(name).is_file():
-            raise UsageError(f"{name}: no such file")
+        path = Path(name)
+        if name == "-" or path.is_file() and os.access(path, os.R_OK):
+            continue
+        if path.is_dir():
+            raise UsageError(f"{name}: is a directory, not a file of puzzles")
+        if path.is_file():
+            raise UsageError(f"{name}: permission denied")
+        if path.exists():
+            raise UsageError(f"{name}: not a regular file (pipe it to `-` instead)")
+        raise UsageError(f"{name}: no such file")
     return [(name, name) for name in names]
 
 

@@ -444,6 +444,7 @@ def _sender(app: Any, url: str, settings: ClientSettings, job: str, req: Request
             app.send_task(
                 TASK_NAME,
                 kwargs={"task": task},
+                kwargsrepr=f"job={job} chunk={i} box={box} count={size}",  # what monitors show
                 queue=settings.queue,
                 retry=True,
                 retry_policy={

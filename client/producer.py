@@ -235,9 +235,12 @@ class Producer:
             raise
         except BaseException as exc:
             reason = f"the producer stopped: {type(exc).__name__}: {exc}"[:500]
+            fields = {"state": "failed", "error": reason}
+            if isinstance(exc, JobCancelled):  # on purpose: `status` says cancelled, never "resume it"
+                fields.update(error="the job was cancelled", cancelled=f"{time.time():.3f}")
             with contextlib.suppress(Exception):  # the store may be what failed: the caller still gets `exc`
                 if self.token is None or self.store.owns(self.spec.job, self.token):
-                    self.store.update(self.spec.job, {"state": "failed", "error": reason})
+                    self.store.update(self.spec.job, fields)
             raise
         return self.index
 

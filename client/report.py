@@ -1,57 +1,36 @@
-"""The `--report` HTML page: one self-contained file, plots inlined as base64 PNG (matplotlib Agg)."""
+"""The `--report` HTML page: one self-contained file, its plots inline SVG (no plotting library)."""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from pathlib import Path
 
+from client import svg_chart
 from client.summary import Summary
-from solvers.chunk import time_bin_ms
+from solvers.chunk_records import TIME_BINS_PER_DECADE
 
 MAX_ROWS = 1000
 
 
-def _png(fig: object) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")  # type: ignore[attr-defined]
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def _plots(summary: Summary) -> dict[str, str]:
-    """Render the plots (time histogram, wins, approximate costs) as base64 PNGs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The plots (time histogram, wins, approximate costs) as inline SVG, by title."""
     plots: dict[str, str] = {}
     if summary.time_bins:
-        fig, ax = plt.subplots(figsize=(7, 3))
-        bins = sorted(summary.time_bins)
-        ax.bar([time_bin_ms(b) for b in bins], [summary.time_bins[b] for b in bins],
-               width=[time_bin_ms(b) * 0.045 for b in bins])  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_xlabel("solve time (ms, log scale)")
-        ax.set_ylabel("puzzles")
-        plots["Solve time histogram"] = _png(fig)
-        plt.close(fig)
+        bins = [
+            (10 ** (b / TIME_BINS_PER_DECADE), 10 ** ((b + 1) / TIME_BINS_PER_DECADE), count)
+            for b, count in sorted(summary.time_bins.items())
+        ]
+        plots["Solve time histogram"] = svg_chart.histogram(
+            bins, "solve time (ms, log scale)", "puzzles", log_x=True
+        )
     if summary.wins:
-        fig, ax = plt.subplots(figsize=(7, 2.5))
-        names = sorted(summary.wins, key=lambda k: -summary.wins[k])
-        ax.barh(names, [summary.wins[n] for n in names])
-        ax.set_xlabel("puzzles won")
-        plots["Wins per solver"] = _png(fig)
-        plt.close(fig)
+        wins = sorted(summary.wins.items(), key=lambda kv: -kv[1])
+        plots["Wins per solver"] = svg_chart.rows(wins, "puzzles won")
     if summary.approx_costs:
-        fig, ax = plt.subplots(figsize=(7, 2.5))
-        costs = sorted(summary.approx_costs)
-        ax.bar([str(c) for c in costs], [summary.approx_costs[c] for c in costs])
-        ax.set_xlabel("cost of the best grid found")
-        ax.set_ylabel("approximate results")
-        plots["Cost histogram of approximate results"] = _png(fig)
-        plt.close(fig)
+        costs = [(str(c), v) for c, v in sorted(summary.approx_costs.items())]
+        plots["Cost histogram of approximate results"] = svg_chart.columns(
+            costs, "cost of the best grid found", "approximate results"
+        )
     return plots
 
 
@@ -62,10 +41,7 @@ def write_report(summary: Summary, path: str | Path, title: str = "sudoku-batch 
     rows = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["counts"].items())
     pct = "".join(f"<tr><td>{e(k)}</td><td>{v:.4g}</td></tr>" for k, v in data["time_ms"].items())
     wins = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["wins"].items())
-    plots = "".join(
-        f'<h2>{e(name)}</h2><img alt="{e(name)}" src="data:image/png;base64,{png}">'
-        for name, png in _plots(summary).items()
-    )
+    plots = "".join(f"<h2>{e(name)}</h2><figure>{svg}</figure>" for name, svg in _plots(summary).items())
     problems = sorted(summary.problems, key=lambda ip: ip[1].index)[:MAX_ROWS]
     bad = "".join(
         f"<tr><td>{e(i)}</td><td>{p.line}</td><td>{e(p.status)}</td><td>{e(p.error)}</td></tr>"

@@ -90,7 +90,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
 
     complete = False
     try:
-        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=refresh, keep=not purge)
+        keep = not purge and not job.client.embedded  # embedded: nothing reads it again, free it as written
+        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=refresh, keep=keep)
         for result, start, stop in chunks:
             output.write(result, start, stop)
             written += stop - start
@@ -99,7 +100,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
                 summary.add(result.header.stats, result.header.input)
             refresh()
         job.wait_submitted()
-        expected = int(store.meta(job.id).get("total", written))
+        meta = store.meta(job.id)
+        expected = int(meta.get("total", written))
         if written != expected:
             raise JobFailed(f"{expected - written} of {expected} results are missing")
         complete = True
@@ -114,6 +116,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         progress.close()
     if not complete:
         return EXIT_FAILED
+    if args.command == "collect":  # the rate of the job, not of this collection
+        summary.time_job(float(meta.get("created") or 0.0))
     if purge:
         job.purge()
     if not args.quiet:

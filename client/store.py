@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
@@ -43,7 +43,8 @@ class JobStatus(BaseModel):
     """A job's progress as `status` shows it."""
 
     job: str
-    state: str  # producing | produced | failed | unknown
+    state: str  # producing | produced | failed | unknown (the stored state; `phase` is what users read)
+    phase: str = ""  # submitting | solving | done | failed | cancelled | unknown
     inputs: list[str] = []
     submitted: int = 0  # puzzles read so far (the total once state is produced)
     total: int | None = None
@@ -57,7 +58,7 @@ class JobStatus(BaseModel):
     workers: list[str] = []
     resent: int = 0  # chunk tasks re-sent by collectors after the broker lost them
     error: str | None = None
-    submission: str = ""  # complete | running | stopped (the producer died or failed: resumable) | ""
+    submission: str = ""  # complete | running | stopped (died or failed: resumable) | cancelled | ""
     checkpoint: int = 0  # puzzles safely submitted (a resume goes on from there)
     producer_silent_s: float | None = None  # seconds since the producer last beat (while not complete)
 
@@ -164,15 +165,20 @@ class JobStore(ABC):
         total = int(meta["total"]) if "total" in meta else None
         rate = done / elapsed if done else 0.0
         submission, silent = submission_state(meta)
+        checkpoint = Checkpoint.of(meta)
+        # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
+        # never show fewer puzzles or chunks submitted than are answered or checkpointed
+        submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done)
         return JobStatus(
             job=job,
             state=meta.get("state", "unknown"),
+            phase=job_phase(meta, done, total),
             inputs=meta.get("inputs", "").split("\n") if meta.get("inputs") else [],
-            submitted=int(meta.get("submitted", 0)),
+            submitted=total if total is not None else submitted,
             total=total,
             done=done,
             counts=counts,
-            chunks_sent=int(meta.get("chunks_sent", 0)),
+            chunks_sent=max(int(meta.get("chunks_sent", 0)), checkpoint.chunks, len(stats)),
             chunks_done=len(stats),
             elapsed_s=elapsed,
             rate=rate,
@@ -181,9 +187,19 @@ class JobStore(ABC):
             resent=int(meta.get("resent", 0)),
             error=meta.get("error"),
             submission=submission,
-            checkpoint=Checkpoint.of(meta).index,
+            checkpoint=checkpoint.index,
             producer_silent_s=silent,
         )
+
+
+def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
+    """Where a job is, as a user reads it: submitting, solving, done, failed or cancelled."""
+    state = meta.get("state")
+    if meta.get("cancelled"):
+        return "cancelled"
+    if state == "produced":
+        return "done" if total is not None and done >= total else "solving"
+    return {"producing": "submitting", "failed": "failed"}.get(state or "", "unknown")
 
 
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
@@ -197,6 +213,8 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
         return "complete", None
     if "checkpoint" not in meta:  # not a submission (a generate run) or one that cannot be resumed
         return "", None
+    if meta.get("cancelled"):  # stopped on purpose: nothing to resume
+        return "cancelled", None
     silent = time.time() - float(meta.get("producer_beat") or meta.get("created") or 0.0)
     if state == "failed" or silent > PRODUCER_SILENT_S:
         return "stopped", silent
@@ -208,10 +226,12 @@ class MemoryStore(JobStore):
 
     It keeps no outbox of sent tasks (`RedisJobStore.commit`): local processes get their
     chunks through a pipe of this process and cannot lose one unnoticed; a crashed process
-    fails the job instead (and nothing outlives the process to resume).
+    fails the job instead (and nothing outlives the process to resume). Collected results
+    expire as in Redis: at once when collected with ttl 0, else `ttl` seconds later.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # when collected results expire (a fake in tests)
         self._cond = threading.Condition()
         self._meta: dict[str, dict[str, str]] = {}
         self._results: dict[str, dict[int, tuple[ChunkResult, bytes | None]]] = {}  # result, its encoding
@@ -219,6 +239,7 @@ class MemoryStore(JobStore):
         self._arrivals: dict[str, list[int]] = {}
         self._hint: dict[str, tuple[int, float]] = {}
         self._tokens: dict[str, str] = {}
+        self._expiry: dict[str, dict[int, float]] = {}  # collected results: monotonic time they go
         self.workers: list[str] = []
 
     def create(self, job: str, meta: dict[str, str]) -> None:
@@ -288,15 +309,31 @@ class MemoryStore(JobStore):
 
     def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[ChunkResult, bytes | None] | None]:
         with self._cond:
+            self._expire(job)
             results = self._results.get(job, {})
             return [results.get(c) for c in chunks]
 
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
-        """Drop collected results at once: in one process nothing can re-run the collection."""
+        """Drop collected results at once (ttl 0: a collector that will not read again), else keep
+        them `ttl` seconds, so the job can be read again (`Job.results()` twice), as in Redis."""
         with self._cond:
             results = self._results.get(job, {})
+            expiry = self._expiry.setdefault(job, {})
             for c in chunks:
-                results.pop(c, None)
+                if ttl <= 0:
+                    results.pop(c, None)
+                    expiry.pop(c, None)
+                else:
+                    expiry[c] = self._clock() + ttl
+            self._expire(job)
+
+    def _expire(self, job: str) -> None:
+        """Drop the job's collected results whose time is up (under the lock)."""
+        now = self._clock()
+        expiry = self._expiry.get(job, {})
+        for c in [c for c, at in expiry.items() if at <= now]:
+            del expiry[c]
+            self._results.get(job, {}).pop(c, None)
 
     def stats(self, job: str) -> list[ChunkStats]:
         with self._cond:
@@ -316,7 +353,16 @@ class MemoryStore(JobStore):
     def purge(self, job: str) -> int:
         with self._cond:
             found = job in self._meta
-            for table in (self._meta, self._results, self._stats, self._arrivals, self._hint, self._tokens):
+            tables = (
+                self._meta,
+                self._results,
+                self._stats,
+                self._arrivals,
+                self._hint,
+                self._tokens,
+                self._expiry,
+            )
+            for table in tables:
                 table.pop(job, None)  # type: ignore[attr-defined]
             self._cond.notify_all()
             return int(found)

@@ -181,6 +181,7 @@ class CeleryTransport(Transport):
             self.app.send_task(
                 TASK_NAME,
                 kwargs={"task": {"job": task.job, "chunk": task.chunk, "ref": "outbox"}},  # a ChunkRef
+                kwargsrepr=f"job={task.job} chunk={task.chunk} puzzles={len(task)}",  # what monitors show
                 queue=self.settings.queue,
                 soft_time_limit=limit - 30,
                 time_limit=limit,

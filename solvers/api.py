@@ -193,7 +193,7 @@ def _parse_all(
         else:
             slow.append(i)
     for length, indices in by_length.items():
-        group_box = box if box is not None else _square_box(length)
+        group_box = box if box is not None else _inferred_box(length)
         if group_box is None or group_box.cells != length:
             slow.extend(indices)
             continue
@@ -230,9 +230,10 @@ def _by_length(texts: list[str]) -> dict[int, list[int]]:
     return {int(n): np.flatnonzero(arr == n).tolist() for n in np.unique(arr)}
 
 
-def _square_box(cells: int) -> Box | None:
+def _inferred_box(cells: int) -> Box | None:
+    """The conventional box of a grid of `cells` cells (None when there is none: the slow path says why)."""
     side = math.isqrt(cells)
-    return Box.square(side) if side * side == cells else None
+    return Box.for_side(side) if side * side == cells else None
 
 
 def _collect(

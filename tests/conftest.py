@@ -2,7 +2,8 @@
 
 The real redis-server and the `sudoku-batch worker` processes are started once per test
 session on a free port in a temporary directory and torn down at the end. Without
-redis-server the integration tests skip locally but fail when CI=true.
+redis-server the integration tests skip locally, counted loudly at the end of the run, but
+fail when CI=true.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from solvers.chunk import ChunkTask, chunk_seed, join_texts
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
 CORPORA = REPO.parent / "shared" / "corpora"
+NO_REDIS = "redis-server is not installed"
 
 
 def cli_command() -> list[str]:
@@ -44,8 +46,21 @@ def _need_redis() -> str:
     if path is None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("redis-server is not installed, and CI=true forbids skipping the integration tests")
-        pytest.skip("redis-server is not installed")
+        pytest.skip(NO_REDIS)
     return path
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """End a run that skipped integration tests for want of redis-server with a loud count of them."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_REDIS in str(r.longrepr)]
+    if skipped:
+        title = f"{len(skipped)} INTEGRATION TESTS SKIPPED: {NO_REDIS}"
+        terminalreporter.write_sep("!", title, red=True, bold=True)
+        terminalreporter.write_line(
+            "They run the pipeline against a real redis-server and worker processes: "
+            "`apt-get install redis-server` and run again (with CI=true they fail instead).",
+            red=True,
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
@@ -235,9 +250,9 @@ class RedisServer:
 
 
 def start_workers(
-    url: str, count: int, logs: Path, env: dict[str, str] | None = None
+    url: str, count: int, logs: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> list[subprocess.Popen[bytes]]:
-    """Start `count` `sudoku-batch worker --concurrency 1` processes and wait until each beats."""
+    """Start `count` `sudoku-batch worker --concurrency 1 ARGS` processes and wait until each beats."""
     import redis
 
     procs: list[subprocess.Popen[bytes]] = []
@@ -245,6 +260,7 @@ def start_workers(
     for i in range(count):
         with open(logs / f"worker{i}.log", "wb") as log:
             cmd = [*cli_command(), "worker", "--broker", url, "--concurrency", "1", "--loglevel", "info"]
+            cmd += args
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO))
     client = redis.Redis.from_url(url)
     deadline = time.monotonic() + 120

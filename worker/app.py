@@ -8,6 +8,7 @@ deadlines). Each pool process warms the numba cache once, when it starts.
 
 from __future__ import annotations
 
+import logging
 import ssl
 from typing import Any
 
@@ -54,9 +55,12 @@ if settings.broker.startswith("rediss://") and "ssl_cert_reqs" not in settings.b
 
 @worker_init.connect
 def _warm_main(**_: Any) -> None:
-    """Load the compiled solvers in the main process, so forked pool processes start warm."""
+    """Load the compiled solvers in the main process, so forked pool processes start warm (and say so
+    in the log when a cold cache makes that a compile)."""
     from solvers.chunk import warm
+    from solvers.warm import COMPILE_NOTICE, on_first_compile
 
+    on_first_compile(lambda: logging.getLogger(__name__).warning(COMPILE_NOTICE))
     warm()
 
 
