@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import sys
@@ -27,7 +28,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from client.cli import EXIT_OK, UsageError, broker_url
@@ -35,6 +35,7 @@ from client.config import ClientSettings, mask_url
 
 if TYPE_CHECKING:
     from client.redis_store import RedisJobStore
+    from client.target import Target
     from solvers.generator import Options
     from solvers.puzzle import Box
 
@@ -210,22 +211,28 @@ class Tally:
 
 
 class Sink:
-    """The output files (puzzles, solutions, meta), written under temporary names and renamed at the end."""
+    """The output files (puzzles, solutions, meta): regular files under temporary names renamed at the end,
+    FIFOs and devices written straight through (`client.target.Target`)."""
 
     def __init__(self, output: str | None, solutions: str | None, meta: str | None) -> None:
-        self._files: list[tuple[TextIO, Path | None, Path | None]] = []  # (stream, temp, final)
-        self.puzzles = self._open(output)
-        self.solutions = self._open(solutions) if solutions else None
-        self.meta = self._open(meta) if meta else None
+        self._files: list[tuple[TextIO, Target | None]] = []
+        try:
+            self.puzzles = self._open(output)
+            self.solutions = self._open(solutions) if solutions else None
+            self.meta = self._open(meta) if meta else None
+        except BaseException:
+            self.close(False)
+            raise
 
     def _open(self, name: str | None) -> TextIO:
         if name in (None, "-"):
-            self._files.append((sys.stdout, None, None))
+            self._files.append((sys.stdout, None))
             return sys.stdout
-        final = Path(name)
-        temp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-        stream = temp.open("w", encoding="utf-8", newline="\n")
-        self._files.append((stream, temp, final))
+        from client.target import Target
+
+        target = Target(name)  # type: ignore[arg-type]
+        stream = io.TextIOWrapper(target.stream, encoding="utf-8", newline="\n", write_through=True)
+        self._files.append((stream, target))
         return stream
 
     def write(self, body: dict[str, Any]) -> None:
@@ -240,15 +247,12 @@ class Sink:
 
     def close(self, complete: bool) -> None:
         """Rename the files into place when complete; delete the partial ones otherwise."""
-        for stream, temp, final in self._files:
-            if temp is None or final is None:
-                stream.flush()
-                continue
-            stream.close()
-            if complete:
-                os.replace(temp, final)
-            else:
-                temp.unlink(missing_ok=True)
+        files, self._files = self._files, []
+        for stream, target in files:
+            stream.flush()
+            if target is not None:
+                stream.detach()  # the target closes the bytes stream itself
+                target.close(complete)
 
 
 def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:

@@ -14,6 +14,7 @@ from client.output import Output
 from client.progress import Progress
 from client.store import submission_state
 from client.summary import Summary
+from client.target import check_target
 
 
 def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -26,6 +27,11 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         sources = input_sources(args.inputs)
         if args.time_limit is not None and args.time_limit <= 0:
             raise UsageError("--time-limit must be positive")
+    if getattr(args, "output", None) not in (None, "-"):
+        try:
+            check_target(args.output)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     workers = getattr(args, "workers", None)
     if workers is not None and workers < 1:
         raise UsageError("--workers must be at least 1")

@@ -231,8 +231,10 @@ def test_a_collector_killed_mid_job_can_be_run_again_and_writes_each_puzzle_once
     collect.send_signal(signal.SIGKILL)
     collect.wait(10)
     assert not out.exists()  # a killed collector leaves no half file under the final name
+    assert [p.name for p in tmp_path.glob(".out.jsonl.*.part")]  # but its part file
     proc = run_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q", "--timeout", "30")
     assert proc.returncode == 0, proc.stderr
+    assert not list(tmp_path.glob(".out.jsonl.*")), "the re-run removes the part the killed one left"
     records = records_of(out)
     assert len(records) == len(puzzles)
     check_records(sorted(records, key=lambda r: r["index"]), puzzles)
