@@ -30,7 +30,7 @@ from client.transport import (
     Transport,
     default_workers,
 )
-from solvers.chunk import ChunkTask
+from solvers.chunk import MAX_TIME_LIMIT_S, ChunkTask
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -97,8 +97,8 @@ class BatchClient:
         someone collects); `submit` without a collector needs it off.
         """
         as_box(box)  # a bad box shape is the caller's error, raised here
-        if time_limit is not None and time_limit <= 0:
-            raise ValueError("time_limit must be positive")
+        if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
+            raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
         if self.embedded:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []

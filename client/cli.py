@@ -132,6 +132,23 @@ def broker_url(args: argparse.Namespace, settings: ClientSettings, required: boo
     return url
 
 
+def check_seconds(flag: str, value: float | None, most: float) -> None:
+    """UsageError unless `value` (given as `flag`) is None or seconds in (0, `most`] (nan and inf are not)."""
+    if value is not None and not 0 < value <= most:  # false for nan as well
+        raise UsageError(f"{flag} {value:g}: must be above 0 and at most {most:g} seconds")
+
+
+def check_processes(flag: str, value: int | None) -> None:
+    """UsageError unless `value` (given as `flag`) is None or a process count this machine can run."""
+    from client.transport import check_workers
+
+    if value is not None:
+        try:
+            check_workers(value)
+        except ValueError as exc:
+            raise UsageError(f"{flag} {exc}") from None
+
+
 def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.batch import BatchClient
 
@@ -208,10 +225,9 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Replace this process by a Celery worker (`celery -A worker.app worker`) for the broker."""
     from client.redis_store import connect
 
+    check_processes("--concurrency", args.concurrency)
     url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
     connect(url, settings).close()  # fail fast, in one line, if the broker is not there
-    if args.concurrency is not None and args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
     argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]
     argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]

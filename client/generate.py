@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from client.cli import EXIT_OK, UsageError, broker_url
+from client.cli import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ def build_request(args: argparse.Namespace) -> Request:
     ):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1")
+    check_processes("--workers", args.workers)
     paths = [p for p in (args.output, args.solutions, args.meta) if p not in (None, "-")]
     if len({os.path.abspath(p) for p in paths}) < len(paths):
         raise UsageError("-o, --solutions and --meta must be different files")

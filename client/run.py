@@ -7,7 +7,16 @@ import sys
 import time
 
 from client.batch import BatchClient, Job
-from client.cli import EXIT_FAILED, EXIT_OK, UsageError, broker_url, input_sources, resume_command
+from client.cli import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    broker_url,
+    check_processes,
+    check_seconds,
+    input_sources,
+    resume_command,
+)
 from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.output import Output
@@ -15,6 +24,9 @@ from client.progress import Progress
 from client.store import submission_state
 from client.summary import Summary
 from client.target import check_target
+from solvers.chunk import MAX_TIME_LIMIT_S
+
+MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 
 
 def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -25,16 +37,16 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if not args.inputs and not resume:
             raise UsageError(f"{args.command} needs at least one INPUT")
         sources = input_sources(args.inputs)
-        if args.time_limit is not None and args.time_limit <= 0:
-            raise UsageError("--time-limit must be positive")
+        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
+    else:
+        check_seconds("--timeout", args.timeout, MAX_WAIT_S)
     if getattr(args, "output", None) not in (None, "-"):
         try:
             check_target(args.output)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     workers = getattr(args, "workers", None)
-    if workers is not None and workers < 1:
-        raise UsageError("--workers must be at least 1")
+    check_processes("--workers", workers)
     client = BatchClient(url, workers=workers, settings=settings)
     try:
         if args.command == "collect":

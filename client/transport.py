@@ -67,7 +67,11 @@ class LocalPool:
     """
 
     def __init__(self, workers: int) -> None:
-        self.workers = max(1, workers)
+        try:
+            check_workers(workers)
+        except ValueError as exc:
+            raise ValueError(f"workers {exc}") from None
+        self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
 
     @property
@@ -211,3 +215,38 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+PROCESSES_PER_CORE = 4  # more processes than this per core only add memory and switching, never speed
+PROCESS_MB = 128  # memory one warm solver process may take (~85 MB resident measured, with headroom)
+
+
+def max_workers() -> int:
+    """The most solver processes this machine can use: `PROCESSES_PER_CORE` per core, as many as its
+    available memory holds (`PROCESS_MB` each), and at least one."""
+    by_memory = available_mb() // PROCESS_MB
+    return max(1, min(PROCESSES_PER_CORE * default_workers(), by_memory))
+
+
+def available_mb() -> int:
+    """Memory available for new processes (MemAvailable, MB); a large number when it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 30
+
+
+def check_workers(workers: int) -> None:
+    """Raise ValueError (one line) unless `workers` local processes is between 1 and `max_workers()`."""
+    if workers < 1:
+        raise ValueError("must be at least 1")
+    most = max_workers()
+    if workers > most:
+        raise ValueError(
+            f"{workers} is more processes than this machine can use: at most {most} "
+            f"({default_workers()} cores, {available_mb():,} MB available)"
+        )

@@ -39,6 +39,7 @@ MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends 
 MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
 MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
 MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
+MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
 Runs = list[tuple[int, int]]
 
 
@@ -56,7 +57,7 @@ class ChunkTask(BaseModel):
     puzzles: str = Field(max_length=MAX_TASK_CHARS)  # the puzzle texts joined by "\n"
     spans: list[int] | None = Field(default=None, max_length=MAX_CHUNK_PUZZLES)  # rows per multi-row puzzle
     box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
-    time_limit: float | None = Field(default=None, gt=0, le=86400)
+    time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     seed: int = Field(default=0, ge=0, lt=2**63)
 

@@ -1,4 +1,4 @@
-"""Output targets: a FIFO or a symlink is never replaced by a regular file; stale `.part` files are removed."""
+"""Output targets: a FIFO or a symlink is never replaced by a regular file; stale `.part` files go."""
 
 from __future__ import annotations
 
