@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 TASK_NAME = "sudoku_batch.generate_chunk"  # the worker's task (worker/tasks.py), sent by name
 MAX_SEED = 2**63 - 1
+MAX_COUNT = 10**9  # puzzles of one run
+MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
 WARN_NO_WORKER_S = 10.0  # broker mode: say so on stderr when nothing arrives and no worker beats
 
 
@@ -116,6 +118,7 @@ class Request:
 
 def build_request(args: argparse.Namespace) -> Request:
     """Check the command line (UsageError, exit 2, for anything the user must fix) and plan the chunks."""
+    from solvers.generate_task import MAX_ATTEMPTS, max_chunk_size
     from solvers.generator import Options, default_chunk_size, plan_chunks, random_seed
     from solvers.puzzle import Box
 
@@ -123,6 +126,10 @@ def build_request(args: argparse.Namespace) -> Request:
         raise UsageError("--clues and --min-clues exclude each other: ask for a count or for minimal puzzles")
     if args.count < 1:
         raise UsageError("--count must be at least 1")
+    if args.count > MAX_COUNT:
+        raise UsageError(f"--count {args.count}: at most {MAX_COUNT:,} puzzles a run")
+    if args.attempts is not None and args.attempts > MAX_ATTEMPTS:
+        raise UsageError(f"--attempts {args.attempts}: at most {MAX_ATTEMPTS:,}")
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}")
     for flag, value in (
@@ -152,7 +159,16 @@ def build_request(args: argparse.Namespace) -> Request:
     except ValueError as exc:  # PuzzleError too
         raise UsageError(str(exc)) from None
     seed = args.seed if args.seed is not None else random_seed()
-    size = args.chunk_size or default_chunk_size(box, options)
+    most = max_chunk_size(box, options.attempts)  # what workers accept (`GenerateTask`)
+    if args.chunk_size is not None and args.chunk_size > most:
+        raise UsageError(
+            f"--chunk-size {args.chunk_size}: at most {most:,} puzzles of {box} with these options"
+        )
+    size = args.chunk_size or min(default_chunk_size(box, options), most)
+    if -(-args.count // size) > MAX_CHUNKS:
+        raise UsageError(
+            f"--count {args.count} in chunks of {size}: over {MAX_CHUNKS:,} chunks; raise --chunk-size"
+        )
     return Request(
         box, args.count, seed, args.seed is not None, options, size, plan_chunks(args.count, seed, size)
     )
@@ -439,16 +455,20 @@ def broker_chunks(
 
 def _sender(app: Any, url: str, settings: ClientSettings, job: str, req: Request) -> Callable[[int], None]:
     """A function sending chunk `i` of the plan to the workers' queue by task name (JSON kwargs)."""
-    options = req.options.to_dict()
+    from solvers.generate_task import GenerateOptions, GenerateTask
+
+    options = GenerateOptions.model_validate(req.options.to_dict())
     box = f"{req.box.rows}x{req.box.cols}"
 
     def send(i: int) -> None:
         _, size, seed = req.plan[i]
-        task = {"job": job, "chunk": i, "box": box, "count": size, "seed": seed, "options": options}
+        task = GenerateTask(
+            job=job, chunk=i, box=box, count=size, seed=seed, options=options
+        )  # as checked there
         try:
             app.send_task(
                 TASK_NAME,
-                kwargs={"task": task},
+                kwargs={"task": task.model_dump(mode="json")},
                 queue=settings.queue,
                 retry=True,
                 retry_policy={

@@ -75,7 +75,7 @@ class JobStore(ABC):
 
     @abstractmethod
     def update(self, job: str, fields: dict[str, str]) -> None:
-        """Set some metadata fields."""
+        """Set some metadata fields of an existing job (nothing when it is gone: purged or expired)."""
 
     @abstractmethod
     def claim(self, job: str) -> str:
@@ -233,7 +233,8 @@ class MemoryStore(JobStore):
 
     def update(self, job: str, fields: dict[str, str]) -> None:
         with self._cond:
-            self._meta.setdefault(job, {}).update(fields)
+            if job in self._meta:
+                self._meta[job].update(fields)
             self._cond.notify_all()
 
     def claim(self, job: str) -> str:
