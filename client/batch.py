@@ -47,8 +47,12 @@ class BatchClient:
         *,
         workers: int | None = None,
         settings: ClientSettings | None = None,
+        daemon: bool = False,
     ) -> None:
+        """`daemon`: producer threads do not keep the process alive (the CLI: a failure or an interrupt
+        ends the command at once; a script that only submits then waits with `Job.wait_submitted`)."""
         self.settings = settings or ClientSettings()
+        self.daemon = daemon
         url = broker_url if broker_url is not None else self.settings.broker
         self.url = url or None
         self.workers = workers or default_workers()
@@ -212,6 +216,10 @@ class BatchClient:
             self._live = (time.monotonic(), count)
         return max(4, 2 * count + 2)
 
+    def kill(self) -> None:
+        """Kill the local worker processes now, dropping the chunks they solve (an interrupted command)."""
+        self.pool.kill()
+
     def close(self) -> None:
         """Stop the local worker processes and release the broker connection."""
         self.pool.close()
@@ -309,7 +317,7 @@ class Job:
         self._producer = producer
         if producer is not None:
             self._thread = threading.Thread(
-                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}"
+                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
             )
             self._thread.start()
 
@@ -367,13 +375,17 @@ class Job:
             for line in result.lines()[start:stop]:
                 yield Record.from_json(line)
 
-    def cancel(self) -> None:
-        """Stop reading input (the job is marked failed); results already stored stay until purged."""
-        if self._producer is not None:
-            self._producer.stopping.set()
-        if self._thread is not None:
-            self._thread.join(30)
+    def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
+        """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.
 
-    def purge(self) -> int:
-        """Delete the job's data from the store."""
-        return self.client.store.purge(self.id)
+        `fail` marks the job failed; without it the job stays as it is and a resume can go
+        on from its checkpoint (broker mode).
+        """
+        if self._producer is not None:
+            self._producer.stop(fail)
+        if self._thread is not None:
+            self._thread.join(wait)
+
+    def purge(self, *, stop: bool = True) -> int:
+        """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""
+        return self.client.store.purge(self.id, stop=stop)

@@ -1,14 +1,19 @@
-"""`sudoku-batch`: solve, submit, collect, status, worker, purge, generate (exit 0 ok, 1 failed, 2 usage)."""
+"""`sudoku-batch`: solve, submit, collect, status, worker, purge, generate.
+
+Exit 0 ok, 1 failed, 2 usage; interrupted by a signal: 128 + its number (Ctrl-C 130, SIGTERM 143).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
+from client.interrupts import exit_code, handled
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -86,6 +91,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (errors are one line on stderr, never a traceback)."""
     args = parser().parse_args(argv)
     settings = ClientSettings()
+    with handled():  # SIGINT, SIGTERM, SIGHUP: Interrupted, in the main thread
+        try:
+            return _run(args, settings)
+        except KeyboardInterrupt as exc:  # arrived as the command was already ending
+            return exit_code(exc)
+
+
+def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Dispatch the command; errors are one line on stderr, an interrupt exits 128 + the signal."""
     try:
         if args.command in ("solve", "submit", "collect"):
             from client.run import run_command
@@ -108,9 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_FAILED
+    except KeyboardInterrupt as exc:
+        code = exit_code(exc)
+        print(f"sudoku-batch: interrupted ({signal.Signals(code - 128).name}), exit {code}", file=sys.stderr)
+        return code
     except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
         if os.environ.get("SUDOKU_BATCH_DEBUG"):
             raise

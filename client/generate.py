@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from client.cli import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
+from client.notice import NoWorkerNotice
 
 if TYPE_CHECKING:
     from client.redis_store import RedisJobStore
@@ -43,7 +44,6 @@ TASK_NAME = "sudoku_batch.generate_chunk"  # the worker's task (worker/tasks.py)
 MAX_SEED = 2**63 - 1
 MAX_COUNT = 10**9  # puzzles of one run
 MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
-WARN_NO_WORKER_S = 10.0  # broker mode: say so on stderr when nothing arrives and no worker beats
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -363,13 +363,6 @@ def _level_rank(name: str) -> int:
     return LEVEL_NAMES.index(name) if name in LEVEL_NAMES else len(LEVEL_NAMES)
 
 
-def _ignore_sigint() -> None:
-    """Local processes leave Ctrl-C to the parent, which stops the pool."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def warm(box: Box) -> None:
     """Load the generator's compiled kernels here, so forked processes start warm (~0.2 CPU s each saved).
 
@@ -398,10 +391,16 @@ def local_chunks(req: Request, workers: int) -> Iterator[tuple[int, dict[str, An
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from client.processes import die_with_parent, kill_pool
+
     warm(req.box)
     pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_sigint
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
     )
+    done = False
     try:
         futures: list[tuple[int, Future[dict[str, Any]]]] = []
         sent = 0
@@ -413,8 +412,12 @@ def local_chunks(req: Request, workers: int) -> Iterator[tuple[int, dict[str, An
             size, future = futures[i]
             futures[i] = (size, None)  # type: ignore[assignment] # written: let the body go
             yield size, future.result()
+        done = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if done:
+            pool.shutdown(wait=True)
+        else:  # closed early (an error, an interrupt): the chunks in flight are not wanted
+            kill_pool(pool)
 
 
 def broker_chunks(
@@ -443,13 +446,15 @@ def broker_chunks(
     )
     app = celery_app(url, settings)
     send = _sender(app, url, settings, job, req)
+    complete = False
     try:
         yield from _gather(store, job, req, send, settings.poll_interval, settings.resend_after)
+        complete = True
     except redis.RedisError as exc:
         raise ConnectionError(f"lost the broker {mask_url(url)}: {exc}") from None
     finally:
         with contextlib.suppress(redis.RedisError):  # else the results expire on their own (job TTL)
-            store.purge(job)
+            store.purge(job, stop=not complete)  # cut short: workers still making chunks stop
         app.close()
 
 
@@ -462,9 +467,7 @@ def _sender(app: Any, url: str, settings: ClientSettings, job: str, req: Request
 
     def send(i: int) -> None:
         _, size, seed = req.plan[i]
-        task = GenerateTask(
-            job=job, chunk=i, box=box, count=size, seed=seed, options=options
-        )  # as checked there
+        task = GenerateTask(job=job, chunk=i, box=box, count=size, seed=seed, options=options)
         try:
             app.send_task(
                 TASK_NAME,
@@ -504,7 +507,7 @@ def _gather(
     sent = written = cursor = 0
     live, live_checked = 0, -1e9
     last_arrival = last_sweep = time.monotonic()
-    warned = False
+    notice = NoWorkerNotice(lambda: live, after=store.settings.no_worker_notice_s)
     while written < total:
         now = time.monotonic()
         if now - live_checked > 5.0:
@@ -533,9 +536,7 @@ def _gather(
                 yield req.plan[written][1], pending.pop(written)
                 written += 1
             continue
-        if not warned and live == 0 and now - last_arrival > WARN_NO_WORKER_S:
-            print(f"waiting: no live worker on the broker for {WARN_NO_WORKER_S:g} s", file=sys.stderr)
-            warned = True
+        notice.check()
         if now - last_arrival >= resend_after and now - last_sweep >= resend_after:
             last_sweep = now
             _resend_lost(store, job, waiting, send, resend_after)

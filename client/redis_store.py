@@ -263,16 +263,18 @@ class RedisJobStore(JobStore):
         current = self.r.hgetall(current_key(self.prefix))
         return {_s(v) for w, v in current.items() if _s(w) in live}
 
-    def purge(self, job: str) -> int:
+    def purge(self, job: str, *, stop: bool = True) -> int:
         """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.
 
-        The stop key goes first (it expires by itself after `stop_ttl` s): workers solving
-        a chunk of the job stop at their solvers' next slice, and every writer checks it
-        (under WATCH) before writing, so nothing of the job is written again. A chunk
-        still queued finds no metadata when it runs and is dropped unsolved.
+        With `stop` the stop key goes first (it expires by itself after `stop_ttl` s): workers
+        solving a chunk of the job stop at their solvers' next slice, and every writer checks
+        it (under WATCH) before writing, so nothing of the job is written again. A chunk
+        still queued finds no metadata when it runs and is dropped unsolved. A complete job
+        (nothing runs) is purged without it: then no key of it is left at all.
         """
         k = self.keys(job)
-        self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))
+        if stop:
+            self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))
         meta = self.meta(job)
         arrived = [int(c) for c in self.r.lrange(k.arrivals, 0, -1)]
         chunks = max(

@@ -142,8 +142,12 @@ class JobStore(ABC):
         """Name the worker processes seen recently."""
 
     @abstractmethod
-    def purge(self, job: str) -> int:
-        """Delete everything of a job; return how many keys (or entries) went."""
+    def purge(self, job: str, *, stop: bool = True) -> int:
+        """Delete everything of a job; return how many keys (or entries) went.
+
+        `stop` (broker): workers still solving the job stop and write nothing more (a short-lived
+        stop key outlives the rest); a job known to be complete needs none.
+        """
 
     def status(self, job: str) -> JobStatus:
         """Summarise a job's progress from its metadata and chunk statistics."""
@@ -314,7 +318,7 @@ class MemoryStore(JobStore):
     def live_workers(self) -> list[str]:
         return list(self.workers)
 
-    def purge(self, job: str) -> int:
+    def purge(self, job: str, *, stop: bool = True) -> int:
         with self._cond:
             found = job in self._meta
             for table in (self._meta, self._results, self._stats, self._arrivals, self._hint, self._tokens):

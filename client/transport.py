@@ -15,8 +15,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from client.config import ClientSettings, mask_url
+from client.processes import die_with_parent, kill_pool
 from client.store import JobStore
 from solvers.chunk import TASK_NAME, ChunkResult, ChunkTask, failed_chunk, solve_chunk
+from solvers.stop import new_flag, raise_flag
 
 INLINE_BYTES = 8192  # an embedded job this small is solved in-process: no pool to start
 
@@ -30,6 +32,9 @@ class Transport(ABC):
 
     def close(self) -> None:  # noqa: B027 - most transports hold nothing to release
         """Release processes and connections."""
+
+    def stop(self) -> None:  # noqa: B027 - only a transport solving in this process has work to stop
+        """Make work this transport runs in the calling process give up at its solvers' next slice."""
 
     @property
     def broken(self) -> str | None:
@@ -48,13 +53,11 @@ def _solve_payload(payload: str | ChunkTask) -> bytes:
     return solve_chunk(task).encode()
 
 
-def _init_process() -> None:
-    """Warm the compiled solvers once per local worker process; leave Ctrl-C to the parent."""
-    import signal
-
+def _init_process(parent: int) -> None:
+    """Die with the parent, leave interrupts to it, and warm the compiled solvers once per local process."""
     from solvers.chunk import warm
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
     warm()
 
 
@@ -87,7 +90,9 @@ class LocalPool:
 
         warm()
         ctx = multiprocessing.get_context("fork")
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_process)
+        self._pool = ProcessPoolExecutor(
+            self.workers, mp_context=ctx, initializer=_init_process, initargs=(os.getpid(),)
+        )
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
 
     def submit(self, payload: str | ChunkTask) -> Future[bytes]:
@@ -96,10 +101,16 @@ class LocalPool:
         return self._pool.submit(_solve_payload, payload)
 
     def close(self) -> None:
-        """Stop the processes (pending chunks are cancelled)."""
+        """Stop the processes (pending chunks are cancelled, running ones finish)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def kill(self) -> None:
+        """Kill the processes now, dropping the chunks they are solving (an interrupted command)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            kill_pool(pool)
 
 
 class LocalTransport(Transport):
@@ -114,10 +125,13 @@ class LocalTransport(Transport):
         self.job = job
         self.pool = pool
         self._broken: str | None = None
+        self._stop = new_flag()  # raised by `stop`: in-process solving gives up
 
     def send(self, task: ChunkTask) -> None:
         if not self.pool.started:
-            self.store.put_result(self.job, solve_chunk(task))
+            result = solve_chunk(task, self._stop)
+            if not self._stop[0]:
+                self.store.put_result(self.job, result)
             return
         future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
@@ -135,6 +149,9 @@ class LocalTransport(Transport):
     @property
     def broken(self) -> str | None:
         return self._broken
+
+    def stop(self) -> None:
+        raise_flag(self._stop)
 
 
 def celery_app(url: str, settings: ClientSettings) -> Any:
