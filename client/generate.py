@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from client.cli import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
+from client.target import FLUSH_S
 
 if TYPE_CHECKING:
     from client.redis_store import RedisJobStore
@@ -233,6 +234,7 @@ class Sink:
 
     def __init__(self, output: str | None, solutions: str | None, meta: str | None) -> None:
         self._files: list[tuple[TextIO, Target | None]] = []
+        self._flushed = time.monotonic()
         try:
             self.puzzles = self._open(output)
             self.solutions = self._open(solutions) if solutions else None
@@ -253,7 +255,7 @@ class Sink:
         return stream
 
     def write(self, body: dict[str, Any]) -> None:
-        """Append one chunk's lines to every file (line-aligned)."""
+        """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S."""
         if not body["n"]:
             return
         self.puzzles.write("\n".join(body["puzzles"]) + "\n")
@@ -261,6 +263,13 @@ class Sink:
             self.solutions.write("\n".join(body["solutions"]) + "\n")
         if self.meta is not None:
             self.meta.write("\n".join(body["meta"]) + "\n")
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            for stream, target in self._files:
+                stream.flush()
+                if target is not None:
+                    target.stream.flush()
+            self._flushed = now
 
     def close(self, complete: bool) -> None:
         """Rename the files into place when complete; delete the partial ones otherwise."""

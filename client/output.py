@@ -13,11 +13,12 @@ import csv
 import io
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from client.target import Target
+from client.target import FLUSH_S, Target
 from solvers.chunk import ChunkResult
 from solvers.chunk_records import FIELDS
 
@@ -67,9 +68,11 @@ class Output:
             self._target = Target(self.path)
             self.stream = self._target.stream
         self._csv_header = False
+        self._flushed = time.monotonic()
 
     def write(self, result: ChunkResult, start: int, stop: int) -> None:
-        """Write records `start:stop` of a chunk result."""
+        """Write records `start:stop` of a chunk result (flushed at least every FLUSH_S: a reader,
+        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time)."""
         if stop <= start:
             return
         if self.fmt == "jsonl":
@@ -78,8 +81,12 @@ class Output:
                 self.stream.write(b"\n")
             else:
                 self.stream.write(b"\n".join(result.lines()[start:stop]) + b"\n")
-            return
-        self._write_csv(result.lines()[start:stop])
+        else:
+            self._write_csv(result.lines()[start:stop])
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            self.stream.flush()
+            self._flushed = now
 
     def _write_csv(self, lines: list[bytes]) -> None:
         text = io.StringIO()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 PART_SUFFIX = ".part"
+FLUSH_S = 1.0  # writers flush at least this often: whoever reads the output sees results as they come
 
 
 class Target:
