@@ -6,16 +6,20 @@ Each test ends by checking that the workers still solve a normal job.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 import redis
 
-from tests.conftest import SAMPLE, cli_command
+from tests.conftest import SAMPLE, RedisServer, check_records, cli_command, start_workers, stop_all
 
 STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
+EASY = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 ONE_PER_CHUNK = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": "82"}  # one 9x9 puzzle per chunk
 
 
@@ -87,4 +91,131 @@ def test_a_purge_stops_the_workers_solving_the_job_and_no_key_of_it_survives(wor
     status = run_cli("status", job, "--broker", workers)
     assert status.returncode == 1 and "no such job" in status.stderr
     still_solves_a_normal_job(workers, tmp_path)
+    client.close()
+
+
+@pytest.fixture
+def lonely_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of the test with no worker on it."""
+    server = RedisServer(tmp_path_factory.mktemp("lonely-redis"), appendonly=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def big_corpus(tmp_path, n: int = 20000):
+    """Enough 9x9 puzzles that the producer waits for room in its window of chunks."""
+    path = tmp_path / "big.txt"
+    path.write_text("\n".join((EASY * (n // len(EASY) + 1))[:n]) + "\n")
+    return path
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_solve_whose_job_is_purged_ends_within_seconds_and_leaves_no_key(lonely_redis, tmp_path):
+    client = redis.Redis.from_url(lonely_redis.url)
+    proc = subprocess.Popen(
+        [
+            *cli_command(),
+            "solve",
+            str(big_corpus(tmp_path)),
+            "--broker",
+            lonely_redis.url,
+            "-o",
+            str(tmp_path / "o"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 50)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (jobs := client.keys("sbatch:job:*:meta")):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        job = jobs[0].decode().split(":")[2]
+        time.sleep(1.5)  # the producer fills its window and waits for room, beating every second
+        assert run_cli("purge", job, "--broker", lonely_redis.url).returncode == 0
+        _, err = proc.communicate(timeout=10)  # generous: every failure path ends within seconds
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and f"error: job {job}: no job {job}" in err, err
+    time.sleep(1.5)  # a producer left running would beat again within a second
+    assert [k for k in client.keys(f"sbatch:job:{job}:*") if not k.endswith(b":stop")] == []
+    client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_solve_with_no_live_worker_says_so_with_the_command_that_starts_one_and_keeps_waiting(
+    lonely_redis, tmp_path
+):
+    proc = subprocess.Popen(
+        [*cli_command(), "solve", str(SAMPLE), "--broker", lonely_redis.url, "-o", str(tmp_path / "o.jsonl")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SUDOKU_BATCH_NO_WORKER_NOTICE_S": "2"},
+    )
+    try:
+        time.sleep(8)
+        assert proc.poll() is None, "it must keep waiting"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    notice = "waiting: no live worker on the broker for 2 s; start one: sudoku-batch worker --broker URL"
+    assert err.splitlines().count(notice) == 1, err
+    workers = start_workers(lonely_redis.url, 1, tmp_path)
+    try:  # the job goes on once a worker starts: collect it as the interrupt said
+        job = next(ln.split()[1] for ln in err.splitlines() if ln.endswith("goes on without this command"))
+        out = tmp_path / "o.jsonl"
+        done = run_cli("collect", job, "--broker", lonely_redis.url, "-o", str(out), "--timeout", "60")
+        assert done.returncode == 0, done.stderr
+        assert len(out.read_text().splitlines()) == len(EASY)
+    finally:
+        stop_all(workers)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
+    client = redis.Redis.from_url(workers)
+    puzzles = (EASY * 30)[:3000]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    out = tmp_path / "out.jsonl"
+    small = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 40)}
+    solve = subprocess.Popen(
+        [*cli_command(), "solve", str(path), "--broker", workers, "-o", str(out), "--ordered", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **small},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not [p for p in tmp_path.glob(".out.jsonl.*.part") if p.stat().st_size]:  # results collected
+            assert time.monotonic() < deadline and solve.poll() is None
+            time.sleep(0.05)
+    finally:
+        solve.kill()
+        solve.communicate(timeout=30)
+    (job,) = {k.decode().split(":")[2] for k in client.keys("sbatch:job:*:meta")}
+    deadline = time.monotonic() + 30
+    while json.loads(run_cli("status", job, "--broker", workers, "--json").stdout)["submission"] == "running":
+        assert time.monotonic() < deadline, "the killed producer still counts as running"
+        time.sleep(0.5)
+    status = run_cli("status", job, "--broker", workers)
+    for line in status.stdout.splitlines():  # the advice: resume the submission, then collect
+        if "resume it: " in line:
+            resume = line.split("resume it: ", 1)[1].replace("URL", workers).split()
+            done = run_cli(*resume[1:], env=small)
+            assert done.returncode == 0, done.stderr
+    done = run_cli("collect", job, "--broker", workers, "-o", str(out), "--ordered", "-q", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    check_records([json.loads(line) for line in out.read_text().splitlines()], puzzles)
+    assert run_cli("purge", job, "--broker", workers).returncode == 0
     client.close()
