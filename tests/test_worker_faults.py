@@ -219,3 +219,57 @@ def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
     check_records([json.loads(line) for line in out.read_text().splitlines()], puzzles)
     assert run_cli("purge", job, "--broker", workers).returncode == 0
     client.close()
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid` (from /proc)."""
+    path = f"/proc/{pid}/task/{pid}/children"
+    return [int(c) for c in open(path).read().split()] if os.path.exists(path) else []
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_a_worker_survives_a_full_redis_says_so_and_goes_on_when_there_is_room(tmp_path_factory, tmp_path):
+    server = RedisServer(
+        tmp_path_factory.mktemp("full-redis"), "--maxmemory", "8mb", "--maxmemory-policy", "noeviction",
+        appendonly=False,
+    )  # fmt: skip
+    server.start()
+    logs = tmp_path_factory.mktemp("full-workers")
+    (worker,) = start_workers(server.url, 1, logs)
+    client = redis.Redis.from_url(server.url)
+    try:
+        paused = [worker.pid, *children(worker.pid)]
+        for pid in paused:  # the job waits in the queue while Redis fills up
+            os.kill(pid, signal.SIGSTOP)
+        submitted = run_cli("submit", str(SAMPLE), "--broker", server.url)
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.strip()
+        junk = 0
+        with pytest.raises(redis.OutOfMemoryError):
+            while True:
+                client.set(f"junk:{junk}", b"x" * 10_000)
+                junk += 1
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
+        log = logs / "worker0.log"
+        deadline = time.monotonic() + 60
+        while "Redis is full (maxmemory)" not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline and worker.poll() is None, log.read_text(errors="replace")[
+                -3000:
+            ]
+            time.sleep(0.2)
+        time.sleep(3)  # it keeps trying: and lives
+        text = log.read_text(errors="replace")
+        assert worker.poll() is None and "Traceback" not in text and "Unrecoverable" not in text, text[-3000:]
+        client.delete(*[f"junk:{i}" for i in range(junk)])  # room again
+        out = tmp_path / "out.jsonl"
+        done = run_cli("collect", job, "--broker", server.url, "-o", str(out), "--ordered", "--timeout", "60")
+        assert done.returncode == 0, done.stderr
+        assert len(out.read_text().splitlines()) == len(EASY)
+        still_solves_a_normal_job(server.url, tmp_path)
+        assert worker.poll() is None and "Traceback" not in log.read_text(errors="replace")
+    finally:
+        stop_all([worker])
+        client.close()
+        server.stop()

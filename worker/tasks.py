@@ -41,6 +41,7 @@ from solvers.generator import generate_chunk, render_lines
 from solvers.result import Status
 from solvers.stop import StopPoller
 from worker.app import app, settings
+from worker.broker import say_full
 
 log = logging.getLogger(__name__)
 TASK_OPTIONS: dict[str, Any] = {  # both tasks: results go to the job's keys, a lost worker redelivers
@@ -71,6 +72,7 @@ def store_client() -> redis.Redis:
 
 
 ANSWER_ONCE_TRIES = 50  # compare-and-set rounds for a failure answer before it is written regardless
+ROOM_POLL_S = 1.0  # seconds between writes tried while Redis is full
 
 
 def store_result(client: Any, result: ChunkResult, ttl: int, keep_answer: bool = False) -> bool:
@@ -98,10 +100,12 @@ def write_unless_stopped(
     deleting anything) and of the stats hash makes a change in between abort the EXEC,
     and the next round sees it. Other chunks' results landing in the stats hash retry the
     round; after ANSWER_ONCE_TRIES busy rounds the answer check is dropped (an answer,
-    even a failure, beats a chunk never answered) but never the stop check.
+    even a failure, beats a chunk never answered) but never the stop check. A full Redis
+    (`maxmemory`, `noeviction`) is waited out: one log line, a try every ROOM_POLL_S.
     """
-    for round_ in range(ANSWER_ONCE_TRIES + 1):
-        check = unanswered if round_ < ANSWER_ONCE_TRIES else None
+    busy = 0
+    while busy <= ANSWER_ONCE_TRIES:
+        check = unanswered if busy < ANSWER_ONCE_TRIES else None
         with client.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(keys.stop, *([keys.stats] if check is not None else []))
@@ -112,9 +116,15 @@ def write_unless_stopped(
                 pipe.multi()
                 for command in commands:
                     pipe.execute_command(*command)
-                return list(pipe.execute())
+                replies = list(pipe.execute())
             except redis.WatchError:
+                busy += 1
                 continue
+            except redis.OutOfMemoryError:
+                say_full(f"results wait for room (a try every {ROOM_POLL_S:g} s)")
+                time.sleep(ROOM_POLL_S)
+                continue
+        return replies
     return None  # the stop key kept changing: a purge is under way
 
 
@@ -143,7 +153,8 @@ def handle(payload: dict[str, Any], client: Any) -> int:
         task = outbox_task(client, keys, ref)
     if task is None:
         return 0
-    client.hset(current_key(settings.key_prefix), worker_name(), f"{job}:{chunk}")
+    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the orphan sweep: no room, no harm
+        client.hset(current_key(settings.key_prefix), worker_name(), f"{job}:{chunk}")
     try:
         failure = attempts > settings.max_attempts
         if failure:
@@ -196,18 +207,38 @@ def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
 
 
 @app.task(name=TASK_NAME, **TASK_OPTIONS)
-def solve_chunk_task(task: dict[str, Any]) -> int:
-    """Celery entry point (by name); see `handle`. Malformed messages and keys: one log line each."""
+def solve_chunk_task(*args: Any, **kwargs: Any) -> int:
+    """Celery entry point (by name): `task=` a ChunkRef or ChunkTask; see `handle`.
+
+    Whatever a message holds, a refusal is one log line that echoes none of it: other
+    arguments, a malformed task, an outbox entry that is not a task, a key of the job of
+    the wrong type.
+    """
     try:
-        return handle(task, store_client())
+        return handle(only_task(args, kwargs), store_client())
+    except BadArguments as exc:
+        log.error("dropping a malformed chunk message: %s", exc)
     except ValidationError as exc:
-        log.error(
-            "dropping a malformed chunk message: %s", validation_reasons(exc)[:500]
-        )  # no payload echoed
-        return 0
+        log.error("dropping a malformed chunk message: %s", validation_reasons(exc)[:500])
     except (ValueError, KeyError, TypeError) as exc:  # an outbox entry that is not a task
         log.error("dropping a chunk whose outbox entry is malformed: %s", one_line(exc))
-        return 0
+    except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
+        log.error("dropping a chunk whose job keys are not the pipeline's: %s", one_line(exc))
+    return 0
+
+
+class BadArguments(ValueError):
+    """A task message whose arguments are not the one task (keyword `task`, or alone positionally)."""
+
+
+def only_task(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The one argument of a message, `task` (BadArguments, one line, for anything else)."""
+    if len(args) == 1 and not kwargs:
+        return args[0]
+    if args or set(kwargs) != {"task"}:
+        names = ", ".join(sorted(map(str, kwargs)))[:100] or "none"
+        raise BadArguments(f"expected one argument, task; got {len(args)} positional and keywords: {names}")
+    return kwargs["task"]
 
 
 def validation_reasons(exc: ValidationError) -> str:
@@ -250,7 +281,8 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
     attempts = count_delivery(client, keys, task.chunk)
     if attempts is None:
         return 0  # purged or expired: nobody is waiting for this chunk
-    client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}")  # being made
+    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the orphan sweep: no room, no harm
+        client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}")
     try:
         start = time.process_time()
         body: dict[str, Any] = {"n": 0, "puzzles": [], "solutions": [], "meta": [], "error": None}
@@ -293,13 +325,17 @@ def _store_generated(client: Any, keys: JobKeys, chunk: int, body: dict[str, Any
 
 
 @app.task(name=GENERATE_TASK_NAME, **TASK_OPTIONS)
-def generate_chunk_task(task: dict[str, Any]) -> int:
-    """Celery entry point (by name); see `handle_generate`. Malformed messages: one log line each."""
+def generate_chunk_task(*args: Any, **kwargs: Any) -> int:
+    """Celery entry point (by name): `task=` a GenerateTask; see `handle_generate`. Refusals: one log line."""
     try:
-        return handle_generate(task, store_client())
+        return handle_generate(only_task(args, kwargs), store_client())
     except ValidationError as exc:
         log.error("dropping a malformed generate message: %s", validation_reasons(exc)[:500])
-        return 0
+    except BadArguments as exc:
+        log.error("dropping a malformed generate message: %s", exc)
+    except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
+        log.error("dropping a generate chunk whose job keys are not the pipeline's: %s", one_line(exc))
+    return 0
 
 
 def beat(client: Any, name: str) -> None:
@@ -324,8 +360,8 @@ def start_heartbeat() -> None:
                     last_sweep = time.monotonic()
                     try:
                         restore_orphans(store_client())
-                    except Exception:  # noqa: BLE001 - the beat must go on whatever the sweep meets
-                        log.exception("the sweep for orphaned chunk messages failed")
+                    except Exception as exc:  # noqa: BLE001 - the beat must go on whatever the sweep meets
+                        log.error("the sweep for orphaned chunk messages failed: %s", one_line(exc))
             time.sleep(settings.heartbeat_s)
 
     threading.Thread(target=loop, name="sudoku-batch-heartbeat", daemon=True).start()
