@@ -51,7 +51,8 @@ class Consumer(CeleryConsumer):
         signals.task_rejected.send(sender=self, message=message, exc=None)
 
     def on_unknown_task(self, body: Any, message: Any, exc: BaseException) -> None:
-        log.error("dropping a message for an unknown task: %s", reason(exc))
+        name = repr(str(message.headers.get("task", "")))[:80]  # repr: the sender's text stays on one line
+        log.error("dropping a message for an unknown task %s", name)
         message.reject_log_error(log, self.connection_errors)
         signals.task_rejected.send(sender=self, message=message, exc=exc)
 
