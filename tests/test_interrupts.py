@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.conftest import SAMPLE, check_records, cli_command
 
@@ -192,3 +193,6 @@ def test_an_interrupted_broker_solve_prints_the_job_and_the_commands_that_finish
     )
     assert done.returncode == 0, done.stderr
     check_records([json.loads(line) for line in out.read_text().splitlines()], puzzles)
+    client = redis.Redis.from_url(workers)  # leave the session's redis clean for the tests after
+    client.delete(*client.keys(f"sbatch:job:{job}:*"))
+    client.close()

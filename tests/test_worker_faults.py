@@ -218,6 +218,7 @@ def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
     assert done.returncode == 0, done.stderr
     check_records([json.loads(line) for line in out.read_text().splitlines()], puzzles)
     assert run_cli("purge", job, "--broker", workers).returncode == 0
+    client.delete(f"sbatch:job:{job}:stop")  # leave the session's redis clean for the tests after
     client.close()
 
 
@@ -264,7 +265,10 @@ def test_a_worker_survives_a_full_redis_says_so_and_goes_on_when_there_is_room(t
         assert worker.poll() is None and "Traceback" not in text and "Unrecoverable" not in text, text[-3000:]
         client.delete(*[f"junk:{i}" for i in range(junk)])  # room again
         out = tmp_path / "out.jsonl"
-        done = run_cli("collect", job, "--broker", server.url, "-o", str(out), "--ordered", "--timeout", "60")
+        done = run_cli(
+            "collect", job, "--broker", server.url, "-o", str(out), "--ordered", "--timeout", "60",
+            env={"SUDOKU_BATCH_RESEND_AFTER": "5"},  # a message the consumer lost while Redis was full
+        )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert len(out.read_text().splitlines()) == len(EASY)
         still_solves_a_normal_job(server.url, tmp_path)

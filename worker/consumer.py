@@ -13,14 +13,27 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from typing import Any
 
 import redis
 from celery import signals
 from celery.worker.consumer.consumer import Consumer as CeleryConsumer
 
+from worker.broker import say_full
+
 log = logging.getLogger(__name__)
 FULL_RETRY_S = 2.0  # seconds between reconnections while Redis is full
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost frame of kombu or Celery that met `exc`, as `module:line function` (a diagnosis)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "/kombu/" in f.filename or "/celery/" in f.filename] or frames
+    if not ours:
+        return "?"
+    frame = ours[-1]
+    return f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} {frame.name}"
 
 
 def reason(exc: BaseException | None) -> str:
@@ -38,6 +51,7 @@ class Consumer(CeleryConsumer):
         """Reconnect as Celery does; when Redis refused for want of memory, wait a little first (no busy loop,
         no "frequent restarts" traceback: Celery says why in one line)."""
         if isinstance(exc, redis.OutOfMemoryError):
+            say_full(f"the consumer reconnects every {FULL_RETRY_S:g} s until there is room ({_where(exc)})")
             time.sleep(FULL_RETRY_S)
         super().on_connection_error_after_connected(exc)
 
