@@ -29,6 +29,7 @@ from client.transport import (
     LocalTransport,
     Transport,
     default_workers,
+    max_workers,
 )
 from solvers.chunk import MAX_TIME_LIMIT_S, ChunkTask
 from solvers.puzzle import as_box
@@ -55,7 +56,7 @@ class BatchClient:
         self.daemon = daemon
         url = broker_url if broker_url is not None else self.settings.broker
         self.url = url or None
-        self.workers = workers or default_workers()
+        self.workers = workers or min(default_workers(), max_workers())
         self.pool = LocalPool(self.workers)
         self._celery: CeleryTransport | None = None
         self._live: tuple[float, int] = (0.0, 0)

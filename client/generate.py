@@ -300,9 +300,9 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         chunks: Iterator[tuple[int, dict[str, Any]]] = broker_chunks(req, url, store, settings)
         where = f"through {mask_url(url)}"
     else:
-        from client.transport import default_workers
+        from client.transport import default_workers, max_workers
 
-        workers = min(args.workers or default_workers(), len(req.plan))
+        workers = min(args.workers or min(default_workers(), max_workers()), len(req.plan))
         chunks = local_chunks(req, workers)
         where = f"with {workers} local process{'es' if workers > 1 else ''}"
     started = time.monotonic()

@@ -64,3 +64,19 @@ def test_a_collect_timeout_that_is_not_a_sane_number_of_seconds_is_a_usage_error
     proc = run_cli("collect", "ab" * 16, "--broker", "redis://127.0.0.1:1/0", "--timeout", value)
     assert proc.returncode == 2 and "--timeout" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_process_bound_follows_cores_and_available_memory_and_the_default_stays_within_it(monkeypatch):
+    import client.transport as transport
+    from client.batch import BatchClient
+
+    monkeypatch.setattr(transport, "default_workers", lambda: 8)
+    monkeypatch.setattr(transport, "available_mb", lambda: 100_000)
+    assert transport.max_workers() == 8 * transport.PROCESSES_PER_CORE
+    monkeypatch.setattr(transport, "available_mb", lambda: 3 * transport.PROCESS_MB + 1)
+    assert transport.max_workers() == 3
+    monkeypatch.setattr(transport, "available_mb", lambda: 10)  # almost no memory: still one process
+    assert transport.max_workers() == 1
+    monkeypatch.setattr("client.batch.default_workers", lambda: 8)
+    monkeypatch.setattr("client.batch.max_workers", transport.max_workers)
+    assert BatchClient().workers == 1
