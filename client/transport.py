@@ -235,7 +235,7 @@ def default_workers() -> int:
 
 
 PROCESSES_PER_CORE = 4  # more processes than this per core only add memory and switching, never speed
-PROCESS_MB = 128  # memory one warm solver process may take (~85 MB resident measured, with headroom)
+PROCESS_MB = 128  # memory one warm solver process may take (105 MB resident measured, with headroom)
 
 
 def max_workers() -> int:
