@@ -336,6 +336,11 @@ class Job:
             raise self._error
 
     @property
+    def producer_error(self) -> BaseException | None:
+        """What stopped this process's producer, once it has stopped on an error (None otherwise)."""
+        return self._error
+
+    @property
     def producing(self) -> bool:
         """True while this process's producer is still reading the input."""
         return self._thread is not None and self._thread.is_alive()

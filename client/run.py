@@ -24,7 +24,7 @@ from client.interrupts import held
 from client.notice import NoWorkerNotice
 from client.output import Output
 from client.progress import Progress
-from client.store import Checkpoint, submission_state
+from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
 from client.target import check_target
 from solvers.chunk import MAX_TIME_LIMIT_S
@@ -132,6 +132,9 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         progress.update(written, total[0], total[1])
 
     def wait() -> None:
+        failed = job.producer_error
+        if failed is not None and not isinstance(failed, Superseded):  # ours died (not: a resume took over)
+            raise JobFailed(f"the producer stopped: {type(failed).__name__}: {failed}")
         refresh()
         if notice is not None:
             notice.check()

@@ -277,3 +277,34 @@ def test_a_worker_survives_a_full_redis_says_so_and_goes_on_when_there_is_room(t
         stop_all([worker])
         client.close()
         server.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_solve_whose_producer_meets_a_full_redis_ends_within_seconds_with_exit_1(
+    tmp_path_factory, tmp_path
+):
+    server = RedisServer(
+        tmp_path_factory.mktemp("filling-redis"), "--maxmemory", "4mb", "--maxmemory-policy", "noeviction",
+        appendonly=False,
+    )  # fmt: skip
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        junk = 0
+        with pytest.raises(redis.OutOfMemoryError):
+            while True:
+                client.set(f"junk:{junk}", b"x" * 10_000)
+                junk += 1
+        client.delete(*[f"junk:{i}" for i in range(40)])  # room for the job's creation and a chunk or two
+        start = time.monotonic()
+        done = run_cli(
+            "solve", str(big_corpus(tmp_path, 5000)), "--broker", server.url, "-o", str(tmp_path / "o.jsonl"),
+            env={"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 500)}, timeout=60,
+        )  # fmt: skip
+        assert time.monotonic() - start < 30  # generous: not the 120 s a collector gives a silent producer
+        assert done.returncode == 1 and "the producer stopped" in done.stderr and "maxmemory" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    finally:
+        client.close()
+        server.stop()

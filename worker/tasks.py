@@ -273,11 +273,10 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
         job, chunk = named
         reason = f"bad generate request: {validation_reasons(exc)}"
         keys = JobKeys(job, settings.key_prefix)
-        if count_delivery(client, keys, chunk) is not None:
-            _store_generated(client, keys, chunk, {"n": 0, "error": reason[:500]}, 0.0)
-        log.error(
-            "answering a malformed generate message for %s:%s with an error: %s", job, chunk, reason[:300]
-        )
+        if count_delivery(client, keys, chunk) is None:
+            raise  # no live job waits for it: dropped
+        _store_generated(client, keys, chunk, {"n": 0, "error": reason[:500]}, 0.0)
+        log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, reason[:300])
         return 0
     keys = JobKeys(task.job, settings.key_prefix)
     attempts = count_delivery(client, keys, task.chunk)
