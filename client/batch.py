@@ -29,8 +29,9 @@ from client.transport import (
     LocalTransport,
     Transport,
     default_workers,
+    max_workers,
 )
-from solvers.chunk import ChunkTask
+from solvers.chunk import MAX_TIME_LIMIT_S, ChunkTask
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -47,11 +48,15 @@ class BatchClient:
         *,
         workers: int | None = None,
         settings: ClientSettings | None = None,
+        daemon: bool = False,
     ) -> None:
+        """`daemon`: producer threads do not keep the process alive (the CLI: a failure or an interrupt
+        ends the command at once; a script that only submits then waits with `Job.wait_submitted`)."""
         self.settings = settings or ClientSettings()
+        self.daemon = daemon
         url = broker_url if broker_url is not None else self.settings.broker
         self.url = url or None
-        self.workers = workers or default_workers()
+        self.workers = workers or min(default_workers(), max_workers())
         self.pool = LocalPool(self.workers)
         self._celery: CeleryTransport | None = None
         self._live: tuple[float, int] = (0.0, 0)
@@ -97,8 +102,8 @@ class BatchClient:
         someone collects); `submit` without a collector needs it off.
         """
         as_box(box)  # a bad box shape is the caller's error, raised here
-        if time_limit is not None and time_limit <= 0:
-            raise ValueError("time_limit must be positive")
+        if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
+            raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
         if self.embedded:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
@@ -212,6 +217,10 @@ class BatchClient:
             self._live = (time.monotonic(), count)
         return max(4, 2 * count + 2)
 
+    def kill(self) -> None:
+        """Kill the local worker processes now, dropping the chunks they solve (an interrupted command)."""
+        self.pool.kill()
+
     def close(self) -> None:
         """Stop the local worker processes and release the broker connection."""
         self.pool.close()
@@ -311,7 +320,7 @@ class Job:
         self._producer = producer
         if producer is not None:
             self._thread = threading.Thread(
-                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}"
+                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
             )
             self._thread.start()
 
@@ -327,6 +336,11 @@ class Job:
             self._thread.join(timeout)
         if self._error is not None:
             raise self._error
+
+    @property
+    def producer_error(self) -> BaseException | None:
+        """What stopped this process's producer, once it has stopped on an error (None otherwise)."""
+        return self._error
 
     @property
     def producing(self) -> bool:
@@ -374,13 +388,17 @@ class Job:
             for line in result.lines()[start:stop]:
                 yield Record.from_json(line)
 
-    def cancel(self) -> None:
-        """Stop reading input (the job is marked failed); results already stored stay until purged."""
-        if self._producer is not None:
-            self._producer.stopping.set()
-        if self._thread is not None:
-            self._thread.join(30)
+    def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
+        """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.
 
-    def purge(self) -> int:
-        """Delete the job's data from the store."""
-        return self.client.store.purge(self.id)
+        `fail` marks the job failed; without it the job stays as it is and a resume can go
+        on from its checkpoint (broker mode).
+        """
+        if self._producer is not None:
+            self._producer.stop(fail)
+        if self._thread is not None:
+            self._thread.join(wait)
+
+    def purge(self, *, stop: bool = True) -> int:
+        """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""
+        return self.client.store.purge(self.id, stop=stop)

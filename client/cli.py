@@ -1,18 +1,20 @@
 """`sudoku-batch`: solve, submit, collect, status, worker, health, purge, generate, warm.
 
-Exit 0 ok, 1 failed, 2 usage.
+Exit 0 ok, 1 failed, 2 usage; interrupted by a signal: 128 + its number (Ctrl-C 130, SIGTERM 143).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
+from client.interrupts import exit_code, handled
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -101,6 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     settings = ClientSettings()
     announce_compiling(args.command, getattr(args, "quiet", False))
+    with handled():  # SIGINT, SIGTERM, SIGHUP: Interrupted, in the main thread
+        try:
+            return _run(args, settings)
+        except KeyboardInterrupt as exc:  # arrived as the command was already ending
+            return exit_code(exc)
+
+
+def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Dispatch the command; errors are one line on stderr, an interrupt exits 128 + the signal."""
     try:
         _check_streams(args)
         if args.command in ("solve", "submit", "collect"):
@@ -126,9 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_FAILED
+    except KeyboardInterrupt as exc:
+        code = exit_code(exc)
+        print(f"sudoku-batch: interrupted ({signal.Signals(code - 128).name}), exit {code}", file=sys.stderr)
+        return code
     except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
         if os.environ.get("SUDOKU_BATCH_DEBUG"):
             raise
@@ -159,6 +171,23 @@ def broker_url(args: argparse.Namespace, settings: ClientSettings, required: boo
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return url
+
+
+def check_seconds(flag: str, value: float | None, most: float) -> None:
+    """UsageError unless `value` (given as `flag`) is None or seconds in (0, `most`] (nan and inf are not)."""
+    if value is not None and not 0 < value <= most:  # false for nan as well
+        raise UsageError(f"{flag} {value:g}: must be above 0 and at most {most:g} seconds")
+
+
+def check_processes(flag: str, value: int | None) -> None:
+    """UsageError unless `value` (given as `flag`) is None or a process count this machine can run."""
+    from client.transport import check_workers
+
+    if value is not None:
+        try:
+            check_workers(value)
+        except ValueError as exc:
+            raise UsageError(f"{flag} {exc}") from None
 
 
 def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -240,10 +269,9 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Replace this process by a Celery worker (`celery -A worker.app worker`) for the broker."""
     from client.redis_store import connect
 
+    check_processes("--concurrency", args.concurrency)
     url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
     connect(url, settings).close()  # fail fast, in one line, if the broker is not there
-    if args.concurrency is not None and args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
     argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]
     argv += ["--without-gossip", "--without-mingle"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import sys
@@ -27,20 +28,23 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from client.cli import EXIT_OK, UsageError, broker_url
+from client.cli import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
+from client.notice import NoWorkerNotice
+from client.target import FLUSH_S
 
 if TYPE_CHECKING:
     from client.redis_store import RedisJobStore
+    from client.target import Target
     from solvers.generator import Options
     from solvers.puzzle import Box
 
 TASK_NAME = "sudoku_batch.generate_chunk"  # the worker's task (worker/tasks.py), sent by name
 MAX_SEED = 2**63 - 1
-WARN_NO_WORKER_S = 10.0  # broker mode: say so on stderr when nothing arrives and no worker beats
+MAX_COUNT = 10**9  # puzzles of one run
+MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,6 +119,7 @@ class Request:
 
 def build_request(args: argparse.Namespace) -> Request:
     """Check the command line (UsageError, exit 2, for anything the user must fix) and plan the chunks."""
+    from solvers.generate_task import MAX_ATTEMPTS, max_chunk_size
     from solvers.generator import Options, default_chunk_size, plan_chunks, random_seed
     from solvers.puzzle import Box
 
@@ -122,6 +127,10 @@ def build_request(args: argparse.Namespace) -> Request:
         raise UsageError("--clues and --min-clues exclude each other: ask for a count or for minimal puzzles")
     if args.count < 1:
         raise UsageError("--count must be at least 1")
+    if args.count > MAX_COUNT:
+        raise UsageError(f"--count {args.count}: at most {MAX_COUNT:,} puzzles a run")
+    if args.attempts is not None and args.attempts > MAX_ATTEMPTS:
+        raise UsageError(f"--attempts {args.attempts}: at most {MAX_ATTEMPTS:,}")
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}")
     for flag, value in (
@@ -131,6 +140,7 @@ def build_request(args: argparse.Namespace) -> Request:
     ):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1")
+    check_processes("--workers", args.workers)
     paths = [p for p in (args.output, args.solutions, args.meta) if p not in (None, "-")]
     if len({os.path.abspath(p) for p in paths}) < len(paths):
         raise UsageError("-o, --solutions and --meta must be different files")
@@ -150,7 +160,16 @@ def build_request(args: argparse.Namespace) -> Request:
     except ValueError as exc:  # PuzzleError too
         raise UsageError(str(exc)) from None
     seed = args.seed if args.seed is not None else random_seed()
-    size = args.chunk_size or default_chunk_size(box, options)
+    most = max_chunk_size(box, options.attempts)  # what workers accept (`GenerateTask`)
+    if args.chunk_size is not None and args.chunk_size > most:
+        raise UsageError(
+            f"--chunk-size {args.chunk_size}: at most {most:,} puzzles of {box} with these options"
+        )
+    size = args.chunk_size or min(default_chunk_size(box, options), most)
+    if -(-args.count // size) > MAX_CHUNKS:
+        raise UsageError(
+            f"--count {args.count} in chunks of {size}: over {MAX_CHUNKS:,} chunks; raise --chunk-size"
+        )
     return Request(
         box, args.count, seed, args.seed is not None, options, size, plan_chunks(args.count, seed, size)
     )
@@ -210,26 +229,33 @@ class Tally:
 
 
 class Sink:
-    """The output files (puzzles, solutions, meta), written under temporary names and renamed at the end."""
+    """The output files (puzzles, solutions, meta): regular files under temporary names renamed at the end,
+    FIFOs and devices written straight through (`client.target.Target`)."""
 
     def __init__(self, output: str | None, solutions: str | None, meta: str | None) -> None:
-        self._files: list[tuple[TextIO, Path | None, Path | None]] = []  # (stream, temp, final)
-        self.puzzles = self._open(output)
-        self.solutions = self._open(solutions) if solutions else None
-        self.meta = self._open(meta) if meta else None
+        self._files: list[tuple[TextIO, Target | None]] = []
+        self._flushed = time.monotonic()
+        try:
+            self.puzzles = self._open(output)
+            self.solutions = self._open(solutions) if solutions else None
+            self.meta = self._open(meta) if meta else None
+        except BaseException:
+            self.close(False)
+            raise
 
     def _open(self, name: str | None) -> TextIO:
         if name in (None, "-"):
-            self._files.append((sys.stdout, None, None))
+            self._files.append((sys.stdout, None))
             return sys.stdout
-        final = Path(name)
-        temp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-        stream = temp.open("w", encoding="utf-8", newline="\n")
-        self._files.append((stream, temp, final))
+        from client.target import Target
+
+        target = Target(name)  # type: ignore[arg-type]
+        stream = io.TextIOWrapper(target.stream, encoding="utf-8", newline="\n", write_through=True)
+        self._files.append((stream, target))
         return stream
 
     def write(self, body: dict[str, Any]) -> None:
-        """Append one chunk's lines to every file (line-aligned)."""
+        """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S."""
         if not body["n"]:
             return
         self.puzzles.write("\n".join(body["puzzles"]) + "\n")
@@ -237,18 +263,22 @@ class Sink:
             self.solutions.write("\n".join(body["solutions"]) + "\n")
         if self.meta is not None:
             self.meta.write("\n".join(body["meta"]) + "\n")
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            for stream, target in self._files:
+                stream.flush()
+                if target is not None:
+                    target.stream.flush()
+            self._flushed = now
 
     def close(self, complete: bool) -> None:
         """Rename the files into place when complete; delete the partial ones otherwise."""
-        for stream, temp, final in self._files:
-            if temp is None or final is None:
-                stream.flush()
-                continue
-            stream.close()
-            if complete:
-                os.replace(temp, final)
-            else:
-                temp.unlink(missing_ok=True)
+        files, self._files = self._files, []
+        for stream, target in files:
+            stream.flush()
+            if target is not None:
+                stream.detach()  # the target closes the bytes stream itself
+                target.close(complete)
 
 
 def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -270,9 +300,9 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         chunks: Iterator[tuple[int, dict[str, Any]]] = broker_chunks(req, url, store, settings)
         where = f"through {mask_url(url)}"
     else:
-        from client.transport import default_workers
+        from client.transport import default_workers, max_workers
 
-        workers = min(args.workers or default_workers(), len(req.plan))
+        workers = min(args.workers or min(default_workers(), max_workers()), len(req.plan))
         chunks = local_chunks(req, workers)
         where = f"with {workers} local process{'es' if workers > 1 else ''}"
     started = time.monotonic()
@@ -342,13 +372,6 @@ def _level_rank(name: str) -> int:
     return LEVEL_NAMES.index(name) if name in LEVEL_NAMES else len(LEVEL_NAMES)
 
 
-def _ignore_sigint() -> None:
-    """Local processes leave Ctrl-C to the parent, which stops the pool."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def warm(box: Box) -> None:
     """Load the generator's compiled kernels here, so forked processes start warm (~0.2 CPU s each saved).
 
@@ -377,10 +400,16 @@ def local_chunks(req: Request, workers: int) -> Iterator[tuple[int, dict[str, An
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from client.processes import die_with_parent, kill_pool
+
     warm(req.box)
     pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_sigint
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
     )
+    done = False
     try:
         futures: list[tuple[int, Future[dict[str, Any]]]] = []
         sent = 0
@@ -392,8 +421,12 @@ def local_chunks(req: Request, workers: int) -> Iterator[tuple[int, dict[str, An
             size, future = futures[i]
             futures[i] = (size, None)  # type: ignore[assignment] # written: let the body go
             yield size, future.result()
+        done = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if done:
+            pool.shutdown(wait=True)
+        else:  # closed early (an error, an interrupt): the chunks in flight are not wanted
+            kill_pool(pool)
 
 
 def broker_chunks(
@@ -422,28 +455,32 @@ def broker_chunks(
     )
     app = celery_app(url, settings)
     send = _sender(app, url, settings, job, req)
+    complete = False
     try:
         yield from _gather(store, job, req, send, settings.poll_interval, settings.resend_after)
+        complete = True
     except redis.RedisError as exc:
         raise ConnectionError(f"lost the broker {mask_url(url)}: {exc}") from None
     finally:
         with contextlib.suppress(redis.RedisError):  # else the results expire on their own (job TTL)
-            store.purge(job)
+            store.purge(job, stop=not complete)  # cut short: workers still making chunks stop
         app.close()
 
 
 def _sender(app: Any, url: str, settings: ClientSettings, job: str, req: Request) -> Callable[[int], None]:
     """A function sending chunk `i` of the plan to the workers' queue by task name (JSON kwargs)."""
-    options = req.options.to_dict()
+    from solvers.generate_task import GenerateOptions, GenerateTask
+
+    options = GenerateOptions.model_validate(req.options.to_dict())
     box = f"{req.box.rows}x{req.box.cols}"
 
     def send(i: int) -> None:
         _, size, seed = req.plan[i]
-        task = {"job": job, "chunk": i, "box": box, "count": size, "seed": seed, "options": options}
+        task = GenerateTask(job=job, chunk=i, box=box, count=size, seed=seed, options=options)
         try:
             app.send_task(
                 TASK_NAME,
-                kwargs={"task": task},
+                kwargs={"task": task.model_dump(mode="json")},
                 kwargsrepr=f"job={job} chunk={i} box={box} count={size}",  # what monitors show
                 queue=settings.queue,
                 retry=True,
@@ -480,7 +517,7 @@ def _gather(
     sent = written = cursor = 0
     live, live_checked = 0, -1e9
     last_arrival = last_sweep = time.monotonic()
-    warned = False
+    notice = NoWorkerNotice(lambda: live, after=store.settings.no_worker_notice_s)
     while written < total:
         now = time.monotonic()
         if now - live_checked > 5.0:
@@ -509,9 +546,7 @@ def _gather(
                 yield req.plan[written][1], pending.pop(written)
                 written += 1
             continue
-        if not warned and live == 0 and now - last_arrival > WARN_NO_WORKER_S:
-            print(f"waiting: no live worker on the broker for {WARN_NO_WORKER_S:g} s", file=sys.stderr)
-            warned = True
+        notice.check()
         if now - last_arrival >= resend_after and now - last_sweep >= resend_after:
             last_sweep = now
             _resend_lost(store, job, waiting, send, resend_after)

@@ -1,8 +1,10 @@
 """Result records (the public fields) and the writers: JSON Lines straight through, or CSV.
 
 The workers already rendered each record as one JSON line, so the JSON Lines writer
-only copies bytes. A file is written under a temporary name and renamed when the job
-completes, so a crashed `collect` leaves no half file and its re-run writes it whole.
+only copies bytes. A regular file is written under a temporary name and renamed when the
+job completes (or is interrupted: the records written so far are kept), so a crashed
+`collect` leaves no half file and its re-run writes it whole; a FIFO or a device is
+written straight through (`client.target`).
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
-import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from client.target import FLUSH_S, Target
 from solvers.chunk import ChunkResult
 from solvers.chunk_records import FIELDS
 
@@ -52,25 +54,25 @@ class Record:
 
 
 class Output:
-    """Where records go: a file (written atomically) or stdout, as JSON Lines or CSV."""
+    """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines or CSV."""
 
     def __init__(self, path: str | None, fmt: str = "jsonl") -> None:
         if fmt not in ("jsonl", "csv"):
             raise ValueError(f"unknown format {fmt!r}; use jsonl or csv")
         self.fmt = fmt
         self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
-        self._tmp: str | None = None
+        self._target: Target | None = None
         if self.path is None:
             self.stream: IO[bytes] = sys.stdout.buffer
         else:
-            folder = self.path.parent if str(self.path.parent) else Path(".")
-            fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=folder)
-            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
-            self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
+            self._target = Target(self.path)
+            self.stream = self._target.stream
         self._csv_header = False
+        self._flushed = time.monotonic()
 
     def write(self, result: ChunkResult, start: int, stop: int) -> None:
-        """Write records `start:stop` of a chunk result."""
+        """Write records `start:stop` of a chunk result (flushed at least every FLUSH_S: a reader,
+        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time)."""
         if stop <= start:
             return
         if self.fmt == "jsonl":
@@ -79,8 +81,12 @@ class Output:
                 self.stream.write(b"\n")
             else:
                 self.stream.write(b"\n".join(result.lines()[start:stop]) + b"\n")
-            return
-        self._write_csv(result.lines()[start:stop])
+        else:
+            self._write_csv(result.lines()[start:stop])
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            self.stream.flush()
+            self._flushed = now
 
     def _write_csv(self, lines: list[bytes]) -> None:
         text = io.StringIO()
@@ -94,23 +100,12 @@ class Output:
             writer.writerow(["" if data[k] is None else data[k] for k in FIELDS])
         self.stream.write(text.getvalue().encode())
 
-    def close(self, complete: bool) -> None:
-        """Flush; a file is renamed into place when `complete`, else removed."""
-        if self.fmt == "csv" and not self._csv_header and complete:
+    def close(self, keep: bool) -> None:
+        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed."""
+        if self.fmt == "csv" and not self._csv_header and keep:
             self.stream.write((",".join(FIELDS) + "\n").encode())
-        self.stream.flush()
-        if self._tmp is None:
+        if self._target is None:
+            self.stream.flush()
             return
-        self.stream.close()
-        if complete:
-            os.replace(self._tmp, self.path)  # type: ignore[arg-type]
-        else:
-            os.unlink(self._tmp)
-        self._tmp = None
-
-
-def _umask() -> int:
-    """The process umask (read by setting it and putting it back: there is no getter)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+        target, self._target = self._target, None
+        target.close(keep)

@@ -204,7 +204,15 @@ class Producer:
         self._size: int | None = None  # size of the next chunk, decided once per chunk
         self._beat = 0.0
         self._kill_at = int(os.environ.get(KILL_AT_ENV, "0"))
-        self.stopping = threading.Event()  # set by Job.cancel(): stop reading, fail the job
+        self.stopping = threading.Event()  # set by `stop` (Job.cancel): stop reading
+        self._fail_on_stop = True
+
+    def stop(self, fail: bool = True) -> None:
+        """Stop reading at the next block or chunk: the job is marked failed when `fail`, else it stays
+        as it is, its checkpoint resumable (an interrupted command: `submit --resume` goes on)."""
+        self._fail_on_stop = fail
+        self.stopping.set()
+        self.transport.stop()
 
     def run(self, sources: list[tuple[str, Source]]) -> int:
         """Read every source in order; return the number of puzzles. Marks the job failed on error.
@@ -233,16 +241,28 @@ class Producer:
             )  # fmt: skip
         except (Superseded, ResumeRefused):
             raise
+        except JobCancelled:
+            if self._fail_on_stop:  # on purpose: `status` says cancelled, never "resume it"
+                self._fail("the job was cancelled", {"cancelled": f"{time.time():.3f}"})
+            else:
+                self._leave()
+            raise
         except BaseException as exc:
-            reason = f"the producer stopped: {type(exc).__name__}: {exc}"[:500]
-            fields = {"state": "failed", "error": reason}
-            if isinstance(exc, JobCancelled):  # on purpose: `status` says cancelled, never "resume it"
-                fields.update(error="the job was cancelled", cancelled=f"{time.time():.3f}")
-            with contextlib.suppress(Exception):  # the store may be what failed: the caller still gets `exc`
-                if self.token is None or self.store.owns(self.spec.job, self.token):
-                    self.store.update(self.spec.job, fields)
+            self._fail(f"the producer stopped: {type(exc).__name__}: {exc}")
             raise
         return self.index
+
+    def _leave(self) -> None:
+        """Say this producer is gone (beat at 0), so a resume may take the submission over at once."""
+        with contextlib.suppress(Exception):
+            if self.token is not None and self.store.owns(self.spec.job, self.token):
+                self.store.update(self.spec.job, {"producer_beat": "0"})
+
+    def _fail(self, reason: str, fields: dict[str, str] | None = None) -> None:
+        """Mark the job failed with `reason`, unless another producer took it over (the store may be down)."""
+        with contextlib.suppress(Exception):  # the store may be what failed: the caller still gets its error
+            if self.token is None or self.store.owns(self.spec.job, self.token):
+                self.store.update(self.spec.job, {"state": "failed", "error": reason[:500], **(fields or {})})
 
     def _read(self, name: str, source: Source) -> None:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""

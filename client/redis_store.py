@@ -20,7 +20,7 @@ from redis.retry import Retry
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
 from solvers.chunk import ChunkResult, ChunkStats, ChunkTask, outbox_entry, read_outbox_entry
-from solvers.chunk_store import JobKeys, current_key, result_commands, workers_key
+from solvers.chunk_store import JobKeys, current_key, job_stopped, result_commands, workers_key
 
 try:  # redis-py's own reply buffer (a private module): without it `read_large` takes the plain path
     from redis._parsers.socket import SocketBuffer
@@ -84,11 +84,21 @@ class RedisJobStore(JobStore):
         return {_s(k): _s(v) for k, v in raw.items()}
 
     def update(self, job: str, fields: dict[str, str]) -> None:
+        """Set fields of a job that exists and is not stopped (a purged job is never re-created)."""
         k = self.keys(job)
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(k.meta, mapping=fields)
-        pipe.expire(k.meta, self.settings.job_ttl)
-        pipe.execute()
+        for _ in range(COMMIT_TRIES):
+            with self.r.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(k.stop)  # a purge sets it first: set in between, the EXEC is void
+                    if job_stopped(pipe, k):
+                        return
+                    pipe.multi()
+                    pipe.hset(k.meta, mapping=fields)
+                    pipe.expire(k.meta, self.settings.job_ttl)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
 
     def claim(self, job: str) -> str:
         token = uuid.uuid4().hex
@@ -124,8 +134,8 @@ class RedisJobStore(JobStore):
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
                 try:
-                    pipe.watch(k.producer)
-                    if _s(pipe.get(k.producer) or b"") != token:
+                    pipe.watch(k.producer, k.stop)
+                    if _s(pipe.get(k.producer) or b"") != token or pipe.exists(k.stop):
                         raise Superseded(
                             f"job {job}: a resume took the submission over (or the job was purged)"
                         )
@@ -253,12 +263,18 @@ class RedisJobStore(JobStore):
         current = self.r.hgetall(current_key(self.prefix))
         return {_s(v) for w, v in current.items() if _s(w) in live}
 
-    def purge(self, job: str) -> int:
-        """Delete the job's keys; result keys by chunk id (no keyspace scan), metadata last.
+    def purge(self, job: str, *, stop: bool = True) -> int:
+        """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.
 
-        A chunk still queued finds no metadata when it runs and is dropped unsolved.
+        With `stop` the stop key goes first (it expires by itself after `stop_ttl` s): workers
+        solving a chunk of the job stop at their solvers' next slice, and every writer checks
+        it (under WATCH) before writing, so nothing of the job is written again. A chunk
+        still queued finds no metadata when it runs and is dropped unsolved. A complete job
+        (nothing runs) is purged without it: then no key of it is left at all.
         """
         k = self.keys(job)
+        if stop:
+            self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))
         meta = self.meta(job)
         arrived = [int(c) for c in self.r.lrange(k.arrivals, 0, -1)]
         chunks = max(

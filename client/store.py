@@ -76,7 +76,7 @@ class JobStore(ABC):
 
     @abstractmethod
     def update(self, job: str, fields: dict[str, str]) -> None:
-        """Set some metadata fields."""
+        """Set some metadata fields of an existing job (nothing when it is gone: purged or expired)."""
 
     @abstractmethod
     def claim(self, job: str) -> str:
@@ -143,8 +143,12 @@ class JobStore(ABC):
         """Name the worker processes seen recently."""
 
     @abstractmethod
-    def purge(self, job: str) -> int:
-        """Delete everything of a job; return how many keys (or entries) went."""
+    def purge(self, job: str, *, stop: bool = True) -> int:
+        """Delete everything of a job; return how many keys (or entries) went.
+
+        `stop` (broker): workers still solving the job stop and write nothing more (a short-lived
+        stop key outlives the rest); a job known to be complete needs none.
+        """
 
     def status(self, job: str) -> JobStatus:
         """Summarise a job's progress from its metadata and chunk statistics."""
@@ -254,7 +258,8 @@ class MemoryStore(JobStore):
 
     def update(self, job: str, fields: dict[str, str]) -> None:
         with self._cond:
-            self._meta.setdefault(job, {}).update(fields)
+            if job in self._meta:
+                self._meta[job].update(fields)
             self._cond.notify_all()
 
     def claim(self, job: str) -> str:
@@ -350,7 +355,7 @@ class MemoryStore(JobStore):
     def live_workers(self) -> list[str]:
         return list(self.workers)
 
-    def purge(self, job: str) -> int:
+    def purge(self, job: str, *, stop: bool = True) -> int:
         with self._cond:
             found = job in self._meta
             tables = (

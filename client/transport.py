@@ -15,8 +15,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from client.config import ClientSettings, mask_url
+from client.processes import die_with_parent, kill_pool
 from client.store import JobStore
 from solvers.chunk import TASK_NAME, ChunkResult, ChunkTask, failed_chunk, solve_chunk
+from solvers.stop import new_flag, raise_flag
 
 INLINE_BYTES = 8192  # an embedded job this small is solved in-process: no pool to start
 
@@ -30,6 +32,9 @@ class Transport(ABC):
 
     def close(self) -> None:  # noqa: B027 - most transports hold nothing to release
         """Release processes and connections."""
+
+    def stop(self) -> None:  # noqa: B027 - only a transport solving in this process has work to stop
+        """Make work this transport runs in the calling process give up at its solvers' next slice."""
 
     @property
     def broken(self) -> str | None:
@@ -48,13 +53,11 @@ def _solve_payload(payload: str | ChunkTask) -> bytes:
     return solve_chunk(task).encode()
 
 
-def _init_process() -> None:
-    """Warm the compiled solvers once per local worker process; leave Ctrl-C to the parent."""
-    import signal
-
+def _init_process(parent: int) -> None:
+    """Die with the parent, leave interrupts to it, and warm the compiled solvers once per local process."""
     from solvers.chunk import warm
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
     warm()
 
 
@@ -67,7 +70,11 @@ class LocalPool:
     """
 
     def __init__(self, workers: int) -> None:
-        self.workers = max(1, workers)
+        try:
+            check_workers(workers)
+        except ValueError as exc:
+            raise ValueError(f"workers {exc}") from None
+        self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
 
     @property
@@ -83,7 +90,9 @@ class LocalPool:
 
         warm()
         ctx = multiprocessing.get_context("fork")
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_process)
+        self._pool = ProcessPoolExecutor(
+            self.workers, mp_context=ctx, initializer=_init_process, initargs=(os.getpid(),)
+        )
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
 
     def submit(self, payload: str | ChunkTask) -> Future[bytes]:
@@ -92,10 +101,16 @@ class LocalPool:
         return self._pool.submit(_solve_payload, payload)
 
     def close(self) -> None:
-        """Stop the processes (pending chunks are cancelled)."""
+        """Stop the processes (pending chunks are cancelled, running ones finish)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def kill(self) -> None:
+        """Kill the processes now, dropping the chunks they are solving (an interrupted command)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            kill_pool(pool)
 
 
 class LocalTransport(Transport):
@@ -110,10 +125,13 @@ class LocalTransport(Transport):
         self.job = job
         self.pool = pool
         self._broken: str | None = None
+        self._stop = new_flag()  # raised by `stop`: in-process solving gives up
 
     def send(self, task: ChunkTask) -> None:
         if not self.pool.started:
-            self.store.put_result(self.job, solve_chunk(task))
+            result = solve_chunk(task, self._stop)
+            if not self._stop[0]:
+                self.store.put_result(self.job, result)
             return
         future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
@@ -131,6 +149,9 @@ class LocalTransport(Transport):
     @property
     def broken(self) -> str | None:
         return self._broken
+
+    def stop(self) -> None:
+        raise_flag(self._stop)
 
 
 def celery_app(url: str, settings: ClientSettings) -> Any:
@@ -212,3 +233,38 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+PROCESSES_PER_CORE = 4  # more processes than this per core only add memory and switching, never speed
+PROCESS_MB = 128  # memory one warm solver process may take (105 MB resident measured, with headroom)
+
+
+def max_workers() -> int:
+    """The most solver processes this machine can use: `PROCESSES_PER_CORE` per core, as many as its
+    available memory holds (`PROCESS_MB` each), and at least one."""
+    by_memory = available_mb() // PROCESS_MB
+    return max(1, min(PROCESSES_PER_CORE * default_workers(), by_memory))
+
+
+def available_mb() -> int:
+    """Memory available for new processes (MemAvailable, MB); a large number when it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 30
+
+
+def check_workers(workers: int) -> None:
+    """Raise ValueError (one line) unless `workers` local processes is between 1 and `max_workers()`."""
+    if workers < 1:
+        raise ValueError("must be at least 1")
+    most = max_workers()
+    if workers > most:
+        raise ValueError(
+            f"{workers} is more processes than this machine can use: at most {most} "
+            f"({default_workers()} cores, {available_mb():,} MB available)"
+        )

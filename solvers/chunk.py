@@ -39,6 +39,7 @@ MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends 
 MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
 MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
 MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
+MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
 Runs = list[tuple[int, int]]
 
 
@@ -56,7 +57,7 @@ class ChunkTask(BaseModel):
     puzzles: str = Field(max_length=MAX_TASK_CHARS)  # the puzzle texts joined by "\n"
     spans: list[int] | None = Field(default=None, max_length=MAX_CHUNK_PUZZLES)  # rows per multi-row puzzle
     box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
-    time_limit: float | None = Field(default=None, gt=0, le=86400)
+    time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     seed: int = Field(default=0, ge=0, lt=2**63)
 
@@ -305,12 +306,14 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def solve_chunk(task: ChunkTask) -> ChunkResult:
+def solve_chunk(task: ChunkTask, stop: np.ndarray | None = None) -> ChunkResult:
     """Solve and render every puzzle of a chunk; a failure becomes `error` results, never a raise.
 
     `solve_many` verifies every solved grid; this function still refuses to report
     `solved` with a non-zero cost. The garbage collector is paused meanwhile: the batch
     allocates many short-lived objects and no cycles, and collections would scan them all.
+    `stop` (`solvers.stop`): raised by another thread, the solvers give up at their next
+    check and the puzzles not answered by then come back `timeout`.
     """
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
 
@@ -321,12 +324,13 @@ def solve_chunk(task: ChunkTask) -> ChunkResult:
     try:
         try:
             results = solve_many(
-                texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed
-            )
+                texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
+                stop=stop,
+            )  # fmt: skip
             if len(results) != len(texts):
                 raise RuntimeError(f"the solver returned {len(results)} results for {len(texts)} puzzles")
         except Exception:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
-            results = [_solve_alone(text, task) for text in texts]
+            results = [_solve_alone(text, task, stop) for text in texts]
         solver_cpu = time.process_time() - cpu0
         result = build_result(
             task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results,
@@ -342,14 +346,15 @@ def solve_chunk(task: ChunkTask) -> ChunkResult:
     return result
 
 
-def _solve_alone(text: str, task: ChunkTask) -> SolveResult:
+def _solve_alone(text: str, task: ChunkTask, stop: np.ndarray | None = None) -> SolveResult:
     """Solve one puzzle by itself; a solver exception becomes its `error` result with the reason."""
     from solvers.api import solve_many
 
     try:
         (result,) = solve_many(
-            [text], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed
-        )
+            [text], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
+            stop=stop,
+        )  # fmt: skip
         return result
     except Exception as exc:  # noqa: BLE001 - the reason goes into the record, the worker carries on
         return SolveResult(Status.ERROR, text, error=f"{type(exc).__name__}: {exc}"[:500])

@@ -24,6 +24,7 @@ class JobKeys:
         self.attempts = f"{base}:attempts"  # hash: chunk -> deliveries seen by workers
         self.outbox = f"{base}:outbox"  # hash: chunk -> {"at", "task"}: sent, no result yet
         self.producer = f"{base}:producer"  # string: the token of the one producer allowed to submit
+        self.stop = f"{base}:stop"  # string, set by purge (short TTL): stop solving, write nothing more
         self.result_prefix = f"{base}:result:"
 
     def result(self, chunk: int) -> str:
@@ -31,8 +32,22 @@ class JobKeys:
         return f"{self.result_prefix}{chunk}"
 
     def fixed(self) -> list[str]:
-        """Every key of the job except the per-chunk results."""
+        """Every key of the job but the per-chunk results and the stop key (which outlives a purge briefly).
+
+        Whoever writes any of these after the job's creation checks first, under WATCH of
+        `stop`, that `stop` is absent and `meta` present (`job_stopped`): a purge (which sets
+        `stop`, then deletes the rest) can then never be followed by a write that re-creates
+        a key of the job.
+        """
         return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox, self.producer]
+
+
+def job_stopped(client: Any, keys: JobKeys) -> bool:
+    """True when the job was stopped (its stop key is set: purged) or is gone (no metadata).
+
+    `client` is a Redis client or a pipeline in immediate mode (inside WATCH): two EXISTS.
+    """
+    return bool(client.exists(keys.stop)) or not client.exists(keys.meta)
 
 
 def workers_key(prefix: str = KEY_PREFIX) -> str:

@@ -226,13 +226,17 @@ def test_a_collector_killed_mid_job_can_be_run_again_and_writes_each_puzzle_once
     client = stack.client()
     collect = start_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q")
     wait_for_arrivals(client, job, 3)
-    time.sleep(0.2)  # let it write part of the output
+    deadline = time.monotonic() + 30
+    while not [p for p in tmp_path.glob(".out.jsonl.*.part") if p.stat().st_size]:  # it writes part of it
+        assert time.monotonic() < deadline and collect.poll() is None, collect.communicate()
+        time.sleep(0.01)
     assert collect.poll() is None, "the collector finished before it could be killed"
     collect.send_signal(signal.SIGKILL)
     collect.wait(10)
     assert not out.exists()  # a killed collector leaves no half file under the final name
     proc = run_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q", "--timeout", "30")
     assert proc.returncode == 0, proc.stderr
+    assert not list(tmp_path.glob(".out.jsonl.*")), "the re-run removes the part the killed one left"
     records = records_of(out)
     assert len(records) == len(puzzles)
     check_records(sorted(records, key=lambda r: r["index"]), puzzles)
@@ -357,7 +361,7 @@ def test_a_chunk_past_its_time_limit_comes_back_as_timeouts_not_lost_work(fake_r
     tasks = pytest.importorskip("worker.tasks")
     from celery.exceptions import SoftTimeLimitExceeded
 
-    def too_slow(task):
+    def too_slow(task, stop=None):
         raise SoftTimeLimitExceeded()
 
     monkeypatch.setattr(tasks, "solve_chunk", too_slow)
@@ -380,7 +384,9 @@ def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(f
     assert tasks.handle(message, fake_redis) == 4  # solved and stored
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)  # delivered again since
     assert tasks.handle(message, fake_redis) == 0  # past the limit, but answered: nothing written
-    monkeypatch.setattr(tasks, "solve_chunk", lambda task: (_ for _ in ()).throw(SoftTimeLimitExceeded()))
+    monkeypatch.setattr(
+        tasks, "solve_chunk", lambda task, stop: (_ for _ in ()).throw(SoftTimeLimitExceeded())
+    )
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, 0)
     assert tasks.handle(message, fake_redis) == 0  # a redelivery past its time limit: the answer stays too
     assert [r["status"] for r in stored_records(fake_redis)] == ["solved"] * 4

@@ -27,6 +27,9 @@ ENTRY_MODULES = [
     "worker.app",
     "worker.tasks",
     "worker.warm",
+    "worker.broker",  # the next three are named in worker.app's settings, imported by Celery by name
+    "worker.consumer",
+    "worker.requests",
 ]
 
 

@@ -85,14 +85,19 @@ def test_an_unknown_job_fails_the_collection_and_its_status_says_so(store):
     assert store.status(JOB).state == "unknown"
 
 
-def test_purge_removes_every_key_of_the_job(store):
+@pytest.mark.parametrize("stop", [True, False])
+def test_purge_removes_every_key_of_the_job_but_a_short_lived_stop_key(store, stop):
     store.create(JOB, {"created": str(time.time()), "state": "producing"})
     for c in range(3):
         store.put_result(JOB, chunk(2, 2 * c, c))
-    assert store.purge(JOB) >= 1
+    assert store.purge(JOB, stop=stop) >= 1
     assert store.meta(JOB) == {} and store.stats(JOB) == [] and store.fetch(JOB, [0, 1, 2]) == [None] * 3
+    store.update(JOB, {"producer_beat": "1"})  # a late heartbeat does not bring the job back
+    assert store.meta(JOB) == {}
     if isinstance(store, RedisJobStore):
-        assert store.r.keys(f"sbatch:job:{JOB}*") == []
+        stop_key = f"sbatch:job:{JOB}:stop".encode()
+        assert store.r.keys(f"sbatch:job:{JOB}*") == ([stop_key] if stop else [])
+        assert not stop or 0 < store.r.ttl(stop_key) <= store.settings.stop_ttl
 
 
 def test_a_collection_can_be_rerun_while_collected_results_live_their_short_ttl(store):

@@ -21,6 +21,8 @@ settings = WorkerSettings()
 
 app = Celery("sudoku_batch", broker=settings.broker, include=["worker.tasks"])
 app.conf.update(
+    broker_transport="worker.broker:Transport",  # kombu's Redis transport, surviving a full Redis
+    worker_consumer="worker.consumer:Consumer",  # refused and malformed messages: one log line each
     task_serializer="json",
     accept_content=["json"],
     result_serializer="json",
@@ -43,6 +45,7 @@ app.conf.update(
     },
     broker_connection_timeout=settings.connect_timeout,
     broker_connection_retry_on_startup=True,
+    broker_channel_error_retry=True,  # a command Redis refuses (maxmemory) restarts the consumer only
     worker_cancel_long_running_tasks_on_connection_loss=True,
     worker_send_task_events=False,
     task_send_sent_event=False,
