@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from solvers.chunk import ChunkTask, chunk_seed, join_texts
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import redis
-
 from solvers.chunk import ChunkResult
+
 from tests.conftest import (
     CORPORA,
     SAMPLE,
@@ -318,8 +318,9 @@ def new_job(fake_redis) -> None:
 
 
 def test_a_puzzle_that_makes_the_solver_raise_is_an_error_and_the_rest_of_its_chunk_is_solved(monkeypatch):
-    import solvers.api
     from solvers.chunk import ChunkTask, solve_chunk
+
+    import solvers.api
 
     poison = LINES[3]
     real = solvers.api.solve_many

@@ -264,6 +264,7 @@ def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_i
 
 def test_the_worker_drops_chunks_of_a_purged_job_and_answers_a_bad_request_with_an_error(fake_redis):
     from solvers.chunk_store import JobKeys
+
     from worker.tasks import handle_generate
 
     job = "cd" * 16

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-import solvers.api
 from solvers.chunk import (
     ChunkResult,
     ChunkTask,
@@ -22,6 +20,8 @@ from solvers.chunk import (
     to_runs,
 )
 from solvers.chunk_records import FIELDS, extract, render, render_py
+
+import solvers.api
 from solvers.parse import parse_puzzle
 from solvers.result import SolveResult, Status
 from solvers.verify import is_solution

@@ -12,13 +12,13 @@ import time
 
 import numpy as np
 import pytest
+from solvers.chunk import ChunkResult, ChunkTask, runs_array, solve_chunk, to_runs
+from solvers.chunk_records import extract, render, render_py
 
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore, read_large
 from client.store import Checkpoint, MemoryStore
-from solvers.chunk import ChunkResult, ChunkTask, runs_array, solve_chunk, to_runs
-from solvers.chunk_records import extract, render, render_py
 from solvers.result import SolveResult, Status
 from tests.conftest import SAMPLE, check_records, chunk_task
 

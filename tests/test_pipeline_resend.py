@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from solvers.chunk import ChunkTask, failed_chunk
+from solvers.chunk_store import current_key, workers_key
 
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
 from client.resend import Resender
 from client.transport import Transport
-from solvers.chunk import ChunkTask, failed_chunk
-from solvers.chunk_store import current_key, workers_key
 from tests.conftest import SAMPLE, chunk_task
 
 JOB = "0c" * 16
@@ -115,9 +115,10 @@ def test_generate_resends_a_chunk_the_broker_lost_and_reads_each_chunk_once(stor
     import json
     from types import SimpleNamespace
 
+    from solvers.chunk_store import result_commands
+
     from client.generate import _gather
     from client.redis_store import run_commands
-    from solvers.chunk_store import result_commands
 
     req = SimpleNamespace(plan=[(i, 2, i) for i in range(5)])
     sends: list[int] = []

@@ -11,11 +11,11 @@ import json
 
 import numpy as np
 import pytest
-
 from solvers.chunk import PACKED, SCHEMA, ChunkResult, failed_chunk, solve_chunk
 from solvers.chunk_records import extract, render_py
 from solvers.chunk_render import render_packed
 from solvers.chunk_wire import from_bytes, pack, to_bytes
+
 from solvers.result import SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
 

@@ -8,12 +8,12 @@ import sys
 import time
 
 import pytest
+from solvers.chunk import TASK_NAME
+from solvers.chunk_store import JobKeys
 
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
-from solvers.chunk import TASK_NAME
-from solvers.chunk_store import JobKeys
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from solvers.chunk_records import extract, render, render_py
+from solvers.results import Results
 
 from solvers import Status, solve_many
-from solvers.chunk_records import extract, render, render_py
 from solvers.result import SolveResult
-from solvers.results import Results
 
 EXAMPLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"
 NO_SOLUTION = "1...5.2.9..7.......6.......2...........5.1..2....2.39.3.4.9...15...1...3...8...4."

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from solvers.chunk import ChunkResult, ChunkTask, expand_runs, failed_chunk
 
 import client.redis_store
 from client.batch import BatchClient, Job
@@ -23,7 +24,6 @@ from client.producer import JobSpec, Producer, ResumeRefused, fingerprint
 from client.redis_store import RedisJobStore
 from client.store import Checkpoint, MemoryStore, Superseded
 from client.transport import Transport
-from solvers.chunk import ChunkResult, ChunkTask, expand_runs, failed_chunk
 from tests.conftest import SAMPLE
 
 LINES = SAMPLE.read_text().splitlines()

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from solvers.chunk import ChunkTask, solve_chunk
 
 import client.redis_store
 from client.batch import BatchClient
@@ -18,7 +19,6 @@ from client.config import ClientSettings
 from client.producer import ResumeRefused
 from client.redis_store import RedisJobStore
 from client.transport import Transport
-from solvers.chunk import ChunkTask, solve_chunk
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()

@@ -1,4 +1,4 @@
-"""Where a job lives in Redis: key names and the one idempotent write of a chunk result.
+"""Where a job lives in Redis: key names, the one idempotent write of a chunk result, the stop check.
 
 Plain data, no Redis import: the worker (which writes results) and the client (which
 creates jobs, writes the producer's own answers, and reads everything) share this one
@@ -56,8 +56,14 @@ def workers_key(prefix: str = KEY_PREFIX) -> str:
 
 
 def current_key(prefix: str = KEY_PREFIX) -> str:
-    """Hash: worker process name -> `job:chunk` it is solving now (to tell orphaned messages)."""
+    """Hash: worker process name -> `job:chunk` it is solving now (to tell lost chunks from running ones)."""
     return f"{prefix}:current"
+
+
+def deliveries_key(prefix: str = KEY_PREFIX) -> str:
+    """Hash: broker delivery tag -> `job:chunk:epoch s` of each chunk message a worker took and has not
+    finished (what the workers' orphan sweep reads: no broker internals)."""
+    return f"{prefix}:deliveries"
 
 
 def result_commands(
