@@ -227,11 +227,11 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
     real redis-server (one SET and one GET each: both clients and the server), rendering the
     records, and writing them. Medians of `repeat`; what the overhead targets are held against."""
     import redis
-    from solvers.chunk import ChunkResult, ChunkTask, solve_chunk
 
     from client.output import Output
     from client.reader import read_blocks
     from client.redis_store import read_large
+    from solvers.chunk import ChunkResult, ChunkTask, solve_chunk
 
     lines = path.read_text().splitlines()
     tasks = [

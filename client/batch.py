@@ -30,8 +30,9 @@ from client.transport import (
     default_workers,
     max_workers,
 )
+from pipeline.outbox import parse_task
 from pipeline.render.record import Record
-from pipeline.tasks import MAX_TIME_LIMIT_S, parse_task
+from pipeline.tasks import MAX_TIME_LIMIT_S
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:

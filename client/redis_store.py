@@ -20,8 +20,9 @@ from redis.retry import Retry
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
 from pipeline.keys import JobKeys, current_key, job_stopped, result_commands, workers_key
+from pipeline.outbox import outbox_entry, read_outbox_entry
 from pipeline.result import ChunkResult, ChunkStats
-from pipeline.tasks import ChunkTask, outbox_entry, read_outbox_entry
+from pipeline.tasks import ChunkTask
 
 if TYPE_CHECKING:
     from pipeline.generate import GenerateResult, GenerateTask

@@ -2,25 +2,22 @@
 
 Two kinds of chunk task ride the same producer, transport, outbox and collector: `ChunkTask`
 (solve these puzzles, here) and `GenerateTask` (make this many puzzles from this seed,
-`pipeline.generate`). Celery
+`pipeline.generate`), each committed to the job's outbox before it is sent
+(`pipeline.outbox`). Celery
 reaches the workers' tasks by name (`SOLVE_TASK_NAME`, `GENERATE_TASK_NAME`, JSON kwargs
 `{"task": ...}`). A solve message names its chunk (`ChunkRef`) and the worker reads the task
-from the job's outbox (`outbox_entry`); a generate message is small and carries its task.
+from the job's outbox; a generate message is small and carries its task.
 Every number is bounded, so a hand-made message cannot make a worker allocate without limit.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pipeline.runs import Runs, split_texts
-
-if TYPE_CHECKING:
-    from pipeline.generate import GenerateTask
 
 SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
 GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
@@ -99,48 +96,7 @@ class ChunkRef(BaseModel):
     ref: Literal["outbox"] = "outbox"
 
 
-def parse_task(text: str | bytes) -> ChunkTask | GenerateTask:
-    """Read a task of either kind from its JSON (a ValidationError when it is not a task of its kind).
-
-    Only the resend paths read tasks of both kinds (the outbox keeps both); the generate
-    model is loaded only when one is met, so a solve client never loads the generator.
-    """
-    data = json.loads(text)
-    if isinstance(data, dict) and "count" in data and "puzzles" not in data:
-        from pipeline.generate import GenerateTask
-
-        return GenerateTask.model_validate(data)
-    return ChunkTask.model_validate(data)
-
-
 def solver_seed(job: str, chunk: int) -> int:
     """Derive a solve chunk's solver seed from the job id and chunk index (stable across machines)."""
     digest = hashlib.blake2b(f"{job}:{chunk}".encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") & (2**62 - 1)) | 1
-
-
-_ENTRY_HEAD, _ENTRY_TASK = '{"at":', ',"task":'
-
-
-def outbox_entry(at: float, task_json: str) -> str:
-    """An outbox entry: `{"at": <epoch s>, "task": <the task's JSON object>}`, by concatenation.
-
-    The task is nested as an object, not as a JSON string: escaping a megabyte of task
-    JSON again (its newlines become `\\n`) cost ~3 ms per chunk, concatenating 0.1 ms.
-    """
-    return f"{_ENTRY_HEAD}{at!r}{_ENTRY_TASK}{task_json}}}"
-
-
-def read_outbox_entry(raw: bytes | str) -> tuple[float, str]:
-    """Invert `outbox_entry`: (sent at, task JSON); also reads the older form whose task is a JSON string."""
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    cut = (
-        text.find(_ENTRY_TASK, len(_ENTRY_HEAD), len(_ENTRY_HEAD) + 40)
-        if text.startswith(_ENTRY_HEAD)
-        else -1
-    )
-    if cut > 0 and text.endswith("}"):
-        return float(text[len(_ENTRY_HEAD) : cut]), text[cut + len(_ENTRY_TASK) : -1]
-    entry = json.loads(text)
-    task = entry["task"]
-    return float(entry["at"]), task if isinstance(task, str) else json.dumps(task)

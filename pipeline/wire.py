@@ -24,7 +24,7 @@ import json
 
 import numpy as np
 
-from pipeline.columns import COLUMNS, ResultColumns, Texts
+from pipeline.columns import COLUMNS, Column, ResultColumns, Texts
 
 WIRE = "packed1"  # the layout line's format tag
 LAYOUT_MAX = 1 << 20  # bytes of the layout line (solver names included)
@@ -109,7 +109,7 @@ def from_bytes(data: bytes | bytearray | memoryview, n: int) -> ResultColumns:
         at += size
     if at != len(view):
         raise ValueError("packed results: trailing bytes")
-    columns = ResultColumns(names=names, **{col.name: _column(col, arrays, n) for col in COLUMNS})
+    columns = ResultColumns(names=names, **{col.name: read_column(col, arrays, n) for col in COLUMNS})
     try:
         columns.check()
     except ValueError as exc:
@@ -117,7 +117,7 @@ def from_bytes(data: bytes | bytearray | memoryview, n: int) -> ResultColumns:
     return columns
 
 
-def _column(col, arrays: dict[str, np.ndarray], n: int):  # type: ignore[no-untyped-def]
+def read_column(col: Column, arrays: dict[str, np.ndarray], n: int) -> Texts | np.ndarray:
     """One column from its parts (checked), or its default when the payload has none of them."""
     if col.kind == "text":
         buf, lengths = arrays.get(f"{col.wire}_buf"), arrays.get(f"{col.wire}_len")

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from solvers.chunk import ChunkTask, chunk_seed, join_texts
+
+from pipeline.runs import join_texts
+from pipeline.tasks import ChunkTask, solver_seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
@@ -185,7 +187,7 @@ def chunk_task(
     line = first + 1 if first_line is None else first_line
     return ChunkTask(
         job=job, chunk=chunk, input="in.txt", index_runs=[(first, n)], line_runs=[(line, n)],
-        puzzles=joined, spans=spans, seed=chunk_seed(job, chunk) if seeded else 0, **fields,
+        puzzles=joined, spans=spans, seed=solver_seed(job, chunk) if seeded else 0, **fields,
     )  # fmt: skip
 
 

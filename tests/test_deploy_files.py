@@ -85,8 +85,8 @@ def test_the_console_script_is_the_cli_and_the_worker_runs_the_celery_app_by_its
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["sudoku-batch"] == "client.cli:main"
     from celery import Celery
-    from solvers.chunk import TASK_NAME
 
+    from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
     from worker.app import app
 
     app.loader.import_default_modules()  # what `celery -A worker.app worker` does: the `include`d tasks

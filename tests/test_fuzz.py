@@ -19,9 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from solvers.chunk import ChunkTask, solve_chunk
 
 from client.reader import read_blocks
+from pipeline.solve import solve_chunk
+from pipeline.tasks import ChunkTask
 from solvers.api import solve_many
 from tests.conftest import SAMPLE, cli_command
 

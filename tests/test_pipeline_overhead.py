@@ -12,15 +12,18 @@ import time
 
 import numpy as np
 import pytest
-from solvers.chunk import ChunkResult, ChunkTask, runs_array, solve_chunk, to_runs
-from solvers.chunk_records import extract, render, render_py
 
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore, read_large
 from client.store import Checkpoint, MemoryStore
+from pipeline.result import ChunkResult
+from pipeline.runs import runs_array, to_runs
+from pipeline.solve import solve_chunk
+from pipeline.tasks import ChunkTask
 from solvers.result import SolveResult, Status
 from tests.conftest import SAMPLE, check_records, chunk_task
+from tests.jsonl_reference import columns, render, render_py
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "0b" * 16
@@ -41,8 +44,8 @@ def test_the_renderer_copies_plain_texts_and_escapes_the_others_exactly_like_pyt
     ]
     texts = [r.puzzle for r in results]
     idx, lines = np.array([4, 9]), [1, 2]
-    compiled = render("in", idx, lines, texts, extract(results))
-    assert compiled == render_py("in", [4, 9], lines, texts, extract(results))
+    compiled = render("in", idx, lines, columns(texts, results))
+    assert compiled == render_py("in", [4, 9], lines, columns(texts, results))
     assert [json.loads(x)["puzzle"] for x in compiled.split(b"\n")] == texts
     assert [json.loads(x)["solution"] for x in compiled.split(b"\n")] == ["12", text]
 
@@ -136,7 +139,7 @@ def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client)
 
 
 def test_outbox_entries_nest_the_task_and_older_string_entries_still_read():
-    from solvers.chunk import outbox_entry, read_outbox_entry
+    from pipeline.outbox import outbox_entry, read_outbox_entry
 
     task = make_task(LINES[:3] + ['with "quotes" \\ and\ttabs'], 2, 0)
     at = time.time()

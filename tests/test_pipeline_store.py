@@ -9,13 +9,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from solvers.chunk import answered_chunk
-from solvers.chunk_store import JobKeys, workers_key
 
 from client.collector import JobFailed, stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
 from client.store import JobStore, MemoryStore
+from pipeline.keys import JobKeys, workers_key
+from pipeline.solve import answered_chunk
 
 JOB = "cd" * 16
 

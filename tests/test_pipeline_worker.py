@@ -8,12 +8,13 @@ import sys
 import time
 
 import pytest
-from solvers.chunk import TASK_NAME
-from solvers.chunk_store import JobKeys
 
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
+from pipeline.keys import JobKeys
+from pipeline.result import ChunkResult
+from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
@@ -70,7 +71,7 @@ def test_a_chunk_that_keeps_killing_its_worker_is_answered_with_errors(fake_redi
     fake_redis.hset(JobKeys(JOB).attempts, 0, worker_tasks.settings.max_attempts)
     worker_tasks.handle(payload(LINES[:4], 0, 0), fake_redis)
     (result,) = [c for c in [store.fetch(JOB, [0])[0]] if c]
-    records = [json.loads(line) for line in result.split(b"\n")[1:]]
+    records = [json.loads(line) for line in ChunkResult.decode(result).lines()]
     assert [r["status"] for r in records] == ["error"] * 4 and "worker crash" in records[0]["error"]
 
 
@@ -82,15 +83,15 @@ def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
 def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():
     code = (
         "import sys, client, client.cli, client.run, client.batch, client.transport, client.redis_store, "
-        "client.report, solvers.chunk, solvers.chunk_store, solvers.chunk_render, solvers.chunk_wire;"
+        "client.report, client.generate, pipeline.solve, pipeline.keys, pipeline.render.jsonl, pipeline.wire;"
         "bad = sorted(m for m in sys.modules if m == 'worker' or m.startswith('worker.'));"
         "assert not bad, bad;"
         "print('ok')"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
     code = (
-        "import sys, solvers, solvers.api, solvers.chunk, solvers.chunk_store, solvers.chunk_render,"
-        " solvers.chunk_wire;"
+        "import sys, solvers, solvers.api, solvers.generator, pipeline.solve, pipeline.keys,"
+        " pipeline.render.jsonl, pipeline.wire, pipeline.generate;"
         "top = {m.split('.')[0] for m in sys.modules};"
         "print(sorted(top & {'celery', 'kombu', 'redis', 'client', 'worker'}))"
     )

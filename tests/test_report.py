@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 import sys
 
-from solvers.chunk import ChunkStats, Problem
-
 from client import svg_chart
 from client.report import write_report
 from client.summary import Summary
+from pipeline.result import ChunkStats, Problem
 
 
 def summary() -> Summary:

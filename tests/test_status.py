@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from solvers.chunk import ChunkTask, solve_chunk
 
 import client.redis_store
 from client.batch import BatchClient
@@ -19,6 +18,8 @@ from client.config import ClientSettings
 from client.producer import ResumeRefused
 from client.redis_store import RedisJobStore
 from client.transport import Transport
+from pipeline.solve import solve_chunk
+from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from pipeline.generate import GenerateResult, GenerateTask, generate_result
 from pipeline.keys import JobKeys, current_key, job_stopped, result_commands
+from pipeline.outbox import read_outbox_entry
 from pipeline.result import ChunkResult
 from pipeline.solve import failed_chunk, solve_chunk, worker_name
 from pipeline.stop import StopPoller
@@ -31,7 +32,6 @@ from pipeline.tasks import (
     SOLVE_TASK_NAME,
     ChunkRef,
     ChunkTask,
-    read_outbox_entry,
 )
 from solvers.result import Status
 from worker.app import app
