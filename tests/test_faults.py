@@ -257,8 +257,6 @@ def resume_until_taken(
         time.sleep(0.5)
 
 
-@pytest.mark.integration
-@pytest.mark.timeout(180)
 KILLED_AT_SEND = """
 import os, signal, sys
 from client.transport import CeleryTransport
@@ -287,6 +285,8 @@ def run_killed_at_send(k: int, *args: str, env: dict[str, str]) -> subprocess.Co
     )
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(180)
 def test_a_submit_killed_half_way_is_resumed_and_collect_writes_each_puzzle_once(stack, corpus, tmp_path):
     body = corpus[1][:3000]
     puzzles = body[:700] + ["bad line one"] + body[700:1900] + ["1" * 81] + body[1900:]

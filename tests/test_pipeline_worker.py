@@ -76,8 +76,35 @@ def test_a_chunk_that_keeps_killing_its_worker_is_answered_with_errors(fake_redi
 
 
 def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
-    worker_tasks.beat(fake_redis, "host:42")
+    from worker.heartbeat import beat
+
+    beat(fake_redis, "host:42")
     assert RedisJobStore(fake_redis, ClientSettings()).live_workers() == ["host:42"]
+
+
+def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving(fake_redis, worker_tasks):
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from pipeline.keys import current_key, deliveries_key
+    from worker.heartbeat import beat, chunk_of, forget_delivery, record_delivery, restore_orphans
+
+    now = time.time()
+    record_delivery(fake_redis, "old", chunk_of({"job": JOB, "chunk": 0, "ref": "outbox"}), now - 120)
+    record_delivery(fake_redis, "running", f"{JOB}:1", now - 120)  # its worker is alive and solving it
+    record_delivery(fake_redis, "young", f"{JOB}:2", now - 1)
+    record_delivery(fake_redis, "acked", f"{JOB}:3", now - 120)
+    forget_delivery(fake_redis, "acked")  # acknowledged: nothing to watch
+    beat(fake_redis, "host:7")
+    fake_redis.hset(current_key(), "host:7", f"{JOB}:1")
+    restored: list[tuple[str, bool]] = []
+    qos = SimpleNamespace(restore_by_tag=lambda tag, leftmost=False: restored.append((tag, leftmost)))
+    app = SimpleNamespace(
+        connection_for_write=lambda: nullcontext(SimpleNamespace(default_channel=SimpleNamespace(qos=qos)))
+    )
+    assert restore_orphans(fake_redis, app) == 1 and restored == [("old", True)]
+    assert sorted(fake_redis.hkeys(deliveries_key())) == [b"running", b"young"]
+    assert chunk_of({"job": "not a job id", "chunk": 0}) is None and chunk_of(["x"]) is None
 
 
 def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():
