@@ -119,6 +119,8 @@ def test_the_memory_store_hands_the_collector_its_result_objects_and_still_encod
 
 @pytest.mark.integration
 def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client):
+    """`read_large` reads past redis-py's reply parser (its private buffer and socket: redis is pinned in
+    pyproject to the versions this test passed on); it must be taken, and agree with a plain GET."""
     import redis
 
     value = bytes(range(256)) * 40_000 + b"\r\n\n"  # 10 MB, every byte value, CRLF inside
@@ -132,6 +134,11 @@ def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client)
         assert read_large(redis_client, "hash") is NotImplemented  # WRONGTYPE: the caller's plain path
         assert redis_client.get("small") == b"a\nb"  # the connection is still in step
     where = redis_client.connection_pool.connection_kwargs
+    for size in (0, 1, 65_535, 65_536, 3_000_001):  # the fast path against redis-py's own GET
+        redis_client.set("sized", value[:size])
+        fast = read_large(redis_client, "sized")
+        assert isinstance(fast, bytearray), "the installed redis-py no longer has the buffer read_large reads"
+        assert fast == redis_client.get("sized") == value[:size]
     for protocol in (2, 3):
         client = redis.Redis(host=where["host"], port=where["port"], db=where.get("db", 0), protocol=protocol)
         assert read_large(client, "big") == value and read_large(client, "missing") is None
