@@ -26,7 +26,7 @@ from pipeline.tasks import ChunkTask, solver_seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
-CORPORA = REPO.parent / "shared" / "corpora"
+CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")  # shared/ by the repo
 NO_REDIS = "redis-server is not installed"
 
 
