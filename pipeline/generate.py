@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -194,8 +194,3 @@ def warm(box: Box) -> None:
     generate_chunk(Box(2, 2), 1, 0, Options(unique=True))
     if box.n > 12:
         generate_chunk(Box(4, 4), 1, 0, Options(unique=True))
-
-
-def options_payload(options: Options) -> dict[str, Any]:
-    """The generator's options as a message carries them."""
-    return GenerateOptions.model_validate(options.to_dict()).model_dump()
