@@ -87,23 +87,24 @@ def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving
     from types import SimpleNamespace
 
     from pipeline.keys import current_key, deliveries_key
-    from worker.heartbeat import beat, chunk_of, forget_delivery, record_delivery, restore_orphans
+    from worker.heartbeat import beat, chunk_of, record_delivery, restore_orphans
 
+    store = new_job(fake_redis)
     now = time.time()
     record_delivery(fake_redis, "old", chunk_of({"job": JOB, "chunk": 0, "ref": "outbox"}), now - 120)
     record_delivery(fake_redis, "running", f"{JOB}:1", now - 120)  # its worker is alive and solving it
     record_delivery(fake_redis, "young", f"{JOB}:2", now - 1)
-    record_delivery(fake_redis, "acked", f"{JOB}:3", now - 120)
-    forget_delivery(fake_redis, "acked")  # acknowledged: nothing to watch
+    record_delivery(fake_redis, "answered", f"{JOB}:3", now - 120)
+    worker_tasks.handle(payload(LINES[:2], 3, 0), fake_redis)  # its result write drops the record
+    assert store.fetch(JOB, [3]) != [None]
     beat(fake_redis, "host:7")
     fake_redis.hset(current_key(), "host:7", f"{JOB}:1")
     restored: list[tuple[str, bool]] = []
     qos = SimpleNamespace(restore_by_tag=lambda tag, leftmost=False: restored.append((tag, leftmost)))
-    app = SimpleNamespace(
-        connection_for_write=lambda: nullcontext(SimpleNamespace(default_channel=SimpleNamespace(qos=qos)))
-    )
+    connection = SimpleNamespace(default_channel=SimpleNamespace(qos=qos))
+    app = SimpleNamespace(connection_for_write=lambda: nullcontext(connection))
     assert restore_orphans(fake_redis, app) == 1 and restored == [("old", True)]
-    assert sorted(fake_redis.hkeys(deliveries_key())) == [b"running", b"young"]
+    assert sorted(fake_redis.hkeys(deliveries_key())) == [f"{JOB}:1".encode(), f"{JOB}:2".encode()]
     assert chunk_of({"job": "not a job id", "chunk": 0}) is None and chunk_of(["x"]) is None
 
 

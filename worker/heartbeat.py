@@ -3,12 +3,13 @@
 Celery acknowledges late; a message delivered to a worker that then died whole, or on a
 connection that broke (Redis restarted), stays unacknowledged in the broker until the
 visibility timeout (hours). The worker's main process records each chunk message it takes
-(`record_delivery`: delivery tag -> `job:chunk` in the pipeline's own hash) and forgets it
-when the message is acknowledged or rejected. A record older than `orphan_after_s` whose
-chunk no live worker process is solving is an orphan: the sweep asks kombu's Redis QoS to
-put that delivery back on its queue (`restore_by_tag`, a no-op for a message the broker no
-longer holds) and drops the record. Chunk results are idempotent, so a rare false orphan
-costs a second solve, never a second result. Nothing here reads kombu's own keys.
+(`record_delivery`: `job:chunk` -> its delivery tag, in the pipeline's own hash); the
+chunk's result write drops the record in its MULTI (`pipeline.keys.result_commands`). A
+record older than `orphan_after_s` whose chunk no live worker process is solving is an
+orphan: the sweep asks kombu's Redis QoS to put that delivery back on its queue
+(`restore_by_tag`, a no-op for a message already acknowledged: a chunk dropped unsolved)
+and drops the record. Chunk results are idempotent, so a rare false orphan costs a second
+solve, never a second result. Nothing here reads kombu's own keys.
 """
 
 from __future__ import annotations
@@ -74,40 +75,36 @@ def chunk_of(payload: Any) -> str | None:
 
 
 def record_delivery(client: Any, tag: str, chunk: str, now: float) -> None:
-    """Remember that the message `tag` (of `chunk`) was taken by this worker at `now`."""
-    client.hset(deliveries_key(settings.key_prefix), tag, f"{chunk}:{now:.3f}")
+    """Remember that the message `tag` of `chunk` (`job:chunk`) was taken by this worker at `now`."""
+    client.hset(deliveries_key(settings.key_prefix), chunk, f"{tag}|{now:.3f}")
 
 
-def forget_delivery(client: Any, tag: str) -> None:
-    """The message `tag` was acknowledged or rejected: nothing to watch any more."""
-    client.hdel(deliveries_key(settings.key_prefix), tag)
-
-
-def orphaned_tags(client: Any, now: float) -> list[str]:
-    """Tags of chunk messages taken over `orphan_after_s` ago whose chunk no live worker is solving."""
+def orphans(client: Any, now: float) -> dict[str, str]:
+    """`job:chunk` -> delivery tag of chunk messages taken over `orphan_after_s` ago, still without a result,
+    whose chunk no live worker is solving."""
     records = client.hgetall(deliveries_key(settings.key_prefix))
     if not records:
-        return []
+        return {}
     live = set(client.zrangebyscore(workers_key(settings.key_prefix), now - 3 * settings.heartbeat_s, "+inf"))
     running = {v for k, v in client.hgetall(current_key(settings.key_prefix)).items() if k in live}
-    out = []
-    for tag, raw in records.items():
-        chunk, _, at = raw.rpartition(b":")
+    out = {}
+    for chunk, raw in records.items():
+        tag, _, at = raw.decode().rpartition("|")
         with contextlib.suppress(ValueError):
             if now - float(at) >= settings.orphan_after_s and chunk not in running:
-                out.append(tag.decode())
+                out[chunk.decode()] = tag
     return out
 
 
 def restore_orphans(client: Any, app: Any) -> int:
-    """Put orphaned chunk messages back on their queue (kombu's `restore_by_tag`); return how many."""
-    tags = orphaned_tags(client, time.time())
-    if not tags:
+    """Put orphaned chunk messages back on their queue (kombu's `restore_by_tag`); return how many records."""
+    found = orphans(client, time.time())
+    if not found:
         return 0
     with app.connection_for_write() as conn:
         qos = conn.default_channel.qos
-        for tag in tags:
+        for chunk, tag in found.items():
             qos.restore_by_tag(tag, leftmost=True)
-            forget_delivery(client, tag)
-    log.warning("requeued %d chunk message(s) left unacknowledged by a lost connection or worker", len(tags))
-    return len(tags)
+            client.hdel(deliveries_key(settings.key_prefix), chunk)
+    log.warning("requeued %d chunk message(s) left unacknowledged by a lost connection or worker", len(found))
+    return len(found)
