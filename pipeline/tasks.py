@@ -2,12 +2,11 @@
 
 Two kinds of chunk task ride the same producer, transport, outbox and collector: `ChunkTask`
 (solve these puzzles, here) and `GenerateTask` (make this many puzzles from this seed,
-`pipeline.generate`), each committed to the job's outbox before it is sent
-(`pipeline.outbox`). Celery
-reaches the workers' tasks by name (`SOLVE_TASK_NAME`, `GENERATE_TASK_NAME`, JSON kwargs
-`{"task": ...}`). A solve message names its chunk (`ChunkRef`) and the worker reads the task
-from the job's outbox; a generate message is small and carries its task.
-Every number is bounded, so a hand-made message cannot make a worker allocate without limit.
+`pipeline.generate`), each committed to the job's outbox (`pipeline.outbox`) before it is
+sent. Celery reaches the workers' tasks by name (`SOLVE_TASK_NAME`, `GENERATE_TASK_NAME`,
+JSON kwargs `{"task": ...}`). A solve message names its chunk (`ChunkRef`) and the worker
+reads the task from the outbox; a generate message is small and carries its task. Every
+number is bounded, so a hand-made message cannot make a worker allocate without limit.
 """
 
 from __future__ import annotations
