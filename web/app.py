@@ -29,6 +29,7 @@ from web.backend import Backend, check_job_id
 from web.errors import ApiError, on_api_error, on_http_error, on_unexpected
 from web.guard import Guard
 from web.puzzles import LEVELS, MAX_RANDOM_SEED, RANDOM_BOXES, random_puzzle, samples
+from web.settings import ServeSettings
 from web.solving import MAX_OPTION_CHARS, SolveRequest, check_portfolio, check_request
 
 HERE = Path(__file__).parent
@@ -46,9 +47,9 @@ def portfolios() -> list[str]:
     return [*PRESETS, *sorted(EXACT_SOLVERS), SAT_SOLVER, *sorted(STOCHASTIC_SOLVERS)]
 
 
-def create_app(backend: Backend) -> Starlette:
-    """The ASGI app over `backend` (its settings give the limits and the token)."""
-    settings = backend.settings
+def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starlette:
+    """The ASGI app over `backend`; `settings` (default: the backend's) give the token and the door's rules."""
+    settings = settings or backend.settings
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
     templates.env.globals.update(embedded=backend.embedded, settings=settings)
