@@ -1,4 +1,4 @@
-"""`serve`'s JSON API and pages, embedded (local processes): answers, and a clear 4xx JSON error for bad input."""
+"""`serve`'s JSON API and pages, embedded: answers, and clear 4xx JSON errors for bad input."""
 
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ LOCAL = "http://127.0.0.1"
 @pytest.fixture(scope="module")
 def backend() -> Iterator[Backend]:
     """An embedded backend: one process for jobs, one for single puzzles; small limits to meet them."""
-    settings = ServeSettings(max_time_limit=10.0, max_upload_bytes=64 << 10, max_puzzle_chars=4096, max_pending=2)
+    settings = ServeSettings(
+        max_time_limit=10.0, max_upload_bytes=64 << 10, max_puzzle_chars=4096, max_pending=2
+    )
     client = BatchClient(None, workers=1, daemon=True)
     client.pool.start()
     backend = Backend(client, PuzzlePool(1), settings)
@@ -83,7 +85,9 @@ def test_an_unsolvable_puzzle_raced_by_stochastic_solvers_comes_back_approximate
 
 
 def test_another_seed_finds_another_solution_of_a_puzzle_that_has_many(api):
-    found = {api.post("/api/solve", json={"puzzle": SPARSE, "seed": seed}).json()["solution"] for seed in range(4)}
+    found = {
+        api.post("/api/solve", json={"puzzle": SPARSE, "seed": seed}).json()["solution"] for seed in range(4)
+    }
     assert len(found) > 1
     again = api.post("/api/solve", json={"puzzle": SPARSE, "seed": 3}).json()["solution"]
     assert again in found
@@ -121,9 +125,8 @@ def test_more_single_puzzles_at_once_than_the_server_takes_get_a_429(backend):
     from web.solving import Busy
 
     busy = Busy(1)
-    with busy:
-        with pytest.raises(Exception, match="try again") as caught:
-            busy.__enter__()
+    with busy, pytest.raises(Exception, match="try again") as caught:
+        busy.__enter__()
     assert caught.value.status == 429 and busy.now == 0
 
 
@@ -164,7 +167,10 @@ def test_an_uploaded_corpus_becomes_a_job_with_progress_summary_and_downloads(ap
     data = wait_done(api, job)
     assert data["total"] == 31 and data["done"] == 31 and data["counts"] == {"solved": 30, "invalid": 1}
     assert data["name"] == "mine.txt" and data["options"] == {"time_limit": "2.0"}
-    assert data["summary"]["wins"] == {"propagation": 30} and set(data["summary"]["time_ms"]) >= {"p50", "max"}
+    assert data["summary"]["wins"] == {"propagation": 30} and set(data["summary"]["time_ms"]) >= {
+        "p50",
+        "max",
+    }
     assert data["summary"]["done_within"][-1][0] == 30 and data["summary"]["problems"][0]["line"] == 31
     assert data["results"]["state"] == "all"
     assert job in [j["job"] for j in api.get("/api/jobs").json()]
@@ -202,7 +208,9 @@ def test_a_bad_upload_gets_a_json_error(api, params, body, status, words):
     assert_error(api.post("/api/jobs", params=params, content=body), status, words)
 
 
-@pytest.mark.parametrize("job", ["0123456789abcdef0123456789abcdef", "*", "abc", "..x", "sbatch:workers", "%2e%2e"])
+@pytest.mark.parametrize(
+    "job", ["0123456789abcdef0123456789abcdef", "*", "abc", "..x", "sbatch:workers", "%2e%2e"]
+)
 def test_an_unknown_or_malformed_job_id_is_a_404_everywhere(api, job):
     for response in (
         api.get(f"/api/jobs/{job}"),

@@ -48,7 +48,7 @@ def portfolios() -> list[str]:
 
 
 def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starlette:
-    """The ASGI app over `backend`; `settings` (default: the backend's) give the token and the door's rules."""
+    """The ASGI app over `backend`; `settings` (default: the backend's) give the token and the limits."""
     settings = settings or backend.settings
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
