@@ -30,6 +30,7 @@ function show(job) {
   document.getElementById("results-note").textContent = job.results.note;
   document.getElementById("downloads").hidden = job.results.stored === 0;
   document.getElementById("problems-total").textContent = job.summary.problems_total;
+  document.getElementById("problems-section").hidden = !job.summary.problems_total;
   fill(document.getElementById("problems"), job.summary.problems.map((p) => row([cell(p.line), cell(p.status), cell(p.error)])));
 }
 

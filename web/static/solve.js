@@ -209,13 +209,17 @@ function conflicts(values) {
   return out;
 }
 
+function ms(value) {
+  return (value < 100 ? value.toPrecision(3) : Math.round(value).toLocaleString("en")) + " ms";
+}
+
 function showAnswer(record, seed) {
   $("answer").hidden = false;
   $("a-status").textContent = record.status;
   $("a-status").className = "status " + record.status;
   $("a-cost").textContent = record.cost === null ? "-" : record.cost;
   $("a-solver").textContent = record.solver || "-";
-  $("a-time").textContent = record.time_ms === null ? "-" : record.time_ms.toFixed(1) + " ms";
+  $("a-time").textContent = record.time_ms === null ? "-" : ms(record.time_ms);
   $("a-nodes").textContent = record.nodes.toLocaleString("en");
   $("a-guesses").textContent = record.guesses.toLocaleString("en");
   $("a-restarts").textContent = record.restarts;
