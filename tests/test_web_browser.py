@@ -133,6 +133,18 @@ def test_a_puzzle_typed_into_the_grid_is_solved_on_the_page(browser, server):
     sixteen = next(s.puzzle for s in samples() if s.box == "4x4")
     line.send_keys(sixteen + Keys.ENTER)
     wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#grid input")) == 256, what="a 16x16 grid")
+    six = next(s.puzzle for s in samples() if s.box == "2x3")  # pasted into a cell: a 6x6 grid, 2x3 boxes
+    browser.execute_script(
+        "const data = new DataTransfer(); data.setData('text', arguments[1]);"
+        "arguments[0].dispatchEvent(new ClipboardEvent('paste', {clipboardData: data, bubbles: true}));",
+        browser.find_element(By.CSS_SELECTOR, "#grid input"),
+        six,
+    )
+    cells = wait_for(
+        lambda: (c := browser.find_elements(By.CSS_SELECTOR, "#grid input")) and len(c) == 36 and c
+    )
+    assert "".join(c.get_attribute("value") or "." for c in cells) == six
+    assert browser.find_element(By.ID, "box").get_attribute("value") == "2x3"
 
 
 def test_a_running_jobs_page_shows_its_progress_advance(browser, server):
