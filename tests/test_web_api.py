@@ -330,3 +330,19 @@ def test_serve_settings_out_of_range_are_refused(fields, words):
 def test_loopback_binds_need_no_token():
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         assert ServeSettings(host=host).loopback
+
+
+def test_a_puzzle_process_that_died_is_replaced_and_the_next_puzzle_is_solved(api, backend):
+    import os
+    import signal
+
+    (pid,) = backend.pool.pids()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the first request may still meet the dying pool: 503, said so
+        response = api.post("/api/solve", json={"puzzle": LINES[2]})
+        if response.status_code == 200:
+            break
+        assert_error(response, 503, "died")
+        time.sleep(0.1)
+    assert response.json()["status"] == "solved" and backend.pool.pids() != [pid]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,8 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
             made = await asyncio.wait_for(future, RANDOM_WAIT_S)
         except TimeoutError:
             raise ApiError(504, f"no puzzle made within {RANDOM_WAIT_S:g} s") from None
+        except BrokenProcessPool:
+            raise ApiError(503, "the puzzle process died (a new one is started): ask again") from None
         if made is None:
             raise ApiError(422, f"no {level} puzzle turned up for {box} boxes; try another difficulty")
         return JSONResponse(made)

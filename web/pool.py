@@ -11,6 +11,7 @@ import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from client.processes import die_with_parent, kill_pool
@@ -28,18 +29,30 @@ class PuzzlePool:
     """A few worker processes that take one puzzle at a time, apart from the batch jobs' processes."""
 
     def __init__(self, processes: int) -> None:
-        ctx = multiprocessing.get_context("fork")
-        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            processes, mp_context=ctx, initializer=_init, initargs=(os.getpid(),)
-        )
         self.processes = processes
-        self._pool.submit(os.getpid).result()  # forks every process now, from this (the main) thread
+        self._pool: ProcessPoolExecutor | None = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        """Fork the processes now, from the calling thread (the main one: they die with the server)."""
+        ctx = multiprocessing.get_context("fork")
+        pool = ProcessPoolExecutor(self.processes, mp_context=ctx, initializer=_init, initargs=(os.getpid(),))
+        pool.submit(os.getpid).result()
+        return pool
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        """Run `fn(*args)` in one of the processes (RuntimeError once the pool is closed)."""
+        """Run `fn(*args)` in one of the processes (RuntimeError once the pool is closed).
+
+        A pool broken by a process that died (killed, or crashed in a solver) is replaced first:
+        the puzzle it was solving failed, the next one is solved.
+        """
         if self._pool is None:
             raise RuntimeError("the server is shutting down")
-        return self._pool.submit(fn, *args)
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenProcessPool:
+            kill_pool(self._pool)
+            self._pool = self._start()
+            return self._pool.submit(fn, *args)
 
     def pids(self) -> list[int]:
         """The processes' ids (for the workers panel)."""

@@ -12,6 +12,7 @@ import asyncio
 import json
 import math
 import uuid
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -137,6 +138,10 @@ class LocalSolver:
                 line = await asyncio.wait_for(future, checked.time_limit + ANSWER_GRACE_S)
             except TimeoutError:
                 raise ApiError(504, f"no answer within {checked.time_limit + ANSWER_GRACE_S:g} s") from None
+            except BrokenProcessPool:
+                raise ApiError(
+                    503, "the solving process died on this puzzle (a new one is started)"
+                ) from None
         return json.loads(line)
 
 
