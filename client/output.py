@@ -89,16 +89,8 @@ class Output:
             self._flushed = now
 
     def _write_csv(self, lines: list[bytes]) -> None:
-        text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
-        if not self._csv_header:
-            writer.writerow(FIELDS)
-            self._csv_header = True
-        for line in lines:
-            data = json.loads(line)
-            data["counters"] = json.dumps(data["counters"], separators=(",", ":"))
-            writer.writerow(["" if data[k] is None else data[k] for k in FIELDS])
-        self.stream.write(text.getvalue().encode())
+        self.stream.write(csv_text(lines, header=not self._csv_header).encode())
+        self._csv_header = True
 
     def close(self, keep: bool) -> None:
         """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed."""
@@ -109,3 +101,16 @@ class Output:
             return
         target, self._target = self._target, None
         target.close(keep)
+
+
+def csv_text(lines: list[bytes], header: bool) -> str:
+    """CSV rows (the FIELDS' header row first when `header`) of JSON Lines records; counters as JSON."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    if header:
+        writer.writerow(FIELDS)
+    for line in lines:
+        data = json.loads(line)
+        data["counters"] = json.dumps(data["counters"], separators=(",", ":"))
+        writer.writerow(["" if data[k] is None else data[k] for k in FIELDS])
+    return text.getvalue()

@@ -95,6 +95,10 @@ class LocalPool:
         )
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
 
+    def pids(self) -> list[int]:
+        """The ids of the processes (none before `start`)."""
+        return sorted(getattr(self._pool, "_processes", None) or {})
+
     def submit(self, payload: str | ChunkTask) -> Future[bytes]:
         """Solve one ChunkTask (or its JSON) in a worker process."""
         assert self._pool is not None, "start() the pool first"

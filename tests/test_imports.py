@@ -30,6 +30,8 @@ ENTRY_MODULES = [
     "worker.broker",  # the next three are named in worker.app's settings, imported by Celery by name
     "worker.consumer",
     "worker.requests",
+    "web.server",  # `serve` starts here, and builds the app from these
+    "web.app",
 ]
 
 
