@@ -84,11 +84,18 @@ class BatchClient:
         portfolio: str | None = None,
         box: str | None = None,
         name: str | None = None,
+        seed: int | None = None,
     ) -> Job:
-        """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings."""
+        """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
+
+        `seed` fixes the solvers' seeds (the same seed, the same random choices); None draws them
+        from the job id, so every job tries differently.
+        """
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
-        return self.submit_inputs([(name, source)], time_limit=time_limit, portfolio=portfolio, box=box)
+        return self.submit_inputs(
+            [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed
+        )
 
     def submit_inputs(
         self,
@@ -98,6 +105,7 @@ class BatchClient:
         portfolio: str | None = None,
         box: str | None = None,
         bounded: bool = True,
+        seed: int | None = None,
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
@@ -107,10 +115,12 @@ class BatchClient:
         as_box(box)  # a bad box shape is the caller's error, raised here
         if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
             raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
+        if seed is not None and not 0 <= seed < MAX_SEED:
+            raise ValueError(f"seed {seed}: must be at least 0 and below 2**63")
         if self.embedded:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
-        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio, prints)
+        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio, prints, seed)
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
         transport: Transport
@@ -275,6 +285,7 @@ class BatchClient:
         self.close()
 
 
+MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence
 SMALL_GRID_CHARS = 2 * 81 + 1  # the longest line of a 9x9 grid: 81 values with separators
 
 

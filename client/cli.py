@@ -1,4 +1,4 @@
-"""`sudoku-batch`: solve, submit, collect, status, worker, health, purge, generate, warm.
+"""`sudoku-batch`: solve, submit, collect, status, worker, health, purge, generate, warm, serve.
 
 Exit 0 ok, 1 failed, 2 usage; interrupted by a signal: 128 + its number (Ctrl-C 130, SIGTERM 143).
 """
@@ -102,6 +102,10 @@ def parser() -> argparse.ArgumentParser:
 
     add_arguments(p)
     sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
+    p = sub.add_parser("serve", help="a web page for single puzzles, jobs and workers (loopback by default)")
+    from web.server import add_arguments as serve_arguments
+
+    serve_arguments(p)
     return ap
 
 
@@ -137,6 +141,8 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
             return run_generate(args, settings)
         if args.command == "warm":
             return run_warm()
+        if args.command == "serve":
+            return _serve(args, settings)
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
@@ -231,6 +237,22 @@ def _health(args: argparse.Namespace, settings: ClientSettings) -> int:
         return EXIT_FAILED
     print(f"ok: {len(mine)} live worker processes on {host}")
     return EXIT_OK
+
+
+def _serve(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Serve the web page until a signal ends it (usage errors for bad limits or a port in use)."""
+    from web.server import run_serve, serve_settings
+
+    check_processes("--workers", args.workers)
+    try:
+        serve_settings(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    url = broker_url(args, settings, False)
+    try:
+        return run_serve(args, url, settings)
+    except ValueError as exc:  # the port is taken, or the address is not this machine's
+        raise UsageError(str(exc)) from None
 
 
 def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:

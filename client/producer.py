@@ -94,13 +94,14 @@ class JobSpec:
     time_limit: float | None = None
     portfolio: str | None = None
     prints: list[InputPrint | None] = field(default_factory=list)
+    seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
         out = {"created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs)}
         out["prints"] = PRINTS.dump_json(self.prints).decode()
         out["checkpoint"] = Checkpoint().model_dump_json()
-        for key in ("box", "time_limit", "portfolio"):
+        for key in ("box", "time_limit", "portfolio", "seed"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = str(value)
@@ -113,9 +114,11 @@ class JobSpec:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
         prints = PRINTS.validate_json(meta["prints"]) if meta.get("prints") else []
         prints += [None] * (len(inputs) - len(prints))
+        seed = meta.get("seed")
         return cls(
-            job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints
-        )
+            job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
+            int(seed) if seed else None,
+        )  # fmt: skip
 
 
 class ChunkSizer:
@@ -370,7 +373,7 @@ class Producer:
             box=self.spec.box,
             time_limit=self.spec.time_limit,
             portfolio=self.spec.portfolio,
-            seed=solver_seed(self.spec.job, chunk),
+            seed=solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
         )
         self._emit(
             task, Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])), answered

@@ -7,6 +7,7 @@ seconds, never a hang.
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import uuid
@@ -22,7 +23,7 @@ from client.store import Checkpoint, JobStore, Superseded
 from pipeline.keys import JobKeys, current_key, job_stopped, result_commands, workers_key
 from pipeline.outbox import outbox_entry, read_outbox_entry
 from pipeline.result import ChunkResult, ChunkStats
-from pipeline.tasks import ChunkTask
+from pipeline.tasks import JOB_ID_PATTERN, ChunkTask
 
 if TYPE_CHECKING:
     from pipeline.generate import GenerateResult, GenerateTask
@@ -32,6 +33,7 @@ try:  # redis-py's own reply buffer (a private module): without it `read_large` 
 except ImportError:  # pragma: no cover - another redis-py layout
     SocketBuffer = None  # type: ignore[assignment,misc]
 
+JOB_ID = re.compile(JOB_ID_PATTERN)
 OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
 LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
 COMMIT_TRIES = 8  # rounds of a producer's commit interrupted by a broken connection before it fails
@@ -53,6 +55,11 @@ def connect(url: str, settings: ClientSettings) -> redis.Redis:
     # Connected: from now on ride out a broker restart (about a minute) instead of failing the job.
     client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.1, cap=2.0), OUTAGE_RETRIES))
     return client
+
+
+def _glob_escape(text: str) -> str:
+    """`text` as a literal in a Redis MATCH pattern (a key prefix may hold `*`, `?`, `[` or `\\`)."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def _reason(exc: BaseException) -> str:
@@ -190,6 +197,25 @@ class RedisJobStore(JobStore):
                 return [value]
         return list(self.r.mget([k.result(c) for c in chunks]))
 
+    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+        k = self.keys(job)
+        pipe = self.r.pipeline(transaction=False)
+        for c in chunks:
+            pipe.exists(k.result(c))
+        return [bool(n) for n in pipe.execute()] if chunks else []
+
+    def job_ids(self, most: int) -> list[str]:
+        """SCAN (never KEYS: it would block the broker) for job metadata keys; up to `most` ids."""
+        head, tail = f"{self.prefix}:job:", ":meta"
+        found: dict[str, None] = {}  # SCAN may return a key twice
+        for key in self.r.scan_iter(match=f"{_glob_escape(head)}*{tail}", count=1000):
+            job = _s(key)[len(head) : -len(tail)]
+            if JOB_ID.fullmatch(job):
+                found[job] = None
+                if len(found) >= most:
+                    break
+        return list(found)
+
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
         k = self.keys(job)
         pipe = self.r.pipeline(transaction=False)
@@ -212,10 +238,20 @@ class RedisJobStore(JobStore):
         time.sleep(timeout)
 
     def live_workers(self) -> list[str]:
+        return list(self.worker_beats())
+
+    def worker_beats(self) -> dict[str, float]:
+        """Live worker process -> its last heartbeat (epoch seconds); processes silent an hour are dropped."""
         key = workers_key(self.prefix)
         now = time.time()
         self.r.zremrangebyscore(key, 0, now - 3600)
-        return [_s(w) for w in self.r.zrangebyscore(key, now - LIVE_WORKER_S, "+inf")]
+        beats = self.r.zrangebyscore(key, now - LIVE_WORKER_S, "+inf", withscores=True)
+        return {_s(w): float(at) for w, at in beats}
+
+    def current(self) -> dict[str, str]:
+        """Live worker process -> the `job:chunk` it is solving now (a process between chunks is absent)."""
+        live = set(self.live_workers())
+        return {_s(w): _s(v) for w, v in self.r.hgetall(current_key(self.prefix)).items() if _s(w) in live}
 
     def put_outbox(self, job: str, task: ChunkTask) -> None:
         """Keep a chunk task until its result is stored (the result write drops it), so it can be re-sent.
@@ -266,9 +302,7 @@ class RedisJobStore(JobStore):
 
     def running(self) -> set[str]:
         """`job:chunk` of every chunk a live worker process is solving now (`sbatch:current`)."""
-        live = set(self.live_workers())
-        current = self.r.hgetall(current_key(self.prefix))
-        return {_s(v) for w, v in current.items() if _s(w) in live}
+        return set(self.current().values())
 
     def purge(self, job: str, *, stop: bool = True) -> int:
         """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.

@@ -12,26 +12,29 @@ from pipeline.columns import TIME_BINS_PER_DECADE
 MAX_ROWS = 1000
 
 
-def _plots(summary: Summary) -> dict[str, str]:
-    """The plots (time histogram, wins, approximate costs) as inline SVG, by title."""
-    plots: dict[str, str] = {}
+def plots(summary: Summary) -> dict[str, str]:
+    """The plots (time histogram, cactus, wins, approximate costs) as inline SVG, by title."""
+    out: dict[str, str] = {}
     if summary.time_bins:
         bins = [
             (10 ** (b / TIME_BINS_PER_DECADE), 10 ** ((b + 1) / TIME_BINS_PER_DECADE), count)
             for b, count in sorted(summary.time_bins.items())
         ]
-        plots["Solve time histogram"] = svg_chart.histogram(
+        out["Solve time histogram"] = svg_chart.histogram(
             bins, "solve time (ms, log scale)", "puzzles", log_x=True
+        )
+        out["Cactus plot: puzzles done within a time"] = svg_chart.cactus(
+            summary.done_within(), "puzzles done (all but invalid lines)", "ms each, at most (log)"
         )
     if summary.wins:
         wins = sorted(summary.wins.items(), key=lambda kv: -kv[1])
-        plots["Wins per solver"] = svg_chart.rows(wins, "puzzles won")
+        out["Wins per solver"] = svg_chart.rows(wins, "puzzles won")
     if summary.approx_costs:
         costs = [(str(c), v) for c, v in sorted(summary.approx_costs.items())]
-        plots["Cost histogram of approximate results"] = svg_chart.columns(
+        out["Cost histogram of approximate results"] = svg_chart.columns(
             costs, "cost of the best grid found", "approximate results"
         )
-    return plots
+    return out
 
 
 def write_report(summary: Summary, path: str | Path, title: str = "sudoku-batch report") -> None:
@@ -41,7 +44,7 @@ def write_report(summary: Summary, path: str | Path, title: str = "sudoku-batch 
     rows = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["counts"].items())
     pct = "".join(f"<tr><td>{e(k)}</td><td>{v:.4g}</td></tr>" for k, v in data["time_ms"].items())
     wins = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["wins"].items())
-    plots = "".join(f"<h2>{e(name)}</h2><figure>{svg}</figure>" for name, svg in _plots(summary).items())
+    figures = "".join(f"<h2>{e(name)}</h2><figure>{svg}</figure>" for name, svg in plots(summary).items())
     problems = sorted(summary.problems, key=lambda ip: ip[1].index)[:MAX_ROWS]
     bad = "".join(
         f"<tr><td>{e(i)}</td><td>{p.line}</td><td>{e(p.status)}</td><td>{e(p.error)}</td></tr>"
@@ -61,7 +64,7 @@ td,th{{border:1px solid #ccc;padding:2px 8px;text-align:left}}</style></head><bo
 <h2>Counts by status</h2><table><tr><th>status</th><th>puzzles</th></tr>{rows}</table>
 <h2>Solve time (ms)</h2><table><tr><th>percentile</th><th>ms</th></tr>{pct}</table>
 <h2>Wins per solver</h2><table><tr><th>solver</th><th>puzzles</th></tr>{wins}</table>
-{plots}
+{figures}
 <h2>Invalid and failed lines ({summary.problems_total:,})</h2>
 <table><tr><th>input</th><th>line</th><th>status</th><th>reason</th></tr>{bad}</table>{more}
 </body></html>

@@ -140,6 +140,14 @@ class JobStore(ABC):
             for c, p in zip(chunks, self.fetch(job, chunks), strict=True)
         ]
 
+    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+        """Which of `chunks` still have their result stored (not once `solve` collected it, or it expired)."""
+        return [p is not None for p in self.fetch(job, chunks)]
+
+    @abstractmethod
+    def job_ids(self, most: int) -> list[str]:
+        """The ids of up to `most` jobs the store holds, in no particular order."""
+
     @abstractmethod
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
         """Let collected results expire after `ttl` seconds."""
@@ -331,6 +339,13 @@ class MemoryStore(JobStore):
 
     def fetch_results(self, job: str, chunks: Sequence[int], decode: Decode = decode_solve) -> list[Any]:
         return [None if k is None else k[0] for k in self._kept(job, chunks)]
+
+    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+        return [k is not None for k in self._kept(job, chunks)]
+
+    def job_ids(self, most: int) -> list[str]:
+        with self._cond:
+            return list(self._meta)[:most]
 
     def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[Any, bytes | None] | None]:
         with self._cond:

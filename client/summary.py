@@ -95,6 +95,17 @@ class Summary:
         out["max"] = self.time_max_ms
         return out
 
+    def done_within(self) -> list[tuple[int, float]]:
+        """The cactus plot's points: (puzzles done within t, t in ms) at each time bin, rising in both;
+        t is the bin's middle (as for the percentiles), the exact maximum for the last one."""
+        points, seen = [], 0
+        for b, count in sorted(self.time_bins.items()):
+            seen += count
+            points.append((seen, min(time_bin_ms(b), self.time_max_ms)))
+        if points:
+            points[-1] = (seen, self.time_max_ms)
+        return points
+
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain data (for the report and `--json` consumers)."""
         return {

@@ -138,3 +138,42 @@ def rows(items: Sequence[tuple[str, int]], x_label: str) -> str:
         )
         body.append(_text(left - 4, y + band / 2 + 4, label, "end"))
     return _frame(body, x_label, "", height, left)
+
+
+def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str) -> str:
+    """A cactus plot: a step line through (puzzles answered, time each took at most), time on a log axis.
+
+    `points` rise in both coordinates (cumulative counts against the upper edges of time bins):
+    the further right and the lower the line, the more puzzles were answered and the faster.
+    """
+    points = [(n, t) for n, t in points if n > 0 and t > 0]
+    if not points:
+        return _frame([], x_label, y_label)
+    most = max(n for n, _ in points)
+    lo = 10 ** math.floor(math.log10(min(t for _, t in points)))
+    hi = 10 ** math.ceil(math.log10(max(t for _, t in points)))
+    hi = hi if hi > lo else lo * 10
+    bottom = HEIGHT - BOTTOM
+    x_ticks = nice_ticks(most)
+
+    def x(n: float) -> float:
+        return LEFT + n / x_ticks[-1] * (WIDTH - LEFT - RIGHT)
+
+    def y(t: float) -> float:
+        return bottom - math.log10(t / lo) / math.log10(hi / lo) * (bottom - TOP)
+
+    body = []
+    for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1):
+        at = y(10**e)
+        body.append(f'<line x1="{LEFT}" y1="{at:.1f}" x2="{WIDTH - RIGHT}" y2="{at:.1f}" stroke="#ddd"/>')
+        body.append(_text(LEFT - 4, at + 4, _number(10**e), "end"))
+    for value in x_ticks:
+        body.append(_text(x(value), bottom + 14, _number(value)))
+    path = [f"M{x(0):.2f},{y(points[0][1]):.2f}"]
+    for n, t in points:
+        path.append(f"L{x(n):.2f},{y(t):.2f}")
+    body.append(f'<path d="{" ".join(path)}" fill="none" stroke="{FILL}" stroke-width="2"/>')
+    n, t = points[-1]
+    body.append(f'<circle cx="{x(n):.2f}" cy="{y(t):.2f}" r="3" fill="{FILL}"><title>{n:,} puzzles within '
+                f"{_number(t)} ms</title></circle>")  # fmt: skip
+    return _frame(body, x_label, y_label)

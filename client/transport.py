@@ -121,6 +121,10 @@ class LocalPool:
         )
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
 
+    def pids(self) -> list[int]:
+        """The ids of the processes (none before `start`)."""
+        return sorted(getattr(self._pool, "_processes", None) or {})
+
     def submit(self, task: Task) -> Future[bytes]:
         """Run one chunk task in a worker process; the future holds its encoded result."""
         assert self._pool is not None, "start() the pool first"

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
 CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")  # shared/ by the repo
 NO_REDIS = "redis-server is not installed"
+SCREENSHOTS: list[Path] = []  # written by the browser tests, listed at the end of the run
 
 
 def cli_command() -> list[str]:
@@ -52,7 +53,12 @@ def _need_redis() -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """End a run that skipped integration tests for want of redis-server with a loud count of them."""
+    """List the browser tests' screenshots; end a run that skipped integration tests for want of
+    redis-server with a loud count of them."""
+    if SCREENSHOTS:
+        terminalreporter.write_sep("-", "screenshots")
+        for path in SCREENSHOTS:
+            terminalreporter.write_line(str(path))
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_REDIS in str(r.longrepr)]
     if skipped:
         title = f"{len(skipped)} INTEGRATION TESTS SKIPPED: {NO_REDIS}"

@@ -71,8 +71,16 @@ def test_the_html_report_is_self_contained_with_tables_and_plots(corpus, tmp_pat
     proc = run_cli("solve", str(path), "-o", str(tmp_path / "o.jsonl"), "--report", str(report), "-q")
     assert proc.returncode == 0, proc.stderr
     page = report.read_text()
-    assert page.count("<svg") == 2 and "<script" not in page and "http" not in page.split("<body>")[1]
-    for heading in ("Counts by status", "Solve time", "Wins per solver", "Invalid and failed lines"):
+    assert (
+        page.count("<svg") == 3 and "<script" not in page
+    )  # time histogram, cactus plot, wins and "http" not in page.split("<body>")[1]
+    for heading in (
+        "Counts by status",
+        "Solve time",
+        "Cactus plot",
+        "Wins per solver",
+        "Invalid and failed lines",
+    ):
         assert heading in page
     assert "row 1 has 9 1s" in page
 

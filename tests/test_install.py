@@ -4,8 +4,8 @@ The suite's own venv has test tools and whatever they pull in (pytest brings `pa
 which once hid that kombu's Redis transport needs `packaging`. So the check here does not
 trust the environment: a fresh interpreter refuses every module whose distribution is not
 reachable from pyproject.toml's `dependencies` (extras followed only where a requirement
-names them), then imports what `worker`, `solve --broker` and `solve --report` load and
-writes a report. `.ci/plain_install` runs the commands themselves in a real plain venv.
+names them), then imports what `worker`, `solve --broker`, `solve --report` and `serve` load
+and writes a report. `.ci/plain_install` runs the commands themselves in a real plain venv.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ IMPORTS = """
 import json, sys
 from importlib import metadata
 allowed, owners = set(json.loads(sys.argv[2])), metadata.packages_distributions()
-OWN = {"solvers", "pipeline", "client", "worker"}
+OWN = {"solvers", "pipeline", "client", "worker", "web"}
 refused = set()
 
 class PlainInstall:
@@ -50,6 +50,8 @@ resolve_transport("redis")                     # what a broker URL redis:// load
 from client.report import write_report
 from client.summary import Summary
 write_report(Summary(), sys.argv[1])           # the report's imports, lazy ones included
+import web.server, web.app, web.backend, uvicorn.protocols.http.h11_impl, uvicorn.loops.asyncio
+import starlette.staticfiles, starlette.templating, jinja2   # `serve`: the page and its templates
 print(json.dumps(sorted(refused)))             # optional imports that fell back, for the record
 """
 

@@ -32,7 +32,9 @@ def test_the_report_is_written_when_matplotlib_cannot_be_imported(tmp_path, monk
     path = tmp_path / "r.html"
     write_report(summary(), path)
     page = path.read_text()
-    assert page.count("<svg") == 3 and "<script" not in page and "http" not in page.split("<body>")[1]
+    assert (
+        page.count("<svg") == 4 and "<script" not in page
+    )  # times, cactus, wins, costs and "http" not in page.split("<body>")[1]
     assert "row 1 has two 5s" in page and "&lt;annealing&gt;" in page and "<annealing>" not in page
 
 
@@ -57,3 +59,14 @@ def test_ticks_are_round_numbers_reaching_the_top():
     assert svg_chart.nice_ticks(7) == [0, 2, 4, 6, 8]
     assert svg_chart.nice_ticks(1200) == [0, 500, 1000, 1500]
     assert svg_chart.nice_ticks(0) == [0.0, 1.0]
+
+
+def test_a_cactus_plot_rises_through_the_cumulative_counts_on_a_log_time_axis():
+    s = summary()  # time bins -100: 10, -99: 20, 50: 8 -> 10, 30 and 38 puzzles done within their bins' times
+    points = s.done_within()
+    assert [n for n, _ in points] == [10, 30, 38] and [t for _, t in points] == sorted(t for _, t in points)
+    assert points[-1][1] == 10.5  # the last bin's time is the exact maximum
+    chart = svg_chart.cactus(points, "puzzles", "ms")
+    ys = [float(y) for y in re.findall(r"L[\d.]+,([\d.]+)", chart)]
+    assert len(ys) == 3 and ys == sorted(ys, reverse=True)  # slower puzzles plot higher
+    assert "38 puzzles within 10.5 ms" in chart and svg_chart.cactus([], "x", "y").count("<path") == 0
