@@ -149,8 +149,9 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
 
 
-def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
-    """Instantiate the members with independent child seeds (spawned, in member order)."""
+def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> list[Member]:
+    """Instantiate the members with independent child seeds (spawned, in member order); `variant` > 0
+    also gives the SAT member its own variable order (see `race`)."""
     children = np.random.SeedSequence(seed).spawn(len(spec.members))
     members: list[Member] = []
     seen: dict[str, int] = {}
@@ -181,7 +182,7 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
         elif m.kind == "sat":  # beside an exact member, it leaves grids too open to encode cheaply
             beside = any(o.kind == "exact" and o.races(puzzle.box.n) for o in spec.members)
             cap = MAX_CLAUSES if beside else None
-            members.append(SatMember(puzzle, weight=weight, name=name, max_clauses=cap))
+            members.append(SatMember(puzzle, weight=weight, name=name, max_clauses=cap, variant=variant))
         else:
             solver = STOCHASTIC_SOLVERS[m.solver]
             members.append(
@@ -209,6 +210,7 @@ def race(
     fast_nodes_done: int = 0,
     spent: float = 0.0,
     trace: list[tuple[str, str, int]] | None = None,
+    variant: int = 0,
 ) -> SolveResult:
     """Race the portfolio's members on one puzzle until a verified solution, a proof of
     none, the deadline or the `stop` flag (int64[1], raised by another thread).
@@ -216,7 +218,9 @@ def race(
     `fast_nodes_done` > 0 says the fast path already ran (the batch path did it with that
     many nodes, taking `spent` seconds, which `elapsed` includes): the exact member's
     complete run continues from twice that budget. `trace`, when given, receives
-    (member, outcome, monotonic ns at its end) for every slice, in order.
+    (member, outcome, monotonic ns at its end) for every slice, in order. `variant` > 0 (a helper
+    racing the same puzzle in another process, with another `seed`) also shuffles the SAT member's
+    variable order: its only source of another search, since CaDiCaL takes no seed otherwise.
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
@@ -224,7 +228,7 @@ def race(
     limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
     deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
-    members = _build(spec, puzzle, seed)
+    members = _build(spec, puzzle, seed, variant)
     if not members:
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)

@@ -32,6 +32,7 @@ from solvers.restarts import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteM
 SAT_SOLVER = "sat"  # the member's name in portfolios
 BACKEND = "cadical195"
 OPTIONS = {"elim": 0, "probe": 0, "vivify": 0, "subsume": 0}  # no inprocessing rounds (see above)
+SHUFFLE = {"shuffle": 1, "shufflequeue": 1, "shufflerandom": 1}  # a variant's variable order (+ "seed")
 STEP_CONFLICTS = 150  # per race step: ~12 ms at 25x25, at most 29 ms measured (300: 47 ms)
 MAX_CLAUSES = 60_000  # frisch 25x25: 26-30k; an acs 25x25 grid with few givens: 750k (1 s to build)
 CLAUSES_PER_SLICE = 2_000  # model of encoding and loading: ~1.5 us a clause, 3 ms a slice
@@ -112,13 +113,22 @@ class SatMember(CompleteMember):
     The encoding is built in the member's first step (and loaded into the solver in its
     second), not when the race starts: most races end in the exact member's first steps.
     A grid so open that its encoding would exceed `max_clauses` is left to the others (the
-    race passes `MAX_CLAUSES` when an exact member runs beside it, None when it runs alone)."""
+    race passes `MAX_CLAUSES` when an exact member runs beside it, None when it runs alone).
+    `variant` > 0 shuffles CaDiCaL's variable order with that seed: the same clauses, another
+    search (a helper racing the puzzle in another process; 0 keeps the order of the encoding)."""
 
     def __init__(
-        self, puzzle: Puzzle, *, weight: float = 1.0, name: str = SAT_SOLVER, max_clauses: int | None = None
+        self,
+        puzzle: Puzzle,
+        *,
+        weight: float = 1.0,
+        name: str = SAT_SOLVER,
+        max_clauses: int | None = None,
+        variant: int = 0,
     ) -> None:
         super().__init__(name, weight, puzzle)
         self.max_clauses = max_clauses
+        self.variant = variant
         self.slice_conflicts = conflicts_per_slice(puzzle.box.n)
         self.stats: dict[str, int] = {}
         self.cnf: Cnf | None = None
@@ -147,7 +157,8 @@ class SatMember(CompleteMember):
             return PROGRESS
         if self.solver is None:  # second step: the solver takes the clauses
             self.solver = Solver(name=BACKEND, bootstrap_with=self.cnf.clauses)
-            self.solver.configure(OPTIONS)
+            shuffled = {**SHUFFLE, "seed": self.variant} if self.variant else {}
+            self.solver.configure({**OPTIONS, **shuffled})
             self.used_ns += monotonic_ns() - t0
             self.vtime += self.clauses / CLAUSES_PER_SLICE
             return PROGRESS
