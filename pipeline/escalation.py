@@ -26,9 +26,11 @@ from typing import Protocol
 import numpy as np
 
 from pipeline.race import MAX_HELPERS, Outcome, RaceEntry, RaceTask, race_seed
+from pipeline.stop import StopPoller
 from pipeline.tasks import ChunkTask
 from solvers.parse import parse_puzzle
 from solvers.puzzle import PuzzleError
+from solvers.result import SolveResult, Status
 from solvers.stop import new_flag, raise_flag
 from solvers.verify import is_solution
 
@@ -216,3 +218,28 @@ class Escalation:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+
+def help_race(task: RaceTask, board: Board, poll_s: float) -> SolveResult | None:
+    """Race one puzzle as helper `task.helper` until it is answered anywhere (what a worker or a local
+    process runs for a `RaceTask`); its result, or None when the race was over before it started.
+
+    The helper writes no record: it posts `started`, races under a stop poller watching the
+    board (closed, the owner's lease lapsed, the job stopped: it gives up at its solvers' next
+    slice), then posts its answer and counters; a solved grid also closes the race, so the
+    other helpers stop within a poll. The owner verifies the grid before it takes it.
+    """
+    from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
+
+    if board.over(task.chunk, task.row):
+        return None
+    board.post(task.chunk, task.row, task.helper, RaceEntry(state="started"))
+    with StopPoller(lambda: board.over(task.chunk, task.row), poll_s) as poller:
+        (result,) = solve_many(
+            [task.puzzle], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio,
+            seed=task.seed, stop=poller.flag, variant=task.helper,
+        )  # fmt: skip
+    board.post(task.chunk, task.row, task.helper, RaceEntry.of(result))
+    if result.status == Status.SOLVED:
+        board.close(task.chunk, task.row)
+    return result

@@ -1,11 +1,9 @@
 """One puzzle across the fleet, the helper's side: the task `sudoku_batch.race_puzzle` races one puzzle of
-another worker's chunk (`pipeline.race`), on the Redis board (`worker.board`).
+another worker's chunk (`pipeline.escalation.help_race`) on the Redis board (`worker.board`).
 
-A helper writes no record: it posts `started`, races the puzzle under a stop poller that
-watches the race's keys (closed, the owner's lease lapsed, or the job purged: it stops at
-its solvers' next slice), then posts its answer and counters; a verified grid also closes
-the race, so the other helpers stop within a poll. Its message is acknowledged early: a
-helper killed mid-race is not redelivered (the owner, which writes the record, races on).
+Its message is acknowledged early: a helper killed mid-race is not redelivered (the owner,
+which writes the record, races on; it waits for a started helper's last counters only
+`GRACE_S`).
 """
 
 from __future__ import annotations
@@ -17,10 +15,10 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from pipeline.escalation import help_race
 from pipeline.keys import current_key
-from pipeline.race import RaceEntry, RaceTask
+from pipeline.race import RaceTask
 from pipeline.solve import worker_name
-from pipeline.stop import StopPoller
 from pipeline.tasks import RACE_TASK_NAME
 from solvers.result import Status
 from worker.app import app
@@ -32,29 +30,15 @@ log = logging.getLogger(__name__)
 
 
 def handle_race(payload: Any, client: Any) -> int:
-    """Race one puzzle as helper `task.helper` until it is answered anywhere; 1 if this helper solved it."""
-    from solvers.api import solve_many
-
+    """Race one puzzle as helper `task.helper` (`pipeline.escalation.help_race`); 1 if it solved it."""
     task = RaceTask.model_validate(payload)
-    board = RedisBoard(client, task.job)
-    if board.over(task.chunk, task.row):
-        return 0  # answered, its owner gone, or the job purged before this helper started
     with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping: not idle while it races
         client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}:race")
     try:
-        board.post(task.chunk, task.row, task.helper, RaceEntry(state="started"))
-        with StopPoller(lambda: board.over(task.chunk, task.row), settings.stop_poll_s) as poller:
-            (result,) = solve_many(
-                [task.puzzle], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio,
-                seed=task.seed, stop=poller.flag, variant=task.helper,
-            )  # fmt: skip
-        board.post(task.chunk, task.row, task.helper, RaceEntry.of(result))
-        if result.status == Status.SOLVED:
-            board.close(task.chunk, task.row)  # the other helpers stop now; the owner verifies and writes
-            return 1
-        return 0
+        result = help_race(task, RedisBoard(client, task.job), settings.stop_poll_s)
     finally:
         client.hdel(current_key(settings.key_prefix), worker_name())
+    return int(result is not None and result.status == Status.SOLVED)
 
 
 @app.task(name=RACE_TASK_NAME, ignore_result=True, acks_late=False)
