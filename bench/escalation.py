@@ -7,6 +7,9 @@ same search) runs on 1 worker process, then on 2 (`--concurrency 1` each); with 
 puzzle unsolved after `--escalate-after` s is raced by the idle worker too, with another
 seed and SAT variable order. Wall time from submit to the record, median of `--runs`,
 the runs alternating between the two fleets (the machine is shared: noise hits both).
+Beside it, the CPU seconds each worker (with its pool process) spent on the job: on a
+machine whose cores are taken by others the wall time mostly measures the others, while
+the busiest worker's CPU is the wall the job would take with a free core per worker.
 Puzzles: `frisch:I` is line I (0-based) of gecode's frisch 25x25 set in the shared
 corpora; `qwh:S` a 36x36 grid with 60% of its cells blanked, made from seed S here.
 The load average is printed beside the figures.
@@ -87,6 +90,13 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
+def worker_cpu(procs: list[subprocess.Popen]) -> list[float]:
+    """CPU seconds so far of each worker: its main process and its pool process."""
+    from bench.pipeline import pids_cpu, tree
+
+    return [pids_cpu(tree(p.pid)) for p in procs]
+
+
 def one_run(url: str, text: str, escalate_after: float, time_limit: float) -> tuple[float, dict]:
     """Wall seconds from submit to the record, and the record."""
     from client.batch import BatchClient
@@ -120,6 +130,7 @@ def main() -> None:
     )  # fmt: skip
     url = f"redis://127.0.0.1:{port}/0"
     walls: dict[int, list[float]] = {1: [], 2: []}
+    busiest: dict[int, list[float]] = {1: [], 2: []}
     try:
         time.sleep(0.5)
         for run in range(args.runs):
@@ -127,13 +138,17 @@ def main() -> None:
                 procs = start_workers(url, count, tmp)
                 try:
                     load = os.getloadavg()[0]
+                    before = worker_cpu(procs)
                     wall, record = one_run(url, text, args.escalate_after, args.time_limit)
+                    cpu = [b - a for a, b in zip(before, worker_cpu(procs), strict=True)]
                 finally:
                     stop(procs)
                 walls[count].append(wall)
+                busiest[count].append(max(cpu))
                 print(
                     f"run {run + 1}, {count} worker(s): {wall:.2f} s wall, {record['status']} by "
-                    f"{record['solver']}, load {load:.2f}",
+                    f"{record['solver']}, worker CPU {' + '.join(f'{c:.2f}' for c in cpu)} s, "
+                    f"load {load:.2f}",
                     flush=True,
                 )
     finally:
@@ -142,6 +157,8 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     one, two = statistics.median(walls[1]), statistics.median(walls[2])
     print(f"{args.puzzle}: median wall 1 worker {one:.2f} s, 2 workers {two:.2f} s: x{two / one:.2f}")
+    one, two = statistics.median(busiest[1]), statistics.median(busiest[2])
+    print(f"{args.puzzle}: median CPU of the busiest worker 1: {one:.2f} s, 2: {two:.2f} s: x{two / one:.2f}")
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
 
 
