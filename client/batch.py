@@ -235,7 +235,7 @@ class BatchClient:
         transport: Transport
         if self.embedded:
             if self.workers > 1:
-                self.pool.start(partial(warm_generator, box))
+                self.pool.start(partial(warm_generator, box), races=False)
             transport = LocalTransport(self.store, spec.job, self.pool)
             window: Callable[[], int] = lambda: 2 * self.workers  # noqa: E731
         else:

@@ -153,12 +153,15 @@ class LocalPool:
         """True once the processes exist."""
         return self._pool is not None
 
-    def start(self, warm: Callable[[], None] = warm_solvers) -> None:
-        """Warm the kernels the tasks will run here, then fork the worker processes (no-op when started)."""
+    def start(self, warm: Callable[[], None] = warm_solvers, races: bool = True) -> None:
+        """Warm the kernels the tasks will run here, then fork the worker processes (no-op when started).
+
+        With `races` and more than one process, a board is started first (`client.local_board`):
+        an idle process may race another's slow puzzle (`--escalate-after`)."""
         if self._pool is not None:
             return
         warm()
-        if self.workers > 1:  # idle processes may race another's slow puzzle: they share a board
+        if races and self.workers > 1:
             from client.local_board import LocalBoard, start_manager
 
             self._manager = start_manager()
