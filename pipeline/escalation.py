@@ -3,11 +3,12 @@ and stops them; a `Board` is where owner and helpers meet (Redis for workers, sh
 
 A chunk's owner solves with `Escalation.racing` as `solve_many`'s `racing` hook: around the
 search of each puzzle the batch's first pass left unsolved. A thread asks every `poll_s`:
-once the puzzle has been searched `escalate_after` seconds, it opens the puzzle's race (a
-lease the owner refreshes: helpers stop when it lapses, so a dead owner leaves no helper
-running), calls as many helpers as there are idle processes (counting those called and
-not yet started), and takes the first helper's grid the independent verifier accepts: the
-owner's own search is then stopped through its flag. When the owner's search ends (its
+once the puzzle has been searched `escalate_after` seconds and a process is idle, it opens
+the puzzle's race (a lease the owner refreshes: helpers stop when it lapses, so a dead
+owner leaves no helper running), calls as many helpers as there are idle processes
+(counting those called and not yet started), and takes the first helper's grid the
+independent verifier accepts: the race is closed and the owner's own search stopped
+through its flag. With no idle process, nothing is written anywhere. When the owner's search ends (its
 answer, a helper's, or the time limit), the race is closed (helpers stop at their next
 slice) and the owner waits up to `grace_s` for the started helpers' last counters.
 """
@@ -123,7 +124,7 @@ class Escalation:
         finally:
             with self._lock:
                 self._current = None
-            if race.escalated:
+            if race.called:
                 self.outcomes[row] = self._settle(race)
 
     def tick(self) -> None:
@@ -139,14 +140,19 @@ class Escalation:
                 return
             race.escalated = True
             chunk = self.task.chunk
-            self.board.open(chunk, race.row)
-            race.entries = self.board.entries(chunk, race.row)
-            race.winner = self._verified(race)
-            if race.winner is not None:
-                raise_flag(race.flag)
-                return
+            if race.called:  # the race is open: keep its lease, look for a verified grid
+                self.board.open(chunk, race.row)
+                race.entries = self.board.entries(chunk, race.row)
+                race.winner = self._verified(race)
+                if race.winner is not None:
+                    raise_flag(race.flag)
+                    self.board.close(chunk, race.row)  # the other helpers stop now
+                    return
             waiting = race.called - len(race.entries)  # called, not started yet
-            for _ in range(max(0, min(MAX_HELPERS - race.called, self.board.idle() - waiting))):
+            wanted = min(MAX_HELPERS - race.called, self.board.idle() - waiting)
+            if wanted > 0 and not race.called:  # opened only once there is a helper to call
+                self.board.open(chunk, race.row)
+            for _ in range(max(0, wanted)):
                 race.called += 1
                 self.board.call(self._task(race))
 

@@ -21,7 +21,8 @@ from worker.config import settings
 
 log = logging.getLogger(__name__)
 LEASE_S = 3.0  # the owner refreshes its lease every poll; a dead owner's helpers stop this long after
-RACE_TTL_S = 60  # a race's stop key and entries (the owner drops the entries once merged)
+RACE_TTL_S = 60  # a race's entries (the owner drops them once merged)
+STOP_TTL_S = 10  # a race's stop key: longer than a lease an owner may refresh as a helper closes the race
 MAX_ENTRY_BYTES = 1 << 20  # one helper's posted entry
 
 
@@ -43,8 +44,11 @@ class RedisBoard(Board):
 
     def close(self, chunk: int, row: int) -> None:
         race = self._race(chunk, row)
+        if job_stopped(self.client, self.keys):  # purged: its helpers stop anyway; no key re-created
+            self.client.delete(race.lease, race.entries)
+            return
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.set(race.stop, "1", ex=RACE_TTL_S)
+            pipe.set(race.stop, "1", ex=STOP_TTL_S)
             pipe.delete(race.lease)
             pipe.execute()
 
