@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from pipeline.escalation import Escalation
+from pipeline.escalation import Escalation, help_race
 from pipeline.race import MAX_HELPERS, Outcome, RaceEntry, RaceTask, merge, race_seed
 from pipeline.tasks import ChunkTask
 from solvers.api import STOPPED_ERROR, solve, solve_many
@@ -138,6 +138,38 @@ def test_a_helper_grid_the_verifier_rejects_is_never_taken():
         assert flag[0] == 0
     owner = SolveResult(Status.TIMEOUT, EASY, error="no solution within the time limit")
     assert esc.outcomes[0].winner is None and merge(owner, esc.outcomes[0]).status == Status.TIMEOUT
+
+
+def race_task(text: str = EASY) -> RaceTask:
+    seed = race_seed(JOB, 0, 0, 2)
+    return RaceTask(job=JOB, chunk=0, row=0, helper=2, puzzle=text, portfolio="race", seed=seed)
+
+
+def test_a_helper_whose_race_is_over_before_it_starts_posts_nothing_and_solves_nothing():
+    board = MemoryBoard()  # no lease: the owner finished, or died
+    assert help_race(race_task(), board, 0.05) is None
+    assert board.posted == {}
+
+
+def test_a_helper_that_solves_posts_its_grid_and_counters_and_closes_the_race():
+    board = MemoryBoard()
+    board.open(0, 0)
+    result = help_race(race_task(), board, 0.05)
+    assert result is not None and result.status == Status.SOLVED
+    (entry,) = board.entries(0, 0).values()
+    assert entry.state == "done" and entry.solution == result.solution and entry.counters
+    assert board.over(0, 0) and (0, 0) in board.closed
+
+
+def test_a_helper_gives_up_and_posts_its_counters_once_the_race_is_closed():
+    board = MemoryBoard()
+    board.open(0, 0)
+    closer = threading.Timer(0.3, board.close, args=(0, 0))
+    closer.start()
+    result = help_race(race_task(hard_puzzle()), board, 0.05)  # the race alone takes seconds
+    closer.join()
+    assert result is not None and result.status in (Status.TIMEOUT, Status.APPROXIMATE)
+    assert board.entries(0, 0)[2].state == "done"
 
 
 def test_the_owners_own_answer_stands_and_takes_the_helpers_counters():
