@@ -151,7 +151,7 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
 
 def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> list[Member]:
     """Instantiate the members with independent child seeds (spawned, in member order); `variant` > 0
-    also gives the SAT member its own variable order (see `race`)."""
+    also gives the exact members' complete search and the SAT member's variables their own order."""
     children = np.random.SeedSequence(seed).spawn(len(spec.members))
     members: list[Member] = []
     seen: dict[str, int] = {}
@@ -177,6 +177,7 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
                     complete_share=m.complete_share,
                     searches=m.searches,
                     name=name,
+                    variant=variant,
                 )
             )
         elif m.kind == "sat":  # beside an exact member, it leaves grids too open to encode cheaply
@@ -219,8 +220,8 @@ def race(
     many nodes, taking `spent` seconds, which `elapsed` includes): the exact member's
     complete run continues from twice that budget. `trace`, when given, receives
     (member, outcome, monotonic ns at its end) for every slice, in order. `variant` > 0 (a helper
-    racing the same puzzle in another process, with another `seed`) also shuffles the SAT member's
-    variable order: its only source of another search, since CaDiCaL takes no seed otherwise.
+    racing the same puzzle in another process, with another `seed`) also reorders the exact members'
+    complete search and the SAT member's variables: the seed alone changes only their restarts.
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()

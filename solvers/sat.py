@@ -32,7 +32,6 @@ from solvers.restarts import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteM
 SAT_SOLVER = "sat"  # the member's name in portfolios
 BACKEND = "cadical195"
 OPTIONS = {"elim": 0, "probe": 0, "vivify": 0, "subsume": 0}  # no inprocessing rounds (see above)
-SHUFFLE = {"shuffle": 1, "shufflequeue": 1, "shufflerandom": 1}  # a variant's variable order (+ "seed")
 STEP_CONFLICTS = 150  # per race step: ~12 ms at 25x25, at most 29 ms measured (300: 47 ms)
 MAX_CLAUSES = 60_000  # frisch 25x25: 26-30k; an acs 25x25 grid with few givens: 750k (1 s to build)
 CLAUSES_PER_SLICE = 2_000  # model of encoding and loading: ~1.5 us a clause, 3 ms a slice
@@ -107,6 +106,23 @@ def decode(model: list[int], cnf: Cnf, n: int) -> np.ndarray:
     return grid
 
 
+def renumbering(n: int, variant: int) -> tuple[list[int], list[int]]:
+    """A seeded permutation of the variables 1..N^3 and its inverse (index 0 unused)."""
+    rng = np.random.default_rng([variant, n])
+    forward = [0, *(rng.permutation(n**3) + 1).tolist()]
+    back = [0] * len(forward)
+    for old, new in enumerate(forward):
+        back[new] = old
+    return forward, back
+
+
+def renumber(clauses: list[list[int]], forward: list[int], variant: int) -> list[list[int]]:
+    """The clauses over renumbered variables, in a seeded order."""
+    out = [[forward[lit] if lit > 0 else -forward[-lit] for lit in clause] for clause in clauses]
+    order = np.random.default_rng([variant, len(out)]).permutation(len(out)).tolist()
+    return [out[i] for i in order]
+
+
 class SatMember(CompleteMember):
     """The SAT solver raced in steps of `STEP_CONFLICTS` conflicts; complete, so UNSAT ends the race.
 
@@ -114,8 +130,9 @@ class SatMember(CompleteMember):
     second), not when the race starts: most races end in the exact member's first steps.
     A grid so open that its encoding would exceed `max_clauses` is left to the others (the
     race passes `MAX_CLAUSES` when an exact member runs beside it, None when it runs alone).
-    `variant` > 0 shuffles CaDiCaL's variable order with that seed: the same clauses, another
-    search (a helper racing the puzzle in another process; 0 keeps the order of the encoding)."""
+    `variant` > 0 renumbers the variables and reorders the clauses with that seed before CaDiCaL
+    takes them: the same formula, another search (a helper racing the puzzle in another
+    process; 0 keeps the encoding's order)."""
 
     def __init__(
         self,
@@ -129,6 +146,7 @@ class SatMember(CompleteMember):
         super().__init__(name, weight, puzzle)
         self.max_clauses = max_clauses
         self.variant = variant
+        self.renumbered: tuple[list[int], list[int]] | None = None  # (forward, back) variable maps
         self.slice_conflicts = conflicts_per_slice(puzzle.box.n)
         self.stats: dict[str, int] = {}
         self.cnf: Cnf | None = None
@@ -156,9 +174,12 @@ class SatMember(CompleteMember):
             self.vtime += self.clauses / CLAUSES_PER_SLICE
             return PROGRESS
         if self.solver is None:  # second step: the solver takes the clauses
-            self.solver = Solver(name=BACKEND, bootstrap_with=self.cnf.clauses)
-            shuffled = {**SHUFFLE, "seed": self.variant} if self.variant else {}
-            self.solver.configure({**OPTIONS, **shuffled})
+            clauses = self.cnf.clauses
+            if self.variant:
+                self.renumbered = renumbering(self.puzzle.box.n, self.variant)
+                clauses = renumber(clauses, self.renumbered[0], self.variant)
+            self.solver = Solver(name=BACKEND, bootstrap_with=clauses)
+            self.solver.configure(OPTIONS)
             self.used_ns += monotonic_ns() - t0
             self.vtime += self.clauses / CLAUSES_PER_SLICE
             return PROGRESS
@@ -170,7 +191,11 @@ class SatMember(CompleteMember):
         self.vtime += max(1, self.stats.get("conflicts", 0) - before) / self.slice_conflicts
         self.restarts += 1
         if answer is True:
-            grid = decode(self.solver.get_model() or [], self.cnf, self.puzzle.box.n)
+            model = self.solver.get_model() or []
+            if self.renumbered is not None:
+                back = self.renumbered[1]
+                model = [back[lit] if lit > 0 else -back[-lit] for lit in model]
+            grid = decode(model, self.cnf, self.puzzle.box.n)
             self._close()
             return self.accept(grid)
         if answer is False:
