@@ -5,7 +5,7 @@
 A job holding one hard puzzle (`--portfolio race`, a fixed `seed`, so every run starts the
 same search) runs on 1 worker process, then on 2 (`--concurrency 1` each); with 2, the
 puzzle unsolved after `--escalate-after` s is raced by the idle worker too, with another
-seed and SAT variable order. Wall time from submit to the record, median of `--runs`,
+seed and search order. Wall time from submit to the record, median of `--runs`,
 the runs alternating between the two fleets (the machine is shared: noise hits both).
 Beside it, the CPU seconds each worker (with its pool process) spent on the job: on a
 machine whose cores are taken by others the wall time mostly measures the others, while
