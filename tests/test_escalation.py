@@ -212,6 +212,43 @@ def test_solve_many_enters_racing_only_for_puzzles_its_first_pass_left_unsolved(
         assert [r.status for r in results] == [Status.SOLVED, Status.TIMEOUT, Status.SOLVED]
 
 
+@pytest.mark.parametrize("portfolio", ["sat", "propagation"])
+def test_a_helpers_variant_still_solves_or_refutes_every_conformance_puzzle(portfolio):
+    from solvers.parse import parse_puzzle
+    from solvers.portfolio import race
+    from solvers.verify import is_solution
+    from tests.test_conformance import CASES
+
+    for case in CASES:
+        puzzle = parse_puzzle(case.puzzle, case.box)
+        r = race(puzzle, portfolio, time_limit=10, seed=race_seed(JOB, 0, 0, 3), variant=3)
+        if case.count == 0:
+            assert r.status == Status.UNSOLVABLE and r.solution is None, case.origin
+            continue
+        assert r.status == Status.SOLVED and r.cost == 0, case.origin
+        assert is_solution(puzzle, parse_puzzle(r.solution, case.box).givens), case.origin
+
+
+def test_a_variant_searches_in_another_order_than_the_owner():
+    from solvers.exact import EXACT_SOLVERS
+    from solvers.parse import parse_puzzle
+    from solvers.restarts import ExactMember
+    from solvers.sat import renumber, renumbering
+
+    puzzle = parse_puzzle(hard_puzzle())
+    seeds = np.random.SeedSequence(1)
+    owner = ExactMember(EXACT_SOLVERS["propagation"], puzzle, seeds)
+    helpers = [ExactMember(EXACT_SOLVERS["propagation"], puzzle, seeds, variant=k) for k in (1, 2)]
+    assert owner.first_seed == 0 and len({h.first_seed for h in helpers}) == 2
+    assert all(h.first_seed for h in helpers)
+    forward, back = renumbering(4, 1)
+    assert sorted(forward[1:]) == list(range(1, 65)) and all(back[forward[v]] == v for v in range(1, 65))
+    clauses = [[1, -2], [3], [-4, 5, 6]]
+    assert sorted(map(sorted, renumber(clauses, forward, 1))) == sorted(
+        sorted(forward[v] if v > 0 else -forward[-v] for v in c) for c in clauses
+    )
+
+
 def test_an_older_clients_chunk_task_without_escalate_after_still_validates_and_never_escalates():
     data = chunk_task(JOB, [EASY]).model_dump(mode="json")
     del data["escalate_after"]
