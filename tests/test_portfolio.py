@@ -53,7 +53,7 @@ def test_the_luby_sequence_starts_as_published():
 
 
 def test_presets_and_comma_lists_become_portfolios_and_unknown_names_are_named():
-    assert [m.solver for m in PRESETS["race"].members] == ["propagation", "sat", *STOCHASTIC]
+    assert [m.solver for m in PRESETS["race"].members] == ["propagation", "sat", "sat-focused", *STOCHASTIC]
     assert [m.solver for m in PRESETS["fast"].members] == ["propagation"]
     assert {m.solver for m in PRESETS["exact"].members} == set(EXACT_SOLVERS)
     assert [m.solver for m in parse_portfolio("propagation, annealing").members] == [
@@ -88,7 +88,7 @@ def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_t
     assert r.cost == min(c["best_cost"] for c in r.counters.values() if c["best_cost"] is not None)
     order = [name for name, _, _ in trace]
     assert set(order) == {"propagation", "sat", *STOCHASTIC}
-    assert order.index("annealing") < len(order) - order[::-1].index("propagation") - 1  # interleaved
+    assert order.index("annealing") < len(order) - order[::-1].index("sat") - 1  # interleaved
     for c in r.counters.values():
         assert c["time_ms"] > 0 and c.get("nodes", c.get("iterations")) > 0
 
@@ -124,7 +124,7 @@ def test_a_stop_raised_by_another_thread_ends_the_race_within_50_ms():
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.4)
+    time.sleep(1.0)  # the stochastic members (0.5% shares) first run after ~0.6 s; CaDiCaL needs ~2.5 s
     raised = monotonic_ns()
     stop[0] = 1
     thread.join(5)
@@ -138,7 +138,7 @@ def test_an_exact_proof_of_no_solution_ends_the_race_as_unsolvable():
     trace: list[tuple[str, str, int]] = []
     r = race(parse_puzzle(NO_SOLUTION), spec, time_limit=20, seed=4, trace=trace)
     assert r.status == "unsolvable" and r.solver == "propagation" and r.solution is None
-    assert {name for name, _, _ in trace} >= {"propagation", "annealing"}  # the race was on
+    assert [name for name, _, _ in trace].count("propagation") >= 2  # the race was on after the fast path
     assert r.elapsed < 5
 
 
@@ -260,12 +260,16 @@ def test_member_specs_are_checked_as_data():
     assert set(r.counters) == {"annealing", "annealing#2"}
 
 
-def test_the_race_gives_the_exact_member_half_the_work_below_25x25_and_the_sat_member_3_quarters_at_25x25():
+def test_the_race_gives_the_exact_member_half_the_work_below_25x25_and_its_learned_shares_from_25x25():
     from solvers.portfolio import _build
+    from solvers.shares import learned_shares
 
     spec = PRESETS["race"]
-    for text, shares in ((DEMO, {"propagation": 0.5}), (FRISCH, {"propagation": 57 / 231, "sat": 171 / 231})):
-        members = {m.name: m.weight for m in _build(spec, parse_puzzle(text), seed=1)}
-        total = sum(members.values())
-        assert {name: members[name] / total for name in shares} == pytest.approx(shares)
-        assert set(members) - set(shares) == set(STOCHASTIC)
+    members = {m.name: m.weight for m in _build(spec, parse_puzzle(DEMO), seed=1)}
+    assert members["propagation"] / sum(members.values()) == pytest.approx(0.5)
+    assert set(members) == {"propagation", *STOCHASTIC}
+    learned = learned_shares(25)
+    assert learned is not None
+    members = {m.name: m.weight for m in _build(spec, parse_puzzle(FRISCH), seed=1)}
+    assert {k: w for k, w in members.items() if w > 0} == learned
+    assert "propagation" in members  # it runs the fast path whatever its share
