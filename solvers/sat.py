@@ -23,6 +23,7 @@ the same conflicts to a solution in steps of 150 as of 1000).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from solvers.sat_encoding import PAIRWISE_UP_TO, Cnf, decode, encode, estimate
 BACKEND = "cadical195"
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
+LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x64 CNF loads in ~35 steps
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,12 @@ SAT_SOLVER = STABLE.name  # the default SAT member's name
 class SatMember(CompleteMember):
     """The SAT solver raced in steps of conflicts; complete, so UNSAT ends the race.
 
-    The encoding is built in the member's first step and loaded in its second, not when the
-    race starts; its estimated cost is charged to the member up front (`vtime`), so a member
-    with a large CNF starts only once the others have done that much work, in proportion
-    to the weights: a grid so open that the exact member settles it in its first slices
-    never pays for a CNF of millions of clauses. `seed` != 0 numbers the literals in another
+    The encoding is built in the member's first step and loaded over the next ones (a block of
+    clauses a step, so a stop never waits for a 1M-clause load), not when the race starts;
+    its estimated cost is charged to the member up front (`vtime`), so a member with a large
+    CNF starts only once the others have done that much work, in proportion to the weights:
+    a grid so open that the exact member settles it in its first slices never pays for a
+    CNF of millions of clauses. `seed` != 0 numbers the literals in another
     order (another search of the same CNF: a second worker racing the same puzzle)."""
 
     def __init__(
@@ -104,6 +107,7 @@ class SatMember(CompleteMember):
         self.vtime = 2 * self.clauses / CLAUSES_PER_SLICE  # building and loading, charged up front
         self.cnf: Cnf | None = None
         self.solver: Solver | None = None
+        self.loading: Iterator[list[list[int]]] | None = None  # clause blocks still to hand over
 
     def step(self, deadline_ns: int, stop: np.ndarray) -> str:
         """Build, load, or run the solver for one step of conflicts; report a verified grid
@@ -120,14 +124,19 @@ class SatMember(CompleteMember):
                 self.status = "unsolvable"
                 return NO_SOLUTION
             self.clauses = self.cnf.clauses
-            return PROGRESS
-        if self.solver is None:  # second step: the solver takes the clauses
             self.solver = Solver(name=BACKEND)
             self.solver.configure(self.mode.options)  # before any clause: CaDiCaL's configuring state
-            for block in self.cnf.blocks():
-                self.solver.append_formula(block)
-            self.used_ns += monotonic_ns() - t0
+            self.loading = self.cnf.blocks(LOAD_PER_STEP)
             return PROGRESS
+        if self.loading is not None:  # next steps: the solver takes the clauses, a block per step
+            block = next(self.loading, None)
+            if block is None:
+                self.loading = None
+            else:
+                self.solver.append_formula(block)
+                self.used_ns += monotonic_ns() - t0
+                return PROGRESS
+        assert self.solver is not None  # made with the encoding
         self.solver.conf_budget(SLICES_PER_STEP * self.slice_conflicts)
         answer = self.solver.solve_limited()
         self.used_ns += monotonic_ns() - t0
@@ -151,7 +160,7 @@ class SatMember(CompleteMember):
         """Free the solver's memory (its answer is taken); the member is done."""
         if self.solver is not None:
             self.solver.delete()
-        self.solver, self.cnf = None, None
+        self.solver, self.cnf, self.loading = None, None, None
 
     def counters(self) -> dict[str, Any]:
         """Return time, solver calls beyond the first, decisions (as nodes and guesses), conflicts."""

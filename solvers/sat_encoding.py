@@ -48,12 +48,12 @@ class Cnf:
         """The number of clauses."""
         return len(self.long) + int(self.binary.shape[0])
 
-    def blocks(self) -> Iterator[list[list[int]]]:
-        """Yield every clause, the long ones first, in lists of at most `BLOCK` clauses."""
-        for start in range(0, len(self.long), BLOCK):
-            yield self.long[start : start + BLOCK]
-        for start in range(0, self.binary.shape[0], BLOCK):
-            yield self.binary[start : start + BLOCK].tolist()
+    def blocks(self, size: int = BLOCK) -> Iterator[list[list[int]]]:
+        """Yield every clause, the long ones first, in lists of at most `size` clauses."""
+        for start in range(0, len(self.long), size):
+            yield self.long[start : start + size]
+        for start in range(0, self.binary.shape[0], size):
+            yield self.binary[start : start + size].tolist()
 
 
 def _groups(puzzle: Puzzle, cand: np.ndarray, order_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ from solvers.exact.propagation import root_candidates
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
 from solvers.restarts import FOUND, NO_SOLUTION, PROGRESS
-from solvers.sat import CLAUSES_PER_SLICE, SAT_MODES, SLICES_PER_STEP, SatMember
+from solvers.sat import CLAUSES_PER_SLICE, LOAD_PER_STEP, SAT_MODES, SLICES_PER_STEP, SatMember
 from solvers.sat_encoding import _pairwise, _sequential, clause_count, decode, encode, estimate
 from solvers.shares import learned_shares
 from solvers.verify import is_solution
@@ -100,12 +100,17 @@ def test_another_order_seed_numbers_the_literals_otherwise_and_decodes_to_a_solu
             assert is_solution(puzzle, decode(solver.get_model(), cnf))
 
 
-def test_the_member_charges_its_encoding_up_front_then_advances_in_steps_of_conflicts() -> None:
+def test_the_member_charges_its_encoding_up_front_loads_in_blocks_then_advances_in_steps_of_conflicts() -> (
+    None
+):
     member = SatMember(parse_puzzle(FRISCH))
     charged = member.vtime
     assert charged == pytest.approx(2 * member.clauses / CLAUSES_PER_SLICE)
-    outcomes = [member.step(0, STOP) for _ in range(6)]
-    assert outcomes == [PROGRESS] * 6  # frisch #0 takes thousands of conflicts
+    assert member.step(0, STOP) == PROGRESS and member.cnf is not None  # the encoding
+    loads = len(list(member.cnf.blocks(LOAD_PER_STEP)))
+    assert loads >= 2  # the at-least-one clauses, then the binary ones
+    outcomes = [member.step(0, STOP) for _ in range(loads + 4)]
+    assert outcomes == [PROGRESS] * (loads + 4)  # frisch #0 takes thousands of conflicts
     c = member.counters()
     assert 15_000 < c["clauses"] < 30_000 and c["clauses"] == member.clauses
     step = SLICES_PER_STEP * member.slice_conflicts
