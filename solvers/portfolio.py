@@ -43,7 +43,7 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import FOCUSED, SAT_MODES, SAT_SOLVER, SatMember
+from solvers.sat import SAT_MODES, SAT_SOLVER, SatMember
 from solvers.shares import learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
@@ -121,14 +121,13 @@ class PortfolioSpec(BaseModel):
 
 def _presets() -> dict[str, PortfolioSpec]:
     """Build the preset portfolios (after every solver registered itself). In `race` the
-    exact member weighs 3 (half of the work), 57 from 25x25: it is the only kernel member
-    that proves anything, and on 25x25 grids none of the stochastic members ever solved a
-    frisch puzzle; the stochastic members still run, for the approximate grid at the
-    deadline. At 25x25 the SAT member weighs three times as much (171): clause learning
-    solved all 18 frisch puzzles where the propagation kernel solved 11 in 60 s, and each
-    of them sooner than the kernel (docs/decisions.md). It sits out below 25x25 (the fast
-    path and the kernel settle those) and above (its pairwise encoding grows as N^4:
-    millions of clauses from 36x36)."""
+    exact member weighs 3 (half of the work) below 25x25: it is the only kernel member that
+    proves anything; the stochastic members race beside it. From 25x25 on the race takes
+    its learned shares (`solvers.shares`, from training runs of each member alone), where
+    the SAT member (CaDiCaL, stable mode) does most of the work; it sits out below 25x25
+    (the fast path and the kernel settle those). The weights from 25x25 (57, 171, 1) only
+    serve a copy of the preset with `learned` off. `sat-focused` is not in the preset: in
+    training it solved 21 of 38 grids where `sat` solved 35 (docs/decisions.md)."""
     exact = tuple(MemberSpec(solver=name) for name in sorted(EXACT_SOLVERS, key=lambda s: s != DEFAULT_EXACT))
     stochastic = (
         MemberSpec(solver="annealing"),
@@ -137,12 +136,11 @@ def _presets() -> dict[str, PortfolioSpec]:
     )
     exact_member = MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0)
     sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE)
-    focused = MemberSpec(solver=FOCUSED.name, weight=57.0, min_side=LARGE_SIDE)
     return {
         "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
         "race": PortfolioSpec(
             name="race",
-            members=(exact_member, sat, focused, *stochastic),
+            members=(exact_member, sat, *stochastic),
             learned=True,
         ),
         "exact": PortfolioSpec(name="exact", members=exact),

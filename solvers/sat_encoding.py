@@ -58,8 +58,11 @@ class Cnf:
 
 def _groups(puzzle: Puzzle, cand: np.ndarray, order_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Number the open literals and return (groups int32[G, N] of variable ids, 0-padded at the
-    end of each row, their sizes, (cell, value) of each variable). `order_seed` != 0 numbers the
-    literals in a random order drawn from it (another numbering, another search: diversity)."""
+    end of each row, their sizes, (cell, value) of each variable). Order 0: the literals of the
+    cells with fewest candidates get the lowest ids (CaDiCaL's stable mode breaks ties between
+    unscored variables by lowest id, so its first decisions follow fewest-candidates-first, the
+    order that suits these grids); `order_seed` != 0: a random order drawn from it (another
+    search of the same CNF, for diversity)."""
     n = puzzle.box.n
     has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)  # [NN, N]
     has[has.sum(axis=1) == 1] = False  # fixed cells: no variable
@@ -67,6 +70,9 @@ def _groups(puzzle: Puzzle, cand: np.ndarray, order_seed: int) -> tuple[np.ndarr
     ids = np.arange(1, cells.size + 1, dtype=np.int32)
     if order_seed:
         ids = np.random.default_rng(np.random.SeedSequence(order_seed)).permutation(ids)
+    else:  # the cells with fewest candidates first: CaDiCaL's first decisions follow them
+        rank = np.argsort(has.sum(axis=1)[cells], kind="stable")
+        ids[rank] = np.arange(1, cells.size + 1, dtype=np.int32)
     var = np.zeros(has.shape, dtype=np.int32)
     var[cells, values] = ids
     units = geometry(puzzle.box).units

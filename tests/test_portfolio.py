@@ -33,6 +33,9 @@ FRISCH = (
     "35......L.J..E....8IG.67B"
 )
 STOCHASTIC = ("annealing", "evolution", "progressive")
+# The race with its own weights, not the learned shares (there the stochastic members' 0.2% shares
+# first run after ~1.5 s of the others' work): every member takes part within a second.
+OWN_WEIGHTS = PortfolioSpec(name="race, own weights", members=PRESETS["race"].members)
 
 
 def grid_of(text: str) -> np.ndarray:
@@ -53,7 +56,7 @@ def test_the_luby_sequence_starts_as_published():
 
 
 def test_presets_and_comma_lists_become_portfolios_and_unknown_names_are_named():
-    assert [m.solver for m in PRESETS["race"].members] == ["propagation", "sat", "sat-focused", *STOCHASTIC]
+    assert [m.solver for m in PRESETS["race"].members] == ["propagation", "sat", *STOCHASTIC]
     assert [m.solver for m in PRESETS["fast"].members] == ["propagation"]
     assert {m.solver for m in PRESETS["exact"].members} == set(EXACT_SOLVERS)
     assert [m.solver for m in parse_portfolio("propagation, annealing").members] == [
@@ -80,7 +83,7 @@ def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_t
     puzzle = parse_puzzle(FRISCH)
     trace: list[tuple[str, str, int]] = []
     t0 = monotonic_ns()
-    r = race(puzzle, "race", time_limit=1.5, seed=1, trace=trace)
+    r = race(puzzle, OWN_WEIGHTS, time_limit=1.5, seed=1, trace=trace)
     late_ms = (monotonic_ns() - t0) / 1e6 - 1500
     assert late_ms < 100  # the deadline is honoured within 100 ms
     assert r.status == "approximate" and r.solver in STOCHASTIC
@@ -119,12 +122,12 @@ def test_a_stop_raised_by_another_thread_ends_the_race_within_50_ms():
     box: dict[str, object] = {}
 
     def run() -> None:
-        box["result"] = race(parse_puzzle(FRISCH), "race", time_limit=30, stop=stop)
+        box["result"] = race(parse_puzzle(FRISCH), OWN_WEIGHTS, time_limit=30, stop=stop)
         box["ended"] = monotonic_ns()
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(1.0)  # the stochastic members (0.5% shares) first run after ~0.6 s; CaDiCaL needs ~2.5 s
+    time.sleep(1.0)  # with these weights the stochastic members first run after ~0.7 s
     raised = monotonic_ns()
     stop[0] = 1
     thread.join(5)
@@ -247,7 +250,8 @@ def test_the_same_seed_replays_the_same_winner_and_grid(portfolio):
 def test_solve_many_races_only_the_puzzles_the_fast_path_leaves():
     frisch, demo = solve_many([FRISCH, DEMO], portfolio="race", time_limit=1.0)
     assert demo.status == "solved" and list(demo.counters) == ["propagation"]
-    assert frisch.status == "approximate" and set(frisch.counters) == {"propagation", "sat", *STOCHASTIC}
+    # from 25x25 the stochastic members' learned 0.2% shares first run after ~1.5 s: no grid yet
+    assert frisch.status == "timeout" and set(frisch.counters) == {"propagation", "sat", *STOCHASTIC}
     assert frisch.counters["propagation"]["nodes"] >= PRESETS["race"].fast_budget(25)
     assert frisch.elapsed < 1.1
 
