@@ -224,7 +224,9 @@ def large_path(train: bool) -> Path:
 def section_large(args: argparse.Namespace) -> None:
     """The hard sets (bench/hard_sets.py: frisch, acs25, q36, q49, q64): the race vs each
     member alone, the plain exact solver and CP-SAT with one worker; each set at its own
-    time limit unless `--time-limit` is given. CPU seconds of this process per puzzle."""
+    CPU time limit unless `--time-limit` is given. Each run gets `--wall-factor` times the
+    limit in wall time (the race's deadline and CP-SAT's are wall clock) and counts as
+    solved only within the CPU limit. CPU seconds of this process per puzzle."""
     from bench.hard_sets import SETS, TRAINING
 
     path = large_path(args.train)
@@ -242,10 +244,17 @@ def section_large(args: argparse.Namespace) -> None:
     subset = stochastic_subset(args.stochastic_subset)
     shard, shards = (int(x) for x in args.shard.split("/"))
     shard_note = f" (shard {shard}/{shards})" if shards > 1 else ""
+    from bench.learn_shares import solved as in_limit
+
+    done: set[tuple[str, str, int]] = set()
+    if args.unsolved_only and path.exists():
+        earlier = latest([json.loads(x) for x in path.read_text().splitlines()], ("set", "config"))
+        done = {(r["set"], r["config"], r["index"]) for r in earlier if in_limit(r)}
     for sname in names:
         bench_set = registry[sname]
         texts = bench_set.lines()
         limit = args.time_limit if args.time_limit is not None else bench_set.time_limit
+        wall = limit * args.wall_factor
         for cname in chosen:
             spec = configs[cname]
             stochastic_only = isinstance(spec, PortfolioSpec) and all(
@@ -256,19 +265,20 @@ def section_large(args: argparse.Namespace) -> None:
             note = f" (documented subset: the first {count} of {len(texts)})" if count < len(texts) else ""
             solved, cpus, loads = 0, [], []
             for i, text in enumerate(texts[:count]):
-                if i % shards != shard:
+                if i % shards != shard or (sname, cname, i) in done:
                     continue
                 puzzle = parse_puzzle(text)
-                r, wall, cpu = timed(lambda p=puzzle, sp=spec, lim=limit: run_config(sp, p, lim))
+                r, took, cpu = timed(lambda p=puzzle, sp=spec, w=wall: run_config(sp, p, w))
                 load = os.getloadavg()[0]
                 loads.append(load)
-                rec = {"config": cname, "set": sname, "index": i, "limit": limit, "wall": wall, "cpu": cpu}
-                record(path, {**rec, "load1": load, "train": args.train, **summary_of(r)})
-                if r.status == "solved":
+                rec = {"config": cname, "set": sname, "index": i, "limit": limit, "wall": took, "cpu": cpu}
+                rec = {**rec, "wall_limit": wall, "load1": load, "train": args.train, **summary_of(r)}
+                record(path, rec)
+                if in_limit(rec):
                     solved += 1
                     cpus.append(cpu)
                 print(
-                    f"  {cname} {sname}#{i}: {r.status} by {r.solver} cost {r.cost} wall {wall:.2f}s "
+                    f"  {cname} {sname}#{i}: {r.status} by {r.solver} cost {r.cost} wall {took:.2f}s "
                     f"cpu {cpu:.2f}s load {load:.2f}",
                     flush=True,
                 )
@@ -283,7 +293,7 @@ def section_large(args: argparse.Namespace) -> None:
 def section_table(args: argparse.Namespace) -> None:
     """Per set and config: solved, median and max CPU of the solved, PAR-2 (CPU seconds summed,
     an unsolved puzzle counting twice the limit), the mean 1-minute load; and the targets."""
-    from bench.learn_shares import par2
+    from bench.learn_shares import par2, solved
 
     path = large_path(args.train)
     recs = latest([json.loads(x) for x in path.read_text().splitlines()], ("set", "config"))
@@ -293,7 +303,7 @@ def section_table(args: argparse.Namespace) -> None:
         rows = {c: [r for r in recs if r["set"] == sname and r["config"] == c] for c in dict.fromkeys(
             r["config"] for r in recs if r["set"] == sname)}  # fmt: skip
         for cname, sub in rows.items():
-            cpus = sorted(r["cpu"] for r in sub if r["status"] == "solved")
+            cpus = sorted(r["cpu"] for r in sub if solved(r))
             med = f"{statistics.median(cpus):.2f}" if cpus else "-"
             top = f"{max(cpus):.2f}" if cpus else "-"
             load = statistics.mean(r.get("load1", 0.0) for r in sub)
@@ -303,16 +313,16 @@ def section_table(args: argparse.Namespace) -> None:
             )
         race_recs, cp = rows.get("race"), rows.get("cpsat")
         if race_recs and cp:
-            solved = [sum(r["status"] == "solved" for r in x) for x in (race_recs, cp)]
+            counts = [sum(map(solved, x)) for x in (race_recs, cp)]
             print(
-                f"  {sname}: race solves {solved[0]} vs CP-SAT {solved[1]} (target >=); "
+                f"  {sname}: race solves {counts[0]} vs CP-SAT {counts[1]} (target >=); "
                 f"PAR-2 ratio {par2(race_recs) / max(1e-9, par2(cp)):.2f} (target <= 0.5)"
             )
         alone = {c: rows[c] for c in rows if c not in ("race", "cpsat", "plain") and rows[c]}
         if race_recs and alone:
 
             def median_all(sub: list[dict[str, Any]]) -> float:
-                return statistics.median(r["cpu"] if r["status"] == "solved" else 2 * r["limit"] for r in sub)
+                return statistics.median(r["cpu"] if solved(r) else 2 * r["limit"] for r in sub)
 
             best = min(alone, key=lambda c: median_all(alone[c]))
             ratio = median_all(race_recs) / max(1e-9, median_all(alone[best]))
@@ -442,7 +452,7 @@ def cactus_series(records: Iterable[dict[str, Any]], key: str) -> dict[str, tupl
     series: dict[str, tuple[list[float], int]] = {}
     for rec in records:
         times, runs = series.get(rec["config"], ([], 0))
-        if rec["status"] == "solved":
+        if rec["status"] == "solved" and rec[key] <= rec.get("limit", float("inf")):
             times.append(rec[key])
         series[rec["config"]] = (times, runs + 1)
     return {k: (sorted(t), n) for k, (t, n) in series.items()}
@@ -525,6 +535,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--configs", default="", help="large: race and/or member names (default: all)")
     p.add_argument("--sets", default="", help="large: frisch, acs25, q36, q49, q64 (default: all but acs25)")
     p.add_argument("--train", action="store_true", help="large, table: the training sets (for `learn`)")
+    p.add_argument(
+        "--wall-factor",
+        type=float,
+        default=2.5,
+        help="large: wall time given per run, in CPU limits (a loaded machine must not cut the CPU short; "
+        "a run counts as solved only within its CPU limit)",
+    )
+    p.add_argument(
+        "--unsolved-only", action="store_true", help="large: run only puzzles not yet solved within the limit"
+    )
     p.add_argument(
         "--stochastic-subset",
         default="",

@@ -43,7 +43,7 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import SAT_MODES, SAT_SOLVER, SatMember
+from solvers.sat import ROWS, SAT_MODES, SAT_SOLVER, SatMember
 from solvers.shares import learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
@@ -136,11 +136,12 @@ def _presets() -> dict[str, PortfolioSpec]:
     )
     exact_member = MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0)
     sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE)
+    rows = MemberSpec(solver=ROWS.name, weight=57.0, min_side=LARGE_SIDE)
     return {
         "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
         "race": PortfolioSpec(
             name="race",
-            members=(exact_member, sat, *stochastic),
+            members=(exact_member, sat, rows, *stochastic),
             learned=True,
         ),
         "exact": PortfolioSpec(name="exact", members=exact),

@@ -56,13 +56,15 @@ class Cnf:
             yield self.binary[start : start + size].tolist()
 
 
-def _groups(puzzle: Puzzle, cand: np.ndarray, order_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _groups(
+    puzzle: Puzzle, cand: np.ndarray, fewest_first: bool, order_seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Number the open literals and return (groups int32[G, N] of variable ids, 0-padded at the
-    end of each row, their sizes, (cell, value) of each variable). Order 0: the literals of the
-    cells with fewest candidates get the lowest ids (CaDiCaL's stable mode breaks ties between
-    unscored variables by lowest id, so its first decisions follow fewest-candidates-first, the
-    order that suits these grids); `order_seed` != 0: a random order drawn from it (another
-    search of the same CNF, for diversity)."""
+    end of each row, their sizes, (cell, value) of each variable). With `fewest_first` the
+    literals of the cells with fewest candidates get the lowest ids (CaDiCaL's stable mode
+    breaks ties between unscored variables by lowest id, so its first decisions go
+    fewest-candidates first), else they are numbered cell by cell; `order_seed` != 0: a random
+    order drawn from it instead (another search of the same CNF, for diversity)."""
     n = puzzle.box.n
     has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)  # [NN, N]
     has[has.sum(axis=1) == 1] = False  # fixed cells: no variable
@@ -70,7 +72,7 @@ def _groups(puzzle: Puzzle, cand: np.ndarray, order_seed: int) -> tuple[np.ndarr
     ids = np.arange(1, cells.size + 1, dtype=np.int32)
     if order_seed:
         ids = np.random.default_rng(np.random.SeedSequence(order_seed)).permutation(ids)
-    else:  # the cells with fewest candidates first: CaDiCaL's first decisions follow them
+    elif fewest_first:
         rank = np.argsort(has.sum(axis=1)[cells], kind="stable")
         ids[rank] = np.arange(1, cells.size + 1, dtype=np.int32)
     var = np.zeros(has.shape, dtype=np.int32)
@@ -140,6 +142,7 @@ def encode(
     puzzle: Puzzle,
     *,
     pairwise_up_to: int = PAIRWISE_UP_TO,
+    fewest_first: bool = True,
     order_seed: int = 0,
     cand: np.ndarray | None = None,
 ) -> Cnf | None:
@@ -151,7 +154,7 @@ def encode(
     fixed = np.where(np.bitwise_count(cand) == 1, np.bitwise_count(cand - np.uint64(1)) + 1, 0).astype(
         np.uint8
     )
-    groups, sizes, lits = _groups(puzzle, cand, order_seed)
+    groups, sizes, lits = _groups(puzzle, cand, fewest_first, order_seed)
     top = lits.shape[1]
     pairs = _pairwise(groups, sizes, pairwise_up_to)
     counter, top = _sequential(groups, sizes, pairwise_up_to, top)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 # side -> member -> share (summing to 1); written by `bench/portfolio.py learn`
 LEARNED: dict[int, dict[str, float]] = {
-    25: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    25: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     36: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     49: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
-    64: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    64: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
 }
 
 

@@ -125,7 +125,8 @@ def test_a_grid_the_exact_member_settles_at_once_never_pays_for_its_large_encodi
     assert member.clauses > 100_000  # an empty 25x25 grid: every cell open with 25 candidates
     r = race(empty, "race", time_limit=5, seed=0)
     assert r.status == "solved" and r.solver == "propagation"
-    assert r.counters["sat"]["time_ms"] < 20  # root propagation only: no CNF built
+    sat = [name for name in r.counters if name in SAT_MODES]
+    assert sat and all(r.counters[name]["time_ms"] < 20 for name in sat)  # root propagation only: no CNF
     alone = race(empty, "sat", time_limit=30, seed=0)  # nobody else: it encodes it all
     assert alone.status == "solved" and alone.counters["sat"]["clauses"] == member.clauses
 
@@ -140,11 +141,14 @@ def test_a_solved_step_hands_over_a_verified_grid() -> None:
 
 def test_the_race_adds_the_sat_members_from_25x25_on_with_their_learned_shares() -> None:
     spec = PRESETS["race"]
-    assert not {"sat", "sat-focused"} & {m.name for m in _build(spec, parse_puzzle(DEMO), seed=1)}
-    learned = learned_shares(25)
-    assert learned is not None and learned.get("sat", 0) > 0.5
-    members = {m.name: m for m in _build(spec, parse_puzzle(FRISCH), seed=1)}
-    assert isinstance(members["sat"], SatMember) and members["sat"].weight == learned["sat"]
+    assert not set(SAT_MODES) & {m.name for m in _build(spec, parse_puzzle(DEMO), seed=1)}
+    for text in (FRISCH, "." * 36**2):
+        puzzle = parse_puzzle(text)
+        learned = learned_shares(puzzle.box.n)
+        assert learned is not None and max(learned.get(m, 0) for m in SAT_MODES) > 0.5
+        members = {m.name: m for m in _build(spec, puzzle, seed=1)}
+        sat = {name: m for name, m in members.items() if name in SAT_MODES}
+        assert sat and all(isinstance(m, SatMember) and m.weight == learned[name] for name, m in sat.items())
 
 
 def test_a_race_of_the_sat_member_alone_has_no_deadline_of_its_own_and_proves_no_solution() -> None:

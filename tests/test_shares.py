@@ -35,8 +35,8 @@ def test_a_side_between_learned_sides_takes_the_nearest_and_below_them_none() ->
 
 def test_a_portfolio_without_learned_shares_keeps_its_own_weights_at_every_size() -> None:
     spec = PortfolioSpec(name="mine", members=PRESETS["race"].members)  # learned: False
-    assert spec.weights(25) == [57.0, 171.0, 1.0, 1.0, 1.0]
-    assert spec.weights(9) == [3.0, 0.0, 1.0, 1.0, 1.0]  # the SAT member races from 25x25
+    assert spec.weights(25) == [57.0, 171.0, 57.0, 1.0, 1.0, 1.0]
+    assert spec.weights(9) == [3.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # the SAT members race from 25x25
     assert PRESETS["race"].weights(25) == [LEARNED[25].get(m.solver, 0.0) for m in spec.members]
 
 
