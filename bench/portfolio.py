@@ -223,11 +223,13 @@ def large_path(train: bool) -> Path:
 
 def section_large(args: argparse.Namespace) -> None:
     """The hard sets (bench/hard_sets.py: frisch, acs25, q36, q49, q64): the race vs each
-    member alone, the plain exact solver and CP-SAT with one worker; each set at its own
-    CPU time limit unless `--time-limit` is given. Each run gets `--wall-factor` times the
+    member alone, the plain exact solver and CP-SAT with one worker, puzzle by puzzle (all
+    configs on a puzzle in turn, so they meet the same load on a shared machine); each set at
+    its own CPU time limit unless `--time-limit` is given. Each run gets `--wall-factor` times the
     limit in wall time (the race's deadline and CP-SAT's are wall clock) and counts as
     solved only within the CPU limit. CPU seconds of this process per puzzle."""
     from bench.hard_sets import SETS, TRAINING
+    from bench.learn_shares import solved as in_limit
 
     path = large_path(args.train)
     if not args.append:
@@ -238,14 +240,11 @@ def section_large(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"unknown set {unknown[0]!r}; sets: {', '.join(registry)}")
     configs = large_configs()
-    chosen = (
-        args.configs.split(",") if args.configs else ["race", "propagation", "sat", "sat-focused", "cpsat"]
-    )
+    default = ["race", "propagation", "sat", "sat-rows", "cpsat"]
+    chosen = args.configs.split(",") if args.configs else default
     subset = stochastic_subset(args.stochastic_subset)
     shard, shards = (int(x) for x in args.shard.split("/"))
     shard_note = f" (shard {shard}/{shards})" if shards > 1 else ""
-    from bench.learn_shares import solved as in_limit
-
     done: set[tuple[str, str, int]] = set()
     if args.unsolved_only and path.exists():
         earlier = latest([json.loads(x) for x in path.read_text().splitlines()], ("set", "config"))
@@ -255,36 +254,42 @@ def section_large(args: argparse.Namespace) -> None:
         texts = bench_set.lines()
         limit = args.time_limit if args.time_limit is not None else bench_set.time_limit
         wall = limit * args.wall_factor
+        counts = {}
         for cname in chosen:
             spec = configs[cname]
             stochastic_only = isinstance(spec, PortfolioSpec) and all(
                 m.kind == "stochastic" for m in spec.members
             )
+            counts[cname] = subset.get(sname, len(texts)) if stochastic_only else len(texts)
             run_config(spec, parse_puzzle(texts[0]), 0.1)  # load kernels
-            count = subset.get(sname, len(texts)) if stochastic_only else len(texts)
-            note = f" (documented subset: the first {count} of {len(texts)})" if count < len(texts) else ""
-            solved, cpus, loads = 0, [], []
-            for i, text in enumerate(texts[:count]):
-                if i % shards != shard or (sname, cname, i) in done:
+        tally: dict[str, tuple[list[float], list[float]]] = {c: ([], []) for c in chosen}  # CPU solved, loads
+        for i, text in enumerate(texts):  # puzzle by puzzle, every config in turn: the same load for each
+            if i % shards != shard:
+                continue
+            puzzle = parse_puzzle(text)
+            for cname in chosen:
+                if i >= counts[cname] or (sname, cname, i) in done:
                     continue
-                puzzle = parse_puzzle(text)
+                spec = configs[cname]
                 r, took, cpu = timed(lambda p=puzzle, sp=spec, w=wall: run_config(sp, p, w))
                 load = os.getloadavg()[0]
-                loads.append(load)
                 rec = {"config": cname, "set": sname, "index": i, "limit": limit, "wall": took, "cpu": cpu}
                 rec = {**rec, "wall_limit": wall, "load1": load, "train": args.train, **summary_of(r)}
                 record(path, rec)
+                tally[cname][1].append(load)
                 if in_limit(rec):
-                    solved += 1
-                    cpus.append(cpu)
+                    tally[cname][0].append(cpu)
                 print(
                     f"  {cname} {sname}#{i}: {r.status} by {r.solver} cost {r.cost} wall {took:.2f}s "
                     f"cpu {cpu:.2f}s load {load:.2f}",
                     flush=True,
                 )
+        for cname, (cpus, loads) in tally.items():
+            count = counts[cname]
+            note = f" (documented subset: the first {count} of {len(texts)})" if count < len(texts) else ""
             stats = f"CPU median {statistics.median(cpus):.2f}s max {max(cpus):.2f}s" if cpus else "-"
             print(
-                f"{cname} on {sname}{shard_note}: {solved}/{len(range(shard, count, shards))} solved within "
+                f"{cname} on {sname}{shard_note}: {len(cpus)}/{len(loads)} run solved within "
                 f"{limit}s{note}; {stats}; load average (1 min) {statistics.mean(loads or [0]):.2f} mean",
                 flush=True,
             )

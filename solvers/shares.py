@@ -9,11 +9,13 @@ score predicted from those runs, keeping its predicted median within 5% of the b
 member's, and writes `LEARNED` below. A side between learned sides takes the nearest
 one's shares; sides below the smallest learned one keep the portfolio's own weights.
 
-Learned (38 training grids, docs/decisions.md): from 25x25 on, CaDiCaL in its stable mode
-(`sat`) solved every training grid any member solved, and sooner (frisch: 18/18, median
-0.8 s, against the kernel's 11/18 and the focused mode's median 2.0 s), so it takes all
-the work but the stochastic members' 0.5% each (the approximate grid at the deadline).
-The exact member keeps the fast path (`PortfolioSpec.fast_budget`) at every size.
+Learned (54 training grids, docs/decisions.md): from 25x25 on, CaDiCaL in its stable mode
+solved all 53 grids any member solved (frisch: 18/18, median 0.8-1.0 s, against the
+kernel's 11/18); the kernel was first on 5 of the 24 36x36 grids, by 0.1-0.5 s, too little
+for a share to pay. So a SAT mode takes all the work but the stochastic members' 0.2% each
+(the approximate grid when time runs out; they first run after ~1.5 s of the others'
+work): `sat` (fewest-candidates-first literal order) at 36x36 and 49x49, `sat-rows`
+(cell-major order) at 25x25 and 64x64. The exact member keeps the fast path at every size.
 """
 
 from __future__ import annotations
