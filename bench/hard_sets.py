@@ -1,8 +1,10 @@
 """The hard benchmark sets of the race (issue 16): frisch 25x25 and random grids with holes.
 
-A `holes` set is `sudoku-batch generate --box RxC --holes F --count K --seed S` for each
-fraction F it lists (the same puzzles: `solvers.generator.generate` with the CLI's
-defaults), written once under bench/out/instances/ (a 64x64 full grid takes 8-25 s to
+A `holes` set is `sudoku-batch generate --box RxC --holes F --count K --seed S_k` for the
+k-th fraction F it lists, S_k = S + 10000 k (the same puzzles: `solvers.generator.generate`
+with the CLI's defaults): one seed for every fraction would blank nested hole patterns of
+the same K full grids (24 36x36 puzzles from 3 grids, their times correlated, so a set
+measured 3 samples, not 24), written once under bench/out/instances/ (a 64x64 full grid takes 8-25 s to
 fill, so the sets are not made again for every run). The training sets, from which
 `bench/portfolio.py learn` derives the race's shares, use other seeds than the evidence
 sets; frisch has no second set of its kind, so its 18 puzzles serve both (said so in
@@ -18,11 +20,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = Path(os.environ.get("SUDOKU_CORPORA", ROOT.parent / "shared" / "corpora"))
 INSTANCES = ROOT / "bench" / "out" / "instances"
+SEED_STRIDE = 10_000  # the k-th fraction of a set takes seed + SEED_STRIDE * k (training seeds are apart)
 
 
 @dataclass(frozen=True)
 class HoleSet:
-    """Grids of side rows*cols with a fraction `holes` blanked, `count` per fraction, from `seed`."""
+    """Grids of side rows*cols with a fraction `holes` blanked, `count` per fraction, the k-th
+    fraction from seed `seed + SEED_STRIDE * k` (other full grids for every fraction)."""
 
     box: str
     holes: tuple[float, ...]
@@ -37,10 +41,11 @@ class HoleSet:
 
         box = Box.parse(self.box)
         out: list[str] = []
-        for f in self.holes:
-            path = INSTANCES / f"{self.box}_holes{f:.2f}_seed{self.seed}_count{self.count}.txt"
+        for k, f in enumerate(self.holes):
+            seed = self.seed + SEED_STRIDE * k
+            path = INSTANCES / f"{self.box}_holes{f:.2f}_seed{seed}_count{self.count}.txt"
             if not path.exists():
-                made = [format_grid(g.puzzle, box) for g in generate(box, self.count, self.seed, holes=f)]
+                made = [format_grid(g.puzzle, box) for g in generate(box, self.count, seed, holes=f)]
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
                 tmp.write_text("\n".join(made) + "\n")

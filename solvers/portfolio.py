@@ -6,10 +6,15 @@ fast path: easy puzzles cost what the plain exact solver costs), then every memb
 advances in turn by slices of a few milliseconds of work, the member whose next slice
 would end soonest in work per weight going next ((work done + 1 slice) / weight, weighted
 fair queueing: a member with a tiny share first runs once the others have done their
-share of work, not at once). Work is counted in nodes or iterations, never wall
-time, so a race replays exactly: same puzzle, portfolio, seed and time limit give the
-same winner and grid unless time runs out first. Everything runs in the calling
-thread, so a race works inside a Celery prefork child (no processes are spawned).
+share of work, not at once). Weights come from the portfolio, or per grid size from the
+learned shares (`solvers.shares`, preset `race` from 25x25). Work is counted in nodes,
+conflicts or iterations, never wall time, so a race replays exactly: same puzzle,
+portfolio, seed and time limit give the same winner and grid unless time runs out first.
+Everything runs in the calling thread, so a race works inside a Celery prefork child (no
+processes are spawned). Another seed gives another race of the same puzzle (child seeds
+for the stochastic members and restarts, another literal order for the SAT members), and
+the `stop` flag is read between slices and inside the kernels: what racing one puzzle on
+several workers needs (the result names the winner, `counters` each member's work).
 
 Stop rules: the first grid the verifier accepts wins and the race returns after that
 slice (nothing else is running); an exhaustive exact search without a solution ends
