@@ -19,7 +19,9 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ALPHABET = "123456789ABCDEFGHIJKLMNOP"
@@ -47,9 +49,16 @@ def is_grid_solution(givens: list[int], grid: list[int], rows: int = B, cols: in
 
 
 def solve(
-    givens: list[int], model_kind: str, time_limit: float, workers: int, rows: int = B, cols: int = B
+    givens: list[int],
+    model_kind: str,
+    time_limit: float,
+    workers: int,
+    rows: int = B,
+    cols: int = B,
+    on_solver: Callable[[Any], None] | None = None,
 ) -> dict[str, object]:
-    """Build and solve one CP-SAT model: -> a record with status, CPU seconds and the check."""
+    """Build and solve one CP-SAT model: -> a record with status, CPU seconds and the check.
+    `on_solver` receives the CpSolver before the search (another thread may `stop_search` it)."""
     from ortools.sat.python import cp_model
 
     n = rows * cols
@@ -70,6 +79,8 @@ def solve(
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = workers
+    if on_solver is not None:
+        on_solver(solver)
     cpu = time.process_time()
     status = solver.Solve(m)
     cpu = time.process_time() - cpu

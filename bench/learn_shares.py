@@ -23,6 +23,7 @@ STOCHASTIC = ("annealing", "evolution", "progressive")
 STOCHASTIC_SHARE = 0.002  # each: first runs after ~1.5 s of the others' work (a 36x36 race: ~0.6 s)
 MEDIAN_SLACK = 1.05
 STEP = 0.01
+CUT_SHORT = 0.98  # a failed run that spent less of its CPU limit than this was cut short by its wall deadline
 SIDES = {"frisch": 25, "acs25": 25, "q36": 36, "q49": 49, "q64": 64}
 
 
@@ -30,6 +31,12 @@ def solved(rec: dict[str, Any]) -> bool:
     """Whether a record is solved within its CPU limit (the bench gives a run more wall time
     than its limit, `--wall-factor`, so that a loaded machine does not cut its CPU short)."""
     return rec["status"] == "solved" and rec["cpu"] <= rec["limit"]
+
+
+def conclusive(rec: dict[str, Any]) -> bool:
+    """Whether a record settles its puzzle: solved within its CPU limit, or not solved after
+    spending all of it (a run the wall deadline cut short on a loaded machine does not)."""
+    return solved(rec) or rec["cpu"] >= CUT_SHORT * rec["limit"]
 
 
 def par2(recs: Sequence[dict[str, Any]]) -> float:

@@ -38,6 +38,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -191,12 +192,12 @@ def large_configs() -> dict[str, PortfolioSpec | str | None]:
     return {**configs, "plain": None, "cpsat": "cpsat"}
 
 
-def run_cpsat(puzzle: Puzzle, time_limit: float) -> SolveResult:
+def run_cpsat(puzzle: Puzzle, time_limit: float, on_solver: Any = None) -> SolveResult:
     """OR-Tools CP-SAT, one worker, AllDifferent model (bench/cpsat.py), checked by our verifier."""
     from bench.cpsat import solve as cpsat_solve
 
     box = puzzle.box
-    out = cpsat_solve(puzzle.givens.tolist(), "int", time_limit, 1, box.rows, box.cols)
+    out = cpsat_solve(puzzle.givens.tolist(), "int", time_limit, 1, box.rows, box.cols, on_solver)
     if not out["solved"]:
         return SolveResult(Status.TIMEOUT, solver="cpsat", error=str(out["status"]))
     if not out["verified"]:
@@ -206,14 +207,59 @@ def run_cpsat(puzzle: Puzzle, time_limit: float) -> SolveResult:
     )
 
 
-def run_config(spec: PortfolioSpec | str | None, puzzle: Puzzle, time_limit: float) -> SolveResult:
+def run_config(
+    spec: PortfolioSpec | str | None, puzzle: Puzzle, time_limit: float, cpu_limit: float | None = None
+) -> SolveResult:
     """Race `spec` (seed 0, as `solve` does), run CP-SAT (`"cpsat"`), or (None: config `plain`)
-    the plain exact solver, no restarts."""
+    the plain exact solver, no restarts; `cpu_limit`: also stop the race or CP-SAT once this
+    process has spent that many CPU seconds on it (`CpuWatch`; `time_limit` is wall clock)."""
     if spec is None:
         return solve_many([puzzle], portfolio="fast", time_limit=time_limit)[0]
-    if isinstance(spec, str):
-        return run_cpsat(puzzle, time_limit)
-    return race(puzzle, spec, time_limit=time_limit, seed=0)
+    with CpuWatch(cpu_limit) as watch:
+        if isinstance(spec, str):
+            return run_cpsat(puzzle, time_limit, watch.hold)
+        return race(puzzle, spec, time_limit=time_limit, seed=0, stop=watch.stop)
+
+
+class CpuWatch:
+    """Raise a race's stop flag, or stop a CP-SAT search, once this process has spent `limit`
+    CPU seconds since entering (None: never). Why: the race's and CP-SAT's deadlines are wall
+    clock; on a loaded machine a wall deadline gives a run less CPU than its limit, and on an
+    idle one a generous wall deadline more: counting CPU makes a timeout mean the same everywhere."""
+
+    POLL = 0.01  # seconds between looks at the CPU clock
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.stop = np.zeros(1, dtype=np.int64)
+        self.cpsat: Any = None
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def hold(self, solver: Any) -> None:
+        """Keep the CP-SAT solver to stop (bench/cpsat.py calls this before its search)."""
+        self.cpsat = solver
+
+    def __enter__(self) -> CpuWatch:
+        if self.limit is not None:
+            start = time.process_time()
+            self.thread = threading.Thread(target=self._watch, args=(start + self.limit,), daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def _watch(self, until: float) -> None:
+        """Poll the process's CPU clock; raise the stop when it passes `until`."""
+        while not self.done.wait(self.POLL):
+            if time.process_time() >= until:
+                self.stop[0] = 1
+                if self.cpsat is not None:
+                    self.cpsat.stop_search()
+                return
 
 
 def large_path(train: bool) -> Path:
@@ -229,6 +275,7 @@ def section_large(args: argparse.Namespace) -> None:
     limit in wall time (the race's deadline and CP-SAT's are wall clock) and counts as
     solved only within the CPU limit. CPU seconds of this process per puzzle."""
     from bench.hard_sets import SETS, TRAINING
+    from bench.learn_shares import conclusive
     from bench.learn_shares import solved as in_limit
 
     path = large_path(args.train)
@@ -246,9 +293,10 @@ def section_large(args: argparse.Namespace) -> None:
     shard, shards = (int(x) for x in args.shard.split("/"))
     shard_note = f" (shard {shard}/{shards})" if shards > 1 else ""
     done: set[tuple[str, str, int]] = set()
-    if args.unsolved_only and path.exists():
+    if (args.unsolved_only or args.resume) and path.exists():
         earlier = latest([json.loads(x) for x in path.read_text().splitlines()], ("set", "config"))
-        done = {(r["set"], r["config"], r["index"]) for r in earlier if in_limit(r)}
+        keep = in_limit if args.unsolved_only else conclusive
+        done = {(r["set"], r["config"], r["index"]) for r in earlier if keep(r)}
     for sname in names:
         bench_set = registry[sname]
         texts = bench_set.lines()
@@ -271,7 +319,7 @@ def section_large(args: argparse.Namespace) -> None:
                 if i >= counts[cname] or (sname, cname, i) in done:
                     continue
                 spec = configs[cname]
-                r, took, cpu = timed(lambda p=puzzle, sp=spec, w=wall: run_config(sp, p, w))
+                r, took, cpu = timed(lambda p=puzzle, sp=spec, w=wall, c=limit: run_config(sp, p, w, c))
                 load = os.getloadavg()[0]
                 rec = {"config": cname, "set": sname, "index": i, "limit": limit, "wall": took, "cpu": cpu}
                 rec = {**rec, "wall_limit": wall, "load1": load, "train": args.train, **summary_of(r)}
@@ -543,9 +591,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--wall-factor",
         type=float,
-        default=2.5,
-        help="large: wall time given per run, in CPU limits (a loaded machine must not cut the CPU short; "
-        "a run counts as solved only within its CPU limit)",
+        default=10.0,
+        help="large: wall time given per run, in CPU limits (a run stops at its CPU limit; the wall "
+        "deadline only bounds a run on a machine so loaded that it gets under 1/10 of a core)",
     )
     p.add_argument(
         "--unsolved-only", action="store_true", help="large: run only puzzles not yet solved within the limit"
@@ -554,6 +602,12 @@ def main(argv: list[str] | None = None) -> None:
         "--stochastic-subset",
         default="",
         help="large: puzzles per set for stochastic members alone, e.g. frisch=3,acs25=20 (default: all)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="large: run only puzzles without a conclusive record (solved within the limit, or not "
+        "solved after the whole CPU limit: a run cut short by the wall deadline runs again)",
     )
     p.add_argument("--append", action="store_true", help="large, stochastic: keep earlier records")
     p.add_argument(
