@@ -107,3 +107,23 @@ def test_learning_gives_a_member_that_alone_solves_one_puzzle_a_share_the_median
     race_times = predict(times, shares, 10.0)
     assert race_times[4] < 10.0  # the rare one is solved ...
     assert sorted(race_times)[2] <= 1.05 * 1.0  # ... and the median stays within 5% of sat's alone (1.0 s)
+
+
+def test_a_bench_run_stops_at_its_cpu_limit_though_its_wall_deadline_is_far() -> None:
+    from bench.portfolio import run_config, timed
+
+    spec = PortfolioSpec(name="propagation", members=(MemberSpec(solver="propagation"),))
+    r, _, cpu = timed(lambda: run_config(spec, parse_puzzle(FRISCH), 60.0, cpu_limit=0.3))
+    assert r.status != "solved" and 0.3 <= cpu < 1.3  # stopped within a second of CPU past its limit
+
+
+def test_a_failed_run_settles_its_puzzle_only_after_its_whole_cpu_limit() -> None:
+    from bench.learn_shares import conclusive
+
+    def run(status: str, cpu: float) -> dict[str, Any]:
+        return {"status": status, "cpu": cpu, "limit": 20.0}
+
+    assert conclusive(run("solved", 3.0)) and conclusive(run("timeout", 20.01))
+    assert not conclusive(run("timeout", 7.0))  # cut short by the wall deadline on a loaded machine
+    assert not conclusive(run("approximate", 12.0))
+    assert conclusive(run("solved", 21.0))  # solved past its limit: settled, as not solved within it
