@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import statistics
@@ -289,6 +290,14 @@ def section_large(args: argparse.Namespace) -> None:
     configs = large_configs()
     default = ["race", "propagation", "sat", "sat-rows", "cpsat"]
     chosen = args.configs.split(",") if args.configs else default
+    if "cpsat" in chosen and importlib.util.find_spec("ortools") is None:
+        if args.configs:
+            raise SystemExit("config cpsat needs OR-Tools: pip install ortools (the bench only)")
+        chosen.remove("cpsat")
+        print("cpsat left out: OR-Tools is not installed (pip install ortools)", flush=True)
+    unknown_configs = [c for c in chosen if c not in configs]
+    if unknown_configs:
+        raise SystemExit(f"unknown config {unknown_configs[0]!r}; configs: {', '.join(configs)}")
     subset = stochastic_subset(args.stochastic_subset)
     shard, shards = (int(x) for x in args.shard.split("/"))
     shard_note = f" (shard {shard}/{shards})" if shards > 1 else ""
