@@ -280,8 +280,6 @@ def section_large(args: argparse.Namespace) -> None:
     from bench.learn_shares import solved as in_limit
 
     path = large_path(args.train)
-    if not args.append:
-        path.unlink(missing_ok=True)
     registry = TRAINING if args.train else SETS
     names = args.sets.split(",") if args.sets else ["frisch", "q36", "q49", "q64"]
     unknown = [n for n in names if n not in registry]
@@ -298,6 +296,8 @@ def section_large(args: argparse.Namespace) -> None:
     unknown_configs = [c for c in chosen if c not in configs]
     if unknown_configs:
         raise SystemExit(f"unknown config {unknown_configs[0]!r}; configs: {', '.join(configs)}")
+    if not args.append:  # only once the request is known good: the records are hours of runs
+        path.unlink(missing_ok=True)
     subset = stochastic_subset(args.stochastic_subset)
     shard, shards = (int(x) for x in args.shard.split("/"))
     shard_note = f" (shard {shard}/{shards})" if shards > 1 else ""
