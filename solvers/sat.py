@@ -10,11 +10,12 @@ per cell and per value of each unit). UNSAT is a proof that the puzzle has no so
 
 Modes (`SAT_MODES`, one member name each): `sat` runs CaDiCaL in its stable mode with the
 options of its `--sat` configuration (target phases, reluctant doubling restarts, lighter
-elimination and subsumption): on frisch it needed 31 s for all 18 where the focused mode
-with inprocessing off (the member until issue 16) needed 96 s, and at 64x64 it solved
-what the focused mode did not. `sat-focused` is that focused mode: at 49x49 it was the
-faster of the two on each of three grids (2-13 s against 8-21 s). Both run side by side
-in the race where the learned shares (`solvers.shares`) say they pay.
+elimination and subsumption), literals of the cells with fewest candidates first: on frisch
+it needed 31 s for all 18 where the focused mode with inprocessing off (the member until
+issue 16) needed 96 s. `sat-rows` is the same mode with the literals numbered cell by cell,
+another search that wins on other grids; the learned shares (`solvers.shares`) pick one per
+grid size. `sat-focused`, that focused mode, is not in the race (in training it solved 21 of
+38 grids, `sat` 35); it stays a solver name for portfolios and the bench.
 
 The solver advances a few slices' worth of conflicts per race step, keeping its learnt
 clauses, phases and restarts across calls (a step boundary does not change its search:
