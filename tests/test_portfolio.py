@@ -122,13 +122,17 @@ def test_a_stop_raised_by_another_thread_ends_the_race_within_50_ms():
     stop = np.zeros(1, dtype=np.int64)
     box: dict[str, object] = {}
 
+    trace: list[tuple[str, str, int]] = []
+
     def run() -> None:
-        box["result"] = race(parse_puzzle(FRISCH), OWN_WEIGHTS, time_limit=30, stop=stop)
+        box["result"] = race(parse_puzzle(FRISCH), OWN_WEIGHTS, time_limit=30, stop=stop, trace=trace)
         box["ended"] = monotonic_ns()
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(1.0)  # with these weights the stochastic members first run after ~0.7 s
+    waited = time.monotonic() + 20  # with these weights the stochastic members first run after ~0.7 s of
+    while not {name for name, _, _ in trace} >= set(STOCHASTIC) and time.monotonic() < waited:  # work:
+        time.sleep(0.02)  # wait for their grids (a wall-clock sleep gave a loaded machine too little CPU)
     raised = monotonic_ns()
     stop[0] = 1
     thread.join(5)
