@@ -102,7 +102,7 @@ def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_t
     assert set(order) == {"propagation", "sat", "sat-rows", *STOCHASTIC}
     assert order.index("annealing") < len(order) - order[::-1].index("sat") - 1  # interleaved
     for c in r.counters.values():
-        assert c["time_ms"] > 0 and c.get("nodes", c.get("iterations")) > 0
+        assert c["time_ms"] > 0 and c["work"] > 0  # a SAT member may be loading: no decision yet
 
 
 @pytest.mark.parametrize("portfolio", ["stochastic", "exact", "propagation,annealing"])
