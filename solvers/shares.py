@@ -9,13 +9,13 @@ score predicted from those runs, keeping its predicted median within 5% of the b
 member's, and writes `LEARNED` below. A side between learned sides takes the nearest
 one's shares; sides below the smallest learned one keep the portfolio's own weights.
 
-Learned (54 training grids, docs/decisions.md): from 25x25 on, one of the two CaDiCaL
-modes solved every one of the 53 grids any member solved (frisch 18/18, 36x36 24/24, 49x49
-6/6, 64x64 5/6); the kernel was first on 3 of the 24 36x36 grids, by 0.17-0.39 s, too little
-for a share to pay. So a SAT mode takes all the work but the stochastic members' 0.2% each
-(the approximate grid when time runs out; they first run after ~1.5 s of the others'
-work): `sat` (fewest-candidates-first literal order) at 36x36 and 49x49, `sat-rows`
-(cell-major order) at 25x25 and 64x64. The exact member keeps the fast path at every size.
+Learned (60 training grids, docs/decisions.md): from 25x25 on, one of the two CaDiCaL
+modes solved every one of the 58 grids any member solved (frisch 18/18, 36x36 24/24, 49x49
+11/12, 64x64 5/6); the kernel was first on 3 of the 24 36x36 grids, by 0.17-0.39 s, too
+little for a share to pay. So a SAT mode takes all the work but the stochastic members' 0.2%
+each (the approximate grid when time runs out; they first run after ~1.5 s of the others'
+work): `sat` (fewest-candidates-first literal order) at 36x36, `sat-rows` (cell-major order)
+at 25x25, 49x49 and 64x64. The exact member keeps the fast path at every size.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 LEARNED: dict[int, dict[str, float]] = {
     25: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     36: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
-    49: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    49: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     64: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
 }
 
