@@ -39,7 +39,7 @@ bench: $(VENV)/.test-deps
 	$(BIN)/python bench/generator.py
 
 clean-cache:  ## drop numba's compiled caches (after editing a module kernels call, e.g. solvers/bits.py)
-	find solvers -name "*.nbi" -delete -o -name "*.nbc" -delete
+	find solvers pipeline -name "*.nbi" -delete -o -name "*.nbc" -delete
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from client.collector import Slice, arrival_order, in_order, stream_chunks
+from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
-from client.output import Record
 from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id
 from client.reader import peek_stdin
 from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, submission_state
@@ -31,12 +30,16 @@ from client.transport import (
     default_workers,
     max_workers,
 )
-from solvers.chunk import MAX_TIME_LIMIT_S, ChunkTask
+from pipeline.outbox import parse_task
+from pipeline.render.record import Record
+from pipeline.tasks import MAX_TIME_LIMIT_S
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
     from client.redis_store import RedisJobStore
     from client.resend import Resender
+    from pipeline.generate import GenerateOptions, GenerateResult, GenerateTask
+    from solvers.puzzle import Box
 
 
 class BatchClient:
@@ -193,7 +196,44 @@ class BatchClient:
         """
         kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
         if kept is not None:
-            self._celery_transport().send(ChunkTask.model_validate_json(kept[1]))
+            self._celery_transport().send(parse_task(kept[1]))
+
+    def generate(
+        self, box: Box, plan: list[tuple[int, int, int]], options: GenerateOptions, meta: dict[str, str]
+    ) -> Job:
+        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order.
+
+        The same producer, transport, window, resend sweep and collector as a solve job: the
+        chunks go to local processes (warmed for the generator) or to the workers. The window
+        counts chunks the caller has taken (`Job.generated`), so chunks arriving early wait
+        in bounded memory.
+        """
+        from functools import partial
+
+        from pipeline.generate import GenerateTask
+        from pipeline.generate import warm as warm_generator
+
+        spec = JobSpec(new_job_id(), [])
+        shape = f"{box.rows}x{box.cols}"
+        tasks = (
+            GenerateTask(job=spec.job, chunk=i, box=shape, count=count, seed=seed, options=options)
+            for i, count, seed in plan
+        )
+        self.store.create(
+            spec.job, {"kind": "generate", "state": "producing", **meta, "created": f"{time.time():.6f}"}
+        )
+        transport: Transport
+        if self.embedded:
+            if self.workers > 1:
+                self.pool.start(partial(warm_generator, box))
+            transport = LocalTransport(self.store, spec.job, self.pool)
+            window: Callable[[], int] = lambda: 2 * self.workers  # noqa: E731
+        else:
+            transport = self._celery_transport()
+            window = self._broker_window
+        taken = [0]
+        producer = Producer(spec, self.store, transport, self.settings, window, consumed=lambda: taken[0])
+        return Job(self, spec.job, producer, tasks, taken=taken)
 
     def job(self, job_id: str) -> Job:
         """Attach to an existing job (broker mode: from any machine)."""
@@ -315,29 +355,37 @@ def _check_portfolio(portfolio: str | None) -> None:
 
 
 class Job:
-    """A submitted job: its id, its status, and its results as they arrive."""
+    """A submitted job: its id, its status, and its results as they arrive (a generate job: `generated`)."""
 
     def __init__(
         self,
         client: BatchClient,
         job_id: str,
         producer: Producer | None,
-        inputs: list[tuple[str, Source]],
+        inputs: list[tuple[str, Source]] | Iterable[GenerateTask],
+        *,
+        taken: list[int] | None = None,
     ) -> None:
+        """`inputs`: a solve job's named inputs, or a generate job's planned tasks (with `taken`, the
+        count of chunks `generated` handed over, which the producer's window reads)."""
         self.client = client
         self.id = job_id
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._producer = producer
+        self._taken = taken
         if producer is not None:
             self._thread = threading.Thread(
                 target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
             )
             self._thread.start()
 
-    def _produce(self, producer: Producer, inputs: list[tuple[str, Source]]) -> None:
+    def _produce(self, producer: Producer, inputs: Iterable) -> None:
         try:
-            producer.run(inputs)
+            if self._taken is not None:
+                producer.run_plan(inputs)
+            else:
+                producer.run(inputs)
         except BaseException as exc:  # noqa: BLE001 - kept for wait_submitted(); the store says failed
             self._error = exc
 
@@ -387,6 +435,30 @@ class Job:
             sweep=resender.sweep if resender is not None else None,
         )
         yield from (in_order if ordered else arrival_order)(stream)
+
+    def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
+        """Stream a generate job's chunk results in plan order, each once (RuntimeError for a chunk that
+        failed); each is dropped from the store once read (a generate run is not collected twice)."""
+        from pipeline.generate import GenerateResult
+
+        s = self.client.settings
+        resender = self.client.resender(self.id)
+        stream = stream_chunks(
+            self.client.store,
+            self.id,
+            result_ttl=0,
+            poll=s.poll_interval,
+            stale_after=s.producer_stale_s,
+            on_wait=on_wait,
+            sweep=resender.sweep if resender is not None else None,
+            decode=GenerateResult.decode,
+        )
+        for result in chunk_order(stream):
+            if result.error:
+                raise RuntimeError(f"chunk {result.header.chunk}: {result.error}")
+            if self._taken is not None:
+                self._taken[0] += 1
+            yield result
 
     def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
         """Stream one Record per input puzzle, as they arrive (or in input order).

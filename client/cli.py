@@ -10,17 +10,19 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
+from client.args import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    broker_url,
+    check_processes,
+    resume_command,
+)
+from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """A mistake in the command line (exit 2)."""
 
 
 def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
@@ -37,7 +39,12 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
 
 def _common_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default=None, help="results file (default: stdout)")
-    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    p.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet"),
+        default="jsonl",
+        help="jsonl (default), csv, or parquet (needs the `parquet` extra: pyarrow)",
+    )
     p.add_argument("--ordered", action="store_true", help="write results in input order")
     p.add_argument("--report", default=None, metavar="HTML", help="also write an HTML report with plots")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
@@ -165,37 +172,6 @@ def _check_streams(args: argparse.Namespace) -> None:
             raise UsageError("stdout is closed: give the output file with -o FILE")
 
 
-def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:
-    """The broker from --broker or SUDOKU_BATCH_BROKER (UsageError if required and missing, or malformed)."""
-    url = args.broker or settings.broker
-    if not url:
-        if required:
-            raise UsageError(f"{args.command} needs a broker: --broker URL or SUDOKU_BATCH_BROKER")
-        return None
-    try:
-        check_broker_url(url)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return url
-
-
-def check_seconds(flag: str, value: float | None, most: float) -> None:
-    """UsageError unless `value` (given as `flag`) is None or seconds in (0, `most`] (nan and inf are not)."""
-    if value is not None and not 0 < value <= most:  # false for nan as well
-        raise UsageError(f"{flag} {value:g}: must be above 0 and at most {most:g} seconds")
-
-
-def check_processes(flag: str, value: int | None) -> None:
-    """UsageError unless `value` (given as `flag`) is None or a process count this machine can run."""
-    from client.transport import check_workers
-
-    if value is not None:
-        try:
-            check_workers(value)
-        except ValueError as exc:
-            raise UsageError(f"{flag} {exc}") from None
-
-
 def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.batch import BatchClient
 
@@ -233,14 +209,6 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
             f"{status.producer_silent_s or 0:.0f} s; resume it: {resume_command(status.job, status.inputs)}"
         )
     return EXIT_OK
-
-
-def resume_command(job: str, inputs: list[str]) -> str:
-    """The command resuming `job`'s submission: its inputs as recorded, the broker left to the user."""
-    import shlex
-
-    names = " ".join(shlex.quote(name) for name in inputs) or "INPUT..."
-    return f"sudoku-batch submit --resume {job} {names} --broker URL"
 
 
 def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -305,28 +273,6 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)
     return EXIT_FAILED  # pragma: no cover - execve does not return
-
-
-def input_sources(names: list[str]) -> list[tuple[str, str]]:
-    """Check the inputs are readable files (a usage error naming the input if not); `-` is stdin, once.
-
-    Only regular files: a pipe or a device can be read once, and the inputs are peeked at
-    (size, first bytes) before they are read; pipe such input to `-` instead.
-    """
-    if names.count("-") > 1:
-        raise UsageError("stdin (-) can be read only once")
-    for name in names:
-        path = Path(name)
-        if name == "-" or path.is_file() and os.access(path, os.R_OK):
-            continue
-        if path.is_dir():
-            raise UsageError(f"{name}: is a directory, not a file of puzzles")
-        if path.is_file():
-            raise UsageError(f"{name}: permission denied")
-        if path.exists():
-            raise UsageError(f"{name}: not a regular file (pipe it to `-` instead)")
-        raise UsageError(f"{name}: no such file")
-    return [(name, name) for name in names]
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solvers.chunk import DEFAULT_QUEUE, MAX_TASK_CHARS
-from solvers.chunk_store import KEY_PREFIX
+from pipeline.keys import KEY_PREFIX
+from pipeline.tasks import DEFAULT_QUEUE, MAX_TASK_CHARS
 
 
 class ClientSettings(BaseSettings):

@@ -1,17 +1,13 @@
 """The `generate` command: make puzzles in seeded chunks, locally or on Celery workers, in chunk order.
 
 One chunk plan (`solvers.generator.plan_chunks`: sizes and per-chunk seeds from the run's
-seed) is run by one in-process loop, a pool of forked local processes, or Celery workers
-reached by task name (`TASK_NAME`, JSON payload). Every one of them calls
-`generate_chunk` + `render_lines` on the same (box, count, chunk seed, options), and the
+seed) becomes a generate job (`BatchClient.generate`): the solve pipeline's producer,
+transport, window, resend sweep and collector carry its `GenerateTask`s to this process,
+a pool of forked local processes, or Celery workers, and every one of them runs
+`pipeline.generate.generate_result` on the same (box, count, chunk seed, options). The
 writer appends chunks strictly in plan order, so the files depend only on the seed, the
-options and the chunk size, never on the transport or the number of processes.
-
-Through a broker, workers write each chunk's lines under the job in Redis with the
-pipeline's idempotent result write (`solvers.chunk_store.result_commands`); the client
-reads the arrival list, holds chunks that arrived early, and purges the job at the end.
-A chunk body (what a worker stores, what a local process returns) is one JSON object:
-`{"n", "puzzles", "solutions", "meta", "error", "cpu_s"}` with line lists.
+options and the chunk size, never on the transport or the number of processes. The job
+is purged at the end.
 """
 
 from __future__ import annotations
@@ -23,25 +19,21 @@ import json
 import os
 import sys
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from client.cli import EXIT_OK, UsageError, broker_url, check_processes
+from client.args import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
 from client.target import FLUSH_S
 
 if TYPE_CHECKING:
-    from client.redis_store import RedisJobStore
     from client.target import Target
+    from pipeline.generate import GenerateResult
     from solvers.generator import Options
     from solvers.puzzle import Box
 
-TASK_NAME = "sudoku_batch.generate_chunk"  # the worker's task (worker/tasks.py), sent by name
 MAX_SEED = 2**63 - 1
 MAX_COUNT = 10**9  # puzzles of one run
 MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
@@ -119,7 +111,7 @@ class Request:
 
 def build_request(args: argparse.Namespace) -> Request:
     """Check the command line (UsageError, exit 2, for anything the user must fix) and plan the chunks."""
-    from solvers.generate_task import MAX_ATTEMPTS, max_chunk_size
+    from pipeline.generate import MAX_ATTEMPTS, max_chunk_size
     from solvers.generator import Options, default_chunk_size, plan_chunks, random_seed
     from solvers.puzzle import Box
 
@@ -175,26 +167,6 @@ def build_request(args: argparse.Namespace) -> Request:
     )
 
 
-def chunk_body(box_text: str, count: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
-    """Generate one chunk and render its lines: the unit of work of a local process (the worker's twin)."""
-    from solvers.generator import Options, generate_chunk, render_lines
-    from solvers.puzzle import Box
-
-    start = time.process_time()
-    box = Box.parse(box_text)
-    items = generate_chunk(box, count, seed, Options.from_dict(options))
-    puzzles, solutions, meta = render_lines(items, box)
-    cpu = time.process_time() - start
-    return {
-        "n": len(items),
-        "puzzles": puzzles,
-        "solutions": solutions,
-        "meta": meta,
-        "error": None,
-        "cpu_s": cpu,
-    }
-
-
 @dataclass
 class Tally:
     """What the summary reports: puzzles written, targets missed, levels, clue counts, CPU."""
@@ -211,12 +183,12 @@ class Tally:
     clue_sum: int = 0
     cpu_s: float = 0.0
 
-    def add(self, planned: int, body: dict[str, Any]) -> None:
+    def add(self, planned: int, result: GenerateResult) -> None:
         """Count one chunk (its meta lines carry every flag)."""
         self.planned_done += planned
-        self.produced += int(body["n"])
-        self.cpu_s += float(body.get("cpu_s") or 0.0)
-        for line in body["meta"]:
+        self.produced += len(result)
+        self.cpu_s += result.header.stats.cpu_s
+        for line in result.meta:
             m = json.loads(line)
             self.missed_clues += not m["reached"]
             self.not_minimal += not m["minimal"]
@@ -254,15 +226,15 @@ class Sink:
         self._files.append((stream, target))
         return stream
 
-    def write(self, body: dict[str, Any]) -> None:
+    def write(self, result: GenerateResult) -> None:
         """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S."""
-        if not body["n"]:
+        if not len(result):
             return
-        self.puzzles.write("\n".join(body["puzzles"]) + "\n")
+        self.puzzles.write("\n".join(result.puzzles) + "\n")
         if self.solutions is not None:
-            self.solutions.write("\n".join(body["solutions"]) + "\n")
+            self.solutions.write("\n".join(result.solutions) + "\n")
         if self.meta is not None:
-            self.meta.write("\n".join(body["meta"]) + "\n")
+            self.meta.write("\n".join(result.meta) + "\n")
         now = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             for stream, target in self._files:
@@ -282,46 +254,64 @@ class Sink:
 
 
 def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
-    """Run `generate`: plan, produce chunks locally or through the broker, write them in order, summarise."""
+    """Run `generate`: plan, send the chunks to local processes or workers, write them in order, summarise."""
+    from client.batch import BatchClient
+    from client.progress import Progress
+    from pipeline.generate import GenerateOptions
+
     req = build_request(args)
     url = broker_url(args, settings, required=False)
     if url is not None and args.workers is not None:
         raise UsageError("--workers sets local processes; with a broker the workers' own concurrency applies")
-    store = None
-    if url is not None:  # fail fast, in one line (exit 1), before anything is printed or opened
-        from client.redis_store import RedisJobStore, connect
-
-        store = RedisJobStore(connect(url, settings), settings)
-    if not req.seed_given:
-        print(f"seed {req.seed} (pass --seed {req.seed} to replay this run)", file=sys.stderr, flush=True)
-    from client.progress import Progress
-
-    if url is not None and store is not None:
-        chunks: Iterator[tuple[int, dict[str, Any]]] = broker_chunks(req, url, store, settings)
-        where = f"through {mask_url(url)}"
-    else:
+    if url is None:
         from client.transport import default_workers, max_workers
 
         workers = min(args.workers or min(default_workers(), max_workers()), len(req.plan))
-        chunks = local_chunks(req, workers)
         where = f"with {workers} local process{'es' if workers > 1 else ''}"
+    else:
+        workers = 1
+        where = f"through {mask_url(url)}"
+    client = BatchClient(url, workers=workers, settings=settings, daemon=True)  # a broker: checked here
+    if not req.seed_given:
+        print(f"seed {req.seed} (pass --seed {req.seed} to replay this run)", file=sys.stderr, flush=True)
     started = time.monotonic()
     tally = Tally(req.count)
     progress = Progress(args.progress or sys.stderr.isatty())
-    sink = Sink(args.output, args.solutions, args.meta)
     complete = False
+    job = None
     try:
-        for planned, body in chunks:
-            sink.write(body)
-            tally.add(planned, body)
-            progress.update(tally.planned_done, req.count, tally.planned_done)
-        complete = True
+        meta = {"box": str(req.box), "total": str(req.count), "seed": str(req.seed)}
+        options = GenerateOptions.model_validate(req.options.to_dict())
+        job = client.generate(req.box, req.plan, options, meta)
+        notice = None
+        if not client.embedded:
+            store = client.store
+            notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
+        sink = Sink(args.output, args.solutions, args.meta)
+        try:
+            for result in job.generated(on_wait=notice.check if notice is not None else None):
+                sink.write(result)
+                tally.add(req.plan[result.header.chunk][1], result)
+                progress.update(tally.planned_done, req.count, tally.planned_done)
+            job.wait_submitted()
+            complete = True
+        finally:
+            sink.close(complete)
+    except KeyboardInterrupt:
+        client.kill()  # at once: the chunks in flight are not wanted
+        raise
+    except Exception as exc:
+        if url is not None and type(exc).__module__.startswith("redis"):
+            raise ConnectionError(f"lost the broker {mask_url(url)}: {exc}") from None
+        raise
     finally:
-        sink.close(complete)
         progress.close()
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()  # stops a pool or purges a broker job even after an error
+        if job is not None:
+            if job.producing:
+                job.cancel(wait=2.0)
+            with contextlib.suppress(Exception):  # else the results expire on their own (job TTL)
+                job.purge(stop=not complete)  # cut short: workers still making chunks stop
+        client.close()
     if not args.quiet:
         print(summary(req, tally, where, time.monotonic() - started), file=sys.stderr)
     return EXIT_OK
@@ -370,207 +360,3 @@ def _level_rank(name: str) -> int:
     from solvers.difficulty import LEVEL_NAMES
 
     return LEVEL_NAMES.index(name) if name in LEVEL_NAMES else len(LEVEL_NAMES)
-
-
-def warm(box: Box) -> None:
-    """Load the generator's compiled kernels here, so forked processes start warm (~0.2 CPU s each saved).
-
-    Kernels are typed, not sized: a 2x2 run loads them all, plus a 4x4 one for the fill
-    path of sides above 12.
-    """
-    from solvers.generator import Options, generate_chunk
-    from solvers.puzzle import Box
-
-    generate_chunk(Box(2, 2), 1, 0, Options(unique=True))
-    if box.n > 12:
-        generate_chunk(Box(4, 4), 1, 0, Options(unique=True))
-
-
-def local_chunks(req: Request, workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (planned count, body) per chunk in plan order: in-process for one worker, else forked processes.
-
-    At most 2 chunks per process are in flight, which bounds what waits in memory for the writer.
-    """
-    payload = req.options.to_dict()
-    box = f"{req.box.rows}x{req.box.cols}"
-    if workers <= 1:
-        for _, size, seed in req.plan:
-            yield size, chunk_body(box, size, seed, payload)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from client.processes import die_with_parent, kill_pool
-
-    warm(req.box)
-    pool = ProcessPoolExecutor(
-        workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=die_with_parent,
-        initargs=(os.getpid(),),
-    )
-    done = False
-    try:
-        futures: list[tuple[int, Future[dict[str, Any]]]] = []
-        sent = 0
-        for i in range(len(req.plan)):
-            while sent < len(req.plan) and sent < i + 2 * workers:
-                _, size, seed = req.plan[sent]
-                futures.append((size, pool.submit(chunk_body, box, size, seed, payload)))
-                sent += 1
-            size, future = futures[i]
-            futures[i] = (size, None)  # type: ignore[assignment] # written: let the body go
-            yield size, future.result()
-        done = True
-    finally:
-        if done:
-            pool.shutdown(wait=True)
-        else:  # closed early (an error, an interrupt): the chunks in flight are not wanted
-            kill_pool(pool)
-
-
-def broker_chunks(
-    req: Request, url: str, store: RedisJobStore, settings: ClientSettings
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (planned count, body) per chunk in plan order from Celery workers; the job is purged at the end.
-
-    Chunks are sent a few per live worker process ahead of the writer (which bounds what
-    waits in memory); a redelivered chunk is read once.
-    """
-    import redis
-
-    from client.transport import celery_app
-
-    job = uuid.uuid4().hex
-    store.create(
-        job,
-        {
-            "kind": "generate",
-            "box": str(req.box),
-            "total": str(req.count),
-            "seed": str(req.seed),
-            "chunks_total": str(len(req.plan)),
-            "created": f"{time.time():.3f}",
-        },
-    )
-    app = celery_app(url, settings)
-    send = _sender(app, url, settings, job, req)
-    complete = False
-    try:
-        yield from _gather(store, job, req, send, settings.poll_interval, settings.resend_after)
-        complete = True
-    except redis.RedisError as exc:
-        raise ConnectionError(f"lost the broker {mask_url(url)}: {exc}") from None
-    finally:
-        with contextlib.suppress(redis.RedisError):  # else the results expire on their own (job TTL)
-            store.purge(job, stop=not complete)  # cut short: workers still making chunks stop
-        app.close()
-
-
-def _sender(app: Any, url: str, settings: ClientSettings, job: str, req: Request) -> Callable[[int], None]:
-    """A function sending chunk `i` of the plan to the workers' queue by task name (JSON kwargs)."""
-    from solvers.generate_task import GenerateOptions, GenerateTask
-
-    options = GenerateOptions.model_validate(req.options.to_dict())
-    box = f"{req.box.rows}x{req.box.cols}"
-
-    def send(i: int) -> None:
-        _, size, seed = req.plan[i]
-        task = GenerateTask(job=job, chunk=i, box=box, count=size, seed=seed, options=options)
-        try:
-            app.send_task(
-                TASK_NAME,
-                kwargs={"task": task.model_dump(mode="json")},
-                kwargsrepr=f"job={job} chunk={i} box={box} count={size}",  # what monitors show
-                queue=settings.queue,
-                retry=True,
-                retry_policy={
-                    "max_retries": 3,
-                    "interval_start": 0.2,
-                    "interval_step": 0.5,
-                    "interval_max": 1.0,
-                },
-            )
-        except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; all mean the same here
-            raise ConnectionError(f"cannot send to broker {mask_url(url)}: {exc}") from None
-
-    return send
-
-
-def _gather(
-    store: RedisJobStore,
-    job: str,
-    req: Request,
-    send: Callable[[int], None],
-    poll: float,
-    resend_after: float = 30.0,
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Send chunks within a window, read arrivals, and yield bodies in plan order.
-
-    After `resend_after` s without an arrival, chunks the broker lost are sent again
-    (`_resend_lost`); a chunk answered twice is read once.
-    """
-    total = len(req.plan)
-    pending: dict[int, dict[str, Any]] = {}
-    seen: set[int] = set()
-    waiting: dict[int, float] = {}  # chunk sent, no result yet -> when it was (last) sent
-    sent = written = cursor = 0
-    live, live_checked = 0, -1e9
-    last_arrival = last_sweep = time.monotonic()
-    notice = NoWorkerNotice(lambda: live, after=store.settings.no_worker_notice_s)
-    while written < total:
-        now = time.monotonic()
-        if now - live_checked > 5.0:
-            live, live_checked = len(store.live_workers()), now
-        window = max(4, 2 * live + 2)
-        if sent < min(total, written + window):
-            while sent < min(total, written + window):
-                send(sent)
-                waiting[sent] = time.monotonic()
-                sent += 1
-            store.update(job, {"chunks_sent": str(sent)})
-        arrived, cursor = store.arrivals(job, cursor)
-        new = sorted({c for c in arrived if c not in seen})
-        if new:
-            last_arrival = now
-            for c, raw in zip(new, store.fetch(job, new), strict=True):
-                if raw is None:
-                    raise RuntimeError(f"chunk {c}: its result expired before it was read")
-                body = json.loads(raw)
-                if body.get("error"):
-                    raise RuntimeError(f"chunk {c}: {body['error']}")
-                seen.add(c)
-                waiting.pop(c, None)
-                pending[c] = body
-            while written in pending:
-                yield req.plan[written][1], pending.pop(written)
-                written += 1
-            continue
-        notice.check()
-        if now - last_arrival >= resend_after and now - last_sweep >= resend_after:
-            last_sweep = now
-            _resend_lost(store, job, waiting, send, resend_after)
-        time.sleep(poll)
-
-
-def _resend_lost(
-    store: RedisJobStore, job: str, waiting: dict[int, float], send: Callable[[int], None], after: float
-) -> int:
-    """Send again each chunk waited on over `after` s that no live worker is generating; return how many.
-
-    Only once the broker queue has drained: the broker can lose a message popped as Redis
-    stops (see client/resend.py), but a chunk still queued behind slow ones is not lost.
-    """
-    if store.queued():
-        return 0
-    running = store.running()
-    now = time.monotonic()
-    count = 0
-    for chunk, at in sorted(waiting.items()):
-        if now - at >= after and f"{job}:{chunk}" not in running:
-            send(chunk)
-            waiting[chunk] = now
-            count += 1
-    if count:
-        store.update(job, {"resent": str(int(store.meta(job).get("resent", 0)) + count)})
-    return count

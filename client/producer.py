@@ -17,14 +17,13 @@ import bisect
 import contextlib
 import hashlib
 import os
-import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -32,22 +31,17 @@ from client.config import ClientSettings
 from client.reader import read_blocks
 from client.store import Checkpoint, JobStore, Superseded
 from client.transport import Transport
-from solvers.chunk import (
-    MAX_CHUNK_PUZZLES,
-    ChunkResult,
-    ChunkTask,
-    answered_chunk,
-    chunk_seed,
-    join_texts,
-    to_runs,
-)
+from pipeline.result import ChunkResult
+from pipeline.runs import join_texts, to_runs
+from pipeline.solve import answered_chunk
+from pipeline.tasks import MAX_CHUNK_PUZZLES, ChunkTask, solver_seed
+
+if TYPE_CHECKING:
+    from pipeline.generate import GenerateTask
 
 Source = str | Path | IO[bytes] | Iterable[str]
 MAX_ANSWERED = 1000  # invalid lines buffered before the producer writes their results
 HEAD_BYTES = 1 << 20  # a file input is fingerprinted by its size and the SHA-256 of this many first bytes
-KILL_AT_ENV = (
-    "SUDOKU_BATCH_TEST_KILL_PRODUCER_AT"  # test hook: SIGKILL self once chunk task K is kept, unsent
-)
 
 
 class JobCancelled(RuntimeError):
@@ -173,12 +167,14 @@ class _Pending:
 
 
 class Producer:
-    """Reads the inputs of one job into chunk tasks and producer-answered results.
+    """Reads the inputs of one job into chunk tasks and producer-answered results (`run`), or sends a
+    generate plan's tasks (`run_plan`): either way each task is committed, then sent, within the window.
 
     `resume` (a checkpoint of an earlier producer of the job) skips the puzzles it covers,
     checking that the puzzle before it is the same one, and numbers chunks on from it.
     `token` is this producer's claim on the job (`JobStore.claim`; taken at start if None):
-    once another producer claims the job, this one stops at its next commit.
+    once another producer claims the job, this one stops at its next commit. `window` bounds
+    the chunks sent and not yet `consumed` (default: whose result has not arrived).
     """
 
     def __init__(
@@ -191,12 +187,14 @@ class Producer:
         *,
         resume: Checkpoint | None = None,
         token: str | None = None,
+        consumed: Callable[[], int] | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.transport = transport
         self.settings = settings
         self.window = window  # max chunks in flight (None: send everything at once)
+        self.consumed = consumed  # chunks taken off the window (None: those whose result arrived)
         self.sizer = ChunkSizer(settings.chunk_seconds, settings.max_chunk_bytes)
         self.resume = resume
         self.checkpoint = resume or Checkpoint()  # the last one committed
@@ -206,7 +204,6 @@ class Producer:
         self.sent = 0  # chunk tasks sent by this producer
         self._size: int | None = None  # size of the next chunk, decided once per chunk
         self._beat = 0.0
-        self._kill_at = int(os.environ.get(KILL_AT_ENV, "0"))
         self.stopping = threading.Event()  # set by `stop` (Job.cancel): stop reading
         self._fail_on_stop = True
 
@@ -223,6 +220,42 @@ class Producer:
         A producer taken over by a resume (Superseded) or given the wrong inputs to resume
         (ResumeRefused) leaves the job as it is, for the right producer to finish.
         """
+
+        def read() -> dict[str, str]:
+            for name, source in sources:
+                self._read(name, source)
+            if self.index < self.checkpoint.index:
+                raise ResumeRefused(
+                    f"the inputs hold {self.index} puzzles, fewer than the {self.checkpoint.index} submitted"
+                )
+            return {"total": str(self.index), "submitted": str(self.index)}
+
+        self._produce(read)
+        return self.index
+
+    def run_plan(self, tasks: Iterable[GenerateTask]) -> int:
+        """Commit and send planned tasks in order (a generate run: chunk ids are the plan's); return how many.
+
+        The checkpoint counts the planned puzzles sent; a generate run is not resumed (run it again).
+        """
+
+        def send() -> dict[str, str]:
+            for task in tasks:
+                self._wait_for_room()
+                self.chunks = task.chunk + 1
+                self.index += len(task)
+                self._emit(task, Checkpoint(index=self.index, chunks=self.chunks))
+            return {"submitted": str(self.index)}
+
+        self._produce(send)
+        return self.chunks
+
+    def _produce(self, produce: Callable[[], dict[str, str]]) -> None:
+        """Claim the job, run `produce` (it returns the final metadata fields), then say the job is produced.
+
+        Failures mark the job failed, a cancel marks it cancelled (or leaves it resumable);
+        a producer taken over by a resume or refused one leaves the job as it is.
+        """
         try:
             if self.token is None:
                 self.token = self.store.claim(self.spec.job)
@@ -231,17 +264,16 @@ class Producer:
                     self.checkpoint,
                     {"state": "producing", "error": "", "producer_beat": f"{time.time():.3f}"},
                 )
-            for name, source in sources:
-                self._read(name, source)
-            if self.index < self.checkpoint.index:
-                raise ResumeRefused(
-                    f"the inputs hold {self.index} puzzles, fewer than the {self.checkpoint.index} submitted"
-                )
+            fields = produce()
             self._commit(
                 self.checkpoint,
-                {"state": "produced", "total": str(self.index), "submitted": str(self.index),
-                 "chunks_total": str(self.chunks), "chunks_sent": str(self.chunks)},
-            )  # fmt: skip
+                {
+                    "state": "produced",
+                    **fields,
+                    "chunks_total": str(self.chunks),
+                    "chunks_sent": str(self.chunks),
+                },
+            )
         except (Superseded, ResumeRefused):
             raise
         except JobCancelled:
@@ -253,7 +285,6 @@ class Producer:
         except BaseException as exc:
             self._fail(f"the producer stopped: {type(exc).__name__}: {exc}")
             raise
-        return self.index
 
     def _leave(self) -> None:
         """Say this producer is gone (beat at 0), so a resume may take the submission over at once."""
@@ -342,16 +373,17 @@ class Producer:
             box=self.spec.box,
             time_limit=self.spec.time_limit,
             portfolio=self.spec.portfolio,
-            seed=chunk_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
+            seed=solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
         )
-        self._commit(
-            Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])),
-            None,
-            answered,
-            task,
+        self._emit(
+            task, Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])), answered
         )
-        if self._kill_at and self.sent + 1 == self._kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)  # test hook: die as a crash would, task kept but unsent
+
+    def _emit(
+        self, task: ChunkTask | GenerateTask, checkpoint: Checkpoint, answered: ChunkResult | None = None
+    ) -> None:
+        """Commit `task` (with the answers before it, and the checkpoint past it), then send it."""
+        self._commit(checkpoint, None, answered, task)
         self.transport.send(task)
         self.sent += 1
         self._heartbeat()
@@ -387,7 +419,7 @@ class Producer:
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """Store answered results, keep the task, move the checkpoint: at once (Superseded if taken over)."""
         assert self.token is not None
@@ -409,7 +441,8 @@ class Producer:
             broken = self.transport.broken
             if broken:
                 raise RuntimeError(broken)
-            if self.chunks - self.store.arrived_count(self.spec.job) < self.window():
+            done = self.consumed() if self.consumed is not None else self.store.arrived_count(self.spec.job)
+            if self.chunks - done < self.window():
                 return
             self.store.wait(self.spec.job, self.settings.poll_interval)
             self._heartbeat()

@@ -22,7 +22,7 @@ from typing import IO, Any
 import numpy as np
 
 from client.checks import cells_ok, compact_ok
-from solvers.parse import MAX_LINE_CHARS, _row_side, _tokens, infer_box, parse_puzzle, too_long
+from solvers.parse import MAX_LINE_CHARS, infer_box, parse_puzzle, row_side, split_tokens, too_long
 from solvers.puzzle import ALPHABET, Box, PuzzleError, as_box
 
 SLAB = 1 << 20
@@ -228,7 +228,7 @@ class _LineReader:
         if not s or s[0] == "#":
             return
         plain = s.isascii() and s.isprintable() and " " not in s and "," not in s and ";" not in s
-        kind, arg = self.kind(len(s) if plain else len(_tokens(s)[0]))
+        kind, arg = self.kind(len(s) if plain else len(split_tokens(s)[0]))
         if kind == "row":
             if not self.rows:
                 self.start, self.side = n, int(arg)  # type: ignore[call-overload]
@@ -283,7 +283,7 @@ class _LineReader:
 
 
 def _classify(length: int, box: Box | None) -> tuple[str, object]:
-    side = _row_side(length, box)
+    side = row_side(length, box)
     if side is not None:
         return "row", side
     try:

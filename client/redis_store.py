@@ -1,6 +1,6 @@
 """The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list.
 
-Key names and the result write come from `solvers.chunk_store`, which the worker uses
+Key names and the result write come from `pipeline.keys`, which the worker uses
 too. Connections use short timeouts so an unreachable broker is an error within
 seconds, never a hang.
 """
@@ -12,7 +12,7 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
@@ -20,8 +20,13 @@ from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
-from solvers.chunk import JOB_ID_PATTERN, ChunkResult, ChunkStats, ChunkTask, outbox_entry, read_outbox_entry
-from solvers.chunk_store import JobKeys, current_key, job_stopped, result_commands, workers_key
+from pipeline.keys import JobKeys, current_key, job_stopped, result_commands, workers_key
+from pipeline.outbox import outbox_entry, read_outbox_entry
+from pipeline.result import ChunkResult, ChunkStats
+from pipeline.tasks import JOB_ID_PATTERN, ChunkTask
+
+if TYPE_CHECKING:
+    from pipeline.generate import GenerateResult, GenerateTask
 
 try:  # redis-py's own reply buffer (a private module): without it `read_large` takes the plain path
     from redis._parsers.socket import SocketBuffer
@@ -119,7 +124,7 @@ class RedisJobStore(JobStore):
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
 
@@ -160,7 +165,9 @@ class RedisJobStore(JobStore):
     def owns(self, job: str, token: str) -> bool:
         return _s(self.r.get(self.keys(job).producer) or b"") == token
 
-    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+    def put_result(
+        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
+    ) -> None:
         stats = result.header.stats
         commands = result_commands(
             self.keys(job),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from client import svg_chart
 from client.summary import Summary
-from solvers.chunk_records import TIME_BINS_PER_DECADE
+from pipeline.columns import TIME_BINS_PER_DECADE
 
 MAX_ROWS = 1000
 

@@ -7,8 +7,7 @@ import shlex
 import sys
 import time
 
-from client.batch import BatchClient, Job
-from client.cli import (
+from client.args import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
@@ -18,6 +17,7 @@ from client.cli import (
     input_sources,
     resume_command,
 )
+from client.batch import BatchClient, Job
 from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.interrupts import held
@@ -27,7 +27,7 @@ from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
 from client.target import check_target
-from solvers.chunk import MAX_TIME_LIMIT_S
+from pipeline.tasks import MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
@@ -49,6 +49,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
     else:
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
+    if getattr(args, "format", None) == "parquet":
+        check_parquet(args.output)
     if getattr(args, "output", None) not in (None, "-"):
         try:
             check_target(args.output)
@@ -89,6 +91,16 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if job is not None and job.producing:  # the collection failed: its producer must not run on
             job.cancel(wait=STOP_WAIT_S)
         client.close()
+
+
+def check_parquet(output: str | None) -> None:
+    """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to."""
+    from pipeline.render.parquet import INSTALL_HINT, available
+
+    if not available():
+        raise UsageError(f"--format parquet needs pyarrow: {INSTALL_HINT}")
+    if output in (None, "-") and sys.stdout is not None and sys.stdout.isatty():
+        raise UsageError("--format parquet writes binary: give a file with -o FILE (or pipe stdout)")
 
 
 def _submit(job: Job) -> int:

@@ -13,10 +13,23 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from solvers.chunk import ChunkResult, ChunkStats, ChunkTask
+from pipeline.result import ChunkResult, ChunkStats
+from pipeline.tasks import ChunkTask
+
+if TYPE_CHECKING:
+    from pipeline.generate import GenerateResult, GenerateTask
+
+Decode = Callable[[bytes | bytearray, str, int], Any]  # (payload, job, chunk) -> a chunk result
+
+
+def decode_solve(payload: bytes | bytearray, job: str, chunk: int) -> ChunkResult:
+    """A solve chunk's result from its stored bytes (what collectors read by default)."""
+    return ChunkResult.decode(payload)
+
 
 PRODUCER_SILENT_S = 5.0  # a producer silent this long may be dead: `status` says so, a resume may take over
 
@@ -90,7 +103,7 @@ class JobStore(ABC):
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """Atomically store a producer's answered chunk, keep its task, and move its checkpoint.
 
@@ -103,7 +116,9 @@ class JobStore(ABC):
         """True while `token` is the job's producer token."""
 
     @abstractmethod
-    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+    def put_result(
+        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
+    ) -> None:
         """Store a chunk result (`payload`: its encoding, when at hand); storing a chunk again replaces it."""
 
     @abstractmethod
@@ -118,9 +133,12 @@ class JobStore(ABC):
     def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
         """Return the encoded results of `chunks` (None for one that is gone)."""
 
-    def fetch_results(self, job: str, chunks: Sequence[int]) -> list[ChunkResult | None]:
+    def fetch_results(self, job: str, chunks: Sequence[int], decode: Decode = decode_solve) -> list[Any]:
         """Return the decoded results of `chunks` (None for one that is gone): what collectors read."""
-        return [None if p is None else ChunkResult.decode(p) for p in self.fetch(job, chunks)]
+        return [
+            None if p is None else decode(p, job, c)
+            for c, p in zip(chunks, self.fetch(job, chunks), strict=True)
+        ]
 
     def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
         """Which of `chunks` still have their result stored (not once `solve` collected it, or it expired)."""
@@ -223,7 +241,7 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
     state = meta.get("state")
     if state == "produced":
         return "complete", None
-    if "checkpoint" not in meta:  # not a submission (a generate run) or one that cannot be resumed
+    if "checkpoint" not in meta or meta.get("kind") == "generate":  # no submission to resume
         return "", None
     if meta.get("cancelled"):  # stopped on purpose: nothing to resume
         return "cancelled", None
@@ -246,7 +264,7 @@ class MemoryStore(JobStore):
         self._clock = clock  # when collected results expire (a fake in tests)
         self._cond = threading.Condition()
         self._meta: dict[str, dict[str, str]] = {}
-        self._results: dict[str, dict[int, tuple[ChunkResult, bytes | None]]] = {}  # result, its encoding
+        self._results: dict[str, dict[int, tuple[Any, bytes | None]]] = {}  # result, its encoding
         self._stats: dict[str, dict[int, ChunkStats]] = {}
         self._arrivals: dict[str, list[int]] = {}
         self._hint: dict[str, tuple[int, float]] = {}
@@ -282,7 +300,7 @@ class MemoryStore(JobStore):
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         with self._cond:  # a re-entrant lock: put_result and update take it again
             if self._tokens.get(job) != token:
@@ -295,7 +313,9 @@ class MemoryStore(JobStore):
         with self._cond:
             return self._tokens.get(job) == token
 
-    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+    def put_result(
+        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
+    ) -> None:
         """Keep the result object itself: the collector in this process reads it without decoding."""
         with self._cond:
             if job not in self._results:
@@ -317,7 +337,7 @@ class MemoryStore(JobStore):
         got = self._kept(job, chunks)
         return [None if k is None else k[1] if k[1] is not None else k[0].encode() for k in got]
 
-    def fetch_results(self, job: str, chunks: Sequence[int]) -> list[ChunkResult | None]:
+    def fetch_results(self, job: str, chunks: Sequence[int], decode: Decode = decode_solve) -> list[Any]:
         return [None if k is None else k[0] for k in self._kept(job, chunks)]
 
     def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
@@ -327,7 +347,7 @@ class MemoryStore(JobStore):
         with self._cond:
             return list(self._meta)[:most]
 
-    def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[ChunkResult, bytes | None] | None]:
+    def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[Any, bytes | None] | None]:
         with self._cond:
             self._expire(job)
             results = self._results.get(job, {})

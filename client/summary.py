@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from solvers.chunk import ChunkStats, Problem, time_bin_ms
+from pipeline.result import ChunkStats, Problem, time_bin_ms
 
 MAX_PROBLEMS = 1000
 STATUS_ORDER = ("solved", "approximate", "unsolvable", "timeout", "invalid", "error")

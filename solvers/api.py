@@ -17,8 +17,7 @@ from solvers.exact.base import BUDGET, LIMIT, STOPPED, TIMEOUT, ExactBatch, Kern
 from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.portfolio import PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
-from solvers.result import SolveResult, Status
-from solvers.results import STATUS_INDEX, Results
+from solvers.result import STATUS_INDEX, Results, SolveResult, Status
 from solvers.verify import verify_batch
 
 DEFAULT_SOLVER = "propagation"

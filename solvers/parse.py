@@ -68,7 +68,7 @@ def symbol(value: int, notation: Notation = COMPACT) -> str:
     return str(value)
 
 
-def _tokens(text: str) -> tuple[list[str], Notation]:
+def split_tokens(text: str) -> tuple[list[str], Notation]:
     """Split one line into cell tokens and tell which notation it uses."""
     stripped = text.strip()
     if "," in stripped or ";" in stripped:
@@ -166,7 +166,7 @@ def parse_puzzle(text: str, box: Box | str | None = None) -> Puzzle:
     tokens: list[str] = []
     notation = COMPACT
     for ln in rows or [""]:
-        row_tokens, notation = _tokens(ln)
+        row_tokens, notation = split_tokens(ln)
         tokens.extend(row_tokens)
     if not tokens:
         raise PuzzleError("the puzzle is empty")
@@ -340,7 +340,7 @@ def too_long(length: int) -> str:
     return f"{length:,} characters is longer than the {MAX_LINE_CHARS:,} allowed"
 
 
-def _row_side(tokens: int, box: Box | None) -> int | None:
+def row_side(tokens: int, box: Box | None) -> int | None:
     """Return N when a line of `tokens` cells is one row of an N x N grid, else None.
 
     Without a box a line is a row when N has a square box and the line is not a whole
@@ -382,7 +382,7 @@ def read_entries(source: str | Path | Iterable[str], box: Box | str | None = Non
         stripped = text.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        row = _row_side(len(_tokens(stripped)[0]), box)
+        row = row_side(len(split_tokens(stripped)[0]), box)
         if row is not None:
             if not pending:
                 start, side = n, row

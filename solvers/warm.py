@@ -18,16 +18,16 @@ _listener: list[Any] = []  # the one numba listener of this process, made on fir
 
 
 def warm_all() -> None:
-    """Compile (or load from the cache) the exact, stochastic, chunk and generator kernels."""
+    """Compile (or load from the cache) the exact, stochastic and generator kernels."""
     import numpy as np
 
-    from solvers.chunk import warm
+    from solvers.api import solve_many
     from solvers.exact import EXACT_SOLVERS
     from solvers.generator import generate_chunk
     from solvers.portfolio import warm_up
     from solvers.puzzle import Box
 
-    warm()  # the default solver (generic and 9x9 kernels) and the record renderer
+    solve_many(["." * 16, "." * 81], time_limit=1.0)  # the default solver: generic and 9x9 kernels
     for solver in EXACT_SOLVERS.values():
         solver.solve_batch(np.zeros((1, 16), dtype=np.uint8), Box(2, 2), limit=2, keep=1, max_nodes=1000)
     warm_up()  # the stochastic members of the portfolios
@@ -64,6 +64,6 @@ def on_first_compile(announce: Callable[[], None]) -> None:
 
 def cache_dir() -> str:
     """Where this machine's compiled solvers are cached (NUMBA_CACHE_DIR, or next to the modules)."""
-    from solvers.chunk_render import _render
+    from solvers.clock import monotonic_ns
 
-    return str(_render._cache._cache_path)  # type: ignore[attr-defined]
+    return str(monotonic_ns._cache._cache_path)  # type: ignore[attr-defined]

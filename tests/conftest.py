@@ -21,11 +21,12 @@ from typing import Any
 
 import pytest
 
-from solvers.chunk import ChunkTask, chunk_seed, join_texts
+from pipeline.runs import join_texts
+from pipeline.tasks import ChunkTask, solver_seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
-CORPORA = REPO.parent / "shared" / "corpora"
+CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")  # shared/ by the repo
 NO_REDIS = "redis-server is not installed"
 SCREENSHOTS: list[Path] = []  # written by the browser tests, listed at the end of the run
 
@@ -192,7 +193,7 @@ def chunk_task(
     line = first + 1 if first_line is None else first_line
     return ChunkTask(
         job=job, chunk=chunk, input="in.txt", index_runs=[(first, n)], line_runs=[(line, n)],
-        puzzles=joined, spans=spans, seed=chunk_seed(job, chunk) if seeded else 0, **fields,
+        puzzles=joined, spans=spans, seed=solver_seed(job, chunk) if seeded else 0, **fields,
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from solvers.chunk import ChunkResult
+from pipeline.result import ChunkResult
 from tests.conftest import (
     CORPORA,
     SAMPLE,
@@ -256,17 +257,43 @@ def resume_until_taken(
         time.sleep(0.5)
 
 
+KILLED_AT_SEND = """
+import os, signal, sys
+from client.transport import CeleryTransport
+send, sends = CeleryTransport.send, [0]
+
+def dying_send(self, task):  # the process dies as a crash would: task K committed to the outbox, unsent
+    sends[0] += 1
+    if sends[0] == int(sys.argv[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    send(self, task)
+
+CeleryTransport.send = dying_send
+from client.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def run_killed_at_send(k: int, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run `sudoku-batch ARGS` in a process that SIGKILLs itself at its k-th chunk send (a fake transport)."""
+    return subprocess.run(
+        [sys.executable, "-c", KILLED_AT_SEND, str(k), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_submit_killed_half_way_is_resumed_and_collect_writes_each_puzzle_once(stack, corpus, tmp_path):
-    from client.producer import KILL_AT_ENV
-
     body = corpus[1][:3000]
     puzzles = body[:700] + ["bad line one"] + body[700:1900] + ["1" * 81] + body[1900:]
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(puzzles[:1000] + ["# a comment", ""] + puzzles[1000:]) + "\n")
     client = stack.client()
-    killed = run_cli("submit", str(path), "--broker", stack.url, env={**SMALL_CHUNKS, KILL_AT_ENV: "30"})
+    killed = run_killed_at_send(30, "submit", str(path), "--broker", stack.url, env=SMALL_CHUNKS)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     job = killed.stdout.strip()
     meta = {k.decode(): v.decode() for k, v in client.hgetall(f"sbatch:job:{job}:meta").items()}
@@ -319,7 +346,8 @@ def new_job(fake_redis) -> None:
 
 def test_a_puzzle_that_makes_the_solver_raise_is_an_error_and_the_rest_of_its_chunk_is_solved(monkeypatch):
     import solvers.api
-    from solvers.chunk import ChunkTask, solve_chunk
+    from pipeline.solve import solve_chunk
+    from pipeline.tasks import ChunkTask
 
     poison = LINES[3]
     real = solvers.api.solve_many

@@ -23,8 +23,9 @@ import redis
 
 from client.config import ClientSettings
 from client.transport import celery_app
-from solvers.chunk import TASK_NAME, outbox_entry
-from solvers.generate_task import GENERATE_TASK_NAME
+from pipeline.outbox import outbox_entry
+from pipeline.tasks import GENERATE_TASK_NAME
+from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
 from tests.conftest import SAMPLE, RedisServer, chunk_task, cli_command, start_workers, stop_all
 
 SECRET = "s3cret-payload-marker"  # put in every hostile message: it must never reach the log

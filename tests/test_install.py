@@ -26,7 +26,7 @@ IMPORTS = """
 import json, sys
 from importlib import metadata
 allowed, owners = set(json.loads(sys.argv[2])), metadata.packages_distributions()
-OWN = {"solvers", "client", "worker", "web"}
+OWN = {"solvers", "pipeline", "client", "worker", "web"}
 refused = set()
 
 class PlainInstall:

@@ -13,7 +13,9 @@ from client.config import ClientSettings
 from client.producer import ChunkSizer, JobSpec, Producer
 from client.store import MemoryStore
 from client.transport import Transport
-from solvers.chunk import ChunkTask, answered_chunk, expand_runs
+from pipeline.runs import expand_runs
+from pipeline.solve import answered_chunk
+from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE
 
 LINES = SAMPLE.read_text().splitlines()

@@ -8,7 +8,7 @@ import sys
 from client import svg_chart
 from client.report import write_report
 from client.summary import Summary
-from solvers.chunk import ChunkStats, Problem
+from pipeline.result import ChunkStats, Problem
 
 
 def summary() -> Summary:

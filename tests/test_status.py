@@ -18,7 +18,8 @@ from client.config import ClientSettings
 from client.producer import ResumeRefused
 from client.redis_store import RedisJobStore
 from client.transport import Transport
-from solvers.chunk import ChunkTask, solve_chunk
+from pipeline.solve import solve_chunk
+from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()

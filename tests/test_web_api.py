@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from client.batch import BatchClient
 from client.output import Record
+from pipeline.columns import FIELDS
 from solvers import is_solution, parse_puzzle
-from solvers.chunk_records import FIELDS
 from tests.conftest import SAMPLE
 from web.app import create_app
 from web.backend import Backend

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from client.batch import BatchClient, Job
-from client.output import csv_text
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
+from pipeline.render.csv_text import HEADER, render_csv
 from web.errors import ApiError
 from web.pool import PuzzlePool
 from web.settings import ServeSettings
@@ -164,14 +164,13 @@ class Backend:
             (result,) = self.client.store.fetch_results(job, [chunk])
             if result is None:  # expired since: the rest is still worth having
                 continue
-            lines = result.lines()
             if fmt == "csv":
-                yield csv_text(lines, header).encode()
+                yield render_csv(result, 0, len(result), header).encode()
                 header = False
-            elif lines:
-                yield b"\n".join(lines) + b"\n"
+            elif len(result):
+                yield b"\n".join(result.lines()) + b"\n"
         if fmt == "csv" and header:
-            yield csv_text([], True).encode()
+            yield HEADER.encode()
 
     def submit(
         self, name: str, data: bytes, time_limit: float | None, portfolio: str | None, box: str | None

@@ -3,7 +3,7 @@
 A single puzzle is solved as a one-puzzle chunk by the pipeline's own `solve_chunk` (in a
 local process) or as a one-puzzle job (through the broker), so its answer is exactly a
 JSON Lines record, checked by the verifier like every batch result. This is the one
-module of `web` that builds chunk tasks itself (`solvers.chunk`).
+module of `web` that builds chunk tasks itself (`pipeline.tasks`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from client.batch import MAX_SEED, BatchClient
 from client.collector import JobFailed
-from solvers.chunk import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
-from solvers.chunk import ChunkTask, chunk_seed, join_texts, solve_chunk
+from pipeline.runs import join_texts
+from pipeline.solve import solve_chunk
+from pipeline.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
+from pipeline.tasks import ChunkTask, solver_seed
 from solvers.parse import parse_puzzle
 from solvers.puzzle import Box, PuzzleError, as_box
 from web.errors import ApiError
@@ -101,7 +103,7 @@ def solve_record(checked: Checked) -> str:
         box=checked.box,
         time_limit=checked.time_limit,
         portfolio=checked.portfolio,
-        seed=chunk_seed(str(checked.seed), 0),  # what a one-puzzle job seeded so gets (`JobSpec.seed`)
+        seed=solver_seed(str(checked.seed), 0),  # what a one-puzzle job seeded so gets (`JobSpec.seed`)
     )
     return solve_chunk(task).lines()[0].decode()
 

@@ -15,9 +15,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
 
-from worker.config import WorkerSettings
-
-settings = WorkerSettings()
+from worker.config import settings
 
 app = Celery("sudoku_batch", broker=settings.broker, include=["worker.tasks"])
 app.conf.update(
@@ -60,7 +58,7 @@ if settings.broker.startswith("rediss://") and "ssl_cert_reqs" not in settings.b
 def _warm_main(**_: Any) -> None:
     """Load the compiled solvers in the main process, so forked pool processes start warm (and say so
     in the log when a cold cache makes that a compile)."""
-    from solvers.chunk import warm
+    from pipeline.solve import warm
     from solvers.warm import COMPILE_NOTICE, on_first_compile
 
     on_first_compile(lambda: logging.getLogger(__name__).warning(COMPILE_NOTICE))
@@ -70,8 +68,8 @@ def _warm_main(**_: Any) -> None:
 @worker_process_init.connect
 def _warm_process(**_: Any) -> None:
     """Make sure each pool process is warm (free after a warm fork) and start its liveness beat."""
-    from solvers.chunk import warm
-    from worker.tasks import start_heartbeat
+    from pipeline.solve import warm
+    from worker.heartbeat import start_heartbeat
 
     warm()
-    start_heartbeat()
+    start_heartbeat(app)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solvers.chunk import DEFAULT_QUEUE
-from solvers.chunk_store import KEY_PREFIX
+from pipeline.keys import KEY_PREFIX
+from pipeline.tasks import DEFAULT_QUEUE
 
 
 class WorkerSettings(BaseSettings):
@@ -26,3 +26,8 @@ class WorkerSettings(BaseSettings):
     stop_poll_s: float = 0.25  # how often a chunk being solved checks its job's stop key (purge)
     connect_timeout: float = 3.0
     socket_timeout: float = 30.0
+
+
+settings = (
+    WorkerSettings()
+)  # this process's settings, read once (the app, the tasks and the sweep share them)

@@ -1,21 +1,17 @@
-"""The tasks: solve a chunk with `solvers.chunk.solve_chunk`, or generate one with
-`solvers.generator.generate_chunk`, and store its result in Redis.
+"""The tasks: solve a chunk with `pipeline.solve.solve_chunk`, or generate one with
+`pipeline.generate.generate_result`, and store its result in Redis.
 
 Results never go through Celery's result backend: the task writes the chunk's result
-under the job with the shared idempotent write (`solvers.chunk_store.result_commands`),
+under the job with the shared idempotent write (`pipeline.keys.result_commands`),
 so a chunk redelivered after a crash overwrites its first answer instead of adding one;
 a failure answer (attempt or time limit) is written only where no answer is stored yet.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import logging
-import os
 import re
-import threading
 import time
 from typing import Any
 
@@ -23,25 +19,25 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
-from solvers.chunk import (
+from pipeline.generate import GenerateResult, GenerateTask, generate_result
+from pipeline.keys import JobKeys, current_key, job_stopped, result_commands
+from pipeline.outbox import read_outbox_entry
+from pipeline.result import ChunkResult
+from pipeline.solve import failed_chunk, solve_chunk, worker_name
+from pipeline.stop import StopPoller
+from pipeline.tasks import (
+    GENERATE_TASK_NAME,
     JOB_ID_PATTERN,
     MAX_TASK_CHARS,
-    TASK_NAME,
+    SOLVE_TASK_NAME,
     ChunkRef,
-    ChunkResult,
     ChunkTask,
-    failed_chunk,
-    read_outbox_entry,
-    solve_chunk,
-    worker_name,
 )
-from solvers.chunk_store import JobKeys, current_key, job_stopped, result_commands, workers_key
-from solvers.generate_task import GENERATE_TASK_NAME, GenerateTask
-from solvers.generator import generate_chunk, render_lines
 from solvers.result import Status
-from solvers.stop import StopPoller
-from worker.app import app, settings
+from worker.app import app
 from worker.broker import say_full
+from worker.config import settings
+from worker.connection import store_client
 
 log = logging.getLogger(__name__)
 TASK_OPTIONS: dict[str, Any] = {  # both tasks: results go to the job's keys, a lost worker redelivers
@@ -55,28 +51,15 @@ TASK_OPTIONS: dict[str, Any] = {  # both tasks: results go to the job's keys, a 
     "max_retries": 20,
 }
 MAX_ENTRY_BYTES = 2 * MAX_TASK_CHARS + (1 << 20)  # an outbox entry: the task's JSON (escapes included)
-_client: tuple[int, redis.Redis] | None = None
-_beat_started = False
-
-
-def store_client() -> redis.Redis:
-    """This process's Redis connection (made after fork, never shared across processes)."""
-    global _client
-    if _client is None or _client[0] != os.getpid():
-        client = redis.Redis.from_url(
-            settings.broker,
-            socket_connect_timeout=settings.connect_timeout,
-            socket_timeout=settings.socket_timeout,
-        )
-        _client = (os.getpid(), client)
-    return _client[1]
 
 
 ANSWER_ONCE_TRIES = 50  # compare-and-set rounds for a failure answer before it is written regardless
 ROOM_POLL_S = 1.0  # seconds between writes tried while Redis is full
 
 
-def store_result(client: Any, result: ChunkResult, ttl: int, keep_answer: bool = False) -> bool:
+def store_result(
+    client: Any, result: ChunkResult | GenerateResult, ttl: int, keep_answer: bool = False
+) -> bool:
     """Write a chunk result with the shared idempotent commands, in one transaction; False if not written.
 
     Nothing is written for a job stopped or gone (`write_unless_stopped`). `keep_answer`
@@ -154,7 +137,7 @@ def handle(payload: dict[str, Any], client: Any) -> int:
         task = outbox_task(client, keys, ref)
     if task is None:
         return 0
-    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the orphan sweep: no room, no harm
+    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the resend sweeps: no room, no harm
         client.hset(current_key(settings.key_prefix), worker_name(), f"{job}:{chunk}")
     try:
         failure = attempts > settings.max_attempts
@@ -207,7 +190,7 @@ def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
     return task
 
 
-@app.task(name=TASK_NAME, **TASK_OPTIONS)
+@app.task(name=SOLVE_TASK_NAME, **TASK_OPTIONS)
 def solve_chunk_task(*args: Any, **kwargs: Any) -> int:
     """Celery entry point (by name): `task=` a ChunkRef or ChunkTask; see `handle`.
 
@@ -258,11 +241,10 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
     """Generate one chunk (box, count, chunk seed, options) and store its lines; return the puzzles made.
 
     The message is checked with `GenerateTask` (the model the client builds it with)
-    before anything runs. The stored body is JSON `{"n", "puzzles", "solutions", "meta",
-    "error", "cpu_s"}` (line lists, as `client.generate.chunk_body` returns locally), so
-    broker and local runs write the same files. Deliveries are counted as for solve
-    chunks; a request the generator rejects, or a malformed one that still names a
-    chunk of a live job, is answered with `error` instead of being redelivered.
+    before anything runs; the chunk is made by `pipeline.generate.generate_result`, as a
+    local process makes it, so broker and local runs write the same files. Deliveries are
+    counted as for solve chunks; a request the generator rejects, or a malformed one that
+    still names a chunk of a live job, is answered with `error` instead of being redelivered.
     """
     try:
         task = GenerateTask.model_validate(payload)
@@ -275,34 +257,30 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
         keys = JobKeys(job, settings.key_prefix)
         if count_delivery(client, keys, chunk) is None:
             raise  # no live job waits for it: dropped
-        _store_generated(client, keys, chunk, {"n": 0, "error": reason[:500]}, 0.0)
+        store_result(client, GenerateResult.failed(job, chunk, reason), settings.job_ttl, keep_answer=True)
         log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, reason[:300])
         return 0
     keys = JobKeys(task.job, settings.key_prefix)
     attempts = count_delivery(client, keys, task.chunk)
     if attempts is None:
         return 0  # purged or expired: nobody is waiting for this chunk
-    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the orphan sweep: no room, no harm
+    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the resend sweeps: no room, no harm
         client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}")
     try:
         start = time.process_time()
-        body: dict[str, Any] = {"n": 0, "puzzles": [], "solutions": [], "meta": [], "error": None}
         if attempts > settings.max_attempts:
-            body["error"] = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+            reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+            result = GenerateResult.failed(task.job, task.chunk, reason)
         else:
             try:
-                box = task.shape()
-                items = generate_chunk(box, task.count, task.seed, task.options.options())
-                body["puzzles"], body["solutions"], body["meta"] = render_lines(items, box)
-                body["n"] = len(items)
+                result = generate_result(task)
             except SoftTimeLimitExceeded:
-                body["error"] = "the chunk exceeded the worker's time limit"
-            except ValueError as exc:
-                body["error"] = f"bad generate request: {type(exc).__name__}: {exc}"[:500]
-        _store_generated(client, keys, task.chunk, body, time.process_time() - start)
+                reason = "the chunk exceeded the worker's time limit"
+                result = GenerateResult.failed(task.job, task.chunk, reason, time.process_time() - start)
+        store_result(client, result, settings.job_ttl, keep_answer=result.error is not None)
     finally:
         client.hdel(current_key(settings.key_prefix), worker_name())
-    return int(body["n"])
+    return len(result)
 
 
 def _named_chunk(payload: Any) -> tuple[str, int] | None:
@@ -313,16 +291,6 @@ def _named_chunk(payload: Any) -> tuple[str, int] | None:
     if isinstance(job, str) and re.match(JOB_ID_PATTERN, job) and type(chunk) is int and 0 <= chunk < 2**53:
         return job, chunk
     return None
-
-
-def _store_generated(client: Any, keys: JobKeys, chunk: int, body: dict[str, Any], cpu: float) -> None:
-    """Write a generate chunk's body (the pipeline's result write); a failure never replaces a chunk made."""
-    body = {"puzzles": [], "solutions": [], "meta": [], **body, "cpu_s": cpu}
-    stats = json.dumps({"n": body["n"], "cpu_s": cpu})
-    commands = result_commands(
-        keys, chunk, json.dumps(body).encode(), stats, body["n"], cpu, settings.job_ttl
-    )
-    write_unless_stopped(client, keys, commands, chunk if body["error"] is not None else None)
 
 
 @app.task(name=GENERATE_TASK_NAME, **TASK_OPTIONS)
@@ -337,77 +305,3 @@ def generate_chunk_task(*args: Any, **kwargs: Any) -> int:
     except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
         log.error("dropping a generate chunk whose job keys are not the pipeline's: %s", one_line(exc))
     return 0
-
-
-def beat(client: Any, name: str) -> None:
-    """Record that worker process `name` is alive now."""
-    client.zadd(workers_key(settings.key_prefix), {name: time.time()})
-
-
-def start_heartbeat() -> None:
-    """Beat every `heartbeat_s` from a daemon thread, so `status` can list live workers."""
-    global _beat_started
-    if _beat_started:
-        return
-    _beat_started = True
-    name = worker_name()
-
-    def loop() -> None:
-        last_sweep = time.monotonic()
-        while True:
-            with contextlib.suppress(redis.RedisError):  # the broker is away; the task path reports that
-                beat(store_client(), name)
-                if time.monotonic() - last_sweep >= settings.orphan_after_s / 2:
-                    last_sweep = time.monotonic()
-                    try:
-                        restore_orphans(store_client())
-                    except Exception as exc:  # noqa: BLE001 - the beat must go on whatever the sweep meets
-                        log.error("the sweep for orphaned chunk messages failed: %s", one_line(exc))
-            time.sleep(settings.heartbeat_s)
-
-    threading.Thread(target=loop, name="sudoku-batch-heartbeat", daemon=True).start()
-
-
-def orphaned_tags(client: Any, now: float) -> list[bytes]:
-    """Delivery tags of chunk messages left unacknowledged by a connection that is gone.
-
-    Celery acknowledges late; a message delivered on a connection that then broke (Redis
-    restarted, network cut) or to a worker that died whole stays in kombu's `unacked`
-    hash until the visibility timeout (hours). A message is an orphan when it was
-    delivered over `orphan_after_s` ago and no live worker process is solving its chunk
-    now. Chunk results are idempotent, so a rare false orphan costs a second solve, never
-    a second result.
-    """
-    old = client.zrangebyscore("unacked_index", "-inf", now - settings.orphan_after_s)
-    if not old:
-        return []
-    live = set(client.zrangebyscore(workers_key(settings.key_prefix), now - 3 * settings.heartbeat_s, "+inf"))
-    running = {v for k, v in client.hgetall(current_key(settings.key_prefix)).items() if k in live}
-    out = []
-    for tag, raw in zip(old, client.hmget("unacked", old), strict=True):
-        if raw is None:
-            continue
-        with contextlib.suppress(ValueError, KeyError, TypeError, IndexError):
-            message = json.loads(raw)[0]
-            if message.get("headers", {}).get("task") != TASK_NAME:
-                continue
-            body = message["body"]
-            if message.get("properties", {}).get("body_encoding") == "base64":
-                body = base64.b64decode(body)
-            chunk = json.loads(body)[1]["task"]
-            if f"{chunk['job']}:{chunk['chunk']}".encode() not in running:
-                out.append(tag)
-    return out
-
-
-def restore_orphans(client: Any) -> int:
-    """Put orphaned chunk messages back on their queue (kombu's own restore); return how many."""
-    tags = orphaned_tags(client, time.time())
-    if not tags:
-        return 0
-    with app.connection_for_write() as conn:
-        qos = conn.default_channel.qos
-        for tag in tags:
-            qos.restore_by_tag(tag.decode() if isinstance(tag, bytes) else tag, leftmost=True)
-    log.warning("requeued %d chunk message(s) left unacknowledged by a lost connection or worker", len(tags))
-    return len(tags)
