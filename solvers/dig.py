@@ -25,8 +25,8 @@ removed from any puzzle with fewer givens either, so no second pass can remove a
 The solver underneath (naked and hidden singles, MRV depth-first search over uint64
 candidate masks, N <= 64) is written for this module alone, and independent of the
 registered exact solvers, so those can check its work. Kernels take the geometry as one
-tuple `geo = (units, cell_units, unit_bits, peers)`. The bit helpers are repeated here
-on purpose: numba's on-disk cache only watches a function's own file.
+tuple `geo = (units, cell_units, unit_bits, peers)`. The bit helpers come from
+`solvers.bits` (after editing it: `make clean-cache`, numba's cache watches one file).
 """
 
 from __future__ import annotations

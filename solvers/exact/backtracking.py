@@ -13,9 +13,9 @@ candidate values still to try, so nothing recurses.
 Counters: `nodes` = values placed (tried), `guesses` = branching decisions (empty cells
 reached with two or more values that clash with nothing).
 
-The bit helpers below are repeated in each solver module on purpose: numba's on-disk
-cache only watches a function's own source file, so a helper shared from another module
-could leave stale compiled kernels behind when it changes.
+The bit helpers come from `solvers.bits`, shared by every kernel; numba's on-disk cache
+only watches a function's own source file, so after editing `bits.py` run `make clean-cache`
+(a changed helper would otherwise leave stale compiled kernels behind).
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ column c keeps a row in column c.
 Counters: `nodes` = values placed (tried), `guesses` = branching decisions ((value, row)
 steps entered with two or more candidate columns).
 
-The bit helpers are repeated in each solver module on purpose: numba's on-disk cache
-only watches a function's own source file (see `solvers.exact.backtracking`).
+The bit helpers come from `solvers.bits`, shared by every kernel; numba's on-disk cache
+only watches a function's own source file, so after editing `bits.py` run `make clean-cache`.
 """
 
 from __future__ import annotations

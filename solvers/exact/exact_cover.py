@@ -24,8 +24,8 @@ an explicit stack (the rows as a uint64 mask of positions in the column).
 Counters: `nodes` = candidate rows selected (values placed), `guesses` = branching
 decisions (constraints branched on with two or more rows left).
 
-The bit helpers are repeated in each solver module on purpose: numba's on-disk cache
-only watches a function's own source file (see `solvers.exact.backtracking`).
+The bit helpers come from `solvers.bits`, shared by every kernel; numba's on-disk cache
+only watches a function's own source file, so after editing `bits.py` run `make clean-cache`.
 """
 
 from __future__ import annotations

@@ -308,11 +308,6 @@ def domains(puzzle: Puzzle, propagate: bool) -> tuple[np.ndarray, np.ndarray]:
     return givens.copy(), cand.astype(np.uint64)
 
 
-def fixed_cells(puzzle: Puzzle, propagate: bool) -> np.ndarray:
-    """Return the cells held fixed (uint8[NN], 0 = free); see `domains`."""
-    return domains(puzzle, propagate)[0]
-
-
 @nb.njit(cache=True, nogil=True)
 def allowed(cand: np.ndarray, cell: int, value: int) -> bool:
     """True when `value` is a candidate of `cell`."""
