@@ -337,10 +337,11 @@ def test_holes_blank_that_fraction_of_random_full_grids_reproducibly_per_seed(tm
 def test_a_generate_message_carries_holes_only_when_asked_and_refuses_a_fraction_outside_0_to_1():
     from pipeline.generate import GenerateOptions, GenerateTask
 
-    asked = GenerateTask(job="j1", chunk=0, box="6x6", count=2, seed=7, options=GenerateOptions(holes=0.6))
+    job = {"job": "0123abcd", "chunk": 0, "count": 2, "seed": 7}
+    asked = GenerateTask(**job, box="6x6", options=GenerateOptions(holes=0.6))
     again = GenerateTask.model_validate_json(asked.model_dump_json())
     assert again == asked and again.options.options().holes == 0.6
-    plain = GenerateTask(job="j1", chunk=0, box="3x3", count=2, seed=7)
+    plain = GenerateTask(**job, box="3x3")
     assert "holes" not in json.loads(plain.model_dump_json())["options"]  # older workers take it
     for bad in (1.5, -0.1, float("nan")):
         with pytest.raises(ValueError, match="holes"):
