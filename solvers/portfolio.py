@@ -337,7 +337,7 @@ def warm_up() -> None:
     deadline measures solving, not compiling (a cold kernel can take seconds to compile,
     and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
     kernels (evolution's epoch step) only run once the first slice has not solved it.
-    Exact kernels are warmed by their own callers (`solvers.chunk.warm`)."""
+    Exact kernels are warmed by their own callers (`solvers.warm.warm_all`, `pipeline.solve.warm`)."""
     hard = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
     values = [0 if ch == "." else int(ch) for ch in hard]
     puzzle = Puzzle(Box(3, 3), np.array(values, dtype=np.uint8))

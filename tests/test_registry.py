@@ -65,5 +65,13 @@ def test_kernel_outcome_ints_are_the_enum_members_values():
 
     for member in Outcome:
         assert getattr(outcome, member.name) == int(member) and type(getattr(outcome, member.name)) is int
-    assert OUTCOME_NAMES == {int(m): m.name.lower() for m in Outcome}
+    exact = [outcome.DONE, outcome.LIMIT, outcome.TIMEOUT, outcome.BUDGET, outcome.STOPPED]
+    assert [OUTCOME_NAMES[c] for c in exact] == ["done", "limit", "timeout", "budget", "stopped"]
     assert len(set(OUTCOME_NAMES.values())) == len(Outcome)
+
+
+def test_a_portfolio_member_naming_no_solver_is_refused_when_made():
+    from solvers.portfolio import MemberSpec
+
+    with pytest.raises(ValueError, match="unknown solver 'nope'; solvers: exact: "):
+        MemberSpec(solver="nope")
