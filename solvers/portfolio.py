@@ -22,13 +22,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from solvers import registry
 from solvers.clock import monotonic_ns
 from solvers.cost import grid_cost
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, KernelSolver
+from solvers.outcome import Outcome
 from solvers.puzzle import Box, Puzzle
+from solvers.registry import Kind
 from solvers.restarts import (
     FOUND,
     IDLE,
@@ -40,7 +43,7 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import MAX_CLAUSES, SAT_SOLVER, SatMember
+from solvers.sat import MAX_CLAUSES, SAT_SOLVER
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -65,12 +68,17 @@ class MemberSpec(BaseModel):
     min_side: int = Field(default=0, ge=0)  # the member races grids of side min_side..max_side only
     max_side: int = Field(default=64, ge=1)
 
+    @field_validator("solver")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        """Refuse a name that is no registered solver (the error lists those that are)."""
+        registry.find(name)
+        return name
+
     @property
-    def kind(self) -> str:
-        """Return `exact`, `sat` or `stochastic` (the registry the solver is in, or the SAT member)."""
-        if self.solver == SAT_SOLVER:
-            return "sat"
-        return "exact" if self.solver in EXACT_SOLVERS else "stochastic"
+    def kind(self) -> Kind:
+        """Return the solver's kind in `solvers.registry`: exact, complete or stochastic."""
+        return registry.find(self.solver).kind
 
     def races(self, n: int) -> bool:
         """Whether this member takes part for grid side n."""
@@ -94,7 +102,7 @@ class PortfolioSpec(BaseModel):
     def exact_solver(self) -> KernelSolver | None:
         """Return the first exact member's solver (it runs the fast path), if any."""
         for m in self.members:
-            if m.kind == "exact":
+            if m.kind is Kind.EXACT:
                 return EXACT_SOLVERS[m.solver]
         return None
 
@@ -139,13 +147,9 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     if text in PRESETS:
         return PRESETS[text]
     names = [s.strip() for s in text.split(",")]
-    known = set(EXACT_SOLVERS) | set(STOCHASTIC_SOLVERS) | {SAT_SOLVER}
-    unknown = [s for s in names if s not in known]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown solver{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)} "
-            f"in portfolio {text!r}; solvers: {', '.join(sorted(known))}; presets: {', '.join(PRESETS)}"
-        )
+    unknown = [s for s in names if s not in registry.SOLVERS]
+    if unknown:
+        raise registry.unknown_names(unknown, f" in portfolio {text!r}", PRESETS)
     return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
 
 
@@ -161,12 +165,13 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
         seen[m.solver] = seen.get(m.solver, 0) + 1
         name = m.solver if seen[m.solver] == 1 else f"{m.solver}#{seen[m.solver]}"
         weight = m.large_weight if m.large_weight is not None and puzzle.box.n >= LARGE_SIDE else m.weight
-        if m.kind == "exact":
+        entry = registry.find(m.solver)
+        if entry.kind is Kind.EXACT:
             first = 0 if fast_given else spec.fast_budget(puzzle.box.n)
             fast_given = True
             members.append(
                 ExactMember(
-                    EXACT_SOLVERS[m.solver],
+                    entry.solver,
                     puzzle,
                     child,
                     weight=weight,
@@ -178,12 +183,12 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
                     name=name,
                 )
             )
-        elif m.kind == "sat":  # beside an exact member, it leaves grids too open to encode cheaply
-            beside = any(o.kind == "exact" and o.races(puzzle.box.n) for o in spec.members)
+        elif entry.kind is Kind.COMPLETE:  # beside an exact member it leaves grids too open to encode
+            beside = any(o.kind is Kind.EXACT and o.races(puzzle.box.n) for o in spec.members)
             cap = MAX_CLAUSES if beside else None
-            members.append(SatMember(puzzle, weight=weight, name=name, max_clauses=cap))
+            members.append(entry.solver(puzzle, weight=weight, name=name, max_clauses=cap))
         else:
-            solver = STOCHASTIC_SOLVERS[m.solver]
+            solver = entry.solver
             members.append(
                 StochasticMember(
                     solver,
@@ -208,7 +213,7 @@ def race(
     text: str | None = None,
     fast_nodes_done: int = 0,
     spent: float = 0.0,
-    trace: list[tuple[str, str, int]] | None = None,
+    trace: list[tuple[str, Outcome, int]] | None = None,
 ) -> SolveResult:
     """Race the portfolio's members on one puzzle until a verified solution, a proof of
     none, the deadline or the `stop` flag (int64[1], raised by another thread).
@@ -220,7 +225,7 @@ def race(
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
-    has_exact = any(m.kind in ("exact", "sat") and m.races(puzzle.box.n) for m in spec.members)
+    has_exact = any(m.kind in (Kind.EXACT, Kind.COMPLETE) and m.races(puzzle.box.n) for m in spec.members)
     limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
     deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
@@ -229,7 +234,7 @@ def race(
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
     active = list(members)
-    outcome = ""
+    outcome: Outcome | None = None
     current: Member | None = None
     if first_exact is not None and fast_nodes_done:
         first_exact.skip_complete(fast_nodes_done)
@@ -261,7 +266,7 @@ def _result(
     text: str | None,
     members: Sequence[Member],
     winner: Member | None,
-    outcome: str,
+    outcome: Outcome | None,
     elapsed: float,
 ) -> SolveResult:
     """Turn the race's end into a SolveResult with every member's counters."""
@@ -332,7 +337,7 @@ def warm_up() -> None:
     deadline measures solving, not compiling (a cold kernel can take seconds to compile,
     and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
     kernels (evolution's epoch step) only run once the first slice has not solved it.
-    Exact kernels are warmed by their own callers (`solvers.chunk.warm`)."""
+    Exact kernels are warmed by their own callers (`solvers.warm.warm_all`, `pipeline.solve.warm`)."""
     hard = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
     values = [0 if ch == "." else int(ch) for ch in hard]
     puzzle = Puzzle(Box(3, 3), np.array(values, dtype=np.uint8))

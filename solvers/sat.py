@@ -24,9 +24,12 @@ from typing import Any
 import numpy as np
 from pysat.solvers import Solver
 
+from solvers import registry
 from solvers.clock import monotonic_ns
 from solvers.geometry import geometry
+from solvers.outcome import Outcome
 from solvers.puzzle import Puzzle
+from solvers.registry import Kind
 from solvers.restarts import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteMember
 
 SAT_SOLVER = "sat"  # the member's name in portfolios
@@ -125,7 +128,7 @@ class SatMember(CompleteMember):
         self.clauses = 0
         self.solver: Solver | None = None
 
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Build, load, or run the solver for one step of conflicts; report a verified grid
         or a proof of none."""
         if self.failed or self.status != "running":
@@ -184,3 +187,6 @@ class SatMember(CompleteMember):
             "conflicts": self.stats.get("conflicts", 0),
             "clauses": self.clauses,
         }
+
+
+registry.register(SAT_SOLVER, Kind.COMPLETE, SatMember, "clause learning (CaDiCaL), raced at 25x25")
