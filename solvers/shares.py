@@ -9,9 +9,9 @@ score predicted from those runs, keeping its predicted median within 5% of the b
 member's, and writes `LEARNED` below. A side between learned sides takes the nearest
 one's shares; sides below the smallest learned one keep the portfolio's own weights.
 
-Learned (54 training grids, docs/decisions.md): from 25x25 on, CaDiCaL in its stable mode
-solved all 53 grids any member solved (frisch: 18/18, median 0.8-1.0 s, against the
-kernel's 11/18); the kernel was first on 5 of the 24 36x36 grids, by 0.1-0.5 s, too little
+Learned (54 training grids, docs/decisions.md): from 25x25 on, one of the two CaDiCaL
+modes solved every one of the 53 grids any member solved (frisch 18/18, 36x36 24/24, 49x49
+6/6, 64x64 5/6); the kernel was first on 3 of the 24 36x36 grids, by 0.17-0.39 s, too little
 for a share to pay. So a SAT mode takes all the work but the stochastic members' 0.2% each
 (the approximate grid when time runs out; they first run after ~1.5 s of the others'
 work): `sat` (fewest-candidates-first literal order) at 36x36 and 49x49, `sat-rows`
