@@ -8,11 +8,11 @@ BIN := $(VENV)/bin
 $(BIN)/sudoku-batch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[report]'
+	$(BIN)/pip install --quiet -e .
 	touch $@
 
 $(VENV)/.test-deps: $(BIN)/sudoku-batch
-	$(BIN)/pip install --quiet -e '.[test,report]'
+	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
 demo: $(BIN)/sudoku-batch  ## solve the bundled sample corpus on this machine (no Redis)
@@ -39,7 +39,7 @@ bench: $(VENV)/.test-deps
 	$(BIN)/python bench/generator.py
 
 clean-cache:  ## drop numba's compiled caches (after editing a module kernels call, e.g. solvers/bits.py)
-	find solvers -name "*.nbi" -delete -o -name "*.nbc" -delete
+	find solvers pipeline -name "*.nbi" -delete -o -name "*.nbc" -delete
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

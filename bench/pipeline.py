@@ -1,6 +1,6 @@
 """Pipeline overhead, embedded vs broker, its floor, and single-puzzle cold start.
 
-    python bench/pipeline.py [--corpus 9x9/tdoku_puzzles2_17_clue.txt ...] [--json out.json]
+    python bench/pipeline.py [--corpus 9x9/tdoku_puzzles2_17_clue.txt ...] [--format parquet] [--json F]
 
 Overhead = CPU seconds of every process of the pipeline while it solves a corpus
 (producer + collector, the two worker processes with their Celery parents, and
@@ -36,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-CORPORA = REPO.parent / "shared" / "corpora"
+CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")  # shared/ by the repo
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
 DEFAULT = ["9x9/tdoku_puzzles2_17_clue.txt", "9x9/kaggle_bryanpark_first20000.txt"]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -109,13 +109,16 @@ def baseline(lines: list[str], chunk: int = 10_000) -> float:
     return time.process_time() - start
 
 
+FORMAT = "jsonl"  # the records' format (`--format`)
+
+
 def run_job(client, path: Path, out: Path) -> dict:
-    """Submit and collect one corpus through a BatchClient, writing JSON Lines; return the counters."""
+    """Submit and collect one corpus through a BatchClient, writing FORMAT records; return the counters."""
     from client.output import Output
     from client.summary import Summary
 
     summary = Summary()
-    output = Output(str(out))
+    output = Output(str(out), FORMAT)
     job = client.submit(str(path))
     n = 0
     for result, start, stop in job.chunks():
@@ -213,7 +216,19 @@ def embedded_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, di
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(
-            [*CLI, "solve", str(path), "-o", str(tmp / "cli.jsonl"), "-q", "--workers", "2"], check=True
+            [
+                *CLI,
+                "solve",
+                str(path),
+                "-o",
+                str(tmp / f"cli.{FORMAT}"),
+                "-q",
+                "--workers",
+                "2",
+                "--format",
+                FORMAT,
+            ],
+            check=True,
         )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         out[path.name]["cli_wall_s"] = time.perf_counter() - start
@@ -231,7 +246,9 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
     from client.output import Output
     from client.reader import read_blocks
     from client.redis_store import read_large
-    from solvers.chunk import ChunkResult, ChunkTask, solve_chunk
+    from pipeline.result import ChunkResult
+    from pipeline.solve import solve_chunk
+    from pipeline.tasks import ChunkTask
 
     lines = path.read_text().splitlines()
     tasks = [
@@ -256,18 +273,45 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
             pass
 
     def render() -> None:
+        if FORMAT == "parquet":
+            import io
+
+            from pipeline.render.parquet import ParquetSink
+
+            sink = ParquetSink(io.BytesIO())
+            for p in payloads:
+                result = ChunkResult.decode(p)
+                sink.write(result, 0, len(result))
+            sink.close()
+            return
         for p in payloads:
             ChunkResult.decode(p).records  # noqa: B018 - rendering is the point
 
     results = [ChunkResult.decode(p) for p in payloads]
-    for r in results:
-        r.records  # noqa: B018 - rendered beforehand: `write` times the file alone
+    if FORMAT == "parquet":
+        import io
 
-    def write() -> None:  # over the last run's file, as the runs above do
-        out = Output(str(tmp / "floor.jsonl"))
+        from pipeline.render.parquet import ParquetSink
+
+        memory = io.BytesIO()
+        sink = ParquetSink(memory)
         for r in results:
-            out.write(r, 0, len(r))
-        out.close(True)
+            sink.write(r, 0, len(r))
+        sink.close()
+        rendered = memory.getvalue()
+
+        def write() -> None:  # the file's bytes alone: rendering them is `render`
+            (tmp / "floor.parquet").write_bytes(rendered)
+
+    else:
+        for r in results:
+            r.records  # noqa: B018 - rendered beforehand: `write` times the file alone
+
+        def write() -> None:  # over the last run's file, as the runs above do
+            out = Output(str(tmp / "floor.jsonl"))
+            for r in results:
+                out.write(r, 0, len(r))
+            out.close(True)
 
     for _ in range(2):  # into page cache freed by earlier runs: writing into never-touched memory of
         write()  # this VM costs ~2 ms per MB more (first touch), which a floor should not count
@@ -317,7 +361,11 @@ def main() -> None:
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each corpus per figure (default 3)")
     ap.add_argument("--no-floor", action="store_true", help="skip the floor (the parts no glue can avoid)")
+    ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", help="the records' format")
+    ap.add_argument("--no-cold", action="store_true", help="skip the one-puzzle cold starts")
     args = ap.parse_args()
+    global FORMAT
+    FORMAT = args.format
     paths = [CORPORA / c for c in (args.corpus or DEFAULT)]
     report: dict[str, object] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -326,7 +374,7 @@ def main() -> None:
         broker = {} if args.no_broker else broker_runs(paths, tmp, args.repeat)
         embedded = {} if args.no_embedded else embedded_runs(paths, tmp, args.repeat)
         floors = {} if args.no_floor else {p.name: floor(p, tmp) for p in paths}
-    cold = cold_start(paths[0].read_text().splitlines()[0])
+    cold = [] if args.no_cold else cold_start(paths[0].read_text().splitlines()[0])
     for p in paths:
         name = p.name
         print(f"\n{name}: solve_many alone {base[name]:.2f} CPU s")
@@ -357,8 +405,9 @@ def main() -> None:
                 + ", ".join(f"{k[:-2].replace('_', '+')} {v * 1e3:.1f} ms" for k, v in parts.items())
                 + " (no glue, no Celery: the least any run adds to solving)"
             )
-    print(f"\ncold start, one puzzle on stdin: median {statistics.median(cold):.2f} s (runs: "
-          + ", ".join(f"{t:.2f}" for t in cold) + ")")  # fmt: skip
+    if cold:
+        print(f"\ncold start, one puzzle on stdin: median {statistics.median(cold):.2f} s (runs: "
+              + ", ".join(f"{t:.2f}" for t in cold) + ")")  # fmt: skip
     report.update(
         baseline=base,
         broker=broker,

@@ -522,8 +522,11 @@ def cactus_series(records: Iterable[dict[str, Any]], key: str) -> dict[str, tupl
 
 def section_plot(args: argparse.Namespace) -> None:
     """Cactus plot: puzzles solved (y) within a time (x, CPU for the hard sets), one line per
-    config and set."""
-    import matplotlib
+    config and set (needs matplotlib)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("the plot section needs matplotlib: pip install matplotlib") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

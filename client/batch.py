@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from client.collector import Slice, arrival_order, in_order, stream_chunks
+from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
-from client.output import Record
 from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id
 from client.reader import peek_stdin
 from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, submission_state
@@ -29,13 +28,18 @@ from client.transport import (
     LocalTransport,
     Transport,
     default_workers,
+    max_workers,
 )
-from solvers.chunk import ChunkTask
+from pipeline.outbox import parse_task
+from pipeline.render.record import Record
+from pipeline.tasks import MAX_TIME_LIMIT_S
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
     from client.redis_store import RedisJobStore
     from client.resend import Resender
+    from pipeline.generate import GenerateOptions, GenerateResult, GenerateTask
+    from solvers.puzzle import Box
 
 
 class BatchClient:
@@ -47,11 +51,15 @@ class BatchClient:
         *,
         workers: int | None = None,
         settings: ClientSettings | None = None,
+        daemon: bool = False,
     ) -> None:
+        """`daemon`: producer threads do not keep the process alive (the CLI: a failure or an interrupt
+        ends the command at once; a script that only submits then waits with `Job.wait_submitted`)."""
         self.settings = settings or ClientSettings()
+        self.daemon = daemon
         url = broker_url if broker_url is not None else self.settings.broker
         self.url = url or None
-        self.workers = workers or default_workers()
+        self.workers = workers or min(default_workers(), max_workers())
         self.pool = LocalPool(self.workers)
         self._celery: CeleryTransport | None = None
         self._live: tuple[float, int] = (0.0, 0)
@@ -76,11 +84,18 @@ class BatchClient:
         portfolio: str | None = None,
         box: str | None = None,
         name: str | None = None,
+        seed: int | None = None,
     ) -> Job:
-        """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings."""
+        """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
+
+        `seed` fixes the solvers' seeds (the same seed, the same random choices); None draws them
+        from the job id, so every job tries differently.
+        """
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
-        return self.submit_inputs([(name, source)], time_limit=time_limit, portfolio=portfolio, box=box)
+        return self.submit_inputs(
+            [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed
+        )
 
     def submit_inputs(
         self,
@@ -90,6 +105,7 @@ class BatchClient:
         portfolio: str | None = None,
         box: str | None = None,
         bounded: bool = True,
+        seed: int | None = None,
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
@@ -97,12 +113,14 @@ class BatchClient:
         someone collects); `submit` without a collector needs it off.
         """
         as_box(box)  # a bad box shape is the caller's error, raised here
-        if time_limit is not None and time_limit <= 0:
-            raise ValueError("time_limit must be positive")
+        if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
+            raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
+        if seed is not None and not 0 <= seed < MAX_SEED:
+            raise ValueError(f"seed {seed}: must be at least 0 and below 2**63")
         if self.embedded:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
-        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio, prints)
+        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio, prints, seed)
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
         transport: Transport
@@ -178,7 +196,44 @@ class BatchClient:
         """
         kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
         if kept is not None:
-            self._celery_transport().send(ChunkTask.model_validate_json(kept[1]))
+            self._celery_transport().send(parse_task(kept[1]))
+
+    def generate(
+        self, box: Box, plan: list[tuple[int, int, int]], options: GenerateOptions, meta: dict[str, str]
+    ) -> Job:
+        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order.
+
+        The same producer, transport, window, resend sweep and collector as a solve job: the
+        chunks go to local processes (warmed for the generator) or to the workers. The window
+        counts chunks the caller has taken (`Job.generated`), so chunks arriving early wait
+        in bounded memory.
+        """
+        from functools import partial
+
+        from pipeline.generate import GenerateTask
+        from pipeline.generate import warm as warm_generator
+
+        spec = JobSpec(new_job_id(), [])
+        shape = f"{box.rows}x{box.cols}"
+        tasks = (
+            GenerateTask(job=spec.job, chunk=i, box=shape, count=count, seed=seed, options=options)
+            for i, count, seed in plan
+        )
+        self.store.create(
+            spec.job, {"kind": "generate", "state": "producing", **meta, "created": f"{time.time():.6f}"}
+        )
+        transport: Transport
+        if self.embedded:
+            if self.workers > 1:
+                self.pool.start(partial(warm_generator, box))
+            transport = LocalTransport(self.store, spec.job, self.pool)
+            window: Callable[[], int] = lambda: 2 * self.workers  # noqa: E731
+        else:
+            transport = self._celery_transport()
+            window = self._broker_window
+        taken = [0]
+        producer = Producer(spec, self.store, transport, self.settings, window, consumed=lambda: taken[0])
+        return Job(self, spec.job, producer, tasks, taken=taken)
 
     def job(self, job_id: str) -> Job:
         """Attach to an existing job (broker mode: from any machine)."""
@@ -212,6 +267,10 @@ class BatchClient:
             self._live = (time.monotonic(), count)
         return max(4, 2 * count + 2)
 
+    def kill(self) -> None:
+        """Kill the local worker processes now, dropping the chunks they solve (an interrupted command)."""
+        self.pool.kill()
+
     def close(self) -> None:
         """Stop the local worker processes and release the broker connection."""
         self.pool.close()
@@ -226,6 +285,7 @@ class BatchClient:
         self.close()
 
 
+MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence
 SMALL_GRID_CHARS = 2 * 81 + 1  # the longest line of a 9x9 grid: 81 values with separators
 
 
@@ -268,6 +328,8 @@ def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:
         raise ResumeRefused(f"job {job_id} records no submission checkpoint: it cannot be resumed")
     if submission == "complete":
         raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
+    if submission == "cancelled":
+        raise ResumeRefused(f"job {job_id} was cancelled: submit its inputs again as a new job")
     if submission == "running":
         raise ResumeRefused(
             f"job {job_id}: its producer beat {silent or 0:.0f} s ago and may still be running; "
@@ -293,29 +355,37 @@ def _check_portfolio(portfolio: str | None) -> None:
 
 
 class Job:
-    """A submitted job: its id, its status, and its results as they arrive."""
+    """A submitted job: its id, its status, and its results as they arrive (a generate job: `generated`)."""
 
     def __init__(
         self,
         client: BatchClient,
         job_id: str,
         producer: Producer | None,
-        inputs: list[tuple[str, Source]],
+        inputs: list[tuple[str, Source]] | Iterable[GenerateTask],
+        *,
+        taken: list[int] | None = None,
     ) -> None:
+        """`inputs`: a solve job's named inputs, or a generate job's planned tasks (with `taken`, the
+        count of chunks `generated` handed over, which the producer's window reads)."""
         self.client = client
         self.id = job_id
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._producer = producer
+        self._taken = taken
         if producer is not None:
             self._thread = threading.Thread(
-                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}"
+                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
             )
             self._thread.start()
 
-    def _produce(self, producer: Producer, inputs: list[tuple[str, Source]]) -> None:
+    def _produce(self, producer: Producer, inputs: Iterable) -> None:
         try:
-            producer.run(inputs)
+            if self._taken is not None:
+                producer.run_plan(inputs)
+            else:
+                producer.run(inputs)
         except BaseException as exc:  # noqa: BLE001 - kept for wait_submitted(); the store says failed
             self._error = exc
 
@@ -325,6 +395,11 @@ class Job:
             self._thread.join(timeout)
         if self._error is not None:
             raise self._error
+
+    @property
+    def producer_error(self) -> BaseException | None:
+        """What stopped this process's producer, once it has stopped on an error (None otherwise)."""
+        return self._error
 
     @property
     def producing(self) -> bool:
@@ -361,19 +436,52 @@ class Job:
         )
         yield from (in_order if ordered else arrival_order)(stream)
 
-    def results(self, ordered: bool = False) -> Iterator[Record]:
-        """Stream one Record per input puzzle, as they arrive (or in input order)."""
-        for result, start, stop in self.chunks(ordered):
+    def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
+        """Stream a generate job's chunk results in plan order, each once (RuntimeError for a chunk that
+        failed); each is dropped from the store once read (a generate run is not collected twice)."""
+        from pipeline.generate import GenerateResult
+
+        s = self.client.settings
+        resender = self.client.resender(self.id)
+        stream = stream_chunks(
+            self.client.store,
+            self.id,
+            result_ttl=0,
+            poll=s.poll_interval,
+            stale_after=s.producer_stale_s,
+            on_wait=on_wait,
+            sweep=resender.sweep if resender is not None else None,
+            decode=GenerateResult.decode,
+        )
+        for result in chunk_order(stream):
+            if result.error:
+                raise RuntimeError(f"chunk {result.header.chunk}: {result.error}")
+            if self._taken is not None:
+                self._taken[0] += 1
+            yield result
+
+    def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
+        """Stream one Record per input puzzle, as they arrive (or in input order).
+
+        The results stay readable `result_ttl` seconds after (call again to read them again;
+        embedded, they stay in this process's memory until then or `purge()`); `keep=False`
+        drops each as it is read.
+        """
+        for result, start, stop in self.chunks(ordered, keep=keep):
             for line in result.lines()[start:stop]:
                 yield Record.from_json(line)
 
-    def cancel(self) -> None:
-        """Stop reading input (the job is marked failed); results already stored stay until purged."""
-        if self._producer is not None:
-            self._producer.stopping.set()
-        if self._thread is not None:
-            self._thread.join(30)
+    def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
+        """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.
 
-    def purge(self) -> int:
-        """Delete the job's data from the store."""
-        return self.client.store.purge(self.id)
+        `fail` marks the job failed; without it the job stays as it is and a resume can go
+        on from its checkpoint (broker mode).
+        """
+        if self._producer is not None:
+            self._producer.stop(fail)
+        if self._thread is not None:
+            self._thread.join(wait)
+
+    def purge(self, *, stop: bool = True) -> int:
+        """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""
+        return self.client.store.purge(self.id, stop=stop)

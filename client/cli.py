@@ -1,20 +1,28 @@
-"""`sudoku-batch`: solve, submit, collect, status, worker, purge, generate (exit 0 ok, 1 failed, 2 usage)."""
+"""`sudoku-batch`: solve, submit, collect, status, worker, health, purge, generate, warm, serve.
+
+Exit 0 ok, 1 failed, 2 usage; interrupted by a signal: 128 + its number (Ctrl-C 130, SIGTERM 143).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from client.config import BrokerUnreachable, ClientSettings, check_broker_url, mask_url
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """A mistake in the command line (exit 2)."""
+from client.args import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    broker_url,
+    check_processes,
+    resume_command,
+)
+from client.config import BrokerUnreachable, ClientSettings, mask_url
+from client.first_run import VersionAction, announce_compiling, run_warm
+from client.interrupts import exit_code, handled
 
 
 def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
@@ -23,13 +31,20 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     p.add_argument(
         "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
     )
-    p.add_argument("--box", default=None, metavar="RxC", help="box shape when it is not square, e.g. 2x3")
+    p.add_argument(
+        "--box", default=None, metavar="RxC", help="box shape over the inferred one (9: 3x3, 6: 2x3)"
+    )
     p.add_argument("--broker", default=None, metavar="URL", help="redis://[:password@]host:port/db")
 
 
 def _common_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default=None, help="results file (default: stdout)")
-    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    p.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet"),
+        default="jsonl",
+        help="jsonl (default), csv, or parquet (needs the `parquet` extra: pyarrow)",
+    )
     p.add_argument("--ordered", action="store_true", help="write results in input order")
     p.add_argument("--report", default=None, metavar="HTML", help="also write an HTML report with plots")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
@@ -39,6 +54,7 @@ def _common_output(p: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     """The command-line grammar."""
     ap = argparse.ArgumentParser(prog="sudoku-batch", description="Solve Sudoku corpora of any size.")
+    ap.add_argument("--version", action=VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("solve", help="solve whole files and wait for every result")
     _common_solve(p)
@@ -69,6 +85,12 @@ def parser() -> argparse.ArgumentParser:
         "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
     )
     p.add_argument("--loglevel", default="warning")
+    p.add_argument(
+        "-E",
+        "--events",
+        action="store_true",
+        help="send task events for Flower and `celery events` (docs/monitoring.md: what it costs)",
+    )
     p = sub.add_parser("health", help="exit 0 if the broker answers and a worker on this host beats")
     p.add_argument("--broker", default=None, metavar="URL")
     p.add_argument("--broker-only", action="store_true", help="only check that the broker answers")
@@ -79,6 +101,11 @@ def parser() -> argparse.ArgumentParser:
     from client.generate import add_arguments
 
     add_arguments(p)
+    sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
+    p = sub.add_parser("serve", help="a web page for single puzzles, jobs and workers (loopback by default)")
+    from web.server import add_arguments as serve_arguments
+
+    serve_arguments(p)
     return ap
 
 
@@ -86,7 +113,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (errors are one line on stderr, never a traceback)."""
     args = parser().parse_args(argv)
     settings = ClientSettings()
+    announce_compiling(args.command, getattr(args, "quiet", False))
+    with handled():  # SIGINT, SIGTERM, SIGHUP: Interrupted, in the main thread
+        try:
+            return _run(args, settings)
+        except KeyboardInterrupt as exc:  # arrived as the command was already ending
+            return exit_code(exc)
+
+
+def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Dispatch the command; errors are one line on stderr, an interrupt exits 128 + the signal."""
     try:
+        _check_streams(args)
         if args.command in ("solve", "submit", "collect"):
             from client.run import run_command
 
@@ -101,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from client.generate import run_generate
 
             return run_generate(args, settings)
+        if args.command == "warm":
+            return run_warm()
+        if args.command == "serve":
+            return _serve(args, settings)
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
@@ -108,9 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_FAILED
+    except KeyboardInterrupt as exc:
+        code = exit_code(exc)
+        print(f"sudoku-batch: interrupted ({signal.Signals(code - 128).name}), exit {code}", file=sys.stderr)
+        return code
     except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
         if os.environ.get("SUDOKU_BATCH_DEBUG"):
             raise
@@ -118,18 +161,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:
-    """The broker from --broker or SUDOKU_BATCH_BROKER (UsageError if required and missing, or malformed)."""
-    url = args.broker or settings.broker
-    if not url:
-        if required:
-            raise UsageError(f"{args.command} needs a broker: --broker URL or SUDOKU_BATCH_BROKER")
-        return None
-    try:
-        check_broker_url(url)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return url
+def _check_streams(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a command that would read a closed stdin or write to a closed stdout."""
+    if sys.stdin is None and "-" in (getattr(args, "inputs", None) or []):
+        raise UsageError("stdin is closed: there is nothing to read for `-`")
+    if sys.stdout is None:
+        if args.command == "submit":
+            raise UsageError("stdout is closed: there is nowhere to print the job id")
+        if args.command in ("solve", "collect", "generate") and args.output in (None, "-"):
+            raise UsageError("stdout is closed: give the output file with -o FILE")
 
 
 def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -142,8 +182,12 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.state == "unknown":
         print(f"error: {status.error}", file=sys.stderr)
         return EXIT_FAILED
+    from client.summary import per_second
+
     stopped = status.submission == "stopped"
-    reading = "submission stopped" if stopped else "still reading input"
+    reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(
+        status.submission, "still reading input"
+    )
     total = status.total if status.total is not None else f"{status.submitted}+ ({reading})"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items())) or "none yet"
     eta = (
@@ -151,9 +195,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
         if status.eta_s is not None and status.done < (status.total or 0)
         else ""
     )
-    print(
-        f"job {status.job}: {status.state}, {status.done}/{total} puzzles, {status.rate:,.0f} puzzles/s{eta}"
-    )
+    rate = per_second(status.rate)
+    print(f"job {status.job}: {status.phase}, {status.done}/{total} puzzles, {rate} puzzles/s{eta}")
     print(f"counts: {counts}")
     live = len(status.workers)
     resent = f"; re-sent after a broker loss: {status.resent}" if status.resent else ""
@@ -166,14 +209,6 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
             f"{status.producer_silent_s or 0:.0f} s; resume it: {resume_command(status.job, status.inputs)}"
         )
     return EXIT_OK
-
-
-def resume_command(job: str, inputs: list[str]) -> str:
-    """The command resuming `job`'s submission: its inputs as recorded, the broker left to the user."""
-    import shlex
-
-    names = " ".join(shlex.quote(name) for name in inputs) or "INPUT..."
-    return f"sudoku-batch submit --resume {job} {names} --broker URL"
 
 
 def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -204,17 +239,33 @@ def _health(args: argparse.Namespace, settings: ClientSettings) -> int:
     return EXIT_OK
 
 
+def _serve(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Serve the web page until a signal ends it (usage errors for bad limits or a port in use)."""
+    from web.server import run_serve, serve_settings
+
+    check_processes("--workers", args.workers)
+    try:
+        serve_settings(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    url = broker_url(args, settings, False)
+    try:
+        return run_serve(args, url, settings)
+    except ValueError as exc:  # the port is taken, or the address is not this machine's
+        raise UsageError(str(exc)) from None
+
+
 def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Replace this process by a Celery worker (`celery -A worker.app worker`) for the broker."""
     from client.redis_store import connect
 
+    check_processes("--concurrency", args.concurrency)
     url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
     connect(url, settings).close()  # fail fast, in one line, if the broker is not there
-    if args.concurrency is not None and args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
     argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]
-    argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    argv += ["--without-gossip", "--without-mingle"]
+    argv += ["--task-events"] if args.events else ["--without-heartbeat"]  # monitors need the beats too
     if args.concurrency:
         argv += ["--concurrency", str(args.concurrency)]
     env = dict(os.environ, SUDOKU_BATCH_BROKER=url)
@@ -222,16 +273,6 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)
     return EXIT_FAILED  # pragma: no cover - execve does not return
-
-
-def input_sources(names: list[str]) -> list[tuple[str, str]]:
-    """Check the inputs exist (a usage error if not); `-` is stdin and may appear once."""
-    if names.count("-") > 1:
-        raise UsageError("stdin (-) can be read only once")
-    for name in names:
-        if name != "-" and not Path(name).is_file():
-            raise UsageError(f"{name}: no such file")
-    return [(name, name) for name in names]
 
 
 if __name__ == "__main__":

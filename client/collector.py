@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
-from client.store import Checkpoint, JobStore
-from solvers.chunk import ChunkResult
+from client.store import Checkpoint, Decode, JobStore, decode_solve
+from pipeline.result import ChunkResult
 
 FETCH_CHUNKS = 1  # chunk results fetched per round trip (each can be tens of MB)
 
@@ -30,7 +31,8 @@ def stream_chunks(
     idle_timeout: float | None = None,
     on_wait: Callable[[], None] | None = None,
     sweep: Callable[[float], object] | None = None,
-) -> Iterator[ChunkResult]:
+    decode: Decode = decode_solve,
+) -> Iterator[Any]:
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
     Collected results are kept `result_ttl` seconds (so `collect` can run again), or
@@ -38,6 +40,7 @@ def stream_chunks(
     producer died, a result expired before it was collected, or nothing arrived for
     `idle_timeout` seconds. `sweep` is called while waiting with the seconds since the
     last result arrived (broker mode: `client.resend.Resender.sweep`, for lost tasks).
+    `decode` reads a stored result of the job's kind (solve chunks unless told otherwise).
     """
     seen: set[int] = set()
     cursor = 0
@@ -48,7 +51,7 @@ def stream_chunks(
         if fresh:
             for at in range(0, len(fresh), FETCH_CHUNKS):  # a few chunks at a time: bounded memory
                 part = fresh[at : at + FETCH_CHUNKS]
-                for chunk, result in zip(part, store.fetch_results(job, part), strict=True):
+                for chunk, result in zip(part, store.fetch_results(job, part, decode), strict=True):
                     if result is None:
                         raise JobFailed(f"the result of chunk {chunk} expired before it was collected")
                     seen.add(chunk)
@@ -112,3 +115,16 @@ def arrival_order(chunks: Iterable[ChunkResult]) -> Iterator[Slice]:
     """Pass chunk results through whole, as they arrive."""
     for result in chunks:
         yield result, 0, len(result)
+
+
+def chunk_order(chunks: Iterable[Any]) -> Iterator[Any]:
+    """Reorder chunk results by chunk number (a generate plan's order), holding only what arrived early."""
+    expected = 0
+    early: dict[int, Any] = {}
+    for result in chunks:
+        early[result.header.chunk] = result
+        while expected in early:
+            yield early.pop(expected)
+            expected += 1
+    if early:
+        raise JobFailed(f"results are missing for chunks from {expected} on")

@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solvers.chunk import DEFAULT_QUEUE, MAX_TASK_CHARS
-from solvers.chunk_store import KEY_PREFIX
+from pipeline.keys import KEY_PREFIX
+from pipeline.tasks import DEFAULT_QUEUE, MAX_TASK_CHARS
 
 
 class ClientSettings(BaseSettings):
@@ -31,6 +31,8 @@ class ClientSettings(BaseSettings):
     poll_interval: float = 0.05  # seconds between checks for new results
     producer_stale_s: float = 120.0  # a producer silent this long has died
     resend_after: float = Field(default=30.0, gt=0)  # s without results before lost chunk tasks are re-sent
+    stop_ttl: int = 60  # seconds a purged job's stop key lives (workers solving it see it within a second)
+    no_worker_notice_s: float = Field(default=10.0, gt=0)  # waiting this long with no live worker: say so
 
 
 _PASSWORD = re.compile(r"(\w+://)([^@/\s]*)@")

@@ -1,46 +1,42 @@
 """The `generate` command: make puzzles in seeded chunks, locally or on Celery workers, in chunk order.
 
 One chunk plan (`solvers.generator.plan_chunks`: sizes and per-chunk seeds from the run's
-seed) is run by one in-process loop, a pool of forked local processes, or Celery workers
-reached by task name (`TASK_NAME`, JSON payload). Every one of them calls
-`generate_chunk` + `render_lines` on the same (box, count, chunk seed, options), and the
+seed) becomes a generate job (`BatchClient.generate`): the solve pipeline's producer,
+transport, window, resend sweep and collector carry its `GenerateTask`s to this process,
+a pool of forked local processes, or Celery workers, and every one of them runs
+`pipeline.generate.generate_result` on the same (box, count, chunk seed, options). The
 writer appends chunks strictly in plan order, so the files depend only on the seed, the
-options and the chunk size, never on the transport or the number of processes.
-
-Through a broker, workers write each chunk's lines under the job in Redis with the
-pipeline's idempotent result write (`solvers.chunk_store.result_commands`); the client
-reads the arrival list, holds chunks that arrived early, and purges the job at the end.
-A chunk body (what a worker stores, what a local process returns) is one JSON object:
-`{"n", "puzzles", "solutions", "meta", "error", "cpu_s"}` with line lists.
+options and the chunk size, never on the transport or the number of processes. The job
+is purged at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import sys
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from client.cli import EXIT_OK, UsageError, broker_url
+from client.args import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
+from client.notice import NoWorkerNotice
+from client.target import FLUSH_S
 
 if TYPE_CHECKING:
-    from client.redis_store import RedisJobStore
+    from client.target import Target
+    from pipeline.generate import GenerateResult
     from solvers.generator import Options
     from solvers.puzzle import Box
 
-TASK_NAME = "sudoku_batch.generate_chunk"  # the worker's task (worker/tasks.py), sent by name
 MAX_SEED = 2**63 - 1
-WARN_NO_WORKER_S = 10.0  # broker mode: say so on stderr when nothing arrives and no worker beats
+MAX_COUNT = 10**9  # puzzles of one run
+MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -122,6 +118,7 @@ class Request:
 
 def build_request(args: argparse.Namespace) -> Request:
     """Check the command line (UsageError, exit 2, for anything the user must fix) and plan the chunks."""
+    from pipeline.generate import MAX_ATTEMPTS, max_chunk_size
     from solvers.generator import Options, default_chunk_size, plan_chunks, random_seed
     from solvers.puzzle import Box
 
@@ -133,6 +130,10 @@ def build_request(args: argparse.Namespace) -> Request:
         raise UsageError(f"--holes must be a fraction from 0 to 1, not {args.holes}")
     if args.count < 1:
         raise UsageError("--count must be at least 1")
+    if args.count > MAX_COUNT:
+        raise UsageError(f"--count {args.count}: at most {MAX_COUNT:,} puzzles a run")
+    if args.attempts is not None and args.attempts > MAX_ATTEMPTS:
+        raise UsageError(f"--attempts {args.attempts}: at most {MAX_ATTEMPTS:,}")
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}")
     for flag, value in (
@@ -142,6 +143,7 @@ def build_request(args: argparse.Namespace) -> Request:
     ):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1")
+    check_processes("--workers", args.workers)
     paths = [p for p in (args.output, args.solutions, args.meta) if p not in (None, "-")]
     if len({os.path.abspath(p) for p in paths}) < len(paths):
         raise UsageError("-o, --solutions and --meta must be different files")
@@ -162,30 +164,19 @@ def build_request(args: argparse.Namespace) -> Request:
     except ValueError as exc:  # PuzzleError too
         raise UsageError(str(exc)) from None
     seed = args.seed if args.seed is not None else random_seed()
-    size = args.chunk_size or default_chunk_size(box, options)
+    most = max_chunk_size(box, options.attempts)  # what workers accept (`GenerateTask`)
+    if args.chunk_size is not None and args.chunk_size > most:
+        raise UsageError(
+            f"--chunk-size {args.chunk_size}: at most {most:,} puzzles of {box} with these options"
+        )
+    size = args.chunk_size or min(default_chunk_size(box, options), most)
+    if -(-args.count // size) > MAX_CHUNKS:
+        raise UsageError(
+            f"--count {args.count} in chunks of {size}: over {MAX_CHUNKS:,} chunks; raise --chunk-size"
+        )
     return Request(
         box, args.count, seed, args.seed is not None, options, size, plan_chunks(args.count, seed, size)
     )
-
-
-def chunk_body(box_text: str, count: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
-    """Generate one chunk and render its lines: the unit of work of a local process (the worker's twin)."""
-    from solvers.generator import Options, generate_chunk, render_lines
-    from solvers.puzzle import Box
-
-    start = time.process_time()
-    box = Box.parse(box_text)
-    items = generate_chunk(box, count, seed, Options.from_dict(options))
-    puzzles, solutions, meta = render_lines(items, box)
-    cpu = time.process_time() - start
-    return {
-        "n": len(items),
-        "puzzles": puzzles,
-        "solutions": solutions,
-        "meta": meta,
-        "error": None,
-        "cpu_s": cpu,
-    }
 
 
 @dataclass
@@ -204,12 +195,12 @@ class Tally:
     clue_sum: int = 0
     cpu_s: float = 0.0
 
-    def add(self, planned: int, body: dict[str, Any]) -> None:
+    def add(self, planned: int, result: GenerateResult) -> None:
         """Count one chunk (its meta lines carry every flag)."""
         self.planned_done += planned
-        self.produced += int(body["n"])
-        self.cpu_s += float(body.get("cpu_s") or 0.0)
-        for line in body["meta"]:
+        self.produced += len(result)
+        self.cpu_s += result.header.stats.cpu_s
+        for line in result.meta:
             m = json.loads(line)
             self.missed_clues += not m["reached"]
             self.not_minimal += not m["minimal"]
@@ -222,88 +213,117 @@ class Tally:
 
 
 class Sink:
-    """The output files (puzzles, solutions, meta), written under temporary names and renamed at the end."""
+    """The output files (puzzles, solutions, meta): regular files under temporary names renamed at the end,
+    FIFOs and devices written straight through (`client.target.Target`)."""
 
     def __init__(self, output: str | None, solutions: str | None, meta: str | None) -> None:
-        self._files: list[tuple[TextIO, Path | None, Path | None]] = []  # (stream, temp, final)
-        self.puzzles = self._open(output)
-        self.solutions = self._open(solutions) if solutions else None
-        self.meta = self._open(meta) if meta else None
+        self._files: list[tuple[TextIO, Target | None]] = []
+        self._flushed = time.monotonic()
+        try:
+            self.puzzles = self._open(output)
+            self.solutions = self._open(solutions) if solutions else None
+            self.meta = self._open(meta) if meta else None
+        except BaseException:
+            self.close(False)
+            raise
 
     def _open(self, name: str | None) -> TextIO:
         if name in (None, "-"):
-            self._files.append((sys.stdout, None, None))
+            self._files.append((sys.stdout, None))
             return sys.stdout
-        final = Path(name)
-        temp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-        stream = temp.open("w", encoding="utf-8", newline="\n")
-        self._files.append((stream, temp, final))
+        from client.target import Target
+
+        target = Target(name)  # type: ignore[arg-type]
+        stream = io.TextIOWrapper(target.stream, encoding="utf-8", newline="\n", write_through=True)
+        self._files.append((stream, target))
         return stream
 
-    def write(self, body: dict[str, Any]) -> None:
-        """Append one chunk's lines to every file (line-aligned)."""
-        if not body["n"]:
+    def write(self, result: GenerateResult) -> None:
+        """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S."""
+        if not len(result):
             return
-        self.puzzles.write("\n".join(body["puzzles"]) + "\n")
+        self.puzzles.write("\n".join(result.puzzles) + "\n")
         if self.solutions is not None:
-            self.solutions.write("\n".join(body["solutions"]) + "\n")
+            self.solutions.write("\n".join(result.solutions) + "\n")
         if self.meta is not None:
-            self.meta.write("\n".join(body["meta"]) + "\n")
+            self.meta.write("\n".join(result.meta) + "\n")
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            for stream, target in self._files:
+                stream.flush()
+                if target is not None:
+                    target.stream.flush()
+            self._flushed = now
 
     def close(self, complete: bool) -> None:
         """Rename the files into place when complete; delete the partial ones otherwise."""
-        for stream, temp, final in self._files:
-            if temp is None or final is None:
-                stream.flush()
-                continue
-            stream.close()
-            if complete:
-                os.replace(temp, final)
-            else:
-                temp.unlink(missing_ok=True)
+        files, self._files = self._files, []
+        for stream, target in files:
+            stream.flush()
+            if target is not None:
+                stream.detach()  # the target closes the bytes stream itself
+                target.close(complete)
 
 
 def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
-    """Run `generate`: plan, produce chunks locally or through the broker, write them in order, summarise."""
+    """Run `generate`: plan, send the chunks to local processes or workers, write them in order, summarise."""
+    from client.batch import BatchClient
+    from client.progress import Progress
+    from pipeline.generate import GenerateOptions
+
     req = build_request(args)
     url = broker_url(args, settings, required=False)
     if url is not None and args.workers is not None:
         raise UsageError("--workers sets local processes; with a broker the workers' own concurrency applies")
-    store = None
-    if url is not None:  # fail fast, in one line (exit 1), before anything is printed or opened
-        from client.redis_store import RedisJobStore, connect
+    if url is None:
+        from client.transport import default_workers, max_workers
 
-        store = RedisJobStore(connect(url, settings), settings)
+        workers = min(args.workers or min(default_workers(), max_workers()), len(req.plan))
+        where = f"with {workers} local process{'es' if workers > 1 else ''}"
+    else:
+        workers = 1
+        where = f"through {mask_url(url)}"
+    client = BatchClient(url, workers=workers, settings=settings, daemon=True)  # a broker: checked here
     if not req.seed_given:
         print(f"seed {req.seed} (pass --seed {req.seed} to replay this run)", file=sys.stderr, flush=True)
-    from client.progress import Progress
-
-    if url is not None and store is not None:
-        chunks: Iterator[tuple[int, dict[str, Any]]] = broker_chunks(req, url, store, settings)
-        where = f"through {mask_url(url)}"
-    else:
-        from client.transport import default_workers
-
-        workers = min(args.workers or default_workers(), len(req.plan))
-        chunks = local_chunks(req, workers)
-        where = f"with {workers} local process{'es' if workers > 1 else ''}"
     started = time.monotonic()
     tally = Tally(req.count)
     progress = Progress(args.progress or sys.stderr.isatty())
-    sink = Sink(args.output, args.solutions, args.meta)
     complete = False
+    job = None
     try:
-        for planned, body in chunks:
-            sink.write(body)
-            tally.add(planned, body)
-            progress.update(tally.planned_done, req.count, tally.planned_done)
-        complete = True
+        meta = {"box": str(req.box), "total": str(req.count), "seed": str(req.seed)}
+        options = GenerateOptions.model_validate(req.options.to_dict())
+        job = client.generate(req.box, req.plan, options, meta)
+        notice = None
+        if not client.embedded:
+            store = client.store
+            notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
+        sink = Sink(args.output, args.solutions, args.meta)
+        try:
+            for result in job.generated(on_wait=notice.check if notice is not None else None):
+                sink.write(result)
+                tally.add(req.plan[result.header.chunk][1], result)
+                progress.update(tally.planned_done, req.count, tally.planned_done)
+            job.wait_submitted()
+            complete = True
+        finally:
+            sink.close(complete)
+    except KeyboardInterrupt:
+        client.kill()  # at once: the chunks in flight are not wanted
+        raise
+    except Exception as exc:
+        if url is not None and type(exc).__module__.startswith("redis"):
+            raise ConnectionError(f"lost the broker {mask_url(url)}: {exc}") from None
+        raise
     finally:
-        sink.close(complete)
         progress.close()
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()  # stops a pool or purges a broker job even after an error
+        if job is not None:
+            if job.producing:
+                job.cancel(wait=2.0)
+            with contextlib.suppress(Exception):  # else the results expire on their own (job TTL)
+                job.purge(stop=not complete)  # cut short: workers still making chunks stop
+        client.close()
     if not args.quiet:
         print(summary(req, tally, where, time.monotonic() - started), file=sys.stderr)
     return EXIT_OK
@@ -355,201 +375,3 @@ def _level_rank(name: str) -> int:
     from solvers.difficulty import LEVEL_NAMES
 
     return LEVEL_NAMES.index(name) if name in LEVEL_NAMES else len(LEVEL_NAMES)
-
-
-def _ignore_sigint() -> None:
-    """Local processes leave Ctrl-C to the parent, which stops the pool."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def warm(box: Box) -> None:
-    """Load the generator's compiled kernels here, so forked processes start warm (~0.2 CPU s each saved).
-
-    Kernels are typed, not sized: a 2x2 run loads them all, plus a 4x4 one for the fill
-    path of sides above 12.
-    """
-    from solvers.generator import Options, generate_chunk
-    from solvers.puzzle import Box
-
-    generate_chunk(Box(2, 2), 1, 0, Options(unique=True))
-    if box.n > 12:
-        generate_chunk(Box(4, 4), 1, 0, Options(unique=True))
-
-
-def local_chunks(req: Request, workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (planned count, body) per chunk in plan order: in-process for one worker, else forked processes.
-
-    At most 2 chunks per process are in flight, which bounds what waits in memory for the writer.
-    """
-    payload = req.options.to_dict()
-    box = f"{req.box.rows}x{req.box.cols}"
-    if workers <= 1:
-        for _, size, seed in req.plan:
-            yield size, chunk_body(box, size, seed, payload)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    warm(req.box)
-    pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_sigint
-    )
-    try:
-        futures: list[tuple[int, Future[dict[str, Any]]]] = []
-        sent = 0
-        for i in range(len(req.plan)):
-            while sent < len(req.plan) and sent < i + 2 * workers:
-                _, size, seed = req.plan[sent]
-                futures.append((size, pool.submit(chunk_body, box, size, seed, payload)))
-                sent += 1
-            size, future = futures[i]
-            futures[i] = (size, None)  # type: ignore[assignment] # written: let the body go
-            yield size, future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def broker_chunks(
-    req: Request, url: str, store: RedisJobStore, settings: ClientSettings
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (planned count, body) per chunk in plan order from Celery workers; the job is purged at the end.
-
-    Chunks are sent a few per live worker process ahead of the writer (which bounds what
-    waits in memory); a redelivered chunk is read once.
-    """
-    import redis
-
-    from client.transport import celery_app
-
-    job = uuid.uuid4().hex
-    store.create(
-        job,
-        {
-            "kind": "generate",
-            "box": str(req.box),
-            "total": str(req.count),
-            "seed": str(req.seed),
-            "chunks_total": str(len(req.plan)),
-            "created": f"{time.time():.3f}",
-        },
-    )
-    app = celery_app(url, settings)
-    send = _sender(app, url, settings, job, req)
-    try:
-        yield from _gather(store, job, req, send, settings.poll_interval, settings.resend_after)
-    except redis.RedisError as exc:
-        raise ConnectionError(f"lost the broker {mask_url(url)}: {exc}") from None
-    finally:
-        with contextlib.suppress(redis.RedisError):  # else the results expire on their own (job TTL)
-            store.purge(job)
-        app.close()
-
-
-def _sender(app: Any, url: str, settings: ClientSettings, job: str, req: Request) -> Callable[[int], None]:
-    """A function sending chunk `i` of the plan to the workers' queue by task name (JSON kwargs)."""
-    options = req.options.to_dict()
-    box = f"{req.box.rows}x{req.box.cols}"
-
-    def send(i: int) -> None:
-        _, size, seed = req.plan[i]
-        task = {"job": job, "chunk": i, "box": box, "count": size, "seed": seed, "options": options}
-        try:
-            app.send_task(
-                TASK_NAME,
-                kwargs={"task": task},
-                queue=settings.queue,
-                retry=True,
-                retry_policy={
-                    "max_retries": 3,
-                    "interval_start": 0.2,
-                    "interval_step": 0.5,
-                    "interval_max": 1.0,
-                },
-            )
-        except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; all mean the same here
-            raise ConnectionError(f"cannot send to broker {mask_url(url)}: {exc}") from None
-
-    return send
-
-
-def _gather(
-    store: RedisJobStore,
-    job: str,
-    req: Request,
-    send: Callable[[int], None],
-    poll: float,
-    resend_after: float = 30.0,
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Send chunks within a window, read arrivals, and yield bodies in plan order.
-
-    After `resend_after` s without an arrival, chunks the broker lost are sent again
-    (`_resend_lost`); a chunk answered twice is read once.
-    """
-    total = len(req.plan)
-    pending: dict[int, dict[str, Any]] = {}
-    seen: set[int] = set()
-    waiting: dict[int, float] = {}  # chunk sent, no result yet -> when it was (last) sent
-    sent = written = cursor = 0
-    live, live_checked = 0, -1e9
-    last_arrival = last_sweep = time.monotonic()
-    warned = False
-    while written < total:
-        now = time.monotonic()
-        if now - live_checked > 5.0:
-            live, live_checked = len(store.live_workers()), now
-        window = max(4, 2 * live + 2)
-        if sent < min(total, written + window):
-            while sent < min(total, written + window):
-                send(sent)
-                waiting[sent] = time.monotonic()
-                sent += 1
-            store.update(job, {"chunks_sent": str(sent)})
-        arrived, cursor = store.arrivals(job, cursor)
-        new = sorted({c for c in arrived if c not in seen})
-        if new:
-            last_arrival = now
-            for c, raw in zip(new, store.fetch(job, new), strict=True):
-                if raw is None:
-                    raise RuntimeError(f"chunk {c}: its result expired before it was read")
-                body = json.loads(raw)
-                if body.get("error"):
-                    raise RuntimeError(f"chunk {c}: {body['error']}")
-                seen.add(c)
-                waiting.pop(c, None)
-                pending[c] = body
-            while written in pending:
-                yield req.plan[written][1], pending.pop(written)
-                written += 1
-            continue
-        if not warned and live == 0 and now - last_arrival > WARN_NO_WORKER_S:
-            print(f"waiting: no live worker on the broker for {WARN_NO_WORKER_S:g} s", file=sys.stderr)
-            warned = True
-        if now - last_arrival >= resend_after and now - last_sweep >= resend_after:
-            last_sweep = now
-            _resend_lost(store, job, waiting, send, resend_after)
-        time.sleep(poll)
-
-
-def _resend_lost(
-    store: RedisJobStore, job: str, waiting: dict[int, float], send: Callable[[int], None], after: float
-) -> int:
-    """Send again each chunk waited on over `after` s that no live worker is generating; return how many.
-
-    Only once the broker queue has drained: the broker can lose a message popped as Redis
-    stops (see client/resend.py), but a chunk still queued behind slow ones is not lost.
-    """
-    if store.queued():
-        return 0
-    running = store.running()
-    now = time.monotonic()
-    count = 0
-    for chunk, at in sorted(waiting.items()):
-        if now - at >= after and f"{job}:{chunk}" not in running:
-            send(chunk)
-            waiting[chunk] = now
-            count += 1
-    if count:
-        store.update(job, {"resent": str(int(store.meta(job).get("resent", 0)) + count)})
-    return count

@@ -1,76 +1,51 @@
-"""Result records (the public fields) and the writers: JSON Lines straight through, or CSV.
+"""Where records go: a file or stdout, as JSON Lines, CSV or Parquet (`pipeline.render` renders them).
 
-The workers already rendered each record as one JSON line, so the JSON Lines writer
-only copies bytes. A file is written under a temporary name and renamed when the job
-completes, so a crashed `collect` leaves no half file and its re-run writes it whole.
+A regular file is written under a temporary name and renamed when the job completes (or
+is interrupted: the records written so far are kept, a Parquet file with its footer), so
+a crashed `collect` leaves no half file and its re-run writes it whole; a FIFO or a
+device is written straight through (`client.target`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import os
 import sys
-import tempfile
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from solvers.chunk import ChunkResult
-from solvers.chunk_records import FIELDS
+from client.target import FLUSH_S, Target
+from pipeline.render.record import Record
+from pipeline.result import ChunkResult
 
-
-@dataclass(slots=True)
-class Record:
-    """One puzzle's result as the output holds it."""
-
-    line: int
-    input: str
-    index: int
-    puzzle: str
-    status: str
-    solution: str | None
-    cost: int | None
-    solver: str | None
-    time_ms: float | None
-    error: str | None
-    nodes: int
-    guesses: int
-    restarts: int
-    counters: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Record:
-        """Read a record from its JSON line."""
-        data = json.loads(text)
-        return cls(**{k: data[k] for k in FIELDS})
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as a dict in field order."""
-        return {k: getattr(self, k) for k in FIELDS}
+FORMATS = ("jsonl", "csv", "parquet")
+__all__ = ["FORMATS", "Output", "Record"]
 
 
 class Output:
-    """Where records go: a file (written atomically) or stdout, as JSON Lines or CSV."""
+    """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines, CSV or Parquet."""
 
     def __init__(self, path: str | None, fmt: str = "jsonl") -> None:
-        if fmt not in ("jsonl", "csv"):
-            raise ValueError(f"unknown format {fmt!r}; use jsonl or csv")
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown format {fmt!r}; use jsonl, csv or parquet")
         self.fmt = fmt
         self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
-        self._tmp: str | None = None
+        self._target: Target | None = None
         if self.path is None:
             self.stream: IO[bytes] = sys.stdout.buffer
         else:
-            folder = self.path.parent if str(self.path.parent) else Path(".")
-            fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=folder)
-            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
-            self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
+            self._target = Target(self.path)
+            self.stream = self._target.stream
         self._csv_header = False
+        self._parquet = None
+        if fmt == "parquet":
+            from pipeline.render.parquet import ParquetSink
+
+            self._parquet = ParquetSink(self.stream)
+        self._flushed = time.monotonic()
 
     def write(self, result: ChunkResult, start: int, stop: int) -> None:
-        """Write records `start:stop` of a chunk result."""
+        """Write records `start:stop` of a chunk result (flushed at least every FLUSH_S: a reader,
+        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time)."""
         if stop <= start:
             return
         if self.fmt == "jsonl":
@@ -79,38 +54,30 @@ class Output:
                 self.stream.write(b"\n")
             else:
                 self.stream.write(b"\n".join(result.lines()[start:stop]) + b"\n")
-            return
-        self._write_csv(result.lines()[start:stop])
-
-    def _write_csv(self, lines: list[bytes]) -> None:
-        text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
-        if not self._csv_header:
-            writer.writerow(FIELDS)
-            self._csv_header = True
-        for line in lines:
-            data = json.loads(line)
-            data["counters"] = json.dumps(data["counters"], separators=(",", ":"))
-            writer.writerow(["" if data[k] is None else data[k] for k in FIELDS])
-        self.stream.write(text.getvalue().encode())
-
-    def close(self, complete: bool) -> None:
-        """Flush; a file is renamed into place when `complete`, else removed."""
-        if self.fmt == "csv" and not self._csv_header and complete:
-            self.stream.write((",".join(FIELDS) + "\n").encode())
-        self.stream.flush()
-        if self._tmp is None:
-            return
-        self.stream.close()
-        if complete:
-            os.replace(self._tmp, self.path)  # type: ignore[arg-type]
+        elif self._parquet is not None:
+            self._parquet.write(result, start, stop)
         else:
-            os.unlink(self._tmp)
-        self._tmp = None
+            from pipeline.render.csv_text import render_csv
 
+            self.stream.write(render_csv(result, start, stop, header=not self._csv_header).encode())
+            self._csv_header = True
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            self.stream.flush()
+            self._flushed = now
 
-def _umask() -> int:
-    """The process umask (read by setting it and putting it back: there is no getter)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    def close(self, keep: bool) -> None:
+        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed."""
+        if self.fmt == "csv" and not self._csv_header and keep:
+            from pipeline.render.csv_text import HEADER
+
+            self.stream.write(HEADER.encode())
+        if self._parquet is not None:
+            parquet, self._parquet = self._parquet, None
+            if keep:
+                parquet.close()  # the footer: a Parquet file without it cannot be read
+        if self._target is None:
+            self.stream.flush()
+            return
+        target, self._target = self._target, None
+        target.close(keep)

@@ -17,14 +17,13 @@ import bisect
 import contextlib
 import hashlib
 import os
-import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -32,22 +31,17 @@ from client.config import ClientSettings
 from client.reader import read_blocks
 from client.store import Checkpoint, JobStore, Superseded
 from client.transport import Transport
-from solvers.chunk import (
-    MAX_CHUNK_PUZZLES,
-    ChunkResult,
-    ChunkTask,
-    answered_chunk,
-    chunk_seed,
-    join_texts,
-    to_runs,
-)
+from pipeline.result import ChunkResult
+from pipeline.runs import join_texts, to_runs
+from pipeline.solve import answered_chunk
+from pipeline.tasks import MAX_CHUNK_PUZZLES, ChunkTask, solver_seed
+
+if TYPE_CHECKING:
+    from pipeline.generate import GenerateTask
 
 Source = str | Path | IO[bytes] | Iterable[str]
 MAX_ANSWERED = 1000  # invalid lines buffered before the producer writes their results
 HEAD_BYTES = 1 << 20  # a file input is fingerprinted by its size and the SHA-256 of this many first bytes
-KILL_AT_ENV = (
-    "SUDOKU_BATCH_TEST_KILL_PRODUCER_AT"  # test hook: SIGKILL self once chunk task K is kept, unsent
-)
 
 
 class JobCancelled(RuntimeError):
@@ -100,13 +94,14 @@ class JobSpec:
     time_limit: float | None = None
     portfolio: str | None = None
     prints: list[InputPrint | None] = field(default_factory=list)
+    seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
         out = {"created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs)}
         out["prints"] = PRINTS.dump_json(self.prints).decode()
         out["checkpoint"] = Checkpoint().model_dump_json()
-        for key in ("box", "time_limit", "portfolio"):
+        for key in ("box", "time_limit", "portfolio", "seed"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = str(value)
@@ -119,9 +114,11 @@ class JobSpec:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
         prints = PRINTS.validate_json(meta["prints"]) if meta.get("prints") else []
         prints += [None] * (len(inputs) - len(prints))
+        seed = meta.get("seed")
         return cls(
-            job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints
-        )
+            job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
+            int(seed) if seed else None,
+        )  # fmt: skip
 
 
 class ChunkSizer:
@@ -170,12 +167,14 @@ class _Pending:
 
 
 class Producer:
-    """Reads the inputs of one job into chunk tasks and producer-answered results.
+    """Reads the inputs of one job into chunk tasks and producer-answered results (`run`), or sends a
+    generate plan's tasks (`run_plan`): either way each task is committed, then sent, within the window.
 
     `resume` (a checkpoint of an earlier producer of the job) skips the puzzles it covers,
     checking that the puzzle before it is the same one, and numbers chunks on from it.
     `token` is this producer's claim on the job (`JobStore.claim`; taken at start if None):
-    once another producer claims the job, this one stops at its next commit.
+    once another producer claims the job, this one stops at its next commit. `window` bounds
+    the chunks sent and not yet `consumed` (default: whose result has not arrived).
     """
 
     def __init__(
@@ -188,12 +187,14 @@ class Producer:
         *,
         resume: Checkpoint | None = None,
         token: str | None = None,
+        consumed: Callable[[], int] | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.transport = transport
         self.settings = settings
         self.window = window  # max chunks in flight (None: send everything at once)
+        self.consumed = consumed  # chunks taken off the window (None: those whose result arrived)
         self.sizer = ChunkSizer(settings.chunk_seconds, settings.max_chunk_bytes)
         self.resume = resume
         self.checkpoint = resume or Checkpoint()  # the last one committed
@@ -203,14 +204,57 @@ class Producer:
         self.sent = 0  # chunk tasks sent by this producer
         self._size: int | None = None  # size of the next chunk, decided once per chunk
         self._beat = 0.0
-        self._kill_at = int(os.environ.get(KILL_AT_ENV, "0"))
-        self.stopping = threading.Event()  # set by Job.cancel(): stop reading, fail the job
+        self.stopping = threading.Event()  # set by `stop` (Job.cancel): stop reading
+        self._fail_on_stop = True
+
+    def stop(self, fail: bool = True) -> None:
+        """Stop reading at the next block or chunk: the job is marked failed when `fail`, else it stays
+        as it is, its checkpoint resumable (an interrupted command: `submit --resume` goes on)."""
+        self._fail_on_stop = fail
+        self.stopping.set()
+        self.transport.stop()
 
     def run(self, sources: list[tuple[str, Source]]) -> int:
         """Read every source in order; return the number of puzzles. Marks the job failed on error.
 
         A producer taken over by a resume (Superseded) or given the wrong inputs to resume
         (ResumeRefused) leaves the job as it is, for the right producer to finish.
+        """
+
+        def read() -> dict[str, str]:
+            for name, source in sources:
+                self._read(name, source)
+            if self.index < self.checkpoint.index:
+                raise ResumeRefused(
+                    f"the inputs hold {self.index} puzzles, fewer than the {self.checkpoint.index} submitted"
+                )
+            return {"total": str(self.index), "submitted": str(self.index)}
+
+        self._produce(read)
+        return self.index
+
+    def run_plan(self, tasks: Iterable[GenerateTask]) -> int:
+        """Commit and send planned tasks in order (a generate run: chunk ids are the plan's); return how many.
+
+        The checkpoint counts the planned puzzles sent; a generate run is not resumed (run it again).
+        """
+
+        def send() -> dict[str, str]:
+            for task in tasks:
+                self._wait_for_room()
+                self.chunks = task.chunk + 1
+                self.index += len(task)
+                self._emit(task, Checkpoint(index=self.index, chunks=self.chunks))
+            return {"submitted": str(self.index)}
+
+        self._produce(send)
+        return self.chunks
+
+    def _produce(self, produce: Callable[[], dict[str, str]]) -> None:
+        """Claim the job, run `produce` (it returns the final metadata fields), then say the job is produced.
+
+        Failures mark the job failed, a cancel marks it cancelled (or leaves it resumable);
+        a producer taken over by a resume or refused one leaves the job as it is.
         """
         try:
             if self.token is None:
@@ -220,26 +264,39 @@ class Producer:
                     self.checkpoint,
                     {"state": "producing", "error": "", "producer_beat": f"{time.time():.3f}"},
                 )
-            for name, source in sources:
-                self._read(name, source)
-            if self.index < self.checkpoint.index:
-                raise ResumeRefused(
-                    f"the inputs hold {self.index} puzzles, fewer than the {self.checkpoint.index} submitted"
-                )
+            fields = produce()
             self._commit(
                 self.checkpoint,
-                {"state": "produced", "total": str(self.index), "submitted": str(self.index),
-                 "chunks_total": str(self.chunks), "chunks_sent": str(self.chunks)},
-            )  # fmt: skip
+                {
+                    "state": "produced",
+                    **fields,
+                    "chunks_total": str(self.chunks),
+                    "chunks_sent": str(self.chunks),
+                },
+            )
         except (Superseded, ResumeRefused):
             raise
-        except BaseException as exc:
-            reason = f"the producer stopped: {type(exc).__name__}: {exc}"[:500]
-            with contextlib.suppress(Exception):  # the store may be what failed: the caller still gets `exc`
-                if self.token is None or self.store.owns(self.spec.job, self.token):
-                    self.store.update(self.spec.job, {"state": "failed", "error": reason})
+        except JobCancelled:
+            if self._fail_on_stop:  # on purpose: `status` says cancelled, never "resume it"
+                self._fail("the job was cancelled", {"cancelled": f"{time.time():.3f}"})
+            else:
+                self._leave()
             raise
-        return self.index
+        except BaseException as exc:
+            self._fail(f"the producer stopped: {type(exc).__name__}: {exc}")
+            raise
+
+    def _leave(self) -> None:
+        """Say this producer is gone (beat at 0), so a resume may take the submission over at once."""
+        with contextlib.suppress(Exception):
+            if self.token is not None and self.store.owns(self.spec.job, self.token):
+                self.store.update(self.spec.job, {"producer_beat": "0"})
+
+    def _fail(self, reason: str, fields: dict[str, str] | None = None) -> None:
+        """Mark the job failed with `reason`, unless another producer took it over (the store may be down)."""
+        with contextlib.suppress(Exception):  # the store may be what failed: the caller still gets its error
+            if self.token is None or self.store.owns(self.spec.job, self.token):
+                self.store.update(self.spec.job, {"state": "failed", "error": reason[:500], **(fields or {})})
 
     def _read(self, name: str, source: Source) -> None:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""
@@ -316,16 +373,17 @@ class Producer:
             box=self.spec.box,
             time_limit=self.spec.time_limit,
             portfolio=self.spec.portfolio,
-            seed=chunk_seed(self.spec.job, chunk),
+            seed=solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
         )
-        self._commit(
-            Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])),
-            None,
-            answered,
-            task,
+        self._emit(
+            task, Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])), answered
         )
-        if self._kill_at and self.sent + 1 == self._kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)  # test hook: die as a crash would, task kept but unsent
+
+    def _emit(
+        self, task: ChunkTask | GenerateTask, checkpoint: Checkpoint, answered: ChunkResult | None = None
+    ) -> None:
+        """Commit `task` (with the answers before it, and the checkpoint past it), then send it."""
+        self._commit(checkpoint, None, answered, task)
         self.transport.send(task)
         self.sent += 1
         self._heartbeat()
@@ -361,7 +419,7 @@ class Producer:
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """Store answered results, keep the task, move the checkpoint: at once (Superseded if taken over)."""
         assert self.token is not None
@@ -383,7 +441,8 @@ class Producer:
             broken = self.transport.broken
             if broken:
                 raise RuntimeError(broken)
-            if self.chunks - self.store.arrived_count(self.spec.job) < self.window():
+            done = self.consumed() if self.consumed is not None else self.store.arrived_count(self.spec.job)
+            if self.chunks - done < self.window():
                 return
             self.store.wait(self.spec.job, self.settings.poll_interval)
             self._heartbeat()

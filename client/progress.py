@@ -52,8 +52,17 @@ class Progress:
         self.stream.flush()
         self._shown = True
 
+    def say(self, line: str) -> None:
+        """Write a line on the bar's stream, above the bar (redrawn at the next update)."""
+        if self.enabled and self._shown:
+            self.stream.write("\r\x1b[K")
+            self._shown, self._drawn = False, 0.0
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         """End the bar's line."""
         if self.enabled and self._shown:
             self.stream.write("\n")
             self.stream.flush()
+            self._shown = False

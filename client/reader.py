@@ -22,10 +22,11 @@ from typing import IO, Any
 import numpy as np
 
 from client.checks import cells_ok, compact_ok
-from solvers.parse import MAX_LINE_CHARS, _row_side, _tokens, infer_box, parse_puzzle
+from solvers.parse import MAX_LINE_CHARS, infer_box, parse_puzzle, row_side, split_tokens, too_long
 from solvers.puzzle import ALPHABET, Box, PuzzleError, as_box
 
 SLAB = 1 << 20
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: editors on Windows put it first; not part of a puzzle
 
 
 @dataclass
@@ -55,7 +56,7 @@ def read_blocks(
         return
     if not isinstance(source, (str, Path)):
         for n, text in enumerate(source, start=1):
-            state.feed(n, text.rstrip("\r\n"), None)
+            state.feed(n, (text.removeprefix("\ufeff") if n == 1 else text).rstrip("\r\n"), None)
             if len(state.block) >= 4096:
                 yield state.take()
         yield from state.finish()
@@ -107,10 +108,16 @@ def peek_stdin(limit: int) -> tuple[IO[bytes], bool]:
 
 
 def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
-    """Read slabs ending at a newline; check uniform slabs at once, the rest line by line."""
+    """Read slabs ending at a newline; check uniform slabs at once, the rest line by line.
+
+    A byte-order mark opening the input is skipped. Of an over-long line only its head is
+    held; the characters dropped are counted so its message gives its true length.
+    """
     read = getattr(stream, "read1", stream.read)
     carry = b""
     done = 0  # lines consumed so far
+    dropped = 0  # characters of the current line not held (an over-long line's middle)
+    opening = True  # the first bytes are still to be checked for a byte-order mark
     while True:
         try:
             data = read(SLAB)
@@ -118,24 +125,39 @@ def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
             state.feed(done + 1, None, f"the file cannot be read further: {exc}")
             break
         if not data:
-            yield from state.flush_lines(done, carry)
+            yield from state.flush_lines(done, carry.removeprefix(BOM) if opening else carry, dropped)
             break
         data = carry + data
+        if opening:
+            if len(data) < len(BOM) and BOM.startswith(data):
+                carry = data
+                continue
+            data, opening = data.removeprefix(BOM), False
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             # no line end yet: keep reading, but never hold more than an over-long line's head
-            carry = data if len(data) <= 2 * MAX_LINE_CHARS else data[: 2 * MAX_LINE_CHARS]
+            if len(data) > 2 * MAX_LINE_CHARS:
+                dropped += _characters(data[2 * MAX_LINE_CHARS :])
+                data = data[: 2 * MAX_LINE_CHARS]
+            carry = data
             continue
         body, carry = data[:cut], data[cut:]
         count = body.count(b"\n")
-        fast = state.uniform(body, count, done)
+        fast = state.uniform(body, count, done) if not dropped else None
         if fast is not None:
             yield from state.pending()
             yield fast
         else:
-            yield from state.flush_lines(done, body)
+            yield from state.flush_lines(done, body, dropped)
         done += count
+        dropped = 0
     yield from state.finish()
+
+
+def _characters(data: bytes) -> int:
+    """How many UTF-8 characters `data` holds (every byte but continuation bytes 10xxxxxx)."""
+    codes = np.frombuffer(data, dtype=np.uint8)
+    return len(data) - int(np.count_nonzero((codes & 0xC0) == 0x80))
 
 
 class _LineReader:
@@ -176,8 +198,9 @@ class _LineReader:
         texts[-1] = texts[-1][:length]
         return Block(range(done + 1, done + count + 1), texts, [None] * count, all_valid=True)
 
-    def flush_lines(self, done: int, body: bytes) -> Iterator[Block]:
-        """Feed a slab line by line (decoding each), yielding full blocks."""
+    def flush_lines(self, done: int, body: bytes, dropped: int = 0) -> Iterator[Block]:
+        """Feed a slab line by line (decoding each), yielding full blocks; its first line had
+        `dropped` more characters than it holds (an over-long line's middle, not kept)."""
         if not body:
             return
         raw_lines = body.split(b"\n")
@@ -185,27 +208,27 @@ class _LineReader:
             raw_lines.pop()
         for k, raw in enumerate(raw_lines, start=done + 1):
             try:
-                self.feed(k, raw.decode("utf-8").rstrip("\r\n"), None)
+                self.feed(k, raw.decode("utf-8").rstrip("\r\n"), None, dropped if k == done + 1 else 0)
             except UnicodeDecodeError:
                 self.feed(k, None, "the line is not UTF-8 text")
             if len(self.block) >= 4096:
                 yield self.take()
 
-    def feed(self, n: int, text: str | None, bad: str | None) -> None:
-        """Take one input line, as `read_entries` does."""
+    def feed(self, n: int, text: str | None, bad: str | None, dropped: int = 0) -> None:
+        """Take one input line, as `read_entries` does (`dropped`: its characters not held)."""
         if bad is not None or text is None:
             self._flush_rows()
             self._add(n, "", bad)
             return
-        if len(text) > MAX_LINE_CHARS:
+        if len(text) + dropped > MAX_LINE_CHARS:
             self._flush_rows()
-            self._add(n, text[:200], f"{len(text)} characters is longer than the {MAX_LINE_CHARS} allowed")
+            self._add(n, text[:200], too_long(len(text) + dropped))
             return
         s = text.strip()
         if not s or s[0] == "#":
             return
         plain = s.isascii() and s.isprintable() and " " not in s and "," not in s and ";" not in s
-        kind, arg = self.kind(len(s) if plain else len(_tokens(s)[0]))
+        kind, arg = self.kind(len(s) if plain else len(split_tokens(s)[0]))
         if kind == "row":
             if not self.rows:
                 self.start, self.side = n, int(arg)  # type: ignore[call-overload]
@@ -260,7 +283,7 @@ class _LineReader:
 
 
 def _classify(length: int, box: Box | None) -> tuple[str, object]:
-    side = _row_side(length, box)
+    side = row_side(length, box)
     if side is not None:
         return "row", side
     try:

@@ -1,17 +1,18 @@
 """The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list.
 
-Key names and the result write come from `solvers.chunk_store`, which the worker uses
+Key names and the result write come from `pipeline.keys`, which the worker uses
 too. Connections use short timeouts so an unreachable broker is an error within
 seconds, never a hang.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
@@ -19,14 +20,20 @@ from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
-from solvers.chunk import ChunkResult, ChunkStats, ChunkTask, outbox_entry, read_outbox_entry
-from solvers.chunk_store import JobKeys, current_key, result_commands, workers_key
+from pipeline.keys import JobKeys, current_key, job_stopped, result_commands, workers_key
+from pipeline.outbox import outbox_entry, read_outbox_entry
+from pipeline.result import ChunkResult, ChunkStats
+from pipeline.tasks import JOB_ID_PATTERN, ChunkTask
+
+if TYPE_CHECKING:
+    from pipeline.generate import GenerateResult, GenerateTask
 
 try:  # redis-py's own reply buffer (a private module): without it `read_large` takes the plain path
     from redis._parsers.socket import SocketBuffer
 except ImportError:  # pragma: no cover - another redis-py layout
     SocketBuffer = None  # type: ignore[assignment,misc]
 
+JOB_ID = re.compile(JOB_ID_PATTERN)
 OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
 LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
 COMMIT_TRIES = 8  # rounds of a producer's commit interrupted by a broken connection before it fails
@@ -48,6 +55,11 @@ def connect(url: str, settings: ClientSettings) -> redis.Redis:
     # Connected: from now on ride out a broker restart (about a minute) instead of failing the job.
     client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.1, cap=2.0), OUTAGE_RETRIES))
     return client
+
+
+def _glob_escape(text: str) -> str:
+    """`text` as a literal in a Redis MATCH pattern (a key prefix may hold `*`, `?`, `[` or `\\`)."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def _reason(exc: BaseException) -> str:
@@ -84,11 +96,21 @@ class RedisJobStore(JobStore):
         return {_s(k): _s(v) for k, v in raw.items()}
 
     def update(self, job: str, fields: dict[str, str]) -> None:
+        """Set fields of a job that exists and is not stopped (a purged job is never re-created)."""
         k = self.keys(job)
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(k.meta, mapping=fields)
-        pipe.expire(k.meta, self.settings.job_ttl)
-        pipe.execute()
+        for _ in range(COMMIT_TRIES):
+            with self.r.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(k.stop)  # a purge sets it first: set in between, the EXEC is void
+                    if job_stopped(pipe, k):
+                        return
+                    pipe.multi()
+                    pipe.hset(k.meta, mapping=fields)
+                    pipe.expire(k.meta, self.settings.job_ttl)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
 
     def claim(self, job: str) -> str:
         token = uuid.uuid4().hex
@@ -102,7 +124,7 @@ class RedisJobStore(JobStore):
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
 
@@ -124,8 +146,8 @@ class RedisJobStore(JobStore):
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
                 try:
-                    pipe.watch(k.producer)
-                    if _s(pipe.get(k.producer) or b"") != token:
+                    pipe.watch(k.producer, k.stop)
+                    if _s(pipe.get(k.producer) or b"") != token or pipe.exists(k.stop):
                         raise Superseded(
                             f"job {job}: a resume took the submission over (or the job was purged)"
                         )
@@ -143,7 +165,9 @@ class RedisJobStore(JobStore):
     def owns(self, job: str, token: str) -> bool:
         return _s(self.r.get(self.keys(job).producer) or b"") == token
 
-    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+    def put_result(
+        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
+    ) -> None:
         stats = result.header.stats
         commands = result_commands(
             self.keys(job),
@@ -173,6 +197,25 @@ class RedisJobStore(JobStore):
                 return [value]
         return list(self.r.mget([k.result(c) for c in chunks]))
 
+    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+        k = self.keys(job)
+        pipe = self.r.pipeline(transaction=False)
+        for c in chunks:
+            pipe.exists(k.result(c))
+        return [bool(n) for n in pipe.execute()] if chunks else []
+
+    def job_ids(self, most: int) -> list[str]:
+        """SCAN (never KEYS: it would block the broker) for job metadata keys; up to `most` ids."""
+        head, tail = f"{self.prefix}:job:", ":meta"
+        found: dict[str, None] = {}  # SCAN may return a key twice
+        for key in self.r.scan_iter(match=f"{_glob_escape(head)}*{tail}", count=1000):
+            job = _s(key)[len(head) : -len(tail)]
+            if JOB_ID.fullmatch(job):
+                found[job] = None
+                if len(found) >= most:
+                    break
+        return list(found)
+
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
         k = self.keys(job)
         pipe = self.r.pipeline(transaction=False)
@@ -195,10 +238,20 @@ class RedisJobStore(JobStore):
         time.sleep(timeout)
 
     def live_workers(self) -> list[str]:
+        return list(self.worker_beats())
+
+    def worker_beats(self) -> dict[str, float]:
+        """Live worker process -> its last heartbeat (epoch seconds); processes silent an hour are dropped."""
         key = workers_key(self.prefix)
         now = time.time()
         self.r.zremrangebyscore(key, 0, now - 3600)
-        return [_s(w) for w in self.r.zrangebyscore(key, now - LIVE_WORKER_S, "+inf")]
+        beats = self.r.zrangebyscore(key, now - LIVE_WORKER_S, "+inf", withscores=True)
+        return {_s(w): float(at) for w, at in beats}
+
+    def current(self) -> dict[str, str]:
+        """Live worker process -> the `job:chunk` it is solving now (a process between chunks is absent)."""
+        live = set(self.live_workers())
+        return {_s(w): _s(v) for w, v in self.r.hgetall(current_key(self.prefix)).items() if _s(w) in live}
 
     def put_outbox(self, job: str, task: ChunkTask) -> None:
         """Keep a chunk task until its result is stored (the result write drops it), so it can be re-sent.
@@ -249,16 +302,20 @@ class RedisJobStore(JobStore):
 
     def running(self) -> set[str]:
         """`job:chunk` of every chunk a live worker process is solving now (`sbatch:current`)."""
-        live = set(self.live_workers())
-        current = self.r.hgetall(current_key(self.prefix))
-        return {_s(v) for w, v in current.items() if _s(w) in live}
+        return set(self.current().values())
 
-    def purge(self, job: str) -> int:
-        """Delete the job's keys; result keys by chunk id (no keyspace scan), metadata last.
+    def purge(self, job: str, *, stop: bool = True) -> int:
+        """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.
 
-        A chunk still queued finds no metadata when it runs and is dropped unsolved.
+        With `stop` the stop key goes first (it expires by itself after `stop_ttl` s): workers
+        solving a chunk of the job stop at their solvers' next slice, and every writer checks
+        it (under WATCH) before writing, so nothing of the job is written again. A chunk
+        still queued finds no metadata when it runs and is dropped unsolved. A complete job
+        (nothing runs) is purged without it: then no key of it is left at all.
         """
         k = self.keys(job)
+        if stop:
+            self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))
         meta = self.meta(job)
         arrived = [int(c) for c in self.r.lrange(k.arrivals, 0, -1)]
         chunks = max(

@@ -1,58 +1,40 @@
-"""The `--report` HTML page: one self-contained file, plots inlined as base64 PNG (matplotlib Agg)."""
+"""The `--report` HTML page: one self-contained file, its plots inline SVG (no plotting library)."""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from pathlib import Path
 
+from client import svg_chart
 from client.summary import Summary
-from solvers.chunk import time_bin_ms
+from pipeline.columns import TIME_BINS_PER_DECADE
 
 MAX_ROWS = 1000
 
 
-def _png(fig: object) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")  # type: ignore[attr-defined]
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def _plots(summary: Summary) -> dict[str, str]:
-    """Render the plots (time histogram, wins, approximate costs) as base64 PNGs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plots: dict[str, str] = {}
+def plots(summary: Summary) -> dict[str, str]:
+    """The plots (time histogram, cactus, wins, approximate costs) as inline SVG, by title."""
+    out: dict[str, str] = {}
     if summary.time_bins:
-        fig, ax = plt.subplots(figsize=(7, 3))
-        bins = sorted(summary.time_bins)
-        ax.bar([time_bin_ms(b) for b in bins], [summary.time_bins[b] for b in bins],
-               width=[time_bin_ms(b) * 0.045 for b in bins])  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_xlabel("solve time (ms, log scale)")
-        ax.set_ylabel("puzzles")
-        plots["Solve time histogram"] = _png(fig)
-        plt.close(fig)
+        bins = [
+            (10 ** (b / TIME_BINS_PER_DECADE), 10 ** ((b + 1) / TIME_BINS_PER_DECADE), count)
+            for b, count in sorted(summary.time_bins.items())
+        ]
+        out["Solve time histogram"] = svg_chart.histogram(
+            bins, "solve time (ms, log scale)", "puzzles", log_x=True
+        )
+        out["Cactus plot: puzzles done within a time"] = svg_chart.cactus(
+            summary.done_within(), "puzzles done (all but invalid lines)", "ms each, at most (log)"
+        )
     if summary.wins:
-        fig, ax = plt.subplots(figsize=(7, 2.5))
-        names = sorted(summary.wins, key=lambda k: -summary.wins[k])
-        ax.barh(names, [summary.wins[n] for n in names])
-        ax.set_xlabel("puzzles won")
-        plots["Wins per solver"] = _png(fig)
-        plt.close(fig)
+        wins = sorted(summary.wins.items(), key=lambda kv: -kv[1])
+        out["Wins per solver"] = svg_chart.rows(wins, "puzzles won")
     if summary.approx_costs:
-        fig, ax = plt.subplots(figsize=(7, 2.5))
-        costs = sorted(summary.approx_costs)
-        ax.bar([str(c) for c in costs], [summary.approx_costs[c] for c in costs])
-        ax.set_xlabel("cost of the best grid found")
-        ax.set_ylabel("approximate results")
-        plots["Cost histogram of approximate results"] = _png(fig)
-        plt.close(fig)
-    return plots
+        costs = [(str(c), v) for c, v in sorted(summary.approx_costs.items())]
+        out["Cost histogram of approximate results"] = svg_chart.columns(
+            costs, "cost of the best grid found", "approximate results"
+        )
+    return out
 
 
 def write_report(summary: Summary, path: str | Path, title: str = "sudoku-batch report") -> None:
@@ -62,10 +44,7 @@ def write_report(summary: Summary, path: str | Path, title: str = "sudoku-batch 
     rows = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["counts"].items())
     pct = "".join(f"<tr><td>{e(k)}</td><td>{v:.4g}</td></tr>" for k, v in data["time_ms"].items())
     wins = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["wins"].items())
-    plots = "".join(
-        f'<h2>{e(name)}</h2><img alt="{e(name)}" src="data:image/png;base64,{png}">'
-        for name, png in _plots(summary).items()
-    )
+    figures = "".join(f"<h2>{e(name)}</h2><figure>{svg}</figure>" for name, svg in plots(summary).items())
     problems = sorted(summary.problems, key=lambda ip: ip[1].index)[:MAX_ROWS]
     bad = "".join(
         f"<tr><td>{e(i)}</td><td>{p.line}</td><td>{e(p.status)}</td><td>{e(p.error)}</td></tr>"
@@ -85,7 +64,7 @@ td,th{{border:1px solid #ccc;padding:2px 8px;text-align:left}}</style></head><bo
 <h2>Counts by status</h2><table><tr><th>status</th><th>puzzles</th></tr>{rows}</table>
 <h2>Solve time (ms)</h2><table><tr><th>percentile</th><th>ms</th></tr>{pct}</table>
 <h2>Wins per solver</h2><table><tr><th>solver</th><th>puzzles</th></tr>{wins}</table>
-{plots}
+{figures}
 <h2>Invalid and failed lines ({summary.problems_total:,})</h2>
 <table><tr><th>input</th><th>line</th><th>status</th><th>reason</th></tr>{bad}</table>{more}
 </body></html>

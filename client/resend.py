@@ -19,7 +19,7 @@ import redis
 
 from client.redis_store import RedisJobStore
 from client.transport import Transport
-from solvers.chunk import ChunkTask
+from pipeline.outbox import parse_task
 
 
 class Resender:
@@ -54,7 +54,7 @@ class Resender:
                 if time.time() - sent_at < self.after or f"{self.job}:{chunk}" in running:
                     continue
                 if self.store.claim_resend(self.job, chunk, sent_at):
-                    self.transport().send(ChunkTask.model_validate_json(payload))
+                    self.transport().send(parse_task(payload))
                     count += 1
         except (ConnectionError, redis.RedisError):  # the transport's errors are ConnectionError
             pass

@@ -3,36 +3,67 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 
+from client.args import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    broker_url,
+    check_processes,
+    check_seconds,
+    input_sources,
+    resume_command,
+)
 from client.batch import BatchClient, Job
-from client.cli import EXIT_FAILED, EXIT_OK, UsageError, broker_url, input_sources, resume_command
 from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
+from client.interrupts import held
+from client.notice import NoWorkerNotice
 from client.output import Output
 from client.progress import Progress
-from client.store import submission_state
+from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
+from client.target import check_target
+from pipeline.tasks import MAX_TIME_LIMIT_S
+
+MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
+STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
 
 
 def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
-    """Run solve, submit or collect; return the exit code."""
+    """Run solve, submit or collect; return the exit code.
+
+    Every way out stops what the command started: a producer still reading is stopped
+    (a failed collection no longer waits for it), and an interrupt kills the local
+    processes at once and, in broker mode, leaves the job resumable and says how to go on.
+    """
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
     if args.command != "collect":
         if not args.inputs and not resume:
             raise UsageError(f"{args.command} needs at least one INPUT")
         sources = input_sources(args.inputs)
-        if args.time_limit is not None and args.time_limit <= 0:
-            raise UsageError("--time-limit must be positive")
+        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
+    else:
+        check_seconds("--timeout", args.timeout, MAX_WAIT_S)
+    if getattr(args, "format", None) == "parquet":
+        check_parquet(args.output)
+    if getattr(args, "output", None) not in (None, "-"):
+        try:
+            check_target(args.output)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     workers = getattr(args, "workers", None)
-    if workers is not None and workers < 1:
-        raise UsageError("--workers must be at least 1")
-    client = BatchClient(url, workers=workers, settings=settings)
+    check_processes("--workers", workers)
+    client = BatchClient(url, workers=workers, settings=settings, daemon=True)
+    job: Job | None = None
     try:
         if args.command == "collect":
-            return _collect(client.job(args.job), args, purge=False, idle_timeout=args.timeout)
+            job = client.job(args.job)
+            return _collect(job, args, purge=False, idle_timeout=args.timeout)
         try:
             if resume:
                 job = client.resume(
@@ -46,15 +77,30 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        try:
-            if args.command == "submit":
-                return _submit(job)
-            return _collect(job, args, purge=not client.embedded, idle_timeout=None)
-        except KeyboardInterrupt:
-            job.cancel()
-            raise
+        if args.command == "submit":
+            return _submit(job)
+        return _collect(job, args, purge=not client.embedded, idle_timeout=None)
+    except KeyboardInterrupt:
+        client.kill()  # at once: the chunks in flight are dropped
+        if job is not None:
+            job.cancel(fail=client.embedded, wait=STOP_WAIT_S)
+            if not client.embedded:
+                _say_how_to_go_on(job, args)
+        raise
     finally:
+        if job is not None and job.producing:  # the collection failed: its producer must not run on
+            job.cancel(wait=STOP_WAIT_S)
         client.close()
+
+
+def check_parquet(output: str | None) -> None:
+    """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to."""
+    from pipeline.render.parquet import INSTALL_HINT, available
+
+    if not available():
+        raise UsageError(f"--format parquet needs pyarrow: {INSTALL_HINT}")
+    if output in (None, "-") and sys.stdout is not None and sys.stdout.isatty():
+        raise UsageError("--format parquet writes binary: give a file with -o FILE (or pipe stdout)")
 
 
 def _submit(job: Job) -> int:
@@ -69,11 +115,20 @@ def _submit(job: Job) -> int:
 
 
 def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: float | None) -> int:
-    """Write every result of `job`, with progress and summary; exit 1 if the job cannot finish."""
+    """Write every result of `job`, with progress and summary; exit 1 if the job cannot finish.
+
+    Results stay in the store (`result_ttl` after collection) until the output is complete,
+    so a `solve` killed half way can be finished with `collect`; `purge` then deletes the
+    job. Interrupted, the records written so far are kept in the output (whole records).
+    """
     output = Output(args.output, args.format)
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
     store = job.client.store
+    notice = None
+    if not job.client.embedded:
+        after = job.client.settings.no_worker_notice_s
+        notice = NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after)
     seen: set[int] = set()
     written = 0
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
@@ -88,34 +143,56 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             total[1] = int(meta.get("submitted", 0))
         progress.update(written, total[0], total[1])
 
-    complete = False
+    def wait() -> None:
+        failed = job.producer_error
+        if failed is not None and not isinstance(failed, Superseded):  # ours died (not: a resume took over)
+            raise JobFailed(f"the producer stopped: {type(failed).__name__}: {failed}")
+        refresh()
+        if notice is not None:
+            notice.check()
+
+    complete = interrupted = False
     try:
-        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=refresh, keep=not purge)
+        # broker: results stay until the output is complete (a killed solve is finished by `collect`);
+        # embedded: nothing can read them again, so each is freed once written
+        keep = not job.client.embedded
+        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep)
         for result, start, stop in chunks:
-            output.write(result, start, stop)
-            written += stop - start
+            with held():  # an interrupt waits for the slice's records to be written whole
+                output.write(result, start, stop)
+                written += stop - start
             if result.header.chunk not in seen:
                 seen.add(result.header.chunk)
                 summary.add(result.header.stats, result.header.input)
             refresh()
         job.wait_submitted()
-        expected = int(store.meta(job.id).get("total", written))
+        meta = store.meta(job.id)
+        expected = int(meta.get("total", written))
         if written != expected:
             raise JobFailed(f"{expected - written} of {expected} results are missing")
         complete = True
     except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:
         progress.close()
         print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
+    except KeyboardInterrupt:
+        interrupted = True
+        progress.close()
+        raise
     finally:
         summary.finish()
-        output.close(complete)
+        output.close(keep=complete or interrupted)
         if complete:
             progress.update(written, written, written, force=True)
         progress.close()
+        if interrupted:
+            where = args.output or "stdout"
+            print(f"interrupted: {_how_far(job, written)} written to {where}", file=sys.stderr)
     if not complete:
         return EXIT_FAILED
+    if args.command == "collect":  # the rate of the job, not of this collection
+        summary.time_job(float(meta.get("created") or 0.0))
     if purge:
-        job.purge()
+        job.purge(stop=False)  # complete: nothing of it runs any more
     if not args.quiet:
         print(summary.text(), file=sys.stderr)
     if args.report:
@@ -123,6 +200,37 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
 
         write_report(summary, args.report)
     return EXIT_OK
+
+
+def _how_far(job: Job, written: int) -> str:
+    """`N of M puzzles` (`of M+ read so far` while the input is still read), from the job's metadata."""
+    try:
+        meta = job.client.store.meta(job.id)
+    except Exception:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+        meta = {}
+    if "total" in meta:
+        return f"{written:,} of {int(meta['total']):,} puzzles"
+    if "submitted" in meta:
+        return f"{written:,} of {int(meta['submitted']):,}+ puzzles read so far"
+    return f"{written:,} puzzles"
+
+
+def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
+    """After an interrupt in broker mode: the job goes on without us; how to finish it, or delete it."""
+    out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
+    lines = [f"job {job.id} goes on without this command"]
+    try:
+        meta = job.client.store.meta(job.id)
+    except Exception:  # noqa: BLE001 - the broker may be away: the commands still apply
+        meta = {}
+    if meta and meta.get("state") != "produced" and "checkpoint" in meta:
+        inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
+        done = Checkpoint.of(meta).index
+        lines.append(f"its submission stopped after {done:,} puzzles: {resume_command(job.id, inputs)}")
+    if args.command != "submit":
+        lines.append(f"collect it: sudoku-batch collect {job.id} --broker URL{out}")
+    lines.append(f"or delete it: sudoku-batch purge {job.id} --broker URL")
+    print("\n".join(lines), file=sys.stderr)
 
 
 def _resume_hint(job: Job) -> str:

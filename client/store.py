@@ -12,11 +12,24 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from solvers.chunk import ChunkResult, ChunkStats, ChunkTask
+from pipeline.result import ChunkResult, ChunkStats
+from pipeline.tasks import ChunkTask
+
+if TYPE_CHECKING:
+    from pipeline.generate import GenerateResult, GenerateTask
+
+Decode = Callable[[bytes | bytearray, str, int], Any]  # (payload, job, chunk) -> a chunk result
+
+
+def decode_solve(payload: bytes | bytearray, job: str, chunk: int) -> ChunkResult:
+    """A solve chunk's result from its stored bytes (what collectors read by default)."""
+    return ChunkResult.decode(payload)
+
 
 PRODUCER_SILENT_S = 5.0  # a producer silent this long may be dead: `status` says so, a resume may take over
 
@@ -43,7 +56,8 @@ class JobStatus(BaseModel):
     """A job's progress as `status` shows it."""
 
     job: str
-    state: str  # producing | produced | failed | unknown
+    state: str  # producing | produced | failed | unknown (the stored state; `phase` is what users read)
+    phase: str = ""  # submitting | solving | done | failed | cancelled | unknown
     inputs: list[str] = []
     submitted: int = 0  # puzzles read so far (the total once state is produced)
     total: int | None = None
@@ -57,7 +71,7 @@ class JobStatus(BaseModel):
     workers: list[str] = []
     resent: int = 0  # chunk tasks re-sent by collectors after the broker lost them
     error: str | None = None
-    submission: str = ""  # complete | running | stopped (the producer died or failed: resumable) | ""
+    submission: str = ""  # complete | running | stopped (died or failed: resumable) | cancelled | ""
     checkpoint: int = 0  # puzzles safely submitted (a resume goes on from there)
     producer_silent_s: float | None = None  # seconds since the producer last beat (while not complete)
 
@@ -75,7 +89,7 @@ class JobStore(ABC):
 
     @abstractmethod
     def update(self, job: str, fields: dict[str, str]) -> None:
-        """Set some metadata fields."""
+        """Set some metadata fields of an existing job (nothing when it is gone: purged or expired)."""
 
     @abstractmethod
     def claim(self, job: str) -> str:
@@ -89,7 +103,7 @@ class JobStore(ABC):
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """Atomically store a producer's answered chunk, keep its task, and move its checkpoint.
 
@@ -102,7 +116,9 @@ class JobStore(ABC):
         """True while `token` is the job's producer token."""
 
     @abstractmethod
-    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+    def put_result(
+        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
+    ) -> None:
         """Store a chunk result (`payload`: its encoding, when at hand); storing a chunk again replaces it."""
 
     @abstractmethod
@@ -117,9 +133,20 @@ class JobStore(ABC):
     def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
         """Return the encoded results of `chunks` (None for one that is gone)."""
 
-    def fetch_results(self, job: str, chunks: Sequence[int]) -> list[ChunkResult | None]:
+    def fetch_results(self, job: str, chunks: Sequence[int], decode: Decode = decode_solve) -> list[Any]:
         """Return the decoded results of `chunks` (None for one that is gone): what collectors read."""
-        return [None if p is None else ChunkResult.decode(p) for p in self.fetch(job, chunks)]
+        return [
+            None if p is None else decode(p, job, c)
+            for c, p in zip(chunks, self.fetch(job, chunks), strict=True)
+        ]
+
+    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+        """Which of `chunks` still have their result stored (not once `solve` collected it, or it expired)."""
+        return [p is not None for p in self.fetch(job, chunks)]
+
+    @abstractmethod
+    def job_ids(self, most: int) -> list[str]:
+        """The ids of up to `most` jobs the store holds, in no particular order."""
 
     @abstractmethod
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
@@ -142,8 +169,12 @@ class JobStore(ABC):
         """Name the worker processes seen recently."""
 
     @abstractmethod
-    def purge(self, job: str) -> int:
-        """Delete everything of a job; return how many keys (or entries) went."""
+    def purge(self, job: str, *, stop: bool = True) -> int:
+        """Delete everything of a job; return how many keys (or entries) went.
+
+        `stop` (broker): workers still solving the job stop and write nothing more (a short-lived
+        stop key outlives the rest); a job known to be complete needs none.
+        """
 
     def status(self, job: str) -> JobStatus:
         """Summarise a job's progress from its metadata and chunk statistics."""
@@ -164,15 +195,20 @@ class JobStore(ABC):
         total = int(meta["total"]) if "total" in meta else None
         rate = done / elapsed if done else 0.0
         submission, silent = submission_state(meta)
+        checkpoint = Checkpoint.of(meta)
+        # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
+        # never show fewer puzzles or chunks submitted than are answered or checkpointed
+        submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done)
         return JobStatus(
             job=job,
             state=meta.get("state", "unknown"),
+            phase=job_phase(meta, done, total),
             inputs=meta.get("inputs", "").split("\n") if meta.get("inputs") else [],
-            submitted=int(meta.get("submitted", 0)),
+            submitted=total if total is not None else submitted,
             total=total,
             done=done,
             counts=counts,
-            chunks_sent=int(meta.get("chunks_sent", 0)),
+            chunks_sent=max(int(meta.get("chunks_sent", 0)), checkpoint.chunks, len(stats)),
             chunks_done=len(stats),
             elapsed_s=elapsed,
             rate=rate,
@@ -181,9 +217,19 @@ class JobStore(ABC):
             resent=int(meta.get("resent", 0)),
             error=meta.get("error"),
             submission=submission,
-            checkpoint=Checkpoint.of(meta).index,
+            checkpoint=checkpoint.index,
             producer_silent_s=silent,
         )
+
+
+def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
+    """Where a job is, as a user reads it: submitting, solving, done, failed or cancelled."""
+    state = meta.get("state")
+    if meta.get("cancelled"):
+        return "cancelled"
+    if state == "produced":
+        return "done" if total is not None and done >= total else "solving"
+    return {"producing": "submitting", "failed": "failed"}.get(state or "", "unknown")
 
 
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
@@ -195,8 +241,10 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
     state = meta.get("state")
     if state == "produced":
         return "complete", None
-    if "checkpoint" not in meta:  # not a submission (a generate run) or one that cannot be resumed
+    if "checkpoint" not in meta or meta.get("kind") == "generate":  # no submission to resume
         return "", None
+    if meta.get("cancelled"):  # stopped on purpose: nothing to resume
+        return "cancelled", None
     silent = time.time() - float(meta.get("producer_beat") or meta.get("created") or 0.0)
     if state == "failed" or silent > PRODUCER_SILENT_S:
         return "stopped", silent
@@ -208,17 +256,20 @@ class MemoryStore(JobStore):
 
     It keeps no outbox of sent tasks (`RedisJobStore.commit`): local processes get their
     chunks through a pipe of this process and cannot lose one unnoticed; a crashed process
-    fails the job instead (and nothing outlives the process to resume).
+    fails the job instead (and nothing outlives the process to resume). Collected results
+    expire as in Redis: at once when collected with ttl 0, else `ttl` seconds later.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # when collected results expire (a fake in tests)
         self._cond = threading.Condition()
         self._meta: dict[str, dict[str, str]] = {}
-        self._results: dict[str, dict[int, tuple[ChunkResult, bytes | None]]] = {}  # result, its encoding
+        self._results: dict[str, dict[int, tuple[Any, bytes | None]]] = {}  # result, its encoding
         self._stats: dict[str, dict[int, ChunkStats]] = {}
         self._arrivals: dict[str, list[int]] = {}
         self._hint: dict[str, tuple[int, float]] = {}
         self._tokens: dict[str, str] = {}
+        self._expiry: dict[str, dict[int, float]] = {}  # collected results: monotonic time they go
         self.workers: list[str] = []
 
     def create(self, job: str, meta: dict[str, str]) -> None:
@@ -233,7 +284,8 @@ class MemoryStore(JobStore):
 
     def update(self, job: str, fields: dict[str, str]) -> None:
         with self._cond:
-            self._meta.setdefault(job, {}).update(fields)
+            if job in self._meta:
+                self._meta[job].update(fields)
             self._cond.notify_all()
 
     def claim(self, job: str) -> str:
@@ -248,7 +300,7 @@ class MemoryStore(JobStore):
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
         answered: ChunkResult | None = None,
-        task: ChunkTask | None = None,
+        task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         with self._cond:  # a re-entrant lock: put_result and update take it again
             if self._tokens.get(job) != token:
@@ -261,7 +313,9 @@ class MemoryStore(JobStore):
         with self._cond:
             return self._tokens.get(job) == token
 
-    def put_result(self, job: str, result: ChunkResult, payload: bytes | None = None) -> None:
+    def put_result(
+        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
+    ) -> None:
         """Keep the result object itself: the collector in this process reads it without decoding."""
         with self._cond:
             if job not in self._results:
@@ -283,20 +337,43 @@ class MemoryStore(JobStore):
         got = self._kept(job, chunks)
         return [None if k is None else k[1] if k[1] is not None else k[0].encode() for k in got]
 
-    def fetch_results(self, job: str, chunks: Sequence[int]) -> list[ChunkResult | None]:
+    def fetch_results(self, job: str, chunks: Sequence[int], decode: Decode = decode_solve) -> list[Any]:
         return [None if k is None else k[0] for k in self._kept(job, chunks)]
 
-    def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[ChunkResult, bytes | None] | None]:
+    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+        return [k is not None for k in self._kept(job, chunks)]
+
+    def job_ids(self, most: int) -> list[str]:
         with self._cond:
+            return list(self._meta)[:most]
+
+    def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[Any, bytes | None] | None]:
+        with self._cond:
+            self._expire(job)
             results = self._results.get(job, {})
             return [results.get(c) for c in chunks]
 
     def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
-        """Drop collected results at once: in one process nothing can re-run the collection."""
+        """Drop collected results at once (ttl 0: a collector that will not read again), else keep
+        them `ttl` seconds, so the job can be read again (`Job.results()` twice), as in Redis."""
         with self._cond:
             results = self._results.get(job, {})
+            expiry = self._expiry.setdefault(job, {})
             for c in chunks:
-                results.pop(c, None)
+                if ttl <= 0:
+                    results.pop(c, None)
+                    expiry.pop(c, None)
+                else:
+                    expiry[c] = self._clock() + ttl
+            self._expire(job)
+
+    def _expire(self, job: str) -> None:
+        """Drop the job's collected results whose time is up (under the lock)."""
+        now = self._clock()
+        expiry = self._expiry.get(job, {})
+        for c in [c for c, at in expiry.items() if at <= now]:
+            del expiry[c]
+            self._results.get(job, {}).pop(c, None)
 
     def stats(self, job: str) -> list[ChunkStats]:
         with self._cond:
@@ -313,10 +390,19 @@ class MemoryStore(JobStore):
     def live_workers(self) -> list[str]:
         return list(self.workers)
 
-    def purge(self, job: str) -> int:
+    def purge(self, job: str, *, stop: bool = True) -> int:
         with self._cond:
             found = job in self._meta
-            for table in (self._meta, self._results, self._stats, self._arrivals, self._hint, self._tokens):
+            tables = (
+                self._meta,
+                self._results,
+                self._stats,
+                self._arrivals,
+                self._hint,
+                self._tokens,
+                self._expiry,
+            )
+            for table in tables:
                 table.pop(job, None)  # type: ignore[attr-defined]
             self._cond.notify_all()
             return int(found)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from solvers.chunk import ChunkStats, Problem, time_bin_ms
+from pipeline.result import ChunkStats, Problem, time_bin_ms
 
 MAX_PROBLEMS = 1000
 STATUS_ORDER = ("solved", "approximate", "unsolvable", "timeout", "invalid", "error")
@@ -33,6 +33,8 @@ class Summary:
         self.solver_cpu_s = 0.0
         self.problems: list[tuple[str, Problem]] = []  # (input, problem), first MAX_PROBLEMS by arrival
         self.problems_total = 0
+        self.last_end = 0.0  # epoch seconds the last chunk was answered
+        self._job_wall_s: float | None = None
 
     def add(self, stats: ChunkStats, input_name: str) -> None:
         """Fold one chunk's statistics in."""
@@ -45,6 +47,7 @@ class Summary:
         for b, v in stats.time_bins.items():
             self.time_bins[b] = self.time_bins.get(b, 0) + v
         self.time_max_ms = max(self.time_max_ms, stats.time_max_ms)
+        self.last_end = max(self.last_end, stats.end)
         self.solve_s += stats.solve_s
         self.cpu_s += stats.cpu_s
         self.solver_cpu_s += stats.solver_cpu_s
@@ -57,9 +60,17 @@ class Summary:
         """Stop the wall clock."""
         self.finished = time.monotonic()
 
+    def time_job(self, created: float) -> None:
+        """Time the job itself, from its creation (epoch seconds) to its last answer, instead of this
+        process: a `collect` may run long after the job, or join it half way."""
+        if self.last_end > created:
+            self._job_wall_s = self.last_end - created
+
     @property
     def wall_s(self) -> float:
-        """Seconds from the start to the end (or now)."""
+        """Seconds from the start to the end (or now); the job's span once `time_job` was called."""
+        if self._job_wall_s is not None:
+            return self._job_wall_s
         return (self.finished or time.monotonic()) - self.started
 
     @property
@@ -83,6 +94,17 @@ class Summary:
                     break
         out["max"] = self.time_max_ms
         return out
+
+    def done_within(self) -> list[tuple[int, float]]:
+        """The cactus plot's points: (puzzles done within t, t in ms) at each time bin, rising in both;
+        t is the bin's middle (as for the percentiles), the exact maximum for the last one."""
+        points, seen = [], 0
+        for b, count in sorted(self.time_bins.items()):
+            seen += count
+            points.append((seen, min(time_bin_ms(b), self.time_max_ms)))
+        if points:
+            points[-1] = (seen, self.time_max_ms)
+        return points
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain data (for the report and `--json` consumers)."""

@@ -1,9 +1,10 @@
-"""How chunks reach a solver: local processes (embedded) or Celery workers through Redis.
+"""How chunk tasks reach a solver or a generator: local processes (embedded) or Celery workers through Redis.
 
-Both transports call the same `solvers.chunk.solve_chunk` on the far side and put the
-result in the job store; the producer and collector cannot tell them apart. The Celery
-side is reached by task name (`send_task`) from an app built here with the workers'
-JSON-only settings: the client never imports `worker`.
+Both transports run the same functions on the far side (`pipeline.solve.solve_chunk`,
+`pipeline.generate.generate_result`) and put the result in the job store; the producer and
+collector cannot tell them apart. The Celery side is reached by task name (`send_task`)
+from an app built here with the workers' JSON-only settings: the client never imports
+`worker`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ from __future__ import annotations
 import multiprocessing
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from client.config import ClientSettings, mask_url
+from client.processes import die_with_parent, kill_pool
 from client.store import JobStore
-from solvers.chunk import TASK_NAME, ChunkResult, ChunkTask, failed_chunk, solve_chunk
+from pipeline.result import ChunkResult
+from pipeline.solve import failed_chunk, solve_chunk
+from pipeline.tasks import ChunkTask
+from solvers.stop import new_flag, raise_flag
+
+if TYPE_CHECKING:
+    from pipeline.generate import GenerateResult
+
+Task = Any  # ChunkTask | GenerateTask (the generate module is loaded only by generate runs)
 
 INLINE_BYTES = 8192  # an embedded job this small is solved in-process: no pool to start
 
@@ -25,11 +36,14 @@ class Transport(ABC):
     """Carries chunk tasks to whatever solves them."""
 
     @abstractmethod
-    def send(self, task: ChunkTask) -> None:
+    def send(self, task: Task) -> None:
         """Hand a chunk over (may block briefly; never waits for the answer)."""
 
     def close(self) -> None:  # noqa: B027 - most transports hold nothing to release
         """Release processes and connections."""
+
+    def stop(self) -> None:  # noqa: B027 - only a transport solving in this process has work to stop
+        """Make work this transport runs in the calling process give up at its solvers' next slice."""
 
     @property
     def broken(self) -> str | None:
@@ -37,24 +51,41 @@ class Transport(ABC):
         return None
 
 
-def _solve_payload(payload: str | ChunkTask) -> bytes:
-    """Worker-process entry: solve a task (JSON, or the validated model itself, pickled by the pool);
-    return the encoded result (packed: the parent renders it as it writes).
+def run_task(task: Task, stop: Any = None) -> ChunkResult | GenerateResult:
+    """Run one chunk task of either kind here (what a worker's task runs for it)."""
+    if isinstance(task, ChunkTask):
+        return solve_chunk(task, stop)
+    from pipeline.generate import generate_result
 
-    A ChunkTask made by this process's producer is already valid: pickling it skips a JSON
-    dump and parse of ~1 MB.
-    """
-    task = payload if isinstance(payload, ChunkTask) else ChunkTask.model_validate_json(payload)
-    return solve_chunk(task).encode()
+    return generate_result(task)
 
 
-def _init_process() -> None:
-    """Warm the compiled solvers once per local worker process; leave Ctrl-C to the parent."""
-    import signal
+def failed_result(task: Task, reason: str) -> ChunkResult | GenerateResult:
+    """The answer of a chunk task that cannot be run at all: every puzzle `error`, or the generate error."""
+    if isinstance(task, ChunkTask):
+        return failed_chunk(task, reason)
+    from pipeline.generate import GenerateResult
 
-    from solvers.chunk import warm
+    return GenerateResult.failed(task.job, task.chunk, reason)
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+def _run_payload(task: Task) -> bytes:
+    """Worker-process entry: run a task (the validated model itself, pickled by the pool: a ChunkTask
+    made by this process's producer is already valid, which skips a JSON dump and parse of ~1 MB);
+    return the encoded result (columns: the parent renders them as it writes)."""
+    return run_task(task).encode()
+
+
+def _init_process(parent: int, warm: Callable[[], None]) -> None:
+    """Die with the parent, leave interrupts to it, and warm the compiled kernels once per local process."""
+    die_with_parent(parent)
+    warm()
+
+
+def warm_solvers() -> None:
+    """Load the compiled solvers and the renderer (what solve chunks run)."""
+    from pipeline.solve import warm
+
     warm()
 
 
@@ -67,7 +98,11 @@ class LocalPool:
     """
 
     def __init__(self, workers: int) -> None:
-        self.workers = max(1, workers)
+        try:
+            check_workers(workers)
+        except ValueError as exc:
+            raise ValueError(f"workers {exc}") from None
+        self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
 
     @property
@@ -75,27 +110,37 @@ class LocalPool:
         """True once the processes exist."""
         return self._pool is not None
 
-    def start(self) -> None:
-        """Warm the solvers here, then fork the worker processes (no-op when started)."""
+    def start(self, warm: Callable[[], None] = warm_solvers) -> None:
+        """Warm the kernels the tasks will run here, then fork the worker processes (no-op when started)."""
         if self._pool is not None:
             return
-        from solvers.chunk import warm
-
         warm()
         ctx = multiprocessing.get_context("fork")
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_process)
+        self._pool = ProcessPoolExecutor(
+            self.workers, mp_context=ctx, initializer=_init_process, initargs=(os.getpid(), warm)
+        )
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
 
-    def submit(self, payload: str | ChunkTask) -> Future[bytes]:
-        """Solve one ChunkTask (or its JSON) in a worker process."""
+    def pids(self) -> list[int]:
+        """The ids of the processes (none before `start`)."""
+        return sorted(getattr(self._pool, "_processes", None) or {})
+
+    def submit(self, task: Task) -> Future[bytes]:
+        """Run one chunk task in a worker process; the future holds its encoded result."""
         assert self._pool is not None, "start() the pool first"
-        return self._pool.submit(_solve_payload, payload)
+        return self._pool.submit(_run_payload, task)
 
     def close(self) -> None:
-        """Stop the processes (pending chunks are cancelled)."""
+        """Stop the processes (pending chunks are cancelled, running ones finish)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def kill(self) -> None:
+        """Kill the processes now, dropping the chunks they are solving (an interrupted command)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            kill_pool(pool)
 
 
 class LocalTransport(Transport):
@@ -110,27 +155,42 @@ class LocalTransport(Transport):
         self.job = job
         self.pool = pool
         self._broken: str | None = None
+        self._stop = new_flag()  # raised by `stop`: in-process solving gives up
 
-    def send(self, task: ChunkTask) -> None:
+    def send(self, task: Task) -> None:
         if not self.pool.started:
-            self.store.put_result(self.job, solve_chunk(task))
+            result = run_task(task, self._stop)
+            if not self._stop[0]:
+                self.store.put_result(self.job, result)
             return
         future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
 
-    def _done(self, task: ChunkTask, future: Future[bytes]) -> None:
+    def _done(self, task: Task, future: Future[bytes]) -> None:
         """Store a finished chunk; a crashed process breaks the job (its chunks cannot be answered)."""
         exc = future.exception()
         if exc is None:
-            self.store.put_result(self.job, ChunkResult.decode(future.result()))
+            self.store.put_result(self.job, _decode(task, future.result()))
             return
         self._broken = f"a local worker process failed: {type(exc).__name__}: {exc}"
         self.store.update(self.job, {"state": "failed", "error": self._broken})
-        self.store.put_result(self.job, failed_chunk(task, self._broken))
+        self.store.put_result(self.job, failed_result(task, self._broken))
 
     @property
     def broken(self) -> str | None:
         return self._broken
+
+    def stop(self) -> None:
+        raise_flag(self._stop)
+
+
+def _decode(task: Task, payload: bytes) -> ChunkResult | GenerateResult:
+    """A local process's encoded result of `task`, read back."""
+    if isinstance(task, ChunkTask):
+        return ChunkResult.decode(payload)
+    from pipeline.generate import GenerateResult
+
+    return GenerateResult.decode(payload, task.job, task.chunk)
 
 
 def celery_app(url: str, settings: ClientSettings) -> Any:
@@ -165,8 +225,9 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
 class CeleryTransport(Transport):
     """Broker mode: one Celery message per chunk, sent by name to the workers' queue.
 
-    The message is a `ChunkRef` (job and chunk): every task sent here was committed to the
-    job's outbox first (producer, resend sweep, resume), and the worker reads it from there.
+    Every task sent here was committed to the job's outbox first (producer, resend sweep,
+    resume). A solve message is a `ChunkRef` (job and chunk): the worker reads the task from
+    the outbox. A generate message is a few hundred bytes and carries its task.
     """
 
     def __init__(self, url: str, settings: ClientSettings) -> None:
@@ -175,15 +236,22 @@ class CeleryTransport(Transport):
         self.app = celery_app(url, settings)
         self._producer: Any = None
 
-    def send(self, task: ChunkTask) -> None:
-        limit = self._hard_limit(task)
+    def send(self, task: Task) -> None:
+        if isinstance(task, ChunkTask):
+            limit = self._hard_limit(task)
+            payload: dict[str, Any] = {"job": task.job, "chunk": task.chunk, "ref": "outbox"}  # a ChunkRef
+            limits: dict[str, Any] = {"soft_time_limit": limit - 30, "time_limit": limit}
+            shown = f"job={task.job} chunk={task.chunk} puzzles={len(task)}"  # what monitors show
+        else:
+            payload, limits = task.model_dump(mode="json"), {}
+            shown = f"job={task.job} chunk={task.chunk} box={task.box} count={task.count}"
         try:
             self.app.send_task(
-                TASK_NAME,
-                kwargs={"task": {"job": task.job, "chunk": task.chunk, "ref": "outbox"}},  # a ChunkRef
+                task.NAME,
+                kwargs={"task": payload},
+                kwargsrepr=shown,
                 queue=self.settings.queue,
-                soft_time_limit=limit - 30,
-                time_limit=limit,
+                **limits,
                 retry=True,
                 retry_policy={
                     "max_retries": 3,
@@ -211,3 +279,38 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+PROCESSES_PER_CORE = 4  # more processes than this per core only add memory and switching, never speed
+PROCESS_MB = 128  # memory one warm solver process may take (105 MB resident measured, with headroom)
+
+
+def max_workers() -> int:
+    """The most solver processes this machine can use: `PROCESSES_PER_CORE` per core, as many as its
+    available memory holds (`PROCESS_MB` each), and at least one."""
+    by_memory = available_mb() // PROCESS_MB
+    return max(1, min(PROCESSES_PER_CORE * default_workers(), by_memory))
+
+
+def available_mb() -> int:
+    """Memory available for new processes (MemAvailable, MB); a large number when it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 30
+
+
+def check_workers(workers: int) -> None:
+    """Raise ValueError (one line) unless `workers` local processes is between 1 and `max_workers()`."""
+    if workers < 1:
+        raise ValueError("must be at least 1")
+    most = max_workers()
+    if workers > most:
+        raise ValueError(
+            f"{workers} is more processes than this machine can use: at most {most} "
+            f"({default_workers()} cores, {available_mb():,} MB available)"
+        )

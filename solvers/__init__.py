@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from solvers.cost import grid_cost
 from solvers.parse import Entry, parse_puzzle, read_entries
 from solvers.puzzle import ALPHABET, Box, Puzzle, PuzzleError
-from solvers.result import SolveResult, Status
-from solvers.results import Results
+from solvers.result import Results, SolveResult, Status
 from solvers.verify import is_solution, verify_batch
 
 if TYPE_CHECKING:

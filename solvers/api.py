@@ -12,16 +12,18 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from solvers import registry
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import BUDGET, LIMIT, TIMEOUT, ExactBatch, KernelSolver
+from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
+from solvers.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.parse import parse_compact_batch, parse_puzzle
-from solvers.portfolio import PortfolioSpec, parse_portfolio, race
+from solvers.portfolio import PRESETS, PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
-from solvers.result import SolveResult, Status
-from solvers.results import STATUS_INDEX, Results
+from solvers.registry import Kind
+from solvers.result import STATUS_INDEX, Results, SolveResult, Status
 from solvers.verify import verify_batch
 
-DEFAULT_SOLVER = "propagation"
+STOPPED_ERROR = "stopped before an answer"
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
 GroupKey = tuple[Box, Notation]
@@ -54,11 +56,13 @@ def solve(
     portfolio: str | None = None,
     limit: int = 1,
     seed: int = 0,
+    stop: np.ndarray | None = None,
 ) -> SolveResult:
     """Solve one puzzle (a text in any supported notation, or a Puzzle)."""
     return solve_many(
-        [puzzle], box=box, time_limit=time_limit, solver=solver, portfolio=portfolio, limit=limit, seed=seed
-    )[0]
+        [puzzle], box=box, time_limit=time_limit, solver=solver, portfolio=portfolio, limit=limit,
+        seed=seed, stop=stop,
+    )[0]  # fmt: skip
 
 
 def solve_many(
@@ -70,6 +74,7 @@ def solve_many(
     portfolio: str | None = None,
     limit: int = 1,
     seed: int = 0,
+    stop: np.ndarray | None = None,
 ) -> Results:
     """Solve every puzzle of `lines`; return one result per line, in the same order.
 
@@ -78,49 +83,49 @@ def solve_many(
     solutions are counted up to `limit` (`solution_count`), and `solved` means at
     least one was found. The answer is a list-like `Results` (index, slice, iterate,
     `len`, `list(results)`): rows become SolveResult objects only when read.
+    `stop` (int64[1], see `solvers.stop`) is a flag another thread may raise: kernels
+    and races check it between slices, and every puzzle not answered by then comes back
+    `timeout`, "stopped before an answer".
     """
     box = as_box(box)
     items = lines if isinstance(lines, list) else list(lines)
-    exact = _exact_solver(solver or _portfolio_solver(portfolio))
-    spec = _race_spec(portfolio, solver, limit)
+    exact, spec = _plan(solver, portfolio, limit)
     all_text = set(map(type, items)) <= {str}
     texts = list(map(str.strip, items)) if all_text else [_strip(item) for item in items]
     results = Results(texts)
     groups = _parse_all(items, texts, box, results, all_text)
+    stop = np.zeros(1, dtype=np.int64) if stop is None else stop
     for (group_box, notation), indices, givens in groups.items():
         if spec is not None:  # the batch fast path with a node budget, then race the leftovers
-            _race_group(spec, exact, givens, group_box, notation, indices, texts, results, time_limit, seed)
+            _race_group(
+                spec, exact, givens, group_box, notation, indices, texts, results, time_limit, seed, stop
+            )
             continue
-        batch = exact.solve_batch(givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed)
+        batch = exact.solve_batch(
+            givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed, stop=stop
+        )
         _collect(batch, givens, group_box, notation, indices, results, exact.name, limit)
     return results
 
 
-def _exact_solver(name: str) -> KernelSolver:
-    try:
-        return EXACT_SOLVERS[name]
-    except KeyError:
-        known = ", ".join(sorted(EXACT_SOLVERS))
-        raise ValueError(f"unknown solver {name!r}; known: {known}") from None
-
-
-def _portfolio_solver(portfolio: str | None) -> str:
-    """Map a portfolio name to the exact solver of its fast path (`fast`: the default);
-    an unknown name raises ValueError naming it (see `solvers.portfolio`)."""
-    if portfolio in (None, "", "fast"):
-        return DEFAULT_SOLVER
-    if portfolio in EXACT_SOLVERS:
-        return portfolio
-    first = parse_portfolio(portfolio).exact_solver
-    return first.name if first is not None else DEFAULT_SOLVER
-
-
-def _race_spec(portfolio: str | None, solver: str | None, limit: int) -> PortfolioSpec | None:
-    """Return the portfolio to race puzzles in, or None for the plain exact path: `fast`,
-    a single exact solver's name, an explicit `solver`, or counting solutions (limit > 1)."""
-    if solver or limit > 1 or portfolio in (None, "", "fast") or portfolio in EXACT_SOLVERS:
-        return None
-    return parse_portfolio(portfolio)
+def _plan(solver: str | None, portfolio: str | None, limit: int) -> tuple[KernelSolver, PortfolioSpec | None]:
+    """Read the names a user gave: return the exact solver of the batch path and the portfolio
+    to race the puzzles it leaves (None: the plain exact path). `solver` names an exact solver
+    (the plain path); `portfolio` a preset or a comma list of solvers (`solvers.registry`),
+    raced unless it is one exact solver (`fast`: propagation alone) or solutions are counted
+    (limit > 1). An unknown name raises ValueError listing what exists."""
+    if solver:
+        entry = registry.find(solver, PRESETS)
+        if entry.kind is not Kind.EXACT:
+            raise ValueError(
+                f"solver {solver!r} is {entry.kind}, not exact: race it with portfolio={solver!r}; "
+                f"exact solvers: {', '.join(registry.names(Kind.EXACT))}"
+            )
+        return entry.solver, None
+    spec = parse_portfolio(portfolio)
+    exact = spec.exact_solver or EXACT_SOLVERS[DEFAULT_EXACT]
+    alone = len(spec.members) == 1 and spec.members[0].kind is Kind.EXACT
+    return exact, None if alone or limit > 1 else spec
 
 
 def _race_group(
@@ -134,10 +139,11 @@ def _race_group(
     results: Results,
     time_limit: float | None,
     seed: int,
+    stop: np.ndarray,
 ) -> None:
     """Solve a group through a portfolio: one batch kernel call with the fast path's node
     budget (easy puzzles cost what the plain exact solver costs), then race each puzzle
-    left over, one by one, with the rest of its time limit."""
+    left over, one by one, with the rest of its time limit (none once `stop` is raised)."""
     if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
         left = list(range(len(indices)))
         spent = [0.0] * len(indices)
@@ -145,7 +151,7 @@ def _race_group(
     else:
         budget = spec.fast_budget(box.n)
         batch = exact.solve_batch(
-            givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=0
+            givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=0, stop=stop
         )
         _collect(batch, givens, box, notation, indices, results, exact.name, 1)
         left = np.flatnonzero(batch.status == BUDGET).tolist()
@@ -153,6 +159,9 @@ def _race_group(
         nodes = batch.nodes.tolist()
     for k in left:
         i = indices[k]
+        if stop[0] != 0:
+            results.put(i, SolveResult(Status.TIMEOUT, texts[i], error=STOPPED_ERROR, elapsed=spent[k]))
+            continue
         raced = race(
             Puzzle(box, givens[k], notation),
             spec,
@@ -161,6 +170,7 @@ def _race_group(
             text=texts[i],
             fast_nodes_done=nodes[k],
             spent=spent[k],
+            stop=stop,
         )
         results.put(i, raced)
 
@@ -193,7 +203,7 @@ def _parse_all(
         else:
             slow.append(i)
     for length, indices in by_length.items():
-        group_box = box if box is not None else _square_box(length)
+        group_box = box if box is not None else _inferred_box(length)
         if group_box is None or group_box.cells != length:
             slow.extend(indices)
             continue
@@ -230,9 +240,10 @@ def _by_length(texts: list[str]) -> dict[int, list[int]]:
     return {int(n): np.flatnonzero(arr == n).tolist() for n in np.unique(arr)}
 
 
-def _square_box(cells: int) -> Box | None:
+def _inferred_box(cells: int) -> Box | None:
+    """The conventional box of a grid of `cells` cells (None when there is none: the slow path says why)."""
     side = math.isqrt(cells)
-    return Box.square(side) if side * side == cells else None
+    return Box.for_side(side) if side * side == cells else None
 
 
 def _collect(
@@ -252,15 +263,19 @@ def _collect(
     if found.any():
         verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
     rendered = _render_rows(first, box, notation, verified)
-    # outcome: 0 verified, 1 rejected by the verifier, 2 proven unsolvable, 3 time up, 4 budget spent
-    outcome = np.where(verified, 0, np.where(found, 1, np.where(batch.status <= LIMIT, 2, 3)))
+    # outcome: 0 verified, 1 rejected by the verifier, 2 proven unsolvable, 3 time up, 4 budget spent,
+    # 5 stopped by the caller's flag
+    complete = (batch.status == DONE) | (batch.status == LIMIT)
+    outcome = np.where(verified, 0, np.where(found, 1, np.where(complete, 2, 3)))
     outcome[(outcome == 3) & (batch.status != TIMEOUT)] = 4
+    outcome[(outcome == 4) & (batch.status == STOPPED)] = 5
     codes = _OUTCOME_STATUS[outcome]
     errors = _OUTCOME_ERROR[outcome]
     error_texts = [
         f"{solver} returned a grid the verifier rejects",
         "no solution within the time limit",
         "no solution within the search budget",
+        STOPPED_ERROR,
     ]
     counts = batch.counts if limit > 1 else None
     results.fill(
@@ -269,13 +284,10 @@ def _collect(
 
 
 _OUTCOME_STATUS = np.array(
-    [
-        STATUS_INDEX[s]
-        for s in (Status.SOLVED, Status.ERROR, Status.UNSOLVABLE, Status.TIMEOUT, Status.TIMEOUT)
-    ],
+    [STATUS_INDEX[s] for s in (Status.SOLVED, Status.ERROR, Status.UNSOLVABLE, *[Status.TIMEOUT] * 3)],
     dtype=np.uint8,
 )
-_OUTCOME_ERROR = np.array([0, 1, 0, 2, 3], dtype=np.int16)  # 1-based into `_collect`'s error_texts
+_OUTCOME_ERROR = np.array([0, 1, 0, 2, 3, 4], dtype=np.int16)  # 1-based into `_collect`'s error_texts
 
 
 def _render_rows(

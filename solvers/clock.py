@@ -8,8 +8,6 @@ reads the same clock as `time.monotonic_ns()` in Python.
 
 from __future__ import annotations
 
-import time
-
 import numba as nb
 from llvmlite import ir
 from numba import types
@@ -43,10 +41,3 @@ def _clock_gettime_ns(typingctx):  # type: ignore[no-untyped-def]
 def monotonic_ns() -> int:
     """Return CLOCK_MONOTONIC in nanoseconds; usable inside and outside njit code."""
     return _clock_gettime_ns()
-
-
-def deadline_ns(time_limit: float | None) -> int:
-    """Return the absolute monotonic deadline for a limit in seconds (0 = no deadline)."""
-    if time_limit is None:
-        return 0
-    return time.monotonic_ns() + max(1, int(time_limit * 1e9))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -36,6 +37,7 @@ from solvers.puzzle import (
 )
 
 MAX_LINE_CHARS = 4 * MAX_SIDE * MAX_SIDE * 3  # a 64x64 grid of integers with separators
+BOM = "\ufeff"  # a byte-order mark, as the first line decodes it
 _SPLIT_RE = re.compile(r"[,;\s]+")
 _SYMBOL_VALUE = np.full(256, 255, dtype=np.uint8)  # byte -> value; 255 = unknown symbol
 for _i, _ch in enumerate(ALPHABET):
@@ -66,7 +68,7 @@ def symbol(value: int, notation: Notation = COMPACT) -> str:
     return str(value)
 
 
-def _tokens(text: str) -> tuple[list[str], Notation]:
+def split_tokens(text: str) -> tuple[list[str], Notation]:
     """Split one line into cell tokens and tell which notation it uses."""
     stripped = text.strip()
     if "," in stripped or ";" in stripped:
@@ -118,20 +120,23 @@ def _values(tokens: list[str], notation: Notation, n: int) -> np.ndarray:
 
 
 def infer_box(cells: int, box: Box | None) -> Box:
-    """Return the box for a grid of `cells` cells: the given one, or the square one."""
+    """Return the box for a grid of `cells` cells: the given one, or the conventional one of its side
+    (square when it can be, else the squarest rectangle: 2x3 for 6x6; `Box.for_side`)."""
     if box is not None:
         if cells != box.cells:
             raise PuzzleError(f"{cells} cells, but a {box} box needs {box.n}x{box.n} = {box.cells}")
         return box
     side = int(round(cells**0.5))
     if side * side != cells or side < 2:
-        raise PuzzleError(f"{cells} cells do not make a square grid (16, 81, 256, 625, ... expected)")
+        raise PuzzleError(f"{cells} cells do not make a square grid (16, 36, 64, 81, 100, ... expected)")
     if side > MAX_SIDE:
         raise PuzzleError(f"a {side}x{side} grid is larger than the supported {MAX_SIDE}x{MAX_SIDE}")
-    square = Box.square(side)
-    if square is None:
-        raise PuzzleError(f"a {side}x{side} grid has no square box; give its box shape, e.g. --box RxC")
-    return square
+    inferred = Box.for_side(side)
+    if inferred is None:
+        raise PuzzleError(
+            f"a {side}x{side} grid has no box of its own ({side} is prime); give one with --box RxC"
+        )
+    return inferred
 
 
 def find_clash(givens: np.ndarray, box: Box, notation: Notation = COMPACT) -> str | None:
@@ -154,19 +159,29 @@ def parse_puzzle(text: str, box: Box | str | None = None) -> Puzzle:
     """Parse one puzzle (one line, or one row per line); raise PuzzleError with the reason."""
     box = as_box(box)
     if len(text) > MAX_LINE_CHARS:
-        raise PuzzleError(f"{len(text)} characters is longer than the {MAX_LINE_CHARS} allowed")
+        raise PuzzleError(too_long(len(text)))
     if "\x00" in text:
         raise PuzzleError("the text holds a NUL byte")
     rows = [ln for ln in text.splitlines() if ln.strip()]
     tokens: list[str] = []
     notation = COMPACT
     for ln in rows or [""]:
-        row_tokens, notation = _tokens(ln)
+        row_tokens, notation = split_tokens(ln)
         tokens.extend(row_tokens)
     if not tokens:
         raise PuzzleError("the puzzle is empty")
+    inferred = box is None
     box = infer_box(len(tokens), box)
-    givens = _values(tokens, notation, box.n)
+    try:
+        givens = _values(tokens, notation, box.n)
+    except PuzzleError as exc:
+        row_box = Box.for_side(len(tokens)) if inferred and len(rows) <= 1 else None
+        if row_box is None:
+            raise
+        side = len(tokens)
+        raise PuzzleError(
+            f"{exc}; if the line is one row of a {side}x{side} grid, give --box {row_box}"
+        ) from None
     if clash_mask(givens[None, :], box)[0]:  # compiled check first; the reason only on a clash
         raise PuzzleError(find_clash(givens, box, notation) or "two equal givens share a unit")
     return Puzzle(box, givens, notation)
@@ -297,7 +312,8 @@ def _open_binary(source: str | Path) -> IO[bytes]:
 
 
 def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | None, str | None]]:
-    """Yield (line number, text, decode error) for a path, `-`, or an iterable of strings."""
+    """Yield (line number, text, decode error) for a path, `-`, or an iterable of strings; a
+    byte-order mark opening the input is skipped (editors on Windows write one)."""
     if isinstance(source, (str, Path)):
         stream = _open_binary(source)
         try:
@@ -305,7 +321,8 @@ def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | 
             try:
                 for n, raw in enumerate(stream, start=1):
                     try:
-                        yield n, raw.decode("utf-8").rstrip("\r\n"), None
+                        text = raw.decode("utf-8").rstrip("\r\n")
+                        yield n, text.removeprefix(BOM) if n == 1 else text, None
                     except UnicodeDecodeError:
                         yield n, None, "the line is not UTF-8 text"
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -315,15 +332,28 @@ def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | 
                 stream.close()
         return
     for n, text in enumerate(source, start=1):
-        yield n, text.rstrip("\r\n"), None
+        yield n, (text.removeprefix(BOM) if n == 1 else text).rstrip("\r\n"), None
 
 
-def _row_side(tokens: int, box: Box | None) -> int | None:
-    """Return N when a line of `tokens` cells is one row of an N x N grid, else None."""
+def too_long(length: int) -> str:
+    """The reason a line of `length` characters is refused."""
+    return f"{length:,} characters is longer than the {MAX_LINE_CHARS:,} allowed"
+
+
+def row_side(tokens: int, box: Box | None) -> int | None:
+    """Return N when a line of `tokens` cells is one row of an N x N grid, else None.
+
+    Without a box a line is a row when N has a square box and the line is not a whole
+    grid of a smaller side with a box: 4, 9, 25 and 49 cells start a grid; 16, 36 and 64
+    cells are whole 4x4, 6x6 and 8x8 grids (a 16x16, 36x36 or 64x64 grid, or a rectangular
+    one, written one row per line needs --box). A stray line of another length stays one
+    puzzle with its own reason, instead of swallowing the lines after it.
+    """
     if box is not None:
         return box.n if tokens == box.n and tokens != box.cells else None
-    side = Box.square(tokens)
-    return tokens if side is not None and Box.square(int(round(tokens**0.5))) is None else None
+    side = math.isqrt(tokens)
+    whole = side * side == tokens and Box.for_side(side) is not None
+    return tokens if Box.square(tokens) is not None and not whole else None
 
 
 def read_entries(source: str | Path | Iterable[str], box: Box | str | None = None) -> Iterator[Entry]:
@@ -347,14 +377,12 @@ def read_entries(source: str | Path | Iterable[str], box: Box | str | None = Non
             if pending:
                 yield _partial(start, pending, side)
                 pending = []
-            yield Entry(
-                n, text[:200], error=f"{len(text)} characters is longer than the {MAX_LINE_CHARS} allowed"
-            )
+            yield Entry(n, text[:200], error=too_long(len(text)))
             continue
         stripped = text.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        row = _row_side(len(_tokens(stripped)[0]), box)
+        row = row_side(len(split_tokens(stripped)[0]), box)
         if row is not None:
             if not pending:
                 start, side = n, row

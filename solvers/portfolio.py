@@ -29,13 +29,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from solvers import registry
 from solvers.clock import monotonic_ns
 from solvers.cost import grid_cost
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, KernelSolver
+from solvers.outcome import Outcome
 from solvers.puzzle import Box, Puzzle
+from solvers.registry import Kind
 from solvers.restarts import (
     FOUND,
     IDLE,
@@ -48,7 +51,7 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import ROWS, SAT_MODES, SAT_SOLVER, SatMember
+from solvers.sat import ROWS, SAT_SOLVER
 from solvers.shares import learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
@@ -74,12 +77,17 @@ class MemberSpec(BaseModel):
     min_side: int = Field(default=0, ge=0)  # the member races grids of side min_side..max_side only
     max_side: int = Field(default=64, ge=1)
 
+    @field_validator("solver")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        """Refuse a name that is no registered solver (the error lists those that are)."""
+        registry.find(name)
+        return name
+
     @property
-    def kind(self) -> str:
-        """Return `exact`, `sat` or `stochastic` (the registry the solver is in, or a SAT mode)."""
-        if self.solver in SAT_MODES:
-            return "sat"
-        return "exact" if self.solver in EXACT_SOLVERS else "stochastic"
+    def kind(self) -> Kind:
+        """Return the solver's kind in `solvers.registry`: exact, complete or stochastic."""
+        return registry.find(self.solver).kind
 
     def races(self, n: int) -> bool:
         """Whether this member takes part for grid side n."""
@@ -119,7 +127,7 @@ class PortfolioSpec(BaseModel):
     def exact_solver(self) -> KernelSolver | None:
         """Return the first exact member's solver (it runs the fast path), if any."""
         for m in self.members:
-            if m.kind == "exact":
+            if m.kind is Kind.EXACT:
                 return EXACT_SOLVERS[m.solver]
         return None
 
@@ -166,13 +174,9 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     if text in PRESETS:
         return PRESETS[text]
     names = [s.strip() for s in text.split(",")]
-    known = set(EXACT_SOLVERS) | set(STOCHASTIC_SOLVERS) | set(SAT_MODES)
-    unknown = [s for s in names if s not in known]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown solver{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)} "
-            f"in portfolio {text!r}; solvers: {', '.join(sorted(known))}; presets: {', '.join(PRESETS)}"
-        )
+    unknown = [s for s in names if s not in registry.SOLVERS]
+    if unknown:
+        raise registry.unknown_names(unknown, f" in portfolio {text!r}", PRESETS)
     return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
 
 
@@ -184,17 +188,18 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
     fast_given = False
     weights = spec.weights(puzzle.box.n)
     for m, child, weight in zip(spec.members, children, weights, strict=True):
-        fast_path = m.kind == "exact" and not fast_given and m.races(puzzle.box.n)
+        fast_path = m.kind is Kind.EXACT and not fast_given and m.races(puzzle.box.n)
         if weight <= 0 and not fast_path:  # sits out; the first exact member still runs the fast path
             continue
         seen[m.solver] = seen.get(m.solver, 0) + 1
         name = m.solver if seen[m.solver] == 1 else f"{m.solver}#{seen[m.solver]}"
-        if m.kind == "exact":
+        entry = registry.find(m.solver)
+        if entry.kind is Kind.EXACT:
             first = 0 if fast_given else spec.fast_budget(puzzle.box.n)
             fast_given = True
             members.append(
                 ExactMember(
-                    EXACT_SOLVERS[m.solver],
+                    entry.solver,
                     puzzle,
                     child,
                     weight=weight,
@@ -206,11 +211,11 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
                     name=name,
                 )
             )
-        elif m.kind == "sat":  # seed 0: the literals in their natural order; else another order
+        elif entry.kind is Kind.COMPLETE:  # seed 0: the literals in their natural order; else another
             order = 0 if seed == 0 else child_seed(child)
-            members.append(SatMember(puzzle, mode=SAT_MODES[m.solver], weight=weight, name=name, seed=order))
+            members.append(entry.solver(puzzle, weight=weight, name=name, seed=order))
         else:
-            solver = STOCHASTIC_SOLVERS[m.solver]
+            solver = entry.solver
             members.append(
                 StochasticMember(
                     solver,
@@ -235,7 +240,7 @@ def race(
     text: str | None = None,
     fast_nodes_done: int = 0,
     spent: float = 0.0,
-    trace: list[tuple[str, str, int]] | None = None,
+    trace: list[tuple[str, Outcome, int]] | None = None,
 ) -> SolveResult:
     """Race the portfolio's members on one puzzle until a verified solution, a proof of
     none, the deadline or the `stop` flag (int64[1], raised by another thread).
@@ -248,7 +253,9 @@ def race(
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
     weights = spec.weights(puzzle.box.n)
-    has_exact = any(m.kind in ("exact", "sat") and w > 0 for m, w in zip(spec.members, weights, strict=True))
+    has_exact = any(
+        m.kind in (Kind.EXACT, Kind.COMPLETE) and w > 0 for m, w in zip(spec.members, weights, strict=True)
+    )
     limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
     deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
@@ -257,7 +264,7 @@ def race(
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
     active = [m for m in members if m.weight > 0 or m is first_exact]
-    outcome = ""
+    outcome: Outcome | None = None
     current: Member | None = None
     if first_exact is not None and fast_nodes_done:
         first_exact.skip_complete(fast_nodes_done)
@@ -291,7 +298,7 @@ def _result(
     text: str | None,
     members: Sequence[Member],
     winner: Member | None,
-    outcome: str,
+    outcome: Outcome | None,
     elapsed: float,
 ) -> SolveResult:
     """Turn the race's end into a SolveResult with every member's counters."""
@@ -362,7 +369,7 @@ def warm_up() -> None:
     deadline measures solving, not compiling (a cold kernel can take seconds to compile,
     and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
     kernels (evolution's epoch step) only run once the first slice has not solved it.
-    Exact kernels are warmed by their own callers (`solvers.chunk.warm`)."""
+    Exact kernels are warmed by their own callers (`solvers.warm.warm_all`, `pipeline.solve.warm`)."""
     hard = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
     values = [0 if ch == "." else int(ch) for ch in hard]
     puzzle = Puzzle(Box(3, 3), np.array(values, dtype=np.uint8))

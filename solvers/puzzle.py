@@ -70,6 +70,16 @@ class Box:
         r = math.isqrt(n)
         return cls(r, r) if r * r == n and 2 <= n <= MAX_SIDE else None
 
+    @classmethod
+    def for_side(cls, n: int) -> Box | None:
+        """Return the conventional box of an N x N grid: square when N is a perfect square, else the
+        squarest rectangle with fewer rows than columns (6 -> 2x3, 12 -> 3x4, 30 -> 5x6); None
+        when N is prime (no box but a whole row) or outside 4..MAX_SIDE."""
+        if not 4 <= n <= MAX_SIDE:
+            return None
+        rows = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0)
+        return cls(rows, n // rows) if rows > 1 else None
+
 
 def as_box(box: Box | str | None) -> Box | None:
     """Accept a Box, an `RxC` string or None."""

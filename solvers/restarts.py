@@ -32,17 +32,18 @@ from typing import Any
 import numpy as np
 
 from solvers.clock import monotonic_ns
-from solvers.exact.base import DONE, LIMIT, STATUS_NAMES, TIMEOUT, KernelSolver
+from solvers.exact.base import KernelSolver
+from solvers.outcome import DONE, EXHAUSTED, LIMIT, SOLVED, TIMEOUT, Outcome
 from solvers.puzzle import Puzzle
-from solvers.stochastic.base import DEADLINE, EXHAUSTED, SOLVED, Params, StochasticRun, StochasticSolver
+from solvers.stochastic.base import Params, StochasticRun, StochasticSolver
 from solvers.verify import is_solution
 
-# Member outcomes of one slice.
-PROGRESS = "progress"  # worked; nothing decided
-FOUND = "found"  # a grid the verifier accepts: `member.solution`
-NO_SOLUTION = "no_solution"  # an exhaustive search found none: the puzzle is unsolvable
-IDLE = "idle"  # nothing left to do (exhausted or failed)
-OUT_OF_TIME = "out_of_time"  # the deadline passed inside the slice
+# Member outcomes of one slice: kernel outcomes (`solvers.outcome`) under the names a race reads.
+PROGRESS = Outcome.BUDGET  # worked; nothing decided
+FOUND = Outcome.SOLVED  # a grid the verifier accepts: `member.solution`
+NO_SOLUTION = Outcome.DONE  # an exhaustive search found none: the puzzle is unsolvable
+IDLE = Outcome.EXHAUSTED  # nothing left to do (exhausted or failed)
+OUT_OF_TIME = Outcome.TIMEOUT  # the deadline passed inside the slice
 
 
 def luby(i: int) -> int:
@@ -106,7 +107,7 @@ class Member(ABC):
         self.failed: str | None = None  # set when the member returned a rejected grid
 
     @abstractmethod
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Do one slice of work; return PROGRESS, FOUND, NO_SOLUTION, IDLE or OUT_OF_TIME."""
 
     @property
@@ -134,7 +135,7 @@ class CompleteMember(Member):
         self.puzzle = puzzle
         self.status = "running"
 
-    def accept(self, grid: np.ndarray) -> str:
+    def accept(self, grid: np.ndarray) -> Outcome:
         """Take a grid the solver found if the verifier agrees: FOUND, else IDLE (the member failed)."""
         if not is_solution(self.puzzle, grid):
             self.failed = f"{self.name} returned a grid the verifier rejects"
@@ -225,7 +226,7 @@ class ExactMember(CompleteMember):
         self.vtime += nodes / self.unit
         self.complete_budget = max(self.complete_budget, 2 * nodes)
 
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Make one kernel call: the complete stream's next doubling, or a random restart."""
         if self.failed or self.status != "running":
             return IDLE
@@ -336,7 +337,7 @@ class StochasticMember(Member):
             self._best_grid = run.best_grid.copy()
             self.time_to_best_ns = self.run_base_ns + run.time_to_best_ns
 
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Run one slice of the current run (starting or restarting it as its budget says)."""
         if self.failed:
             return IDLE
@@ -356,7 +357,7 @@ class StochasticMember(Member):
         self.used_ns += run.used_ns - t0
         done = run.work - self.counted  # includes the run's start-up work on its first slice
         self.counted = run.work
-        self.vtime += max(done, 1 if status != DEADLINE else 0) / self.unit
+        self.vtime += max(done, 1 if status != TIMEOUT else 0) / self.unit
         self._note(run)
         if status == SOLVED or self._best_cost == 0:
             grid = self._best_grid
@@ -365,7 +366,7 @@ class StochasticMember(Member):
                 return IDLE
             self.solution = grid
             return FOUND
-        if status == DEADLINE:
+        if status == TIMEOUT:
             return OUT_OF_TIME
         return PROGRESS
 
@@ -400,7 +401,6 @@ __all__ = [
     "NO_SOLUTION",
     "OUT_OF_TIME",
     "PROGRESS",
-    "STATUS_NAMES",
     "ExactMember",
     "Member",
     "StochasticMember",

@@ -26,14 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 from pysat.solvers import Solver
 
+from solvers import registry
 from solvers.clock import monotonic_ns
 from solvers.exact.propagation import root_candidates
+from solvers.outcome import Outcome
 from solvers.puzzle import Puzzle
+from solvers.registry import Kind
 from solvers.restarts import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteMember
 from solvers.sat_encoding import PAIRWISE_UP_TO, Cnf, decode, encode, estimate
 
@@ -119,7 +123,7 @@ class SatMember(CompleteMember):
         self.solver: Solver | None = None
         self.loading: Iterator[list[list[int]]] | None = None  # clause blocks still to hand over
 
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Build, load, or run the solver for one step of conflicts; report a verified grid
         or a proof of none."""
         if self.failed or self.status != "running":
@@ -184,3 +188,7 @@ class SatMember(CompleteMember):
             "conflicts": self.stats.get("conflicts", 0),
             "clauses": self.clauses,
         }
+
+
+for _mode in SAT_MODES.values():  # one registered solver per mode; its factory makes members in that mode
+    registry.register(_mode.name, Kind.COMPLETE, partial(SatMember, mode=_mode), _mode.summary)

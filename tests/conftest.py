@@ -2,7 +2,8 @@
 
 The real redis-server and the `sudoku-batch worker` processes are started once per test
 session on a free port in a temporary directory and torn down at the end. Without
-redis-server the integration tests skip locally but fail when CI=true.
+redis-server the integration tests skip locally, counted loudly at the end of the run, but
+fail when CI=true.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from typing import Any
 
 import pytest
 
-from solvers.chunk import ChunkTask, chunk_seed, join_texts
+from pipeline.runs import join_texts
+from pipeline.tasks import ChunkTask, solver_seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
-CORPORA = REPO.parent / "shared" / "corpora"
+CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")  # shared/ by the repo
+NO_REDIS = "redis-server is not installed"
+SCREENSHOTS: list[Path] = []  # written by the browser tests, listed at the end of the run
 
 
 def cli_command() -> list[str]:
@@ -44,8 +48,26 @@ def _need_redis() -> str:
     if path is None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("redis-server is not installed, and CI=true forbids skipping the integration tests")
-        pytest.skip("redis-server is not installed")
+        pytest.skip(NO_REDIS)
     return path
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """List the browser tests' screenshots; end a run that skipped integration tests for want of
+    redis-server with a loud count of them."""
+    if SCREENSHOTS:
+        terminalreporter.write_sep("-", "screenshots")
+        for path in SCREENSHOTS:
+            terminalreporter.write_line(str(path))
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_REDIS in str(r.longrepr)]
+    if skipped:
+        title = f"{len(skipped)} INTEGRATION TESTS SKIPPED: {NO_REDIS}"
+        terminalreporter.write_sep("!", title, red=True, bold=True)
+        terminalreporter.write_line(
+            "They run the pipeline against a real redis-server and worker processes: "
+            "`apt-get install redis-server` and run again (with CI=true they fail instead).",
+            red=True,
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
@@ -171,7 +193,7 @@ def chunk_task(
     line = first + 1 if first_line is None else first_line
     return ChunkTask(
         job=job, chunk=chunk, input="in.txt", index_runs=[(first, n)], line_runs=[(line, n)],
-        puzzles=joined, spans=spans, seed=chunk_seed(job, chunk) if seeded else 0, **fields,
+        puzzles=joined, spans=spans, seed=solver_seed(job, chunk) if seeded else 0, **fields,
     )  # fmt: skip
 
 
@@ -235,9 +257,9 @@ class RedisServer:
 
 
 def start_workers(
-    url: str, count: int, logs: Path, env: dict[str, str] | None = None
+    url: str, count: int, logs: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> list[subprocess.Popen[bytes]]:
-    """Start `count` `sudoku-batch worker --concurrency 1` processes and wait until each beats."""
+    """Start `count` `sudoku-batch worker --concurrency 1 ARGS` processes and wait until each beats."""
     import redis
 
     procs: list[subprocess.Popen[bytes]] = []
@@ -245,6 +267,7 @@ def start_workers(
     for i in range(count):
         with open(logs / f"worker{i}.log", "wb") as log:
             cmd = [*cli_command(), "worker", "--broker", url, "--concurrency", "1", "--loglevel", "info"]
+            cmd += args
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO))
     client = redis.Redis.from_url(url)
     deadline = time.monotonic() + 120

@@ -54,11 +54,13 @@ def test_every_box_shape_solves_through_the_api(shape):
     assert grid_cost(parse_puzzle(text, box), grid) == 0
 
 
-def test_a_rectangular_compact_line_needs_its_box_and_says_so():
+def test_a_rectangular_compact_line_gets_its_conventional_box_and_a_given_box_overrides_it():
     text = "".join(str(v) if v else "." for v in blank(pattern_grid(Box(2, 3)), 0.5, seed=1))
-    assert solve(text).status == "invalid"
-    assert "box" in solve(text).error
-    assert solve(text, box="2x3").status == "solved"
+    assert solve(text).status == "solved" and solve(text, box="2x3").status == "solved"
+    full = "".join(str(v) for v in pattern_grid(Box(3, 2)))  # valid in 3x2 boxes, not in 2x3 ones
+    assert solve(full).status == "invalid" and "box 1 has two" in solve(full).error
+    assert solve(full, box="3x2").status == "solved"
+    assert [r.status for r in solve_many([text, full, text])] == ["solved", "invalid", "solved"]
 
 
 def test_a_time_limit_turns_an_unfinished_search_into_a_timeout():

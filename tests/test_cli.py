@@ -72,9 +72,15 @@ def test_the_html_report_is_self_contained_with_tables_and_plots(corpus, tmp_pat
     assert proc.returncode == 0, proc.stderr
     page = report.read_text()
     assert (
-        "data:image/png;base64," in page and "<script" not in page and "http" not in page.split("<body>")[1]
-    )
-    for heading in ("Counts by status", "Solve time", "Wins per solver", "Invalid and failed lines"):
+        page.count("<svg") == 3 and "<script" not in page
+    )  # time histogram, cactus plot, wins and "http" not in page.split("<body>")[1]
+    for heading in (
+        "Counts by status",
+        "Solve time",
+        "Cactus plot",
+        "Wins per solver",
+        "Invalid and failed lines",
+    ):
         assert heading in page
     assert "row 1 has 9 1s" in page
 
@@ -129,3 +135,44 @@ def test_the_results_file_gets_the_usual_permissions_not_the_temporary_files(tmp
         os.umask(old)
     assert proc.returncode == 0, proc.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_a_file_of_6x6_puzzles_without_box_gives_one_solved_record_per_puzzle(tmp_path):
+    from solvers.puzzle import ALPHABET, Box
+    from tests.grids import blank, pattern_grid
+
+    puzzles = ["".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(2, 3)), 0.4, k))
+               for k in range(5)]  # fmt: skip
+    path = tmp_path / "six.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    proc = run_cli("solve", str(path), "--ordered", "-q")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(r["line"], r["status"]) for r in records] == [(k + 1, "solved") for k in range(5)]
+
+
+def test_a_directory_or_a_pipe_given_as_input_is_named_as_such_not_as_missing(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SUDOKU_BATCH_BROKER", raising=False)
+    assert main(["solve", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.endswith(f": error: {tmp_path}: is a directory, not a file of puzzles\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert main(["solve", str(fifo)]) == 2
+    assert "not a regular file (pipe it to `-` instead)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "closed", "message"),
+    [
+        (["solve", "-"], 0, "stdin is closed: there is nothing to read for `-`"),
+        (["solve", str(SAMPLE)], 1, "stdout is closed: give the output file with -o FILE"),
+        (["generate", "--box", "2x2", "--count", "1"], 1, "stdout is closed: give the output file"),
+        (["submit", str(SAMPLE), "--broker", "redis://127.0.0.1:1/0"], 1, "stdout is closed: there is"),
+    ],
+)
+def test_a_closed_stdin_or_stdout_is_a_one_line_usage_error(args, closed, message):
+    close = lambda: os.close(closed)  # noqa: E731 - in the child, before it runs the command
+    cmd = [*cli_command(), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, preexec_fn=close)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"sudoku-batch: error: {message}"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1

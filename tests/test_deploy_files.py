@@ -86,7 +86,7 @@ def test_the_console_script_is_the_cli_and_the_worker_runs_the_celery_app_by_its
     assert project["project"]["scripts"]["sudoku-batch"] == "client.cli:main"
     from celery import Celery
 
-    from solvers.chunk import TASK_NAME
+    from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
     from worker.app import app
 
     app.loader.import_default_modules()  # what `celery -A worker.app worker` does: the `include`d tasks
@@ -111,7 +111,8 @@ def test_the_dockerfile_is_slim_non_root_installs_the_project_warms_numba_and_ru
             *sources, _ = shlex.split(args)
             assert all((REPO / s).exists() for s in sources), args
     copied = " ".join(a for w, a in steps if w == "COPY")
-    for package in ("solvers", "worker", "client"):
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    for package in (p.rstrip("*") for p in packages["include"]):  # every package the install ships
         assert re.search(rf"\b{package}\b", copied), package
     entry = yaml.safe_load(dict(steps)["ENTRYPOINT"])
     assert entry == ["sudoku-batch", "worker"]
@@ -159,8 +160,25 @@ def test_compose_brokers_point_at_the_redis_service_with_the_password_and_known_
         assert url == f"redis://:{env['REDIS_PASSWORD']}@redis:6379/0"
         seen += 1
     assert seen == 2
-    flower = " ".join(compose["services"]["flower"]["command"])
-    assert "${REDIS_PASSWORD" in flower and "@redis:6379/0" in flower
+    flower = compose["services"]["flower"]
+    url = substitute(flower["environment"]["CELERY_BROKER_URL"], env)
+    assert url == f"redis://:{env['REDIS_PASSWORD']}@redis:6379/0"
+
+
+def test_no_compose_command_line_holds_the_redis_password_where_ps_would_show_it():
+    compose = yaml.safe_load(COMPOSE.read_text())
+    for name, service in compose["services"].items():
+        if name == "redis":  # redis-server takes it as --requirepass and hides it from its own title
+            continue
+        words = [str(w) for w in [*service.get("command", []), *service.get("entrypoint", [])]]
+        secret = [w for w in words if "REDIS_PASSWORD" in w or re.search(r"redis://[^@/]*@", w)]
+        assert not secret, (name, secret)
+
+
+def test_the_compose_workers_send_task_events_so_flower_sees_the_tasks():
+    worker = yaml.safe_load(COMPOSE.read_text())["services"]["worker"]
+    args = [substitute(str(a), env_example()) for a in worker["command"]]
+    assert parser().parse_args(["worker", *args]).events
 
 
 def test_every_variable_the_compose_file_needs_is_in_the_env_example():
@@ -189,7 +207,7 @@ def test_the_k8s_worker_deployment_has_resources_a_cpu_autoscaler_and_valid_argu
     host = url.split("@", 1)[1].split(":", 1)[0]
     assert ("Service", host) in docs
     secret = env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
-    assert secret["key"] in docs[("Secret", secret["name"])]["stringData"]
+    assert secret == {"name": "sudoku-batch-redis", "key": "password"}
     uid = int(re.search(r"--uid (\d+)", DOCKERFILE.read_text()).group(1))
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == uid
     hpa = docs[("HorizontalPodAutoscaler", "sudoku-batch-worker")]
@@ -214,6 +232,15 @@ def test_the_k8s_redis_persists_with_aof_on_a_volume_and_requires_the_password()
     assert mount["data"] == "/data" and ("PersistentVolumeClaim", claim["data"]) in docs
     service = docs[("Service", "redis")]
     assert service["spec"]["selector"] == redis_set["spec"]["template"]["metadata"]["labels"]
+
+
+def test_the_k8s_manifests_ship_no_secret_and_say_how_to_create_the_one_they_read():
+    assert not [d for d in k8s_docs() if d["kind"] == "Secret"]  # `kubectl apply` would overwrite yours
+    redis_env = k8s_docs()[[d["kind"] for d in k8s_docs()].index("StatefulSet")]["spec"]["template"]["spec"]
+    (ref,) = [e["valueFrom"]["secretKeyRef"] for e in redis_env["containers"][0]["env"]]
+    command = f"kubectl create secret generic {ref['name']} --from-literal={ref['key']}="
+    assert command in (K8S / "redis.yaml").read_text()
+    assert command in (REPO / "docs" / "scaling.md").read_text()
 
 
 def test_the_systemd_unit_runs_the_worker_as_a_user_after_warming_and_restarts_it():

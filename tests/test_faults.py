@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from solvers.chunk import ChunkResult
+from pipeline.result import ChunkResult
 from tests.conftest import (
     CORPORA,
     SAMPLE,
@@ -226,13 +227,17 @@ def test_a_collector_killed_mid_job_can_be_run_again_and_writes_each_puzzle_once
     client = stack.client()
     collect = start_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q")
     wait_for_arrivals(client, job, 3)
-    time.sleep(0.2)  # let it write part of the output
+    deadline = time.monotonic() + 30
+    while not [p for p in tmp_path.glob(".out.jsonl.*.part") if p.stat().st_size]:  # it writes part of it
+        assert time.monotonic() < deadline and collect.poll() is None, collect.communicate()
+        time.sleep(0.01)
     assert collect.poll() is None, "the collector finished before it could be killed"
     collect.send_signal(signal.SIGKILL)
     collect.wait(10)
     assert not out.exists()  # a killed collector leaves no half file under the final name
     proc = run_cli("collect", job, "--broker", stack.url, "-o", str(out), "-q", "--timeout", "30")
     assert proc.returncode == 0, proc.stderr
+    assert not list(tmp_path.glob(".out.jsonl.*")), "the re-run removes the part the killed one left"
     records = records_of(out)
     assert len(records) == len(puzzles)
     check_records(sorted(records, key=lambda r: r["index"]), puzzles)
@@ -252,17 +257,43 @@ def resume_until_taken(
         time.sleep(0.5)
 
 
+KILLED_AT_SEND = """
+import os, signal, sys
+from client.transport import CeleryTransport
+send, sends = CeleryTransport.send, [0]
+
+def dying_send(self, task):  # the process dies as a crash would: task K committed to the outbox, unsent
+    sends[0] += 1
+    if sends[0] == int(sys.argv[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    send(self, task)
+
+CeleryTransport.send = dying_send
+from client.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def run_killed_at_send(k: int, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run `sudoku-batch ARGS` in a process that SIGKILLs itself at its k-th chunk send (a fake transport)."""
+    return subprocess.run(
+        [sys.executable, "-c", KILLED_AT_SEND, str(k), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_submit_killed_half_way_is_resumed_and_collect_writes_each_puzzle_once(stack, corpus, tmp_path):
-    from client.producer import KILL_AT_ENV
-
     body = corpus[1][:3000]
     puzzles = body[:700] + ["bad line one"] + body[700:1900] + ["1" * 81] + body[1900:]
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(puzzles[:1000] + ["# a comment", ""] + puzzles[1000:]) + "\n")
     client = stack.client()
-    killed = run_cli("submit", str(path), "--broker", stack.url, env={**SMALL_CHUNKS, KILL_AT_ENV: "30"})
+    killed = run_killed_at_send(30, "submit", str(path), "--broker", stack.url, env=SMALL_CHUNKS)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     job = killed.stdout.strip()
     meta = {k.decode(): v.decode() for k, v in client.hgetall(f"sbatch:job:{job}:meta").items()}
@@ -315,7 +346,8 @@ def new_job(fake_redis) -> None:
 
 def test_a_puzzle_that_makes_the_solver_raise_is_an_error_and_the_rest_of_its_chunk_is_solved(monkeypatch):
     import solvers.api
-    from solvers.chunk import ChunkTask, solve_chunk
+    from pipeline.solve import solve_chunk
+    from pipeline.tasks import ChunkTask
 
     poison = LINES[3]
     real = solvers.api.solve_many
@@ -357,7 +389,7 @@ def test_a_chunk_past_its_time_limit_comes_back_as_timeouts_not_lost_work(fake_r
     tasks = pytest.importorskip("worker.tasks")
     from celery.exceptions import SoftTimeLimitExceeded
 
-    def too_slow(task):
+    def too_slow(task, stop=None):
         raise SoftTimeLimitExceeded()
 
     monkeypatch.setattr(tasks, "solve_chunk", too_slow)
@@ -380,7 +412,9 @@ def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(f
     assert tasks.handle(message, fake_redis) == 4  # solved and stored
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)  # delivered again since
     assert tasks.handle(message, fake_redis) == 0  # past the limit, but answered: nothing written
-    monkeypatch.setattr(tasks, "solve_chunk", lambda task: (_ for _ in ()).throw(SoftTimeLimitExceeded()))
+    monkeypatch.setattr(
+        tasks, "solve_chunk", lambda task, stop: (_ for _ in ()).throw(SoftTimeLimitExceeded())
+    )
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, 0)
     assert tasks.handle(message, fake_redis) == 0  # a redelivery past its time limit: the answer stays too
     assert [r["status"] for r in stored_records(fake_redis)] == ["solved"] * 4

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from client.reader import read_blocks
+from pipeline.solve import solve_chunk
+from pipeline.tasks import ChunkTask
 from solvers.api import solve_many
-from solvers.chunk import ChunkTask, solve_chunk
 from tests.conftest import SAMPLE, cli_command
 
 LINES = SAMPLE.read_text().splitlines()

@@ -223,50 +223,66 @@ def test_an_unreachable_broker_is_one_masked_line_and_exit_1_within_5_s(tmp_path
 
 
 def test_the_client_sends_the_task_name_the_worker_registers():
-    from client.generate import TASK_NAME
+    from pipeline.generate import GenerateTask
     from worker.tasks import generate_chunk_task
 
-    assert generate_chunk_task.name == TASK_NAME
+    assert generate_chunk_task.name == GenerateTask.NAME
 
 
 @pytest.mark.timeout(60)
 def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_is_read_once(fake_redis):
-    """In-process fan-out on fakeredis: chunks answered late, reversed and twice come out in plan order."""
+    """The generate job on fakeredis: chunks answered late, reversed and twice come out in plan order."""
+    from client.collector import chunk_order, stream_chunks
     from client.config import ClientSettings
-    from client.generate import _gather, build_request, local_chunks
+    from client.generate import build_request
+    from client.producer import JobSpec, Producer
     from client.redis_store import RedisJobStore
+    from client.transport import Transport
+    from pipeline.generate import GenerateOptions, GenerateResult, GenerateTask, generate_result
     from worker.tasks import handle_generate
 
     argv = ["generate", "--box", "2x3", "--count", "50", "--unique", "--seed", "11", "--chunk-size", "8"]
     req = build_request(parser().parse_args(argv))
     job = "ab" * 16
     store = RedisJobStore(fake_redis, ClientSettings())
-    store.create(job, {"total": "50", "chunks_total": str(len(req.plan))})
-    unanswered: list[int] = []
+    store.create(job, {"kind": "generate", "state": "producing", "created": str(time.time())})
+    options = GenerateOptions.model_validate(req.options.to_dict())
+    tasks = [
+        GenerateTask(job=job, chunk=i, box="2x3", count=n, seed=seed, options=options)
+        for i, n, seed in req.plan
+    ]
+    unanswered: list[GenerateTask] = []
 
-    def send(i: int) -> None:
-        """A fake transport: every second chunk, answer the waiting ones newest first, each twice."""
-        unanswered.append(i)
-        if i % 2 or i == len(req.plan) - 1:
-            for j in reversed(unanswered):
-                _, size, seed = req.plan[j]
-                task = {"job": job, "chunk": j, "box": "2x3", "count": size, "seed": seed,
-                        "options": req.options.to_dict()}  # fmt: skip
-                assert handle_generate(task, fake_redis) == handle_generate(task, fake_redis) == size
-            unanswered.clear()
+    class LateWorker(Transport):
+        """Every second chunk, answer the waiting ones newest first, each twice."""
 
-    through = list(_gather(store, job, req, send, poll=0.001))
-    local = list(local_chunks(req, 1))
+        def send(self, task: GenerateTask) -> None:
+            unanswered.append(task)
+            if task.chunk % 2 or task.chunk == len(req.plan) - 1:
+                for waiting in reversed(unanswered):
+                    message = waiting.model_dump(mode="json")
+                    assert (
+                        handle_generate(message, fake_redis)
+                        == handle_generate(message, fake_redis)
+                        == len(waiting)
+                    )
+                unanswered.clear()
+
+    Producer(JobSpec(job, []), store, LateWorker(), store.settings).run_plan(tasks)
+    stream = stream_chunks(store, job, result_ttl=0, poll=0.001, decode=GenerateResult.decode)
+    through = list(chunk_order(stream))
+    local = [generate_result(t) for t in tasks]  # what a local process makes of each task
     assert len(req.plan) == 7 and store.arrived_count(job) == 14
-    for (size, body), (local_size, local_body) in zip(through, local, strict=True):
-        assert size == local_size
-        assert [body[k] for k in ("n", "puzzles", "solutions", "meta")] == [
-            local_body[k] for k in ("n", "puzzles", "solutions", "meta")
+    for made, local_made in zip(through, local, strict=True):
+        assert [made.puzzles, made.solutions, made.meta] == [
+            local_made.puzzles,
+            local_made.solutions,
+            local_made.meta,
         ]
 
 
 def test_the_worker_drops_chunks_of_a_purged_job_and_answers_a_bad_request_with_an_error(fake_redis):
-    from solvers.chunk_store import JobKeys
+    from pipeline.keys import JobKeys
     from worker.tasks import handle_generate
 
     job = "cd" * 16
@@ -316,3 +332,17 @@ def test_holes_blank_that_fraction_of_random_full_grids_reproducibly_per_seed(tm
     assert ((puzzles == 0).sum(axis=1) == round(0.6 * 1296)).all() and all(m["reached"] for m in meta)
     assert files == again and not set(files["txt"].splitlines()) & set(other["txt"].splitlines())
     assert "holes 0.6 (518 clues)" in err and "not unique or not proven unique" in err
+
+
+def test_a_generate_message_carries_holes_only_when_asked_and_refuses_a_fraction_outside_0_to_1():
+    from pipeline.generate import GenerateOptions, GenerateTask
+
+    job = {"job": "0123abcd", "chunk": 0, "count": 2, "seed": 7}
+    asked = GenerateTask(**job, box="6x6", options=GenerateOptions(holes=0.6))
+    again = GenerateTask.model_validate_json(asked.model_dump_json())
+    assert again == asked and again.options.options().holes == 0.6
+    plain = GenerateTask(**job, box="3x3")
+    assert "holes" not in json.loads(plain.model_dump_json())["options"]  # older workers take it
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="holes"):
+            GenerateOptions(holes=bad)

@@ -1,17 +1,22 @@
-"""The modules a process starts from import first in a fresh interpreter (no import cycles).
+"""The layering: web -> client -> pipeline -> solvers <- pipeline <- worker; no cycles, no private imports.
 
-Inside one pytest process an earlier import can hide a cycle; a worker starts from
-`worker.app`, the CLI from `client.cli`, a notebook from `solvers`, so each is imported
-alone in a new interpreter.
+Each entry module is imported alone in a fresh interpreter (inside one pytest process an
+earlier import can hide a cycle); each package is checked for what it loads; and the
+import statements of every module (those inside functions too, not those only for type
+checkers) must form no cycle between modules and take no `_private` name from another.
 """
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import REPO
+
+PACKAGES = ("solvers", "pipeline", "client", "worker", "web")
 ENTRY_MODULES = [
     "solvers",
     "solvers.api",
@@ -21,13 +26,37 @@ ENTRY_MODULES = [
     "solvers.stochastic",
     "solvers.portfolio",
     "solvers.generator",
-    "solvers.chunk",
+    "pipeline",
+    "pipeline.solve",
+    "pipeline.generate",
+    "pipeline.render.jsonl",
     "client",
     "client.cli",
     "worker.app",
     "worker.tasks",
     "worker.warm",
+    "worker.broker",  # the next three are named in worker.app's settings, imported by Celery by name
+    "worker.consumer",
+    "worker.requests",
+    "web.server",  # `serve` starts here, and builds the app from these
+    "web.app",
 ]
+FORBIDDEN = {  # package -> top-level packages none of its modules may load
+    "solvers": {"pipeline", "client", "worker", "web", "celery", "kombu", "redis"},
+    "pipeline": {"client", "worker", "web", "celery", "kombu", "redis"},
+    "client": {"worker", "web"},
+    "worker": {"client", "web"},
+    "web": {"worker"},
+}
+
+
+def modules(package: str) -> list[str]:
+    """Every module of a package, dotted."""
+    root = REPO / package
+    return sorted(
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for p in root.rglob("*.py")
+    )
 
 
 @pytest.mark.parametrize("name", ENTRY_MODULES)
@@ -35,3 +64,105 @@ def test_the_module_imports_first_in_a_fresh_interpreter(name):
     cmd = [sys.executable, "-c", f"import {name}"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_package_loads_nothing_of_the_layers_above_it(package):
+    names = ", ".join(m for m in modules(package) if m != "worker.warm")
+    code = (
+        f"import sys, importlib; [importlib.import_module(m) for m in {names.split(', ')!r}];"
+        "print(sorted({m.split('.')[0] for m in sys.modules}))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr[-2000:]
+    loaded = set(eval(run.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own printed list
+    assert not loaded & FORBIDDEN[package], sorted(loaded & FORBIDDEN[package])
+
+
+def _imports(module: str) -> list[tuple[str, list[str]]]:
+    """(imported module, names taken) of every import statement of a module but type-checking-only ones."""
+    path = REPO / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = REPO / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append((node.module, [alias.name for alias in node.names]))
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    ours = {m for p in PACKAGES for m in modules(p)}
+    graph: dict[str, set[str]] = {m: set() for m in ours}
+    for m in ours:
+        for target, names in _imports(m):
+            for name in names or [""]:
+                full = f"{target}.{name}" if name else target
+                dep = full if full in ours else target if target in ours else None
+                if dep is not None and dep != m and not m.startswith(dep + "."):  # a package's own __init__
+                    graph[m].add(dep)
+    return graph
+
+
+def test_no_two_modules_import_each_other_even_through_others():
+    graph, cycles = _graph(), []
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(path[path.index(d) :] + [d] if d in path else [m, d])
+            elif d not in state:
+                visit(d, [*path, d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, cycles
+
+
+KNOWN_PRIVATE = {
+    "solvers.exact.propagation takes solvers.exact.propagation9._pick"
+}  # issue 16 edits that file
+
+
+def test_no_module_takes_a_private_name_from_another():
+    bad = [
+        f"{m} takes {target}.{name}"
+        for p in PACKAGES
+        for m in modules(p)
+        for target, names in _imports(m)
+        if target.split(".")[0] in PACKAGES and target != m
+        for name in names
+        if name.startswith("_")
+    ]
+    assert not set(bad) - KNOWN_PRIVATE, bad
+
+
+# the command line hands `serve` to the web package inside that command's function (web
+# builds on the client; no client module loads web on import: see FORBIDDEN)
+UPWARD_ENTRY = {("client.cli", "web.server")}
+
+
+def test_the_layers_point_one_way_in_the_import_statements():
+    order = {"solvers": 0, "pipeline": 1, "client": 2, "worker": 2, "web": 3}
+    bad = [
+        f"{m} imports {d}"
+        for m, deps in _graph().items()
+        for d in deps
+        if (a := m.split(".")[0]) != (b := d.split(".")[0])
+        and order[b] >= order[a]
+        and (m, d) not in UPWARD_ENTRY
+    ]
+    assert not bad, bad

@@ -82,12 +82,42 @@ def test_gzip_files_are_read(tmp_path):
     assert all(e.puzzle is not None for e in entries)
 
 
-def test_a_rectangular_box_is_given_explicitly():
-    box = Box(2, 3)
-    grid = blank(pattern_grid(box), 0.4, seed=3)
-    with pytest.raises(PuzzleError, match="box"):
-        parse_puzzle(compact(grid))
-    assert parse_puzzle(compact(grid), "2x3").box == box
+@pytest.mark.parametrize(
+    ("side", "shape"),
+    [(6, (2, 3)), (8, (2, 4)), (10, (2, 5)), (12, (3, 4)), (15, (3, 5)), (20, (4, 5)), (30, (5, 6)),
+     (18, (3, 6)), (24, (4, 6)), (9, (3, 3)), (16, (4, 4))],
+)  # fmt: skip
+def test_every_side_with_a_conventional_box_has_it_inferred_in_both_notations(side, shape):
+    box = Box(*shape)
+    grid = blank(pattern_grid(box), 0.4, seed=side)
+    assert Box.for_side(side) == box
+    assert parse_puzzle(compact(grid)).box == box
+    assert parse_puzzle(",".join(map(str, grid))).box == box
+
+
+def test_a_given_box_overrides_the_inferred_one():
+    grid = compact(pattern_grid(Box(3, 2)))  # a full grid whose boxes are 3 rows by 2 columns
+    with pytest.raises(PuzzleError, match="box 1 has two"):
+        parse_puzzle(grid)  # read as 2x3, the conventional box of 6
+    assert parse_puzzle(grid, "3x2").box == Box(3, 2)
+
+
+def test_a_prime_side_has_no_box_to_infer_and_the_error_says_to_give_one():
+    with pytest.raises(PuzzleError, match=r"a 7x7 grid has no box of its own .*--box RxC"):
+        parse_puzzle(",".join(["0"] * 49))
+
+
+def test_a_file_of_6x6_puzzles_reads_as_one_puzzle_per_line_not_rows_of_a_36x36_grid():
+    grids = [compact(blank(pattern_grid(Box(2, 3)), 0.5, seed=k)) for k in range(5)]
+    entries = read_text("\n".join(grids) + "\n")
+    assert [(e.line, e.error, e.puzzle.box) for e in entries] == [(k + 1, None, Box(2, 3)) for k in range(5)]
+
+
+def test_a_line_too_wide_for_a_whole_6x6_grid_suggests_the_box_of_a_36x36_row():
+    row = ",".join(str(v) for v in range(1, 37))
+    hint = r"value 7 is larger than 6; .* one row of a 36x36 grid, give --box 6x6"
+    with pytest.raises(PuzzleError, match=hint):
+        parse_puzzle(row)
 
 
 @pytest.mark.parametrize(

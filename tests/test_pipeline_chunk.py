@@ -10,22 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import solvers.api
-from solvers.chunk import (
-    ChunkResult,
-    ChunkTask,
-    answered_chunk,
-    chunk_seed,
-    expand_runs,
-    join_texts,
-    solve_chunk,
-    split_texts,
-    to_runs,
-)
-from solvers.chunk_records import FIELDS, extract, render, render_py
+from pipeline.columns import FIELDS
+from pipeline.result import ChunkResult
+from pipeline.runs import expand_runs, join_texts, split_texts, to_runs
+from pipeline.solve import answered_chunk, solve_chunk
+from pipeline.tasks import ChunkTask
+from pipeline.tasks import solver_seed as chunk_seed
 from solvers.parse import parse_puzzle
 from solvers.result import SolveResult, Status
 from solvers.verify import is_solution
 from tests.conftest import SAMPLE, chunk_task
+from tests.jsonl_reference import columns, render, render_py
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "ab" * 16
@@ -76,10 +71,10 @@ def test_the_compiled_renderer_writes_exactly_the_bytes_of_the_python_one():
         ),
     ]
     texts = [r.puzzle for r in results]
-    cols = extract(results)
+    cols = columns(texts, results)
     indices, lines = list(range(7, 13)), [1, 3, 5, 8, 9, 100]
-    compiled = render('dir/ä "in".txt', indices, lines, texts, cols)
-    assert compiled == render_py('dir/ä "in".txt', indices, lines, texts, extract(results))
+    compiled = render('dir/ä "in".txt', indices, lines, cols)
+    assert compiled == render_py('dir/ä "in".txt', indices, lines, columns(texts, results))
     records = [json.loads(line) for line in compiled.split(b"\n")]
     assert [r["status"] for r in records] == [r.status.value for r in results]
     assert records[1]["counters"] == {'an"neal': {"iterations": 10, "best": 4.5}, "propagation": {"nodes": 1}}
@@ -97,7 +92,7 @@ def test_a_solved_result_whose_cost_is_not_zero_is_written_as_an_error():
     ]
     records = [
         json.loads(line)
-        for line in render_py("in", [0, 1], [1, 2], ["..", ".."], extract(results)).split(b"\n")
+        for line in render_py("in", [0, 1], [1, 2], columns(["..", ".."], results)).split(b"\n")
     ]
     assert [r["status"] for r in records] == ["error", "error"]
     assert all(r["solution"] is None and r["cost"] is None and "liar" in r["error"] for r in records)

@@ -58,3 +58,40 @@ def test_a_small_input_of_large_grids_is_spread_over_the_pool_not_solved_in_proc
     assert _small([("easy", easy)]) and _small([("one", one_big)])
     assert not _small([("big", big)])
     assert not _small([("many", ["." * 81] * 200)])  # more bytes than INLINE_BYTES
+
+
+def test_an_embedded_job_can_be_read_again_as_a_broker_job_can():
+    with BatchClient(workers=2) as client:
+        job = client.submit(LINES * 3)  # over INLINE_BYTES: solved by the pool
+        first = [r.to_dict() for r in job.results(ordered=True)]
+        again = [r.to_dict() for r in job.results(ordered=True)]
+    assert len(first) == 3 * len(LINES) and again == first
+
+
+def test_reading_with_keep_false_frees_the_results_as_it_goes():
+    from client.collector import JobFailed
+
+    with BatchClient(workers=1) as client:
+        job = client.submit(LINES[:20])
+        assert len(list(job.results(keep=False))) == 20
+        with pytest.raises(JobFailed, match="expired"):
+            list(job.results())
+
+
+def test_the_memory_store_keeps_collected_results_for_their_ttl_then_drops_them():
+    from client.store import MemoryStore
+    from pipeline.solve import failed_chunk
+    from tests.conftest import chunk_task
+
+    now = [1000.0]
+    store, job = MemoryStore(clock=lambda: now[0]), "ab" * 16
+    store.create(job, {"created": "0"})
+    for chunk in (0, 1):
+        store.put_result(job, failed_chunk(chunk_task(job, LINES[:2], chunk=chunk), "x"))
+    store.mark_collected(job, [0], 0)
+    store.mark_collected(job, [1], 1)
+    assert store.fetch_results(job, [0])[0] is None and store.fetch_results(job, [1])[0] is not None
+    now[0] += 0.9
+    assert store.fetch_results(job, [1])[0] is not None
+    now[0] += 0.2
+    assert store.fetch_results(job, [1]) == [None]

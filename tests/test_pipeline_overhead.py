@@ -17,10 +17,13 @@ from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore, read_large
 from client.store import Checkpoint, MemoryStore
-from solvers.chunk import ChunkResult, ChunkTask, runs_array, solve_chunk, to_runs
-from solvers.chunk_records import extract, render, render_py
+from pipeline.result import ChunkResult
+from pipeline.runs import runs_array, to_runs
+from pipeline.solve import solve_chunk
+from pipeline.tasks import ChunkTask
 from solvers.result import SolveResult, Status
 from tests.conftest import SAMPLE, check_records, chunk_task
+from tests.jsonl_reference import columns, render, render_py
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "0b" * 16
@@ -41,8 +44,8 @@ def test_the_renderer_copies_plain_texts_and_escapes_the_others_exactly_like_pyt
     ]
     texts = [r.puzzle for r in results]
     idx, lines = np.array([4, 9]), [1, 2]
-    compiled = render("in", idx, lines, texts, extract(results))
-    assert compiled == render_py("in", [4, 9], lines, texts, extract(results))
+    compiled = render("in", idx, lines, columns(texts, results))
+    assert compiled == render_py("in", [4, 9], lines, columns(texts, results))
     assert [json.loads(x)["puzzle"] for x in compiled.split(b"\n")] == texts
     assert [json.loads(x)["solution"] for x in compiled.split(b"\n")] == ["12", text]
 
@@ -116,6 +119,8 @@ def test_the_memory_store_hands_the_collector_its_result_objects_and_still_encod
 
 @pytest.mark.integration
 def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client):
+    """`read_large` reads past redis-py's reply parser (its private buffer and socket: redis is pinned in
+    pyproject to the versions this test passed on); it must be taken, and agree with a plain GET."""
     import redis
 
     value = bytes(range(256)) * 40_000 + b"\r\n\n"  # 10 MB, every byte value, CRLF inside
@@ -129,6 +134,11 @@ def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client)
         assert read_large(redis_client, "hash") is NotImplemented  # WRONGTYPE: the caller's plain path
         assert redis_client.get("small") == b"a\nb"  # the connection is still in step
     where = redis_client.connection_pool.connection_kwargs
+    for size in (0, 1, 65_535, 65_536, 3_000_001):  # the fast path against redis-py's own GET
+        redis_client.set("sized", value[:size])
+        fast = read_large(redis_client, "sized")
+        assert isinstance(fast, bytearray), "the installed redis-py no longer has the buffer read_large reads"
+        assert fast == redis_client.get("sized") == value[:size]
     for protocol in (2, 3):
         client = redis.Redis(host=where["host"], port=where["port"], db=where.get("db", 0), protocol=protocol)
         assert read_large(client, "big") == value and read_large(client, "missing") is None
@@ -136,7 +146,7 @@ def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client)
 
 
 def test_outbox_entries_nest_the_task_and_older_string_entries_still_read():
-    from solvers.chunk import outbox_entry, read_outbox_entry
+    from pipeline.outbox import outbox_entry, read_outbox_entry
 
     task = make_task(LINES[:3] + ['with "quotes" \\ and\ttabs'], 2, 0)
     at = time.time()

@@ -13,7 +13,9 @@ from client.config import ClientSettings
 from client.producer import ChunkSizer, JobSpec, Producer
 from client.store import MemoryStore
 from client.transport import Transport
-from solvers.chunk import ChunkTask, answered_chunk, expand_runs
+from pipeline.runs import expand_runs
+from pipeline.solve import answered_chunk
+from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE
 
 LINES = SAMPLE.read_text().splitlines()
@@ -130,3 +132,27 @@ def test_in_order_merges_shuffled_chunks_by_index_and_passes_ordered_ones_straig
     for result, a, b in in_order(iter(chunks)):
         emitted.append((result.header.chunk, a, b))
     assert emitted[0] == (0, 0, 5) and emitted[1] == (1, 0, 2)  # nothing waits for later chunks
+
+
+def test_a_seeded_job_records_its_seed_and_derives_every_chunk_seed_from_it_not_from_the_job_id():
+    settings = ClientSettings(max_chunk_bytes=83 * 5)
+    seeded = []
+    for job in ("ab" * 16, "cd" * 16):
+        store, transport = MemoryStore(), Recorder()
+        spec = JobSpec(job, ["a.txt"], seed=7)
+        store.create(job, spec.meta())
+        Producer(spec, store, transport, settings).run([("a.txt", LINES[:20])])
+        assert JobSpec.from_meta(job, store.meta(job)).seed == 7  # a resume keeps it
+        seeded.append([t.seed for t in transport.tasks])
+    assert seeded[0] == seeded[1] and len(set(seeded[0])) == len(seeded[0]) > 1
+    _, _, _, unseeded = run([("a.txt", LINES[:20])], settings)
+    assert [t.seed for t in unseeded.tasks] != seeded[0]
+
+
+def test_a_seed_outside_63_bits_is_refused_before_the_job_starts():
+    from client.batch import BatchClient
+
+    with BatchClient(None, workers=1) as client:
+        for seed in (-1, 2**63):
+            with pytest.raises(ValueError, match="seed"):
+                client.submit(LINES[:1], seed=seed)

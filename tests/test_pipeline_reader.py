@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 
 import numpy as np
 import pytest
@@ -31,6 +32,9 @@ ODD_LINES = [
     "é" * 81,
     "  " + SAMPLE_LINES[0] + "  ",
     SAMPLE_LINES[1].replace(".", "0"),
+    "1.3..." + "." * 30,  # a whole 6x6 grid (box 2x3 inferred) ...
+    "7" + "." * 35,  # ... and a 36-cell line that is none
+    "12" + "." * 62,  # a whole 8x8 grid (box 2x4)
 ]
 
 
@@ -70,6 +74,55 @@ def test_mixed_files_crlf_gzip_and_string_iterables_read_exactly_like_read_entri
         assert fast(source) == entries(source)
     assert fast(plain, "3x3") == entries(plain, "3x3")
     assert fast(SAMPLE) == entries(SAMPLE)
+
+
+def test_a_file_of_rectangular_grids_reads_exactly_like_read_entries_with_the_box_inferred(tmp_path):
+    grids = ["".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(2, 3)), 0.5, k))
+             for k in range(3000)]  # fmt: skip
+    path = tmp_path / "six.txt"
+    path.write_text("\n".join(grids) + "\n")
+    got = fast(path)
+    assert got == entries(path) and len(got) == 3000 and all(err is None for _, _, err in got)
+
+
+def test_a_byte_order_mark_opening_an_input_is_skipped_not_read_as_a_cell(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + ("\n".join(SAMPLE_LINES[:3]) + "\n").encode())
+    packed = tmp_path / "bom.txt.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    strings = ["\ufeff" + SAMPLE_LINES[0], *SAMPLE_LINES[1:3]]
+    for source in (path, packed, strings):
+        got = fast(source)
+        assert got == entries(source) == [(k + 1, SAMPLE_LINES[k], None) for k in range(3)]
+
+
+def test_a_byte_order_mark_arriving_a_byte_at_a_time_on_a_stream_is_skipped():
+    class Trickle(io.RawIOBase):
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer) -> int:
+            if not self.data:
+                return 0
+            buffer[0], self.data = self.data[0], self.data[1:]
+            return 1
+
+    got = fast(io.BufferedReader(Trickle(b"\xef\xbb\xbf" + SAMPLE_LINES[0].encode()), buffer_size=1))
+    assert got == [(1, SAMPLE_LINES[0], None)]
+
+
+def test_an_over_long_line_is_refused_with_its_true_length(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"." * 10_485_760 + b"\n" + SAMPLE_LINES[0].encode() + b"\n")
+    got = fast(path)
+    assert got == entries(path)
+    assert got[0][2] == "10,485,760 characters is longer than the 49,152 allowed" and got[1][2] is None
+    wide = tmp_path / "wide.txt"  # two bytes a character: the length counts characters
+    wide.write_text(SAMPLE_LINES[0] + "\n" + "é" * 2_000_000 + "\n", encoding="utf-8")
+    assert fast(wide) == entries(wide) and fast(wide)[1][2].startswith("2,000,000 characters")
 
 
 def test_bytes_that_are_not_utf8_become_an_invalid_entry_naming_the_line(tmp_path):

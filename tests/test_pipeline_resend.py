@@ -10,8 +10,9 @@ from client.config import ClientSettings
 from client.redis_store import RedisJobStore
 from client.resend import Resender
 from client.transport import Transport
-from solvers.chunk import ChunkTask, failed_chunk
-from solvers.chunk_store import current_key, workers_key
+from pipeline.keys import current_key, workers_key
+from pipeline.solve import failed_chunk
+from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE, chunk_task
 
 JOB = "0c" * 16
@@ -112,23 +113,30 @@ def test_a_broker_outage_during_the_sweep_leaves_the_tasks_for_the_next_one(stor
 
 
 def test_generate_resends_a_chunk_the_broker_lost_and_reads_each_chunk_once(store):
-    import json
-    from types import SimpleNamespace
+    from client.collector import chunk_order, stream_chunks
+    from client.producer import JobSpec, Producer
+    from pipeline.generate import GenerateHeader, GenerateResult, GenerateTask
+    from pipeline.result import ChunkStats
 
-    from client.generate import _gather
-    from client.redis_store import run_commands
-    from solvers.chunk_store import result_commands
-
-    req = SimpleNamespace(plan=[(i, 2, i) for i in range(5)])
     sends: list[int] = []
 
-    def send(chunk: int) -> None:  # a worker answering at once, except that the first chunk 3 is lost
-        sends.append(chunk)
-        if chunk == 3 and sends.count(3) == 1:
-            return
-        body = json.dumps({"n": 2, "puzzles": [f"p{chunk}"] * 2, "error": None}).encode()
-        run_commands(store.r, result_commands(store.keys(JOB), chunk, body, "{}", 2, 0.0, 60))
+    class Worker(Transport):
+        """A worker answering at once, except that the first message of chunk 3 is lost."""
 
-    bodies = list(_gather(store, JOB, req, send, poll=0.01, resend_after=0.2))
-    assert [b["puzzles"][0] for _, b in bodies] == [f"p{i}" for i in range(5)]
+        def send(self, task: GenerateTask) -> None:
+            sends.append(task.chunk)
+            if task.chunk == 3 and sends.count(3) == 1:
+                return
+            header = GenerateHeader(job=JOB, chunk=task.chunk, stats=ChunkStats(n=2))
+            store.put_result(JOB, GenerateResult(header, [f"p{task.chunk}"] * 2, ["s"] * 2, ["{}"] * 2))
+
+    store.update(JOB, {"kind": "generate"})
+    tasks = [GenerateTask(job=JOB, chunk=i, box="2x2", count=2, seed=i) for i in range(5)]
+    Producer(JobSpec(JOB, []), store, Worker(), store.settings).run_plan(tasks)  # the same producer as solve
+    resender = Resender(store, JOB, Worker, after=0.2)  # and the same resend sweep, from the outbox
+    stream = stream_chunks(
+        store, JOB, result_ttl=0, poll=0.01, sweep=resender.sweep, decode=GenerateResult.decode
+    )
+    results = list(chunk_order(stream))
+    assert [r.puzzles[0] for r in results] == [f"p{i}" for i in range(5)]
     assert sorted(sends) == [0, 1, 2, 3, 3, 4] and store.meta(JOB)["resent"] == "1"

@@ -1,8 +1,8 @@
-"""Packed chunk results (`solvers.chunk_wire`): what workers send and collectors render.
+"""Result columns on the wire (`pipeline.wire`): what workers send and collectors render.
 
-The packed form must render exactly the records the worker would have rendered, be
-much smaller than them, and refuse any payload whose parts disagree before the
-unchecked renderer reads it.
+The wire form must render exactly the records the worker would have rendered, be much
+smaller than them, and refuse any payload whose parts disagree before the unchecked
+renderer reads it. Status codes are fixed values, whatever the order of `Status`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,16 @@ import json
 import numpy as np
 import pytest
 
-from solvers.chunk import PACKED, SCHEMA, ChunkResult, failed_chunk, solve_chunk
-from solvers.chunk_records import extract, render_py
-from solvers.chunk_render import render_packed
-from solvers.chunk_wire import from_bytes, pack, to_bytes
+from pipeline.columns import STATUS_CODE, STATUS_NAMES, Column, ResultColumns
+from pipeline.render.jsonl import render as render_packed
+from pipeline.result import ChunkResult
+from pipeline.solve import failed_chunk, solve_chunk
+from pipeline.tasks import V_COLUMNS as PACKED
+from pipeline.tasks import V_RECORDS as SCHEMA
+from pipeline.wire import from_bytes, read_column, to_bytes
 from solvers.result import SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
+from tests.jsonl_reference import render_py
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "cd" * 16
@@ -39,16 +43,38 @@ def mixed_results() -> list[SolveResult]:
     ]
 
 
+def pack(results: list[SolveResult]) -> ResultColumns:
+    """The columns of `results` (their puzzles as the texts)."""
+    return ResultColumns.build([r.puzzle for r in results], results)
+
+
 def test_packed_results_render_the_same_bytes_as_the_python_renderer_after_a_round_trip():
     results = mixed_results()
-    texts = [r.puzzle for r in results]
     index, line = np.arange(7, 13, dtype=np.int64), np.array([1, 3, 5, 8, 9, 100], dtype=np.int64)
-    expected = render_py('dir/ä "in".txt', index.tolist(), line.tolist(), texts, extract(results))
-    for payload in (
-        to_bytes(pack(texts, extract(results))),
-        bytearray(to_bytes(pack(texts, extract(results)))),
-    ):
-        assert render_packed('dir/ä "in".txt', index, line, from_bytes(payload, 6)) == expected
+    expected = render_py('dir/ä "in".txt', index.tolist(), line.tolist(), pack(results))
+    for payload in (to_bytes(pack(results)), bytearray(to_bytes(pack(results)))):
+        assert render_packed(from_bytes(payload, 6), 'dir/ä "in".txt', index, line) == expected
+
+
+def test_status_codes_on_the_wire_are_the_fixed_values_not_positions_in_the_enum():
+    assert STATUS_CODE == {
+        Status.SOLVED: 0, Status.UNSOLVABLE: 1, Status.TIMEOUT: 2,
+        Status.APPROXIMATE: 3, Status.INVALID: 4, Status.ERROR: 5,
+    }  # fmt: skip  # what workers of every version write: never renumber, only add
+    assert STATUS_NAMES == ["solved", "unsolvable", "timeout", "approximate", "invalid", "error"]
+    results = mixed_results()
+    assert [STATUS_NAMES[c] for c in pack(results).status] == [r.status.value for r in results]
+
+
+def test_a_column_a_payload_lacks_reads_as_its_default_and_a_part_it_does_not_know_is_ignored():
+    later = Column("later", "later", "int", np.int64, default=7, required=False)
+    assert read_column(later, {}, 6).tolist() == [7] * 6  # a worker of before the column was added
+    payload = to_bytes(pack(mixed_results()))
+    head, _, body = payload.partition(b"\n")
+    layout = json.loads(head)
+    layout["parts"].append(["added_later", "|u1", 6])  # a worker of after
+    newer = json.dumps(layout).encode() + b"\n" + body + bytes(6)
+    assert from_bytes(newer, 6).status.tolist() == from_bytes(payload, 6).status.tolist()
 
 
 def untimed(result: ChunkResult) -> list[dict]:
@@ -61,8 +87,8 @@ def untimed(result: ChunkResult) -> list[dict]:
 def test_a_worker_answering_an_older_client_renders_the_records_a_packed_answer_renders(texts):
     old, new = chunk_task(JOB, texts, v=SCHEMA), chunk_task(JOB, texts, v=PACKED)
     rendered, packed = solve_chunk(old), solve_chunk(new)
-    assert rendered.header.v == SCHEMA and rendered.packed is None
-    assert packed.header.v == PACKED and packed.packed is not None
+    assert rendered.header.v == SCHEMA and rendered.columns is None
+    assert packed.header.v == PACKED and packed.columns is not None
     for decoded in (ChunkResult.decode(packed.encode()), ChunkResult.decode(bytearray(packed.encode()))):
         assert untimed(decoded) == untimed(rendered)  # the same records but for the measured times
         assert decoded.header.stats.counts == rendered.header.stats.counts
@@ -81,12 +107,19 @@ def test_a_packed_result_read_once_encodes_as_the_records_it_rendered():
     assert again.header.v == SCHEMA and again.records == records
 
 
-def test_results_the_producer_and_failures_answer_still_travel_as_records():
+def test_results_the_producer_and_failures_answer_travel_as_columns_too_and_render_the_same():
     result = failed_chunk(
         chunk_task(JOB, LINES[:3]), "the chunk exceeded the worker's time limit", Status.TIMEOUT
     )
-    assert result.header.v == SCHEMA and result.packed is None
+    assert result.header.v == PACKED and result.columns is not None  # one path: built without numba
     assert [json.loads(x)["status"] for x in ChunkResult.decode(result.encode()).lines()] == ["timeout"] * 3
+
+
+def test_a_result_that_came_as_records_still_decodes_and_renders_as_they_are():
+    result = ChunkResult.decode(solve_chunk(chunk_task(JOB, LINES[:4])).encode())
+    records = result.records  # read once: the columns are dropped, `encode` writes the records (v 1)
+    old = ChunkResult.decode(result.encode())
+    assert old.header.v == SCHEMA and old.columns is None and old.records == records
 
 
 def corrupt(payload: bytes, how: str) -> bytes:
@@ -118,17 +151,17 @@ def layout_size(payload: bytes, k: int) -> int:
 
 @pytest.mark.parametrize("how", ["truncated", "trailing", "rows", "dtype", "missing", "names", "tag"])
 def test_a_packed_payload_whose_parts_disagree_is_refused_before_rendering(how):
-    results = mixed_results()
-    payload = to_bytes(pack([r.puzzle for r in results], extract(results)))
+    payload = to_bytes(pack(mixed_results()))
     with pytest.raises(ValueError, match="packed results"):
         from_bytes(corrupt(payload, how), 6)
 
 
 def test_a_packed_payload_with_an_out_of_range_id_or_code_is_refused():
     results = mixed_results()
-    texts = [r.puzzle for r in results]
-    for field, value in (("solver", 9), ("status", 200), ("status", 256), ("c_kind", 3), ("nodes", 10**17)):
-        packed = pack(texts, extract(results))
+    for field, value in (
+        ("solver", 9), ("status", 200), ("status", 256), ("counter_kind", 3), ("nodes", 10**17),
+    ):  # fmt: skip
+        packed = pack(results)
         bad = getattr(packed, field).astype(np.int64)
         bad[0] = value
         setattr(packed, field, bad)
@@ -137,10 +170,9 @@ def test_a_packed_payload_with_an_out_of_range_id_or_code_is_refused():
 
 
 def test_text_lengths_whose_sum_wraps_round_to_the_bytes_are_refused():
-    results = mixed_results()
-    packed = pack([r.puzzle for r in results], extract(results))
+    packed = pack(mixed_results())
     lengths = np.array([2**64 - 1, 2, 0, 0, 0, 0], dtype=np.uint64)  # sums to 1 modulo 2**64
-    packed.p_buf, packed.p_off = (
+    packed.puzzle.buf, packed.puzzle.off = (
         np.array([65], np.uint8),
         np.concatenate((np.zeros(1, np.uint64), np.cumsum(lengths))),
     )
@@ -152,12 +184,11 @@ def test_a_packed_result_without_the_lines_of_its_rows_is_refused():
     result = solve_chunk(chunk_task(JOB, LINES[:3]))
     header = result.header.model_copy(update={"line_runs": None})
     with pytest.raises(ValueError, match="lines"):
-        ChunkResult.decode(header.model_dump_json().encode() + b"\n" + to_bytes(result.packed))
+        ChunkResult.decode(header.model_dump_json().encode() + b"\n" + to_bytes(result.columns))
 
 
 def test_a_payload_with_random_bytes_spoiled_is_refused_or_renders_one_line_per_row():
-    results = mixed_results()
-    payload = to_bytes(pack([r.puzzle for r in results], extract(results)))
+    payload = to_bytes(pack(mixed_results()))
     cut = payload.index(b"\n") + 1
     index, line = np.arange(6, dtype=np.int64), np.arange(1, 7, dtype=np.int64)
     rng = np.random.default_rng(5)
@@ -170,6 +201,6 @@ def test_a_payload_with_random_bytes_spoiled_is_refused_or_renders_one_line_per_
             packed = from_bytes(bytes(spoiled), 6)
         except ValueError:
             continue
-        assert render_packed("in", index, line, packed).count(b"\n") == 5  # the kernel stayed in its buffer
+        assert render_packed(packed, "in", index, line).count(b"\n") == 5  # the kernel stayed in its buffer
         rendered += 1
     assert rendered > 50  # most spoiled bytes are texts and counts: they render as other values

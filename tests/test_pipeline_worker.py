@@ -12,8 +12,9 @@ import pytest
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
-from solvers.chunk import TASK_NAME
-from solvers.chunk_store import JobKeys
+from pipeline.keys import JobKeys
+from pipeline.result import ChunkResult
+from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
@@ -70,27 +71,55 @@ def test_a_chunk_that_keeps_killing_its_worker_is_answered_with_errors(fake_redi
     fake_redis.hset(JobKeys(JOB).attempts, 0, worker_tasks.settings.max_attempts)
     worker_tasks.handle(payload(LINES[:4], 0, 0), fake_redis)
     (result,) = [c for c in [store.fetch(JOB, [0])[0]] if c]
-    records = [json.loads(line) for line in result.split(b"\n")[1:]]
+    records = [json.loads(line) for line in ChunkResult.decode(result).lines()]
     assert [r["status"] for r in records] == ["error"] * 4 and "worker crash" in records[0]["error"]
 
 
 def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
-    worker_tasks.beat(fake_redis, "host:42")
+    from worker.heartbeat import beat
+
+    beat(fake_redis, "host:42")
     assert RedisJobStore(fake_redis, ClientSettings()).live_workers() == ["host:42"]
+
+
+def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving(fake_redis, worker_tasks):
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from pipeline.keys import current_key, deliveries_key
+    from worker.heartbeat import beat, chunk_of, record_delivery, restore_orphans
+
+    store = new_job(fake_redis)
+    now = time.time()
+    record_delivery(fake_redis, "old", chunk_of({"job": JOB, "chunk": 0, "ref": "outbox"}), now - 120)
+    record_delivery(fake_redis, "running", f"{JOB}:1", now - 120)  # its worker is alive and solving it
+    record_delivery(fake_redis, "young", f"{JOB}:2", now - 1)
+    record_delivery(fake_redis, "answered", f"{JOB}:3", now - 120)
+    worker_tasks.handle(payload(LINES[:2], 3, 0), fake_redis)  # its result write drops the record
+    assert store.fetch(JOB, [3]) != [None]
+    beat(fake_redis, "host:7")
+    fake_redis.hset(current_key(), "host:7", f"{JOB}:1")
+    restored: list[tuple[str, bool]] = []
+    qos = SimpleNamespace(restore_by_tag=lambda tag, leftmost=False: restored.append((tag, leftmost)))
+    connection = SimpleNamespace(default_channel=SimpleNamespace(qos=qos))
+    app = SimpleNamespace(connection_for_write=lambda: nullcontext(connection))
+    assert restore_orphans(fake_redis, app) == 1 and restored == [("old", True)]
+    assert sorted(fake_redis.hkeys(deliveries_key())) == [f"{JOB}:1".encode(), f"{JOB}:2".encode()]
+    assert chunk_of({"job": "not a job id", "chunk": 0}) is None and chunk_of(["x"]) is None
 
 
 def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():
     code = (
         "import sys, client, client.cli, client.run, client.batch, client.transport, client.redis_store, "
-        "client.report, solvers.chunk, solvers.chunk_store, solvers.chunk_render, solvers.chunk_wire;"
+        "client.report, client.generate, pipeline.solve, pipeline.keys, pipeline.render.jsonl, pipeline.wire;"
         "bad = sorted(m for m in sys.modules if m == 'worker' or m.startswith('worker.'));"
         "assert not bad, bad;"
         "print('ok')"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
     code = (
-        "import sys, solvers, solvers.api, solvers.chunk, solvers.chunk_store, solvers.chunk_render,"
-        " solvers.chunk_wire;"
+        "import sys, solvers, solvers.api, solvers.generator, pipeline.solve, pipeline.keys,"
+        " pipeline.render.jsonl, pipeline.wire, pipeline.generate;"
         "top = {m.split('.')[0] for m in sys.modules};"
         "print(sorted(top & {'celery', 'kombu', 'redis', 'client', 'worker'}))"
     )

@@ -7,9 +7,8 @@ import json
 import pytest
 
 from solvers import Status, solve_many
-from solvers.chunk_records import extract, render, render_py
-from solvers.result import SolveResult
-from solvers.results import Results
+from solvers.result import Results, SolveResult
+from tests.jsonl_reference import columns, render, render_py
 
 EXAMPLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"
 NO_SOLUTION = "1...5.2.9..7.......6.......2...........5.1..2....2.39.3.4.9...15...1...3...8...4."
@@ -51,9 +50,9 @@ def test_the_columns_render_the_same_records_as_the_objects_they_stand_for(portf
     objects = list(solve_many(MIXED, portfolio=portfolio, time_limit=2))
     texts = [r.puzzle for r in objects]
     idx, lines = list(range(len(MIXED))), list(range(1, len(MIXED) + 1))
-    fresh = render_py("in", idx, lines, texts, extract(columnar))
+    fresh = render_py("in", idx, lines, columns(texts, columnar))
     mine = [json.loads(x) for x in fresh.split(b"\n")]
-    theirs = [json.loads(x) for x in render_py("in", idx, lines, texts, extract(objects)).split(b"\n")]
+    theirs = [json.loads(x) for x in render_py("in", idx, lines, columns(texts, objects)).split(b"\n")]
     for a, b in zip(mine, theirs, strict=True):  # the times differ between the two solves
         for rec in (a, b):
             rec.pop("time_ms")
@@ -61,7 +60,7 @@ def test_the_columns_render_the_same_records_as_the_objects_they_stand_for(portf
                 c.pop("time_ms", None)
                 c.pop("time_used_ms", None)
     assert mine == theirs
-    assert render("in", idx, lines, texts, extract(columnar)) == fresh
+    assert render("in", idx, lines, columns(texts, columnar)) == fresh
 
 
 def test_reading_some_rows_first_changes_nothing_in_the_records():
@@ -70,8 +69,8 @@ def test_reading_some_rows_first_changes_nothing_in_the_records():
     _ = read[0], read[3]
     texts = [r.puzzle for r in untouched]
     idx, lines = list(range(len(MIXED))), list(range(1, len(MIXED) + 1))
-    a = [json.loads(x) for x in render_py("in", idx, lines, texts, extract(untouched)).split(b"\n")]
-    b = [json.loads(x) for x in render_py("in", idx, lines, texts, extract(read)).split(b"\n")]
+    a = [json.loads(x) for x in render_py("in", idx, lines, columns(texts, untouched)).split(b"\n")]
+    b = [json.loads(x) for x in render_py("in", idx, lines, columns(texts, read)).split(b"\n")]
     assert [(x["status"], x["solution"], x["solver"], x["error"]) for x in a] == [
         (x["status"], x["solution"], x["solver"], x["error"]) for x in b
     ]
@@ -80,10 +79,11 @@ def test_reading_some_rows_first_changes_nothing_in_the_records():
 def test_a_batch_of_one_compact_group_keeps_its_grids_as_symbols_and_renders_them_the_same():
     lines = [EXAMPLE, NO_SOLUTION, EXAMPLE.replace(".", "0")]
     results = solve_many(lines)
-    assert extract(results).symbols is not None  # no text made for any solution yet
+    cols = columns(lines, results)
+    assert results.symbols is not None and results.solutions == [None] * 3  # no text made for any solution
     idx, rows = [0, 1, 2], [1, 2, 3]
-    compiled = render("in", idx, rows, lines, extract(results))
-    assert compiled == render_py("in", idx, rows, lines, extract(results))
+    compiled = render("in", idx, rows, cols)
+    assert compiled == render_py("in", idx, rows, columns(lines, results))
     records = [json.loads(x) for x in compiled.split(b"\n")]
     assert [r["status"] for r in records] == ["solved", "unsolvable", "solved"]
     assert records[1]["solution"] is None and records[0]["solution"] == results[0].solution

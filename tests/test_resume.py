@@ -23,7 +23,10 @@ from client.producer import JobSpec, Producer, ResumeRefused, fingerprint
 from client.redis_store import RedisJobStore
 from client.store import Checkpoint, MemoryStore, Superseded
 from client.transport import Transport
-from solvers.chunk import ChunkResult, ChunkTask, expand_runs, failed_chunk
+from pipeline.result import ChunkResult
+from pipeline.runs import expand_runs
+from pipeline.solve import failed_chunk
+from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE
 
 LINES = SAMPLE.read_text().splitlines()

@@ -1,5 +1,7 @@
-"""The Celery adapter: settings, the app, and the one task that runs `solvers.chunk.solve_chunk`.
+"""The Celery adapter: settings, the app, and the two tasks that run `pipeline.solve.solve_chunk` and
+`pipeline.generate.generate_result`.
 
-Thin on purpose: everything about solving lives in `solvers`, and the worker only moves
-a chunk from a task message to the job store.
+Thin on purpose: solving lives in `solvers`, the task and result contract in `pipeline`,
+and the worker only moves a chunk from a task message to the job store (`tasks`), beats
+and requeues orphaned messages (`heartbeat`), and survives a full Redis (`broker`).
 """

@@ -8,18 +8,19 @@ deadlines). Each pool process warms the numba cache once, when it starts.
 
 from __future__ import annotations
 
+import logging
 import ssl
 from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
 
-from worker.config import WorkerSettings
-
-settings = WorkerSettings()
+from worker.config import settings
 
 app = Celery("sudoku_batch", broker=settings.broker, include=["worker.tasks"])
 app.conf.update(
+    broker_transport="worker.broker:Transport",  # kombu's Redis transport, surviving a full Redis
+    worker_consumer="worker.consumer:Consumer",  # refused and malformed messages: one log line each
     task_serializer="json",
     accept_content=["json"],
     result_serializer="json",
@@ -42,6 +43,7 @@ app.conf.update(
     },
     broker_connection_timeout=settings.connect_timeout,
     broker_connection_retry_on_startup=True,
+    broker_channel_error_retry=True,  # a command Redis refuses (maxmemory) restarts the consumer only
     worker_cancel_long_running_tasks_on_connection_loss=True,
     worker_send_task_events=False,
     task_send_sent_event=False,
@@ -54,17 +56,20 @@ if settings.broker.startswith("rediss://") and "ssl_cert_reqs" not in settings.b
 
 @worker_init.connect
 def _warm_main(**_: Any) -> None:
-    """Load the compiled solvers in the main process, so forked pool processes start warm."""
-    from solvers.chunk import warm
+    """Load the compiled solvers in the main process, so forked pool processes start warm (and say so
+    in the log when a cold cache makes that a compile)."""
+    from pipeline.solve import warm
+    from solvers.warm import COMPILE_NOTICE, on_first_compile
 
+    on_first_compile(lambda: logging.getLogger(__name__).warning(COMPILE_NOTICE))
     warm()
 
 
 @worker_process_init.connect
 def _warm_process(**_: Any) -> None:
     """Make sure each pool process is warm (free after a warm fork) and start its liveness beat."""
-    from solvers.chunk import warm
-    from worker.tasks import start_heartbeat
+    from pipeline.solve import warm
+    from worker.heartbeat import start_heartbeat
 
     warm()
-    start_heartbeat()
+    start_heartbeat(app)

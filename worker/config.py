@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from solvers.chunk import DEFAULT_QUEUE
-from solvers.chunk_store import KEY_PREFIX
+from pipeline.keys import KEY_PREFIX
+from pipeline.tasks import DEFAULT_QUEUE
 
 
 class WorkerSettings(BaseSettings):
@@ -23,5 +23,11 @@ class WorkerSettings(BaseSettings):
     max_attempts: int = 3  # deliveries of one chunk before it is answered with `error`
     heartbeat_s: float = 5.0  # liveness beat of each worker process (for `status`)
     orphan_after_s: float = 60.0  # an unacked chunk nobody live is solving is requeued after this
+    stop_poll_s: float = 0.25  # how often a chunk being solved checks its job's stop key (purge)
     connect_timeout: float = 3.0
     socket_timeout: float = 30.0
+
+
+settings = (
+    WorkerSettings()
+)  # this process's settings, read once (the app, the tasks and the sweep share them)

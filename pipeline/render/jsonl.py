@@ -1,10 +1,11 @@
-"""The compiled JSON Lines writer (same bytes as `chunk_records.render_py`).
+"""JSON Lines records from `ResultColumns`, written by a compiled kernel.
 
-The collector renders each packed chunk result (`render_packed`) as it writes it;
-`chunk_records.render` packs Columns and renders them in one go. Why compiled: the
-pipeline's overhead budget is about a microsecond per puzzle, and an f-string record
+The collector renders each chunk's columns as it writes them (`render`). Why compiled:
+the pipeline's overhead budget is about a microsecond per puzzle, and an f-string record
 costs several. The kernel writes integers, fixed-point times and escaped strings
-straight into one preallocated byte buffer sized for the worst case of its inputs.
+straight into one preallocated byte buffer sized for the worst case of its inputs; the
+strings are escaped as `json.encoder.encode_basestring` does (tests hold the kernel to a
+plain-Python renderer of the same bytes, `tests/jsonl_reference.py`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.chunk_records import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS
-from solvers.chunk_wire import Packed, pack_texts
+from pipeline.columns import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
 
 
 def _lit(text: str) -> np.ndarray:
@@ -221,50 +221,89 @@ def _render(  # type: ignore[no-untyped-def]
         pos = _put_lit(out, pos, _L_RESTARTS)
         pos = _put_int(out, pos, restarts[i])
         pos = _put_lit(out, pos, _L_COUNTERS)
-        if c_kind[i] == 1:
-            out[pos] = 123
-            name = np.uint64(c_name[i])
-            pos = _put_str(out, pos + _U1, n_buf, n_off[name], n_off[name + _U1])
-            pos = _put_lit(out, pos, _L_C_NODES)
-            pos = _put_int(out, pos, c_nodes[i])
-            pos = _put_lit(out, pos, _L_C_GUESSES)
-            pos = _put_int(out, pos, c_guesses[i])
-            pos = _put_lit(out, pos, _L_C_TIME)
-            pos = _put_fixed(out, pos, c_time_q[i], 6)
-            out[pos] = 125
-            out[pos + _U1] = 125
-            pos += np.uint64(2)
-        elif c_kind[i] == 2:
-            pos = _put(out, pos, c_buf, c_off[i], c_off[i + _U1])
-        else:
-            pos = _put_lit(out, pos, _L_EMPTY)
+        pos = _put_counters(
+            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off
+        )
         out[pos] = 125
         pos += _U1
     return pos
 
 
-def render_packed(input_name: str, index: np.ndarray, line: np.ndarray, p: Packed) -> bytes:
-    """Render packed results (rows aligned with `index` and `line`, int64) as JSON Lines bytes."""
-    b = len(p)
+@njit(cache=True)
+def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off):  # type: ignore[no-untyped-def]
+    """Write row i's counters object: `{}`, one solver's three counters, or its raw JSON."""
+    if c_kind[i] == 1:
+        out[pos] = 123
+        name = np.uint64(c_name[i])
+        pos = _put_str(out, pos + _U1, n_buf, n_off[name], n_off[name + _U1])
+        pos = _put_lit(out, pos, _L_C_NODES)
+        pos = _put_int(out, pos, c_nodes[i])
+        pos = _put_lit(out, pos, _L_C_GUESSES)
+        pos = _put_int(out, pos, c_guesses[i])
+        pos = _put_lit(out, pos, _L_C_TIME)
+        pos = _put_fixed(out, pos, c_time_q[i], 6)
+        out[pos] = 125
+        out[pos + _U1] = 125
+        return pos + np.uint64(2)
+    if c_kind[i] == 2:
+        return _put(out, pos, c_buf, c_off[i], c_off[i + _U1])
+    return _put_lit(out, pos, _L_EMPTY)
+
+
+@njit(cache=True)
+def _render_counters(n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off, out, off):  # type: ignore[no-untyped-def]
+    """Write every row's counters object back to back; `off[i]:off[i+1]` is row i's."""
+    pos = _U0
+    for j in range(c_kind.shape[0]):
+        i = np.uint64(j)
+        off[i] = pos
+        pos = _put_counters(
+            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off
+        )
+    off[np.uint64(c_kind.shape[0])] = pos
+    return pos
+
+
+def render(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
+    """The JSON Lines records of `columns` (rows aligned with `index` and `line`, int64), newline-joined."""
+    b = len(columns)
     if b == 0:
         return b""
     if index.shape != (b,) or line.shape != (b,):
         raise ValueError(f"{index.size} indices and {line.size} lines for {b} results")
+    c = columns
     inp = np.frombuffer(_json_string(input_name).encode(), dtype=np.uint8)
-    s_buf, s_off = pack_texts(STATUS_NAMES)
-    n_buf, n_off = pack_texts(p.names or [""])
-    name_max = max(len(_json_string(name).encode()) for name in p.names or [""])
-    p_len, sol_len, e_len, c_len = p.p_buf.size, p.sol_buf.size, p.e_buf.size, p.c_buf.size
-    size = b * (ROW_BYTES + inp.size + 2 * name_max) + 6 * (p_len + sol_len + e_len) + c_len
+    statuses = Texts.of(STATUS_NAMES)
+    names = Texts.of(c.names or [""])
+    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    texts = c.puzzle.buf.size + c.solution.buf.size + c.error.buf.size
+    size = b * (ROW_BYTES + inp.size + 2 * name_max) + 6 * texts + c.counters_raw.buf.size
     out = np.empty(size, dtype=np.uint8)
     args = (
-        inp, index, line, _nonempty(p.p_buf), p.p_off, p.status, s_buf, s_off, _nonempty(p.sol_buf),
-        p.sol_off, p.cost, p.has_cost, p.solver, _nonempty(n_buf), n_off, p.time_q, p.time_ok,
-        _nonempty(p.e_buf), p.e_off, p.nodes, p.guesses, p.restarts, p.c_kind, p.c_name, p.c_nodes,
-        p.c_guesses, p.c_time_q, _nonempty(p.c_buf), p.c_off,
+        inp, index, line, _nonempty(c.puzzle.buf), c.puzzle.off, c.status, statuses.buf, statuses.off,
+        _nonempty(c.solution.buf), c.solution.off, c.cost, c.has_cost, c.solver, _nonempty(names.buf),
+        names.off, c.time_q, c.time_ok, _nonempty(c.error.buf), c.error.off, c.nodes, c.guesses, c.restarts,
+        c.counter_kind, c.counter_solver, c.counter_nodes, c.counter_guesses, c.counter_time_q,
+        _nonempty(c.counters_raw.buf), c.counters_raw.off,
     )  # fmt: skip
-    used = _render(*map(_read_only, args), out, _plain(p.p_buf), _plain(p.sol_buf))
+    used = _render(*map(_read_only, args), out, _plain(c.puzzle.buf), _plain(c.solution.buf))
     return out[: int(used)].tobytes()
+
+
+def counters_texts(columns: ResultColumns) -> Texts:
+    """Every row's `counters` object as the records write it (JSON text): for the CSV and Parquet files."""
+    c = columns
+    b = len(c)
+    names = Texts.of(c.names or [""])
+    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    out = np.empty(b * (2 * name_max + 3 * 22 + 64) + c.counters_raw.buf.size + 2, dtype=np.uint8)
+    off = np.zeros(b + 1, np.uint64)
+    args = (
+        _nonempty(names.buf), names.off, c.counter_kind, c.counter_solver, c.counter_nodes,
+        c.counter_guesses, c.counter_time_q, _nonempty(c.counters_raw.buf), c.counters_raw.off,
+    )  # fmt: skip
+    used = _render_counters(*map(_read_only, args), out, off)
+    return Texts(out[: int(used)], off)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

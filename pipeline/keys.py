@@ -1,4 +1,4 @@
-"""Where a job lives in Redis: key names and the one idempotent write of a chunk result.
+"""Where a job lives in Redis: key names, the one idempotent write of a chunk result, the stop check.
 
 Plain data, no Redis import: the worker (which writes results) and the client (which
 creates jobs, writes the producer's own answers, and reads everything) share this one
@@ -24,6 +24,8 @@ class JobKeys:
         self.attempts = f"{base}:attempts"  # hash: chunk -> deliveries seen by workers
         self.outbox = f"{base}:outbox"  # hash: chunk -> {"at", "task"}: sent, no result yet
         self.producer = f"{base}:producer"  # string: the token of the one producer allowed to submit
+        self.stop = f"{base}:stop"  # string, set by purge (short TTL): stop solving, write nothing more
+        self.deliveries = deliveries_key(prefix)  # the workers' hash of messages held (not the job's own)
         self.result_prefix = f"{base}:result:"
 
     def result(self, chunk: int) -> str:
@@ -31,8 +33,22 @@ class JobKeys:
         return f"{self.result_prefix}{chunk}"
 
     def fixed(self) -> list[str]:
-        """Every key of the job except the per-chunk results."""
+        """Every key of the job but the per-chunk results and the stop key (which outlives a purge briefly).
+
+        Whoever writes any of these after the job's creation checks first, under WATCH of
+        `stop`, that `stop` is absent and `meta` present (`job_stopped`): a purge (which sets
+        `stop`, then deletes the rest) can then never be followed by a write that re-creates
+        a key of the job.
+        """
         return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox, self.producer]
+
+
+def job_stopped(client: Any, keys: JobKeys) -> bool:
+    """True when the job was stopped (its stop key is set: purged) or is gone (no metadata).
+
+    `client` is a Redis client or a pipeline in immediate mode (inside WATCH): two EXISTS.
+    """
+    return bool(client.exists(keys.stop)) or not client.exists(keys.meta)
 
 
 def workers_key(prefix: str = KEY_PREFIX) -> str:
@@ -41,8 +57,14 @@ def workers_key(prefix: str = KEY_PREFIX) -> str:
 
 
 def current_key(prefix: str = KEY_PREFIX) -> str:
-    """Hash: worker process name -> `job:chunk` it is solving now (to tell orphaned messages)."""
+    """Hash: worker process name -> `job:chunk` it is solving now (to tell lost chunks from running ones)."""
     return f"{prefix}:current"
+
+
+def deliveries_key(prefix: str = KEY_PREFIX) -> str:
+    """Hash: `job:chunk` -> `delivery tag|epoch s` of each chunk message a worker took whose result is not
+    stored yet (what the workers' orphan sweep reads: no broker internals)."""
+    return f"{prefix}:deliveries"
 
 
 def result_commands(
@@ -55,14 +77,16 @@ def result_commands(
     stats field are set again, and the arrival list may name the chunk twice (readers
     skip names they have seen). Only the chunk-sizing hint (`hint_n`, `hint_cpu`) may
     count a redelivered chunk twice; it is an estimate. `ttl` bounds how long an
-    uncollected result may wait. The chunk leaves the job's outbox in the same
-    transaction, so a collector never re-sends a chunk whose result is stored.
+    uncollected result may wait. The chunk leaves the job's outbox and the workers'
+    deliveries in the same transaction, so a collector never re-sends a chunk whose result
+    is stored, and the orphan sweep never requeues it.
     """
     return [
         ("SET", keys.result(chunk), payload, "EX", ttl),
         ("HSET", keys.stats, chunk, stats_json),
         ("RPUSH", keys.arrivals, chunk),
         ("HDEL", keys.outbox, chunk),
+        ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
         ("HINCRBY", keys.meta, "hint_n", n),
         ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
         ("EXPIRE", keys.stats, ttl),

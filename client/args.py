@@ -1,0 +1,80 @@
+"""Command-line values checked at the edge: exit codes, usage errors, the broker, inputs, counts and seconds.
+
+Shared by the commands (`client.run`, `client.generate`) and the grammar (`client.cli`),
+which imports the commands: this module imports none of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from client.config import ClientSettings, check_broker_url
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake in the command line (exit 2)."""
+
+
+def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:
+    """The broker from --broker or SUDOKU_BATCH_BROKER (UsageError if required and missing, or malformed)."""
+    url = args.broker or settings.broker
+    if not url:
+        if required:
+            raise UsageError(f"{args.command} needs a broker: --broker URL or SUDOKU_BATCH_BROKER")
+        return None
+    try:
+        check_broker_url(url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return url
+
+
+def check_seconds(flag: str, value: float | None, most: float) -> None:
+    """UsageError unless `value` (given as `flag`) is None or seconds in (0, `most`] (nan and inf are not)."""
+    if value is not None and not 0 < value <= most:  # false for nan as well
+        raise UsageError(f"{flag} {value:g}: must be above 0 and at most {most:g} seconds")
+
+
+def check_processes(flag: str, value: int | None) -> None:
+    """UsageError unless `value` (given as `flag`) is None or a process count this machine can run."""
+    from client.transport import check_workers
+
+    if value is not None:
+        try:
+            check_workers(value)
+        except ValueError as exc:
+            raise UsageError(f"{flag} {exc}") from None
+
+
+def resume_command(job: str, inputs: list[str]) -> str:
+    """The command resuming `job`'s submission: its inputs as recorded, the broker left to the user."""
+    import shlex
+
+    names = " ".join(shlex.quote(name) for name in inputs) or "INPUT..."
+    return f"sudoku-batch submit --resume {job} {names} --broker URL"
+
+
+def input_sources(names: list[str]) -> list[tuple[str, str]]:
+    """Check the inputs are readable files (a usage error naming the input if not); `-` is stdin, once.
+
+    Only regular files: a pipe or a device can be read once, and the inputs are peeked at
+    (size, first bytes) before they are read; pipe such input to `-` instead.
+    """
+    if names.count("-") > 1:
+        raise UsageError("stdin (-) can be read only once")
+    for name in names:
+        path = Path(name)
+        if name == "-" or path.is_file() and os.access(path, os.R_OK):
+            continue
+        if path.is_dir():
+            raise UsageError(f"{name}: is a directory, not a file of puzzles")
+        if path.is_file():
+            raise UsageError(f"{name}: permission denied")
+        if path.exists():
+            raise UsageError(f"{name}: not a regular file (pipe it to `-` instead)")
+        raise UsageError(f"{name}: no such file")
+    return [(name, name) for name in names]

@@ -1,0 +1,87 @@
+"""Interrupts of the command line: SIGINT, SIGTERM and SIGHUP end a command the same way, promptly.
+
+The handlers are installed by `client.cli.main` only (library code never sets any): the
+first signal raises `Interrupted` (a KeyboardInterrupt) in the main thread, so the
+command stops its local processes, keeps what it wrote, says where the job stands and
+exits 128 + the signal number. A signal arriving inside `held()` (a write of output
+records) is raised when the block ends, so no record is cut in half. A second signal
+while the command winds down exits at once (local processes die with it: they hold
+PR_SET_PDEATHSIG, `client.processes`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command was interrupted by a signal; it exits 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a command ended by a signal: 128 + its number."""
+        return 128 + self.signum
+
+
+class _State:
+    """What the handler needs between signals: held blocks open, a signal waiting, one raised."""
+
+    held = 0
+    pending: int | None = None
+    raised = False
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if _State.raised:  # the second signal: the user insists, or the wind-down hangs
+        os._exit(128 + signum)
+    if _State.held:
+        _State.pending = signum
+        return
+    _State.raised = True
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """Turn SIGINT, SIGTERM and SIGHUP into `Interrupted` while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    _State.held, _State.pending, _State.raised = 0, None, False
+    for sig in SIGNALS:
+        signal.signal(sig, _on_signal)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Defer an interrupt until the block ends (a record write is never cut in half)."""
+    _State.held += 1
+    try:
+        yield
+    finally:
+        _State.held -= 1
+        if not _State.held and _State.pending is not None and not _State.raised:
+            signum, _State.pending = _State.pending, None
+            _State.raised = True
+            raise Interrupted(signum)
+
+
+def exit_code(exc: KeyboardInterrupt) -> int:
+    """The exit code of a command ended by `exc` (a plain KeyboardInterrupt is SIGINT's)."""
+    return exc.exit_code if isinstance(exc, Interrupted) else 128 + signal.SIGINT

@@ -1,0 +1,54 @@
+"""A notice on stderr while a broker job waits with no live worker: said once, with how to start one.
+
+Nothing else in a waiting `solve`, `collect` or `generate` tells a user that no worker
+listens (the progress bar only stands still), so after `after` seconds without a live
+worker process one line says so and the wait goes on; a worker that beats resets it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+NO_WORKER_S = 10.0  # seconds without a live worker before the notice
+CHECK_EVERY_S = 2.0  # the live workers are read at most this often
+START_WORKER = "sudoku-batch worker --broker URL"
+
+
+class NoWorkerNotice:
+    """Says once when `live()` (live worker processes) stayed 0 for `after` s; again after workers left."""
+
+    def __init__(
+        self,
+        live: Callable[[], int],
+        say: Callable[[str], None] | None = None,
+        after: float = NO_WORKER_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.live = live
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.after = after
+        self.clock = clock
+        self._since = clock()  # no worker seen since then
+        self._checked = -1e18
+        self._said = False
+
+    def check(self) -> bool:
+        """Read the live workers if due; say the notice if it is time; True when it was said now."""
+        now = self.clock()
+        if now - self._checked < CHECK_EVERY_S:
+            return False
+        self._checked = now
+        try:
+            count = self.live()
+        except Exception:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
+            return False
+        if count:
+            self._since, self._said = now, False
+            return False
+        if self._said or now - self._since < self.after:
+            return False
+        self._said = True
+        self.say(f"waiting: no live worker on the broker for {self.after:g} s; start one: {START_WORKER}")
+        return True

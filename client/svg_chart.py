@@ -1,0 +1,179 @@
+"""Bar charts as inline SVG text for the HTML report: no plotting library, nothing to install.
+
+A chart is a string of SVG elements in a fixed frame (plot area, axes, ticks, labels);
+bars are `<rect>` elements with a `<title>` holding their exact value, so a reader can
+hover for the number. Labels are escaped: solver names and reasons come from the job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+WIDTH, HEIGHT = 640, 240  # the frame, in CSS pixels
+LEFT, RIGHT, TOP, BOTTOM = 64, 24, 12, 44  # margins around the plot area
+FILL = "#4878a8"
+
+
+def nice_ticks(top: float, most: int = 5) -> list[float]:
+    """Tick values 0..>= top in steps of 1, 2 or 5 times a power of ten, at most `most` + 1 of them."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / most
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    count = math.ceil(top / step - 1e-9)
+    return [i * step for i in range(count + 1)]
+
+
+def _number(value: float) -> str:
+    """A tick label: integers without a decimal point, others to 3 significant digits."""
+    return f"{value:,.0f}" if value == int(value) else f"{value:.3g}"
+
+
+def _text(x: float, y: float, label: str, anchor: str = "middle") -> str:
+    """A text label at (x, y), escaped."""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{escape(label)}</text>'
+
+
+def _frame(body: list[str], x_label: str, y_label: str, height: int = HEIGHT, left: int = LEFT) -> str:
+    """Wrap chart elements in an <svg> with the axes and their labels."""
+    bottom = height - BOTTOM
+    return "".join(
+        [
+            f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
+            f'font-family="sans-serif" font-size="11">',
+            *body,
+            f'<line x1="{left}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="#333"/>',
+            f'<line x1="{left}" y1="{TOP}" x2="{left}" y2="{bottom}" stroke="#333"/>',
+            f'<text x="{(left + WIDTH - RIGHT) / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+            f"{escape(x_label)}</text>",
+            f'<text transform="translate(14 {(TOP + bottom) / 2:.1f}) rotate(-90)" text-anchor="middle">'
+            f"{escape(y_label)}</text>",
+            "</svg>",
+        ]
+    )
+
+
+def _y_axis(top: float, height: int) -> tuple[list[str], float]:
+    """Horizontal grid lines and labels for counts up to `top`; return them and the pixels per count."""
+    ticks = nice_ticks(top)
+    span = height - BOTTOM - TOP
+    scale = span / ticks[-1]
+    out = []
+    for value in ticks:
+        y = height - BOTTOM - value * scale
+        out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(_text(LEFT - 4, y + 4, _number(value), "end"))
+    return out, scale
+
+
+def histogram(
+    bins: Sequence[tuple[float, float, int]], x_label: str, y_label: str, log_x: bool = False
+) -> str:
+    """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin."""
+    bins = [b for b in bins if b[2] > 0]
+    if not bins:
+        return _frame([], x_label, y_label)
+    lo, hi = min(b[0] for b in bins), max(b[1] for b in bins)
+    if log_x:
+        lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
+        if lo == hi:
+            hi = lo * 10
+
+    def x(value: float) -> float:
+        span = (math.log10(value / lo) / math.log10(hi / lo)) if log_x else (value - lo) / ((hi - lo) or 1.0)
+        return LEFT + span * (WIDTH - LEFT - RIGHT)
+
+    body, scale = _y_axis(max(b[2] for b in bins), HEIGHT)
+    bottom = HEIGHT - BOTTOM
+    for low, high, count in bins:
+        x0, x1 = x(low), x(high)
+        h = count * scale
+        body.append(
+            f'<rect x="{x0:.2f}" y="{bottom - h:.2f}" width="{max(x1 - x0, 1.0):.2f}" height="{h:.2f}" '
+            f'fill="{FILL}"><title>{_number(low)}-{_number(high)}: {count:,}</title></rect>'
+        )
+    ticks = [10**e for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1)] if log_x else [lo, hi]
+    for value in ticks:
+        body.append(_text(x(value), bottom + 14, _number(value)))
+    return _frame(body, x_label, y_label)
+
+
+def columns(items: Sequence[tuple[str, int]], x_label: str, y_label: str) -> str:
+    """One labelled column per (label, count), left to right."""
+    body, scale = _y_axis(max((c for _, c in items), default=0), HEIGHT)
+    bottom = HEIGHT - BOTTOM
+    slot = (WIDTH - LEFT - RIGHT) / max(len(items), 1)
+    every = math.ceil(7 * max((len(label) for label, _ in items), default=1) / slot + 0.25)  # labels fit
+    for i, (label, count) in enumerate(items):
+        x0, h = LEFT + i * slot + 0.1 * slot, count * scale
+        body.append(
+            f'<rect x="{x0:.2f}" y="{bottom - h:.2f}" width="{0.8 * slot:.2f}" height="{h:.2f}" '
+            f'fill="{FILL}"><title>{escape(label)}: {count:,}</title></rect>'
+        )
+        if i % every == 0:
+            body.append(_text(x0 + 0.4 * slot, bottom + 14, label))
+    return _frame(body, x_label, y_label)
+
+
+def rows(items: Sequence[tuple[str, int]], x_label: str) -> str:
+    """One labelled horizontal bar per (label, count), top to bottom."""
+    band = 22
+    height = TOP + BOTTOM + band * max(len(items), 1)
+    left = max(LEFT, 12 + 7 * max((len(label) for label, _ in items), default=0))  # room for the names
+    ticks = nice_ticks(max((c for _, c in items), default=0))
+    scale = (WIDTH - left - RIGHT) / ticks[-1]
+    body = []
+    for value in ticks:
+        x = left + value * scale
+        body.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{height - BOTTOM}" stroke="#ddd"/>')
+        body.append(_text(x, height - BOTTOM + 14, _number(value)))
+    for i, (label, count) in enumerate(items):
+        y = TOP + i * band
+        body.append(
+            f'<rect x="{left}" y="{y + 3}" width="{count * scale:.2f}" height="{band - 6}" fill="{FILL}">'
+            f"<title>{escape(label)}: {count:,}</title></rect>"
+        )
+        body.append(_text(left - 4, y + band / 2 + 4, label, "end"))
+    return _frame(body, x_label, "", height, left)
+
+
+def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str) -> str:
+    """A cactus plot: a step line through (puzzles answered, time each took at most), time on a log axis.
+
+    `points` rise in both coordinates (cumulative counts against the upper edges of time bins):
+    the further right and the lower the line, the more puzzles were answered and the faster.
+    """
+    points = [(n, t) for n, t in points if n > 0 and t > 0]
+    if not points:
+        return _frame([], x_label, y_label)
+    most = max(n for n, _ in points)
+    lo = 10 ** math.floor(math.log10(min(t for _, t in points)))
+    hi = 10 ** math.ceil(math.log10(max(t for _, t in points)))
+    hi = hi if hi > lo else lo * 10
+    bottom = HEIGHT - BOTTOM
+    x_ticks = nice_ticks(most)
+
+    def x(n: float) -> float:
+        return LEFT + n / x_ticks[-1] * (WIDTH - LEFT - RIGHT)
+
+    def y(t: float) -> float:
+        return bottom - math.log10(t / lo) / math.log10(hi / lo) * (bottom - TOP)
+
+    body = []
+    for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1):
+        at = y(10**e)
+        body.append(f'<line x1="{LEFT}" y1="{at:.1f}" x2="{WIDTH - RIGHT}" y2="{at:.1f}" stroke="#ddd"/>')
+        body.append(_text(LEFT - 4, at + 4, _number(10**e), "end"))
+    for value in x_ticks:
+        body.append(_text(x(value), bottom + 14, _number(value)))
+    path = [f"M{x(0):.2f},{y(points[0][1]):.2f}"]
+    for n, t in points:
+        path.append(f"L{x(n):.2f},{y(t):.2f}")
+    body.append(f'<path d="{" ".join(path)}" fill="none" stroke="{FILL}" stroke-width="2"/>')
+    n, t = points[-1]
+    body.append(f'<circle cx="{x(n):.2f}" cy="{y(t):.2f}" r="3" fill="{FILL}"><title>{n:,} puzzles within '
+                f"{_number(t)} ms</title></circle>")  # fmt: skip
+    return _frame(body, x_label, y_label)

@@ -1,0 +1,129 @@
+"""Where an output file goes: replaced atomically when it is a regular file, written through when it is not.
+
+A regular file (or a new path) is written under a temporary name beside it and renamed
+into place at the end, so a crash leaves no half file under the final name. Anything
+else at the path (a FIFO, a character device such as /dev/null or /dev/full,
+/dev/stdout) is opened and written straight through: renaming over it would replace
+the device or pipe with a regular file. Symbolic links are followed: the link stays,
+its target gets the output.
+
+Temporary names are `.<name>.<pid>.<random>.part`, held under an exclusive `flock` while
+written: a later run removes the parts left by writers that died (their lock is gone
+and their pid is no process), and never those of a writer still at work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import stat
+import tempfile
+from pathlib import Path
+from typing import IO
+
+PART_SUFFIX = ".part"
+FLUSH_S = 1.0  # writers flush at least this often: whoever reads the output sees results as they come
+
+
+class Target:
+    """One output path opened for writing bytes: `stream`, then `close(keep)` renames or discards."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._tmp: str | None = None
+        self._final: str | None = None
+        try:
+            st: os.stat_result | None = os.stat(self.path)  # follows symlinks (and /dev/stdout's)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{self.path}: is a directory")
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            self.stream: IO[bytes] = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115 - kept open
+            return
+        self._final = os.path.realpath(self.path)  # a symlink's target is what gets replaced
+        folder, name = os.path.split(self._final)
+        remove_stale_parts(folder, name)
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=PART_SUFFIX, dir=folder)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held until closed: this part is in use
+        os.fchmod(fd, 0o666 & ~_umask() if st is None else stat.S_IMODE(st.st_mode))
+        self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
+
+    @property
+    def atomic(self) -> bool:
+        """True when the output goes to a temporary file renamed into place at the end."""
+        return self._final is not None
+
+    def close(self, keep: bool) -> None:
+        """Flush and close; a temporary file is renamed into place when `keep`, else removed."""
+        try:
+            self.stream.flush()
+        finally:
+            self.stream.close()
+            if self._tmp is not None:
+                tmp, self._tmp = self._tmp, None
+                if keep:
+                    os.replace(tmp, self._final)  # type: ignore[arg-type]
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(tmp)
+
+
+def check_target(path: str | Path) -> None:
+    """Raise ValueError (one line) when `path` cannot take an output: a directory, or in no folder."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{path}: is a directory")
+    folder = Path(os.path.realpath(p)).parent
+    if not folder.is_dir():
+        raise ValueError(f"{path}: no folder {folder} to write it in")
+
+
+def remove_stale_parts(folder: str, name: str) -> int:
+    """Remove the `.part` files of `name` in `folder` left by writers that died; return how many."""
+    pattern = re.compile(rf"^\.{re.escape(name)}\.(\d+)\.[^.]+{re.escape(PART_SUFFIX)}$")
+    removed = 0
+    try:
+        entries = os.listdir(folder or ".")
+    except OSError:
+        return 0
+    for entry in entries:
+        m = pattern.match(entry)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        path = os.path.join(folder, entry)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a live writer holds it: not stale
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """True when a process `pid` exists (ours or another user's)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _umask() -> int:
+    """The process umask (read by setting it and putting it back: there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

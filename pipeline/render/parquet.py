@@ -1,0 +1,120 @@
+"""Parquet records from a chunk's columns (pyarrow, the optional extra `parquet`): what pandas, polars
+and DuckDB users load.
+
+The record fields become typed columns: integers as int64, `time_ms` as float64, texts as
+strings, nulls where the JSON records have them, `counters` as its JSON text (its keys are
+solver names). Texts go from the columns' UTF-8 buffers into Arrow arrays without a Python
+string per row; a result that came as records (`v` 1) is read through them. Written
+uncompressed, dictionary-encoded only where values repeat: on 49k 9x9 records 10 ms and
+13.8 MB against 26 ms and 4.2 MB with snappy (the JSON Lines are 22 MB).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+import numpy as np
+
+from pipeline.columns import FIELDS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
+from pipeline.result import ChunkResult
+
+INSTALL_HINT = "pip install 'sudoku-batch[parquet]'"
+DICTIONARY = ["input", "status", "solver"]  # few distinct values; the others are mostly unique per row
+STATISTICS = ["line", "index", "cost", "time_ms", "nodes", "guesses", "restarts"]  # min/max where useful
+
+
+def available() -> bool:
+    """True when pyarrow (with Parquet) can be imported."""
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def schema() -> Any:
+    """The Arrow schema of the records."""
+    import pyarrow as pa
+
+    types = {
+        "line": pa.int64(), "input": pa.string(), "index": pa.int64(), "puzzle": pa.string(),
+        "status": pa.string(), "solution": pa.string(), "cost": pa.int64(), "solver": pa.string(),
+        "time_ms": pa.float64(), "error": pa.string(), "nodes": pa.int64(), "guesses": pa.int64(),
+        "restarts": pa.int64(), "counters": pa.string(),
+    }  # fmt: skip
+    return pa.schema([(name, types[name]) for name in FIELDS])
+
+
+class ParquetSink:
+    """Writes record tables to one Parquet stream: a row group per slice, the footer at `close`."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        import pyarrow.parquet as pq
+
+        self.schema = schema()
+        self._writer = pq.ParquetWriter(
+            stream,
+            self.schema,
+            compression="none",
+            use_dictionary=DICTIONARY,
+            write_statistics=STATISTICS,
+        )
+
+    def write(self, result: ChunkResult, start: int, stop: int) -> None:
+        """Append rows `start:stop` of a chunk result."""
+        self._writer.write_table(table(result, self.schema).slice(start, stop - start))
+
+    def close(self) -> None:
+        """Write the footer (a file cut short before it is not a Parquet file)."""
+        self._writer.close()
+
+
+def table(result: ChunkResult, schema: Any) -> Any:
+    """The records of a chunk result as an Arrow table of `schema`."""
+    import pyarrow as pa
+
+    if result.columns is None:
+        rows = [json.loads(line) for line in result.lines()]
+        for row in rows:
+            row["counters"] = json.dumps(row["counters"], separators=(",", ":"))
+        return pa.Table.from_pylist(rows, schema=schema)
+    from pipeline.render.jsonl import counters_texts
+
+    c: ResultColumns = result.columns
+    n = len(c)
+    names = pa.array([*c.names, None], pa.string())
+    solver = c.solver.astype(np.int64)
+    solver[solver < 0] = len(c.names)
+    arrays = {
+        "line": pa.array(result.row_lines()),
+        "input": pa.array([result.header.input], pa.string()).take(pa.array(np.zeros(n, np.int64))),
+        "index": pa.array(result.row_indices()),
+        "puzzle": _strings(c.puzzle, None),
+        "status": pa.array(STATUS_NAMES, pa.string()).take(pa.array(c.status)),
+        "solution": _strings(c.solution, np.diff(c.solution.off) > 0),
+        "cost": pa.array(c.cost, mask=~c.has_cost),
+        "solver": names.take(pa.array(solver)),
+        "time_ms": pa.array(c.time_q / 10.0**TIME_DECIMALS, mask=~c.time_ok),
+        "error": _strings(c.error, np.diff(c.error.off) > 0),
+        "nodes": pa.array(c.nodes),
+        "guesses": pa.array(c.guesses),
+        "restarts": pa.array(c.restarts),
+        "counters": _strings(counters_texts(c), None),
+    }
+    return pa.Table.from_arrays([arrays[name] for name in FIELDS], schema=schema)
+
+
+def _strings(texts: Texts, valid: np.ndarray | None) -> Any:
+    """An Arrow string array over the texts' buffer (no Python string per row); null where not `valid`."""
+    import pyarrow as pa
+
+    n = len(texts)
+    if int(texts.off[-1]) >= 2**31:
+        return pa.array(texts.to_list(), pa.string()).cast(pa.string())  # pragma: no cover - over 2 GB
+    offsets = pa.py_buffer(texts.off.astype(np.int32))
+    data = pa.py_buffer(np.ascontiguousarray(texts.buf))
+    if valid is None or valid.all():
+        return pa.StringArray.from_buffers(n, offsets, data)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.StringArray.from_buffers(n, offsets, data, bitmap, null_count=int(n - valid.sum()))

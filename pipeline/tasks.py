@@ -1,0 +1,101 @@
+"""The task messages between client and workers: what a chunk asks for, checked before anything runs.
+
+Two kinds of chunk task ride the same producer, transport, outbox and collector: `ChunkTask`
+(solve these puzzles, here) and `GenerateTask` (make this many puzzles from this seed,
+`pipeline.generate`), each committed to the job's outbox (`pipeline.outbox`) before it is
+sent. Celery reaches the workers' tasks by name (`SOLVE_TASK_NAME`, `GENERATE_TASK_NAME`,
+JSON kwargs `{"task": ...}`). A solve message names its chunk (`ChunkRef`) and the worker
+reads the task from the outbox; a generate message is small and carries its task. Every
+number is bounded, so a hand-made message cannot make a worker allocate without limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.runs import Runs, split_texts
+
+SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
+GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
+DEFAULT_QUEUE = "sudoku_batch"
+V_RECORDS = 1  # a result carrying rendered records; also the task of a client that reads only those
+V_COLUMNS = 2  # a result carrying result columns (`pipeline.wire`); also the task of a client reading them
+JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
+MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends at most 1 MB by default)
+MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
+MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
+MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
+MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
+
+
+class ChunkTask(BaseModel):
+    """A solve task: the puzzles of a chunk (joined by newlines) and how to solve them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    NAME: ClassVar[str] = SOLVE_TASK_NAME  # the worker's task that runs it
+
+    v: int = V_COLUMNS  # 2: the client reads result columns (a worker answers a 1 with rendered records)
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    chunk: int = Field(ge=0, lt=2**53)
+    input: str = Field(max_length=MAX_NAME_CHARS)
+    index_runs: Runs = Field(max_length=MAX_RUNS)  # (first, count): positions among the job's puzzles
+    line_runs: Runs = Field(max_length=MAX_RUNS)  # (first, count): 1-based lines where the puzzles start
+    puzzles: str = Field(max_length=MAX_TASK_CHARS)  # the puzzle texts joined by "\n"
+    spans: list[int] | None = Field(default=None, max_length=MAX_CHUNK_PUZZLES)  # rows per multi-row puzzle
+    box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
+    portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ChunkTask:
+        """Refuse a message whose runs, spans and text disagree (a hand-made one could ask for huge lists)."""
+        counts = [n for _, n in self.index_runs]
+        if any(n < 1 for n in counts) or any(n < 1 for _, n in self.line_runs):
+            raise ValueError("runs must have positive counts")
+        if any(first < 0 for first, _ in self.index_runs) or any(first < 1 for first, _ in self.line_runs):
+            raise ValueError("runs must start at index 0 or line 1 or later")
+        n = sum(counts)
+        if n > MAX_CHUNK_PUZZLES:
+            raise ValueError(f"{n} puzzles in one chunk; at most {MAX_CHUNK_PUZZLES} are accepted")
+        if sum(c for _, c in self.line_runs) != n:
+            raise ValueError("index_runs and line_runs count different numbers of puzzles")
+        rows = self.puzzles.count("\n") + 1 if n else 0
+        if self.spans is None:
+            if rows != n:
+                raise ValueError(f"the text has {rows} lines for {n} puzzles")
+        elif len(self.spans) != n or any(s < 1 for s in self.spans) or sum(self.spans) != rows:
+            raise ValueError("spans do not match the puzzles' text")
+        return self
+
+    def __len__(self) -> int:
+        return sum(n for _, n in self.index_runs)
+
+    def texts(self) -> list[str]:
+        """Return the puzzle texts, regrouping multi-row puzzles by `spans`."""
+        return split_texts(self.puzzles, self.spans, len(self))
+
+
+class ChunkRef(BaseModel):
+    """A solve message that names its chunk instead of carrying it: the worker reads the task from the outbox.
+
+    The producer commits every task to the job's outbox before sending it (and the resend
+    sweep and a resume send only outbox tasks), so the puzzles need not travel through the
+    broker a second time: the message stays a few bytes instead of a base64 copy of ~1 MB.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: int = V_RECORDS
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    chunk: int = Field(ge=0, lt=2**53)
+    ref: Literal["outbox"] = "outbox"
+
+
+def solver_seed(job: str, chunk: int) -> int:
+    """Derive a solve chunk's solver seed from the job id and chunk index (stable across machines)."""
+    digest = hashlib.blake2b(f"{job}:{chunk}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") & (2**62 - 1)) | 1

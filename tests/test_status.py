@@ -1,0 +1,120 @@
+"""`status` and `collect` tell a user where a job is in words and numbers that agree with each other:
+a finished job is done, slow rates keep their digits, stale producer counts never fall below what is
+answered, a cancelled job is not offered a resume, and `collect` reports the job's rate."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import client.redis_store
+from client.batch import BatchClient
+from client.cli import main
+from client.config import ClientSettings
+from client.producer import ResumeRefused
+from client.redis_store import RedisJobStore
+from client.transport import Transport
+from pipeline.solve import solve_chunk
+from pipeline.tasks import ChunkTask
+from tests.conftest import SAMPLE, chunk_task
+
+LINES = SAMPLE.read_text().splitlines()
+JOB = "5a" * 16
+URL = "redis://fake:6379/0"
+SETTINGS = ClientSettings(max_chunk_bytes=82 * 10, poll_interval=0.01)
+pytestmark = pytest.mark.timeout(60)
+
+
+class Dropped(Transport):
+    """Accepts chunk tasks and keeps them (no worker: nothing is solved)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[ChunkTask] = []
+
+    def send(self, task: ChunkTask) -> None:
+        self.tasks.append(task)
+
+
+@pytest.fixture
+def store(fake_redis, monkeypatch) -> RedisJobStore:
+    """The job store `main([... "--broker", URL])` reaches: fakeredis."""
+    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    return RedisJobStore(fake_redis, SETTINGS)
+
+
+def answered(store: RedisJobStore, created: float, meta: dict[str, str], chunks: list[list[str]]) -> None:
+    """Create JOB with `meta`, answered chunk by chunk (each chunk ending 10 s after the job was created)."""
+    store.create(JOB, {"created": f"{created:.3f}", "inputs": "in.txt", **meta})
+    first = 0
+    for number, texts in enumerate(chunks):
+        result = solve_chunk(chunk_task(JOB, texts, chunk=number, first=first))
+        result.header.stats.end = created + 10.0
+        store.put_result(JOB, result)
+        first += len(texts)
+
+
+def status_text(capsys) -> str:
+    assert main(["status", JOB, "--broker", URL]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_finished_job_is_done_not_produced(store, capsys):
+    answered(store, time.time() - 20, {"state": "produced", "total": "5", "chunks_total": "1"}, [LINES[:5]])
+    out = status_text(capsys)
+    assert out.startswith(f"job {JOB}: done, 5/5 puzzles") and "produced" not in out
+    assert main(["status", JOB, "--broker", URL, "--json"]) == 0
+    assert '"phase": "done"' in capsys.readouterr().out
+
+
+def test_a_slow_job_shows_its_rate_with_two_significant_digits_not_zero(store, capsys):
+    answered(store, time.time() - 100, {"state": "producing"}, [LINES[:5]])
+    line = status_text(capsys).splitlines()[0]
+    assert re.search(r", 0\.0[45]\d? puzzles/s", line), line
+    assert line.startswith(f"job {JOB}: submitting, ")
+
+
+def test_stale_producer_counts_never_show_fewer_submitted_than_answered(store, capsys):
+    meta = {"state": "producing", "producer_beat": f"{time.time():.3f}", "submitted": "1", "chunks_sent": "0"}
+    answered(store, time.time() - 5, meta, [LINES[:3], LINES[3:6]])
+    out = status_text(capsys)
+    assert f"job {JOB}: submitting, 6/6+ (still reading input)" in out, out
+    assert "chunks: 2/2 done" in out
+
+
+def test_a_cancelled_job_says_cancelled_and_is_not_offered_a_resume(store, tmp_path, monkeypatch, capsys):
+    batch = BatchClient(URL, settings=SETTINGS)
+    monkeypatch.setattr(batch, "_celery_transport", Dropped)
+    job = batch.submit_inputs([("endless", itertools.cycle(LINES[:50]))], bounded=False)
+    while job.status().checkpoint < 20:  # it reads, commits and sends on and on
+        time.sleep(0.01)
+    job.cancel()
+    status = job.status()
+    assert (status.phase, status.submission) == ("cancelled", "cancelled")
+    assert status.error == "the job was cancelled"
+    assert main(["status", job.id, "--broker", URL]) == 0
+    out = capsys.readouterr().out
+    assert f"job {job.id}: cancelled, " in out and "(cancelled)" in out and "resume" not in out
+    with pytest.raises(ResumeRefused, match="was cancelled"):
+        batch.resume(job.id, [str(tmp_path)])
+    args = ["collect", job.id, "--broker", URL, "-o", str(tmp_path / "o.jsonl"), "--timeout", "0.3"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "the job was cancelled" in err and "resume" not in err
+
+
+def test_collect_reports_the_rate_of_the_job_not_of_the_collection(store, tmp_path, capsys):
+    meta = {"state": "produced", "total": "10", "chunks_total": "2"}
+    answered(store, time.time() - 3600, meta, [LINES[:5], LINES[5:10]])  # solved in 10 s, an hour ago
+    assert main(["collect", JOB, "--broker", URL, "-o", str(tmp_path / "o.jsonl")]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("10 puzzles in 10.00 s (1 puzzles/s)"), first
+
+
+@pytest.fixture(autouse=True)
+def _no_broker_env(monkeypatch) -> Iterator[None]:
+    monkeypatch.delenv("SUDOKU_BATCH_BROKER", raising=False)
+    yield

@@ -1,0 +1,310 @@
+"""Worker faults against real workers and a real redis-server: a purge stops a running job and leaves no key,
+hostile messages are each dropped in one log line, a full Redis is survived.
+
+Each test ends by checking that the workers still solve a normal job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.conftest import SAMPLE, RedisServer, check_records, cli_command, start_workers, stop_all
+
+STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
+EASY = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+ONE_PER_CHUNK = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": "82"}  # one 9x9 puzzle per chunk
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cli_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def job_keys(client: redis.Redis, job: str) -> list[bytes]:
+    """Every key of `job` in the broker."""
+    return sorted(client.keys(f"sbatch:job:{job}:*"))
+
+
+def solving(client: redis.Redis, job: str) -> list[bytes]:
+    """The `job:chunk` entries of `job` live workers are solving now."""
+    return [v for v in client.hvals("sbatch:current") if v.startswith(job.encode())]
+
+
+def still_solves_a_normal_job(url: str, tmp_path) -> None:
+    """The workers answer a small job completely (they survived whatever the test did)."""
+    out = tmp_path / "normal.jsonl"
+    proc = run_cli("solve", str(SAMPLE), "--broker", url, "-o", str(out), "-q", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(out.read_text().splitlines()) == len(
+        [ln for ln in SAMPLE.read_text().splitlines() if ln.strip()]
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_a_purge_stops_the_workers_solving_the_job_and_no_key_of_it_survives(workers, tmp_path):
+    client = redis.Redis.from_url(workers)
+    path = tmp_path / "stuck.txt"
+    path.write_text((STUCK + "\n") * 4)
+    submitted = run_cli(
+        "submit",
+        str(path),
+        "--broker",
+        workers,
+        "--portfolio",
+        "stochastic",
+        "--time-limit",
+        "60",
+        env=ONE_PER_CHUNK,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    deadline = time.monotonic() + 60
+    while len(solving(client, job)) < 2:  # both workers on a 60 s puzzle
+        assert time.monotonic() < deadline, client.hgetall("sbatch:current")
+        time.sleep(0.05)
+    purged = run_cli("purge", job, "--broker", workers, env={"SUDOKU_BATCH_STOP_TTL": "3"})
+    assert purged.returncode == 0, purged.stderr
+    deadline = time.monotonic() + 10  # generous: the solvers check the stop key every 0.25 s
+    while solving(client, job):
+        assert time.monotonic() < deadline, "the workers went on solving a purged job"
+        time.sleep(0.05)
+    time.sleep(1.0)  # anything a worker would still write, it has written by now
+    assert job_keys(client, job) == [f"sbatch:job:{job}:stop".encode()]
+    time.sleep(3.0)  # the stop key's own TTL
+    assert job_keys(client, job) == []
+    status = run_cli("status", job, "--broker", workers)
+    assert status.returncode == 1 and "no such job" in status.stderr
+    still_solves_a_normal_job(workers, tmp_path)
+    client.close()
+
+
+@pytest.fixture
+def lonely_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of the test with no worker on it."""
+    server = RedisServer(tmp_path_factory.mktemp("lonely-redis"), appendonly=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def big_corpus(tmp_path, n: int = 20000):
+    """Enough 9x9 puzzles that the producer waits for room in its window of chunks."""
+    path = tmp_path / "big.txt"
+    path.write_text("\n".join((EASY * (n // len(EASY) + 1))[:n]) + "\n")
+    return path
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_solve_whose_job_is_purged_ends_within_seconds_and_leaves_no_key(lonely_redis, tmp_path):
+    client = redis.Redis.from_url(lonely_redis.url)
+    proc = subprocess.Popen(
+        [
+            *cli_command(),
+            "solve",
+            str(big_corpus(tmp_path)),
+            "--broker",
+            lonely_redis.url,
+            "-o",
+            str(tmp_path / "o"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 50)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (jobs := client.keys("sbatch:job:*:meta")):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        job = jobs[0].decode().split(":")[2]
+        time.sleep(1.5)  # the producer fills its window and waits for room, beating every second
+        assert run_cli("purge", job, "--broker", lonely_redis.url).returncode == 0
+        _, err = proc.communicate(timeout=10)  # generous: every failure path ends within seconds
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and f"error: job {job}: no job {job}" in err, err
+    time.sleep(1.5)  # a producer left running would beat again within a second
+    assert [k for k in client.keys(f"sbatch:job:{job}:*") if not k.endswith(b":stop")] == []
+    client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_solve_with_no_live_worker_says_so_with_the_command_that_starts_one_and_keeps_waiting(
+    lonely_redis, tmp_path
+):
+    proc = subprocess.Popen(
+        [*cli_command(), "solve", str(SAMPLE), "--broker", lonely_redis.url, "-o", str(tmp_path / "o.jsonl")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SUDOKU_BATCH_NO_WORKER_NOTICE_S": "2"},
+    )
+    try:
+        time.sleep(8)
+        assert proc.poll() is None, "it must keep waiting"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    notice = "waiting: no live worker on the broker for 2 s; start one: sudoku-batch worker --broker URL"
+    assert err.splitlines().count(notice) == 1, err
+    workers = start_workers(lonely_redis.url, 1, tmp_path)
+    try:  # the job goes on once a worker starts: collect it as the interrupt said
+        job = next(ln.split()[1] for ln in err.splitlines() if ln.endswith("goes on without this command"))
+        out = tmp_path / "o.jsonl"
+        done = run_cli("collect", job, "--broker", lonely_redis.url, "-o", str(out), "--timeout", "60")
+        assert done.returncode == 0, done.stderr
+        assert len(out.read_text().splitlines()) == len(EASY)
+    finally:
+        stop_all(workers)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
+    client = redis.Redis.from_url(workers)
+    puzzles = (EASY * 30)[:3000]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    out = tmp_path / "out.jsonl"
+    small = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 40)}
+    solve = subprocess.Popen(
+        [*cli_command(), "solve", str(path), "--broker", workers, "-o", str(out), "--ordered", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **small},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not [p for p in tmp_path.glob(".out.jsonl.*.part") if p.stat().st_size]:  # results collected
+            assert time.monotonic() < deadline and solve.poll() is None
+            time.sleep(0.05)
+    finally:
+        solve.kill()
+        solve.communicate(timeout=30)
+    (job,) = {k.decode().split(":")[2] for k in client.keys("sbatch:job:*:meta")}
+    deadline = time.monotonic() + 30
+    while json.loads(run_cli("status", job, "--broker", workers, "--json").stdout)["submission"] == "running":
+        assert time.monotonic() < deadline, "the killed producer still counts as running"
+        time.sleep(0.5)
+    status = run_cli("status", job, "--broker", workers)
+    for line in status.stdout.splitlines():  # the advice: resume the submission, then collect
+        if "resume it: " in line:
+            resume = line.split("resume it: ", 1)[1].replace("URL", workers).split()
+            done = run_cli(*resume[1:], env=small)
+            assert done.returncode == 0, done.stderr
+    done = run_cli("collect", job, "--broker", workers, "-o", str(out), "--ordered", "-q", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    check_records([json.loads(line) for line in out.read_text().splitlines()], puzzles)
+    assert run_cli("purge", job, "--broker", workers).returncode == 0
+    client.delete(f"sbatch:job:{job}:stop")  # leave the session's redis clean for the tests after
+    client.close()
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid` (from /proc)."""
+    path = f"/proc/{pid}/task/{pid}/children"
+    return [int(c) for c in open(path).read().split()] if os.path.exists(path) else []
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_a_worker_survives_a_full_redis_says_so_and_goes_on_when_there_is_room(tmp_path_factory, tmp_path):
+    server = RedisServer(
+        tmp_path_factory.mktemp("full-redis"), "--maxmemory", "8mb", "--maxmemory-policy", "noeviction",
+        appendonly=False,
+    )  # fmt: skip
+    server.start()
+    logs = tmp_path_factory.mktemp("full-workers")
+    (worker,) = start_workers(server.url, 1, logs)
+    client = redis.Redis.from_url(server.url)
+    try:
+        paused = [worker.pid, *children(worker.pid)]
+        for pid in paused:  # the job waits in the queue while Redis fills up
+            os.kill(pid, signal.SIGSTOP)
+        submitted = run_cli("submit", str(SAMPLE), "--broker", server.url)
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.strip()
+        junk = 0
+        with pytest.raises(redis.OutOfMemoryError):
+            while True:
+                client.set(f"junk:{junk}", b"x" * 10_000)
+                junk += 1
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
+        log = logs / "worker0.log"
+        deadline = time.monotonic() + 60
+        while "Redis is full (maxmemory)" not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline and worker.poll() is None, log.read_text(errors="replace")[
+                -3000:
+            ]
+            time.sleep(0.2)
+        time.sleep(3)  # it keeps trying: and lives
+        text = log.read_text(errors="replace")
+        assert worker.poll() is None and "Traceback" not in text and "Unrecoverable" not in text, text[-3000:]
+        client.delete(*[f"junk:{i}" for i in range(junk)])  # room again
+        out = tmp_path / "out.jsonl"
+        done = run_cli(
+            "collect", job, "--broker", server.url, "-o", str(out), "--ordered", "--timeout", "60",
+            env={"SUDOKU_BATCH_RESEND_AFTER": "5"},  # a message the consumer lost while Redis was full
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert len(out.read_text().splitlines()) == len(EASY)
+        still_solves_a_normal_job(server.url, tmp_path)
+        assert worker.poll() is None and "Traceback" not in log.read_text(errors="replace")
+    finally:
+        stop_all([worker])
+        client.close()
+        server.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_solve_whose_producer_meets_a_full_redis_ends_within_seconds_with_exit_1(
+    tmp_path_factory, tmp_path
+):
+    server = RedisServer(
+        tmp_path_factory.mktemp("filling-redis"), "--maxmemory", "4mb", "--maxmemory-policy", "noeviction",
+        appendonly=False,
+    )  # fmt: skip
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        junk = 0
+        with pytest.raises(redis.OutOfMemoryError):
+            while True:
+                client.set(f"junk:{junk}", b"x" * 10_000)
+                junk += 1
+        client.delete(*[f"junk:{i}" for i in range(40)])  # room for the job's creation and a chunk or two
+        start = time.monotonic()
+        done = run_cli(
+            "solve", str(big_corpus(tmp_path, 5000)), "--broker", server.url, "-o", str(tmp_path / "o.jsonl"),
+            env={"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 500)}, timeout=60,
+        )  # fmt: skip
+        assert time.monotonic() - start < 30  # generous: not the 120 s a collector gives a silent producer
+        assert done.returncode == 1 and "the producer stopped" in done.stderr and "maxmemory" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    finally:
+        client.close()
+        server.stop()

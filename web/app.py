@@ -1,0 +1,232 @@
+"""The routes: three pages (one puzzle, jobs, one job) and the JSON API behind them.
+
+Pages are rendered by Jinja2 with autoescaping; their scripts (static/) fill in what
+changes by polling the API and writing text nodes only, never HTML from data. Every
+number in a request is bounded here, before it reaches the client or the solvers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from solvers.generator import random_seed
+from web.backend import Backend, check_job_id
+from web.errors import ApiError, on_api_error, on_http_error, on_unexpected
+from web.guard import Guard
+from web.puzzles import LEVELS, MAX_RANDOM_SEED, RANDOM_BOXES, random_puzzle, samples
+from web.settings import ServeSettings
+from web.solving import MAX_OPTION_CHARS, SolveRequest, check_portfolio, check_request
+
+HERE = Path(__file__).parent
+MAX_JSON_BYTES_OVER_PUZZLE = 4096  # room for the other fields of a solve request
+RANDOM_WAIT_S = 30.0
+FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
+
+
+def portfolios() -> list[str]:
+    """The portfolio names the page offers: presets, then every solver alone."""
+    from solvers import registry
+    from solvers.portfolio import PRESETS
+
+    return [*PRESETS, *registry.names()]
+
+
+def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starlette:
+    """The ASGI app over `backend`; `settings` (default: the backend's) give the token and the limits."""
+    settings = settings or backend.settings
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
+    templates = Jinja2Templates(env=env)
+    templates.env.globals.update(embedded=backend.embedded, settings=settings)
+
+    async def solve_page(request: Request) -> Response:
+        context = {
+            "samples": samples(),
+            "levels": LEVELS,
+            "boxes": RANDOM_BOXES,
+            "portfolios": portfolios(),
+        }
+        return templates.TemplateResponse(request, "solve.html", context)
+
+    async def jobs_page(request: Request) -> Response:
+        return templates.TemplateResponse(request, "jobs.html", {"portfolios": portfolios()})
+
+    def job_page(request: Request) -> Response:
+        job = request.path_params["job"]
+        try:
+            data = backend.job(job)
+        except ApiError as exc:
+            return templates.TemplateResponse(
+                request, "missing.html", {"job": job[:80], "reason": exc.reason}, status_code=exc.status
+            )
+        return templates.TemplateResponse(request, "job.html", {"job": data})
+
+    def job_plots(request: Request) -> Response:
+        figures = backend.plots(request.path_params["job"])
+        return templates.TemplateResponse(request, "plots.html", {"figures": figures})
+
+    async def api_solve(request: Request) -> Response:
+        body = await read_body(request, settings.max_puzzle_chars + MAX_JSON_BYTES_OVER_PUZZLE)
+        try:
+            req = SolveRequest.model_validate(parse_json(body))
+        except ValidationError as exc:
+            raise ApiError(422, validation_reason(exc)) from None
+        checked = check_request(req, settings)
+        return JSONResponse(await backend.solver.solve(checked))
+
+    async def api_random(request: Request) -> Response:
+
+        q = request.query_params
+        box = q.get("box", "3x3")
+        if box not in RANDOM_BOXES:
+            raise ApiError(422, f"box {box[:20]!r}: choose one of {', '.join(RANDOM_BOXES)}")
+        level = q.get("level") or None
+        if level is not None and level not in LEVELS:
+            raise ApiError(422, f"level {level[:20]!r}: choose one of {', '.join(LEVELS)}")
+        seed = int_param(q.get("seed"), "seed", 0, MAX_RANDOM_SEED - 1)
+        seed = random_seed() if seed is None else seed
+        future = asyncio.wrap_future(backend.pool.submit(random_puzzle, box, level, seed))
+        try:
+            made = await asyncio.wait_for(future, RANDOM_WAIT_S)
+        except TimeoutError:
+            raise ApiError(504, f"no puzzle made within {RANDOM_WAIT_S:g} s") from None
+        except BrokenProcessPool:
+            raise ApiError(503, "the puzzle process died (a new one is started): ask again") from None
+        if made is None:
+            raise ApiError(422, f"no {level} puzzle turned up for {box} boxes; try another difficulty")
+        return JSONResponse(made)
+
+    async def api_samples(request: Request) -> Response:
+        return JSONResponse([s.__dict__ for s in samples()])
+
+    def api_jobs(request: Request) -> Response:
+        return JSONResponse(backend.list_jobs())
+
+    async def api_submit(request: Request) -> Response:
+        q = request.query_params
+        limit = float_param(q.get("time_limit"), "time_limit", settings.max_time_limit)
+        portfolio = str_param(q.get("portfolio"), "portfolio")
+        box = str_param(q.get("box"), "box")
+        name = str_param(q.get("name"), "name") or "upload"
+        check_portfolio(portfolio)
+        data = await read_body(request, settings.max_upload_bytes)
+        job = await asyncio.to_thread(backend.submit, name, data, limit, portfolio, box)
+        return JSONResponse({"job": job, "url": f"/jobs/{job}"}, status_code=201)
+
+    def api_job(request: Request) -> Response:
+        return JSONResponse(backend.job(request.path_params["job"]))
+
+    def api_purge(request: Request) -> Response:
+        job = request.path_params["job"]
+        return JSONResponse({"job": job, "removed": backend.purge(job)})
+
+    def api_results(request: Request) -> Response:
+        job = check_job_id(request.path_params["job"])
+        fmt = request.query_params.get("format", "jsonl")
+        if fmt not in FORMATS:
+            raise ApiError(422, f"format {fmt[:20]!r}: choose jsonl or csv")
+        chunks = backend.records(job, fmt)
+        headers = {"content-disposition": f'attachment; filename="{job}.{fmt}"'}
+        return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=headers)
+
+    def api_workers(request: Request) -> Response:
+        return JSONResponse(backend.workers())
+
+    routes = [
+        Route("/", solve_page),
+        Route("/jobs", jobs_page),
+        Route("/jobs/{job}", job_page),
+        Route("/jobs/{job}/plots", job_plots),
+        Route("/api/solve", api_solve, methods=["POST"]),
+        Route("/api/random", api_random),
+        Route("/api/samples", api_samples),
+        Route("/api/jobs", api_jobs, methods=["GET"]),
+        Route("/api/jobs", api_submit, methods=["POST"]),
+        Route("/api/jobs/{job}", api_job, methods=["GET"]),
+        Route("/api/jobs/{job}", api_purge, methods=["DELETE"]),
+        Route("/api/jobs/{job}/results", api_results),
+        Route("/api/workers", api_workers),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_error}
+    handlers[Exception] = on_unexpected
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, settings=settings)],
+        exception_handlers=handlers,
+    )
+
+
+async def read_body(request: Request, most: int) -> bytes:
+    """The request body, refused with 413 past `most` bytes (announced or as it streams in)."""
+    announced = request.headers.get("content-length")
+    if announced is not None and announced.isdigit() and int(announced) > most:
+        raise ApiError(413, f"the body is {int(announced):,} bytes; at most {most:,} are accepted")
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > most:
+            raise ApiError(413, f"the body is more than {most:,} bytes, the most accepted")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON in a request body (400 naming where it breaks)."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the body is not JSON: {exc}") from None
+
+
+def validation_reason(exc: ValidationError) -> str:
+    """Pydantic's first complaint, as `field: reason`."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+def float_param(text: str | None, name: str, most: float) -> float | None:
+    """A query parameter in seconds, (0, most]; None when absent; 422 otherwise."""
+    if text in (None, ""):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ApiError(422, f"{name} {text[:20]!r} is not a number") from None
+    if not (math.isfinite(value) and 0 < value <= most):
+        raise ApiError(422, f"{name} {value:g}: must be above 0 and at most {most:g} seconds")
+    return value
+
+
+def int_param(text: str | None, name: str, least: int, most: int) -> int | None:
+    """An integer query parameter in [least, most]; None when absent; 422 otherwise."""
+    if text in (None, ""):
+        return None
+    if not text.isdigit() or len(text) > 20 or not least <= int(text) <= most:
+        raise ApiError(422, f"{name} {text[:24]!r}: must be a whole number from {least} to {most}")
+    return int(text)
+
+
+def str_param(text: str | None, name: str) -> str | None:
+    """A short text query parameter (422 past MAX_OPTION_CHARS); None when absent or empty."""
+    if not text:
+        return None
+    if len(text) > MAX_OPTION_CHARS:
+        raise ApiError(422, f"{name} is {len(text)} characters; at most {MAX_OPTION_CHARS}")
+    return text

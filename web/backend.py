@@ -1,0 +1,282 @@
+"""What the pages and the API read and change: jobs, their results, workers, and single puzzles.
+
+One `BatchClient` (embedded, or on the broker) holds the jobs; its store is read through
+the client's public API only: `JobStore.status`, `stats`, `arrivals`, `stored`, `job_ids`,
+`fetch_results`, `purge`, and `RedisJobStore.worker_beats` / `current` for the workers. A
+job id from a request is checked against the job id pattern before any key is named, so
+no request reaches a key outside the job namespace.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from client.batch import BatchClient, Job
+from client.report import plots
+from client.store import JobStatus
+from client.summary import Summary
+from pipeline.render.csv_text import HEADER, render_csv
+from web.errors import ApiError
+from web.pool import PuzzlePool
+from web.settings import ServeSettings
+from web.solving import JOB_ID_PATTERN, BrokerSolver, LocalSolver
+
+JOB_ID = re.compile(JOB_ID_PATTERN)
+IDS_FRESH_S = 2.0  # the broker's job list is scanned at most this often, however many pages poll it
+MAX_NAME_CHARS = 200
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def check_job_id(job: str) -> str:
+    """The id itself when it is a job id (hex, 8 to 64 digits); ApiError 404 otherwise."""
+    if not JOB_ID.fullmatch(job):
+        raise ApiError(404, f"no job {job[:80]!r}: job ids are 8 to 64 hex digits")
+    return job
+
+
+class Backend:
+    """The server's one BatchClient and puzzle processes, and the views built from them."""
+
+    def __init__(self, client: BatchClient, pool: PuzzlePool, settings: ServeSettings) -> None:
+        self.client = client
+        self.pool = pool
+        self.settings = settings
+        self.solver = LocalSolver(pool, settings) if client.embedded else BrokerSolver(client, settings)
+        self._jobs: dict[str, Job] = {}  # submitted here (embedded: every job there is)
+        self._lock = threading.Lock()
+        self._ids: tuple[float, list[str]] = (0.0, [])
+
+    @property
+    def embedded(self) -> bool:
+        """True when jobs run in this server's local processes (no broker)."""
+        return self.client.embedded
+
+    def job_ids(self) -> list[str]:
+        """Ids of the jobs in the store (embedded: those submitted here), rescanned every IDS_FRESH_S."""
+        with self._lock:
+            at, ids = self._ids
+            if time.monotonic() - at > IDS_FRESH_S:
+                ids = self.client.store.job_ids(self.settings.max_jobs_listed)
+                self._ids = (time.monotonic(), ids)
+            return list(ids)
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        """Every job's row for the jobs page, newest first (a job purged meanwhile is left out)."""
+        rows = [self._row(job) for job in self.job_ids()]
+        return sorted((r for r in rows if r is not None), key=lambda r: -r["created"])
+
+    def _row(self, job: str) -> dict[str, Any] | None:
+        meta = self.client.store.meta(job)
+        if "created" not in meta:
+            return None
+        status = self.client.store.status(job)
+        return _row(status, meta)
+
+    def job(self, job: str) -> dict[str, Any]:
+        """A job's page data: its row, summary (wins, percentiles, costs, cactus), what results are stored."""
+        check_job_id(job)
+        meta = self.client.store.meta(job)
+        if "created" not in meta:
+            raise ApiError(404, f"no job {job} (never created, purged, or expired)")
+        status = self.client.store.status(job)
+        row = _row(status, meta)
+        summary = self._summary(job)
+        data = summary.as_dict()
+        row["summary"] = {
+            "wins": data["wins"],
+            "time_ms": data["time_ms"],
+            "approximate_costs": {str(k): v for k, v in data["approximate_costs"].items()},
+            "done_within": summary.done_within(),
+            "problems": [
+                {"input": name, "line": p.line, "status": p.status, "error": p.error}
+                for name, p in sorted(summary.problems, key=lambda ip: ip[1].index)[:100]
+            ],
+            "problems_total": summary.problems_total,
+        }
+        row["results"] = self._availability(job, row)
+        return row
+
+    def _summary(self, job: str) -> Summary:
+        summary = Summary()
+        for stats in self.client.store.stats(job):
+            summary.add(stats, "")
+        return summary
+
+    def plots(self, job: str) -> dict[str, str]:
+        """The job's plots as inline SVG, by title (labels escaped by `client.svg_chart`)."""
+        check_job_id(job)
+        if "created" not in self.client.store.meta(job):
+            raise ApiError(404, f"no job {job} (never created, purged, or expired)")
+        return plots(self._summary(job))
+
+    def _answered(self, job: str) -> list[int]:
+        """Chunk ids answered so far, each once, in arrival order."""
+        ids, _ = self.client.store.arrivals(job, 0)
+        return list(dict.fromkeys(ids))
+
+    def _availability(self, job: str, row: dict[str, Any]) -> dict[str, Any]:
+        """How much of the job's results can still be downloaded, and why not the rest."""
+        if row["kind"] != "solve":
+            note = "a generate run writes its own output"
+            return {"answered": 0, "stored": 0, "state": "none", "note": note}
+        answered = self._answered(job)
+        stored = sum(self.client.store.stored(job, answered))
+        if not answered:
+            state, note = "pending", "no results yet"
+        elif stored == len(answered):
+            state = "all" if row["phase"] == "done" else "so far"
+            note = "every result is stored" if state == "all" else "the results so far are stored"
+        elif stored == 0:
+            state = "gone"
+            note = "the results were collected and are no longer stored (`solve` deletes them as it writes "
+            note += "them; `collect` keeps them an hour)"
+        else:
+            state = "some"
+            note = f"{len(answered) - stored} of {len(answered)} chunks' results were collected and are gone"
+        return {"answered": len(answered), "stored": stored, "state": state, "note": note}
+
+    def records(self, job: str, fmt: str) -> Iterator[bytes]:
+        """The job's stored records, chunk by chunk in arrival order, as JSON Lines or CSV.
+
+        Reading does not collect: the results keep their time to live (a `collect` later still
+        finds them). ApiError 404 for no such job, 410 when none of its results is stored.
+        """
+        check_job_id(job)
+        if "created" not in self.client.store.meta(job):
+            raise ApiError(404, f"no job {job} (never created, purged, or expired)")
+        if self.client.store.meta(job).get("kind", "solve") != "solve":
+            raise ApiError(404, f"job {job} is a generate run: it has no records")
+        answered = self._answered(job)
+        present = [c for c, ok in zip(answered, self.client.store.stored(job, answered), strict=True) if ok]
+        if answered and not present:
+            raise ApiError(410, f"job {job}: its results were collected and are no longer stored")
+        return self._stream(job, present, fmt)
+
+    def _stream(self, job: str, chunks: list[int], fmt: str) -> Iterator[bytes]:
+        header = True
+        for chunk in chunks:
+            (result,) = self.client.store.fetch_results(job, [chunk])
+            if result is None:  # expired since: the rest is still worth having
+                continue
+            if fmt == "csv":
+                yield render_csv(result, 0, len(result), header).encode()
+                header = False
+            elif len(result):
+                yield b"\n".join(result.lines()) + b"\n"
+        if fmt == "csv" and header:
+            yield HEADER.encode()
+
+    def submit(
+        self, name: str, data: bytes, time_limit: float | None, portfolio: str | None, box: str | None
+    ) -> str:
+        """Start a job over an uploaded corpus (plain or gzip); its id. ApiError 4xx for bad options."""
+        text = self._inflate(data)
+        if not text.strip():
+            raise ApiError(422, "the upload holds no puzzle")
+        name = (name or "upload")[:MAX_NAME_CHARS]
+        try:
+            job = self.client.submit_inputs(
+                [(name, io.BytesIO(text))], time_limit=time_limit, portfolio=portfolio, box=box,
+                bounded=self.embedded,  # on a broker no one collects as it goes: send the whole input
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+        with self._lock:
+            self._jobs[job.id] = job
+            self._ids = (0.0, [])  # list it at once
+        return job.id
+
+    def _inflate(self, data: bytes) -> bytes:
+        """The upload's text: gunzipped when it is gzip, never beyond `max_upload_bytes` (413 past it)."""
+        most = self.settings.max_upload_bytes
+        if not data.startswith(GZIP_MAGIC):
+            return data
+        out = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            text = out.decompress(data, most + 1)
+        except zlib.error as exc:
+            raise ApiError(422, f"the upload is not valid gzip: {exc}") from None
+        if len(text) > most or out.unconsumed_tail:
+            raise ApiError(413, f"the upload unpacks to more than {most:,} bytes, the most this server takes")
+        return text
+
+    def purge(self, job: str) -> int:
+        """Stop a job (workers solving it stop) and delete it; the number of keys or entries removed."""
+        check_job_id(job)
+        with self._lock:
+            mine = self._jobs.pop(job, None)
+            self._ids = (0.0, [])
+        if mine is not None:
+            mine.cancel(wait=2.0)  # stop reading its input first
+        removed = self.client.job(job).purge()
+        if not removed and mine is None:
+            raise ApiError(404, f"no job {job} (never created, purged, or expired)")
+        return removed
+
+    def workers(self) -> dict[str, Any]:
+        """Live worker processes and what each is solving (embedded: this server's own processes)."""
+        if self.embedded:
+            busy = [r["job"] for r in self.list_jobs() if r["phase"] in ("submitting", "solving")]
+            procs = [{"name": f"local:{p}", "role": "jobs", "solving": busy} for p in self.client.pool.pids()]
+            procs += [{"name": f"local:{p}", "role": "puzzles", "solving": []} for p in self.pool.pids()]
+            return {"mode": "embedded", "workers": procs, "queued": None}
+        from client.redis_store import RedisJobStore
+
+        store = self.client.store
+        assert isinstance(store, RedisJobStore)
+        now = time.time()
+        current = store.current()
+        out = []
+        for name, beat in sorted(store.worker_beats().items()):
+            job, _, chunk = current.get(name, "").partition(":")
+            at = int(chunk) if chunk.isdigit() else None
+            out.append({"name": name, "beat_s": round(now - beat, 1), "job": job or None, "chunk": at})
+        return {"mode": "broker", "workers": out, "queued": store.queued()}
+
+    def close(self) -> None:
+        """Stop every job this server reads, its processes and connections."""
+        with self._lock:
+            jobs, self._jobs = list(self._jobs.values()), {}
+        for job in jobs:
+            if job.producing:
+                job.cancel(fail=self.embedded, wait=1.0)
+        self.client.kill()
+        self.pool.close()
+        self.client.close()
+
+
+def _row(status: JobStatus, meta: dict[str, str]) -> dict[str, Any]:
+    """A job's summary row: what the jobs list shows."""
+    kind = meta.get("kind", "solve")
+    options = {k: meta[k] for k in ("time_limit", "portfolio", "box") if meta.get(k)}
+    return {
+        "job": status.job,
+        "kind": kind,
+        "name": ", ".join(status.inputs) or kind,
+        "created": float(meta.get("created") or 0.0),
+        "options": options,
+        "phase": _phase(status, meta),
+        "total": status.total,
+        "submitted": status.submitted,
+        "done": status.done,
+        "counts": status.counts,
+        "rate": status.rate,
+        "eta_s": status.eta_s,
+        "elapsed_s": status.elapsed_s,
+        "chunks_sent": status.chunks_sent,
+        "chunks_done": status.chunks_done,
+        "error": status.error or None,
+    }
+
+
+def _phase(status: JobStatus, meta: dict[str, str]) -> str:
+    if meta.get("kind") == "generate":
+        total = int(meta.get("total") or 0)
+        return "done" if total and status.done >= total else "generating"
+    return status.phase

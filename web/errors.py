@@ -1,0 +1,42 @@
+"""Errors a request gets: one JSON object `{"error": reason}` with a 4xx (or 5xx) status, no traceback."""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+
+class ApiError(Exception):
+    """A request the server refuses: `status` (4xx: the caller's fault) and a one-line reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def error_response(status: int, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON error every endpoint answers with."""
+    return JSONResponse({"error": reason}, status_code=status, headers=headers)
+
+
+async def on_api_error(request: Request, exc: Exception) -> Response:
+    """ApiError -> its JSON error."""
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.reason)
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, wrong method) as JSON errors too."""
+    assert isinstance(exc, HTTPException)
+    reasons = {
+        404: f"no such page or endpoint: {request.url.path}",
+        405: f"{request.method} is not allowed here",
+    }
+    return error_response(exc.status_code, reasons.get(exc.status_code, str(exc.detail)), exc.headers)
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    """Anything else: a 500 naming the kind of failure (the details stay in the server's log)."""
+    return error_response(500, f"internal error: {type(exc).__name__}")

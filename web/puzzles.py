@@ -1,0 +1,66 @@
+"""Puzzles the page offers: the samples list, and random puzzles from the generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import client
+from solvers.difficulty import LEVEL_NAMES
+from solvers.generator import format_grid, generate_chunk
+from solvers.puzzle import Box
+
+SAMPLES = Path(__file__).with_name("samples.txt")
+CLASSICS = Path(client.__file__).with_name("samples") / "sample.txt"
+CLASSIC_LINES = (  # (line of client/samples/sample.txt, name): see its ATTRIBUTION.md
+    (1, "9x9 easy (Project Euler #96)"),
+    (51, "9x9 hard (Norvig's top95)"),
+    (146, "9x9 hardest (Norvig's hardest)"),
+    (157, "9x9 diabolical (sudoku-exchange bank)"),
+)
+RANDOM_BOXES = ("2x2", "2x3", "2x4", "3x3", "3x4", "4x4", "5x5")  # the page's grid sizes, 4x4 to 25x25
+MAX_RANDOM_SEED = 2**63
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A named puzzle with its box."""
+
+    name: str
+    box: str
+    puzzle: str
+
+
+@cache
+def samples() -> tuple[Sample, ...]:
+    """The sample puzzles, small grids first."""
+    out = []
+    lines = CLASSICS.read_text(encoding="utf-8").splitlines()
+    classics = [Sample(name, "3x3", lines[at - 1].strip()) for at, name in CLASSIC_LINES]
+    for row in SAMPLES.read_text(encoding="utf-8").splitlines():
+        if row.strip() and not row.startswith("#"):
+            name, box, puzzle = row.split("\t")
+            out.append(Sample(name, box, puzzle))
+    small = [s for s in out if Box.parse(s.box).n < 9]
+    return (*small, *classics, *[s for s in out if s not in small])
+
+
+def random_puzzle(box: str, level: str | None, seed: int) -> dict[str, object] | None:
+    """A unique puzzle for `box` (of `level` when given) from `seed`; None when no candidate had the level.
+
+    Runs in a puzzle process. The candidates tried are bounded (more for small grids, where
+    each costs microseconds), so an impossible level (there are no `hard` 4x4 puzzles) ends.
+    """
+    shape = Box.parse(box)
+    attempts = 50 if shape.n <= 12 else 10
+    levels = {level} if level else None
+    found = generate_chunk(shape, 1, seed, unique=True, difficulty=levels, attempts=attempts)
+    if not found:
+        return None
+    g = found[0]
+    puzzle = format_grid(g.puzzle, shape)
+    return {"puzzle": puzzle, "box": box, "level": g.level, "clues": g.clues, "seed": seed}
+
+
+LEVELS = LEVEL_NAMES

@@ -1,0 +1,190 @@
+"""One puzzle at a time: checked at the edge, then solved in a local process or through the broker.
+
+A single puzzle is solved as a one-puzzle chunk by the pipeline's own `solve_chunk` (in a
+local process) or as a one-puzzle job (through the broker), so its answer is exactly a
+JSON Lines record, checked by the verifier like every batch result. This is the one
+module of `web` that builds chunk tasks itself (`pipeline.tasks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import uuid
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from client.batch import MAX_SEED, BatchClient
+from client.collector import JobFailed
+from pipeline.runs import join_texts
+from pipeline.solve import solve_chunk
+from pipeline.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
+from pipeline.tasks import ChunkTask, solver_seed
+from solvers.parse import parse_puzzle
+from solvers.puzzle import Box, PuzzleError, as_box
+from web.errors import ApiError
+from web.pool import PuzzlePool
+from web.settings import ServeSettings
+
+MAX_OPTION_CHARS = 200  # portfolio and box texts
+ANSWER_GRACE_S = 30.0  # beyond the time limit: loading, queueing and rendering, before a 504
+INPUT_NAME = "web"  # the `input` field of a single puzzle's record
+
+
+class SolveRequest(BaseModel):
+    """`POST /api/solve`: a puzzle and how to solve it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    puzzle: str
+    box: str | None = Field(default=None, max_length=MAX_OPTION_CHARS)
+    time_limit: float | None = Field(default=None, gt=0)
+    portfolio: str | None = Field(default=None, max_length=MAX_OPTION_CHARS)
+    seed: int = Field(default=0, ge=0, lt=MAX_SEED)
+
+
+class Checked(BaseModel):
+    """A request that passed every check: one line of puzzle text, its box, and bounded options."""
+
+    text: str
+    box: str
+    time_limit: float
+    portfolio: str | None
+    seed: int
+
+
+def check_request(req: SolveRequest, settings: ServeSettings) -> Checked:
+    """Bound every field, parse the puzzle and the portfolio; ApiError (4xx) naming what is wrong."""
+    if len(req.puzzle) > settings.max_puzzle_chars:
+        most = settings.max_puzzle_chars
+        raise ApiError(413, f"the puzzle is {len(req.puzzle):,} characters; at most {most:,} are accepted")
+    limit = settings.default_time_limit if req.time_limit is None else req.time_limit
+    if not math.isfinite(limit) or limit > settings.max_time_limit:
+        raise ApiError(
+            422, f"time_limit {limit:g}: this server allows at most {settings.max_time_limit:g} s per puzzle"
+        )
+    try:
+        box = as_box(req.box)
+        puzzle = parse_puzzle(req.puzzle, box)
+    except PuzzleError as exc:
+        raise ApiError(422, f"not a puzzle: {exc}") from None
+    portfolio = req.portfolio or None
+    check_portfolio(portfolio)
+    text = req.puzzle.strip()
+    if "\n" in text:  # one row per line: one line in the same notation, as every record holds it
+        text = puzzle.render()
+    return Checked(text=text, box=str(puzzle.box), time_limit=limit, portfolio=portfolio, seed=req.seed)
+
+
+def check_portfolio(portfolio: str | None) -> None:
+    """ApiError 422 naming an unknown solver or preset (the solvers here know every name)."""
+    from solvers.api import solve_many
+
+    try:
+        solve_many([], portfolio=portfolio)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+
+
+def solve_record(checked: Checked) -> str:
+    """Solve one checked puzzle as a one-puzzle chunk; its JSON Lines record (runs in a pool process)."""
+    joined, spans = join_texts([checked.text])
+    task = ChunkTask(
+        job=uuid.uuid4().hex,
+        chunk=0,
+        input=INPUT_NAME,
+        index_runs=[(0, 1)],
+        line_runs=[(1, 1)],
+        puzzles=joined,
+        spans=spans,
+        box=checked.box,
+        time_limit=checked.time_limit,
+        portfolio=checked.portfolio,
+        seed=solver_seed(str(checked.seed), 0),  # what a one-puzzle job seeded so gets (`JobSpec.seed`)
+    )
+    return solve_chunk(task).lines()[0].decode()
+
+
+class Busy:
+    """Counts single puzzles in progress; a request beyond `most` gets a 429 instead of a long queue."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.now = 0
+
+    def __enter__(self) -> Busy:
+        if self.now >= self.most:
+            raise ApiError(429, f"{self.now} puzzles are being solved already; try again in a few seconds")
+        self.now += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.now -= 1
+
+
+class LocalSolver:
+    """Embedded: single puzzles go to the server's own puzzle processes."""
+
+    def __init__(self, pool: PuzzlePool, settings: ServeSettings) -> None:
+        self.pool = pool
+        self.busy = Busy(settings.max_pending)
+
+    async def solve(self, checked: Checked) -> dict[str, Any]:
+        """The record of one puzzle, without blocking the event loop."""
+        with self.busy:
+            future = asyncio.wrap_future(self.pool.submit(solve_record, checked))
+            try:
+                line = await asyncio.wait_for(future, checked.time_limit + ANSWER_GRACE_S)
+            except TimeoutError:
+                raise ApiError(504, f"no answer within {checked.time_limit + ANSWER_GRACE_S:g} s") from None
+            except BrokenProcessPool:
+                raise ApiError(
+                    503, "the solving process died on this puzzle (a new one is started)"
+                ) from None
+        return json.loads(line)
+
+
+class BrokerSolver:
+    """Broker mode: a single puzzle is a one-puzzle job for the workers, collected and purged here."""
+
+    def __init__(self, client: BatchClient, settings: ServeSettings) -> None:
+        self.client = client
+        self.busy = Busy(settings.max_pending)
+
+    async def solve(self, checked: Checked) -> dict[str, Any]:
+        """The record of one puzzle, from a worker (a thread waits for it, not the event loop)."""
+        with self.busy:
+            return await asyncio.to_thread(self._solve, checked)
+
+    def _solve(self, checked: Checked) -> dict[str, Any]:
+        if not self.client.store.live_workers():
+            raise ApiError(503, "no live worker process for this broker: start one (`sudoku-batch worker`)")
+        job = self.client.submit(
+            [checked.text], time_limit=checked.time_limit, portfolio=checked.portfolio, box=checked.box,
+            name=INPUT_NAME, seed=checked.seed,
+        )  # fmt: skip
+        complete = False
+        try:
+            wait = checked.time_limit + ANSWER_GRACE_S
+            lines = [
+                line
+                for result, start, stop in job.chunks(idle_timeout=wait, keep=False)
+                for line in result.lines()[start:stop]
+            ]
+            complete = True
+        except JobFailed as exc:
+            raise ApiError(504, f"job {job.id}: {exc}") from None
+        finally:
+            job.purge(stop=not complete)
+        return json.loads(lines[0])
+
+
+def box_of(text: str) -> Box:
+    """ApiError 422 unless `text` is a box shape `RxC`."""
+    try:
+        return Box.parse(text)
+    except PuzzleError as exc:
+        raise ApiError(422, str(exc)) from None

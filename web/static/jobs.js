@@ -1,0 +1,88 @@
+// The jobs page: the list of jobs and the workers, polled every 2 s; a corpus upload.
+"use strict";
+
+const POLL_MS = 2000;
+
+async function refreshJobs() {
+  const body = document.getElementById("jobs");
+  try {
+    const jobs = await api("/api/jobs");
+    if (!jobs.length) {
+      fill(body, [row([cell("no jobs yet: submit a corpus above, or with `sudoku-batch submit`")])]);
+      body.firstChild.firstChild.colSpan = 8;
+      return;
+    }
+    fill(body, jobs.map((job) => {
+      const tr = row([
+        (() => { const td = cell(""); td.replaceChildren(link("/jobs/" + job.job, job.job.slice(0, 8))); return td; })(),
+        cell(job.name),
+        cell(job.phase, "phase " + job.phase),
+        progressCell(job),
+        cell(rate(job.rate)),
+        cell(job.phase === "done" ? "-" : seconds(job.eta_s)),
+        cell(counts(job.counts)),
+        cell(new Date(job.created * 1000).toLocaleString()),
+      ]);
+      tr.dataset.job = job.job;
+      return tr;
+    }));
+  } catch (e) {
+    fill(body, [row([cell("cannot list the jobs: " + e.message)])]);
+  }
+}
+
+async function refreshWorkers() {
+  const body = document.getElementById("workers");
+  const note = document.getElementById("workers-note");
+  try {
+    const data = await api("/api/workers");
+    if (data.mode === "embedded") {
+      note.textContent = "Embedded: this server's own processes (jobs, and single puzzles).";
+    } else {
+      note.textContent = data.workers.length + " live worker processes; " + data.queued + " chunk messages waiting in the queue.";
+    }
+    fill(body, data.workers.map((w) => {
+      let solving;
+      if (data.mode === "embedded") {
+        solving = cell(w.role + (w.solving.length ? ": jobs " + w.solving.map((j) => j.slice(0, 8)).join(", ") : ": idle"));
+      } else if (w.job) {
+        solving = cell("");
+        solving.replaceChildren(link("/jobs/" + w.job, w.job.slice(0, 8)), document.createTextNode(" chunk " + w.chunk));
+      } else {
+        solving = cell("idle");
+      }
+      return row([cell(w.name), cell(w.beat_s === undefined ? "-" : w.beat_s + " s ago"), solving]);
+    }));
+  } catch (e) {
+    note.textContent = "cannot list the workers: " + e.message;
+  }
+}
+
+async function upload(event) {
+  event.preventDefault();
+  const message = document.getElementById("upload-message");
+  const file = document.getElementById("file").files[0];
+  if (!file) return;
+  const params = new URLSearchParams({ name: file.name });
+  for (const [id, key] of [["time-limit", "time_limit"], ["portfolio", "portfolio"], ["box", "box"]]) {
+    const value = document.getElementById(id).value.trim();
+    if (value) params.set(key, value);
+  }
+  message.textContent = "uploading " + file.name + "...";
+  try {
+    const made = await api("/api/jobs?" + params.toString(), {
+      method: "POST",
+      headers: { "content-type": "application/octet-stream" },
+      body: file,
+    });
+    window.location.href = made.url;
+  } catch (e) {
+    message.textContent = e.message;
+  }
+}
+
+document.getElementById("upload").addEventListener("submit", upload);
+refreshJobs();
+refreshWorkers();
+setInterval(refreshJobs, POLL_MS);
+setInterval(refreshWorkers, POLL_MS);

@@ -1,0 +1,98 @@
+"""Kombu's Redis transport, made to survive a full Redis (`maxmemory` with `noeviction`).
+
+Celery's main process records each delivered message as unacknowledged (ZADD + HSET)
+and removes the record on acknowledgement (ZREM + HDEL), both in MULTI/EXEC. A Redis at
+`maxmemory` refuses every command queued in a MULTI, and the refusal was an
+"Unrecoverable error" that ended the worker. Here: an acknowledgement the transaction
+cannot make is made without one (ZREM and HDEL free memory, so Redis accepts them
+alone); a delivery that cannot be recorded runs unrecorded (if the worker dies before
+its result is stored, the collector's resend sweep sends the chunk again); a requeue
+that cannot be written is left to the orphan sweep. Each says so in one log line, and
+the worker goes on when there is room. Set as `broker_transport` in `worker.app`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import redis
+from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
+
+log = logging.getLogger(__name__)
+FULL_LOG_S = 60.0  # each kind of "Redis is full" line is logged at most this often per process
+_said: dict[str, float] = {}
+
+
+def say_full(what: str) -> None:
+    """Log "Redis is full (maxmemory): <what>", one line, at most once a FULL_LOG_S per process and `what`."""
+    now = time.monotonic()
+    if now - _said.get(what, -FULL_LOG_S) >= FULL_LOG_S:
+        _said[what] = now
+        log.warning("Redis is full (maxmemory): %s", what)
+
+
+class QoS(kombu_redis.QoS):
+    """The Redis transport's acknowledgement bookkeeping, going on when Redis is full."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        try:
+            super().append(message, delivery_tag)
+        except redis.OutOfMemoryError:
+            say_full("messages run unrecorded (if the worker dies, the collector sends them again)")
+            virtual.QoS.append(self, message, delivery_tag)
+
+    def ack(self, delivery_tag: str) -> None:
+        try:
+            super().ack(delivery_tag)
+        except redis.OutOfMemoryError:
+            self._forget(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        try:
+            super().reject(delivery_tag, requeue)
+        except redis.OutOfMemoryError:
+            if requeue:  # the requeue writes a message back: no room; the orphan sweep requeues it later
+                say_full("messages to requeue are left to the orphan sweep")
+            else:
+                self._forget(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+
+    def restore_visible(self, *args: Any, **kwargs: Any) -> None:
+        """Requeue messages unacknowledged past the visibility timeout; skipped while Redis is full (its
+        mutex is a write), tried again at the next poll."""
+        try:
+            super().restore_visible(*args, **kwargs)
+        except redis.OutOfMemoryError:
+            say_full("unacknowledged messages are restored later")
+
+    def _forget(self, delivery_tag: str) -> None:
+        """Remove a message's unacknowledged record outside a transaction (Redis takes it when full)."""
+        say_full("messages are acknowledged without a transaction")
+        with self.channel.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            pipe.zrem(self.unacked_index_key, delivery_tag)
+            pipe.hdel(self.unacked_key, delivery_tag)
+            pipe.execute()
+
+
+class Channel(kombu_redis.Channel):
+    """A Redis channel with the full-Redis-proof QoS."""
+
+    QoS = QoS
+
+    def maybe_refresh_binding_expiry(self) -> None:
+        """Keep expiring bindings (the remote control's) alive; later, while Redis is full."""
+        try:
+            super().maybe_refresh_binding_expiry()
+        except redis.OutOfMemoryError:
+            say_full("binding expiries are refreshed later")
+
+
+class Transport(kombu_redis.Transport):
+    """Kombu's Redis transport with the full-Redis-proof channel (`broker_transport`)."""
+
+    Channel = Channel
