@@ -25,6 +25,7 @@ milliseconds), never in wall time, so an interleaved race replays exactly.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -59,12 +60,27 @@ def luby(i: int) -> int:
             k += 1
 
 
+# Measured CPU cost per node of the propagation kernel (`bench/portfolio.py calibrate`), ns:
+# 9x9 band kernel; 16x16 acs; 25x25 frisch; 36x36 to 64x64 grids with holes (bench/hard_sets.py).
+NS_PER_NODE: dict[int, float] = {16: 6_500.0, 25: 14_000.0, 36: 20_000.0, 49: 31_000.0, 64: 76_000.0}
+
+
 def exact_ns_per_node(n: int) -> float:
-    """Model of the propagation kernel's CPU cost per node for grid side n, in ns: measured
-    (`bench/portfolio.py calibrate`, loaded 2-core box, load factor ~1.2 removed) ~500 ns
-    at 9x9 (band kernel), ~6.5 us at 16x16 and ~25 us at 25x25 (generic kernel): 1.6 * n**3.
+    """Model of the propagation kernel's CPU cost per node for grid side n, in ns: ~500 ns at
+    9x9 (band kernel) and 1.6 n^3 below 16x16, then the measured `NS_PER_NODE`, interpolated
+    in log-log between the measured sides (from 25x25 it grows much slower than n^3).
     Re-measure when the kernel changes: the model only sets time shares, never correctness."""
-    return 500.0 if n == 9 else 1.6 * n**3
+    sides = sorted(NS_PER_NODE)
+    if n < sides[0]:
+        return 500.0 if n == 9 else 1.6 * n**3
+    if n >= sides[-1]:
+        return NS_PER_NODE[sides[-1]] * (n / sides[-1]) ** 2
+    hi = next(s for s in sides if s >= n)
+    lo = max(s for s in sides if s <= n)
+    if hi == lo:
+        return NS_PER_NODE[n]
+    t = math.log(n / lo) / math.log(hi / lo)
+    return math.exp((1 - t) * math.log(NS_PER_NODE[lo]) + t * math.log(NS_PER_NODE[hi]))
 
 
 def exact_nodes_per_slice(n: int) -> int:
@@ -106,7 +122,8 @@ class Member(ABC):
 
     @abstractmethod
     def counters(self) -> dict[str, Any]:
-        """Return {time_ms, restarts, nodes|iterations, best_cost} for the collector."""
+        """Return {time_ms, work (slices, the scheduler's clock), restarts, nodes|iterations,
+        best_cost} for the collector."""
 
 
 class CompleteMember(Member):
@@ -141,6 +158,7 @@ class CompleteMember(Member):
         """Return time, solver calls beyond the first, nodes, guesses, best cost and the verdict."""
         return {
             "time_ms": self.used_ns / 1e6,
+            "work": round(self.vtime, 3),
             "restarts": max(0, self.restarts - 1),
             "nodes": nodes,
             "guesses": guesses,
@@ -149,7 +167,7 @@ class CompleteMember(Member):
         }
 
 
-def _child_seed(seeds: np.random.SeedSequence) -> int:
+def child_seed(seeds: np.random.SeedSequence) -> int:
     """A non-zero kernel seed (63 bits) drawn from a child seed sequence."""
     return int(seeds.generate_state(1, np.uint64)[0] & 0x3FFF_FFFF_FFFF_FFFF) | 1
 
@@ -191,7 +209,7 @@ class ExactMember(CompleteMember):
         self.search_nodes: list[int] = []
         if solver.carries(puzzle.box):
             self.complete_share = 1.0
-            self.search_seeds += [_child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
+            self.search_seeds += [child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
             self.carries = [solver.new_carry(puzzle.box) for _ in self.search_seeds]
             self.search_nodes = [0] * len(self.carries)
         self.complete_nodes = 0
@@ -223,7 +241,7 @@ class ExactMember(CompleteMember):
         else:
             self.luby_index += 1
             budget = self.restart_base * luby(self.luby_index)
-            seed = _child_seed(self.seeds.spawn(1)[0])
+            seed = child_seed(self.seeds.spawn(1)[0])
         t0 = monotonic_ns()
         out = self.solver.solve_batch(
             self.puzzle.givens[None, :],
@@ -368,6 +386,7 @@ class StochasticMember(Member):
         inner = self.inner_restarts + (self.run.restarts if self.run else 0)
         return {
             "time_ms": self.used_ns / 1e6,
+            "work": round(self.vtime, 3),
             "restarts": self.restarts + inner,
             "iterations": its,
             "best_cost": self._best_cost,
@@ -385,6 +404,7 @@ __all__ = [
     "ExactMember",
     "Member",
     "StochasticMember",
+    "child_seed",
     "exact_nodes_per_slice",
     "exact_ns_per_node",
     "stochastic_restart_slices",
