@@ -8,7 +8,8 @@ with AllDifferent per row, column and box (`int`), or a Boolean per cell and val
 ExactlyOne per cell and per unit and value (`bool`). One worker by default: the race runs
 in one thread. Prints and appends to bench/out/cpsat_frisch.jsonl one record per puzzle
 (CPU seconds of the process around Solve); every solution is checked here.
-Self-contained on purpose (no import of `solvers`), so it runs in a venv with ortools only.
+Self-contained on purpose (no import of `solvers`), so it runs in a venv with ortools only;
+`bench/portfolio.py large --configs cpsat` calls `solve` on any box shape (all the sets).
 """
 
 from __future__ import annotations
@@ -18,52 +19,68 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ALPHABET = "123456789ABCDEFGHIJKLMNOP"
 N, B = 25, 5
 
 
-def units() -> list[list[int]]:
-    """The rows, columns and boxes of a 25x25 grid, as cell lists."""
-    rows = [[r * N + c for c in range(N)] for r in range(N)]
-    cols = [[r * N + c for r in range(N)] for c in range(N)]
+def units(rows: int = B, cols: int = B) -> list[list[int]]:
+    """The rows, columns and boxes of a grid with boxes rows x cols, as cell lists."""
+    n = rows * cols
+    lines = [[r * n + c for c in range(n)] for r in range(n)]
+    columns = [[r * n + c for r in range(n)] for c in range(n)]
     boxes = [
-        [(br * B + i) * N + bc * B + j for i in range(B) for j in range(B)]
-        for br in range(B)
-        for bc in range(B)
+        [(br * rows + i) * n + bc * cols + j for i in range(rows) for j in range(cols)]
+        for br in range(n // rows)
+        for bc in range(n // cols)
     ]
-    return rows + cols + boxes
+    return lines + columns + boxes
 
 
-def is_grid_solution(givens: list[int], grid: list[int]) -> bool:
-    """Every unit holds 1..25 once and every given is kept."""
+def is_grid_solution(givens: list[int], grid: list[int], rows: int = B, cols: int = B) -> bool:
+    """Every unit holds 1..N once and every given is kept."""
+    n = rows * cols
     kept = all(g == 0 or g == v for g, v in zip(givens, grid, strict=True))
-    return kept and all(sorted(grid[i] for i in u) == list(range(1, N + 1)) for u in units())
+    return kept and all(sorted(grid[i] for i in u) == list(range(1, n + 1)) for u in units(rows, cols))
 
 
-def solve(givens: list[int], model_kind: str, time_limit: float, workers: int) -> dict[str, object]:
-    """Build and solve one CP-SAT model: -> a record with status, CPU seconds and the check."""
+def solve(
+    givens: list[int],
+    model_kind: str,
+    time_limit: float,
+    workers: int,
+    rows: int = B,
+    cols: int = B,
+    on_solver: Callable[[Any], None] | None = None,
+) -> dict[str, object]:
+    """Build and solve one CP-SAT model: -> a record with status, CPU seconds and the check.
+    `on_solver` receives the CpSolver before the search (another thread may `stop_search` it)."""
     from ortools.sat.python import cp_model
 
+    n = rows * cols
     m = cp_model.CpModel()
     if model_kind == "int":
-        x = [m.NewIntVar(g or 1, g or N, f"x{i}") for i, g in enumerate(givens)]
-        for u in units():
+        x = [m.NewIntVar(g or 1, g or n, f"x{i}") for i, g in enumerate(givens)]
+        for u in units(rows, cols):
             m.AddAllDifferent([x[i] for i in u])
     else:
-        b = [[m.NewBoolVar(f"b{i}_{v}") for v in range(N)] for i in range(N * N)]
+        b = [[m.NewBoolVar(f"b{i}_{v}") for v in range(n)] for i in range(n * n)]
         for i, g in enumerate(givens):
             m.AddExactlyOne(b[i])
             if g:
                 m.Add(b[i][g - 1] == 1)
-        for u in units():
-            for v in range(N):
+        for u in units(rows, cols):
+            for v in range(n):
                 m.AddExactlyOne([b[i][v] for i in u])
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = workers
+    if on_solver is not None:
+        on_solver(solver)
     cpu = time.process_time()
     status = solver.Solve(m)
     cpu = time.process_time() - cpu
@@ -72,9 +89,9 @@ def solve(givens: list[int], model_kind: str, time_limit: float, workers: int) -
     if solved and model_kind == "int":
         grid = [int(solver.Value(v)) for v in x]
     elif solved:
-        grid = [next(v + 1 for v in range(N) if solver.Value(b[i][v])) for i in range(N * N)]
+        grid = [next(v + 1 for v in range(n) if solver.Value(b[i][v])) for i in range(n * n)]
     return {"status": solver.StatusName(status), "solved": solved, "cpu": round(cpu, 3),
-            "verified": is_grid_solution(givens, grid) if solved else None,
+            "verified": is_grid_solution(givens, grid, rows, cols) if solved else None,
             "conflicts": solver.NumConflicts()}  # fmt: skip
 
 

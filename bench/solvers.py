@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from solvers.exact import EXACT_SOLVERS  # noqa: E402 - after the path fix above
+from solvers.outcome import TIMEOUT  # noqa: E402
 from solvers.parse import parse_compact_batch  # noqa: E402
 from solvers.puzzle import Box  # noqa: E402
 from solvers.verify import verify_batch  # noqa: E402
@@ -138,7 +139,7 @@ def run(solver_name: str, box: Box, givens: np.ndarray, repeat: int, time_limit:
         "median_us": float(np.median(ns)) / 1e3,
         "max_us": float(ns.max()) / 1e3,
         "solved": int(solved.sum()),
-        "timeouts": int((out.status == 2).sum()),
+        "timeouts": int((out.status == TIMEOUT).sum()),
     }
 
 

@@ -53,6 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unique", action="store_true", help="dig puzzles with exactly one solution")
     p.add_argument("--clues", type=int, default=None, metavar="K", help="dig down to K givens")
     p.add_argument(
+        "--holes",
+        type=float,
+        default=None,
+        metavar="F",
+        help="blank this fraction of the cells of a random full grid (0-1; solvable, not unique)",
+    )
+    p.add_argument(
         "--min-clues", action="store_true", help="dig to proven minimal unique puzzles (implies --unique)"
     )
     p.add_argument("--symmetry", default="none", help="none (default), rotational or mirror")
@@ -117,6 +124,10 @@ def build_request(args: argparse.Namespace) -> Request:
 
     if args.clues is not None and args.min_clues:
         raise UsageError("--clues and --min-clues exclude each other: ask for a count or for minimal puzzles")
+    if args.holes is not None and (args.clues is not None or args.min_clues):
+        raise UsageError("--holes excludes --clues and --min-clues: ask for one target")
+    if args.holes is not None and not 0.0 <= args.holes <= 1.0:
+        raise UsageError(f"--holes must be a fraction from 0 to 1, not {args.holes}")
     if args.count < 1:
         raise UsageError("--count must be at least 1")
     if args.count > MAX_COUNT:
@@ -143,6 +154,7 @@ def build_request(args: argparse.Namespace) -> Request:
         options = Options(
             unique=args.unique,
             clues=args.clues,
+            holes=args.holes,
             minimal=args.min_clues,
             symmetry=args.symmetry,
             difficulty=args.difficulty,
@@ -325,6 +337,8 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
         asked.append("minimal")
     if o.clues is not None:
         asked.append(f"{o.clues} clues")
+    if o.holes is not None:
+        asked.append(f"holes {o.holes:g} ({o.clue_target(req.box)} clues)")
     if o.symmetry != "none":
         asked.append(f"{o.symmetry} symmetry")
     if o.difficulty:
@@ -339,9 +353,10 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
         )
         mean = tally.clue_sum / tally.produced
         lines.append(f"levels: {levels}; clues {tally.clue_min}-{tally.clue_max} (mean {mean:.1f})")
-    if o.clues is not None and tally.missed_clues:
+    target = o.clue_target(req.box)
+    if target is not None and tally.missed_clues:
         lines.append(
-            f"{tally.missed_clues} missed the target of {o.clues} clues after {o.attempts} attempts each "
+            f"{tally.missed_clues} missed the target of {target} clues after {o.attempts} attempts each "
             '(closest candidates written, "reached": false in --meta)'
         )
     if o.minimal and tally.not_minimal:

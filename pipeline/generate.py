@@ -17,9 +17,17 @@ from __future__ import annotations
 
 import json
 import time
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from pipeline.result import ChunkStats
 from pipeline.tasks import GENERATE_TASK_NAME, JOB_ID_PATTERN, MAX_CHUNK_PUZZLES, MAX_TASK_CHARS
@@ -39,6 +47,7 @@ class GenerateOptions(BaseModel):
 
     unique: bool = False
     clues: int | None = Field(default=None, ge=0, le=MAX_SIDE**2)
+    holes: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)  # fraction blanked
     minimal: bool = False
     symmetry: Literal["none", "rotational", "mirror"] = "none"
     difficulty: list[str] | None = Field(default=None, max_length=len(LEVEL_NAMES))
@@ -55,6 +64,14 @@ class GenerateOptions(BaseModel):
             if level not in LEVEL_NAMES:
                 raise ValueError(f"difficulty {level[:20]!r}: choose from {', '.join(LEVEL_NAMES)}")
         return levels
+
+    @model_serializer(mode="wrap")
+    def _holes_only_when_asked(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `holes` out of the message unless asked, so workers that predate it take the rest."""
+        out = handler(self)
+        if out.get("holes") is None:
+            out.pop("holes", None)
+        return out
 
     def options(self) -> Options:
         """The generator's options (ValueError for combinations it refuses)."""

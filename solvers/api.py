@@ -13,15 +13,17 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
+from solvers import registry
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import BUDGET, LIMIT, STOPPED, TIMEOUT, ExactBatch, KernelSolver
+from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
+from solvers.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.parse import parse_compact_batch, parse_puzzle
-from solvers.portfolio import MemberSpec, PortfolioSpec, parse_portfolio, race
+from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
+from solvers.registry import Kind
 from solvers.result import STATUS_INDEX, Results, SolveResult, Status
 from solvers.verify import verify_batch
 
-DEFAULT_SOLVER = "propagation"
 STOPPED_ERROR = "stopped before an answer"
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
@@ -98,8 +100,7 @@ def solve_many(
     """
     box = as_box(box)
     items = lines if isinstance(lines, list) else list(lines)
-    exact = _exact_solver(solver or _portfolio_solver(portfolio))
-    spec = _race_spec(portfolio, solver, limit)
+    exact, spec = _plan(solver, portfolio, limit)
     if spec is None and racing is not None and limit == 1:  # one exact member: searched puzzle by puzzle
         spec = PortfolioSpec(name=exact.name, members=(MemberSpec(solver=exact.name, randomised=False),))
     all_text = set(map(type, items)) <= {str}
@@ -121,31 +122,24 @@ def solve_many(
     return results
 
 
-def _exact_solver(name: str) -> KernelSolver:
-    try:
-        return EXACT_SOLVERS[name]
-    except KeyError:
-        known = ", ".join(sorted(EXACT_SOLVERS))
-        raise ValueError(f"unknown solver {name!r}; known: {known}") from None
-
-
-def _portfolio_solver(portfolio: str | None) -> str:
-    """Map a portfolio name to the exact solver of its fast path (`fast`: the default);
-    an unknown name raises ValueError naming it (see `solvers.portfolio`)."""
-    if portfolio in (None, "", "fast"):
-        return DEFAULT_SOLVER
-    if portfolio in EXACT_SOLVERS:
-        return portfolio
-    first = parse_portfolio(portfolio).exact_solver
-    return first.name if first is not None else DEFAULT_SOLVER
-
-
-def _race_spec(portfolio: str | None, solver: str | None, limit: int) -> PortfolioSpec | None:
-    """Return the portfolio to race puzzles in, or None for the plain exact path: `fast`,
-    a single exact solver's name, an explicit `solver`, or counting solutions (limit > 1)."""
-    if solver or limit > 1 or portfolio in (None, "", "fast") or portfolio in EXACT_SOLVERS:
-        return None
-    return parse_portfolio(portfolio)
+def _plan(solver: str | None, portfolio: str | None, limit: int) -> tuple[KernelSolver, PortfolioSpec | None]:
+    """Read the names a user gave: return the exact solver of the batch path and the portfolio
+    to race the puzzles it leaves (None: the plain exact path). `solver` names an exact solver
+    (the plain path); `portfolio` a preset or a comma list of solvers (`solvers.registry`),
+    raced unless it is one exact solver (`fast`: propagation alone) or solutions are counted
+    (limit > 1). An unknown name raises ValueError listing what exists."""
+    if solver:
+        entry = registry.find(solver, PRESETS)
+        if entry.kind is not Kind.EXACT:
+            raise ValueError(
+                f"solver {solver!r} is {entry.kind}, not exact: race it with portfolio={solver!r}; "
+                f"exact solvers: {', '.join(registry.names(Kind.EXACT))}"
+            )
+        return entry.solver, None
+    spec = parse_portfolio(portfolio)
+    exact = spec.exact_solver or EXACT_SOLVERS[DEFAULT_EXACT]
+    alone = len(spec.members) == 1 and spec.members[0].kind is Kind.EXACT
+    return exact, None if alone or limit > 1 else spec
 
 
 def _race_group(
@@ -290,7 +284,8 @@ def _collect(
     rendered = _render_rows(first, box, notation, verified)
     # outcome: 0 verified, 1 rejected by the verifier, 2 proven unsolvable, 3 time up, 4 budget spent,
     # 5 stopped by the caller's flag
-    outcome = np.where(verified, 0, np.where(found, 1, np.where(batch.status <= LIMIT, 2, 3)))
+    complete = (batch.status == DONE) | (batch.status == LIMIT)
+    outcome = np.where(verified, 0, np.where(found, 1, np.where(complete, 2, 3)))
     outcome[(outcome == 3) & (batch.status != TIMEOUT)] = 4
     outcome[(outcome == 4) & (batch.status == STOPPED)] = 5
     codes = _OUTCOME_STATUS[outcome]

@@ -17,7 +17,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from solvers.clock import monotonic_ns
-from solvers.codes import BUDGET, STOPPED, TIMEOUT
+from solvers.outcome import BUDGET, STOPPED, TIMEOUT
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -123,14 +123,17 @@ def nth_bit(mask, k):  # type: ignore[no-untyped-def]
     return ctz(mask)
 
 
+GO_ON = -1  # not an outcome (`solvers.outcome` codes are >= 0): nothing ends the search yet
+
+
 @njit(cache=True, nogil=True)
 def interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
-    """Return STOPPED, TIMEOUT, or -1 to go on (`end_ns` 0 = no time limit)."""
+    """Return STOPPED, TIMEOUT, or GO_ON (`end_ns` 0 = no time limit)."""
     if stop[0] != 0:
         return STOPPED
     if end_ns != 0 and monotonic_ns() >= end_ns:
         return TIMEOUT
-    return -1
+    return GO_ON
 
 
 # The per-puzzle scaffolding every exact kernel shares: start the clock, count nodes
@@ -141,7 +144,7 @@ CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (a m
 @njit(cache=True, nogil=True, inline="always")
 def start_puzzle(deadline_ns, time_limit_ns, stop):  # type: ignore[no-untyped-def]
     """Start one puzzle's clock: -> (t0, end_ns, status): end_ns is the earlier of the batch
-    deadline and t0 + the time limit (0 = none); status >= 0 means do not start at all."""
+    deadline and t0 + the time limit (0 = none); a status other than GO_ON means do not start at all."""
     t0 = monotonic_ns()
     end_ns = deadline_ns
     if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
@@ -151,14 +154,14 @@ def start_puzzle(deadline_ns, time_limit_ns, stop):  # type: ignore[no-untyped-d
 
 @njit(cache=True, nogil=True, inline="always")
 def count_node(nodes, max_nodes, stop, end_ns):  # type: ignore[no-untyped-def]
-    """Count one search node: -> (nodes, status); status >= 0 (BUDGET, TIMEOUT, STOPPED) ends
+    """Count one search node: -> (nodes, status); a status other than GO_ON (BUDGET, TIMEOUT, STOPPED) ends
     the search. The clock is read every CHECK_EVERY + 1 nodes only: it costs more than a node."""
     if max_nodes > 0 and nodes >= max_nodes:
         return nodes, BUDGET
     nodes += 1
     if (nodes & CHECK_EVERY) == 0:
         return nodes, interrupted(stop, end_ns)
-    return nodes, -1
+    return nodes, GO_ON
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.dig import UNDECIDED, solve_starts
+from solvers.dig import solve_starts
+from solvers.outcome import BUDGET
 from solvers.puzzle import Box
 
 # (name, most guesses) in increasing order; the last level has no upper bound.
@@ -71,7 +72,7 @@ def parse_levels(
 def rate_batch(box: Box, puzzles: np.ndarray, budget: int = RATE_BUDGET) -> list[Rating]:
     """Rate every puzzle of uint8[B, N*N] (batched in one kernel call: ~10 us per 9x9)."""
     _, count, status, nodes, guesses = solve_starts(box, puzzles, 0, limit=2, budget=budget)
-    complete = status != UNDECIDED
+    complete = status != BUDGET
     bounds = np.array([most for _, most in LEVELS], dtype=np.int64)
     levels = np.searchsorted(bounds, guesses).tolist()  # first bound >= guesses
     singles = ((guesses == 0) & (count >= 1)).tolist()

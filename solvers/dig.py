@@ -38,13 +38,13 @@ from numba import njit
 
 from solvers.bits import ctz, popcount, rng_next
 from solvers.geometry import geometry
+from solvers.outcome import BUDGET, DONE, LIMIT
 from solvers.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
 _ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-FOUND, NONE, UNDECIDED = 1, 0, -1  # outcomes of one search: limit reached / exhausted / budget spent
-MINIMAL, STOPPED = 1, 2  # dig flags: proven minimal / stopped at the clue target
+DIG_MINIMAL, DIG_AT_TARGET = 1, 2  # bit flags of one dig: proven minimal / stopped at the clue target
 
 
 @njit(cache=True, nogil=True)
@@ -140,7 +140,7 @@ def _value(m, prefer, rng):  # type: ignore[no-untyped-def]
 def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # type: ignore[no-untyped-def]
     """Depth-first search for one solution from a state with queued cells and dirty units.
 
-    -> (FOUND (`limit` solutions found) | NONE (search exhausted) | UNDECIDED (`budget`
+    -> (LIMIT (`limit` solutions found) | DONE (search exhausted) | BUDGET (`budget`
     nodes spent), solutions, nodes, guesses, rng, stk). `prefer[x]` (a value, 0 = none)
     is tried first at x; rng != 0 randomises ties and value order. The first solution
     goes to `out`. `stk` (depth x (NN + 2) words: snapshot, cell, values left) grows.
@@ -179,11 +179,11 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
                         out[x] = ctz(cand[x]) + 1
                 count += 1
                 if count >= limit:
-                    return FOUND, count, nodes, guesses, rng, stk
+                    return LIMIT, count, nodes, guesses, rng, stk
                 ok = False
                 continue
             if budget > 0 and nodes >= budget:
-                return UNDECIDED, count, nodes, guesses, rng, stk
+                return BUDGET, count, nodes, guesses, rng, stk
             if depth == stk.shape[0]:
                 grown = np.empty((2 * depth, nn + 2), dtype=np.uint64)
                 grown[:depth] = stk
@@ -198,9 +198,9 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
             guesses += 1
         else:
             if depth == 0:
-                return NONE, count, nodes, guesses, rng, stk
+                return DONE, count, nodes, guesses, rng, stk
             if budget > 0 and nodes >= budget:
-                return UNDECIDED, count, nodes, guesses, rng, stk
+                return BUDGET, count, nodes, guesses, rng, stk
             top = depth - 1
             cand[:] = stk[top, :nn]
             cell = np.int64(stk[top, nn])
@@ -251,7 +251,7 @@ def _solve_kernel(
                 n, geo, cand, queue, qt, limit, budget, rng, prefer, out[b], stk
             )
             total += nodes
-            if res != UNDECIDED or tries >= restarts:
+            if res != BUDGET or tries >= restarts:
                 break
             tries += 1
         out_count[b] = count
@@ -263,7 +263,7 @@ def _solve_kernel(
 @njit(cache=True, nogil=True)
 def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type: ignore[no-untyped-def]
     """Search a solution of `puzzle` (orbit removed) with orbit[:j] as in `sol` and
-    orbit[j] changed -> (FOUND | NONE | UNDECIDED, nodes, stk)."""
+    orbit[j] changed -> (LIMIT | DONE | BUDGET, nodes, stk)."""
     units, cu = geo[0], geo[1]
     cand, queue, out = ws
     nn = n * n
@@ -271,7 +271,7 @@ def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type
     xj = orbit[j]
     vj = _ONE << np.uint64(sol[xj] - 1)
     if full & ~(um[cu[xj, 0]] | um[cu[xj, 1]] | um[cu[xj, 2]]) & ~vj == _ZERO:
-        return NONE, 0, stk  # x_j is a naked single once removed: nothing else fits there
+        return DONE, 0, stk  # x_j is a naked single once removed: nothing else fits there
     for t in range(3):  # or a hidden single: no other empty cell of one of its units takes v_j
         alone = True
         for k in range(n):
@@ -280,7 +280,7 @@ def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type
                 alone = False
                 break
         if alone:
-            return NONE, 0, stk
+            return DONE, 0, stk
     qt = 0
     for y in range(nn):
         if puzzle[y] != 0:
@@ -288,7 +288,7 @@ def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type
         else:
             m = full & ~(um[cu[y, 0]] | um[cu[y, 1]] | um[cu[y, 2]])
             if m == _ZERO:
-                return NONE, 0, stk
+                return DONE, 0, stk
             cand[y] = m
             if (m & (m - _ONE)) == _ZERO:
                 queue[qt] = y
@@ -309,7 +309,7 @@ def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type
 
 @njit(cache=True, nogil=True)
 def _try_orbit(n, geo, puzzle, um, sol, orbit, budget, ws, stk, nodes):  # type: ignore[no-untyped-def]
-    """Remove one orbit if the solution stays unique -> (NONE = removed | FOUND | UNDECIDED, nodes, stk)."""
+    """Remove one orbit if the solution stays unique -> (DONE = removed | LIMIT | BUDGET, nodes, stk)."""
     cell_units = geo[1]
     size = 2 if orbit[1] >= 0 else 1
     for i in range(size):
@@ -318,13 +318,13 @@ def _try_orbit(n, geo, puzzle, um, sol, orbit, budget, ws, stk, nodes):  # type:
         for t in range(3):
             um[cell_units[x, t]] &= ~v
         puzzle[x] = 0
-    res = NONE
+    res = DONE
     for j in range(size):
         res, used, stk = _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk)
         nodes += used
-        if res != NONE:
+        if res != DONE:
             break
-    if res != NONE:
+    if res != DONE:
         for i in range(size):
             x = orbit[i]
             v = _ONE << np.uint64(sol[x] - 1)
@@ -340,8 +340,8 @@ def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, 
 
     Stops at `target` clues (0 = dig through), skipping orbits that would overshoot it.
     Orbits left undecided by `budget` get one more look with `retry_budget` at the end
-    (0 = none). out_flags: MINIMAL when every orbit was checked and none can go,
-    STOPPED when the target ended the dig.
+    (0 = none). out_flags: DIG_MINIMAL when every orbit was checked and none can go,
+    DIG_AT_TARGET when the target ended the dig.
     """
     nn = n * n
     cand = np.empty(nn, dtype=np.uint64)
@@ -373,19 +373,19 @@ def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, 
                     skipped = True
                     continue
                 res, nodes, stk = _try_orbit(n, geo, puzzle, um, sol, orbits[o], spend, ws, stk, nodes)
-                if res == NONE:
+                if res == DONE:
                     clues -= size
                     if clues == target:
                         stopped = True
                         break
-                elif res == UNDECIDED:
+                elif res == BUDGET:
                     todo[nt] = o  # undecided orbits move to the front for the second look
                     nt += 1
             if stopped or nt == 0 or retry_budget == 0:
                 break
             spend = retry_budget
         minimal = not (skipped or stopped) and nt == 0
-        out_flags[b] = (MINIMAL if minimal else 0) | (STOPPED if stopped else 0)
+        out_flags[b] = (DIG_MINIMAL if minimal else 0) | (DIG_AT_TARGET if stopped else 0)
         out_nodes[b] = nodes
 
 
@@ -405,7 +405,8 @@ def tables(box: Box) -> tuple[np.int64, tuple[np.ndarray, np.ndarray, np.ndarray
 def solve_starts(
     box: Box, starts: np.ndarray, seeds: np.ndarray | int, *, limit: int, budget: int, restarts: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Run `_solve_kernel` on uint8[B, NN] -> (first solutions, counts, status, nodes, guesses).
+    """Run `_solve_kernel` on uint8[B, NN] -> (first solutions, counts, outcomes (DONE, LIMIT or
+    BUDGET: `solvers.outcome`), nodes, guesses).
 
     Random completion: seeds != 0, limit 1, restarts. Rating: seed 0, limit 2, no restart.
     """
@@ -466,4 +467,4 @@ def dig(
             flags,
             nodes,
         )
-    return out, (flags & MINIMAL) != 0, (flags & STOPPED) != 0, nodes
+    return out, (flags & DIG_MINIMAL) != 0, (flags & DIG_AT_TARGET) != 0, nodes

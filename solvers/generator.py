@@ -13,6 +13,9 @@ Pipeline, batched at every step (one kernel call per step for a whole batch):
    keeping a removal only when the solution stays unique (see `solvers.dig`), down to
    `clues` or until nothing can be removed (a minimal puzzle);
    without `unique`, givens are removed at random down to `clues` (no uniqueness claim);
+   `holes` F asks for round(F * cells) blank cells instead of a clue count: without
+   `unique` that is the "quasigroup with holes" family (solvable, not necessarily
+   unique; at 36x36 hardest near F = 0.55-0.65), the benchmark family of large grids;
 3. rating: every puzzle gets a difficulty (`solvers.difficulty`), and `difficulty` keeps
    only the requested levels.
 
@@ -77,6 +80,7 @@ class Options:
 
     unique: bool = False  # dig to a unique puzzle (each removal proven to keep one solution)
     clues: int | None = None  # stop digging at this many givens (None: dig through)
+    holes: float | None = None  # or blank this fraction of the cells (clues = cells - round(F * cells))
     minimal: bool = False  # insist on proven minimal puzzles (implies unique, no `clues`)
     symmetry: str = "none"  # none | rotational (180 degrees) | mirror (left-right)
     difficulty: frozenset[str] | None = None  # keep only these levels (None: all)
@@ -93,19 +97,29 @@ class Options:
             raise ValueError(f"symmetry {self.symmetry!r}: choose one of {', '.join(SYMMETRIES)}")
         if self.minimal and self.clues is not None:
             raise ValueError("ask for a clue count or for minimal puzzles, not both")
+        if self.holes is not None and (self.clues is not None or self.minimal):
+            raise ValueError("ask for holes or for a clue count or minimal puzzles, not two of them")
+        if self.holes is not None and not 0.0 <= self.holes <= 1.0:
+            raise ValueError(f"holes {self.holes}: a fraction of the cells, from 0 to 1")
         if self.attempts < 1:
             raise ValueError("attempts must be at least 1")
 
     @property
     def full_grids(self) -> bool:
         """True when the request is for full grids (nothing to dig)."""
-        return not self.unique and self.clues is None
+        return not self.unique and self.clues is None and self.holes is None
+
+    def clue_target(self, box: Box) -> int | None:
+        """The givens asked for on this box shape: `clues`, or the cells `holes` leaves (None: no target)."""
+        if self.holes is not None:
+            return box.cells - round(self.holes * box.cells)
+        return self.clues
 
     def check(self, box: Box) -> None:
         """Raise ValueError for a clue target this box shape provably cannot meet."""
-        if self.clues is None:
+        k = self.clue_target(box)
+        if k is None:
             return
-        k = self.clues
         if not 0 <= k <= box.cells:
             raise ValueError(f"{k} clues: a {box} box grid has {box.cells} cells")
         if self.unique and k < box.n - 1:
@@ -120,9 +134,12 @@ class Options:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (levels as a sorted list)."""
+        """A JSON-ready dict (levels as a sorted list); `holes` only when asked, so workers that
+        predate it still take every other request."""
         d = asdict(self)
         d["difficulty"] = sorted(self.difficulty) if self.difficulty else None
+        if d["holes"] is None:
+            del d["holes"]
         return d
 
     @classmethod
@@ -211,7 +228,8 @@ def _candidates(box: Box, b: int, rng: np.random.Generator, opts: Options) -> li
     grids = random_grids(box, b, rng)
     table = orbits(box, opts.symmetry)
     k = len(table)
-    target = opts.clues if opts.clues is not None else 0
+    goal = opts.clue_target(box)
+    target = goal if goal is not None else 0
     minimal = np.zeros(b, dtype=bool)
     if opts.full_grids:
         puzzles = grids.copy()
@@ -231,7 +249,7 @@ def _candidates(box: Box, b: int, rng: np.random.Generator, opts: Options) -> li
     for i in range(b):
         r = ratings[i]
         unique = bool(opts.unique or opts.full_grids or (r.complete and r.solutions == 1))
-        reached = opts.clues is None or int(clues[i]) == opts.clues
+        reached = goal is None or int(clues[i]) == goal
         out.append(Generated(puzzles[i], grids[i], int(clues[i]), unique, bool(minimal[i]), reached, r))
     return out
 
@@ -251,7 +269,7 @@ def generate_chunk(
     opts = replace(options, **kw) if options is not None else Options(**kw)
     opts.check(box)
     rng = np.random.default_rng(np.random.SeedSequence(int(seed) & (2**64 - 1)))
-    selective = opts.clues is not None or opts.minimal or opts.difficulty is not None
+    selective = opts.clue_target(box) is not None or opts.minimal or opts.difficulty is not None
     limit = count * (opts.attempts if selective else 1)
     good: list[Generated] = []
     near: list[Generated] = []  # right level, target missed: handed out flagged if need be
@@ -268,7 +286,7 @@ def generate_chunk(
             (good if _meets(g, opts) and len(good) < count else near).append(g)
         made += b
     if len(good) < count and near:
-        k = opts.clues if opts.clues is not None else 0
+        k = opts.clue_target(box) or 0
         near.sort(key=lambda g: (abs(g.clues - k), not g.minimal))  # stable: ties keep making order
         good.extend(near[: count - len(good)])
     return good

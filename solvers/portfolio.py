@@ -3,11 +3,18 @@
 A portfolio is a named list of member configurations (data, below). `race` runs one
 puzzle through a portfolio: the first exact member first gets a small node budget (the
 fast path: easy puzzles cost what the plain exact solver costs), then every member
-advances in turn by slices of a few milliseconds of work, the member with the least
-work done (per weight) going next. Work is counted in nodes or iterations, never wall
-time, so a race replays exactly: same puzzle, portfolio, seed and time limit give the
-same winner and grid unless time runs out first. Everything runs in the calling
-thread, so a race works inside a Celery prefork child (no processes are spawned).
+advances in turn by slices of a few milliseconds of work, the member whose next slice
+would end soonest in work per weight going next ((work done + 1 slice) / weight, weighted
+fair queueing: a member with a tiny share first runs once the others have done their
+share of work, not at once). Weights come from the portfolio, or per grid size from the
+learned shares (`solvers.shares`, preset `race` from 25x25). Work is counted in nodes,
+conflicts or iterations, never wall time, so a race replays exactly: same puzzle,
+portfolio, seed and time limit give the same winner and grid unless time runs out first.
+Everything runs in the calling thread, so a race works inside a Celery prefork child (no
+processes are spawned). Another seed gives another race of the same puzzle (child seeds
+for the stochastic members and restarts, another literal order for the SAT members), and
+the `stop` flag is read between slices and inside the kernels: what racing one puzzle on
+several workers needs (the result names the winner, `counters` each member's work).
 
 Stop rules: the first grid the verifier accepts wins and the race returns after that
 slice (nothing else is running); an exhaustive exact search without a solution ends
@@ -22,13 +29,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from solvers import registry
 from solvers.clock import monotonic_ns
 from solvers.cost import grid_cost
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, KernelSolver
+from solvers.outcome import Outcome
 from solvers.puzzle import Box, Puzzle
+from solvers.registry import Kind
 from solvers.restarts import (
     FOUND,
     IDLE,
@@ -37,10 +47,12 @@ from solvers.restarts import (
     ExactMember,
     Member,
     StochasticMember,
+    child_seed,
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import MAX_CLAUSES, SAT_SOLVER, SatMember
+from solvers.sat import ROWS, SAT_SOLVER
+from solvers.shares import learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -65,12 +77,17 @@ class MemberSpec(BaseModel):
     min_side: int = Field(default=0, ge=0)  # the member races grids of side min_side..max_side only
     max_side: int = Field(default=64, ge=1)
 
+    @field_validator("solver")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        """Refuse a name that is no registered solver (the error lists those that are)."""
+        registry.find(name)
+        return name
+
     @property
-    def kind(self) -> str:
-        """Return `exact`, `sat` or `stochastic` (the registry the solver is in, or the SAT member)."""
-        if self.solver == SAT_SOLVER:
-            return "sat"
-        return "exact" if self.solver in EXACT_SOLVERS else "stochastic"
+    def kind(self) -> Kind:
+        """Return the solver's kind in `solvers.registry`: exact, complete or stochastic."""
+        return registry.find(self.solver).kind
 
     def races(self, n: int) -> bool:
         """Whether this member takes part for grid side n."""
@@ -78,13 +95,29 @@ class MemberSpec(BaseModel):
 
 
 class PortfolioSpec(BaseModel):
-    """A named list of members; `fast_nodes` is the fast-path node budget (0 = by grid size)."""
+    """A named list of members; `fast_nodes` is the fast-path node budget (0 = by grid size);
+    `learned`: where `solvers.shares` has shares for the grid size, they replace the weights
+    (a member without a share there sits out)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     members: tuple[MemberSpec, ...] = Field(min_length=1)
     fast_nodes: int = Field(default=0, ge=0)
+    learned: bool = False
+
+    def weights(self, n: int) -> list[float]:
+        """Return each member's weight for grid side n (0: it sits out this size)."""
+        shares = learned_shares(n) if self.learned else None
+        out = []
+        for m in self.members:
+            if not m.races(n):
+                out.append(0.0)
+            elif shares is not None:
+                out.append(shares.get(m.solver, 0.0))
+            else:
+                out.append(m.large_weight if m.large_weight is not None and n >= LARGE_SIDE else m.weight)
+        return out
 
     def fast_budget(self, n: int) -> int:
         """Return the fast path's node budget for grid side n."""
@@ -94,33 +127,35 @@ class PortfolioSpec(BaseModel):
     def exact_solver(self) -> KernelSolver | None:
         """Return the first exact member's solver (it runs the fast path), if any."""
         for m in self.members:
-            if m.kind == "exact":
+            if m.kind is Kind.EXACT:
                 return EXACT_SOLVERS[m.solver]
         return None
 
 
 def _presets() -> dict[str, PortfolioSpec]:
     """Build the preset portfolios (after every solver registered itself). In `race` the
-    exact member weighs 3 (half of the work), 57 from 25x25: it is the only kernel member
-    that proves anything, and on 25x25 grids none of the stochastic members ever solved a
-    frisch puzzle; the stochastic members still run, for the approximate grid at the
-    deadline. At 25x25 the SAT member weighs three times as much (171): clause learning
-    solved all 18 frisch puzzles where the propagation kernel solved 11 in 60 s, and each
-    of them sooner than the kernel (docs/decisions.md). It sits out below 25x25 (the fast
-    path and the kernel settle those) and above (its pairwise encoding grows as N^4:
-    millions of clauses from 36x36)."""
+    exact member weighs 3 (half of the work) below 25x25: it is the only kernel member that
+    proves anything; the stochastic members race beside it. From 25x25 on the race takes
+    its learned shares (`solvers.shares`, from training runs of each member alone), where
+    the SAT member (CaDiCaL, stable mode) does most of the work; it sits out below 25x25
+    (the fast path and the kernel settle those). The weights from 25x25 (57, 171, 1) only
+    serve a copy of the preset with `learned` off. `sat-focused` is not in the preset: in
+    training it solved 21 of 38 grids where `sat` solved 35 (docs/decisions.md)."""
     exact = tuple(MemberSpec(solver=name) for name in sorted(EXACT_SOLVERS, key=lambda s: s != DEFAULT_EXACT))
     stochastic = (
         MemberSpec(solver="annealing"),
         MemberSpec(solver="evolution", params={"propagate": True}),
         MemberSpec(solver="progressive"),
     )
-    sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE, max_side=LARGE_SIDE)
+    exact_member = MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0)
+    sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE)
+    rows = MemberSpec(solver=ROWS.name, weight=57.0, min_side=LARGE_SIDE)
     return {
         "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
         "race": PortfolioSpec(
             name="race",
-            members=(MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0), sat, *stochastic),
+            members=(exact_member, sat, rows, *stochastic),
+            learned=True,
         ),
         "exact": PortfolioSpec(name="exact", members=exact),
         "stochastic": PortfolioSpec(name="stochastic", members=stochastic),
@@ -139,14 +174,19 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     if text in PRESETS:
         return PRESETS[text]
     names = [s.strip() for s in text.split(",")]
-    known = set(EXACT_SOLVERS) | set(STOCHASTIC_SOLVERS) | {SAT_SOLVER}
-    unknown = [s for s in names if s not in known]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown solver{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)} "
-            f"in portfolio {text!r}; solvers: {', '.join(sorted(known))}; presets: {', '.join(PRESETS)}"
-        )
+    unknown = [s for s in names if s not in registry.SOLVERS]
+    if unknown:
+        raise registry.unknown_names(unknown, f" in portfolio {text!r}", PRESETS)
     return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
+
+
+def _literal_order(seed: int, variant: int, child: np.random.SeedSequence) -> int:
+    """A complete member's literal numbering: 0 (the mode's own) for the unseeded race, else one
+    drawn from its child seed; a helper's (`variant` > 0) also from the variant, so no two helpers
+    of one race search the same numbering even under one seed."""
+    if variant:
+        return child_seed(np.random.SeedSequence([variant, child_seed(child)]))
+    return 0 if seed == 0 else child_seed(child)
 
 
 def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> list[Member]:
@@ -156,18 +196,20 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
     members: list[Member] = []
     seen: dict[str, int] = {}
     fast_given = False
-    for m, child in zip(spec.members, children, strict=True):
-        if not m.races(puzzle.box.n):
+    weights = spec.weights(puzzle.box.n)
+    for m, child, weight in zip(spec.members, children, weights, strict=True):
+        fast_path = m.kind is Kind.EXACT and not fast_given and m.races(puzzle.box.n)
+        if weight <= 0 and not fast_path:  # sits out; the first exact member still runs the fast path
             continue
         seen[m.solver] = seen.get(m.solver, 0) + 1
         name = m.solver if seen[m.solver] == 1 else f"{m.solver}#{seen[m.solver]}"
-        weight = m.large_weight if m.large_weight is not None and puzzle.box.n >= LARGE_SIDE else m.weight
-        if m.kind == "exact":
+        entry = registry.find(m.solver)
+        if entry.kind is Kind.EXACT:
             first = 0 if fast_given else spec.fast_budget(puzzle.box.n)
             fast_given = True
             members.append(
                 ExactMember(
-                    EXACT_SOLVERS[m.solver],
+                    entry.solver,
                     puzzle,
                     child,
                     weight=weight,
@@ -180,12 +222,11 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
                     variant=variant,
                 )
             )
-        elif m.kind == "sat":  # beside an exact member, it leaves grids too open to encode cheaply
-            beside = any(o.kind == "exact" and o.races(puzzle.box.n) for o in spec.members)
-            cap = MAX_CLAUSES if beside else None
-            members.append(SatMember(puzzle, weight=weight, name=name, max_clauses=cap, variant=variant))
+        elif entry.kind is Kind.COMPLETE:  # seed 0: the literals in their natural order; else another
+            order = _literal_order(seed, variant, child)
+            members.append(entry.solver(puzzle, weight=weight, name=name, seed=order))
         else:
-            solver = STOCHASTIC_SOLVERS[m.solver]
+            solver = entry.solver
             members.append(
                 StochasticMember(
                     solver,
@@ -210,7 +251,7 @@ def race(
     text: str | None = None,
     fast_nodes_done: int = 0,
     spent: float = 0.0,
-    trace: list[tuple[str, str, int]] | None = None,
+    trace: list[tuple[str, Outcome, int]] | None = None,
     variant: int = 0,
 ) -> SolveResult:
     """Race the portfolio's members on one puzzle until a verified solution, a proof of
@@ -225,7 +266,10 @@ def race(
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
-    has_exact = any(m.kind in ("exact", "sat") and m.races(puzzle.box.n) for m in spec.members)
+    weights = spec.weights(puzzle.box.n)
+    has_exact = any(
+        m.kind in (Kind.EXACT, Kind.COMPLETE) and w > 0 for m, w in zip(spec.members, weights, strict=True)
+    )
     limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
     deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
@@ -233,8 +277,8 @@ def race(
     if not members:
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
-    active = list(members)
-    outcome = ""
+    active = [m for m in members if m.weight > 0 or m is first_exact]
+    outcome: Outcome | None = None
     current: Member | None = None
     if first_exact is not None and fast_nodes_done:
         first_exact.skip_complete(fast_nodes_done)
@@ -245,11 +289,13 @@ def race(
             trace.append((current.name, outcome, monotonic_ns()))
         if outcome == IDLE:
             active.remove(current)
+    if first_exact is not None and first_exact.weight <= 0 and first_exact in active:
+        active.remove(first_exact)  # it ran the fast path only: no share of the race at this size
     while active and outcome not in (FOUND, NO_SOLUTION, OUT_OF_TIME):
         if stop[0] != 0 or (deadline and monotonic_ns() >= deadline):
             outcome = OUT_OF_TIME
             break
-        current = min(active, key=lambda m: (m.vtime / m.weight, members.index(m)))
+        current = min(active, key=lambda m: ((m.vtime + 1.0) / m.weight, members.index(m)))
         outcome = current.step(deadline, stop)
         if trace is not None:
             trace.append((current.name, outcome, monotonic_ns()))
@@ -266,7 +312,7 @@ def _result(
     text: str | None,
     members: Sequence[Member],
     winner: Member | None,
-    outcome: str,
+    outcome: Outcome | None,
     elapsed: float,
 ) -> SolveResult:
     """Turn the race's end into a SolveResult with every member's counters."""
@@ -337,7 +383,7 @@ def warm_up() -> None:
     deadline measures solving, not compiling (a cold kernel can take seconds to compile,
     and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
     kernels (evolution's epoch step) only run once the first slice has not solved it.
-    Exact kernels are warmed by their own callers (`solvers.chunk.warm`)."""
+    Exact kernels are warmed by their own callers (`solvers.warm.warm_all`, `pipeline.solve.warm`)."""
     hard = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
     values = [0 if ch == "." else int(ch) for ch in hard]
     puzzle = Puzzle(Box(3, 3), np.array(values, dtype=np.uint8))

@@ -25,23 +25,25 @@ milliseconds), never in wall time, so an interleaved race replays exactly.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
 
 from solvers.clock import monotonic_ns
-from solvers.exact.base import DONE, LIMIT, STATUS_NAMES, TIMEOUT, KernelSolver
+from solvers.exact.base import KernelSolver
+from solvers.outcome import DONE, EXHAUSTED, LIMIT, SOLVED, TIMEOUT, Outcome
 from solvers.puzzle import Puzzle
-from solvers.stochastic.base import DEADLINE, EXHAUSTED, SOLVED, Params, StochasticRun, StochasticSolver
+from solvers.stochastic.base import Params, StochasticRun, StochasticSolver
 from solvers.verify import is_solution
 
-# Member outcomes of one slice.
-PROGRESS = "progress"  # worked; nothing decided
-FOUND = "found"  # a grid the verifier accepts: `member.solution`
-NO_SOLUTION = "no_solution"  # an exhaustive search found none: the puzzle is unsolvable
-IDLE = "idle"  # nothing left to do (exhausted or failed)
-OUT_OF_TIME = "out_of_time"  # the deadline passed inside the slice
+# Member outcomes of one slice: kernel outcomes (`solvers.outcome`) under the names a race reads.
+PROGRESS = Outcome.BUDGET  # worked; nothing decided
+FOUND = Outcome.SOLVED  # a grid the verifier accepts: `member.solution`
+NO_SOLUTION = Outcome.DONE  # an exhaustive search found none: the puzzle is unsolvable
+IDLE = Outcome.EXHAUSTED  # nothing left to do (exhausted or failed)
+OUT_OF_TIME = Outcome.TIMEOUT  # the deadline passed inside the slice
 
 
 def luby(i: int) -> int:
@@ -58,12 +60,27 @@ def luby(i: int) -> int:
             k += 1
 
 
+# Measured CPU cost per node of the propagation kernel (`bench/portfolio.py calibrate`), ns:
+# 9x9 band kernel; 16x16 acs; 25x25 frisch; 36x36 to 64x64 grids with holes (bench/hard_sets.py).
+NS_PER_NODE: dict[int, float] = {16: 6_500.0, 25: 14_000.0, 36: 20_000.0, 49: 31_000.0, 64: 76_000.0}
+
+
 def exact_ns_per_node(n: int) -> float:
-    """Model of the propagation kernel's CPU cost per node for grid side n, in ns: measured
-    (`bench/portfolio.py calibrate`, loaded 2-core box, load factor ~1.2 removed) ~500 ns
-    at 9x9 (band kernel), ~6.5 us at 16x16 and ~25 us at 25x25 (generic kernel): 1.6 * n**3.
+    """Model of the propagation kernel's CPU cost per node for grid side n, in ns: ~500 ns at
+    9x9 (band kernel) and 1.6 n^3 below 16x16, then the measured `NS_PER_NODE`, interpolated
+    in log-log between the measured sides (from 25x25 it grows much slower than n^3).
     Re-measure when the kernel changes: the model only sets time shares, never correctness."""
-    return 500.0 if n == 9 else 1.6 * n**3
+    sides = sorted(NS_PER_NODE)
+    if n < sides[0]:
+        return 500.0 if n == 9 else 1.6 * n**3
+    if n >= sides[-1]:
+        return NS_PER_NODE[sides[-1]] * (n / sides[-1]) ** 2
+    hi = next(s for s in sides if s >= n)
+    lo = max(s for s in sides if s <= n)
+    if hi == lo:
+        return NS_PER_NODE[n]
+    t = math.log(n / lo) / math.log(hi / lo)
+    return math.exp((1 - t) * math.log(NS_PER_NODE[lo]) + t * math.log(NS_PER_NODE[hi]))
 
 
 def exact_nodes_per_slice(n: int) -> int:
@@ -90,7 +107,7 @@ class Member(ABC):
         self.failed: str | None = None  # set when the member returned a rejected grid
 
     @abstractmethod
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Do one slice of work; return PROGRESS, FOUND, NO_SOLUTION, IDLE or OUT_OF_TIME."""
 
     @property
@@ -105,7 +122,8 @@ class Member(ABC):
 
     @abstractmethod
     def counters(self) -> dict[str, Any]:
-        """Return {time_ms, restarts, nodes|iterations, best_cost} for the collector."""
+        """Return {time_ms, work (slices, the scheduler's clock), restarts, nodes|iterations,
+        best_cost} for the collector."""
 
 
 class CompleteMember(Member):
@@ -117,7 +135,7 @@ class CompleteMember(Member):
         self.puzzle = puzzle
         self.status = "running"
 
-    def accept(self, grid: np.ndarray) -> str:
+    def accept(self, grid: np.ndarray) -> Outcome:
         """Take a grid the solver found if the verifier agrees: FOUND, else IDLE (the member failed)."""
         if not is_solution(self.puzzle, grid):
             self.failed = f"{self.name} returned a grid the verifier rejects"
@@ -140,6 +158,7 @@ class CompleteMember(Member):
         """Return time, solver calls beyond the first, nodes, guesses, best cost and the verdict."""
         return {
             "time_ms": self.used_ns / 1e6,
+            "work": round(self.vtime, 3),
             "restarts": max(0, self.restarts - 1),
             "nodes": nodes,
             "guesses": guesses,
@@ -148,7 +167,7 @@ class CompleteMember(Member):
         }
 
 
-def _child_seed(seeds: np.random.SeedSequence) -> int:
+def child_seed(seeds: np.random.SeedSequence) -> int:
     """A non-zero kernel seed (63 bits) drawn from a child seed sequence."""
     return int(seeds.generate_state(1, np.uint64)[0] & 0x3FFF_FFFF_FFFF_FFFF) | 1
 
@@ -174,7 +193,7 @@ class ExactMember(CompleteMember):
         super().__init__(name or solver.name, weight, puzzle)
         # the complete stream's order: the puzzle's own (seed 0), or, for a helper racing the
         # puzzle in another process (`variant` > 0), a seeded one: another complete search
-        self.first_seed = _child_seed(np.random.SeedSequence([variant, 1])) if variant else 0
+        self.first_seed = child_seed(np.random.SeedSequence([variant, 1])) if variant else 0
         self.complete_share = min(1.0, max(0.0, complete_share)) if randomised else 1.0
         self.solver = solver
         self.seeds = seeds
@@ -194,7 +213,7 @@ class ExactMember(CompleteMember):
         self.search_nodes: list[int] = []
         if solver.carries(puzzle.box):
             self.complete_share = 1.0
-            self.search_seeds += [_child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
+            self.search_seeds += [child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
             self.carries = [solver.new_carry(puzzle.box) for _ in self.search_seeds]
             self.search_nodes = [0] * len(self.carries)
         self.complete_nodes = 0
@@ -211,7 +230,7 @@ class ExactMember(CompleteMember):
         self.vtime += nodes / self.unit
         self.complete_budget = max(self.complete_budget, 2 * nodes)
 
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Make one kernel call: the complete stream's next doubling, or a random restart."""
         if self.failed or self.status != "running":
             return IDLE
@@ -226,7 +245,7 @@ class ExactMember(CompleteMember):
         else:
             self.luby_index += 1
             budget = self.restart_base * luby(self.luby_index)
-            seed = _child_seed(self.seeds.spawn(1)[0])
+            seed = child_seed(self.seeds.spawn(1)[0])
         t0 = monotonic_ns()
         out = self.solver.solve_batch(
             self.puzzle.givens[None, :],
@@ -322,7 +341,7 @@ class StochasticMember(Member):
             self._best_grid = run.best_grid.copy()
             self.time_to_best_ns = self.run_base_ns + run.time_to_best_ns
 
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Run one slice of the current run (starting or restarting it as its budget says)."""
         if self.failed:
             return IDLE
@@ -342,7 +361,7 @@ class StochasticMember(Member):
         self.used_ns += run.used_ns - t0
         done = run.work - self.counted  # includes the run's start-up work on its first slice
         self.counted = run.work
-        self.vtime += max(done, 1 if status != DEADLINE else 0) / self.unit
+        self.vtime += max(done, 1 if status != TIMEOUT else 0) / self.unit
         self._note(run)
         if status == SOLVED or self._best_cost == 0:
             grid = self._best_grid
@@ -351,7 +370,7 @@ class StochasticMember(Member):
                 return IDLE
             self.solution = grid
             return FOUND
-        if status == DEADLINE:
+        if status == TIMEOUT:
             return OUT_OF_TIME
         return PROGRESS
 
@@ -371,6 +390,7 @@ class StochasticMember(Member):
         inner = self.inner_restarts + (self.run.restarts if self.run else 0)
         return {
             "time_ms": self.used_ns / 1e6,
+            "work": round(self.vtime, 3),
             "restarts": self.restarts + inner,
             "iterations": its,
             "best_cost": self._best_cost,
@@ -385,10 +405,10 @@ __all__ = [
     "NO_SOLUTION",
     "OUT_OF_TIME",
     "PROGRESS",
-    "STATUS_NAMES",
     "ExactMember",
     "Member",
     "StochasticMember",
+    "child_seed",
     "exact_nodes_per_slice",
     "exact_ns_per_node",
     "stochastic_restart_slices",

@@ -1,189 +1,161 @@
 """`sat`: a clause-learning SAT solver (CaDiCaL 1.9.5, through python-sat) raced as a member.
 
-Why: on the hardest 25x25 grids (the 18 minimal puzzles of gecode's frisch set) the
-propagation kernel with restarts solved 11 in 60 s, while clause learning solves all 18
-(CaDiCaL on this encoding: 0.04-9.5 s; OR-Tools CP-SAT, one thread: 0.1-15 s). A search
-that forgets every failure cannot catch up with one that learns from each. The kernel
-stays the fast path and the prover of easy cases; this member runs beside it at 25x25.
+Why: on the hardest large grids a search that forgets every failure cannot catch up with
+one that learns from each. On gecode's 18 frisch 25x25 puzzles the propagation kernel with
+restarts solved 11 in 60 s, CaDiCaL all 18; on random 36x36 to 64x64 grids with 55-80% of
+the cells blanked ("quasigroup with holes") it solves what the kernel leaves.
 
-Encoding (one Boolean per cell and candidate value, values used by a given peer left
-out): every cell holds at least and at most one value, every unit holds each value in at
-least and at most one place (pairwise at-most-one). UNSAT is therefore a proof that the
-puzzle has no solution. The solver advances `STEP_CONFLICTS` conflicts per race step
-(CaDiCaL keeps its learnt clauses, phases and restarts across calls), with inprocessing
-off: elimination, probing, vivification and subsumption rounds made single calls take
-75-160 ms, longer than a stop may wait (50 ms), for about the same conflicts to a solution.
+Encoding: `solvers.sat_encoding` (the root-propagated candidates only; exactly one literal
+per cell and per value of each unit). UNSAT is a proof that the puzzle has no solution.
+
+Modes (`SAT_MODES`, one member name each): `sat` runs CaDiCaL in its stable mode with the
+options of its `--sat` configuration (target phases, reluctant doubling restarts, lighter
+elimination and subsumption), literals of the cells with fewest candidates first: on frisch
+it needed 31 s for all 18 where the focused mode with inprocessing off (the member until
+issue 16) needed 96 s. `sat-rows` is the same mode with the literals numbered cell by cell,
+another search that wins on other grids; the learned shares (`solvers.shares`) pick one per
+grid size. `sat-focused`, that focused mode, is not in the race (in training it solved 21 of
+38 grids, `sat` 35); it stays a solver name for portfolios and the bench.
+
+The solver advances a few slices' worth of conflicts per race step, keeping its learnt
+clauses, phases and restarts across calls (a step boundary does not change its search:
+the same conflicts to a solution in steps of 150 as of 1000).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from itertools import combinations
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 from pysat.solvers import Solver
 
+from solvers import registry
 from solvers.clock import monotonic_ns
-from solvers.geometry import geometry
+from solvers.exact.propagation import root_candidates
+from solvers.outcome import Outcome
 from solvers.puzzle import Puzzle
+from solvers.registry import Kind
 from solvers.restarts import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteMember
+from solvers.sat_encoding import PAIRWISE_UP_TO, Cnf, decode, encode, estimate
 
-SAT_SOLVER = "sat"  # the member's name in portfolios
 BACKEND = "cadical195"
-OPTIONS = {"elim": 0, "probe": 0, "vivify": 0, "subsume": 0}  # no inprocessing rounds (see above)
-STEP_CONFLICTS = 150  # per race step: ~12 ms at 25x25, at most 29 ms measured (300: 47 ms)
-MAX_CLAUSES = 60_000  # frisch 25x25: 26-30k; an acs 25x25 grid with few givens: 750k (1 s to build)
-CLAUSES_PER_SLICE = 2_000  # model of encoding and loading: ~1.5 us a clause, 3 ms a slice
-
-
-def conflicts_per_slice(n: int) -> int:
-    """Model of CaDiCaL's conflicts in a 3 ms slice for grid side n: ~45 at 25x25 (15k
-    conflicts/s measured on frisch), scaled by cells x values. It sets time shares only."""
-    return max(8, round(45 * (25 / n) ** 3))
+SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
+CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
+LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x64 CNF loads in ~35 steps
 
 
 @dataclass(frozen=True)
-class Cnf:
-    """A puzzle's clauses, and each cell's literals (variable cell*N + value + 1, values 0-based)."""
+class SatMode:
+    """A configuration of the SAT member: CaDiCaL options, named in portfolios."""
 
-    clauses: list[list[int]]
-    cells: list[list[int]]
+    name: str
+    options: dict[str, int] = field(default_factory=dict)
+    summary: str = ""
+    pairwise_up_to: int = PAIRWISE_UP_TO  # at-most-one: pairwise up to this many literals, else a counter
+    fewest_first: bool = True  # literal ids: fewest-candidates cells first (else cell-major, row by row)
+    conflicts_25: float = 78.0  # conflicts in a 3 ms slice at 25x25 (measured) ...
+    falloff: float = 2.5  # ... falling as (25/n)^falloff with the grid side
 
-
-class TooLarge(Exception):
-    """The encoding would exceed the clause limit given to `encode`."""
-
-
-def encode(puzzle: Puzzle, max_clauses: int | None = None) -> Cnf | None:
-    """Return the puzzle's CNF, or None when a cell or a unit's value already has no place
-    (no solution); raise TooLarge when it would hold more than `max_clauses` clauses."""
-    n = puzzle.box.n
-    geo = geometry(puzzle.box)
-    givens = puzzle.givens.tolist()
-    used = [0] * (n * n)  # bit v: value v+1 is a given of a peer (or the cell's own)
-    for unit in geo.units.tolist():
-        mask = 0
-        for c in unit:
-            if givens[c]:
-                mask |= 1 << (givens[c] - 1)
-        for c in unit:
-            used[c] |= mask
-    cells: list[list[int]] = []
-    places = [[[] for _ in range(n)] for _ in range(3 * n)]  # unit -> value -> literals
-    for cell, units in enumerate(geo.cell_units.tolist()):
-        g = givens[cell]
-        values = [g - 1] if g else [v for v in range(n) if not (used[cell] >> v) & 1]
-        if not values:
-            return None
-        cells.append([cell * n + v + 1 for v in values])
-        for v, lit in zip(values, cells[-1], strict=True):
-            for u in units:
-                places[u][v].append(lit)
-    groups = cells + [lits for unit in places for lits in unit]  # exactly one literal of each
-    if any(not lits for lits in groups):
-        return None
-    size = sum(1 + len(lits) * (len(lits) - 1) // 2 for lits in groups)
-    if max_clauses is not None and size > max_clauses:
-        raise TooLarge(f"{size} clauses")
-    clauses: list[list[int]] = []
-    for lits in groups:
-        clauses.append(lits)
-        clauses.extend([-a, -b] for a, b in combinations(lits, 2))
-    return Cnf(clauses, cells)
+    def conflicts_per_slice(self, n: int) -> int:
+        """Model of this mode's conflicts in a 3 ms slice for grid side n (`bench/portfolio.py
+        calibrate` measures it); it sets time shares only."""
+        return max(4, round(self.conflicts_25 * (25 / n) ** self.falloff))
 
 
-def decode(model: list[int], cnf: Cnf, n: int) -> np.ndarray:
-    """Return the grid (uint8[N*N]) of a model: for each cell, the value of its true literal
-    (variables left out of the encoding may come back true: they are not read)."""
-    true = {lit for lit in model if lit > 0}
-    grid = np.zeros(len(cnf.cells), dtype=np.uint8)
-    for cell, lits in enumerate(cnf.cells):
-        for lit in lits:
-            if lit in true:
-                grid[cell] = (lit - 1) % n + 1
-                break
-    return grid
-
-
-def renumbering(n: int, variant: int) -> tuple[list[int], list[int]]:
-    """A seeded permutation of the variables 1..N^3 and its inverse (index 0 unused)."""
-    rng = np.random.default_rng([variant, n])
-    forward = [0, *(rng.permutation(n**3) + 1).tolist()]
-    back = [0] * len(forward)
-    for old, new in enumerate(forward):
-        back[new] = old
-    return forward, back
-
-
-def renumber(clauses: list[list[int]], forward: list[int], variant: int) -> list[list[int]]:
-    """The clauses over renumbered variables, in a seeded order."""
-    out = [[forward[lit] if lit > 0 else -forward[-lit] for lit in clause] for clause in clauses]
-    order = np.random.default_rng([variant, len(out)]).permutation(len(out)).tolist()
-    return [out[i] for i in order]
+STABLE = SatMode(
+    "sat",
+    {"elimreleff": 10, "stabilizeonly": 1, "subsumereleff": 60},
+    "CaDiCaL, stable mode (its --sat configuration)",
+    conflicts_25=78.0,  # measured: 78 at 25x25 (frisch), 29 at 36x36, 13 at 49x49, 5-27 at 64x64
+    falloff=2.5,
+)
+FOCUSED = SatMode(
+    "sat-focused",
+    {"elim": 0, "probe": 0, "vivify": 0, "subsume": 0},
+    "CaDiCaL, default focused/stable alternation, no inprocessing",
+    conflicts_25=83.0,  # measured: 83 at 25x25, 69 at 36x36, 22 at 49x49, 16-29 at 64x64
+    falloff=1.7,
+)
+ROWS = SatMode(
+    "sat-rows",
+    STABLE.options,
+    "CaDiCaL, stable mode, literals numbered cell by cell, row by row",
+    fewest_first=False,
+    conflicts_25=78.0,
+    falloff=2.5,
+)
+SAT_MODES: dict[str, SatMode] = {m.name: m for m in (STABLE, ROWS, FOCUSED)}
+SAT_SOLVER = STABLE.name  # the default SAT member's name
 
 
 class SatMember(CompleteMember):
-    """The SAT solver raced in steps of `STEP_CONFLICTS` conflicts; complete, so UNSAT ends the race.
+    """The SAT solver raced in steps of conflicts; complete, so UNSAT ends the race.
 
-    The encoding is built in the member's first step (and loaded into the solver in its
-    second), not when the race starts: most races end in the exact member's first steps.
-    A grid so open that its encoding would exceed `max_clauses` is left to the others (the
-    race passes `MAX_CLAUSES` when an exact member runs beside it, None when it runs alone).
-    `variant` > 0 renumbers the variables and reorders the clauses with that seed before CaDiCaL
-    takes them: the same formula, another search (a helper racing the puzzle in another
-    process; 0 keeps the encoding's order)."""
+    The encoding is built in the member's first step and loaded over the next ones (a block of
+    clauses a step, so a stop never waits for a 1M-clause load), not when the race starts;
+    its estimated cost is charged to the member up front (`vtime`), so a member with a large
+    CNF starts only once the others have done that much work, in proportion to the weights:
+    a grid so open that the exact member settles it in its first slices never pays for a
+    CNF of millions of clauses. `seed` != 0 numbers the literals in another
+    order (another search of the same CNF: a second worker racing the same puzzle)."""
 
     def __init__(
         self,
         puzzle: Puzzle,
         *,
+        mode: SatMode = STABLE,
         weight: float = 1.0,
-        name: str = SAT_SOLVER,
-        max_clauses: int | None = None,
-        variant: int = 0,
+        name: str | None = None,
+        seed: int = 0,
     ) -> None:
-        super().__init__(name, weight, puzzle)
-        self.max_clauses = max_clauses
-        self.variant = variant
-        self.renumbered: tuple[list[int], list[int]] | None = None  # (forward, back) variable maps
-        self.slice_conflicts = conflicts_per_slice(puzzle.box.n)
+        super().__init__(name or mode.name, weight, puzzle)
+        self.mode = mode
+        self.seed = seed
+        self.slice_conflicts = mode.conflicts_per_slice(puzzle.box.n)
         self.stats: dict[str, int] = {}
+        self.cand = root_candidates(puzzle.box, puzzle.givens)
+        self.clauses = estimate(puzzle, self.cand, mode.pairwise_up_to)
+        self.vtime = 2 * self.clauses / CLAUSES_PER_SLICE  # building and loading, charged up front
         self.cnf: Cnf | None = None
-        self.clauses = 0
         self.solver: Solver | None = None
+        self.loading: Iterator[list[list[int]]] | None = None  # clause blocks still to hand over
 
-    def step(self, deadline_ns: int, stop: np.ndarray) -> str:
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Build, load, or run the solver for one step of conflicts; report a verified grid
         or a proof of none."""
         if self.failed or self.status != "running":
             return IDLE
         t0 = monotonic_ns()
         if self.cnf is None:  # first step: the encoding
-            try:
-                self.cnf = encode(self.puzzle, self.max_clauses)
-            except TooLarge as reason:
-                self.used_ns += monotonic_ns() - t0
-                self.status = f"left to the others ({reason})"
-                return IDLE
+            self.cnf = encode(
+                self.puzzle,
+                pairwise_up_to=self.mode.pairwise_up_to,
+                fewest_first=self.mode.fewest_first,
+                order_seed=self.seed,
+                cand=self.cand,
+            )
             self.used_ns += monotonic_ns() - t0
-            if self.cnf is None:  # a cell or a unit's value with no place
+            if self.cnf is None:  # root propagation refutes the puzzle
                 self.status = "unsolvable"
                 return NO_SOLUTION
-            self.clauses = len(self.cnf.clauses)
-            self.vtime += self.clauses / CLAUSES_PER_SLICE
+            self.clauses = self.cnf.clauses
+            self.solver = Solver(name=BACKEND)
+            self.solver.configure(self.mode.options)  # before any clause: CaDiCaL's configuring state
+            self.loading = self.cnf.blocks(LOAD_PER_STEP)
             return PROGRESS
-        if self.solver is None:  # second step: the solver takes the clauses
-            clauses = self.cnf.clauses
-            if self.variant:
-                self.renumbered = renumbering(self.puzzle.box.n, self.variant)
-                clauses = renumber(clauses, self.renumbered[0], self.variant)
-            self.solver = Solver(name=BACKEND, bootstrap_with=clauses)
-            self.solver.configure(OPTIONS)
-            self.used_ns += monotonic_ns() - t0
-            self.vtime += self.clauses / CLAUSES_PER_SLICE
-            return PROGRESS
-        self.solver.conf_budget(STEP_CONFLICTS)
+        if self.loading is not None:  # next steps: the solver takes the clauses, a block per step
+            block = next(self.loading, None)
+            if block is None:
+                self.loading = None
+            else:
+                self.solver.append_formula(block)
+                self.used_ns += monotonic_ns() - t0
+                return PROGRESS
+        assert self.solver is not None  # made with the encoding
+        self.solver.conf_budget(SLICES_PER_STEP * self.slice_conflicts)
         answer = self.solver.solve_limited()
         self.used_ns += monotonic_ns() - t0
         before = self.stats.get("conflicts", 0)
@@ -191,11 +163,7 @@ class SatMember(CompleteMember):
         self.vtime += max(1, self.stats.get("conflicts", 0) - before) / self.slice_conflicts
         self.restarts += 1
         if answer is True:
-            model = self.solver.get_model() or []
-            if self.renumbered is not None:
-                back = self.renumbered[1]
-                model = [back[lit] if lit > 0 else -back[-lit] for lit in model]
-            grid = decode(model, self.cnf, self.puzzle.box.n)
+            grid = decode(self.solver.get_model() or [], self.cnf)
             self._close()
             return self.accept(grid)
         if answer is False:
@@ -210,7 +178,7 @@ class SatMember(CompleteMember):
         """Free the solver's memory (its answer is taken); the member is done."""
         if self.solver is not None:
             self.solver.delete()
-        self.solver, self.cnf = None, None
+        self.solver, self.cnf, self.loading = None, None, None
 
     def counters(self) -> dict[str, Any]:
         """Return time, solver calls beyond the first, decisions (as nodes and guesses), conflicts."""
@@ -220,3 +188,7 @@ class SatMember(CompleteMember):
             "conflicts": self.stats.get("conflicts", 0),
             "clauses": self.clauses,
         }
+
+
+for _mode in SAT_MODES.values():  # one registered solver per mode; its factory makes members in that mode
+    registry.register(_mode.name, Kind.COMPLETE, partial(SatMember, mode=_mode), _mode.summary)

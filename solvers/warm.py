@@ -23,6 +23,7 @@ def warm_all() -> None:
 
     from solvers.api import solve_many
     from solvers.exact import EXACT_SOLVERS
+    from solvers.exact.propagation import root_candidates
     from solvers.generator import generate_chunk
     from solvers.portfolio import warm_up
     from solvers.puzzle import Box
@@ -31,6 +32,7 @@ def warm_all() -> None:
     for solver in EXACT_SOLVERS.values():
         solver.solve_batch(np.zeros((1, 16), dtype=np.uint8), Box(2, 2), limit=2, keep=1, max_nodes=1000)
     warm_up()  # the stochastic members of the portfolios
+    root_candidates(Box(2, 2), np.zeros(16, dtype=np.uint8))  # the SAT members' root propagation
     generate_chunk(Box(3, 3), 2, 1, unique=True)
 
 

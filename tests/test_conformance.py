@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import STATUS_NAMES
+from solvers.outcome import OUTCOME_NAMES
 from solvers.parse import parse_puzzle
 from solvers.puzzle import Box
 from solvers.verify import is_solution
@@ -112,7 +112,7 @@ def test_the_solver_finds_exactly_the_expected_solutions(solver_name: str, case:
     limit = case.count if case.at_least else case.count + 1
     keep = min(limit, KEEP)
     out = solver.solve_batch(puzzle.givens[None, :], case.box, limit=limit, keep=keep, time_limit=TIME_LIMIT)
-    status = STATUS_NAMES[int(out.status[0])]
+    status = OUTCOME_NAMES[int(out.status[0])]
     assert (status, int(out.counts[0])) == ("limit" if case.at_least else "done", case.count)
     kept = out.solutions[0, : min(case.count, keep)]
     for grid in kept:

@@ -185,6 +185,9 @@ def test_the_difficulty_filter_keeps_only_the_levels_asked_and_reports_a_shortfa
     ("args", "message"),
     [
         (["--count", "3", "--clues", "30", "--min-clues"], "--clues and --min-clues exclude each other"),
+        (["--count", "3", "--holes", "0.6", "--clues", "30"], "--holes excludes --clues and --min-clues"),
+        (["--count", "3", "--holes", "1.5"], "--holes must be a fraction from 0 to 1, not 1.5"),
+        (["--count", "3", "--holes", "nan"], "--holes must be a fraction from 0 to 1, not nan"),
         (["--count", "3", "--box", "3y3"], "box '3y3': write it as RxC"),
         (["--count", "3", "--box", "1x1"], "box 1x1"),
         (["--count", "3", "--unique", "--clues", "5"], "a unique 9x9 puzzle needs at least 8"),
@@ -317,3 +320,29 @@ def test_generate_through_the_broker_fans_out_and_writes_the_same_files_as_local
     assert outputs["broker"] == outputs["local"]
     assert len(outputs["broker"][0].splitlines()) == 300
     assert redis.Redis.from_url(workers).keys("sbatch:job:*") == []  # a finished run cleans up
+
+
+def test_holes_blank_that_fraction_of_random_full_grids_reproducibly_per_seed(tmp_path, capsys):
+    box = Box(6, 6)
+    args = ("--box", "6x6", "--count", "3", "--holes", "0.6", "--seed", "7")
+    err, files = run(tmp_path, capsys, *args)
+    _, again = run(tmp_path, capsys, *args, name="again")
+    _, other = run(tmp_path, capsys, *args[:-1], "8", name="other")
+    puzzles, _, meta = check_valid(files, box, 3)
+    assert ((puzzles == 0).sum(axis=1) == round(0.6 * 1296)).all() and all(m["reached"] for m in meta)
+    assert files == again and not set(files["txt"].splitlines()) & set(other["txt"].splitlines())
+    assert "holes 0.6 (518 clues)" in err and "not unique or not proven unique" in err
+
+
+def test_a_generate_message_carries_holes_only_when_asked_and_refuses_a_fraction_outside_0_to_1():
+    from pipeline.generate import GenerateOptions, GenerateTask
+
+    job = {"job": "0123abcd", "chunk": 0, "count": 2, "seed": 7}
+    asked = GenerateTask(**job, box="6x6", options=GenerateOptions(holes=0.6))
+    again = GenerateTask.model_validate_json(asked.model_dump_json())
+    assert again == asked and again.options.options().holes == 0.6
+    plain = GenerateTask(**job, box="3x3")
+    assert "holes" not in json.loads(plain.model_dump_json())["options"]  # older workers take it
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="holes"):
+            GenerateOptions(holes=bad)

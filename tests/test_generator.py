@@ -317,3 +317,31 @@ def test_meta_lines_are_json_with_the_difficulty_and_options_survive_a_json_roun
     assert meta["clues"] == g.clues and meta["level"] in LEVEL_NAMES
     opts = Options(unique=True, clues=30, symmetry="mirror", difficulty="hard")
     assert Options.from_dict(json.loads(json.dumps(opts.to_dict()))) == opts
+
+
+@pytest.mark.parametrize(("shape", "holes"), [((3, 3), 0.6), ((2, 3), 0.0), ((3, 4), 1.0), ((6, 6), 0.55)])
+def test_holes_blank_that_fraction_of_a_valid_full_grid_and_the_seed_reproduces_them(shape, holes):
+    box = Box(*shape)
+    runs = [list(generate(box, 3, seed=s, holes=holes)) for s in (40, 40, 41)]
+    assert_valid(box, runs[0])
+    blanks = round(holes * box.cells)
+    for g in runs[0]:
+        assert int((g.puzzle == 0).sum()) == blanks and g.clues == box.cells - blanks and g.reached
+        assert np.all((g.puzzle == 0) | (g.puzzle == g.solution))  # every given is the grid's own value
+    assert [g.puzzle.tobytes() for g in runs[0]] == [g.puzzle.tobytes() for g in runs[1]]
+    if 0 < holes < 1:
+        assert [g.puzzle.tobytes() for g in runs[0]] != [g.puzzle.tobytes() for g in runs[2]]
+
+
+def test_holes_with_unique_dig_to_the_same_target_and_conflicting_targets_are_refused():
+    box = Box(3, 3)
+    items = list(generate(box, 4, seed=42, holes=0.6, unique=True))
+    assert_valid(box, items)
+    assert all(g.unique and (g.clues == 32) == g.reached for g in items)
+    for kwargs in ({"clues": 30}, {"minimal": True}):
+        with pytest.raises(ValueError, match="holes or for a clue count"):
+            generate(box, 1, seed=1, holes=0.5, **kwargs)
+    with pytest.raises(ValueError, match="a fraction of the cells"):
+        generate(box, 1, seed=1, holes=1.5)
+    assert "holes" not in Options().to_dict()  # workers that predate holes still take other requests
+    assert Options.from_dict(Options(holes=0.5).to_dict()).holes == 0.5

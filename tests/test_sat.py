@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pysat.solvers import Solver
 
+from solvers.exact.propagation import root_candidates
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
-from solvers.restarts import FOUND, IDLE, NO_SOLUTION, PROGRESS
-from solvers.sat import CLAUSES_PER_SLICE, MAX_CLAUSES, STEP_CONFLICTS, SatMember, TooLarge, decode, encode
+from solvers.restarts import FOUND, NO_SOLUTION, PROGRESS
+from solvers.sat import CLAUSES_PER_SLICE, LOAD_PER_STEP, SAT_MODES, SLICES_PER_STEP, SatMember
+from solvers.sat_encoding import _pairwise, _sequential, clause_count, decode, encode, estimate
+from solvers.shares import learned_shares
 from solvers.verify import is_solution
 from tests.test_conformance import CASES, Case
 from tests.test_portfolio import DEMO, FRISCH, HARD
@@ -26,63 +30,105 @@ FRISCH_1 = (  # frisch #1: the race solves it in about a second, the SAT member 
 )
 
 
+@pytest.mark.parametrize("mode", sorted(SAT_MODES))
 @pytest.mark.parametrize("case", CASES, ids=[c.origin for c in CASES])
-def test_the_sat_member_solves_or_refutes_every_conformance_puzzle(case: Case) -> None:
+def test_every_sat_mode_solves_or_refutes_every_conformance_puzzle(case: Case, mode: str) -> None:
     puzzle = parse_puzzle(case.puzzle, case.box)
-    r = race(puzzle, "sat", time_limit=10, seed=0)
+    r = race(puzzle, mode, time_limit=10, seed=0)
     if case.count == 0:
-        assert (r.status, r.solver, r.solution) == ("unsolvable", "sat", None)
+        assert (r.status, r.solver, r.solution) == ("unsolvable", mode, None)
         return
-    assert r.status == "solved" and r.solver == "sat" and r.cost == 0
+    assert r.status == "solved" and r.solver == mode and r.cost == 0
     grid = parse_puzzle(r.solution, case.box).givens
     assert is_solution(puzzle, grid)
     if case.solution is not None:  # unique: the one written in the file
         assert r.solution == case.solution
 
 
-def test_the_encoding_leaves_out_values_of_given_peers_and_a_placeless_cell_is_refuted_at_once() -> None:
-    cnf = encode(parse_puzzle("1.3434.22.4.4.2."))
-    assert cnf is not None
-    assert cnf.cells[0] == [1] and [1] in cnf.clauses  # the given 1: its one literal, alone
-    assert cnf.cells[1] == [4 + 2]  # row 1 3 4 and column 4 leave the second cell only 2
+def test_the_encoding_keeps_only_root_candidates_and_a_refuted_root_needs_no_solver() -> None:
+    puzzle = parse_puzzle(CASES[0].puzzle)  # tdoku's first: singles alone solve it, all fixed at the root
+    cnf = encode(puzzle)
+    assert cnf is not None and cnf.clauses == 0 and cnf.variables == 0
+    assert is_solution(puzzle, decode([], cnf))
     placeless = parse_puzzle(".23..1..4.......")  # the top left cell sees 1, 2, 3 and 4
     assert encode(placeless) is None
     member = SatMember(placeless)
     assert member.step(0, STOP) == NO_SOLUTION and member.counters()["status"] == "unsolvable"
 
 
-def test_a_model_decodes_to_the_grid_of_each_cells_true_literal_only() -> None:
-    puzzle = parse_puzzle("1.3434.22.4.4.2.")
-    cnf = encode(puzzle)
-    assert cnf is not None
-    solution = [1, 2, 3, 4, 3, 4, 1, 2, 2, 1, 4, 3, 4, 3, 2, 1]
-    model = [c * 4 + v for c, v in enumerate(solution)] + [3]  # variable 3 (cell 0 = 3) is not encoded
-    grid = decode(model, cnf, 4)
-    assert list(grid) == solution and is_solution(puzzle, grid)
+def test_the_encoding_has_a_variable_per_open_cell_and_root_candidate_and_the_clauses_estimated() -> None:
+    puzzle = parse_puzzle(FRISCH)
+    cand = root_candidates(puzzle.box, puzzle.givens)
+    assert cand is not None
+    counts = np.bitwise_count(cand)
+    for up_to in (2, 16):
+        cnf = encode(puzzle, pairwise_up_to=up_to)
+        assert cnf is not None
+        assert len(cnf.cell) == int(counts[counts > 1].sum())  # open cells' candidates, no more
+        assert np.all((cand[cnf.cell] >> (cnf.value.astype(np.uint64) - np.uint64(1))) & np.uint64(1) == 1)
+        assert cnf.clauses == estimate(puzzle, cand, up_to)
+        assert (cnf.variables > len(cnf.cell)) == (up_to == 2)  # counters' auxiliaries
+        assert set(cnf.fixed[counts == 1].tolist()) <= set(range(1, 26)) and not cnf.fixed[counts > 1].any()
 
 
-def test_the_member_encodes_then_loads_then_advances_in_steps_of_conflicts_keeping_what_it_learnt() -> None:
+@pytest.mark.parametrize("up_to", [2, 3, 16])
+def test_at_most_one_holds_for_every_pair_of_a_group_and_exactly_one_literal_can_be_true(up_to: int) -> None:
+    groups = np.array([[1, 2, 3, 4, 5, 6, 7]], dtype=np.int32)
+    sizes = np.array([7])
+    pairs = _pairwise(groups, sizes, up_to)
+    counter, top = _sequential(groups, sizes, up_to, 7)
+    clauses = [[1, 2, 3, 4, 5, 6, 7], *np.concatenate([pairs, counter]).tolist()]
+    with Solver(name="cadical195", bootstrap_with=clauses) as solver:
+        for a in range(1, 8):
+            assert solver.solve(assumptions=[a]) is True
+            for b in range(a + 1, 8):
+                assert solver.solve(assumptions=[a, b]) is False
+        assert solver.solve(assumptions=[-a for a in range(1, 8)]) is False
+    assert clause_count(sizes, up_to) == len(clauses)
+
+
+def test_another_order_seed_numbers_the_literals_otherwise_and_decodes_to_a_solution() -> None:
+    puzzle = parse_puzzle(HARD)
+    plain, shuffled = encode(puzzle), encode(puzzle, order_seed=12345)
+    assert plain is not None and shuffled is not None
+    assert plain.clauses == shuffled.clauses and not np.array_equal(plain.cell, shuffled.cell)
+    for cnf in (plain, shuffled):
+        with Solver(name="cadical195") as solver:
+            for block in cnf.blocks():
+                solver.append_formula(block)
+            assert solver.solve() is True
+            assert is_solution(puzzle, decode(solver.get_model(), cnf))
+
+
+def test_the_member_charges_its_encoding_up_front_loads_in_blocks_then_advances_in_steps_of_conflicts() -> (
+    None
+):
     member = SatMember(parse_puzzle(FRISCH))
-    outcomes = [member.step(0, STOP) for _ in range(6)]
-    assert outcomes == [PROGRESS] * 6  # frisch #0 takes tens of thousands of conflicts
+    charged = member.vtime
+    assert charged == pytest.approx(2 * member.clauses / CLAUSES_PER_SLICE)
+    assert member.step(0, STOP) == PROGRESS and member.cnf is not None  # the encoding
+    loads = len(list(member.cnf.blocks(LOAD_PER_STEP)))
+    assert loads >= 2  # the at-least-one clauses, then the binary ones
+    outcomes = [member.step(0, STOP) for _ in range(loads + 4)]
+    assert outcomes == [PROGRESS] * (loads + 4)  # frisch #0 takes thousands of conflicts
     c = member.counters()
-    assert 20_000 < c["clauses"] < MAX_CLAUSES
-    assert 4 * STEP_CONFLICTS <= c["conflicts"] <= 4 * (STEP_CONFLICTS + 5)  # each step a budget more
+    assert 15_000 < c["clauses"] < 30_000 and c["clauses"] == member.clauses
+    step = SLICES_PER_STEP * member.slice_conflicts
+    assert 4 * step <= c["conflicts"] <= 4 * (step + 5)  # each step a budget more
     assert c["restarts"] == 3 and c["nodes"] > c["conflicts"] and c["time_ms"] > 0
-    work = 2 * c["clauses"] / CLAUSES_PER_SLICE + c["conflicts"] / member.slice_conflicts
-    assert member.vtime == pytest.approx(work, rel=0.01)
+    assert member.vtime == pytest.approx(charged + c["conflicts"] / member.slice_conflicts, rel=0.01)
 
 
-def test_a_grid_too_open_to_encode_cheaply_is_left_to_an_exact_member_when_one_races_beside() -> None:
+def test_a_grid_the_exact_member_settles_at_once_never_pays_for_its_large_encoding() -> None:
     empty = parse_puzzle("." * 625)
-    with pytest.raises(TooLarge, match="752500 clauses"):
-        encode(empty, MAX_CLAUSES)
-    member = SatMember(empty, max_clauses=MAX_CLAUSES)
-    assert member.step(0, STOP) == IDLE and member.counters()["status"].startswith("left to the others")
+    member = SatMember(empty)
+    assert member.clauses > 100_000  # an empty 25x25 grid: every cell open with 25 candidates
     r = race(empty, "race", time_limit=5, seed=0)
     assert r.status == "solved" and r.solver == "propagation"
-    alone = race(empty, "sat", time_limit=30, seed=0)  # nobody to leave it to: it encodes it all
-    assert alone.status == "solved" and alone.counters["sat"]["clauses"] == 752500
+    sat = [name for name in r.counters if name in SAT_MODES]
+    assert sat and all(r.counters[name]["time_ms"] < 20 for name in sat)  # root propagation only: no CNF
+    alone = race(empty, "sat", time_limit=30, seed=0)  # nobody else: it encodes it all
+    assert alone.status == "solved" and alone.counters["sat"]["clauses"] == member.clauses
 
 
 def test_a_solved_step_hands_over_a_verified_grid() -> None:
@@ -93,12 +139,16 @@ def test_a_solved_step_hands_over_a_verified_grid() -> None:
     assert member.best_cost == 0 and member.solver is None  # freed once answered
 
 
-def test_the_race_adds_the_sat_member_at_25x25_only_with_three_times_the_exact_members_weight() -> None:
+def test_the_race_adds_the_sat_members_from_25x25_on_with_their_learned_shares() -> None:
     spec = PRESETS["race"]
-    assert "sat" not in [m.name for m in _build(spec, parse_puzzle(DEMO), seed=1)]
-    members = {m.name: m for m in _build(spec, parse_puzzle(FRISCH), seed=1)}
-    assert isinstance(members["sat"], SatMember)
-    assert members["sat"].weight == 3 * members["propagation"].weight == 171.0
+    assert not set(SAT_MODES) & {m.name for m in _build(spec, parse_puzzle(DEMO), seed=1)}
+    for text in (FRISCH, "." * 36**2):
+        puzzle = parse_puzzle(text)
+        learned = learned_shares(puzzle.box.n)
+        assert learned is not None and max(learned.get(m, 0) for m in SAT_MODES) > 0.5
+        members = {m.name: m for m in _build(spec, puzzle, seed=1)}
+        sat = {name: m for name, m in members.items() if name in SAT_MODES}
+        assert sat and all(isinstance(m, SatMember) and m.weight == learned[name] for name, m in sat.items())
 
 
 def test_a_race_of_the_sat_member_alone_has_no_deadline_of_its_own_and_proves_no_solution() -> None:

@@ -41,11 +41,10 @@ FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 
 def portfolios() -> list[str]:
     """The portfolio names the page offers: presets, then every solver alone."""
-    from solvers.exact import EXACT_SOLVERS
-    from solvers.portfolio import PRESETS, SAT_SOLVER
-    from solvers.stochastic import STOCHASTIC_SOLVERS
+    from solvers import registry
+    from solvers.portfolio import PRESETS
 
-    return [*PRESETS, *sorted(EXACT_SOLVERS), SAT_SOLVER, *sorted(STOCHASTIC_SOLVERS)]
+    return [*PRESETS, *registry.names()]
 
 
 def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starlette:

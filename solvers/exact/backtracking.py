@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from solvers.bits import (
+    GO_ON,
     count_node,
     pick_bit,
     record_puzzle,
@@ -71,7 +72,7 @@ def _bt_kernel(
     cand = np.zeros(nn + 1, dtype=np.uint64)  # values still to try at each depth
     for i in range(b):
         t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
-        if status >= 0:
+        if status != GO_ON:
             out_status[i] = status
             continue
         rng = rng_init(seed, i)
@@ -128,7 +129,7 @@ def _bt_kernel(
                     d -= 1
                     continue
                 nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
-                if halt >= 0:
+                if halt != GO_ON:
                     status = halt
                     break
                 k, rng = pick_bit(m, seed, rng)

@@ -1,4 +1,4 @@
-"""The one contract of every exact solver, and the registry that lists them.
+"""The one contract of every exact solver, and how each registers itself (`solvers.registry`).
 
 Every exact solver is a numba kernel with the same parameters, wrapped by
 `KernelSolver`: a batch of puzzles (uint8[B, N*N], 0 = empty), a solution limit
@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from solvers.codes import BUDGET, DONE, LIMIT, STATUS_NAMES, STOPPED, TIMEOUT  # noqa: F401 (re-exported)
+from solvers import registry
+from solvers.outcome import BUDGET, DONE, LIMIT, OUTCOME_NAMES, STOPPED, TIMEOUT  # noqa: F401 (re-exported)
 from solvers.puzzle import Box, Puzzle
+from solvers.registry import Kind, KindView
 
 
 @dataclass
@@ -45,7 +47,7 @@ class ExactOutcome:
 
     solutions: list[np.ndarray]
     count: int
-    status: str  # one of STATUS_NAMES' values
+    status: str  # one of OUTCOME_NAMES' values
     nodes: int
     guesses: int
     elapsed: float
@@ -175,18 +177,18 @@ class KernelSolver:
         return ExactOutcome(
             solutions=[out.solutions[0, i].copy() for i in range(min(count, out.solutions.shape[1]))],
             count=count,
-            status=STATUS_NAMES[int(out.status[0])],
+            status=OUTCOME_NAMES[int(out.status[0])],
             nodes=int(out.nodes[0]),
             guesses=int(out.guesses[0]),
             elapsed=time.perf_counter() - t0,
         )
 
 
-EXACT_SOLVERS: dict[str, KernelSolver] = {}
+EXACT_SOLVERS: KindView[KernelSolver] = KindView(Kind.EXACT)  # the exact solvers of `solvers.registry`
 DEFAULT_EXACT = "propagation"
 
 
 def register(solver: KernelSolver) -> KernelSolver:
-    """Add an exact solver to the registry under its name."""
-    EXACT_SOLVERS[solver.name] = solver
+    """Add an exact solver to the registry (`solvers.registry`) under its name."""
+    registry.register(solver.name, Kind.EXACT, solver, solver.summary)
     return solver

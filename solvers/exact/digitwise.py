@@ -41,6 +41,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from solvers.bits import (
+    GO_ON,
     count_node,
     pick_bit,
     popcount,
@@ -104,7 +105,7 @@ def _dw_kernel(
     placed = np.full(nn + 1, -1, dtype=np.int32)  # the column placed at each step, -1 none
     for i in range(b):
         t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
-        if status >= 0:
+        if status != GO_ON:
             out_status[i] = status
             continue
         rng = rng_init(seed, i)
@@ -218,7 +219,7 @@ def _dw_kernel(
                     d -= 1
                     continue
                 nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
-                if halt >= 0:
+                if halt != GO_ON:
                     status = halt
                     break
                 c, rng = pick_bit(m, seed, rng)

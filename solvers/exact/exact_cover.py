@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from solvers.bits import (
+    GO_ON,
     count_node,
     pick_bit,
     record_puzzle,
@@ -108,7 +109,7 @@ def _ec_kernel(
     stack_row = np.full(nn + 1, -1, dtype=np.int64)  # the row selected at each depth, -1 none
     for i in range(b):
         t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
-        if status >= 0:
+        if status != GO_ON:
             out_status[i] = status
             continue
         rng = rng_init(seed, i)
@@ -185,7 +186,7 @@ def _ec_kernel(
                     d -= 1
                     continue
                 nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
-                if halt >= 0:
+                if halt != GO_ON:
                     status = halt
                     break
                 k, rng = pick_bit(m, seed, rng)

@@ -285,6 +285,42 @@ def _kernel_generic(
             break
 
 
+@njit(**JIT)
+def _root_kernel(r, c, units, cell_units, peers, givens, cand, masks, ints):  # type: ignore[no-untyped-def]
+    """Propagate the givens (uint8[NN]) to the root fixpoint, writing each cell's candidates
+    into `cand`; return -1 at a fixpoint, else the unit blamed for a contradiction."""
+    n = r * c
+    nn = n * n
+    full = _ALL >> np.uint64(64 - n)
+    _, _, du, elim, seg, wv, _, _ = masks
+    queue, ecell, wi, _, _ = ints
+    qt = 0
+    for x in range(nn):
+        v = np.int64(givens[x])
+        cand[x] = full if v == 0 else (_ONE << np.uint64(v - 1) if v <= n else _ZERO)
+        if v != 0:
+            queue[qt] = x
+            qt += 1
+    for k in range(9):
+        du[k] = full
+    qt = np.int64(qt)
+    return propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv)
+
+
+def root_candidates(box: Box, givens: np.ndarray) -> np.ndarray | None:
+    """Return each cell's candidates (uint64[N*N], bit v-1 for value v) after the generic
+    kernel's propagation at the root (singles, locked candidates, all-different and fish
+    from 25x25), or None when propagation alone proves the puzzle has no solution. Sound:
+    a removed candidate is in no solution, so an encoding of the rest keeps every one."""
+    r, c, units, cell_units, peers = tables(box)
+    cand = np.empty(box.cells, dtype=np.uint64)
+    masks, ints = workspace(box.n)
+    blamed = _root_kernel(
+        r, c, units, cell_units, peers, np.ascontiguousarray(givens, np.uint8), cand, masks, ints
+    )
+    return None if blamed >= 0 else cand
+
+
 def _tie_caches(dispatchers: list, modules: list) -> None:  # type: ignore[type-arg]
     """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes.
 
@@ -304,6 +340,7 @@ def _tie_caches(dispatchers: list, modules: list) -> None:  # type: ignore[type-
 _tie_caches(
     [
         _kernel_generic,
+        _root_kernel,
         propagate,
         propagation_rules._locked_lines,
         propagation_rules._gac,

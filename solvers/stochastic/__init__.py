@@ -3,12 +3,12 @@ advanced in bounded slices (see `base.StochasticRun`), listed in `STOCHASTIC_SOL
 
 from solvers.stochastic.annealing import ANNEALING, AnnealingParams, AnnealingRun
 from solvers.stochastic.base import (
-    DEADLINE,
+    BUDGET,
     EXHAUSTED,
-    RUNNING,
     SOLVED,
     STOCHASTIC_SOLVERS,
     STOPPED,
+    TIMEOUT,
     Params,
     StochasticRun,
     StochasticSolver,
@@ -19,14 +19,14 @@ from solvers.stochastic.progressive import PROGRESSIVE, ProgressiveParams, Progr
 
 __all__ = [
     "ANNEALING",
-    "DEADLINE",
+    "BUDGET",
     "EVOLUTION",
     "EXHAUSTED",
     "PROGRESSIVE",
-    "RUNNING",
     "SOLVED",
     "STOCHASTIC_SOLVERS",
     "STOPPED",
+    "TIMEOUT",
     "AnnealingParams",
     "AnnealingRun",
     "EvolutionParams",

@@ -19,9 +19,9 @@ import numba as nb
 import numpy as np
 
 from solvers.clock import monotonic_ns
+from solvers.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
 from solvers.puzzle import Puzzle
 from solvers.stochastic.base import (
-    EXHAUSTED,
     I_BEST,
     I_BEST_NS,
     I_COMMON,
@@ -36,11 +36,7 @@ from solvers.stochastic.base import (
 )
 from solvers.stochastic.state import (
     CLOCK_EVERY,
-    DEADLINE,
     GIVEN_WEIGHT,
-    RUNNING,
-    SOLVED,
-    STOPPED,
     apply_swap,
     free_groups,
     new_rng,
@@ -121,7 +117,7 @@ def anneal_slice(
     deadline_ns: int,
     stop: np.ndarray,
 ) -> int:
-    """Make `work` annealing moves (1 unit each); return SOLVED, DEADLINE, STOPPED or RUNNING."""
+    """Make `work` annealing moves (1 unit each); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
     if istate[I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
@@ -140,7 +136,7 @@ def anneal_slice(
             if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
                 istate[I_COST] = cost
                 fstate[F_T] = t
-                return DEADLINE
+                return TIMEOUT
         istate[I_ITER] += 1
         istate[I_WORK] += 1
         a, b = pick_pair(grid, cand, gcells, gsize, rng)
@@ -177,7 +173,7 @@ def anneal_slice(
             istate[I_CHAIN_MIN] = cost
     istate[I_COST] = cost
     fstate[F_T] = t
-    return RUNNING
+    return BUDGET
 
 
 class AnnealingRun(StochasticRun):
@@ -217,7 +213,7 @@ class AnnealingRun(StochasticRun):
         self.istate[I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
         self.best_grid[:] = self.grid
         if cost == 0:
-            self.status = SOLVED
+            self.status = Outcome.SOLVED
 
     def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
         return anneal_slice(

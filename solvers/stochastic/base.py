@@ -1,4 +1,4 @@
-"""The stochastic-solver contract: a run advanced in bounded slices, and its registry.
+"""The stochastic-solver contract: a run advanced in bounded slices, registered in `solvers.registry`.
 
 Why slices: the portfolio interleaves solvers inside one process, so each solver is a
 compiled kernel that spends at most a given amount of work (or stops at the deadline
@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from solvers import registry
 from solvers.clock import monotonic_ns
 from solvers.cost import grid_cost
+from solvers.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
 from solvers.puzzle import Puzzle
+from solvers.registry import Kind, KindView
 from solvers.result import SolveResult, Status
-from solvers.stochastic.state import DEADLINE, RUNNING, SOLVED, STOPPED
 from solvers.verify import is_solution
-
-EXHAUSTED = 4  # the run used up its own restarts: it will not improve any more
 
 # Common int64 state slots every kernel maintains (solver slots follow).
 I_ITER = 0  # iterations done
@@ -59,20 +59,20 @@ class StochasticRun(ABC):
         self.stop = np.zeros(1, dtype=np.int64)
         self.used_ns = 0  # time spent inside this run's slices
         self.time_to_best_ns = 0  # of used_ns, when the best cost was reached
-        self.status = RUNNING
+        self.status = Outcome.BUDGET  # nothing decided yet: the run may go on
 
     @abstractmethod
     def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
-        """Run the kernel for about `work` units; return a kernel status code."""
+        """Run the kernel for about `work` units; return its outcome code (`solvers.outcome`)."""
 
-    def step(self, work: int, deadline_ns: int = 0, stop: np.ndarray | None = None) -> int:
+    def step(self, work: int, deadline_ns: int = 0, stop: np.ndarray | None = None) -> Outcome:
         """Advance by about `work` units (less on success, deadline or stop; one move may
-        overshoot); return the status: RUNNING, SOLVED, DEADLINE, STOPPED or EXHAUSTED."""
+        overshoot); return the outcome: BUDGET, SOLVED, TIMEOUT, STOPPED or EXHAUSTED."""
         if self.status in (SOLVED, EXHAUSTED):
             return self.status
         before = int(self.istate[I_BEST])
         t0 = monotonic_ns()
-        self.status = int(self._slice(int(work), int(deadline_ns), self.stop if stop is None else stop))
+        self.status = Outcome(self._slice(int(work), int(deadline_ns), self.stop if stop is None else stop))
         t1 = monotonic_ns()
         if int(self.istate[I_BEST]) < before:
             self.time_to_best_ns = self.used_ns + max(0, min(int(self.istate[I_BEST_NS]), t1) - t0)
@@ -141,7 +141,7 @@ class StochasticSolver:
         deadline = 0 if time_limit is None else monotonic_ns() + max(1, int(time_limit * 1e9))
         run = self.start(puzzle, np.random.default_rng(np.random.SeedSequence(seed)), p)
         status = run.status
-        while status == RUNNING:
+        while status == BUDGET:
             todo = self.slice_work if max_work <= 0 else min(self.slice_work, max_work - run.work)
             if todo <= 0:
                 break
@@ -171,22 +171,22 @@ def run_result(run: StochasticRun, solver: str, elapsed: float, restarts: int = 
     return SolveResult(Status.APPROXIMATE, **common)
 
 
-STOCHASTIC_SOLVERS: dict[str, StochasticSolver] = {}
+STOCHASTIC_SOLVERS: KindView[StochasticSolver] = KindView(Kind.STOCHASTIC)  # those of `solvers.registry`
 
 
 def register(solver: StochasticSolver) -> StochasticSolver:
-    """Add a stochastic solver to the registry under its name."""
-    STOCHASTIC_SOLVERS[solver.name] = solver
+    """Add a stochastic solver to the registry (`solvers.registry`) under its name."""
+    registry.register(solver.name, Kind.STOCHASTIC, solver, solver.summary)
     return solver
 
 
 __all__ = [
-    "DEADLINE",
+    "BUDGET",
     "EXHAUSTED",
-    "RUNNING",
     "SOLVED",
     "STOCHASTIC_SOLVERS",
     "STOPPED",
+    "TIMEOUT",
     "Params",
     "StochasticRun",
     "StochasticSolver",

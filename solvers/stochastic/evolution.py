@@ -17,9 +17,9 @@ import numba as nb
 import numpy as np
 
 from solvers.clock import monotonic_ns
+from solvers.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
 from solvers.puzzle import Puzzle
 from solvers.stochastic.base import (
-    EXHAUSTED,
     I_BEST,
     I_BEST_NS,
     I_COMMON,
@@ -34,11 +34,7 @@ from solvers.stochastic.base import (
 )
 from solvers.stochastic.state import (
     CLOCK_EVERY,
-    DEADLINE,
     GIVEN_WEIGHT,
-    RUNNING,
-    SOLVED,
-    STOPPED,
     apply_swap,
     domains,
     fill_boxes,
@@ -195,7 +191,7 @@ def evolve_slice(
 ) -> int:
     """Make organism moves (one per organism per epoch) worth `work` units: 1 per worker
     move, 3N*N/4 per fresh grid (explorers, deaths) and per mating; return SOLVED,
-    DEADLINE, STOPPED, EXHAUSTED or RUNNING."""
+    TIMEOUT, STOPPED, EXHAUSTED or BUDGET."""
     if istate[I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
@@ -211,7 +207,7 @@ def evolve_slice(
             if stop[0] != 0:
                 return STOPPED
             if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
-                return DEADLINE
+                return TIMEOUT
         istate[I_ITER] += 1
         istate[I_WORK] += 1
         i = istate[I_POS]
@@ -251,7 +247,7 @@ def evolve_slice(
             istate[I_RESTARTS] += 1
             hive_init(fixed, cand, givens, units, grids, counts, err, age, best_grid, rng, istate)
             istate[I_WORK] += pop * grid_work
-    return RUNNING
+    return BUDGET
 
 
 class EvolutionRun(StochasticRun):
@@ -291,7 +287,7 @@ class EvolutionRun(StochasticRun):
         self.istate[I_WORK] = pop * (1 + 3 * nn // 4)  # the start-up: fill and count
         self.istate[I_COST] = self.err.min()
         if self.istate[I_BEST] == 0:
-            self.status = SOLVED
+            self.status = Outcome.SOLVED
 
     def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
         return evolve_slice(

@@ -20,9 +20,9 @@ import numba as nb
 import numpy as np
 
 from solvers.clock import monotonic_ns
+from solvers.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
 from solvers.puzzle import Puzzle
 from solvers.stochastic.base import (
-    EXHAUSTED,
     I_BEST,
     I_BEST_NS,
     I_COMMON,
@@ -36,11 +36,7 @@ from solvers.stochastic.base import (
 )
 from solvers.stochastic.state import (
     CLOCK_EVERY,
-    DEADLINE,
     GIVEN_WEIGHT,
-    RUNNING,
-    SOLVED,
-    STOPPED,
     apply_swap,
     free_groups,
     new_rng,
@@ -155,7 +151,7 @@ def progressive_slice(
     stop: np.ndarray,
 ) -> int:
     """Make mutations worth `work` units (1 each, plus N*N/16 per queued copy and N*N/4
-    per RandomItem recount); return SOLVED, DEADLINE, STOPPED or RUNNING."""
+    per RandomItem recount); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
     if istate[I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
@@ -165,7 +161,7 @@ def progressive_slice(
     small = istate[I_SMALL]
     distinct = istate[I_DISTINCT] != 0
     copy_work = 1 + grid.shape[0] // 16
-    status = RUNNING
+    status = BUDGET
     end = istate[I_WORK] + work
     it = -1
     while istate[I_WORK] < end:
@@ -175,7 +171,7 @@ def progressive_slice(
                 status = STOPPED
                 break
             if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
-                status = DEADLINE
+                status = TIMEOUT
                 break
         istate[I_ITER] += 1
         istate[I_WORK] += 1
@@ -248,7 +244,7 @@ class ProgressiveRun(StochasticRun):
         self.istate[I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
         self.best_grid[:] = self.grid
         if cost == 0:
-            self.status = SOLVED
+            self.status = Outcome.SOLVED
 
     def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
         return progressive_slice(

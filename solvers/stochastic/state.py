@@ -24,12 +24,6 @@ from solvers.puzzle import Box, Puzzle
 GIVEN_WEIGHT = 8  # the cost of one changed given, as in solvers.cost
 CLOCK_EVERY = 255  # kernels read the clock when (iteration & CLOCK_EVERY) == 0
 
-# Status codes a slice kernel returns.
-RUNNING = 0  # the slice's work was spent
-SOLVED = 1  # cost 0 reached: the best grid is a solution
-DEADLINE = 2  # the deadline passed inside the slice
-STOPPED = 3  # the stop flag was raised
-
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)

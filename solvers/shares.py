@@ -1,0 +1,37 @@
+"""Learned shares: per grid side, the share of the race's work each member gets.
+
+Why: a race that gives a member that never wins a share of the time is that much slower
+than its best member alone, and which member pays off depends on the grid size. The
+table is measured, not tuned by hand: `bench/portfolio.py large --train` runs each member
+alone on training grids of each size (bench/hard_sets.py: seeds apart from the evidence
+sets), and `bench/portfolio.py learn` picks the shares that minimise the race's PAR-2
+score predicted from those runs, keeping its predicted median within 5% of the best
+member's, and writes `LEARNED` below. A side between learned sides takes the nearest
+one's shares; sides below the smallest learned one keep the portfolio's own weights.
+
+Learned (60 training grids, docs/decisions.md): from 25x25 on, one of the two CaDiCaL
+modes solved every one of the 58 grids any member solved (frisch 18/18, 36x36 24/24, 49x49
+11/12, 64x64 5/6); the kernel was first on 3 of the 24 36x36 grids, by 0.17-0.39 s, too
+little for a share to pay. So a SAT mode takes all the work but the stochastic members' 0.2%
+each (the approximate grid when time runs out; they first run after ~1.5 s of the others'
+work): `sat` (fewest-candidates-first literal order) at 36x36, `sat-rows` (cell-major order)
+at 25x25, 49x49 and 64x64. The exact member keeps the fast path at every size.
+"""
+
+from __future__ import annotations
+
+# side -> member -> share (summing to 1); written by `bench/portfolio.py learn`
+LEARNED: dict[int, dict[str, float]] = {
+    25: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    36: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    49: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    64: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+}
+
+
+def learned_shares(n: int) -> dict[str, float] | None:
+    """Return the learned shares for grid side n (the nearest learned side's), or None below them."""
+    if not LEARNED or n < min(LEARNED):
+        return None
+    side = min(LEARNED, key=lambda s: (abs(s - n), s))
+    return LEARNED[side]

@@ -1,0 +1,129 @@
+"""Learned shares: the race gives each member its share per grid size, replays them under a seed,
+and the learning gives the time to what its training runs say pays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.learn_shares import STOCHASTIC_SHARE, learn_set, predict
+from solvers.generator import generate
+from solvers.parse import parse_puzzle
+from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
+from solvers.puzzle import Box, Puzzle
+from solvers.shares import LEARNED, learned_shares
+from tests.test_portfolio import FRISCH
+
+STOCHASTIC = ("annealing", "evolution", "progressive")
+TIMES = ("time_ms", "time_to_best_ms", "time_to_solution_ms")
+
+
+def holes_36x36() -> Puzzle:
+    """A 36x36 grid with 55% of its cells blanked (the first q36 training grid of bench/hard_sets.py)."""
+    box = Box(6, 6)
+    return Puzzle(box, next(iter(generate(box, 1, seed=1036, holes=0.55))).puzzle)
+
+
+def test_a_side_between_learned_sides_takes_the_nearest_and_below_them_none() -> None:
+    assert learned_shares(9) is None and learned_shares(16) is None
+    assert learned_shares(25) == LEARNED[25]
+    assert learned_shares(30) == LEARNED[25]  # 5x6 boxes: nearer 25 than 36
+    assert learned_shares(42) == LEARNED[36]
+    assert all(sum(shares.values()) == pytest.approx(1.0) for shares in LEARNED.values())
+
+
+def test_a_portfolio_without_learned_shares_keeps_its_own_weights_at_every_size() -> None:
+    spec = PortfolioSpec(name="mine", members=PRESETS["race"].members)  # learned: False
+    assert spec.weights(25) == [57.0, 171.0, 57.0, 1.0, 1.0, 1.0]
+    assert spec.weights(9) == [3.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # the SAT members race from 25x25
+    assert PRESETS["race"].weights(25) == [LEARNED[25].get(m.solver, 0.0) for m in spec.members]
+
+
+def test_the_scheduler_keeps_every_members_work_per_weight_level_and_a_tiny_share_starts_late() -> None:
+    spec = PortfolioSpec(
+        name="3:1", members=(MemberSpec(solver="propagation", weight=3.0), MemberSpec(solver="annealing"))
+    )
+    trace: list[tuple[str, str, int]] = []
+    r = race(parse_puzzle(FRISCH), spec, time_limit=0.6, seed=4, trace=trace)
+    work = {name: c["work"] for name, c in r.counters.items()}
+    assert work["propagation"] / 3.0 == pytest.approx(work["annealing"], rel=0.5)
+    assert trace[0][0] == "propagation"  # the fast path
+    members = _build(PRESETS["race"], holes_36x36(), seed=0)
+    tiny = [m for m in members if m.name in STOCHASTIC]
+    assert tiny and all(m.weight == STOCHASTIC_SHARE for m in tiny)
+    sat = next(m for m in members if m.name == "sat")
+    # next slice's end, in work per weight: the SAT member long before the stochastic ones
+    assert (sat.vtime + 1) / sat.weight < 1 / STOCHASTIC_SHARE
+
+
+def test_the_same_seed_gives_every_member_the_same_work_and_another_seed_another_sat_search() -> None:
+    puzzle = holes_36x36()
+
+    def work(seed: int) -> tuple[str, dict[str, Any]]:
+        r = race(puzzle, "race", time_limit=30, seed=seed)
+        assert r.status == "solved"
+        return r.solver or "", {
+            k: {f: v for f, v in c.items() if f not in TIMES} for k, c in r.counters.items()
+        }
+
+    first, again, other = work(0), work(0), work(7)
+    assert first == again
+    assert first[1]["sat"]["conflicts"] != other[1]["sat"]["conflicts"]  # another literal order
+
+
+def records(config: str, cpus: list[float | None]) -> list[dict[str, Any]]:
+    """Training records of one member alone, limit 10 s (None: not solved)."""
+    return [
+        {
+            "config": config,
+            "index": i,
+            "limit": 10.0,
+            "cpu": c or 10.0,
+            "status": "solved" if c else "timeout",
+        }
+        for i, c in enumerate(cpus)
+    ]
+
+
+def test_learning_gives_the_time_to_the_member_that_solves_and_none_to_one_that_never_does() -> None:
+    fast = [0.5, 1.0, 2.0, 0.3, 6.0]
+    shares = learn_set(
+        records("sat", fast) + records("propagation", [None] * 5) + records("annealing", [None] * 5)
+    )
+    assert shares == {
+        "sat": pytest.approx(1 - 3 * STOCHASTIC_SHARE),
+        **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE),
+    }
+    assert predict({"sat": fast}, {"sat": 0.5}, 10.0) == [1.0, 2.0, 4.0, 0.6, 20.0]
+
+
+def test_learning_gives_a_member_that_alone_solves_one_puzzle_a_share_the_median_bound_allows() -> None:
+    sat = records("sat", [0.5, 1.0, 2.0, 0.3, None])
+    rare = records("propagation", [None, None, None, None, 0.2])
+    shares = learn_set(sat + rare)
+    assert 0 < shares["propagation"] < shares["sat"]
+    times = {"sat": [0.5, 1.0, 2.0, 0.3, None], "propagation": [None, None, None, None, 0.2]}
+    race_times = predict(times, shares, 10.0)
+    assert race_times[4] < 10.0  # the rare one is solved ...
+    assert sorted(race_times)[2] <= 1.05 * 1.0  # ... and the median stays within 5% of sat's alone (1.0 s)
+
+
+def test_a_bench_run_stops_at_its_cpu_limit_though_its_wall_deadline_is_far() -> None:
+    from bench.portfolio import run_config, timed
+
+    spec = PortfolioSpec(name="propagation", members=(MemberSpec(solver="propagation"),))
+    r, _, cpu = timed(lambda: run_config(spec, parse_puzzle(FRISCH), 60.0, cpu_limit=0.3))
+    assert r.status != "solved" and 0.3 <= cpu < 1.3  # stopped within a second of CPU past its limit
+
+
+def test_a_failed_run_settles_its_puzzle_only_after_its_whole_cpu_limit() -> None:
+    from bench.learn_shares import conclusive
+
+    def run(status: str, cpu: float) -> dict[str, Any]:
+        return {"status": status, "cpu": cpu, "limit": 20.0}
+
+    assert conclusive(run("solved", 3.0)) and conclusive(run("timeout", 20.01))
+    assert not conclusive(run("timeout", 7.0))  # cut short by the wall deadline on a loaded machine
+    assert not conclusive(run("approximate", 12.0))
+    assert conclusive(run("solved", 21.0))  # solved past its limit: settled, as not solved within it
