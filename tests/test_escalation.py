@@ -21,7 +21,7 @@ from pipeline.tasks import ChunkTask
 from solvers.api import STOPPED_ERROR, solve, solve_many
 from solvers.result import SolveResult, Status
 from solvers.stop import new_flag, raise_flag
-from tests.conftest import SAMPLE, check_records, chunk_task, cli_command, start_workers, stop_all
+from tests.conftest import SAMPLE, check_records, chunk_task, cli_command, start_workers, stop_all, url_of
 
 JOB = "0e" * 16
 EASY = SAMPLE.read_text().splitlines()[0]
@@ -389,8 +389,7 @@ def test_a_killed_racing_worker_still_leaves_exactly_one_record(redis_client, tm
 
     from client.batch import BatchClient
 
-    url = redis_client.connection_pool.connection_kwargs
-    url = f"redis://{url['host']}:{url['port']}/{url.get('db', 0)}"
+    url = url_of(redis_client)
     procs = start_workers(url, 2, tmp_path)
     try:
         with BatchClient(url) as client:
