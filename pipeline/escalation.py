@@ -2,7 +2,8 @@
 and stops them; a `Board` is where owner and helpers meet (Redis for workers, shared memory embedded).
 
 A chunk's owner solves with `Escalation.racing` as `solve_many`'s `racing` hook: around the
-search of each puzzle the batch's first pass left unsolved. A thread asks every `poll_s`:
+search of each puzzle the batch's first pass left unsolved. A thread (started at the first such
+puzzle: an easy chunk never has one) asks every `poll_s`:
 once the puzzle has been searched `escalate_after` seconds and a process is idle, it opens
 the puzzle's race (a lease the owner refreshes: helpers stop when it lapses, so a dead
 owner leaves no helper running), calls as many helpers as there are idle processes
@@ -104,21 +105,25 @@ class Escalation:
         self.poll_s = poll_s
         self.grace_s = grace_s
         self.clock = clock
-        self.texts = task.texts()
+        self._texts: list[str] | None = None  # split once a puzzle is searched: easy chunks never are
         self.outcomes: dict[int, Outcome] = {}
         self._current: _Race | None = None
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._entered = False  # the thread runs only inside `with` (tests drive `tick` by hand)
 
     @contextlib.contextmanager
     def racing(self, row: int) -> Iterator[np.ndarray]:
         """`solve_many`'s hook: the stop flag of row `row`'s search, watched (and escalated) while it runs."""
-        race = _Race(row, self.texts[row], self.clock(), new_flag())
+        if self._texts is None:
+            self._texts = self.task.texts()
+        race = _Race(row, self._texts[row], self.clock(), new_flag())
         if self.stop[0]:
             raise_flag(race.flag)
         with self._lock:
             self._current = race
+            self._start()
         try:
             yield race.flag
         finally:
@@ -212,9 +217,15 @@ class Escalation:
             except Exception as exc:  # noqa: BLE001 - a broker blinking must not stop the owner's search
                 log.warning("escalation of chunk %s: %s", self.task.chunk, exc)
 
+    def _start(self) -> None:
+        """Start the polling thread at the first puzzle searched (a chunk the batch's first pass answers
+        whole, the usual easy one, never starts it: no thread, no wake-ups)."""
+        if self._entered and self._thread is None and not self._done.is_set():
+            self._thread = threading.Thread(target=self._run, name="escalation", daemon=True)
+            self._thread.start()
+
     def __enter__(self) -> Escalation:
-        self._thread = threading.Thread(target=self._run, name="escalation", daemon=True)
-        self._thread.start()
+        self._entered = True
         return self
 
     def __exit__(

@@ -124,6 +124,17 @@ def test_the_first_verified_helper_grid_stops_the_owner_and_becomes_the_record_w
     assert set(record.counters) == {"propagation", *(f"{m}@helper1" for m in helper.counters)}
 
 
+def test_a_chunk_the_first_pass_answers_whole_starts_no_thread_and_one_left_to_search_does():
+    board = MemoryBoard(idle=1)
+    task = chunk_task(JOB, [EASY, EASY], escalate_after=2.0)
+    with Escalation(task, board, new_flag(), poll_s=0.05, grace_s=0.0) as esc:
+        solve_many(task.texts(), racing=esc.racing)
+        assert esc._thread is None and "escalation" not in {t.name for t in threading.enumerate()}
+        with esc.racing(0):
+            assert esc._thread is not None and esc._thread.is_alive()
+    assert "escalation" not in {t.name for t in threading.enumerate()}
+
+
 def test_a_helper_grid_the_verifier_rejects_is_never_taken():
     board, clock = MemoryBoard(idle=1), Clock()
     esc = escalation(board, clock)
