@@ -33,10 +33,14 @@ def broker_url(args: argparse.Namespace, settings: ClientSettings, required: boo
     return url
 
 
-def check_seconds(flag: str, value: float | None, most: float) -> None:
-    """UsageError unless `value` (given as `flag`) is None or seconds in (0, `most`] (nan and inf are not)."""
-    if value is not None and not 0 < value <= most:  # false for nan as well
-        raise UsageError(f"{flag} {value:g}: must be above 0 and at most {most:g} seconds")
+def check_seconds(flag: str, value: float | None, most: float, zero: str | None = None) -> None:
+    """UsageError unless `value` (given as `flag`) is None or seconds in (0, `most`] (nan and inf are not);
+    with `zero` (what 0 means), 0 is accepted too."""
+    if value is None or (zero is not None and value == 0):
+        return
+    if not 0 < value <= most:  # false for nan as well
+        also = f"0 ({zero}) or " if zero is not None else ""
+        raise UsageError(f"{flag} {value:g}: must be {also}above 0 and at most {most:g} seconds")
 
 
 def check_processes(flag: str, value: int | None) -> None:

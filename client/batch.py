@@ -32,7 +32,7 @@ from client.transport import (
 )
 from pipeline.outbox import parse_task
 from pipeline.render.record import Record
-from pipeline.tasks import MAX_TIME_LIMIT_S
+from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -85,17 +85,21 @@ class BatchClient:
         box: str | None = None,
         name: str | None = None,
         seed: int | None = None,
+        escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
         `seed` fixes the solvers' seeds (the same seed, the same random choices); None draws them
-        from the job id, so every job tries differently.
+        from the job id, so every job tries differently. A puzzle still unanswered after
+        `escalate_after` seconds is raced by idle workers (or local processes) too, each with
+        another seed; 0 never.
         """
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs(
-            [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed
-        )
+            [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed,
+            escalate_after=escalate_after,
+        )  # fmt: skip
 
     def submit_inputs(
         self,
@@ -106,6 +110,7 @@ class BatchClient:
         box: str | None = None,
         bounded: bool = True,
         seed: int | None = None,
+        escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
@@ -117,10 +122,15 @@ class BatchClient:
             raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
         if seed is not None and not 0 <= seed < MAX_SEED:
             raise ValueError(f"seed {seed}: must be at least 0 and below 2**63")
+        if not 0 <= escalate_after <= MAX_ESCALATE_AFTER_S:  # false for nan too
+            raise ValueError(
+                f"escalate_after {escalate_after:g}: must be 0 (never) to {MAX_ESCALATE_AFTER_S:g} s"
+            )
         if self.embedded:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
-        spec = JobSpec(new_job_id(), [n for n, _ in inputs], box, time_limit, portfolio, prints, seed)
+        names = [n for n, _ in inputs]
+        spec = JobSpec(new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None)
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
         transport: Transport
@@ -225,7 +235,7 @@ class BatchClient:
         transport: Transport
         if self.embedded:
             if self.workers > 1:
-                self.pool.start(partial(warm_generator, box))
+                self.pool.start(partial(warm_generator, box), races=False)
             transport = LocalTransport(self.store, spec.job, self.pool)
             window: Callable[[], int] = lambda: 2 * self.workers  # noqa: E731
         else:

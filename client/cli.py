@@ -23,6 +23,7 @@ from client.args import (
 from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled
+from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S
 
 
 def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
@@ -35,6 +36,13 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
         "--box", default=None, metavar="RxC", help="box shape over the inferred one (9: 3x3, 6: 2x3)"
     )
     p.add_argument("--broker", default=None, metavar="URL", help="redis://[:password@]host:port/db")
+    p.add_argument(
+        "--escalate-after",
+        type=float,
+        default=DEFAULT_ESCALATE_AFTER_S,
+        metavar="S",
+        help=f"race a puzzle unsolved after S s on idle workers too ({DEFAULT_ESCALATE_AFTER_S:g}; 0: never)",
+    )
 
 
 def _common_output(p: argparse.ArgumentParser) -> None:

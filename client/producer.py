@@ -95,13 +95,14 @@ class JobSpec:
     portfolio: str | None = None
     prints: list[InputPrint | None] = field(default_factory=list)
     seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
+    escalate_after: float | None = None  # seconds before a slow puzzle is raced by idle processes too
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
         out = {"created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs)}
         out["prints"] = PRINTS.dump_json(self.prints).decode()
         out["checkpoint"] = Checkpoint().model_dump_json()
-        for key in ("box", "time_limit", "portfolio", "seed"):
+        for key in ("box", "time_limit", "portfolio", "seed", "escalate_after"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = str(value)
@@ -114,10 +115,10 @@ class JobSpec:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
         prints = PRINTS.validate_json(meta["prints"]) if meta.get("prints") else []
         prints += [None] * (len(inputs) - len(prints))
-        seed = meta.get("seed")
+        seed, escalate = meta.get("seed"), meta.get("escalate_after")
         return cls(
             job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
-            int(seed) if seed else None,
+            int(seed) if seed else None, float(escalate) if escalate else None,
         )  # fmt: skip
 
 
@@ -374,6 +375,7 @@ class Producer:
             time_limit=self.spec.time_limit,
             portfolio=self.spec.portfolio,
             seed=solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
+            escalate_after=self.spec.escalate_after or None,
         )
         self._emit(
             task, Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])), answered

@@ -27,7 +27,7 @@ from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
 from client.target import check_target
-from pipeline.tasks import MAX_TIME_LIMIT_S
+from pipeline.tasks import MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
@@ -47,6 +47,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             raise UsageError(f"{args.command} needs at least one INPUT")
         sources = input_sources(args.inputs)
         check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
+        check_seconds("--escalate-after", args.escalate_after, MAX_ESCALATE_AFTER_S, zero="never")
     else:
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
     if getattr(args, "format", None) == "parquet":
@@ -73,7 +74,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             else:
                 job = client.submit_inputs(
                     sources, time_limit=args.time_limit, portfolio=args.portfolio, box=args.box,
-                    bounded=args.command == "solve",
+                    bounded=args.command == "solve", escalate_after=args.escalate_after,
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None

@@ -9,8 +9,12 @@ from an app built here with the workers' JSON-only settings: the client never im
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import multiprocessing
 import os
+import queue
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -25,7 +29,12 @@ from pipeline.tasks import ChunkTask
 from solvers.stop import new_flag, raise_flag
 
 if TYPE_CHECKING:
+    from multiprocessing.managers import SyncManager
+
+    from client.local_board import LocalBoard
     from pipeline.generate import GenerateResult
+
+log = logging.getLogger(__name__)
 
 Task = Any  # ChunkTask | GenerateTask (the generate module is loaded only by generate runs)
 
@@ -69,16 +78,47 @@ def failed_result(task: Task, reason: str) -> ChunkResult | GenerateResult:
     return GenerateResult.failed(task.job, task.chunk, reason)
 
 
+_BOARD: LocalBoard | None = None  # in a local process: the board its races meet on (None: one process)
+STOP_POLL_S = 0.25  # how often a local owner or helper looks at its race (as workers do)
+
+
 def _run_payload(task: Task) -> bytes:
     """Worker-process entry: run a task (the validated model itself, pickled by the pool: a ChunkTask
     made by this process's producer is already valid, which skips a JSON dump and parse of ~1 MB);
-    return the encoded result (columns: the parent renders them as it writes)."""
-    return run_task(task).encode()
+    return the encoded result (columns: the parent renders them as it writes). A solve chunk asking
+    for escalation races its slow puzzles on the idle local processes too (`pipeline.escalation`)."""
+    if _BOARD is None:
+        return run_task(task).encode()
+    board = _BOARD.for_job(task.job)
+    with board.busy():
+        if not isinstance(task, ChunkTask) or not task.escalate_after:
+            return run_task(task).encode()
+        from pipeline.escalation import Escalation
+
+        stop = new_flag()
+        with Escalation(task, board, stop, poll_s=STOP_POLL_S) as escalation:
+            return solve_chunk(task, stop, escalation).encode()
 
 
-def _init_process(parent: int, warm: Callable[[], None]) -> None:
+def _run_race(text: str) -> int:
+    """Worker-process entry of a helper: race a puzzle of another local process's chunk; 1 if solved here."""
+    from pipeline.escalation import help_race
+    from pipeline.race import RaceTask
+
+    task = RaceTask.model_validate_json(text)
+    if _BOARD is None:
+        return 0
+    board = _BOARD.for_job(task.job)
+    with board.busy():
+        result = help_race(task, board, STOP_POLL_S)
+    return int(result is not None and result.status.value == "solved")
+
+
+def _init_process(parent: int, warm: Callable[[], None], board: LocalBoard | None = None) -> None:
     """Die with the parent, leave interrupts to it, and warm the compiled kernels once per local process."""
+    global _BOARD
     die_with_parent(parent)
+    _BOARD = board
     warm()
 
 
@@ -104,22 +144,52 @@ class LocalPool:
             raise ValueError(f"workers {exc}") from None
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._manager: SyncManager | None = None
+        self._board: LocalBoard | None = None
+        self._dispatching = threading.Event()
 
     @property
     def started(self) -> bool:
         """True once the processes exist."""
         return self._pool is not None
 
-    def start(self, warm: Callable[[], None] = warm_solvers) -> None:
-        """Warm the kernels the tasks will run here, then fork the worker processes (no-op when started)."""
+    def start(self, warm: Callable[[], None] = warm_solvers, races: bool = True) -> None:
+        """Warm the kernels the tasks will run here, then fork the worker processes (no-op when started).
+
+        With `races` and more than one process, a board is started first (`client.local_board`):
+        an idle process may race another's slow puzzle (`--escalate-after`)."""
         if self._pool is not None:
             return
         warm()
+        if races and self.workers > 1:
+            from client.local_board import LocalBoard, start_manager
+
+            self._manager = start_manager()
+            self._board = LocalBoard(self._manager.dict(), self._manager.Queue(), self.workers)
         ctx = multiprocessing.get_context("fork")
         self._pool = ProcessPoolExecutor(
-            self.workers, mp_context=ctx, initializer=_init_process, initargs=(os.getpid(), warm)
+            self.workers, mp_context=ctx, initializer=_init_process, initargs=(os.getpid(), warm, self._board)
         )
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
+        if self._board is not None:
+            self._dispatching.set()
+            threading.Thread(
+                target=self._dispatch, args=(self._board,), name="race-calls", daemon=True
+            ).start()
+
+    def _dispatch(self, board: LocalBoard) -> None:
+        """Hand the helper tasks the local owners call to the pool (a pool process cannot submit work)."""
+        while self._dispatching.is_set():
+            try:
+                text = board.calls.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            except (OSError, EOFError):  # the manager is gone: the pool is closing
+                return
+            pool = self._pool
+            if pool is not None and self._dispatching.is_set():
+                with contextlib.suppress(RuntimeError):  # shut down meanwhile
+                    pool.submit(_run_race, text)
 
     def pids(self) -> list[int]:
         """The ids of the processes (none before `start`)."""
@@ -132,15 +202,26 @@ class LocalPool:
 
     def close(self) -> None:
         """Stop the processes (pending chunks are cancelled, running ones finish)."""
+        self._dispatching.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        self._stop_manager()
 
     def kill(self) -> None:
         """Kill the processes now, dropping the chunks they are solving (an interrupted command)."""
+        self._dispatching.clear()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             kill_pool(pool)
+        self._stop_manager()
+
+    def _stop_manager(self) -> None:
+        """End the board's manager process (after the pool: its processes use it to the end)."""
+        if self._manager is not None:
+            manager, self._manager, self._board = self._manager, None, None
+            with contextlib.suppress(Exception):  # already gone: nothing is left to stop
+                manager.shutdown()
 
 
 class LocalTransport(Transport):

@@ -27,10 +27,15 @@ class JobKeys:
         self.stop = f"{base}:stop"  # string, set by purge (short TTL): stop solving, write nothing more
         self.deliveries = deliveries_key(prefix)  # the workers' hash of messages held (not the job's own)
         self.result_prefix = f"{base}:result:"
+        self.race_prefix = f"{base}:race:"
 
     def result(self, chunk: int) -> str:
         """Key of one chunk's encoded ChunkResult."""
         return f"{self.result_prefix}{chunk}"
+
+    def race(self, chunk: int, row: int) -> RaceKeys:
+        """The keys of one puzzle (row `row` of chunk `chunk`) raced across workers."""
+        return RaceKeys(f"{self.race_prefix}{chunk}:{row}")
 
     def fixed(self) -> list[str]:
         """Every key of the job but the per-chunk results and the stop key (which outlives a purge briefly).
@@ -41,6 +46,31 @@ class JobKeys:
         a key of the job.
         """
         return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox, self.producer]
+
+
+class RaceKeys:
+    """The keys of one puzzle raced across workers (`pipeline.race`), all with short TTLs.
+
+    `lease`: set by the chunk's owner while it races the puzzle, refreshed every poll (gone:
+    the owner finished or died). `stop`: set by whoever ends the race (a helper's verified
+    answer, the owner's end). A helper races while the lease holds and the stop key is absent.
+    `entries`: hash helper number -> `RaceEntry` JSON (started, then its answer and counters).
+    """
+
+    def __init__(self, base: str) -> None:
+        self.lease = f"{base}:lease"
+        self.stop = f"{base}:stop"
+        self.entries = f"{base}:entries"
+
+    def all(self) -> list[str]:
+        """Every key of the race."""
+        return [self.lease, self.stop, self.entries]
+
+
+def race_over(client: Any, keys: JobKeys, race: RaceKeys) -> bool:
+    """True when a raced puzzle needs no more search: its stop key is set, its owner's lease is gone,
+    or its job was stopped or is gone (at most four EXISTS)."""
+    return bool(client.exists(race.stop)) or not client.exists(race.lease) or job_stopped(client, keys)
 
 
 def job_stopped(client: Any, keys: JobKeys) -> bool:

@@ -15,6 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +23,10 @@ from pipeline.columns import STATUS_NAMES, ResultColumns
 from pipeline.result import ChunkHeader, ChunkResult, ChunkStats, Problem
 from pipeline.runs import Runs, runs_array, to_runs
 from pipeline.tasks import V_COLUMNS, ChunkTask
-from solvers.result import SolveResult, Status
+from solvers.result import Results, SolveResult, Status
+
+if TYPE_CHECKING:
+    from pipeline.escalation import Escalation
 
 MAX_PROBLEMS = 1000  # invalid/error lines listed per chunk; the rest are only counted
 
@@ -32,14 +36,18 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def solve_chunk(task: ChunkTask, stop: np.ndarray | None = None) -> ChunkResult:
+def solve_chunk(
+    task: ChunkTask, stop: np.ndarray | None = None, escalation: Escalation | None = None
+) -> ChunkResult:
     """Solve every puzzle of a chunk into result columns; a failure becomes `error` results, never a raise.
 
     `solve_many` verifies every solved grid; this function still refuses to report
     `solved` with a non-zero cost. The garbage collector is paused meanwhile: the batch
     allocates many short-lived objects and no cycles, and collections would scan them all.
     `stop` (`solvers.stop`): raised by another thread, the solvers give up at their next
-    check and the puzzles not answered by then come back `timeout`.
+    check and the puzzles not answered by then come back `timeout`. `escalation`
+    (`pipeline.escalation`, running) races a puzzle left unanswered too long on idle processes
+    too; its rows then take the helpers' verified answer and counters (`pipeline.race.merge`).
     """
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
 
@@ -51,12 +59,14 @@ def solve_chunk(task: ChunkTask, stop: np.ndarray | None = None) -> ChunkResult:
         try:
             results = solve_many(
                 texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
-                stop=stop,
+                stop=stop, racing=None if escalation is None else escalation.racing,
             )  # fmt: skip
             if len(results) != len(texts):
                 raise RuntimeError(f"the solver returned {len(results)} results for {len(texts)} puzzles")
         except Exception:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
             results = [_solve_alone(text, task, stop) for text in texts]
+        if escalation is not None:
+            _take_helpers(results, escalation)
         solver_cpu = time.process_time() - cpu0
         result = build_result(
             task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results
@@ -71,6 +81,19 @@ def solve_chunk(task: ChunkTask, stop: np.ndarray | None = None) -> ChunkResult:
     stats.cpu_s = time.process_time() - cpu0
     stats.wall_s = time.perf_counter() - wall0
     return result
+
+
+def _take_helpers(results: Results | list[SolveResult], escalation: Escalation) -> None:
+    """Fold each escalated row's helpers (verified grid, counters) into its one result."""
+    from pipeline.race import merge
+
+    for row, outcome in escalation.outcomes.items():
+        if row < len(results):
+            merged = merge(results[row], outcome)
+            if isinstance(results, Results):
+                results.put(row, merged)
+            else:
+                results[row] = merged
 
 
 def _solve_alone(text: str, task: ChunkTask, stop: np.ndarray | None = None) -> SolveResult:

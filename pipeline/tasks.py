@@ -20,6 +20,7 @@ from pipeline.runs import Runs, split_texts
 
 SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
 GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
+RACE_TASK_NAME = "sudoku_batch.race_puzzle"  # a helper racing one puzzle of another's chunk (`pipeline.race`)
 DEFAULT_QUEUE = "sudoku_batch"
 V_RECORDS = 1  # a result carrying rendered records; also the task of a client that reads only those
 V_COLUMNS = 2  # a result carrying result columns (`pipeline.wire`); also the task of a client reading them
@@ -29,6 +30,8 @@ MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB whi
 MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
 MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
 MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
+DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is raced by idle processes too
+MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
 
 
 class ChunkTask(BaseModel):
@@ -49,6 +52,9 @@ class ChunkTask(BaseModel):
     time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     seed: int = Field(default=0, ge=0, lt=2**63)
+    # seconds before a puzzle still unanswered is raced by idle processes too (`pipeline.race`);
+    # None (older clients) or 0: never
+    escalate_after: float | None = Field(default=None, ge=0, le=MAX_ESCALATE_AFTER_S)
 
     @model_validator(mode="after")
     def _consistent(self) -> ChunkTask:

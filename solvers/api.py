@@ -8,7 +8,8 @@ stays a small fraction of solving time even for puzzles solved in microseconds.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
 from solvers.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.parse import parse_compact_batch, parse_puzzle
-from solvers.portfolio import PRESETS, PortfolioSpec, parse_portfolio, race
+from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.registry import Kind
 from solvers.result import STATUS_INDEX, Results, SolveResult, Status
@@ -27,6 +28,7 @@ STOPPED_ERROR = "stopped before an answer"
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
 GroupKey = tuple[Box, Notation]
+Racing = Callable[[int], AbstractContextManager[np.ndarray]]  # input position -> that search's stop flag
 
 
 class _Groups:
@@ -75,6 +77,8 @@ def solve_many(
     limit: int = 1,
     seed: int = 0,
     stop: np.ndarray | None = None,
+    racing: Racing | None = None,
+    variant: int = 0,
 ) -> Results:
     """Solve every puzzle of `lines`; return one result per line, in the same order.
 
@@ -86,10 +90,19 @@ def solve_many(
     `stop` (int64[1], see `solvers.stop`) is a flag another thread may raise: kernels
     and races check it between slices, and every puzzle not answered by then comes back
     `timeout`, "stopped before an answer".
+
+    `racing` (the pipeline's fleet escalation) is entered around the search of each puzzle
+    the batch's first pass (a small node budget) left unsolved, with its input position,
+    and yields the stop flag of that search alone: raised when another process answered
+    the puzzle (the caller raises it too when `stop` goes up). With it, even the plain
+    exact path searches such puzzles one at a time. `variant` > 0 is a helper's search of
+    a puzzle raced in another process too (`solvers.portfolio.race`).
     """
     box = as_box(box)
     items = lines if isinstance(lines, list) else list(lines)
     exact, spec = _plan(solver, portfolio, limit)
+    if spec is None and racing is not None and limit == 1:  # one exact member: searched puzzle by puzzle
+        spec = PortfolioSpec(name=exact.name, members=(MemberSpec(solver=exact.name, randomised=False),))
     all_text = set(map(type, items)) <= {str}
     texts = list(map(str.strip, items)) if all_text else [_strip(item) for item in items]
     results = Results(texts)
@@ -98,8 +111,9 @@ def solve_many(
     for (group_box, notation), indices, givens in groups.items():
         if spec is not None:  # the batch fast path with a node budget, then race the leftovers
             _race_group(
-                spec, exact, givens, group_box, notation, indices, texts, results, time_limit, seed, stop
-            )
+                spec, exact, givens, group_box, notation, indices, texts, results, time_limit, seed, stop,
+                racing, variant,
+            )  # fmt: skip
             continue
         batch = exact.solve_batch(
             givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed, stop=stop
@@ -140,10 +154,13 @@ def _race_group(
     time_limit: float | None,
     seed: int,
     stop: np.ndarray,
+    racing: Racing | None = None,
+    variant: int = 0,
 ) -> None:
     """Solve a group through a portfolio: one batch kernel call with the fast path's node
     budget (easy puzzles cost what the plain exact solver costs), then race each puzzle
-    left over, one by one, with the rest of its time limit (none once `stop` is raised)."""
+    left over, one by one, with the rest of its time limit (none once `stop` is raised),
+    inside `racing` when given (its flag stops that race alone)."""
     if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
         left = list(range(len(indices)))
         spent = [0.0] * len(indices)
@@ -162,16 +179,18 @@ def _race_group(
         if stop[0] != 0:
             results.put(i, SolveResult(Status.TIMEOUT, texts[i], error=STOPPED_ERROR, elapsed=spent[k]))
             continue
-        raced = race(
-            Puzzle(box, givens[k], notation),
-            spec,
-            time_limit=None if time_limit is None else max(1e-3, time_limit - spent[k]),
-            seed=seed,
-            text=texts[i],
-            fast_nodes_done=nodes[k],
-            spent=spent[k],
-            stop=stop,
-        )
+        with racing(i) if racing is not None else nullcontext(stop) as flag:
+            raced = race(
+                Puzzle(box, givens[k], notation),
+                spec,
+                time_limit=None if time_limit is None else max(1e-3, time_limit - spent[k]),
+                seed=seed,
+                text=texts[i],
+                fast_nodes_done=nodes[k],
+                spent=spent[k],
+                stop=flag,
+                variant=variant,
+            )
         results.put(i, raced)
 
 

@@ -180,8 +180,18 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
 
 
-def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
-    """Instantiate the members with independent child seeds (spawned, in member order)."""
+def _literal_order(seed: int, variant: int, child: np.random.SeedSequence) -> int:
+    """A complete member's literal numbering: 0 (the mode's own) for the unseeded race, else one
+    drawn from its child seed; a helper's (`variant` > 0) also from the variant, so no two helpers
+    of one race search the same numbering even under one seed."""
+    if variant:
+        return child_seed(np.random.SeedSequence([variant, child_seed(child)]))
+    return 0 if seed == 0 else child_seed(child)
+
+
+def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> list[Member]:
+    """Instantiate the members with independent child seeds (spawned, in member order); `variant` > 0
+    also gives the exact members' complete search and the SAT member's variables their own order."""
     children = np.random.SeedSequence(seed).spawn(len(spec.members))
     members: list[Member] = []
     seen: dict[str, int] = {}
@@ -209,10 +219,11 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int) -> list[Member]:
                     complete_share=m.complete_share,
                     searches=m.searches,
                     name=name,
+                    variant=variant,
                 )
             )
         elif entry.kind is Kind.COMPLETE:  # seed 0: the literals in their natural order; else another
-            order = 0 if seed == 0 else child_seed(child)
+            order = _literal_order(seed, variant, child)
             members.append(entry.solver(puzzle, weight=weight, name=name, seed=order))
         else:
             solver = entry.solver
@@ -241,6 +252,7 @@ def race(
     fast_nodes_done: int = 0,
     spent: float = 0.0,
     trace: list[tuple[str, Outcome, int]] | None = None,
+    variant: int = 0,
 ) -> SolveResult:
     """Race the portfolio's members on one puzzle until a verified solution, a proof of
     none, the deadline or the `stop` flag (int64[1], raised by another thread).
@@ -248,7 +260,9 @@ def race(
     `fast_nodes_done` > 0 says the fast path already ran (the batch path did it with that
     many nodes, taking `spent` seconds, which `elapsed` includes): the exact member's
     complete run continues from twice that budget. `trace`, when given, receives
-    (member, outcome, monotonic ns at its end) for every slice, in order.
+    (member, outcome, monotonic ns at its end) for every slice, in order. `variant` > 0 (a helper
+    racing the same puzzle in another process, with another `seed`) also reorders the exact members'
+    complete search and the SAT member's variables: the seed alone changes only their restarts.
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
@@ -259,7 +273,7 @@ def race(
     limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
     deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
-    members = _build(spec, puzzle, seed)
+    members = _build(spec, puzzle, seed, variant)
     if not members:
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)

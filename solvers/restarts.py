@@ -188,8 +188,12 @@ class ExactMember(CompleteMember):
         complete_share: float = 0.75,
         searches: int = 1,
         name: str | None = None,
+        variant: int = 0,
     ) -> None:
         super().__init__(name or solver.name, weight, puzzle)
+        # the complete stream's order: the puzzle's own (seed 0), or, for a helper racing the
+        # puzzle in another process (`variant` > 0), a seeded one: another complete search
+        self.first_seed = child_seed(np.random.SeedSequence([variant, 1])) if variant else 0
         self.complete_share = min(1.0, max(0.0, complete_share)) if randomised else 1.0
         self.solver = solver
         self.seeds = seeds
@@ -205,7 +209,7 @@ class ExactMember(CompleteMember):
         # the one with the fewest nodes: which search finds a hard puzzle's solution soon
         # varies more from seed to seed than a run's length does.
         self.carries: list[np.ndarray] = []
-        self.search_seeds: list[int] = [0]
+        self.search_seeds: list[int] = [self.first_seed]
         self.search_nodes: list[int] = []
         if solver.carries(puzzle.box):
             self.complete_share = 1.0
@@ -237,7 +241,7 @@ class ExactMember(CompleteMember):
             search = self.search_nodes.index(min(self.search_nodes))
             budget, seed, carry = 0, self.search_seeds[search], self.carries[search]
         elif complete:
-            budget, seed = self.complete_budget, 0
+            budget, seed = self.complete_budget, self.first_seed
         else:
             self.luby_index += 1
             budget = self.restart_base * luby(self.luby_index)

@@ -122,13 +122,23 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _stop(proc)
 
 
+TEST_DB = 1  # a test's own database: the session's `workers` beat and take tasks in database 0
+
+
+def url_of(client: Any) -> str:
+    """The redis:// URL of `client`'s server and database (for commands a test runs against it)."""
+    kw = client.connection_pool.connection_kwargs
+    return f"redis://{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
+
+
 @pytest.fixture
 def redis_client(redis_url: str) -> Iterator[object]:
-    """A client of the session's real redis-server, flushed before and after the test (later tests
-    sharing the server, such as the pipeline's, must not meet its keys)."""
+    """A client of the session's real redis-server in a database of the test's own (`TEST_DB`, where
+    the session's `workers` never beat), flushed before and after the test (later tests must not
+    meet its keys)."""
     import redis
 
-    client = redis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(f"{redis_url.rsplit('/', 1)[0]}/{TEST_DB}")
     client.flushdb()
     yield client
     client.flushdb()

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from client.transport import max_workers
-from tests.conftest import SAMPLE, cli_command
+from tests.conftest import SAMPLE, cli_command, url_of
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -53,8 +53,8 @@ def test_a_time_limit_that_is_not_a_sane_number_of_seconds_is_a_usage_error(valu
 
 @pytest.mark.integration
 @pytest.mark.parametrize("command", ["solve", "submit"])
-def test_a_bad_time_limit_with_a_broker_leaves_no_job_behind(command, redis_url, redis_client):
-    proc = run_cli(command, str(SAMPLE), "--time-limit", "nan", "--broker", redis_url)
+def test_a_bad_time_limit_with_a_broker_leaves_no_job_behind(command, redis_client):
+    proc = run_cli(command, str(SAMPLE), "--time-limit", "nan", "--broker", url_of(redis_client))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert redis_client.keys("sbatch:job:*") == []
 

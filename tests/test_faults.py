@@ -389,7 +389,7 @@ def test_a_chunk_past_its_time_limit_comes_back_as_timeouts_not_lost_work(fake_r
     tasks = pytest.importorskip("worker.tasks")
     from celery.exceptions import SoftTimeLimitExceeded
 
-    def too_slow(task, stop=None):
+    def too_slow(task, stop=None, escalation=None):
         raise SoftTimeLimitExceeded()
 
     monkeypatch.setattr(tasks, "solve_chunk", too_slow)
@@ -412,9 +412,7 @@ def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(f
     assert tasks.handle(message, fake_redis) == 4  # solved and stored
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)  # delivered again since
     assert tasks.handle(message, fake_redis) == 0  # past the limit, but answered: nothing written
-    monkeypatch.setattr(
-        tasks, "solve_chunk", lambda task, stop: (_ for _ in ()).throw(SoftTimeLimitExceeded())
-    )
+    monkeypatch.setattr(tasks, "solve_chunk", lambda *_: (_ for _ in ()).throw(SoftTimeLimitExceeded()))
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, 0)
     assert tasks.handle(message, fake_redis) == 0  # a redelivery past its time limit: the answer stays too
     assert [r["status"] for r in stored_records(fake_redis)] == ["solved"] * 4

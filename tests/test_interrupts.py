@@ -100,7 +100,7 @@ def test_an_interrupted_embedded_solve_stops_at_once_keeps_its_records_and_leave
     proc = start([*args, "--time-limit", "60"])
     try:
         started_writing(tmp_path, "out.jsonl", proc)
-        assert len(session_processes(proc.pid)) == 3  # the command and its two local processes
+        assert len(session_processes(proc.pid)) == 4  # the command, its two local processes, their board
         sent = time.monotonic()
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)

@@ -17,7 +17,7 @@ from celery.signals import worker_init, worker_process_init
 
 from worker.config import settings
 
-app = Celery("sudoku_batch", broker=settings.broker, include=["worker.tasks"])
+app = Celery("sudoku_batch", broker=settings.broker, include=["worker.tasks", "worker.race"])
 app.conf.update(
     broker_transport="worker.broker:Transport",  # kombu's Redis transport, surviving a full Redis
     worker_consumer="worker.consumer:Consumer",  # refused and malformed messages: one log line each

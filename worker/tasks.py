@@ -35,6 +35,7 @@ from pipeline.tasks import (
 )
 from solvers.result import Status
 from worker.app import app
+from worker.board import escalation_for
 from worker.broker import say_full
 from worker.config import settings
 from worker.connection import store_client
@@ -120,6 +121,7 @@ def handle(payload: dict[str, Any], client: Any) -> int:
     unless it has an answer already (a delivery after it finished): a good result is never
     replaced by a failure (attempt or time limit). While it is solved, a poller checks the
     job's stop key; a purged job stops at the solvers' next slice and nothing is written.
+    A task with `escalate_after` races its slow puzzles on idle workers too (`worker.board`).
     """
     ref: ChunkRef | None = None
     task: ChunkTask | None = None
@@ -147,8 +149,11 @@ def handle(payload: dict[str, Any], client: Any) -> int:
             )
         else:
             try:
-                with StopPoller(lambda: job_stopped(client, keys), settings.stop_poll_s) as poller:
-                    result = solve_chunk(task, poller.flag)
+                with (
+                    StopPoller(lambda: job_stopped(client, keys), settings.stop_poll_s) as poller,
+                    escalation_for(task, client, poller.flag) as escalation,
+                ):
+                    result = solve_chunk(task, poller.flag, escalation)
             except SoftTimeLimitExceeded:
                 result = failed_chunk(task, "the chunk exceeded the worker's time limit", Status.TIMEOUT)
                 failure = True

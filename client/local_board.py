@@ -1,0 +1,103 @@
+"""One puzzle across the local processes (embedded mode): the `Board` (`pipeline.escalation`) they share.
+
+Workers meet in Redis; local processes meet in a small manager process forked with the
+pool (multiprocessing's SyncManager: one dict, one queue), which dies with the command
+like them (PR_SET_PDEATHSIG). The dict holds each race's lease (a CLOCK_MONOTONIC
+deadline, the same clock in every process of the machine), its stop mark, the helpers'
+entries, and which processes are busy; the queue carries the helper tasks an owner calls,
+which a thread of the command hands to the pool (a pool process cannot submit work).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from multiprocessing.managers import SyncManager
+from typing import Any
+
+from pydantic import ValidationError
+
+from client.processes import die_with_parent
+from pipeline.race import RaceEntry, RaceTask
+
+LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop this long after
+
+
+def _manager_init(parent: int) -> None:
+    """The manager process dies with the command (and leaves interrupts to it)."""
+    die_with_parent(parent)
+
+
+def start_manager() -> SyncManager:
+    """Fork the manager process holding the boards' state (call it before any thread exists, as the pool)."""
+    import multiprocessing
+
+    manager = SyncManager(ctx=multiprocessing.get_context("fork"))
+    manager.start(_manager_init, (os.getpid(),))
+    return manager
+
+
+class LocalBoard:
+    """The races of every embedded job of one BatchClient, in the manager's dict; picklable (proxies)."""
+
+    def __init__(self, state: Any, calls: Any, processes: int) -> None:
+        self.state = (
+            state  # dict proxy: ("lease"|"stop", chunk, row, job) and ("entry", ..., helper), ("busy", pid)
+        )
+        self.calls = calls  # queue proxy: RaceTask JSON texts for the command's dispatcher thread
+        self.processes = processes
+        self.job = ""
+
+    def for_job(self, job: str) -> LocalBoard:
+        """The same board, keyed by `job`."""
+        board = LocalBoard(self.state, self.calls, self.processes)
+        board.job = job
+        return board
+
+    def open(self, chunk: int, row: int) -> None:
+        self.state[("lease", self.job, chunk, row)] = time.monotonic() + LEASE_S
+
+    def over(self, chunk: int, row: int) -> bool:
+        if self.state.get(("stop", self.job, chunk, row)):
+            return True
+        return self.state.get(("lease", self.job, chunk, row), 0.0) < time.monotonic()
+
+    def close(self, chunk: int, row: int) -> None:
+        self.state[("stop", self.job, chunk, row)] = True
+        self.state.pop(("lease", self.job, chunk, row), None)
+
+    def post(self, chunk: int, row: int, helper: int, entry: RaceEntry) -> None:
+        if self.state.get(("stop", self.job, chunk, row)) and entry.state == "started":
+            return  # over before it began: nothing to wait for
+        self.state[("entry", self.job, chunk, row, helper)] = entry.model_dump_json()
+
+    def entries(self, chunk: int, row: int) -> dict[int, RaceEntry]:
+        out = {}
+        for key in self.state.keys():  # noqa: SIM118 - a proxy: one round trip for the key list
+            if key[:4] == ("entry", self.job, chunk, row):
+                with contextlib.suppress(KeyError, ValidationError):
+                    out[int(key[4])] = RaceEntry.model_validate_json(self.state[key])
+        return out
+
+    def drop(self, chunk: int, row: int) -> None:
+        for key in self.state.keys():  # noqa: SIM118
+            if key[1:4] == (self.job, chunk, row) and key[0] in ("entry", "lease"):
+                self.state.pop(key, None)
+
+    def idle(self) -> int:
+        busy = sum(1 for key in self.state.keys() if key[0] == "busy")  # noqa: SIM118
+        return max(0, self.processes - busy)
+
+    def call(self, task: RaceTask) -> None:
+        self.calls.put(task.model_dump_json())
+
+    @contextlib.contextmanager
+    def busy(self) -> Any:
+        """Mark this process busy (not idle for helpers) while the block runs."""
+        key = ("busy", os.getpid())
+        self.state[key] = True
+        try:
+            yield
+        finally:
+            self.state.pop(key, None)

@@ -1,0 +1,262 @@
+"""The owner's side of one puzzle raced across processes: `Escalation` calls helpers, watches their answers
+and stops them; a `Board` is where owner and helpers meet (Redis for workers, shared memory embedded).
+
+A chunk's owner solves with `Escalation.racing` as `solve_many`'s `racing` hook: around the
+search of each puzzle the batch's first pass left unsolved. A thread (started at the first such
+puzzle: an easy chunk never has one) asks every `poll_s`:
+once the puzzle has been searched `escalate_after` seconds and a process is idle, it opens
+the puzzle's race (a lease the owner refreshes: helpers stop when it lapses, so a dead
+owner leaves no helper running), calls as many helpers as there are idle processes
+(counting those called and not yet started), and takes the first helper's grid the
+independent verifier accepts: the race is closed and the owner's own search stopped
+through its flag. With no idle process, nothing is written anywhere. When the owner's search ends (its
+answer, a helper's, or the time limit), the race is closed (helpers stop at their next
+slice) and the owner waits up to `grace_s` for the started helpers' last counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol
+
+import numpy as np
+
+from pipeline.race import MAX_HELPERS, Outcome, RaceEntry, RaceTask, race_seed
+from pipeline.stop import StopPoller
+from pipeline.tasks import ChunkTask
+from solvers.parse import parse_puzzle
+from solvers.puzzle import PuzzleError
+from solvers.result import SolveResult, Status
+from solvers.stop import new_flag, raise_flag
+from solvers.verify import is_solution
+
+log = logging.getLogger(__name__)
+GRACE_S = 1.5  # how long a closed race waits for its started helpers' last counters
+SETTLE_POLL_S = 0.05
+
+
+class Board(Protocol):
+    """Where the owner of a chunk and the helpers racing its puzzles meet (one job)."""
+
+    def open(self, chunk: int, row: int) -> None:
+        """Owner: the puzzle is raced (set or refresh its lease)."""
+
+    def over(self, chunk: int, row: int) -> bool:
+        """Helper: True once the puzzle needs no more search (closed, lease lapsed, job stopped)."""
+
+    def close(self, chunk: int, row: int) -> None:
+        """Anyone: end the race (helpers stop at their next poll)."""
+
+    def post(self, chunk: int, row: int, helper: int, entry: RaceEntry) -> None:
+        """Helper: publish its state (`started`, then `done` with answer and counters)."""
+
+    def entries(self, chunk: int, row: int) -> dict[int, RaceEntry]:
+        """Every helper's last entry (malformed ones left out)."""
+
+    def drop(self, chunk: int, row: int) -> None:
+        """Owner: forget the race (its entries are merged)."""
+
+    def idle(self) -> int:
+        """Processes that could take a helper task now."""
+
+    def call(self, task: RaceTask) -> None:
+        """Send one helper task."""
+
+
+@dataclass
+class _Race:
+    """The puzzle the owner searches now."""
+
+    row: int
+    text: str
+    started: float
+    flag: np.ndarray
+    escalated: bool = False
+    called: int = 0
+    winner: int | None = None
+    entries: dict[int, RaceEntry] = field(default_factory=dict)
+
+
+class Escalation:
+    """The owner's escalation of one chunk (see the module docstring); a context manager running its thread.
+
+    `stop` is the chunk's own flag (a purge): raised, it stops the puzzle searched now too.
+    """
+
+    def __init__(
+        self,
+        task: ChunkTask,
+        board: Board,
+        stop: np.ndarray,
+        poll_s: float = 0.25,
+        grace_s: float = GRACE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.task = task
+        self.board = board
+        self.stop = stop
+        self.after = float(task.escalate_after or 0.0)
+        self.poll_s = poll_s
+        self.grace_s = grace_s
+        self.clock = clock
+        self._texts: list[str] | None = None  # split once a puzzle is searched: easy chunks never are
+        self.outcomes: dict[int, Outcome] = {}
+        self._current: _Race | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._entered = False  # the thread runs only inside `with` (tests drive `tick` by hand)
+
+    @contextlib.contextmanager
+    def racing(self, row: int) -> Iterator[np.ndarray]:
+        """`solve_many`'s hook: the stop flag of row `row`'s search, watched (and escalated) while it runs."""
+        if self._texts is None:
+            self._texts = self.task.texts()
+        race = _Race(row, self._texts[row], self.clock(), new_flag())
+        if self.stop[0]:
+            raise_flag(race.flag)
+        with self._lock:
+            self._current = race
+            self._start()
+        try:
+            yield race.flag
+        finally:
+            with self._lock:
+                self._current = None
+            if race.called:
+                self.outcomes[row] = self._settle(race)
+
+    def tick(self) -> None:
+        """One poll: follow the chunk's stop, escalate when due, take a verified answer, call helpers."""
+        with self._lock:
+            race = self._current
+            if race is None or race.winner is not None:
+                return
+            if self.stop[0]:
+                raise_flag(race.flag)
+                return
+            if not race.escalated and self.clock() - race.started < self.after:
+                return
+            race.escalated = True
+            chunk = self.task.chunk
+            if race.called:  # the race is open: keep its lease, look for a verified grid
+                self.board.open(chunk, race.row)
+                race.entries = self.board.entries(chunk, race.row)
+                race.winner = self._verified(race)
+                if race.winner is not None:
+                    raise_flag(race.flag)
+                    self.board.close(chunk, race.row)  # the other helpers stop now
+                    return
+            waiting = race.called - len(race.entries)  # called, not started yet
+            wanted = min(MAX_HELPERS - race.called, self.board.idle() - waiting)
+            if wanted > 0 and not race.called:  # opened only once there is a helper to call
+                self.board.open(chunk, race.row)
+            for _ in range(max(0, wanted)):
+                race.called += 1
+                self.board.call(self._task(race))
+
+    def _task(self, race: _Race) -> RaceTask:
+        """The task of the next helper of `race`: another seed, another variant."""
+        t = self.task
+        return RaceTask(
+            job=t.job,
+            chunk=t.chunk,
+            row=race.row,
+            helper=race.called,
+            puzzle=race.text,
+            box=t.box,
+            time_limit=t.time_limit,
+            portfolio=t.portfolio,
+            seed=race_seed(t.job, t.chunk, race.row, race.called),
+        )
+
+    def _verified(self, race: _Race) -> int | None:
+        """The first helper (lowest number) whose posted grid the independent verifier accepts."""
+        for helper, entry in sorted(race.entries.items()):
+            if entry.state == "done" and entry.solution and self._accepts(race.text, entry.solution):
+                return helper
+        return None
+
+    def _accepts(self, text: str, solution: str) -> bool:
+        """True when `solution` is a valid grid keeping every given of `text` (`solvers.verify`)."""
+        try:
+            puzzle = parse_puzzle(text, self.task.box)
+            grid = parse_puzzle(solution, self.task.box)
+        except (PuzzleError, ValueError):
+            return False
+        return grid.box == puzzle.box and is_solution(puzzle, grid.givens)
+
+    def _settle(self, race: _Race) -> Outcome:
+        """Close the race, wait (up to `grace_s`) for every started helper's last entry, and forget it."""
+        chunk = self.task.chunk
+        try:
+            self.board.close(chunk, race.row)
+            until = self.clock() + self.grace_s
+            entries = self.board.entries(chunk, race.row)
+            while any(e.state != "done" for e in entries.values()) and self.clock() < until:
+                time.sleep(SETTLE_POLL_S)
+                entries = self.board.entries(chunk, race.row)
+            race.entries = {**race.entries, **entries} if entries else race.entries
+            if race.winner is None:
+                race.winner = self._verified(race)
+            self.board.drop(chunk, race.row)
+        except Exception as exc:  # noqa: BLE001 - the owner's own answer stands; the record is written
+            log.warning("race of chunk %s row %s: helpers' answers lost: %s", chunk, race.row, exc)
+        return Outcome(dict(race.entries), race.winner)
+
+    def _run(self) -> None:
+        while not self._done.wait(self.poll_s):
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001 - a broker blinking must not stop the owner's search
+                log.warning("escalation of chunk %s: %s", self.task.chunk, exc)
+
+    def _start(self) -> None:
+        """Start the polling thread at the first puzzle searched (a chunk the batch's first pass answers
+        whole, the usual easy one, never starts it: no thread, no wake-ups)."""
+        if self._entered and self._thread is None and not self._done.is_set():
+            self._thread = threading.Thread(target=self._run, name="escalation", daemon=True)
+            self._thread.start()
+
+    def __enter__(self) -> Escalation:
+        self._entered = True
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+def help_race(task: RaceTask, board: Board, poll_s: float) -> SolveResult | None:
+    """Race one puzzle as helper `task.helper` until it is answered anywhere (what a worker or a local
+    process runs for a `RaceTask`); its result, or None when the race was over before it started.
+
+    The helper writes no record: it posts `started`, races under a stop poller watching the
+    board (closed, the owner's lease lapsed, the job stopped: it gives up at its solvers' next
+    slice), then posts its answer and counters; a solved grid also closes the race, so the
+    other helpers stop within a poll. The owner verifies the grid before it takes it.
+    """
+    from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
+
+    if board.over(task.chunk, task.row):
+        return None
+    board.post(task.chunk, task.row, task.helper, RaceEntry(state="started"))
+    with StopPoller(lambda: board.over(task.chunk, task.row), poll_s) as poller:
+        (result,) = solve_many(
+            [task.puzzle], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio,
+            seed=task.seed, stop=poller.flag, variant=task.helper,
+        )  # fmt: skip
+    board.post(task.chunk, task.row, task.helper, RaceEntry.of(result))
+    if result.status == Status.SOLVED:
+        board.close(task.chunk, task.row)
+    return result

@@ -1,0 +1,124 @@
+"""One puzzle across the fleet: the third task kind (`RaceTask`), what a helper posts (`RaceEntry`), and how
+the chunk's owner folds the helpers' work into the puzzle's one record (`merge`).
+
+A solve chunk with `escalate_after` S set (`ChunkTask.escalate_after`) has its owner (the
+worker, or local process, solving the chunk) call helpers for any puzzle its race has not
+answered after S seconds: idle processes race the same puzzle with another seed and variant
+(`race_seed`), each posting `started`, then its answer and counters. The owner alone writes
+the record: it takes a helper's grid only once the independent verifier accepts it, and the
+record's `counters` hold every member of every helper (`sat@helper1`, ...), so they add up
+the work of every process. Owner and helpers meet through a `Board` (`pipeline.escalation`):
+Redis keys for workers (`pipeline.keys.RaceKeys`), shared memory for local processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.tasks import (
+    JOB_ID_PATTERN,
+    MAX_CHUNK_PUZZLES,
+    MAX_NAME_CHARS,
+    MAX_TIME_LIMIT_S,
+    RACE_TASK_NAME,
+)
+from solvers.result import SolveResult, Status
+
+MAX_HELPERS = 64  # helpers called for one puzzle (a fleet of more idle processes lends it no more)
+MAX_PUZZLE_CHARS = 1 << 16  # one puzzle's text in a race message (64x64 in grid notation: ~25 KB)
+MAX_COUNTER_MEMBERS = 64  # members in one helper's counters
+
+
+class RaceTask(BaseModel):
+    """A helper's task: race one puzzle of a chunk (row `row`) that its owner has not answered in time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    NAME: ClassVar[str] = RACE_TASK_NAME
+
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    chunk: int = Field(ge=0, lt=2**53)
+    row: int = Field(ge=0, lt=MAX_CHUNK_PUZZLES)  # the puzzle's position in its chunk
+    helper: int = Field(ge=1, le=MAX_HELPERS)  # 1, 2, ...: names its counters and its variant
+    puzzle: str = Field(min_length=1, max_length=MAX_PUZZLE_CHARS)
+    box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
+    portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+
+
+class RaceEntry(BaseModel):
+    """What a helper posts: `started` when it begins, `done` with its answer and counters when it ends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: Literal["started", "done"]
+    status: Status | None = None
+    solution: str | None = Field(default=None, max_length=MAX_PUZZLE_CHARS)
+    solver: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    nodes: int = Field(default=0, ge=0, lt=2**63)
+    guesses: int = Field(default=0, ge=0, lt=2**63)
+    restarts: int = Field(default=0, ge=0, lt=2**63)
+    counters: dict[str, dict[str, Any]] = Field(default_factory=dict, max_length=MAX_COUNTER_MEMBERS)
+
+    @classmethod
+    def of(cls, result: SolveResult) -> RaceEntry:
+        """A helper's final entry from its result (a grid only when solved: the rest is not an answer)."""
+        solved = result.status == Status.SOLVED
+        return cls(
+            state="done",
+            status=result.status,
+            solution=result.solution if solved else None,
+            solver=result.solver,
+            nodes=result.nodes,
+            guesses=result.guesses,
+            restarts=result.restarts,
+            counters=result.counters,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The end of one escalated puzzle: every helper's last entry, and the helper whose grid won (if any)."""
+
+    entries: dict[int, RaceEntry]
+    winner: int | None = None
+
+
+def helper_name(member: str, helper: int) -> str:
+    """A helper's member as the record names it (`sat@helper2`)."""
+    return f"{member}@helper{helper}"
+
+
+def race_seed(job: str, chunk: int, row: int, helper: int) -> int:
+    """The seed of helper `helper` racing row `row` of a chunk (a stable hash: the same on every machine)."""
+    digest = hashlib.blake2b(f"{job}:{chunk}:{row}:{helper}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") & (2**62 - 1)) | 1
+
+
+def merge(owner: SolveResult, outcome: Outcome) -> SolveResult:
+    """The puzzle's one result: the owner's own answer when it solved or refuted it, else the winning
+    helper's verified grid; `counters` gain every helper's members either way."""
+    counters = dict(owner.counters)
+    for helper, entry in sorted(outcome.entries.items()):
+        for member, values in entry.counters.items():
+            counters[helper_name(member, helper)] = values
+    own = owner.status in (Status.SOLVED, Status.UNSOLVABLE, Status.INVALID)
+    if own or outcome.winner is None:
+        return dataclasses.replace(owner, counters=counters)
+    entry = outcome.entries[outcome.winner]
+    return SolveResult(
+        Status.SOLVED,
+        puzzle=owner.puzzle,
+        solution=entry.solution,
+        cost=0,
+        solver=helper_name(entry.solver or "?", outcome.winner),
+        elapsed=owner.elapsed,
+        nodes=entry.nodes,
+        guesses=entry.guesses,
+        restarts=entry.restarts,
+        counters=counters,
+    )

@@ -1,0 +1,96 @@
+"""The Redis `Board` of one puzzle raced across the fleet (`pipeline.escalation`): the race's keys
+(`pipeline.keys.RaceKeys`), idle worker processes counted from their beats, helpers called through Celery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipeline.escalation import Board, Escalation
+from pipeline.keys import JobKeys, RaceKeys, current_key, job_stopped, race_over, workers_key
+from pipeline.race import RaceEntry, RaceTask
+from pipeline.solve import worker_name
+from pipeline.tasks import ChunkTask
+from worker.app import app
+from worker.config import settings
+
+log = logging.getLogger(__name__)
+LEASE_S = 3.0  # the owner refreshes its lease every poll; a dead owner's helpers stop this long after
+RACE_TTL_S = 60  # a race's entries (the owner drops them once merged)
+STOP_TTL_S = 10  # a race's stop key: longer than a lease an owner may refresh as a helper closes the race
+MAX_ENTRY_BYTES = 1 << 20  # one helper's posted entry
+
+
+class RedisBoard(Board):
+    """The race keys of one job in Redis (`pipeline.keys.RaceKeys`); helpers are called through Celery."""
+
+    def __init__(self, client: Any, job: str) -> None:
+        self.client = client
+        self.keys = JobKeys(job, settings.key_prefix)
+
+    def _race(self, chunk: int, row: int) -> RaceKeys:
+        return self.keys.race(chunk, row)
+
+    def open(self, chunk: int, row: int) -> None:
+        self.client.set(self._race(chunk, row).lease, worker_name(), px=int(LEASE_S * 1000))
+
+    def over(self, chunk: int, row: int) -> bool:
+        return race_over(self.client, self.keys, self._race(chunk, row))
+
+    def close(self, chunk: int, row: int) -> None:
+        race = self._race(chunk, row)
+        if job_stopped(self.client, self.keys):  # purged: its helpers stop anyway; no key re-created
+            self.client.delete(race.lease, race.entries)
+            return
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.set(race.stop, "1", ex=STOP_TTL_S)
+            pipe.delete(race.lease)
+            pipe.execute()
+
+    def post(self, chunk: int, row: int, helper: int, entry: RaceEntry) -> None:
+        race = self._race(chunk, row)
+        if job_stopped(self.client, self.keys):
+            return  # a purged job's keys are not re-created (a race with the purge expires in RACE_TTL_S)
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(race.entries, str(helper), entry.model_dump_json())
+            pipe.expire(race.entries, RACE_TTL_S)
+            pipe.execute()
+
+    def entries(self, chunk: int, row: int) -> dict[int, RaceEntry]:
+        race = self._race(chunk, row)
+        out = {}
+        for helper, raw in self.client.hgetall(race.entries).items():
+            with contextlib.suppress(ValueError, ValidationError):  # a malformed entry is no answer
+                if len(raw) <= MAX_ENTRY_BYTES:
+                    out[int(helper)] = RaceEntry.model_validate_json(raw)
+        return out
+
+    def drop(self, chunk: int, row: int) -> None:
+        self.client.delete(self._race(chunk, row).entries)
+
+    def idle(self) -> int:
+        now = time.time()
+        beats = workers_key(settings.key_prefix)
+        live = set(self.client.zrangebyscore(beats, now - 3 * settings.heartbeat_s, "+inf"))
+        busy = set(self.client.hkeys(current_key(settings.key_prefix)))
+        return len(live - busy)
+
+    def call(self, task: RaceTask) -> None:
+        app.send_task(
+            task.NAME,
+            kwargs={"task": task.model_dump(mode="json")},
+            kwargsrepr=f"job={task.job} chunk={task.chunk} row={task.row} helper={task.helper}",
+            queue=settings.queue,
+        )
+
+
+def escalation_for(task: ChunkTask, client: Any, stop: Any) -> contextlib.AbstractContextManager[Any]:
+    """The running escalation of a chunk whose task asks for one (None inside the block otherwise)."""
+    if not task.escalate_after:
+        return contextlib.nullcontext(None)
+    return Escalation(task, RedisBoard(client, task.job), stop, poll_s=settings.stop_poll_s)

@@ -1,0 +1,57 @@
+"""One puzzle across the fleet, the helper's side: the task `sudoku_batch.race_puzzle` races one puzzle of
+another worker's chunk (`pipeline.escalation.help_race`) on the Redis board (`worker.board`).
+
+Its message is acknowledged early: a helper killed mid-race is not redelivered (the owner,
+which writes the record, races on; it waits for a started helper's last counters only
+`GRACE_S`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from pipeline.escalation import help_race
+from pipeline.keys import current_key
+from pipeline.race import RaceTask
+from pipeline.solve import worker_name
+from pipeline.tasks import RACE_TASK_NAME
+from solvers.result import Status
+from worker.app import app
+from worker.board import RedisBoard
+from worker.config import settings
+from worker.tasks import BadArguments, one_line, only_task, validation_reasons
+
+log = logging.getLogger(__name__)
+
+
+def handle_race(payload: Any, client: Any) -> int:
+    """Race one puzzle as helper `task.helper` (`pipeline.escalation.help_race`); 1 if it solved it."""
+    task = RaceTask.model_validate(payload)
+    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping: not idle while it races
+        client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}:race")
+    try:
+        result = help_race(task, RedisBoard(client, task.job), settings.stop_poll_s)
+    finally:
+        client.hdel(current_key(settings.key_prefix), worker_name())
+    return int(result is not None and result.status == Status.SOLVED)
+
+
+@app.task(name=RACE_TASK_NAME, ignore_result=True, acks_late=False)
+def race_puzzle_task(*args: Any, **kwargs: Any) -> int:
+    """Celery entry point (by name): `task=` a RaceTask; see `handle_race`. Refusals: one log line."""
+    from worker.connection import store_client
+
+    try:
+        return handle_race(only_task(args, kwargs), store_client())
+    except ValidationError as exc:
+        log.error("dropping a malformed race message: %s", validation_reasons(exc)[:500])
+    except BadArguments as exc:
+        log.error("dropping a malformed race message: %s", exc)
+    except (ValueError, redis.ResponseError) as exc:
+        log.error("dropping a race message: %s", one_line(exc))
+    return 0
