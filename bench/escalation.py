@@ -1,6 +1,6 @@
 """One hard puzzle across the fleet: its wall time as a broker job on 1 and on 2 workers (issue 16, item 3).
 
-    python bench/escalation.py [--puzzle frisch:15 | qwh:2] [--runs 3] [--escalate-after 2]
+    python bench/escalation.py [--puzzle frisch:15 | qwh:2 | q64:0 ...] [--runs 3] [--escalate-after 2]
 
 A job holding one hard puzzle (`--portfolio race`, a fixed `seed`, so every run starts the
 same search) runs on 1 worker process, then on 2 (`--concurrency 1` each); with 2, the
@@ -11,7 +11,9 @@ Beside it, the CPU seconds each worker (with its pool process) spent on the job:
 machine whose cores are taken by others the wall time mostly measures the others, while
 the busiest worker's CPU is the wall the job would take with a free core per worker.
 Puzzles: `frisch:I` is line I (0-based) of gecode's frisch 25x25 set in the shared
-corpora; `qwh:S` a 36x36 grid with 60% of its cells blanked, made from seed S here.
+corpora; `qwh:S` a 36x36 grid with 60% of its cells blanked, made from seed S here;
+`q36:I`, `q49:I`, `q64:I` grid I of that hard set of bench/hard_sets.py (`train-q64:I`:
+of its training set). Several `--puzzle` options are measured in turn.
 The load average is printed beside the figures.
 """
 
@@ -36,8 +38,13 @@ SEED = 7
 
 
 def puzzle_text(name: str) -> str:
-    """The puzzle named `frisch:I` or `qwh:S` (see the module docstring)."""
+    """The puzzle named `frisch:I`, `qwh:S`, `SET:I` or `train-SET:I` (see the module docstring)."""
     kind, _, arg = name.partition(":")
+    if kind.removeprefix("train-") in ("q36", "q49", "q64"):
+        from bench.hard_sets import SETS, TRAINING
+
+        sets = TRAINING if kind.startswith("train-") else SETS
+        return sets[kind.removeprefix("train-")].lines()[int(arg)]
     if kind == "frisch":
         return (CORPORA / "25x25" / "gecode_frisch_25x25.txt").read_text().split()[int(arg)]
     import numpy as np
@@ -115,12 +122,12 @@ def one_run(url: str, text: str, escalate_after: float, time_limit: float) -> tu
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--puzzle", default="frisch:15" if (CORPORA / "25x25").exists() else "qwh:2")
+    ap.add_argument("--puzzle", action="append", help="repeat for several (default frisch:15, or qwh:2)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--escalate-after", type=float, default=2.0)
     ap.add_argument("--time-limit", type=float, default=120.0)
     args = ap.parse_args()
-    text = puzzle_text(args.puzzle)
+    names = args.puzzle or ["frisch:15" if (CORPORA / "25x25").exists() else "qwh:2"]
     tmp = Path(tempfile.mkdtemp(prefix="bench-escalation-"))
     port = free_port()
     server = subprocess.Popen(
@@ -129,37 +136,44 @@ def main() -> None:
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"redis://127.0.0.1:{port}/0"
-    walls: dict[int, list[float]] = {1: [], 2: []}
-    busiest: dict[int, list[float]] = {1: [], 2: []}
     try:
         time.sleep(0.5)
-        for run in range(args.runs):
-            for count in (1, 2):
-                procs = start_workers(url, count, tmp)
-                try:
-                    load = os.getloadavg()[0]
-                    before = worker_cpu(procs)
-                    wall, record = one_run(url, text, args.escalate_after, args.time_limit)
-                    cpu = [b - a for a, b in zip(before, worker_cpu(procs), strict=True)]
-                finally:
-                    stop(procs)
-                walls[count].append(wall)
-                busiest[count].append(max(cpu))
-                print(
-                    f"run {run + 1}, {count} worker(s): {wall:.2f} s wall, {record['status']} by "
-                    f"{record['solver']}, worker CPU {' + '.join(f'{c:.2f}' for c in cpu)} s, "
-                    f"load {load:.2f}",
-                    flush=True,
-                )
+        for name in names:
+            measure(url, tmp, name, args)
     finally:
         server.terminate()
         server.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
-    one, two = statistics.median(walls[1]), statistics.median(walls[2])
-    print(f"{args.puzzle}: median wall 1 worker {one:.2f} s, 2 workers {two:.2f} s: x{two / one:.2f}")
-    one, two = statistics.median(busiest[1]), statistics.median(busiest[2])
-    print(f"{args.puzzle}: median CPU of the busiest worker 1: {one:.2f} s, 2: {two:.2f} s: x{two / one:.2f}")
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+
+
+def measure(url: str, tmp: Path, name: str, args: argparse.Namespace) -> None:
+    """One puzzle's runs on 1 and on 2 workers, alternating; print each run and the medians."""
+    text = puzzle_text(name)
+    walls: dict[int, list[float]] = {1: [], 2: []}
+    busiest: dict[int, list[float]] = {1: [], 2: []}
+    for run in range(args.runs):
+        for count in (1, 2):
+            procs = start_workers(url, count, tmp)
+            try:
+                load = os.getloadavg()[0]
+                before = worker_cpu(procs)
+                wall, record = one_run(url, text, args.escalate_after, args.time_limit)
+                cpu = [b - a for a, b in zip(before, worker_cpu(procs), strict=True)]
+            finally:
+                stop(procs)
+            walls[count].append(wall)
+            busiest[count].append(max(cpu))
+            print(
+                f"{name} run {run + 1}, {count} worker(s): {wall:.2f} s wall, {record['status']} by "
+                f"{record['solver']}, worker CPU {' + '.join(f'{c:.2f}' for c in cpu)} s, "
+                f"load {load:.2f}",
+                flush=True,
+            )
+    one, two = statistics.median(walls[1]), statistics.median(walls[2])
+    print(f"{name}: median wall 1 worker {one:.2f} s, 2 workers {two:.2f} s: x{two / one:.2f}", flush=True)
+    one, two = statistics.median(busiest[1]), statistics.median(busiest[2])
+    print(f"{name}: median CPU of the busiest worker 1: {one:.2f} s, 2: {two:.2f} s: x{two / one:.2f}")
 
 
 if __name__ == "__main__":

@@ -88,27 +88,50 @@ def learn_set(recs: list[dict[str, Any]]) -> dict[str, float]:
     return {**shares, **{m: STOCHASTIC_SHARE for m in STOCHASTIC}}
 
 
-def learn(recs: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
-    """Shares per grid side, from the training records of every set."""
+def helper_order(recs: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The SAT modes of one training set, best first by PAR-2 alone (then median): the members
+    helpers race in turn instead of the owner's (`solvers.shares.helper_shares`)."""
+    limit = max(r["limit"] for r in recs)
+    scores = []
+    for m in sorted({r["config"] for r in recs if r["config"].startswith("sat")}):
+        mine = [r for r in recs if r["config"] == m]
+        alone = predict({m: [r["cpu"] if solved(r) else None for r in mine]}, {m: 1.0}, limit)
+        scores.append((par2(mine), statistics.median(alone), m))
+    return tuple(m for *_, m in sorted(scores))
+
+
+def learn(recs: list[dict[str, Any]]) -> tuple[dict[int, dict[str, float]], dict[int, tuple[str, ...]]]:
+    """Shares and helper orders per grid side, from the training records of every set."""
     table: dict[int, dict[str, float]] = {}
+    helpers: dict[int, tuple[str, ...]] = {}
     for sname in sorted({r["set"] for r in recs}, key=lambda s: SIDES[s]):
-        shares = learn_set([r for r in recs if r["set"] == sname])
-        table[SIDES[sname]] = shares
-        print(f"{sname} ({SIDES[sname]}x{SIDES[sname]}): {shares}", flush=True)
-    return table
+        mine = [r for r in recs if r["set"] == sname]
+        table[SIDES[sname]] = learn_set(mine)
+        helpers[SIDES[sname]] = helper_order(mine)
+        print(
+            f"{sname} ({SIDES[sname]}x{SIDES[sname]}): {table[SIDES[sname]]}; helpers {helpers[SIDES[sname]]}"
+        )
+    return table, helpers
 
 
-def write_shares(table: dict[int, dict[str, float]], path: Path) -> None:
-    """Replace the `LEARNED` table in solvers/shares.py with `table`."""
-    rows = "\n".join(
-        f"    {side}: {{{', '.join(f'{m!r}: {s}' for m, s in shares.items())}}},"
-        for side, shares in sorted(table.items())
-    ).replace("'", '"')
+def write_shares(table: dict[int, dict[str, float]], helpers: dict[int, tuple[str, ...]], path: Path) -> None:
+    """Replace the `LEARNED` and `HELPER_ORDER` tables in solvers/shares.py, keeping the sides
+    with no training records (a size retrained alone leaves the others as they were)."""
+    from solvers.shares import HELPER_ORDER, LEARNED
+
     text = path.read_text()
-    new, count = re.subn(
-        r"(LEARNED: dict\[int, dict\[str, float\]\] = \{\n).*?(\n\})", rf"\g<1>{rows}\g<2>", text, flags=re.S
-    )
-    if count != 1:
-        raise SystemExit(f"no LEARNED table found in {path}")
-    path.write_text(new)
+    for name, kind, merged in (
+        ("LEARNED", r"dict\[int, dict\[str, float\]\]", {**LEARNED, **table}),
+        ("HELPER_ORDER", r"dict\[int, tuple\[str, \.\.\.\]\]", {**HELPER_ORDER, **helpers}),
+    ):
+        rows = "\n".join(
+            f"    {side}: ({', '.join(map(repr, row))}{',' if len(row) == 1 else ''}),"
+            if isinstance(row, tuple)
+            else f"    {side}: {{{', '.join(f'{m!r}: {s}' for m, s in row.items())}}},"
+            for side, row in sorted(merged.items())
+        ).replace("'", '"')
+        text, count = re.subn(rf"({name}: {kind} = \{{\n).*?(\n\}})", rf"\g<1>{rows}\g<2>", text, flags=re.S)
+        if count != 1:
+            raise SystemExit(f"no {name} table found in {path}")
+    path.write_text(text)
     print(f"wrote {path}")

@@ -286,7 +286,7 @@ def section_large(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"unknown set {unknown[0]!r}; sets: {', '.join(registry)}")
     configs = large_configs()
-    default = ["race", "propagation", "sat", "sat-rows", "cpsat"]
+    default = ["race", "propagation", "sat", "sat-rows", "sat-plain", "cpsat"]
     chosen = args.configs.split(",") if args.configs else default
     if "cpsat" in chosen and importlib.util.find_spec("ortools") is None:
         if args.configs:
@@ -399,8 +399,8 @@ def section_learn(args: argparse.Namespace) -> None:
     from bench.learn_shares import learn, write_shares
 
     recs = [json.loads(x) for x in large_path(True).read_text().splitlines()]
-    table = learn(latest(recs, ("set", "config")))
-    write_shares(table, ROOT / "solvers" / "shares.py")
+    table, helpers = learn(latest(recs, ("set", "config")))
+    write_shares(table, helpers, ROOT / "solvers" / "shares.py")
 
 
 def stochastic_subset(text: str) -> dict[str, int]:

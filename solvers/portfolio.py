@@ -51,8 +51,8 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import ROWS, SAT_SOLVER
-from solvers.shares import learned_shares
+from solvers.sat import PLAIN, ROWS, SAT_SOLVER
+from solvers.shares import helper_shares, learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -106,9 +106,12 @@ class PortfolioSpec(BaseModel):
     fast_nodes: int = Field(default=0, ge=0)
     learned: bool = False
 
-    def weights(self, n: int) -> list[float]:
-        """Return each member's weight for grid side n (0: it sits out this size)."""
+    def weights(self, n: int, variant: int = 0) -> list[float]:
+        """Return each member's weight for grid side n (0: it sits out this size); a helper's
+        (`variant` > 0) moves the main share to another member (`solvers.shares.helper_shares`)."""
         shares = learned_shares(n) if self.learned else None
+        if self.learned and variant > 0 and (mix := helper_shares(n, variant)) is not None:
+            shares = mix[0]
         out = []
         for m in self.members:
             if not m.races(n):
@@ -150,11 +153,12 @@ def _presets() -> dict[str, PortfolioSpec]:
     exact_member = MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0)
     sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE)
     rows = MemberSpec(solver=ROWS.name, weight=57.0, min_side=LARGE_SIDE)
+    plain = MemberSpec(solver=PLAIN.name, weight=57.0, min_side=LARGE_SIDE)
     return {
         "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
         "race": PortfolioSpec(
             name="race",
-            members=(exact_member, sat, rows, *stochastic),
+            members=(exact_member, sat, rows, plain, *stochastic),
             learned=True,
         ),
         "exact": PortfolioSpec(name="exact", members=exact),
@@ -181,12 +185,14 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
 
 
 def _literal_order(seed: int, variant: int, child: np.random.SeedSequence) -> int:
-    """A complete member's literal numbering: 0 (the mode's own) for the unseeded race, else one
-    drawn from its child seed; a helper's (`variant` > 0) also from the variant, so no two helpers
-    of one race search the same numbering even under one seed."""
+    """A complete member's literal numbering: 0 (the mode's own) for the owner under every seed,
+    else (a helper, `variant` > 0) one drawn from its child seed and the variant, so no two
+    helpers of one race search the same numbering even under one seed. Why not the seed alone:
+    every job's chunks carry a seed, and a random numbering loses what the mode's order is for
+    (q64 #1 and #3: `sat-rows` 6.6 and 7.7 s CPU in its order, unsolved in 60 s under seeds 5 and 9)."""
     if variant:
         return child_seed(np.random.SeedSequence([variant, child_seed(child)]))
-    return 0 if seed == 0 else child_seed(child)
+    return 0
 
 
 def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> list[Member]:
@@ -196,7 +202,9 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
     members: list[Member] = []
     seen: dict[str, int] = {}
     fast_given = False
-    weights = spec.weights(puzzle.box.n)
+    weights = spec.weights(puzzle.box.n, variant)
+    mix = helper_shares(puzzle.box.n, variant) if spec.learned else None
+    own_order = mix is not None and not mix[1]  # a helper moved to another member keeps its order
     for m, child, weight in zip(spec.members, children, weights, strict=True):
         fast_path = m.kind is Kind.EXACT and not fast_given and m.races(puzzle.box.n)
         if weight <= 0 and not fast_path:  # sits out; the first exact member still runs the fast path
@@ -223,7 +231,7 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
                 )
             )
         elif entry.kind is Kind.COMPLETE:  # seed 0: the literals in their natural order; else another
-            order = _literal_order(seed, variant, child)
+            order = 0 if own_order else _literal_order(seed, variant, child)
             members.append(entry.solver(puzzle, weight=weight, name=name, seed=order))
         else:
             solver = entry.solver
@@ -266,7 +274,7 @@ def race(
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
-    weights = spec.weights(puzzle.box.n)
+    weights = spec.weights(puzzle.box.n, variant)
     has_exact = any(
         m.kind in (Kind.EXACT, Kind.COMPLETE) and w > 0 for m, w in zip(spec.members, weights, strict=True)
     )

@@ -319,6 +319,10 @@ class StochasticMember(Member):
         self.run_base_ns = 0  # member time used before the current run started
         self.counted = 0  # work of the current run already added to vtime
         self.start_ns = 0  # how long the last run took to build (checked against the deadline)
+        # the first run's start-up, charged before it runs: a member with a tiny share and a costly
+        # start (evolution at 64x64: 0.4 s) waits for its turn instead of paying it in the race's first second
+        self.prepaid = solver.start_work(puzzle, params) if solver.start_work is not None else 0
+        self.vtime = self.prepaid / self.unit
 
     def _start(self) -> StochasticRun:
         """Start a fresh run on the next child seed, with its Luby-scaled budget."""
@@ -328,7 +332,7 @@ class StochasticMember(Member):
         self.start_ns = monotonic_ns() - t0
         self.used_ns += self.start_ns
         self.run_base_ns = self.used_ns
-        self.counted = 0
+        self.counted, self.prepaid = self.prepaid, 0  # the prepaid start-up is not counted twice
         self.run_budget = self.unit * self.restart_slices * luby(self.luby_index)
         self.luby_index += 1
         self._note(run)

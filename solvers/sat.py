@@ -14,12 +14,21 @@ elimination and subsumption), literals of the cells with fewest candidates first
 it needed 31 s for all 18 where the focused mode with inprocessing off (the member until
 issue 16) needed 96 s. `sat-rows` is the same mode with the literals numbered cell by cell,
 another search that wins on other grids; the learned shares (`solvers.shares`) pick one per
-grid size. `sat-focused`, that focused mode, is not in the race (in training it solved 21 of
+grid size. `sat-plain` is the stable mode with no restarts, no rephasing and no inprocessing
+(probing, elimination, subsumption, vivification), literals cell by cell: on the 75%-blanked
+64x64 grids a conflict costs it a third of `sat-rows`' and it solved all 10 evidence grids in
+54 s where `sat-rows` left one; on 49x49 at 60% it lost badly (1 of 7 in 30 s), so the shares
+give it 64x64 only. `sat-focused`, that focused mode, is not in the race (in training it solved 21 of
 38 grids, `sat` 35); it stays a solver name for portfolios and the bench.
 
 The solver advances a few slices' worth of conflicts per race step, keeping its learnt
-clauses, phases and restarts across calls (a step boundary does not change its search:
-the same conflicts to a solution in steps of 150 as of 1000).
+clauses and phases across calls. Each call re-arms CaDiCaL's conflict-counted schedules
+(restart, rephase, reduce, inprocessing) from that call's start, so in steps of a few dozen
+to a few hundred conflicts none of them fires and a step boundary does not change the search
+(q64 #0: 25,261 conflicts to a solution in steps of 15, 30, 60, 120 or 250); in steps of 2,000
+they fire, and the same grid was not solved in 272k conflicts. The race's searches are
+therefore CDCL without restarts or rephasing, the regime the modes were measured in; a
+helper's literal order is its other source of diversity (`solvers.portfolio`).
 """
 
 from __future__ import annotations
@@ -87,7 +96,15 @@ ROWS = SatMode(
     conflicts_25=78.0,
     falloff=2.5,
 )
-SAT_MODES: dict[str, SatMode] = {m.name: m for m in (STABLE, ROWS, FOCUSED)}
+PLAIN = SatMode(
+    "sat-plain",
+    {"stabilizeonly": 1, "restart": 0, "rephase": 0, "probe": 0, "elim": 0, "subsume": 0, "vivify": 0},
+    "CaDiCaL, stable mode without restarts, rephasing or inprocessing, literals cell by cell",
+    fewest_first=False,
+    conflicts_25=60.0,  # measured: ~13 at 64x64 (q64: 4-5 conflicts a ms, a third of `sat-rows`' cost each)
+    falloff=1.6,
+)
+SAT_MODES: dict[str, SatMode] = {m.name: m for m in (STABLE, ROWS, PLAIN, FOCUSED)}
 SAT_SOLVER = STABLE.name  # the default SAT member's name
 
 

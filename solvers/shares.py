@@ -25,7 +25,7 @@ LEARNED: dict[int, dict[str, float]] = {
     25: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     36: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     49: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
-    64: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    64: {"sat-plain": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
 }
 
 
@@ -35,3 +35,33 @@ def learned_shares(n: int) -> dict[str, float] | None:
         return None
     side = min(LEARNED, key=lambda s: (abs(s - n), s))
     return LEARNED[side]
+
+
+# side -> the SAT modes helpers race instead of the owner's, best first: by PAR-2 alone in training
+# where measured (written by `bench/portfolio.py learn`: 64x64); at 25, 36 and 49 (training records
+# of issue 16's first rounds, before `sat-plain`) the other literal order first, then `sat-plain`
+HELPER_ORDER: dict[int, tuple[str, ...]] = {
+    25: ("sat", "sat-plain"),
+    36: ("sat-rows", "sat-plain"),
+    49: ("sat", "sat-plain"),
+    64: ("sat-plain", "sat-rows", "sat"),
+}
+
+
+def helper_shares(n: int, variant: int) -> tuple[dict[str, float], bool] | None:
+    """Return helper `variant`'s shares for grid side n (None below the learned sides) and whether
+    it must also renumber its literals. Why: a helper running the owner's own member searches
+    nearly the same way (a SAT mode's conflicts to a solution vary little with the literal order),
+    so helper k moves the owner's main share to the k-th member of `HELPER_ORDER`, in that
+    member's own order; helpers past the end of the list cycle through it again, renumbered."""
+    shares = learned_shares(n)
+    if shares is None or variant <= 0:
+        return None
+    side = min(LEARNED, key=lambda s: (abs(s - n), s))
+    own = max(shares, key=lambda m: (shares[m], m))
+    others = [m for m in HELPER_ORDER.get(side, ()) if m != own]
+    if not others:
+        return shares, True
+    pick = others[(variant - 1) % len(others)]
+    moved = {pick if m == own else m: s for m, s in shares.items()}
+    return moved, variant > len(others)

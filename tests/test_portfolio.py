@@ -16,8 +16,9 @@ from solvers.exact.base import BUDGET, DONE
 from solvers.exact.propagation import RESTART_UNIT
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
-from solvers.restarts import FOUND, ExactMember, luby
+from solvers.restarts import FOUND, ExactMember, StochasticMember, luby
 from solvers.shares import learned_shares
+from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
 DEMO = "..62...8...897......481.5......6...2.7.....3.6...5......2.471....3.284...5...12.."
@@ -37,7 +38,8 @@ STOCHASTIC = ("annealing", "evolution", "progressive")
 # The race with its own weights, not the learned shares (there the stochastic members' 0.2% shares
 # first run after ~1.5 s of the others' work): every member takes part within a second.
 OWN_WEIGHTS = PortfolioSpec(name="race, own weights", members=PRESETS["race"].members)
-# ... and the stochastic members weighing 20 (not 1): they first run within ~0.1 s of work, not ~0.85 s,
+# ... and the stochastic members weighing 20 (not 1): they first run within ~0.3 s of work (evolution
+# after its start-up's worth, charged up front), not ~0.85 s (evolution: ~5 s),
 # so a 1.5 s deadline sees every member run even on a loaded machine (at load 5 the race got 0.67 s CPU).
 EARLY_STOCHASTIC = PortfolioSpec(
     name="race, stochastic early",
@@ -65,7 +67,13 @@ def test_the_luby_sequence_starts_as_published():
 
 
 def test_presets_and_comma_lists_become_portfolios_and_unknown_names_are_named():
-    assert [m.solver for m in PRESETS["race"].members] == ["propagation", "sat", "sat-rows", *STOCHASTIC]
+    assert [m.solver for m in PRESETS["race"].members] == [
+        "propagation",
+        "sat",
+        "sat-rows",
+        "sat-plain",
+        *STOCHASTIC,
+    ]
     assert [m.solver for m in PRESETS["fast"].members] == ["propagation"]
     assert {m.solver for m in PRESETS["exact"].members} == set(EXACT_SOLVERS)
     assert [m.solver for m in parse_portfolio("propagation, annealing").members] == [
@@ -99,7 +107,7 @@ def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_t
     assert r.cost == grid_cost(puzzle, grid_of(r.solution)) == r.counters[r.solver]["best_cost"] > 0
     assert r.cost == min(c["best_cost"] for c in r.counters.values() if c["best_cost"] is not None)
     order = [name for name, _, _ in trace]
-    assert set(order) == {"propagation", "sat", "sat-rows", *STOCHASTIC}
+    assert set(order) == {"propagation", "sat", "sat-rows", "sat-plain", *STOCHASTIC}
     assert order.index("annealing") < len(order) - order[::-1].index("sat") - 1  # interleaved
     for c in r.counters.values():
         assert c["time_ms"] > 0 and c["work"] > 0  # a SAT member may be loading: no decision yet
@@ -133,12 +141,12 @@ def test_a_stop_raised_by_another_thread_ends_the_race_within_50_ms():
     trace: list[tuple[str, str, int]] = []
 
     def run() -> None:
-        box["result"] = race(parse_puzzle(FRISCH), OWN_WEIGHTS, time_limit=30, stop=stop, trace=trace)
+        box["result"] = race(parse_puzzle(FRISCH), EARLY_STOCHASTIC, time_limit=30, stop=stop, trace=trace)
         box["ended"] = monotonic_ns()
 
     thread = threading.Thread(target=run)
     thread.start()
-    waited = time.monotonic() + 20  # with these weights the stochastic members first run after ~0.7 s of
+    waited = time.monotonic() + 20  # with these weights the stochastic members first run after ~0.3 s of
     while not {name for name, _, _ in trace} >= set(STOCHASTIC) and time.monotonic() < waited:  # work:
         time.sleep(0.02)  # wait for their grids (a wall-clock sleep gave a loaded machine too little CPU)
     raised = monotonic_ns()
@@ -290,3 +298,18 @@ def test_the_race_gives_the_exact_member_half_the_work_below_25x25_and_its_learn
     members = {m.name: m.weight for m in _build(spec, parse_puzzle(FRISCH), seed=1)}
     assert {k: w for k, w in members.items() if w > 0} == learned
     assert "propagation" in members  # it runs the fast path whatever its share
+
+
+def test_a_stochastic_members_start_up_is_charged_before_its_first_slice_and_counted_once():
+    from solvers.stochastic.evolution import start_work
+
+    puzzle = parse_puzzle(FRISCH)
+    solver = STOCHASTIC_SOLVERS["evolution"]
+    params = solver.make_params({"propagate": True})
+    member = StochasticMember(solver, puzzle, np.random.SeedSequence(3), params, weight=0.002)
+    prepaid = start_work(puzzle, params) / solver.slice_work
+    assert member.vtime == prepaid > 1  # a tiny share waits that long for its first slice
+    member.step(0, np.zeros(1, dtype=np.int64))
+    assert prepaid + 1 <= member.vtime <= prepaid + 1.5  # then one slice more, the start-up not again
+    annealing = STOCHASTIC_SOLVERS["annealing"]
+    assert StochasticMember(annealing, puzzle, np.random.SeedSequence(3), annealing.make_params()).vtime == 0

@@ -1,4 +1,4 @@
-"""The README's examples are what the program does: its invalid-line record and summary line."""
+"""The README's examples are what the program does: its invalid-line record and summary, its solvers."""
 
 from __future__ import annotations
 
@@ -30,3 +30,12 @@ def test_the_readme_invalid_line_example_is_the_record_and_the_summary_line_a_us
     last = json.loads(proc.stdout.splitlines()[-1])
     assert (last["line"], last["status"], last["error"]) == (line, "invalid", error)
     assert f"  {summary.group(1)}" in proc.stderr.splitlines()
+
+
+def test_the_readme_solver_table_names_every_registered_solver():
+    import solvers.portfolio  # noqa: F401 - imports and so registers every solver
+    from solvers import registry
+
+    section = README.split("## Solvers and portfolios", 1)[1].split("\n## ", 1)[0]
+    named = {row.split("`")[1] for row in section.splitlines() if row.startswith("| `")}
+    assert named == set(registry.SOLVERS)

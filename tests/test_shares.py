@@ -3,16 +3,18 @@ and the learning gives the time to what its training runs say pays."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.learn_shares import STOCHASTIC_SHARE, learn_set, predict
+from bench.learn_shares import STOCHASTIC_SHARE, learn, learn_set, predict, write_shares
+from solvers import shares as shares_module
 from solvers.generator import generate
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
 from solvers.puzzle import Box, Puzzle
-from solvers.shares import LEARNED, learned_shares
+from solvers.shares import HELPER_ORDER, LEARNED, helper_shares, learned_shares
 from tests.test_portfolio import FRISCH
 
 STOCHASTIC = ("annealing", "evolution", "progressive")
@@ -35,8 +37,8 @@ def test_a_side_between_learned_sides_takes_the_nearest_and_below_them_none() ->
 
 def test_a_portfolio_without_learned_shares_keeps_its_own_weights_at_every_size() -> None:
     spec = PortfolioSpec(name="mine", members=PRESETS["race"].members)  # learned: False
-    assert spec.weights(25) == [57.0, 171.0, 57.0, 1.0, 1.0, 1.0]
-    assert spec.weights(9) == [3.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # the SAT members race from 25x25
+    assert spec.weights(25) == [57.0, 171.0, 57.0, 57.0, 1.0, 1.0, 1.0]
+    assert spec.weights(9) == [3.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # the SAT members race from 25x25
     assert PRESETS["race"].weights(25) == [LEARNED[25].get(m.solver, 0.0) for m in spec.members]
 
 
@@ -57,7 +59,7 @@ def test_the_scheduler_keeps_every_members_work_per_weight_level_and_a_tiny_shar
     assert (sat.vtime + 1) / sat.weight < 1 / STOCHASTIC_SHARE
 
 
-def test_the_same_seed_gives_every_member_the_same_work_and_another_seed_another_sat_search() -> None:
+def test_the_same_seed_gives_every_member_the_same_work_and_any_seed_keeps_the_sat_modes_own_order() -> None:
     puzzle = holes_36x36()
 
     def work(seed: int) -> tuple[str, dict[str, Any]]:
@@ -69,7 +71,48 @@ def test_the_same_seed_gives_every_member_the_same_work_and_another_seed_another
 
     first, again, other = work(0), work(0), work(7)
     assert first == again
-    assert first[1]["sat"]["conflicts"] != other[1]["sat"]["conflicts"]  # another literal order
+    # every job's chunks carry a seed: the owner's SAT search stays the one its mode was chosen for
+    assert first[1]["sat"]["conflicts"] == other[1]["sat"]["conflicts"]
+    sat_orders = [
+        m.seed for s in (0, 7, 2**40 + 1) for m in _build(PRESETS["race"], puzzle, s) if m.name == "sat"
+    ]
+    assert sat_orders == [0, 0, 0]
+
+
+def test_a_helper_races_the_next_sat_mode_in_its_own_order_and_helpers_past_the_list_renumber() -> None:
+    puzzle = holes_36x36()  # the owner races `sat` at 36x36
+    own = learned_shares(36)
+    assert own is not None and max(own, key=own.__getitem__) == "sat"
+    others = [m for m in HELPER_ORDER[36] if m != "sat"]
+    for variant in range(1, 2 * len(others) + 1):
+        shares, renumber = helper_shares(36, variant) or ({}, False)
+        pick = others[(variant - 1) % len(others)]
+        assert shares[pick] == own["sat"] and "sat" not in shares and renumber == (variant > len(others))
+        sat = [
+            m for m in _build(PRESETS["race"], puzzle, seed=5, variant=variant) if m.name.startswith("sat")
+        ]
+        assert [m.name for m in sat] == [pick]
+        assert (sat[0].seed != 0) == renumber  # its mode's own numbering, until the list comes round again
+    assert helper_shares(36, 0) is None and helper_shares(16, 1) is None
+    assert set(HELPER_ORDER) == set(LEARNED)
+
+
+def test_learning_ranks_the_sat_modes_for_helpers_and_keeps_the_sides_it_did_not_train(tmp_path) -> None:
+    recs = (
+        records("sat", [1.0, None, 2.0])
+        + records("sat-rows", [0.5, 3.0, 9.0])
+        + records("propagation", [None] * 3)
+    )
+    recs = [{**r, "set": "q64"} for r in recs]
+    table, helpers = learn(recs)
+    assert helpers == {64: ("sat-rows", "sat")}  # PAR-2 12.5 against 23
+    target = tmp_path / "shares.py"
+    target.write_text(Path(shares_module.__file__).read_text())
+    write_shares(table, helpers, target)
+    written: dict[str, Any] = {}
+    exec(compile(target.read_text(), str(target), "exec"), written)  # noqa: S102 - the file just written
+    assert written["HELPER_ORDER"] == {**HELPER_ORDER, 64: ("sat-rows", "sat")}
+    assert written["LEARNED"] == {**LEARNED, 64: table[64]}
 
 
 def records(config: str, cpus: list[float | None]) -> list[dict[str, Any]]:
@@ -127,3 +170,10 @@ def test_a_failed_run_settles_its_puzzle_only_after_its_whole_cpu_limit() -> Non
     assert not conclusive(run("timeout", 7.0))  # cut short by the wall deadline on a loaded machine
     assert not conclusive(run("approximate", 12.0))
     assert conclusive(run("solved", 21.0))  # solved past its limit: settled, as not solved within it
+
+
+def test_a_helper_of_the_race_solves_a_25x25_grid_with_the_mode_it_was_moved_to() -> None:
+    puzzle = parse_puzzle(FRISCH)
+    r = race(puzzle, "race", time_limit=30, seed=11, variant=1)
+    assert r.status == "solved" and r.solver == HELPER_ORDER[25][0] == "sat"  # the owner's is `sat-rows`
+    assert "sat-rows" not in r.counters

@@ -120,6 +120,8 @@ class StochasticSolver:
     start: Callable[[Puzzle, np.random.Generator, Any], StochasticRun]
     summary: str = ""
     slice_work: int = 20_000  # work units of one slice: about 3 ms (see WORK_NS)
+    # the work a fresh run's start-up is counted as, known before it starts (None: negligible)
+    start_work: Callable[[Puzzle, Any], int] | None = None
 
     def make_params(self, overrides: dict[str, Any] | None = None) -> Params:
         """Validate parameter overrides (unknown names raise a pydantic error)."""

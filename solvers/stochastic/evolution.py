@@ -250,6 +250,11 @@ def evolve_slice(
     return BUDGET
 
 
+def start_work(puzzle: Puzzle, params: EvolutionParams) -> int:
+    """The work units a run's start-up is counted as: each organism filled and counted."""
+    return max(2, params.organisms) * (1 + 3 * puzzle.box.cells // 4)
+
+
 class EvolutionRun(StochasticRun):
     """One evolution run: the hive's grids, unit counts, errors, ages and kinds."""
 
@@ -284,7 +289,7 @@ class EvolutionRun(StochasticRun):
             self.fixed, self.cand, self.givens, self.units, self.grids, self.counts, self.err, self.age,
             self.best_grid, self.rng, self.istate,
         )  # fmt: skip
-        self.istate[I_WORK] = pop * (1 + 3 * nn // 4)  # the start-up: fill and count
+        self.istate[I_WORK] = start_work(puzzle, params)  # the start-up: fill and count
         self.istate[I_COST] = self.err.min()
         if self.istate[I_BEST] == 0:
             self.status = Outcome.SOLVED
@@ -323,6 +328,7 @@ EVOLUTION = register(
         name="evolution",
         params=EvolutionParams,
         start=EvolutionRun,
+        start_work=start_work,
         summary="combinatorial evolution: hive of workers and explorers, box-wise mating, restarts",
     )
 )
