@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -127,6 +128,7 @@ def main() -> None:
     ap.add_argument("--escalate-after", type=float, default=2.0)
     ap.add_argument("--time-limit", type=float, default=120.0)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed bench stops its server and workers too
     names = args.puzzle or ["frisch:15" if (CORPORA / "25x25").exists() else "qwh:2"]
     tmp = Path(tempfile.mkdtemp(prefix="bench-escalation-"))
     port = free_port()

@@ -9,20 +9,23 @@ score predicted from those runs, keeping its predicted median within 5% of the b
 member's, and writes `LEARNED` below. A side between learned sides takes the nearest
 one's shares; sides below the smallest learned one keep the portfolio's own weights.
 
-Learned (60 training grids, docs/decisions.md): from 25x25 on, one of the two CaDiCaL
-modes solved every one of the 58 grids any member solved (frisch 18/18, 36x36 24/24, 49x49
-11/12, 64x64 5/6); the kernel was first on 3 of the 24 36x36 grids, by 0.17-0.39 s, too
-little for a share to pay. So a SAT mode takes all the work but the stochastic members' 0.2%
-each (the approximate grid when time runs out; they first run after ~1.5 s of the others'
-work): `sat` (fewest-candidates-first literal order) at 36x36, `sat-rows` (cell-major order)
-at 25x25, 49x49 and 64x64. The exact member keeps the fast path at every size.
+Learned: at 36x36 and 49x49 from issue 16's first training rounds (24 and 12 grids: a SAT
+mode solved every grid any member solved; the kernel was first on 3 of the 24 36x36 grids, by
+0.17-0.39 s, too little for a share to pay): `sat` (fewest-candidates-first literal order) at
+36x36, `sat-rows` (cell-major order) at 49x49. At 25x25 and 64x64 retrained with `sat-plain`
+(no restarts, rephasing or inprocessing; 2026-11-26): frisch 18/18 for all three modes, PAR-2
+`sat` 45.2, `sat-rows` 49.1, `sat-plain` 53.7 but medians 1.50, 1.26, 0.93 s, so `sat-plain`
+(the others break the median bound); 6 64x64 training grids: `sat-plain` 5/6, PAR-2 139.8,
+median 4.0 s, `sat-rows` 5/6 (not the same five) 152.3, `sat` 4/6 282.0. A SAT mode takes all
+the work but the stochastic members' 0.2% each (the approximate grid when time runs out). The
+exact member keeps the fast path at every size.
 """
 
 from __future__ import annotations
 
 # side -> member -> share (summing to 1); written by `bench/portfolio.py learn`
 LEARNED: dict[int, dict[str, float]] = {
-    25: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    25: {"sat-plain": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     36: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     49: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     64: {"sat-plain": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
@@ -41,7 +44,7 @@ def learned_shares(n: int) -> dict[str, float] | None:
 # where measured (written by `bench/portfolio.py learn`: 64x64); at 25, 36 and 49 (training records
 # of issue 16's first rounds, before `sat-plain`) the other literal order first, then `sat-plain`
 HELPER_ORDER: dict[int, tuple[str, ...]] = {
-    25: ("sat", "sat-plain"),
+    25: ("sat", "sat-rows", "sat-plain"),
     36: ("sat-rows", "sat-plain"),
     49: ("sat", "sat-plain"),
     64: ("sat-plain", "sat-rows", "sat"),
