@@ -15,10 +15,11 @@ it needed 31 s for all 18 where the focused mode with inprocessing off (the memb
 issue 16) needed 96 s. `sat-rows` is the same mode with the literals numbered cell by cell,
 another search that wins on other grids; the learned shares (`solvers.shares`) pick one per
 grid size. `sat-plain` is the stable mode with no restarts, no rephasing and no inprocessing
-(probing, elimination, subsumption, vivification), literals cell by cell: on the 75%-blanked
-64x64 grids a conflict costs it a third of `sat-rows`' and it solved all 10 evidence grids in
-54 s where `sat-rows` left one; on 49x49 at 60% it lost badly (1 of 7 in 30 s), so the shares
-give it 64x64 only. `sat-focused`, that focused mode, is not in the race (in training it solved 21 of
+(probing, elimination, subsumption, vivification), literals cell by cell: a conflict costs it
+0.23 ms on a 75%-blanked 64x64 grid where `sat-rows` spends 0.6 ms, and it solved all 10 of
+those evidence grids (PAR-2 47.7 s) where `sat-rows` left one (213.9); on 49x49 at 60% it
+solved 5 of 10 in 30 s (`sat-rows` 9), so the shares give it 25x25 and 64x64 only.
+`sat-focused`, that focused mode, is not in the race (in training it solved 21 of
 38 grids, `sat` 35); it stays a solver name for portfolios and the bench.
 
 The solver advances a few slices' worth of conflicts per race step, keeping its learnt
@@ -101,7 +102,7 @@ PLAIN = SatMode(
     {"stabilizeonly": 1, "restart": 0, "rephase": 0, "probe": 0, "elim": 0, "subsume": 0, "vivify": 0},
     "CaDiCaL, stable mode without restarts, rephasing or inprocessing, literals cell by cell",
     fewest_first=False,
-    conflicts_25=60.0,  # measured: ~13 at 64x64 (q64: 4-5 conflicts a ms, a third of `sat-rows`' cost each)
+    conflicts_25=60.0,  # measured: ~13 at 64x64 (q64: 4-5 conflicts a ms, `sat-rows` 1.7)
     falloff=1.6,
 )
 SAT_MODES: dict[str, SatMode] = {m.name: m for m in (STABLE, ROWS, PLAIN, FOCUSED)}
