@@ -52,7 +52,7 @@ from solvers.restarts import (
 )
 from solvers.result import SolveResult, Status
 from solvers.sat import PLAIN, ROWS, SAT_SOLVER
-from solvers.shares import helper_shares, learned_shares
+from solvers.shares import HelperMix, helper_shares, learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -106,12 +106,21 @@ class PortfolioSpec(BaseModel):
     fast_nodes: int = Field(default=0, ge=0)
     learned: bool = False
 
+    def mix(self, n: int, variant: int = 0) -> HelperMix:
+        """Return the shares for grid side n (None: the members' own weights) and whether the complete
+        members renumber their literals: the owner never; a helper (`variant` > 0) always, unless the
+        learned shares move it to another member (`solvers.shares.helper_shares`)."""
+        if self.learned and (helper := helper_shares(n, variant)) is not None:
+            return helper
+        return HelperMix(learned_shares(n) if self.learned else None, variant > 0)
+
     def weights(self, n: int, variant: int = 0) -> list[float]:
-        """Return each member's weight for grid side n (0: it sits out this size); a helper's
-        (`variant` > 0) moves the main share to another member (`solvers.shares.helper_shares`)."""
-        shares = learned_shares(n) if self.learned else None
-        if self.learned and variant > 0 and (mix := helper_shares(n, variant)) is not None:
-            shares = mix[0]
+        """Return each member's weight for grid side n (0: it sits out this size), as helper
+        `variant` races it (0: the owner)."""
+        return self._weights(n, self.mix(n, variant).shares)
+
+    def _weights(self, n: int, shares: dict[str, float] | None) -> list[float]:
+        """Each member's weight for grid side n under these shares (None: the members' own weights)."""
         out = []
         for m in self.members:
             if not m.races(n):
@@ -184,15 +193,13 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
 
 
-def _literal_order(seed: int, variant: int, child: np.random.SeedSequence) -> int:
-    """A complete member's literal numbering: 0 (the mode's own) for the owner under every seed,
-    else (a helper, `variant` > 0) one drawn from its child seed and the variant, so no two
-    helpers of one race search the same numbering even under one seed. Why not the seed alone:
-    every job's chunks carry a seed, and a random numbering loses what the mode's order is for
-    (q64 #1 and #3: `sat-rows` 6.6 and 7.7 s CPU in its order, unsolved in 60 s under seeds 5 and 9)."""
-    if variant:
-        return child_seed(np.random.SeedSequence([variant, child_seed(child)]))
-    return 0
+def _literal_order(renumber: bool, variant: int, child: np.random.SeedSequence) -> int:
+    """A complete member's literal numbering: 0 (the mode's own), or for a helper that must renumber
+    one drawn from its child seed and its variant, so no two helpers of one race search the same
+    numbering even under one seed. Why not from the seed alone: every job's chunks carry a seed, and
+    a random numbering loses what the mode's order is for (q64 #1 and #3: `sat-rows` 6.6 and 7.7 s
+    CPU in its order, unsolved in 60 s under seeds 5 and 9)."""
+    return child_seed(np.random.SeedSequence([variant, child_seed(child)])) if renumber else 0
 
 
 def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> list[Member]:
@@ -202,9 +209,8 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
     members: list[Member] = []
     seen: dict[str, int] = {}
     fast_given = False
-    weights = spec.weights(puzzle.box.n, variant)
-    mix = helper_shares(puzzle.box.n, variant) if spec.learned else None
-    own_order = mix is not None and not mix[1]  # a helper moved to another member keeps its order
+    mix = spec.mix(puzzle.box.n, variant)
+    weights = spec._weights(puzzle.box.n, mix.shares)
     for m, child, weight in zip(spec.members, children, weights, strict=True):
         fast_path = m.kind is Kind.EXACT and not fast_given and m.races(puzzle.box.n)
         if weight <= 0 and not fast_path:  # sits out; the first exact member still runs the fast path
@@ -230,8 +236,8 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
                     variant=variant,
                 )
             )
-        elif entry.kind is Kind.COMPLETE:  # seed 0: the literals in their natural order; else another
-            order = 0 if own_order else _literal_order(seed, variant, child)
+        elif entry.kind is Kind.COMPLETE:  # the mode's own literal order, unless a helper renumbers
+            order = _literal_order(mix.renumber, variant, child)
             members.append(entry.solver(puzzle, weight=weight, name=name, seed=order))
         else:
             solver = entry.solver

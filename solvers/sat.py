@@ -29,7 +29,7 @@ to a few hundred conflicts none of them fires and a step boundary does not chang
 (q64 #0: 25,261 conflicts to a solution in steps of 15, 30, 60, 120 or 250); in steps of 2,000
 they fire, and the same grid was not solved in 272k conflicts. The race's searches are
 therefore CDCL without restarts or rephasing, the regime the modes were measured in; a
-helper's literal order is its other source of diversity (`solvers.portfolio`).
+helper races another mode instead (`solvers.shares.helper_shares`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ exact member keeps the fast path at every size.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 # side -> member -> share (summing to 1); written by `bench/portfolio.py learn`
 LEARNED: dict[int, dict[str, float]] = {
     25: {"sat-plain": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
@@ -32,12 +34,17 @@ LEARNED: dict[int, dict[str, float]] = {
 }
 
 
-def learned_shares(n: int) -> dict[str, float] | None:
-    """Return the learned shares for grid side n (the nearest learned side's), or None below them."""
+def _nearest_side(n: int) -> int | None:
+    """The learned side nearest n (the smaller on a tie), or None below the learned sides."""
     if not LEARNED or n < min(LEARNED):
         return None
-    side = min(LEARNED, key=lambda s: (abs(s - n), s))
-    return LEARNED[side]
+    return min(LEARNED, key=lambda s: (abs(s - n), s))
+
+
+def learned_shares(n: int) -> dict[str, float] | None:
+    """Return the learned shares for grid side n (the nearest learned side's), or None below them."""
+    side = _nearest_side(n)
+    return None if side is None else LEARNED[side]
 
 
 # side -> the SAT modes helpers race instead of the owner's, best first: by PAR-2 alone in training
@@ -51,20 +58,28 @@ HELPER_ORDER: dict[int, tuple[str, ...]] = {
 }
 
 
-def helper_shares(n: int, variant: int) -> tuple[dict[str, float], bool] | None:
-    """Return helper `variant`'s shares for grid side n (None below the learned sides) and whether
-    it must also renumber its literals. Why: a helper running the owner's own member searches
+class HelperMix(NamedTuple):
+    """A race's shares (None: the members' own weights) and whether its complete members renumber
+    their literals."""
+
+    shares: dict[str, float] | None
+    renumber: bool
+
+
+def helper_shares(n: int, variant: int) -> HelperMix | None:
+    """Return helper `variant`'s shares for grid side n and whether it must also renumber its
+    literals (None below the learned sides). Why: a helper running the owner's own member searches
     nearly the same way (a SAT mode's conflicts to a solution vary little with the literal order),
     so helper k moves the owner's main share to the k-th member of `HELPER_ORDER`, in that
     member's own order; helpers past the end of the list cycle through it again, renumbered."""
-    shares = learned_shares(n)
-    if shares is None or variant <= 0:
+    side = _nearest_side(n)
+    if side is None or variant <= 0:
         return None
-    side = min(LEARNED, key=lambda s: (abs(s - n), s))
+    shares = LEARNED[side]
     own = max(shares, key=lambda m: (shares[m], m))
     others = [m for m in HELPER_ORDER.get(side, ()) if m != own]
     if not others:
-        return shares, True
+        return HelperMix(shares, True)
     pick = others[(variant - 1) % len(others)]
     moved = {pick if m == own else m: s for m, s in shares.items()}
-    return moved, variant > len(others)
+    return HelperMix(moved, variant > len(others))
