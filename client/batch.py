@@ -20,7 +20,7 @@ from client.collector import Slice, arrival_order, chunk_order, in_order, stream
 from client.config import ClientSettings, check_broker_url
 from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id
 from client.reader import peek_stdin
-from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, submission_state
+from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, Superseded, submission_state
 from client.transport import (
     INLINE_BYTES,
     CeleryTransport,
@@ -410,6 +410,26 @@ class Job:
     def producer_error(self) -> BaseException | None:
         """What stopped this process's producer, once it has stopped on an error (None otherwise)."""
         return self._error
+
+    @property
+    def submitted_here(self) -> bool:
+        """True when this process reads the job's input (submit, solve), False when it only collects."""
+        return self._producer is not None
+
+    @property
+    def input_names(self) -> list[str]:
+        """The job's inputs as this process submits them ([] when it only collects)."""
+        return list(self._producer.spec.inputs) if self._producer is not None else []
+
+    def stopped_at(self) -> int | None:
+        """Puzzles this process's producer committed, if it stopped short of the whole input (None when
+        it finished, none ran here, a resume took the submission over, or it generates): known here,
+        not read back from the broker."""
+        if self._producer is None or self._taken is not None or isinstance(self._error, Superseded):
+            return None
+        if self.producing or self._error is not None:
+            return self._producer.checkpoint.index
+        return None
 
     @property
     def producing(self) -> bool:

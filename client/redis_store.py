@@ -296,6 +296,12 @@ class RedisJobStore(JobStore):
                 return False
         return True
 
+    def drop_idle_connections(self) -> None:
+        """Disconnect the pool's idle connections: an interrupt raised between a command's send and its
+        reply (redis-py does not guard that gap) returns the connection with the reply still coming,
+        and the next command would read it as its own. Connections in use (the producer's) stay."""
+        self.r.connection_pool.disconnect(inuse_connections=False)
+
     def queued(self) -> int:
         """Messages waiting in the workers' broker queue (kombu keeps a queue as a Redis list of its name)."""
         return int(self.r.llen(self.settings.queue))
@@ -335,7 +341,10 @@ def read_large(client: Any, key: str) -> bytes | bytearray | None:
     four times through fresh buffers (~2 ms of CPU per MB); here the bytes land once in
     a bytearray. Only the reply's header line goes through redis-py's buffer. Any error
     drops the connection (its stream may be mid-reply) and returns NotImplemented, so the
-    caller falls back to the ordinary command with its retries.
+    caller falls back to the ordinary command with its retries; an interrupt (Ctrl-C while
+    a result is read) drops it too before going on up, or the pooled connection would hand
+    the rest of this value to the next command (an interrupted `solve` then read its job's
+    metadata as garbage and forgot to say how to resume the submission).
     """
     pool = getattr(client, "connection_pool", None)
     if SocketBuffer is None or not isinstance(pool, redis.ConnectionPool):
@@ -371,6 +380,9 @@ def read_large(client: Any, key: str) -> bytes | bytearray | None:
     except Exception:  # noqa: BLE001 - any surprise: drop the connection, take the ordinary path
         conn.disconnect()
         return NotImplemented
+    except BaseException:  # an interrupt mid-reply: the rest of the value must not answer the next command
+        conn.disconnect()
+        raise
     finally:
         pool.release(conn)
 

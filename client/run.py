@@ -206,6 +206,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
 def _how_far(job: Job, written: int) -> str:
     """`N of M puzzles` (`of M+ read so far` while the input is still read), from the job's metadata."""
     try:
+        job.client.store.drop_idle_connections()  # the interrupt may have cut a command off mid-reply
         meta = job.client.store.meta(job.id)
     except Exception:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
         meta = {}
@@ -221,12 +222,15 @@ def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
     out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
     lines = [f"job {job.id} goes on without this command"]
     try:
+        job.client.store.drop_idle_connections()  # the interrupt may have cut a command off mid-reply
         meta = job.client.store.meta(job.id)
     except Exception:  # noqa: BLE001 - the broker may be away: the commands still apply
         meta = {}
-    if meta and meta.get("state") != "produced" and "checkpoint" in meta:
-        inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
-        done = Checkpoint.of(meta).index
+    done = job.stopped_at()  # this process's own producer: known without the broker
+    if done is None and not job.submitted_here and meta.get("state") != "produced" and "checkpoint" in meta:
+        done = Checkpoint.of(meta).index  # `collect` interrupted: its job's submission stopped earlier
+    if done is not None:
+        inputs = meta["inputs"].split("\n") if meta.get("inputs") else job.input_names
         lines.append(f"its submission stopped after {done:,} puzzles: {resume_command(job.id, inputs)}")
     if args.command != "submit":
         lines.append(f"collect it: sudoku-batch collect {job.id} --broker URL{out}")

@@ -176,6 +176,9 @@ class JobStore(ABC):
         stop key outlives the rest); a job known to be complete needs none.
         """
 
+    def drop_idle_connections(self) -> None:  # noqa: B027 - a store in this process holds no connection
+        """Forget pooled connections not in use (after an interrupt, one may hold a reply nobody read)."""
+
     def status(self, job: str) -> JobStatus:
         """Summarise a job's progress from its metadata and chunk statistics."""
         meta = self.meta(job)

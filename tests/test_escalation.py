@@ -28,16 +28,23 @@ EASY = SAMPLE.read_text().splitlines()[0]
 
 
 @cache
-def hard_puzzle() -> str:
-    """A 36x36 grid with 60% of its cells blanked (seed 2): the race needs seconds, the fast path fails."""
+def hard_puzzle(side: int = 6) -> str:
+    """A side**2 x side**2 grid with 60% of its cells blanked (seed 2). At 36x36 the race needs about
+    2 s CPU and the fast path fails; at 49x49 (`slow_puzzle`) about 6 s."""
     from solvers.fill import random_grids
     from solvers.puzzle import Box, Puzzle
 
-    box = Box(6, 6)
+    box = Box(side, side)
     rng = np.random.default_rng(2)
     grid = random_grids(box, 1, rng)[0].copy()
     grid[rng.choice(box.cells, int(0.6 * box.cells), replace=False)] = 0
     return Puzzle(box, grid.astype(np.uint8)).render()
+
+
+def slow_puzzle() -> str:
+    """A 49x49 grid the owner alone solves in about 6 s CPU: a helper, called after 0.2 s, is seen
+    racing long before the owner ends (the 36x36 one left a window of ~0.7 s: a slow machine missed it)."""
+    return hard_puzzle(7)
 
 
 class MemoryBoard:
@@ -404,7 +411,7 @@ def test_a_killed_racing_worker_still_leaves_exactly_one_record(redis_client, tm
     procs = start_workers(url, 2, tmp_path)
     try:
         with BatchClient(url) as client:
-            job = client.submit([hard_puzzle()], **RACED)
+            job = client.submit([slow_puzzle()], **RACED)
             watch = redis.Redis.from_url(url)
             deadline = time.monotonic() + 60
             helper = None
@@ -420,7 +427,7 @@ def test_a_killed_racing_worker_still_leaves_exactly_one_record(redis_client, tm
             watch.close()
     finally:
         stop_all(procs)
-    check_records(records, [hard_puzzle()])
+    check_records(records, [slow_puzzle()])
     assert len(records) == 1 and records[0]["status"] == "solved"
 
 

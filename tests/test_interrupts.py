@@ -178,21 +178,25 @@ def test_an_interrupted_broker_solve_prints_the_job_and_the_commands_that_finish
     (job,) = {
         ln.split()[1] for ln in lines if ln.startswith("job ") and ln.endswith("goes on without this command")
     }
-    collect = next(ln for ln in lines if ln.startswith("collect it: "))
-    assert collect == f"collect it: sudoku-batch collect {job} --broker URL -o {out}"
-    assert f"or delete it: sudoku-batch purge {job} --broker URL" in lines
-    for line in lines:  # follow the advice: resume the submission if it stopped, then collect
-        if line.startswith("its submission stopped after"):
-            resume = line.split(": ", 1)[1].replace("URL", workers).split()
-            assert resume[:4] == ["sudoku-batch", "submit", "--resume", job]
-            done = subprocess.run([*cli_command(), *resume[1:]], capture_output=True, text=True, timeout=120)
-            assert done.returncode == 0, done.stderr
-    command = collect.split(": ", 1)[1].replace("URL", workers).split()
-    done = subprocess.run(
-        [*cli_command(), *command[1:], "--ordered", "-q"], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    check_records([json.loads(line) for line in out.read_text().splitlines()], puzzles)
-    client = redis.Redis.from_url(workers)  # leave the session's redis clean for the tests after
-    client.delete(*client.keys(f"sbatch:job:{job}:*"))
-    client.close()
+    try:
+        collect = next(ln for ln in lines if ln.startswith("collect it: "))
+        assert collect == f"collect it: sudoku-batch collect {job} --broker URL -o {out}"
+        assert f"or delete it: sudoku-batch purge {job} --broker URL" in lines
+        for line in lines:  # follow the advice: resume the submission if it stopped, then collect
+            if line.startswith("its submission stopped after"):
+                resume = line.split(": ", 1)[1].replace("URL", workers).split()
+                assert resume[:4] == ["sudoku-batch", "submit", "--resume", job]
+                done = subprocess.run(
+                    [*cli_command(), *resume[1:]], capture_output=True, text=True, timeout=120
+                )
+                assert done.returncode == 0, done.stderr
+        command = collect.split(": ", 1)[1].replace("URL", workers).split()
+        done = subprocess.run(
+            [*cli_command(), *command[1:], "--ordered", "-q"], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, f"{done.stderr}\nthe interrupted solve said:\n{err}"
+        check_records([json.loads(line) for line in out.read_text().splitlines()], puzzles)
+    finally:  # pass or fail, leave the session's redis clean for the tests after
+        client = redis.Redis.from_url(workers)
+        client.delete(*(client.keys(f"sbatch:job:{job}:*") or [f"sbatch:job:{job}:meta"]))
+        client.close()

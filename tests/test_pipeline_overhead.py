@@ -145,6 +145,28 @@ def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client)
         client.close()
 
 
+@pytest.mark.integration
+def test_an_interrupt_inside_a_large_read_drops_its_connection(redis_client, monkeypatch):
+    """Ctrl-C after the GET is sent: the reply still in flight must never answer the next command."""
+    import redis
+
+    redis_client.set("big", b"x" * 1_000_000)
+    send = redis.Connection.send_command
+
+    def send_then_interrupt(self, *args, **kwargs):
+        send(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(redis.Connection, "send_command", send_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        read_large(redis_client, "big")
+    monkeypatch.undo()
+    pool = redis_client.connection_pool
+    assert all(conn._sock is None for conn in pool._available_connections)  # nothing half read is pooled
+    redis_client.hset("meta", "state", "producing")
+    assert redis_client.hgetall("meta") == {b"state": b"producing"}
+
+
 def test_outbox_entries_nest_the_task_and_older_string_entries_still_read():
     from pipeline.outbox import outbox_entry, read_outbox_entry
 

@@ -316,3 +316,37 @@ def test_collect_of_a_stopped_submission_fails_saying_how_to_resume(broker, tmp_
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and not out.exists()
     assert err.endswith(f"resume it: sudoku-batch submit --resume {job.id} {path} --broker URL"), err
+
+
+@pytest.mark.parametrize("meta", [{}, {"49": "50", "51": "52"}], ids=["unreadable", "garbled"])
+def test_an_interrupted_solve_says_how_to_resume_from_its_own_producer_whatever_the_broker_answers(
+    broker, tmp_path, capsys, monkeypatch, meta
+):
+    """The gap redis-py leaves between a command and its reply: interrupted there, the next read may
+    get the last command's reply, or fail; the resume command must not depend on it."""
+    import argparse
+
+    from client.run import _say_how_to_go_on
+
+    lines, _ = corpus()
+    path = tmp_path / "a.txt"
+    job = killed_submission(broker, path, lines, die_at=6)
+    done = job.stopped_at()
+    assert done == Checkpoint.of(broker[0].store.meta(job.id)).index and 0 < done < len(lines)
+    monkeypatch.setattr(broker[0].store, "meta", lambda job_id: meta)
+    _say_how_to_go_on(job, argparse.Namespace(command="solve", output="out.jsonl"))
+    err = capsys.readouterr().err.splitlines()
+    resume = f"sudoku-batch submit --resume {job.id} {path} --broker URL"
+    assert f"its submission stopped after {done:,} puzzles: {resume}" in err
+    assert f"collect it: sudoku-batch collect {job.id} --broker URL -o out.jsonl" in err
+
+
+def test_a_finished_or_collect_only_job_names_no_stopped_submission(broker, tmp_path):
+    batch, _ = broker
+    path = tmp_path / "a.txt"
+    path.write_text("\n".join(LINES[:30]) + "\n")
+    job = batch.submit_inputs([(str(path), str(path))], bounded=False)
+    job.wait_submitted()
+    assert job.stopped_at() is None and job.submitted_here and job.input_names == [str(path)]
+    collecting = batch.job(job.id)
+    assert collecting.stopped_at() is None and not collecting.submitted_here
