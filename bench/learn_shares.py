@@ -17,12 +17,15 @@ import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 STOCHASTIC = ("annealing", "evolution", "progressive")
 STOCHASTIC_SHARE = 0.002  # each: first runs after ~1.5 s of the others' work (a 36x36 race: ~0.6 s)
 MEDIAN_SLACK = 1.05
 STEP = 0.01
+LATE_STARTS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0)  # seconds of the race's work before a late member joins
+LATE_STEP = 0.05  # a late member's share, in steps of this ...
+LATE_SHARE_MAX = 0.5  # ... up to this
 CUT_SHORT = 0.98  # a failed run that spent less of its CPU limit than this was cut short by its wall deadline
 SIDES = {"frisch": 25, "acs25": 25, "q36": 36, "q49": 49, "q64": 64}
 
@@ -44,21 +47,50 @@ def par2(recs: Sequence[dict[str, Any]]) -> float:
     return sum(r["cpu"] if solved(r) else 2 * r["limit"] for r in recs)
 
 
-def predict(times: dict[str, list[float | None]], shares: dict[str, float], limit: float) -> list[float]:
-    """The race's predicted CPU time per puzzle (2 x limit when unsolved) for these shares."""
+def reach(t: float, share: float, *, late: float = 0.0, start: float = 0.0, is_late: bool = False) -> float:
+    """The race's CPU time at which a member with `share` has done its own `t` seconds. With a late
+    member (holding `late` of the shares, joining once the race has done `start` seconds of work),
+    the others share the race without it until then (this one at share / (1 - late)); the late
+    member itself gets nothing until `start`."""
+    if start <= 0 or late <= 0:
+        return t / share
+    if is_late:
+        return start + t / share
+    early = share / (1.0 - late)
+    return t / early if t <= start * early else start + (t - start * early) / share
+
+
+def predict(
+    times: dict[str, list[float | None]],
+    shares: dict[str, float],
+    limit: float,
+    starts: dict[str, float] | None = None,
+) -> list[float]:
+    """The race's predicted CPU time per puzzle (2 x limit when unsolved) for these shares; `starts`
+    (at most one member) delays that member until the race has done so many seconds of work."""
+    starts = {m: w for m, w in (starts or {}).items() if w > 0 and shares.get(m, 0) > 0}
+    if len(starts) > 1:
+        raise ValueError("the model delays one member at most")
+    late_member, start = next(iter(starts.items()), (None, 0.0))
+    late = shares[late_member] if late_member is not None else 0.0
     count = len(next(iter(times.values())))
     out = []
     for i in range(count):
         best = min(
-            (t[i] / shares[m] for m, t in times.items() if shares.get(m, 0) > 0 and t[i] is not None),
+            (
+                reach(t[i], shares[m], late=late, start=start, is_late=m == late_member)
+                for m, t in times.items()
+                if shares.get(m, 0) > 0 and t[i] is not None
+            ),
             default=None,
         )
         out.append(best if best is not None and best <= limit else 2 * limit)
     return out
 
 
-def learn_set(recs: list[dict[str, Any]]) -> dict[str, float]:
-    """The shares for one training set's records (each member alone on every puzzle)."""
+def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """The shares for one training set's records (each member alone on every puzzle), and the late
+    start of one member if that predicts better (member -> seconds of the race's work before it)."""
     complete = sorted({r["config"] for r in recs} - {"race", "cpsat", "plain", *STOCHASTIC})
     limit = max(r["limit"] for r in recs)
     indices = sorted({r["index"] for r in recs})
@@ -71,21 +103,26 @@ def learn_set(recs: list[dict[str, Any]]) -> dict[str, float]:
     rest = 1.0 - STOCHASTIC_SHARE * len(STOCHASTIC)
     alone = {m: statistics.median(predict({m: times[m]}, {m: 1.0}, limit)) for m in complete}
     bound = MEDIAN_SLACK * min(alone.values())
-    steps = round(1 / STEP)
-    best: tuple[float, float, dict[str, float]] | None = None
-    for split in itertools.product(range(steps + 1), repeat=len(complete) - 1):
-        if sum(split) > steps:
-            continue
-        parts = [*split, steps - sum(split)]
-        shares = {m: rest * k / steps for m, k in zip(complete, parts, strict=True)}
-        race = predict(times, shares, limit)
+
+    def key(shares: dict[str, float], starts: dict[str, float]) -> tuple[int, float]:
+        race = predict(times, shares, limit, starts)
         median = statistics.median(race)
-        key = (0 if median <= bound else 1, sum(race) if median <= bound else median)
-        if best is None or key < (best[0], best[1]):
-            best = (key[0], key[1], shares)
-    assert best is not None
-    shares = {m: round(s, 3) for m, s in best[2].items() if s > 0}
-    return {**shares, **{m: STOCHASTIC_SHARE for m in STOCHASTIC}}
+        return (0, sum(race)) if median <= bound else (1, median)
+
+    steps = round(1 / STEP)
+    candidates: list[tuple[dict[str, float], dict[str, float]]] = []
+    for split in itertools.product(range(steps + 1), repeat=len(complete) - 1):
+        if sum(split) <= steps:
+            parts = [*split, steps - sum(split)]
+            candidates.append(({m: rest * k / steps for m, k in zip(complete, parts, strict=True)}, {}))
+    for main, late in itertools.permutations(complete, 2):  # a second member joining late
+        for k in range(1, round(LATE_SHARE_MAX / LATE_STEP) + 1):
+            share = k * LATE_STEP
+            for start in LATE_STARTS:
+                candidates.append(({main: rest * (1 - share), late: rest * share}, {late: start}))
+    shares, starts = min(candidates, key=lambda c: key(*c))
+    kept = {m: round(s, 3) for m, s in shares.items() if s > 0}
+    return {**kept, **{m: STOCHASTIC_SHARE for m in STOCHASTIC}}, starts
 
 
 def helper_order(recs: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -100,37 +137,49 @@ def helper_order(recs: list[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(m for *_, m in sorted(scores))
 
 
-def learn(recs: list[dict[str, Any]]) -> tuple[dict[int, dict[str, float]], dict[int, tuple[str, ...]]]:
-    """Shares and helper orders per grid side, from the training records of every set."""
-    table: dict[int, dict[str, float]] = {}
-    helpers: dict[int, tuple[str, ...]] = {}
+class Learned(NamedTuple):
+    """What `learn` derives per grid side: shares, the SAT modes helpers race, late starts."""
+
+    shares: dict[int, dict[str, float]]
+    helpers: dict[int, tuple[str, ...]]
+    starts: dict[int, dict[str, float]]
+
+
+def learn(recs: list[dict[str, Any]]) -> Learned:
+    """Shares, helper orders and late starts per grid side, from the training records of every set."""
+    out = Learned({}, {}, {})
     for sname in sorted({r["set"] for r in recs}, key=lambda s: SIDES[s]):
         mine = [r for r in recs if r["set"] == sname]
-        table[SIDES[sname]] = learn_set(mine)
-        helpers[SIDES[sname]] = helper_order(mine)
-        print(
-            f"{sname} ({SIDES[sname]}x{SIDES[sname]}): {table[SIDES[sname]]}; helpers {helpers[SIDES[sname]]}"
-        )
-    return table, helpers
+        side = SIDES[sname]
+        out.shares[side], out.starts[side] = learn_set(mine)
+        out.helpers[side] = helper_order(mine)
+        learned = f"{out.shares[side]}; late {out.starts[side]}; helpers {out.helpers[side]}"
+        print(f"{sname} ({side}x{side}): {learned}")
+    return out
 
 
-def write_shares(table: dict[int, dict[str, float]], helpers: dict[int, tuple[str, ...]], path: Path) -> None:
-    """Replace the `LEARNED` and `HELPER_ORDER` tables in solvers/shares.py, keeping the sides
-    with no training records (a size retrained alone leaves the others as they were)."""
-    from solvers.shares import HELPER_ORDER, LEARNED
+def write_shares(learned: Learned, path: Path) -> None:
+    """Replace the `LEARNED`, `LATE_START` and `HELPER_ORDER` tables in solvers/shares.py, keeping the
+    sides with no training records (a size retrained alone leaves the others as they were)."""
+    from solvers.shares import HELPER_ORDER, LATE_START, LEARNED
 
     text = path.read_text()
-    for name, kind, merged in (
-        ("LEARNED", r"dict\[int, dict\[str, float\]\]", {**LEARNED, **table}),
-        ("HELPER_ORDER", r"dict\[int, tuple\[str, \.\.\.\]\]", {**HELPER_ORDER, **helpers}),
-    ):
+    tables = (
+        ("LEARNED", r"dict\[int, dict\[str, float\]\]", {**LEARNED, **learned.shares}),
+        ("LATE_START", r"dict\[int, dict\[str, float\]\]", {**LATE_START, **learned.starts}),
+        ("HELPER_ORDER", r"dict\[int, tuple\[str, \.\.\.\]\]", {**HELPER_ORDER, **learned.helpers}),
+    )
+    for name, kind, merged in tables:
         rows = "\n".join(
             f"    {side}: ({', '.join(map(repr, row))}{',' if len(row) == 1 else ''}),"
             if isinstance(row, tuple)
             else f"    {side}: {{{', '.join(f'{m!r}: {s}' for m, s in row.items())}}},"
             for side, row in sorted(merged.items())
+            if row or name != "LATE_START"
         ).replace("'", '"')
-        text, count = re.subn(rf"({name}: {kind} = \{{\n).*?(\n\}})", rf"\g<1>{rows}\g<2>", text, flags=re.S)
+        body = f"\n{rows}\n" if rows else ""
+        pattern = rf"({name}: {kind} = \{{)(?:\n.*?\n)?(\}})"  # `{}`, or rows up to a `}` opening a line
+        text, count = re.subn(pattern, rf"\g<1>{body}\g<2>", text, count=1, flags=re.S)
         if count != 1:
             raise SystemExit(f"no {name} table found in {path}")
     path.write_text(text)

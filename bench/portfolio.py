@@ -399,8 +399,7 @@ def section_learn(args: argparse.Namespace) -> None:
     from bench.learn_shares import learn, write_shares
 
     recs = [json.loads(x) for x in large_path(True).read_text().splitlines()]
-    table, helpers = learn(latest(recs, ("set", "config")))
-    write_shares(table, helpers, ROOT / "solvers" / "shares.py")
+    write_shares(learn(latest(recs, ("set", "config"))), ROOT / "solvers" / "shares.py")
 
 
 def stochastic_subset(text: str) -> dict[str, int]:

@@ -44,6 +44,7 @@ from solvers.restarts import (
     IDLE,
     NO_SOLUTION,
     OUT_OF_TIME,
+    SLICE_S,
     ExactMember,
     Member,
     StochasticMember,
@@ -51,8 +52,8 @@ from solvers.restarts import (
     exact_nodes_per_slice,
 )
 from solvers.result import SolveResult, Status
-from solvers.sat import PLAIN, ROWS, SAT_SOLVER
-from solvers.shares import HelperMix, helper_shares, learned_shares
+from solvers.sat import PLAIN, PLAIN_FEWEST, ROWS, SAT_SOLVER
+from solvers.shares import HelperMix, helper_shares, late_starts, learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -163,11 +164,12 @@ def _presets() -> dict[str, PortfolioSpec]:
     sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE)
     rows = MemberSpec(solver=ROWS.name, weight=57.0, min_side=LARGE_SIDE)
     plain = MemberSpec(solver=PLAIN.name, weight=57.0, min_side=LARGE_SIDE)
+    plain_fewest = MemberSpec(solver=PLAIN_FEWEST.name, weight=57.0, min_side=LARGE_SIDE)
     return {
         "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
         "race": PortfolioSpec(
             name="race",
-            members=(exact_member, sat, rows, plain, *stochastic),
+            members=(exact_member, sat, rows, plain, plain_fewest, *stochastic),
             learned=True,
         ),
         "exact": PortfolioSpec(name="exact", members=exact),
@@ -252,7 +254,27 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
                     name=name,
                 )
             )
+    if spec.learned:
+        _hold_back(members, late_starts(puzzle.box.n))
     return members
+
+
+def _hold_back(members: list[Member], starts: dict[str, float]) -> None:
+    """Let each member with a learned late start join once the others have done about that many
+    CPU seconds of work: its clock starts at the work per weight they reach by then (the scheduler
+    runs the least (work + 1 slice) / weight next). Why: a second search that pays off only on the
+    grids the main member finds hard would slow every easy one down if it ran from the start.
+    The member holding the largest share among those without a late start (the main one, or the
+    mode a helper moved it to) is never held back."""
+    racing = [m for m in members if m.weight > 0]
+    if not racing:
+        return
+    main = max(racing, key=lambda m: (m.name not in starts, m.weight))
+    for m in racing:
+        start = starts.get(m.name, 0.0)
+        if start > 0 and m is not main:
+            others = sum(o.weight for o in racing if o is not m)
+            m.vtime += start / SLICE_S * m.weight / others
 
 
 def race(

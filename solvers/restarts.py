@@ -83,6 +83,9 @@ def exact_ns_per_node(n: int) -> float:
     return math.exp((1 - t) * math.log(NS_PER_NODE[lo]) + t * math.log(NS_PER_NODE[hi]))
 
 
+SLICE_S = 0.003  # CPU seconds a slice of work stands for (each member's unit is measured against it)
+
+
 def exact_nodes_per_slice(n: int) -> int:
     """Nodes of the exact kernel in about 3 ms for grid side n (at least 16)."""
     return max(16, int(3e6 / exact_ns_per_node(n)))

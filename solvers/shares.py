@@ -9,6 +9,13 @@ score predicted from those runs, keeping its predicted median within 5% of the b
 member's, and writes `LEARNED` below. A side between learned sides takes the nearest
 one's shares; sides below the smallest learned one keep the portfolio's own weights.
 
+Late starts (`LATE_START`): the learner also tries one second member that joins only once the
+race has done W seconds of work (W from 0.5 to 8 s, its share up to half): the members trade
+median for tail (frisch: `sat-plain` median 0.93 s but PAR-2 53.7, `sat-plain-fewest` 1.35 s
+and 34.6), and a second search that ran from the start would slow every easy grid by its share.
+Held back, it costs nothing on the grids the first member settles within W and halves the tail
+of the others. The race holds it back by starting its clock late (`solvers.portfolio`).
+
 Learned: at 36x36 and 49x49 from issue 16's first training rounds (24 and 12 grids: a SAT
 mode solved every grid any member solved; the kernel was first on 3 of the 24 36x36 grids, by
 0.17-0.39 s, too little for a share to pay): `sat` (fewest-candidates-first literal order) at
@@ -18,7 +25,11 @@ mode solved every grid any member solved; the kernel was first on 3 of the 24 36
 (the others break the median bound); 6 64x64 training grids: `sat-plain` 5/6, PAR-2 139.8,
 median 4.0 s, `sat-rows` 5/6 (not the same five) 152.3, `sat` 4/6 282.0. A SAT mode takes all
 the work but the stochastic members' 0.2% each (the approximate grid when time runs out). The
-exact member keeps the fast path at every size.
+exact member keeps the fast path at every size. Late starts learned 2026-11-26 (frisch with
+`sat-plain-fewest` added): at 25x25 `sat-plain-fewest` joins after 2 s with half the work
+(predicted frisch PAR-2 45.5, median 0.94 s; frisch is the training and the evidence set at
+25x25: no second set of its kind), at 64x64 `sat-rows` after 5 s with half (it solves the
+training grid `sat-plain` leaves).
 """
 
 from __future__ import annotations
@@ -27,10 +38,24 @@ from typing import NamedTuple
 
 # side -> member -> share (summing to 1); written by `bench/portfolio.py learn`
 LEARNED: dict[int, dict[str, float]] = {
-    25: {"sat-plain": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    25: {
+        "sat-plain": 0.497,
+        "sat-plain-fewest": 0.497,
+        "annealing": 0.002,
+        "evolution": 0.002,
+        "progressive": 0.002,
+    },
     36: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     49: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
-    64: {"sat-plain": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    64: {"sat-plain": 0.497, "sat-rows": 0.497, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+}
+
+
+# side -> member -> CPU seconds of the race's work before that member joins (absent: from the start);
+# written by `bench/portfolio.py learn`
+LATE_START: dict[int, dict[str, float]] = {
+    25: {"sat-plain-fewest": 2.0},
+    64: {"sat-rows": 5.0},
 }
 
 
@@ -47,11 +72,17 @@ def learned_shares(n: int) -> dict[str, float] | None:
     return None if side is None else LEARNED[side]
 
 
+def late_starts(n: int) -> dict[str, float]:
+    """Return the learned late starts for grid side n (the nearest learned side's; {} for none)."""
+    side = _nearest_side(n)
+    return {} if side is None else LATE_START.get(side, {})
+
+
 # side -> the SAT modes helpers race instead of the owner's, best first: by PAR-2 alone in training
 # where measured (written by `bench/portfolio.py learn`: 64x64); at 25, 36 and 49 (training records
 # of issue 16's first rounds, before `sat-plain`) the other literal order first, then `sat-plain`
 HELPER_ORDER: dict[int, tuple[str, ...]] = {
-    25: ("sat", "sat-rows", "sat-plain"),
+    25: ("sat-plain-fewest", "sat", "sat-rows", "sat-plain"),
     36: ("sat-rows", "sat-plain"),
     49: ("sat", "sat-plain"),
     64: ("sat-plain", "sat-rows", "sat"),
@@ -76,8 +107,9 @@ def helper_shares(n: int, variant: int) -> HelperMix | None:
     if side is None or variant <= 0:
         return None
     shares = LEARNED[side]
-    own = max(shares, key=lambda m: (shares[m], m))
-    others = [m for m in HELPER_ORDER.get(side, ()) if m != own]
+    late = LATE_START.get(side, {})
+    own = max(shares, key=lambda m: (m not in late, shares[m], m))  # the main member starts at once
+    others = [m for m in HELPER_ORDER.get(side, ()) if m not in shares]  # one racing keeps its own share
     if not others:
         return HelperMix(shares, True)
     pick = others[(variant - 1) % len(others)]

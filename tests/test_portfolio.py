@@ -72,6 +72,7 @@ def test_presets_and_comma_lists_become_portfolios_and_unknown_names_are_named()
         "sat",
         "sat-rows",
         "sat-plain",
+        "sat-plain-fewest",
         *STOCHASTIC,
     ]
     assert [m.solver for m in PRESETS["fast"].members] == ["propagation"]
@@ -107,7 +108,7 @@ def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_t
     assert r.cost == grid_cost(puzzle, grid_of(r.solution)) == r.counters[r.solver]["best_cost"] > 0
     assert r.cost == min(c["best_cost"] for c in r.counters.values() if c["best_cost"] is not None)
     order = [name for name, _, _ in trace]
-    assert set(order) == {"propagation", "sat", "sat-rows", "sat-plain", *STOCHASTIC}
+    assert set(order) == {"propagation", "sat", "sat-rows", "sat-plain", "sat-plain-fewest", *STOCHASTIC}
     assert order.index("annealing") < len(order) - order[::-1].index("sat") - 1  # interleaved
     for c in r.counters.values():
         assert c["time_ms"] > 0 and c["work"] > 0  # a SAT member may be loading: no decision yet
@@ -271,9 +272,10 @@ def test_the_same_seed_replays_the_same_winner_and_grid(portfolio):
 def test_solve_many_races_only_the_puzzles_the_fast_path_leaves():
     frisch, demo = solve_many([FRISCH, DEMO], portfolio="race", time_limit=1.0)
     assert demo.status == "solved" and list(demo.counters) == ["propagation"]
-    # from 25x25 the stochastic members' learned 0.2% shares first run after ~1.5 s: no grid yet
+    # from 25x25 the stochastic members' learned 0.2% shares first run after ~0.75 s of SAT work: maybe
+    # an approximate grid by 1 s, never a solution
     learned = learned_shares(25) or {}
-    assert frisch.status == "timeout" and set(frisch.counters) == {"propagation", *learned}
+    assert frisch.status in ("timeout", "approximate") and set(frisch.counters) == {"propagation", *learned}
     assert frisch.counters["propagation"]["nodes"] >= PRESETS["race"].fast_budget(25)
     assert frisch.elapsed < 1.1
 

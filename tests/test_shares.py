@@ -14,7 +14,7 @@ from solvers.generator import generate
 from solvers.parse import parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
 from solvers.puzzle import Box, Puzzle
-from solvers.shares import HELPER_ORDER, LEARNED, helper_shares, learned_shares
+from solvers.shares import HELPER_ORDER, LATE_START, LEARNED, helper_shares, learned_shares
 from tests.test_portfolio import FRISCH
 
 STOCHASTIC = ("annealing", "evolution", "progressive")
@@ -37,8 +37,8 @@ def test_a_side_between_learned_sides_takes_the_nearest_and_below_them_none() ->
 
 def test_a_portfolio_without_learned_shares_keeps_its_own_weights_at_every_size() -> None:
     spec = PortfolioSpec(name="mine", members=PRESETS["race"].members)  # learned: False
-    assert spec.weights(25) == [57.0, 171.0, 57.0, 57.0, 1.0, 1.0, 1.0]
-    assert spec.weights(9) == [3.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # the SAT members race from 25x25
+    assert spec.weights(25) == [57.0, 171.0, 57.0, 57.0, 57.0, 1.0, 1.0, 1.0]
+    assert spec.weights(9) == [3.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # the SAT members race from 25x25
     assert PRESETS["race"].weights(25) == [LEARNED[25].get(m.solver, 0.0) for m in spec.members]
 
 
@@ -104,25 +104,29 @@ def test_learning_ranks_the_sat_modes_for_helpers_and_keeps_the_sides_it_did_not
         + records("propagation", [None] * 3)
     )
     recs = [{**r, "set": "q64"} for r in recs]
-    table, helpers = learn(recs)
-    assert helpers == {64: ("sat-rows", "sat")}  # PAR-2 12.5 against 23
+    learned = learn(recs)
+    assert learned.helpers == {64: ("sat-rows", "sat")}  # PAR-2 12.5 against 23
     target = tmp_path / "shares.py"
     target.write_text(Path(shares_module.__file__).read_text())
-    write_shares(table, helpers, target)
+    write_shares(learned._replace(starts={64: {"sat": 1.5}}), target)
     written: dict[str, Any] = {}
     exec(compile(target.read_text(), str(target), "exec"), written)  # noqa: S102 - the file just written
     assert written["HELPER_ORDER"] == {**HELPER_ORDER, 64: ("sat-rows", "sat")}
-    assert written["LEARNED"] == {**LEARNED, 64: table[64]}
+    assert written["LEARNED"] == {**LEARNED, 64: learned.shares[64]}
+    assert written["LATE_START"] == {**LATE_START, 64: {"sat": 1.5}}
+    write_shares(learned._replace(starts={64: {}}), target)  # retrained without one: the side's entry goes
+    exec(compile(target.read_text(), str(target), "exec"), written)  # noqa: S102
+    assert written["LATE_START"] == {s: row for s, row in LATE_START.items() if s != 64}
 
 
-def records(config: str, cpus: list[float | None]) -> list[dict[str, Any]]:
+def records(config: str, cpus: list[float | None], limit: float = 10.0) -> list[dict[str, Any]]:
     """Training records of one member alone, limit 10 s (None: not solved)."""
     return [
         {
             "config": config,
             "index": i,
-            "limit": 10.0,
-            "cpu": c or 10.0,
+            "limit": limit,
+            "cpu": c or limit,
             "status": "solved" if c else "timeout",
         }
         for i, c in enumerate(cpus)
@@ -131,9 +135,10 @@ def records(config: str, cpus: list[float | None]) -> list[dict[str, Any]]:
 
 def test_learning_gives_the_time_to_the_member_that_solves_and_none_to_one_that_never_does() -> None:
     fast = [0.5, 1.0, 2.0, 0.3, 6.0]
-    shares = learn_set(
+    shares, starts = learn_set(
         records("sat", fast) + records("propagation", [None] * 5) + records("annealing", [None] * 5)
     )
+    assert starts == {}
     assert shares == {
         "sat": pytest.approx(1 - 3 * STOCHASTIC_SHARE),
         **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE),
@@ -144,7 +149,7 @@ def test_learning_gives_the_time_to_the_member_that_solves_and_none_to_one_that_
 def test_learning_gives_a_member_that_alone_solves_one_puzzle_a_share_the_median_bound_allows() -> None:
     sat = records("sat", [0.5, 1.0, 2.0, 0.3, None])
     rare = records("propagation", [None, None, None, None, 0.2])
-    shares = learn_set(sat + rare)
+    shares, _ = learn_set(sat + rare)
     assert 0 < shares["propagation"] < shares["sat"]
     times = {"sat": [0.5, 1.0, 2.0, 0.3, None], "propagation": [None, None, None, None, 0.2]}
     race_times = predict(times, shares, 10.0)
@@ -175,6 +180,39 @@ def test_a_failed_run_settles_its_puzzle_only_after_its_whole_cpu_limit() -> Non
 def test_a_helper_of_the_race_solves_a_25x25_grid_with_the_mode_it_was_moved_to() -> None:
     puzzle = parse_puzzle(FRISCH)
     r = race(puzzle, "race", time_limit=30, seed=11, variant=1)
-    own = max(LEARNED[25], key=LEARNED[25].__getitem__)
-    moved_to = next(m for m in HELPER_ORDER[25] if m != own)
+    late = LATE_START.get(25, {})
+    own = max(LEARNED[25], key=lambda m: (m not in late, LEARNED[25][m]))
+    moved_to = next(m for m in HELPER_ORDER[25] if m not in LEARNED[25])
     assert r.status == "solved" and r.solver == moved_to and own not in r.counters
+
+
+def test_a_member_that_pays_only_on_hard_grids_joins_late_and_keeps_the_easy_ones_fast() -> None:
+    main = [0.5, 0.6, 0.7, 0.8, 0.9, 30.0, None]  # the main member: quick on most, stuck on two
+    tail = [2.0, 2.0, 2.0, 2.0, 2.0, 3.0, 4.0]  # another: slower on the easy ones, settles the two
+    recs = records("sat-plain", main, limit=60.0) + records("sat-plain-fewest", tail, limit=60.0)
+    shares, starts = learn_set(recs)
+    assert set(starts) == {"sat-plain-fewest"} and starts["sat-plain-fewest"] >= 0.9  # after the easy ones
+    race = predict({"sat-plain": main, "sat-plain-fewest": tail}, shares, 60.0, starts)
+    assert race[:5] == pytest.approx([t / (1 - 3 * STOCHASTIC_SHARE) for t in main[:5]], rel=0.01)
+    assert max(race) < 20.0  # both stuck ones within the limit
+
+
+def test_a_late_member_first_runs_once_the_others_have_done_its_start_in_work(monkeypatch) -> None:
+    from solvers.restarts import SLICE_S
+
+    monkeypatch.setitem(
+        LEARNED, 25, {"sat-plain": 0.7, "sat-rows": 0.294, **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE)}
+    )
+    monkeypatch.setitem(LATE_START, 25, {"sat-rows": 0.15})
+    members = {m.name: m for m in _build(PRESETS["race"], parse_puzzle(FRISCH), seed=0)}
+    assert members["sat-rows"].vtime > 0.15 / SLICE_S * 0.294 / 0.706  # held back by the others' 0.15 s
+    trace: list[tuple[str, Any, int]] = []
+    race(parse_puzzle(FRISCH), "race", time_limit=30, seed=0, trace=trace)
+    names = [name for name, *_ in trace]
+    assert "sat-rows" in names  # this grid takes the race longer than the late start
+    before = names[: names.index("sat-rows")]
+    assert before.count("sat-plain") * 4 >= 0.9 * 0.15 / SLICE_S  # 4 slices a step
+    helper = {m.name: m for m in _build(PRESETS["race"], parse_puzzle(FRISCH), seed=0, variant=1)}
+    pick = next(m for m in HELPER_ORDER[25] if m not in LEARNED[25])
+    assert "sat-plain" not in helper and helper[pick].weight == 0.7  # its main share moved on ...
+    assert helper["sat-rows"].vtime == members["sat-rows"].vtime  # ... the late member still waits
