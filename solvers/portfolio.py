@@ -108,12 +108,14 @@ class PortfolioSpec(BaseModel):
     learned: bool = False
 
     def mix(self, n: int, variant: int = 0) -> HelperMix:
-        """Return the shares for grid side n (None: the members' own weights) and whether the complete
-        members renumber their literals: the owner never; a helper (`variant` > 0) always, unless the
-        learned shares move it to another member (`solvers.shares.helper_shares`)."""
+        """Return the shares for grid side n (None: the members' own weights), whether the complete
+        members renumber their literals (the owner never; a helper always, unless the learned shares
+        move it to another member: `solvers.shares.helper_shares`) and the owner's late starts."""
         if self.learned and (helper := helper_shares(n, variant)) is not None:
             return helper
-        return HelperMix(learned_shares(n) if self.learned else None, variant > 0)
+        if not self.learned:
+            return HelperMix(None, variant > 0)
+        return HelperMix(learned_shares(n), variant > 0, late_starts(n))
 
     def weights(self, n: int, variant: int = 0) -> list[float]:
         """Return each member's weight for grid side n (0: it sits out this size), as helper
@@ -254,8 +256,7 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
                     name=name,
                 )
             )
-    if spec.learned:
-        _hold_back(members, late_starts(puzzle.box.n))
+    _hold_back(members, mix.starts or {})
     return members
 
 

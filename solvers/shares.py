@@ -90,28 +90,32 @@ HELPER_ORDER: dict[int, tuple[str, ...]] = {
 
 
 class HelperMix(NamedTuple):
-    """A race's shares (None: the members' own weights) and whether its complete members renumber
-    their literals."""
+    """A race's shares (None: the members' own weights), whether its complete members renumber
+    their literals, and the late starts it keeps (member -> seconds of work; the owner's only)."""
 
     shares: dict[str, float] | None
     renumber: bool
+    starts: dict[str, float] | None = None
 
 
 def helper_shares(n: int, variant: int) -> HelperMix | None:
-    """Return helper `variant`'s shares for grid side n and whether it must also renumber its
-    literals (None below the learned sides). Why: a helper running the owner's own member searches
-    nearly the same way (a SAT mode's conflicts to a solution vary little with the literal order),
-    so helper k moves the owner's main share to the k-th member of `HELPER_ORDER`, in that
-    member's own order; helpers past the end of the list cycle through it again, renumbered."""
+    """Return helper `variant`'s mix for grid side n (None below the learned sides). Why: a helper
+    running the owner's own members searches nearly the same way (a SAT mode's conflicts to a
+    solution vary little with the literal order), and the owner's late member only starts after
+    its late start. So helper k races the k-th other SAT mode alone, with every SAT share of the
+    owner, from the start, in that mode's own literal order: the owner's late members first (what
+    the owner reaches last, a helper runs at once), then `HELPER_ORDER`'s modes the owner does not
+    race; helpers past the end of that list cycle through it again, renumbered."""
     side = _nearest_side(n)
     if side is None or variant <= 0:
         return None
     shares = LEARNED[side]
-    late = LATE_START.get(side, {})
-    own = max(shares, key=lambda m: (m not in late, shares[m], m))  # the main member starts at once
-    others = [m for m in HELPER_ORDER.get(side, ()) if m not in shares]  # one racing keeps its own share
+    late = [m for m in LATE_START.get(side, {}) if m in shares]
+    own = max(shares, key=lambda m: (m not in late, shares[m], m))  # the member racing from the start
+    others = late + [m for m in HELPER_ORDER.get(side, ()) if m not in shares]
     if not others:
         return HelperMix(shares, True)
     pick = others[(variant - 1) % len(others)]
-    moved = {pick if m == own else m: s for m, s in shares.items()}
+    moved = {m: s for m, s in shares.items() if m != own and m not in late}
+    moved[pick] = shares[own] + sum(shares[m] for m in late)
     return HelperMix(moved, variant > len(others))

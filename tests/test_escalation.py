@@ -43,7 +43,8 @@ def hard_puzzle(side: int = 6) -> str:
 
 def slow_puzzle() -> str:
     """A 49x49 grid the owner alone solves in about 6 s CPU: a helper, called after 0.2 s, is seen
-    racing long before the owner ends (the 36x36 one left a window of ~0.7 s: a slow machine missed it)."""
+    racing (and posts its work) long before the owner ends; the 36x36 one left a window of ~0.7 s,
+    which a slow machine missed."""
     return hard_puzzle(7)
 
 
@@ -373,14 +374,14 @@ def test_one_puzzle_raced_on_two_real_workers_has_one_winner_the_other_stops_wit
     watcher.start()
     try:
         with BatchClient(workers) as client:
-            job = client.submit([hard_puzzle()], **RACED)
+            job = client.submit([slow_puzzle()], **RACED)
             records = [r.to_dict() for r in job.results()]
             job.purge()
         time.sleep(1.5)
     finally:
         done.set()
         watcher.join()
-    check_records(records, [hard_puzzle()])
+    check_records(records, [slow_puzzle()])
     (record,) = records
     assert record["status"] == "solved"
     helpers = [name for name in record["counters"] if name.endswith("@helper1")]
@@ -392,12 +393,12 @@ def test_one_puzzle_raced_on_two_real_workers_has_one_winner_the_other_stops_wit
 
 def test_a_job_of_one_hard_puzzle_is_raced_by_the_idle_worker_through_the_cli(workers, tmp_path):
     src, out = tmp_path / "hard.txt", tmp_path / "out.jsonl"
-    src.write_text(hard_puzzle() + "\n")
+    src.write_text(slow_puzzle() + "\n")
     cmd = [*cli_command(), "solve", str(src), "--broker", workers, "--portfolio", "race", "-o", str(out)]
     done = subprocess.run([*cmd, "--escalate-after", "0.2", "--time-limit", "120", "-q"], capture_output=True)
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    check_records(records, [hard_puzzle()])
+    check_records(records, [slow_puzzle()])
     assert records[0]["status"] == "solved"
     assert any(name.endswith("@helper1") for name in records[0]["counters"])
 
@@ -433,11 +434,11 @@ def test_a_killed_racing_worker_still_leaves_exactly_one_record(redis_client, tm
 
 def test_embedded_mode_races_a_hard_puzzle_on_its_idle_local_processes(tmp_path):
     src, out = tmp_path / "hard.txt", tmp_path / "out.jsonl"
-    src.write_text(hard_puzzle() + "\n" + "\n".join([EASY] * 200) + "\n")  # big enough for the local pool
+    src.write_text(slow_puzzle() + "\n" + "\n".join([EASY] * 200) + "\n")  # big enough for the local pool
     cmd = [*cli_command(), "solve", str(src), "--portfolio", "race", "--workers", "2", "-o", str(out)]
     done = subprocess.run([*cmd, "--escalate-after", "0.2", "--time-limit", "120", "-q"], capture_output=True)
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    hard = [r for r in records if r["puzzle"] == hard_puzzle()]
+    hard = [r for r in records if r["puzzle"] == slow_puzzle()]
     assert len(records) == 201 and len(hard) == 1 and hard[0]["status"] == "solved"
     assert any(name.endswith("@helper1") for name in hard[0]["counters"])
