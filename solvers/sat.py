@@ -58,6 +58,12 @@ BACKEND = "cadical195"
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
 LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x64 CNF loads in ~35 steps
+# Above this many clauses CaDiCaL's variable elimination and probing are off: on a 64x64 CNF (~1M clauses)
+# their first rounds are single steps of 5.2 and 1.4 s, in which the race can neither stop nor let the
+# process's other threads run (an escalation's lease lapsed and its helpers quit); without them `sat-rows`
+# solved all 6 64x64 training grids in at most 4.8 s of search, with them 5 (docs/decisions.md).
+INPROCESSING_MAX_CLAUSES = 500_000
+HEAVY_INPROCESSING = {"elim": 0, "probe": 0}
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,7 @@ class SatMember(CompleteMember):
                 return NO_SOLUTION
             self.clauses = self.cnf.clauses
             self.solver = Solver(name=BACKEND)
-            self.solver.configure(self.mode.options)  # before any clause: CaDiCaL's configuring state
+            self.solver.configure(self.options(self.cnf.clauses))  # before any clause: its configuring state
             self.loading = self.cnf.blocks(LOAD_PER_STEP)
             return PROGRESS
         if self.loading is not None:  # next steps: the solver takes the clauses, a block per step
@@ -201,6 +207,12 @@ class SatMember(CompleteMember):
         if deadline_ns and monotonic_ns() >= deadline_ns:
             return OUT_OF_TIME
         return PROGRESS
+
+    def options(self, clauses: int) -> dict[str, int]:
+        """The mode's CaDiCaL options for a CNF of so many clauses (no long inprocessing on huge ones)."""
+        if clauses > INPROCESSING_MAX_CLAUSES:
+            return {**self.mode.options, **HEAVY_INPROCESSING}
+        return dict(self.mode.options)
 
     def _close(self) -> None:
         """Free the solver's memory (its answer is taken); the member is done."""

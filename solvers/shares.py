@@ -85,7 +85,7 @@ HELPER_ORDER: dict[int, tuple[str, ...]] = {
     25: ("sat-plain-fewest", "sat", "sat-rows", "sat-plain"),
     36: ("sat-rows", "sat-plain"),
     49: ("sat", "sat-plain"),
-    64: ("sat-plain", "sat-rows", "sat"),
+    64: ("sat-rows", "sat-plain", "sat"),
 }
 
 

@@ -170,3 +170,13 @@ def test_the_same_seed_replays_the_sat_members_win() -> None:
         {k: (c.get("nodes"), c.get("conflicts"), c["restarts"]) for k, c in r.counters.items()} for r in runs
     ]
     assert work[0] == work[1]
+
+
+@pytest.mark.parametrize("mode", sorted(SAT_MODES))
+def test_a_huge_cnf_runs_without_elimination_or_probing_and_a_smaller_one_keeps_its_modes_options(mode) -> None:
+    from solvers.sat import HEAVY_INPROCESSING, INPROCESSING_MAX_CLAUSES
+
+    member = SatMember(parse_puzzle(FRISCH), mode=SAT_MODES[mode])
+    assert member.options(INPROCESSING_MAX_CLAUSES) == SAT_MODES[mode].options
+    huge = member.options(INPROCESSING_MAX_CLAUSES + 1)
+    assert huge == {**SAT_MODES[mode].options, **HEAVY_INPROCESSING} and huge["elim"] == huge["probe"] == 0
