@@ -173,7 +173,7 @@ def test_the_same_seed_replays_the_sat_members_win() -> None:
 
 
 @pytest.mark.parametrize("mode", sorted(SAT_MODES))
-def test_a_huge_cnf_runs_without_elimination_or_probing_and_a_smaller_one_keeps_its_modes_options(mode) -> None:
+def test_a_huge_cnf_runs_without_elimination_or_probing_and_a_smaller_one_keeps_its_options(mode) -> None:
     from solvers.sat import HEAVY_INPROCESSING, INPROCESSING_MAX_CLAUSES
 
     member = SatMember(parse_puzzle(FRISCH), mode=SAT_MODES[mode])
