@@ -29,7 +29,9 @@ exact member keeps the fast path at every size. Late starts learned 2026-11-26 (
 `sat-plain-fewest` added): at 25x25 `sat-plain-fewest` joins after 2 s with half the work
 (predicted frisch PAR-2 45.5, median 0.94 s; frisch is the training and the evidence set at
 25x25: no second set of its kind), at 64x64 `sat-rows` after 5 s with half (it solves the
-training grid `sat-plain` leaves).
+training grid `sat-plain` leaves; retrained once 64x64 CNFs ran without elimination and probing:
+`sat-rows` 6/6, median 5.1 s, `sat-plain` 5/6, median 4.0 s: the median bound keeps `sat-plain`
+first).
 """
 
 from __future__ import annotations
