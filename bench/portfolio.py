@@ -12,7 +12,8 @@ per solve, appended as it goes so a long run keeps what it measured):
                 ortools`); stochastic members alone (they solve no grid from 25x25) may run on
                 a documented subset (`--stochastic-subset`); `--train` runs the training sets
     table       per set and config: solved, median and max CPU, PAR-2, load; the issue's targets
-    learn       the race's shares per grid size from the `--train` records (solvers/shares.py)
+    learn       the race's shares per grid size from the `--train` records (solvers/shares.py);
+                `--sets` learns those sets' sides only
     throughput  9x9 corpora through solve_many: portfolio `race` vs `fast` (CPU time)
     calibrate   measured cost per exact node, SAT conflicts per slice and per stochastic work
                 unit vs the models
@@ -399,6 +400,8 @@ def section_learn(args: argparse.Namespace) -> None:
     from bench.learn_shares import learn, write_shares
 
     recs = [json.loads(x) for x in large_path(True).read_text().splitlines()]
+    if args.sets:  # learn these sides only; the others keep their rows
+        recs = [r for r in recs if r["set"] in args.sets.split(",")]
     write_shares(learn(latest(recs, ("set", "config"))), ROOT / "solvers" / "shares.py")
 
 

@@ -31,7 +31,11 @@ exact member keeps the fast path at every size. Late starts learned 2026-11-26 (
 25x25: no second set of its kind), at 64x64 `sat-rows` after 5 s with half (it solves the
 training grid `sat-plain` leaves; retrained once 64x64 CNFs ran without elimination and probing:
 `sat-rows` 6/6, median 5.1 s, `sat-plain` 5/6, median 4.0 s: the median bound keeps `sat-plain`
-first).
+first). 36x36 and 49x49 retrained with all four SAT modes the same day: at 49 the shares stayed
+(`sat-rows` 10/12; `sat-plain` and `sat-plain-fewest` 3/12); at 36 the learner chose
+`sat-plain-fewest` (training median 0.64 s, `sat` 0.76) with `sat-rows` late after 1 s, which on
+the 24 evidence grids scored PAR-2 32.6 against 17.7 for the `sat` shares (0.55x CP-SAT against
+0.30x): the 36x36 row keeps the first round's shares (`learn --sets frisch,q49,q64` leaves it).
 """
 
 from __future__ import annotations
@@ -81,12 +85,11 @@ def late_starts(n: int) -> dict[str, float]:
 
 
 # side -> the SAT modes helpers race instead of the owner's, best first: by PAR-2 alone in training
-# where measured (written by `bench/portfolio.py learn`: 64x64); at 25, 36 and 49 (training records
-# of issue 16's first rounds, before `sat-plain`) the other literal order first, then `sat-plain`
+# (written by `bench/portfolio.py learn`; every SAT mode trained at every side, 2026-11-26)
 HELPER_ORDER: dict[int, tuple[str, ...]] = {
     25: ("sat-plain-fewest", "sat", "sat-rows", "sat-plain"),
-    36: ("sat-rows", "sat-plain"),
-    49: ("sat", "sat-plain"),
+    36: ("sat", "sat-rows", "sat-plain-fewest", "sat-plain"),
+    49: ("sat-rows", "sat", "sat-plain-fewest", "sat-plain"),
     64: ("sat-rows", "sat-plain", "sat"),
 }
 
