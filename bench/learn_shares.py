@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -110,17 +110,19 @@ def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, f
         return (0, sum(race)) if median <= bound else (1, median)
 
     steps = round(1 / STEP)
-    candidates: list[tuple[dict[str, float], dict[str, float]]] = []
-    for split in itertools.product(range(steps + 1), repeat=len(complete) - 1):
-        if sum(split) <= steps:
-            parts = [*split, steps - sum(split)]
-            candidates.append(({m: rest * k / steps for m, k in zip(complete, parts, strict=True)}, {}))
-    for main, late in itertools.permutations(complete, 2):  # a second member joining late
-        for k in range(1, round(LATE_SHARE_MAX / LATE_STEP) + 1):
-            share = k * LATE_STEP
-            for start in LATE_STARTS:
-                candidates.append(({main: rest * (1 - share), late: rest * share}, {late: start}))
-    shares, starts = min(candidates, key=lambda c: key(*c))
+
+    def candidates() -> Iterator[tuple[dict[str, float], dict[str, float]]]:
+        for split in itertools.product(range(steps + 1), repeat=len(complete) - 1):
+            if sum(split) <= steps:
+                parts = [*split, steps - sum(split)]
+                yield {m: rest * k / steps for m, k in zip(complete, parts, strict=True)}, {}
+        for main, late in itertools.permutations(complete, 2):  # a second member joining late
+            for k in range(1, round(LATE_SHARE_MAX / LATE_STEP) + 1):
+                share = k * LATE_STEP
+                for start in LATE_STARTS:
+                    yield {main: rest * (1 - share), late: rest * share}, {late: start}
+
+    shares, starts = min(candidates(), key=lambda c: key(*c))
     kept = {m: round(s, 3) for m, s in shares.items() if s > 0}
     return {**kept, **{m: STOCHASTIC_SHARE for m in STOCHASTIC}}, starts
 

@@ -203,13 +203,19 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     return EXIT_OK
 
 
+def _meta_after_interrupt(job: Job) -> dict[str, str]:
+    """The job's metadata, or {} when the broker cannot say. Idle pooled connections are dropped
+    first: the interrupt may have cut a command off between its send and its reply."""
+    try:
+        job.client.store.drop_idle_connections()
+        return job.client.store.meta(job.id)
+    except Exception:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+        return {}
+
+
 def _how_far(job: Job, written: int) -> str:
     """`N of M puzzles` (`of M+ read so far` while the input is still read), from the job's metadata."""
-    try:
-        job.client.store.drop_idle_connections()  # the interrupt may have cut a command off mid-reply
-        meta = job.client.store.meta(job.id)
-    except Exception:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
-        meta = {}
+    meta = _meta_after_interrupt(job)
     if "total" in meta:
         return f"{written:,} of {int(meta['total']):,} puzzles"
     if "submitted" in meta:
@@ -221,11 +227,7 @@ def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
     """After an interrupt in broker mode: the job goes on without us; how to finish it, or delete it."""
     out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
     lines = [f"job {job.id} goes on without this command"]
-    try:
-        job.client.store.drop_idle_connections()  # the interrupt may have cut a command off mid-reply
-        meta = job.client.store.meta(job.id)
-    except Exception:  # noqa: BLE001 - the broker may be away: the commands still apply
-        meta = {}
+    meta = _meta_after_interrupt(job)  # the broker may be away: the commands still apply
     done = job.stopped_at()  # this process's own producer: known without the broker
     if done is None and not job.submitted_here and meta.get("state") != "produced" and "checkpoint" in meta:
         done = Checkpoint.of(meta).index  # `collect` interrupted: its job's submission stopped earlier

@@ -261,20 +261,16 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
 
 
 def _hold_back(members: list[Member], starts: dict[str, float]) -> None:
-    """Let each member with a learned late start join once the others have done about that many
-    CPU seconds of work: its clock starts at the work per weight they reach by then (the scheduler
-    runs the least (work + 1 slice) / weight next). Why: a second search that pays off only on the
-    grids the main member finds hard would slow every easy one down if it ran from the start.
-    The member holding the largest share among those without a late start (the main one, or the
-    mode a helper moved it to) is never held back."""
+    """Let each member with a late start (the owner's learned ones; a helper's mix has none) join once
+    the others have done about that many CPU seconds of work: its clock starts at the work per weight
+    they reach by then (the scheduler runs the least (work + 1 slice) / weight next). Why: a second
+    search that pays off only on the grids the main member finds hard would slow every easy one down
+    if it ran from the start."""
     racing = [m for m in members if m.weight > 0]
-    if not racing:
-        return
-    main = max(racing, key=lambda m: (m.name not in starts, m.weight))
     for m in racing:
         start = starts.get(m.name, 0.0)
-        if start > 0 and m is not main:
-            others = sum(o.weight for o in racing if o is not m)
+        others = sum(o.weight for o in racing if o is not m)
+        if start > 0 and others > 0:
             m.vtime += start / SLICE_S * m.weight / others
 
 

@@ -88,7 +88,7 @@ SLICE_S = 0.003  # CPU seconds a slice of work stands for (each member's unit is
 
 def exact_nodes_per_slice(n: int) -> int:
     """Nodes of the exact kernel in about 3 ms for grid side n (at least 16)."""
-    return max(16, int(3e6 / exact_ns_per_node(n)))
+    return max(16, int(SLICE_S * 1e9 / exact_ns_per_node(n)))
 
 
 def stochastic_restart_slices(n: int) -> int:
