@@ -327,3 +327,24 @@ def test_another_seed_finds_another_solution_of_a_puzzle_with_many_with_every_po
     assert all(r.status == "solved" and is_solution(puzzle, grid_of(r.solution)) for r in grids)
     assert len({r.solution for r in grids}) == 4
 
+
+def test_a_race_that_runs_out_of_time_leaves_the_last_tenth_of_it_to_the_stochastic_members():
+    trace: list[tuple[str, str, int]] = []
+    t0 = monotonic_ns()
+    r = race(parse_puzzle(FRISCH), "race", time_limit=1.0, seed=3, trace=trace)
+    endgame = t0 + int(0.9e9) + 20_000_000  # a SAT slice begun just before the endgame may end after it
+    late = {name for name, _, at in trace if at > endgame}
+    assert late and late <= set(STOCHASTIC), late
+    assert r.status == "approximate" and r.solver in STOCHASTIC and r.cost > 0
+    assert sum(r.counters[name]["time_ms"] for name in STOCHASTIC) > 20
+
+
+def test_no_member_says_running_once_the_race_is_over_and_each_names_its_share():
+    ended = race(parse_puzzle(FRISCH), "race", time_limit=0.3, seed=1).counters
+    assert {c["status"] for c in ended.values()} <= {"fast path only", "timeout"}
+    assert ended["propagation"]["status"] == "fast path only" and ended["propagation"]["share"] == 0
+    assert sum(c["share"] for c in ended.values()) == pytest.approx(1.0, abs=1e-3)
+    spec = PortfolioSpec(name="t", members=OWN_WEIGHTS.members, fast_nodes=1)  # the members race
+    won = race(parse_puzzle(HARD), spec, time_limit=20, seed=1)
+    assert won.status == "solved" and won.counters[won.solver]["status"] == "solved"
+    assert {c["status"] for name, c in won.counters.items() if name != won.solver} == {"lost"}
