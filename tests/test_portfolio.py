@@ -323,7 +323,7 @@ MANY = "........5........1..2.319..4....3....1..89.63.....4........7.......12...
 @pytest.mark.parametrize("portfolio", [*PRESETS, "sat-rows,annealing", "backtracking"])
 def test_another_seed_finds_another_solution_of_a_puzzle_with_many_with_every_portfolio(portfolio):
     puzzle = parse_puzzle(MANY)
-    grids = [solve_many([MANY], portfolio=portfolio, time_limit=10, seed=seed)[0] for seed in (11, 12, 13, 14)]
+    grids = [solve_many([MANY], portfolio=portfolio, time_limit=10, seed=s)[0] for s in (11, 12, 13, 14)]
     assert all(r.status == "solved" and is_solution(puzzle, grid_of(r.solution)) for r in grids)
     assert len({r.solution for r in grids}) == 4
 
