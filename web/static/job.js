@@ -20,8 +20,8 @@ function show(job) {
   bar.value = job.done;
   document.getElementById("progress-text").textContent = progressText(job) + " puzzles";
   document.getElementById("rate").textContent = rate(job.rate) + " puzzles/s";
-  document.getElementById("eta").textContent = job.phase === "done" ? "-" : seconds(job.eta_s);
-  document.getElementById("elapsed").textContent = seconds(job.elapsed_s);
+  document.getElementById("eta").textContent = job.phase === "done" ? "-" : duration(job.eta_s);
+  document.getElementById("elapsed").textContent = duration(job.elapsed_s);
   document.getElementById("chunks").textContent = job.chunks_done + " / " + job.chunks_sent + " done";
   document.getElementById("error").textContent = job.error || "-";
   table("counts", Object.entries(job.counts).map(([k, v]) => [k, v.toLocaleString("en")]));

@@ -19,7 +19,7 @@ async function refreshJobs() {
         cell(job.phase, "phase " + job.phase),
         progressCell(job),
         cell(rate(job.rate)),
-        cell(job.phase === "done" ? "-" : seconds(job.eta_s)),
+        cell(job.phase === "done" ? "-" : duration(job.eta_s)),
         cell(counts(job.counts)),
         cell(new Date(job.created * 1000).toLocaleString()),
       ]);
