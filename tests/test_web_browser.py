@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -178,8 +179,41 @@ def test_a_running_jobs_page_shows_its_progress_advance(browser, server):
     wait_for(lambda: browser.find_element(By.ID, "phase").text == "done", timeout=90, what="the job's end")
     assert browser.find_element(By.ID, "progress-text").text.startswith("24 / 24")
     assert "every result is stored" in browser.find_element(By.ID, "results-note").text
+    times = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#times td:nth-child(2)")]
+    assert len(times) == 4 and all(re.fullmatch(r"\d{1,3}(\.\d{1,2})? (us|ms|s)", t) for t in times), times
+    screenshot(browser, "job-done.png")
     browser.get(f"{server}/jobs")
     wait_for(lambda: job[:8] in browser.find_element(By.ID, "jobs").text, what="the job in the list")
+    workers = wait_for(lambda: browser.find_element(By.ID, "workers").text, what="the workers panel")
+    assert "(jobs)" in workers and "(single puzzles)" in workers and "jobs: jobs" not in workers, workers
+    assert "null" not in workers and "undefined" not in browser.find_element(By.TAG_NAME, "main").text
+    screenshot(browser, "jobs.png")
+
+
+NUMBERS = [0, 1, 2.0, 2.456, 0.002455, 9.996, 45.61, 99.96, 123.4, 8035, 12345.6, 1234567, 3.5e-7]
+
+
+def test_the_page_writes_numbers_as_the_summary_and_the_report_do(browser, server):
+    from client import numbers
+
+    browser.get(f"{server}/jobs")
+    wait_for(lambda: browser.execute_script("return typeof sig === 'function'"), what="common.js")
+    script = "return arguments[0].map((v) => [sig(v), duration(v), count(Math.round(v)), rate(v)])"
+    seen = browser.execute_script(script, NUMBERS)
+    expected = [
+        [numbers.sig(v), numbers.duration(v), numbers.count(round(v)), numbers.per_second(v)] for v in NUMBERS
+    ]
+    assert seen == expected
+    resume = "sudoku-batch submit --resume 5b5b big.txt --broker URL"
+    stopped = {"phase": "stopped", "done": 53721, "submitted": 53721, "total": None, "checkpoint": 53721,
+               "producer_silent_s": 600, "resume": resume}  # fmt: skip
+    assert browser.execute_script("return progressText(arguments[0])", stopped) == (
+        "53,721 / 53,721+ (submission stopped)"
+    )
+    assert browser.execute_script("return resumeText(arguments[0])", stopped) == (
+        "The submission stopped after 53,721 puzzles, its producer silent for 10 min 0 s; "
+        f"resume it: {resume}"
+    )
 
 
 INK = "rgb(29, 39, 51)"  # --ink in style.css: box borders and the grid's outer border

@@ -25,6 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from client import numbers
 from solvers.generator import random_seed
 from web import another
 from web.another import MAX_EXCLUDE, excluded_grids
@@ -55,6 +56,8 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
     templates.env.globals.update(embedded=backend.embedded, settings=settings)
+    for name in ("count", "duration", "per_second"):  # numbers as the scripts write them
+        templates.env.filters[name] = getattr(numbers, name)
 
     async def solve_page(request: Request) -> Response:
         context = {

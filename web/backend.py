@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+from client.args import resume_command
 from client.batch import BatchClient, Job
 from client.report import plots
 from client.store import JobStatus
@@ -76,7 +77,7 @@ class Backend:
         if "created" not in meta:
             return None
         status = self.client.store.status(job)
-        return _row(status, meta)
+        return _row(status, meta, self.embedded)
 
     def job(self, job: str) -> dict[str, Any]:
         """A job's page data: its row, summary (wins, percentiles, costs, cactus), what results are stored."""
@@ -85,7 +86,7 @@ class Backend:
         if "created" not in meta:
             raise ApiError(404, f"no job {job} (never created, purged, or expired)")
         status = self.client.store.status(job)
-        row = _row(status, meta)
+        row = _row(status, meta, self.embedded)
         summary = self._summary(job)
         data = summary.as_dict()
         row["summary"] = {
@@ -251,17 +252,24 @@ class Backend:
         self.client.close()
 
 
-def _row(status: JobStatus, meta: dict[str, str]) -> dict[str, Any]:
-    """A job's summary row: what the jobs list shows."""
+def _row(status: JobStatus, meta: dict[str, str], embedded: bool) -> dict[str, Any]:
+    """A job's summary row: what the jobs list shows. A submission whose producer died or failed
+    is `stopped` (as `status` says it), with the command that resumes it when one can (a broker's)."""
     kind = meta.get("kind", "solve")
     options = {k: meta[k] for k in ("time_limit", "portfolio", "box") if meta.get(k)}
+    stopped = status.submission == "stopped"
+    resume = resume_command(status.job, status.inputs) if stopped and not embedded else None
     return {
         "job": status.job,
         "kind": kind,
         "name": ", ".join(status.inputs) or kind,
         "created": float(meta.get("created") or 0.0),
         "options": options,
-        "phase": _phase(status, meta),
+        "phase": "stopped" if stopped and status.phase == "submitting" else _phase(status, meta),
+        "submission": status.submission,
+        "checkpoint": status.checkpoint,
+        "producer_silent_s": status.producer_silent_s,
+        "resume": resume,
         "total": status.total,
         "submitted": status.submitted,
         "done": status.done,

@@ -45,13 +45,14 @@ function count(value) {
   return value === null || value === undefined ? "-" : Math.round(value).toLocaleString("en");
 }
 
-function sig(value) {
+function sig(value, digits) {
   if (value === null || value === undefined) return "-";
   if (!Number.isFinite(value)) return String(value);
-  const rounded = Number(value.toPrecision(3));
+  digits = digits || 3;
+  const rounded = Number(value.toPrecision(digits));
   if (rounded === 0) return "0";
   if (Math.abs(rounded) >= 100) return Math.round(value).toLocaleString("en");
-  const text = rounded.toFixed(Math.max(0, 2 - Math.floor(Math.log10(Math.abs(rounded)))));
+  const text = rounded.toFixed(Math.max(0, digits - 1 - Math.floor(Math.log10(Math.abs(rounded)))));
   return text.includes(".") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
 }
 
@@ -75,11 +76,11 @@ function durationMs(ms) {
 
 function rate(value) {
   if (!value) return "0";
-  return value >= 10 ? Math.round(value).toLocaleString("en") : String(Number(value.toPrecision(2)));
+  return value >= 10 ? Math.round(value).toLocaleString("en") : sig(value, 2);
 }
 
 function counts(map) {
-  const parts = Object.entries(map || {}).map(([k, v]) => k + " " + v.toLocaleString("en"));
+  const parts = Object.entries(map || {}).map(([k, v]) => k + " " + count(v));
   return parts.length ? parts.join(", ") : "none yet";
 }
 
@@ -94,6 +95,14 @@ function progressCell(job) {
 }
 
 function progressText(job) {
-  const total = job.total !== null && job.total !== undefined ? job.total : job.submitted + "+";
-  return job.done.toLocaleString("en") + " / " + total.toLocaleString("en");
+  // "N+" while the input is read; a submission whose producer stopped says so (the bar is full of
+  // what was read, not of the input)
+  const total = job.total !== null && job.total !== undefined ? count(job.total) : count(job.submitted) + "+";
+  return count(job.done) + " / " + total + (job.phase === "stopped" ? " (submission stopped)" : "");
+}
+
+function resumeText(job) {
+  const silent = job.producer_silent_s ? ", its producer silent for " + duration(job.producer_silent_s) : "";
+  const how = job.resume ? "; resume it: " + job.resume : "";
+  return "The submission stopped after " + count(job.checkpoint) + " puzzles" + silent + how;
 }

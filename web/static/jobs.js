@@ -16,7 +16,7 @@ async function refreshJobs() {
       const tr = row([
         (() => { const td = cell(""); td.replaceChildren(link("/jobs/" + job.job, job.job.slice(0, 8))); return td; })(),
         cell(job.name),
-        cell(job.phase, "phase " + job.phase),
+        (() => { const td = cell(job.phase, "phase " + job.phase); if (job.phase === "stopped") td.title = resumeText(job); return td; })(),
         progressCell(job),
         cell(rate(job.rate)),
         cell(job.phase === "done" ? "-" : duration(job.eta_s)),
@@ -42,16 +42,17 @@ async function refreshWorkers() {
       note.textContent = data.workers.length + " live worker processes; " + data.queued + " chunk messages waiting in the queue.";
     }
     fill(body, data.workers.map((w) => {
-      let solving;
-      if (data.mode === "embedded") {
-        solving = cell(w.role + (w.solving.length ? ": jobs " + w.solving.map((j) => j.slice(0, 8)).join(", ") : ": idle"));
-      } else if (w.job) {
-        solving = cell("");
-        solving.replaceChildren(link("/jobs/" + w.job, w.job.slice(0, 8)), document.createTextNode(" chunk " + w.chunk));
-      } else {
-        solving = cell("idle");
+      const jobs = data.mode === "embedded" ? w.solving : w.job ? [w.job] : [];
+      const solving = cell(jobs.length ? "" : "idle");
+      jobs.forEach((job, k) => {
+        if (k) solving.appendChild(document.createTextNode(", "));
+        solving.appendChild(link("/jobs/" + job, "job " + job.slice(0, 8)));
+      });
+      if (data.mode !== "embedded" && w.job && w.chunk !== null && w.chunk !== undefined) {
+        solving.appendChild(document.createTextNode(", chunk " + count(w.chunk)));
       }
-      return row([cell(w.name), cell(w.beat_s === undefined ? "-" : w.beat_s + " s ago"), solving]);
+      const name = data.mode === "embedded" ? w.name + " (" + (w.role === "jobs" ? "jobs" : "single puzzles") + ")" : w.name;
+      return row([cell(name), cell(w.beat_s === undefined ? "-" : duration(w.beat_s) + " ago"), solving]);
     }));
   } catch (e) {
     note.textContent = "cannot list the workers: " + e.message;
