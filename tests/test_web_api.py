@@ -402,3 +402,67 @@ def test_a_puzzle_process_that_died_is_replaced_and_the_next_puzzle_is_solved(ap
         assert_error(response, 503, "died")
         time.sleep(0.1)
     assert response.json()["status"] == "solved" and backend.pool.pids() != [pid]
+
+
+@pytest.fixture(scope="module")
+def bounded() -> Iterator[Backend]:
+    """An embedded backend that keeps at most two jobs."""
+    client = BatchClient(None, workers=1, daemon=True)
+    client.pool.start()
+    backend = Backend(client, PuzzlePool(1), ServeSettings(max_jobs_kept=2))
+    yield backend
+    backend.close()
+
+
+def test_an_embedded_server_keeps_its_bounds_dropping_the_oldest_finished_jobs_and_says_so(
+    bounded, monkeypatch
+):
+    import web.backend
+    import web.retention
+
+    trims: list[int] = []
+    monkeypatch.setattr(web.backend, "release_memory", lambda: trims.append(1))
+    with TestClient(create_app(bounded), base_url=LOCAL) as api:
+        jobs = []
+        for k in range(3):
+            jobs.append(
+                api.post("/api/jobs", params={"name": f"c{k}.txt"}, content=LINES[k].encode()).json()["job"]
+            )
+            wait_done(api, jobs[-1])
+        assert [r["job"] for r in api.get("/api/jobs").json()] == [jobs[2], jobs[1]]  # newest first
+        kept = api.get("/api/limits").json()
+        assert (kept["max_jobs_kept"], kept["jobs_kept"], kept["dropped_total"]) == (2, 2, 1)
+        assert (kept["dropped"][0]["job"], kept["dropped"][0]["name"], kept["dropped"][0]["why"]) == (
+            jobs[0],
+            "c0.txt",
+            "jobs",
+        )
+        assert_error(api.get(f"/api/jobs/{jobs[0]}"), 410, "keeps at most 2 jobs")
+        assert "was dropped" in api.get(f"/jobs/{jobs[0]}").text and trims
+        monkeypatch.setattr(
+            web.retention, "resident_mb", lambda: 5000.0
+        )  # past 1,024 MB: only the newest stays
+        assert [r["job"] for r in api.get("/api/jobs").json()] == [jobs[2]]
+        assert api.get("/api/limits").json()["dropped"][0] | {"at": 0} == {
+            "job": jobs[1],
+            "name": "c1.txt",
+            "why": "memory",
+            "at": 0,
+        }
+        before = len(trims)
+        api.delete(f"/api/jobs/{jobs[2]}")
+        assert len(trims) == before + 1  # a purge hands the freed memory back too
+
+
+def test_the_bound_never_drops_a_running_job_or_the_newest():
+    from web.retention import Retention
+
+    rows = [
+        {"job": "a", "name": "a", "phase": "solving", "created": 1.0},
+        {"job": "b", "name": "b", "phase": "done", "created": 2.0},
+        {"job": "c", "name": "c", "phase": "done", "created": 3.0},
+    ]
+    keep_one = Retention(max_jobs=1, max_memory_mb=1 << 20)
+    assert keep_one.over(rows) == (rows[1], "jobs")
+    assert keep_one.over([rows[0], rows[2]]) is None  # a running job and the newest: nothing can go
+    assert Retention(max_jobs=10, max_memory_mb=1 << 20).over(rows) is None

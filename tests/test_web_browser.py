@@ -187,6 +187,9 @@ def test_a_running_jobs_page_shows_its_progress_advance(browser, server):
     workers = wait_for(lambda: browser.find_element(By.ID, "workers").text, what="the workers panel")
     assert "(jobs)" in workers and "(single puzzles)" in workers and "jobs: jobs" not in workers, workers
     assert "null" not in workers and "undefined" not in browser.find_element(By.TAG_NAME, "main").text
+    note = wait_for(lambda: browser.find_element(By.ID, "limits-note").text, what="the server's bounds")
+    bounds = r"This server keeps at most 50 jobs and 1,024 MB of memory \(now 1 job, [\d,]+ MB\)"
+    assert re.match(bounds, note), note
     screenshot(browser, "jobs.png")
 
 

@@ -160,6 +160,9 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
     def api_workers(request: Request) -> Response:
         return JSONResponse(backend.workers())
 
+    def api_limits(request: Request) -> Response:
+        return JSONResponse(backend.limits())
+
     routes = [
         Route("/", solve_page),
         Route("/jobs", jobs_page),
@@ -174,6 +177,7 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         Route("/api/jobs/{job}", api_purge, methods=["DELETE"]),
         Route("/api/jobs/{job}/results", api_results),
         Route("/api/workers", api_workers),
+        Route("/api/limits", api_limits),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_error}

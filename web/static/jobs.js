@@ -59,6 +59,29 @@ async function refreshWorkers() {
   }
 }
 
+async function refreshLimits() {
+  // embedded: jobs live in this server's memory, within its bounds; say them, and what went
+  const note = document.getElementById("limits-note");
+  try {
+    const kept = await api("/api/limits");
+    if (kept.max_jobs_kept === undefined) return;
+    let text = "This server keeps at most " + count(kept.max_jobs_kept) + " jobs and " + count(kept.max_memory_mb) +
+      " MB of memory (now " + count(kept.jobs_kept) + (kept.jobs_kept === 1 ? " job" : " jobs") + (kept.memory_mb === null ? "" : ", " + count(kept.memory_mb) + " MB") +
+      "); past either the oldest finished jobs are dropped.";
+    if (kept.dropped_total) {
+      const last = kept.dropped[0];
+      const why = last.why === "jobs" ? "past the job count" : "past the memory bound";
+      text += " Dropped so far: " + count(kept.dropped_total) + " (the last: " + last.job.slice(0, 8) + " " + last.name +
+        ", " + why + ", at " + new Date(last.at * 1000).toLocaleTimeString() + ").";
+    }
+    note.textContent = text;
+    note.hidden = false;
+  } catch (e) {
+    note.textContent = "cannot read the server's bounds: " + e.message;
+    note.hidden = false;
+  }
+}
+
 async function upload(event) {
   event.preventDefault();
   const message = document.getElementById("upload-message");
@@ -83,7 +106,7 @@ async function upload(event) {
 }
 
 document.getElementById("upload").addEventListener("submit", upload);
-refreshJobs();
+refreshJobs().then(refreshLimits);
 refreshWorkers();
-setInterval(refreshJobs, POLL_MS);
+setInterval(() => refreshJobs().then(refreshLimits), POLL_MS);
 setInterval(refreshWorkers, POLL_MS);
