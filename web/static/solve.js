@@ -269,13 +269,15 @@ const ENDINGS = {
   timeout: "time limit",
   stopped: "stopped",
   "fast path only": "fast path only (no share at this size)",
+  done: "every solution enumerated",
   running: "running",
 };
 
 function work(c) {
-  if (c.conflicts !== undefined) return count(c.conflicts) + " conflicts";
-  if (c.iterations !== undefined) return count(c.iterations) + " iterations";
-  if (c.nodes !== undefined) return count(c.nodes) + " nodes";
+  const some = (n, what) => count(n) + " " + what + (n === 1 ? "" : "s");
+  if (c.conflicts !== undefined) return some(c.conflicts, "conflict");
+  if (c.iterations !== undefined) return some(c.iterations, "iteration");
+  if (c.nodes !== undefined) return some(c.nodes, "node");
   return "-";
 }
 
@@ -405,7 +407,8 @@ async function randomPuzzle() {
       return;
     }
     loadLine(body.puzzle, body.box);
-    say("random " + body.level + " puzzle, " + count(body.clues) + " givens, seed " + body.seed + " (type it into Seed to make this puzzle again)");
+    const again = seed ? "" : " (type it into Seed to make this puzzle again)";
+    say("random " + body.level + " puzzle, " + count(body.clues) + " givens, seed " + body.seed + again);
   } catch (e) {
     say("the server did not answer: " + e.message, "error");
   }
