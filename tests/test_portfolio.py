@@ -330,11 +330,10 @@ def test_another_seed_finds_another_solution_of_a_puzzle_with_many_with_every_po
 
 def test_a_race_that_runs_out_of_time_leaves_the_last_tenth_of_it_to_the_stochastic_members():
     trace: list[tuple[str, str, int]] = []
-    t0 = monotonic_ns()
     r = race(parse_puzzle(FRISCH), "race", time_limit=1.0, seed=3, trace=trace)
-    endgame = t0 + int(0.9e9) + 20_000_000  # a SAT slice begun just before the endgame may end after it
-    late = {name for name, _, at in trace if at > endgame}
-    assert late and late <= set(STOCHASTIC), late
+    last_complete = max(at for name, _, at in trace if name not in STOCHASTIC)
+    alone_ms = (trace[-1][2] - last_complete) / 1e6  # before: the SAT member ran up to the deadline
+    assert alone_ms > 50, alone_ms  # its last 100 ms less a slice begun before (load stretched one to 27 ms)
     assert r.status == "approximate" and r.solver in STOCHASTIC and r.cost > 0
     assert sum(r.counters[name]["time_ms"] for name in STOCHASTIC) > 20
 

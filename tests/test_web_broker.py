@@ -98,6 +98,17 @@ def test_a_single_puzzle_through_the_broker_is_a_record_and_leaves_no_job_behind
     assert set(backend.client.store.job_ids(1000)) <= before
 
 
+def test_new_solution_through_the_broker_answers_a_grid_not_shown(served, workers):
+    api, _ = served
+    sparse = next(s.puzzle for s in samples() if "not unique" in s.name)
+    shown: list[str] = []
+    for seed in (0, 5, 6):
+        body = {"puzzle": sparse, "portfolio": "sat", "seed": seed, "time_limit": 5, "exclude": shown}
+        record = api.post("/api/solve", json=body).json()
+        assert record["status"] == "solved" and record["solution"] not in shown, record
+        shown.append(record["solution"])
+
+
 def test_job_ids_scan_only_job_metadata_keys_and_never_use_keys(fake_redis, monkeypatch):
     settings = ClientSettings()
     store = RedisJobStore(fake_redis, settings)
