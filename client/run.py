@@ -197,9 +197,10 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     if not args.quiet:
         print(summary.text(), file=sys.stderr)
     if args.report:
-        from client.report import write_report
+        from client.report import report_facts, write_report
 
-        write_report(summary, args.report)
+        facts = report_facts(job.id, meta, job.client.embedded)
+        write_report(summary, args.report, f"sudoku-batch report: {facts['inputs']}", facts)
     return EXIT_OK
 
 

@@ -190,14 +190,16 @@ class JobStore(ABC):
             for k, v in s.counts.items():
                 counts[k] = counts.get(k, 0) + v
         done = sum(s.n for s in stats)
-        elapsed = max(
-            1e-9, (max((s.end for s in stats), default=0.0) or time.time()) - float(meta["created"])
-        )
-        if meta.get("state") != "produced" or done < int(meta.get("total", -1)):
+        last = max((s.end for s in stats), default=0.0)
+        elapsed = max(1e-9, (last or time.time()) - float(meta["created"]))
+        submission, silent = submission_state(meta)
+        if submission == "stopped":  # nothing more comes until a resume: the rate of what it did
+            beat = float(meta.get("producer_beat") or 0.0)
+            elapsed = max(1e-9, max(last, beat) - float(meta["created"])) if last or beat else elapsed
+        elif meta.get("state") != "produced" or done < int(meta.get("total", -1)):
             elapsed = max(elapsed, time.time() - float(meta["created"]))
         total = int(meta["total"]) if "total" in meta else None
         rate = done / elapsed if done else 0.0
-        submission, silent = submission_state(meta)
         checkpoint = Checkpoint.of(meta)
         # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
         # never show fewer puzzles or chunks submitted than are answered or checkpointed

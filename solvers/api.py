@@ -160,7 +160,9 @@ def _race_group(
     """Solve a group through a portfolio: one batch kernel call with the fast path's node
     budget (easy puzzles cost what the plain exact solver costs), then race each puzzle
     left over, one by one, with the rest of its time limit (none once `stop` is raised),
-    inside `racing` when given (its flag stops that race alone)."""
+    inside `racing` when given (its flag stops that race alone). The fast path takes the
+    seed as the plain path does (value order randomised), so another seed finds another
+    solution of a puzzle with several, whatever the portfolio."""
     if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
         left = list(range(len(indices)))
         spent = [0.0] * len(indices)
@@ -168,7 +170,7 @@ def _race_group(
     else:
         budget = spec.fast_budget(box.n)
         batch = exact.solve_batch(
-            givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=0, stop=stop
+            givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=seed, stop=stop
         )
         _collect(batch, givens, box, notation, indices, results, exact.name, 1)
         left = np.flatnonzero(batch.status == BUDGET).tolist()

@@ -61,6 +61,8 @@ def solve_stuck(port: int) -> None:
         (["--token", "short"], "at least 16"),
         (["--max-time-limit", "0"], "--max-time-limit"),
         (["--max-upload-mb", "1e9"], "--max-upload-mb"),
+        (["--max-jobs-kept", "0"], "--max-jobs-kept"),
+        (["--max-memory-mb", "-5"], "--max-memory-mb"),
         (["--port", "70000"], "--port"),
         (["--workers", "100000"], "--workers"),
         (["--broker", "http://nowhere"], "expected redis://"),

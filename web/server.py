@@ -28,6 +28,8 @@ FLAGS = {  # settings field -> the option that sets it, for errors
     "token": f"--token (or {TOKEN_ENV})",
     "max_time_limit": "--max-time-limit",
     "max_upload_bytes": "--max-upload-mb",
+    "max_jobs_kept": "--max-jobs-kept",
+    "max_memory_mb": "--max-memory-mb",
 }
 
 
@@ -42,6 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time-limit", type=float, default=60.0, metavar="S", help="cap per single puzzle")
     p.add_argument("--max-upload-mb", type=float, default=32.0, metavar="MB", help="largest corpus upload")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes for jobs")
+    kept = "embedded: jobs kept in memory (past it the oldest finished go)"
+    p.add_argument("--max-jobs-kept", type=int, default=50, metavar="N", help=kept)
+    memory = "embedded: the server's resident memory past which the oldest finished jobs go"
+    p.add_argument("--max-memory-mb", type=int, default=1024, metavar="MB", help=memory)
 
 
 def serve_settings(args: argparse.Namespace) -> ServeSettings:
@@ -55,6 +61,8 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
             token=token,
             max_time_limit=args.max_time_limit,
             max_upload_bytes=int(upload) if math.isfinite(upload) else 0,
+            max_jobs_kept=args.max_jobs_kept,
+            max_memory_mb=args.max_memory_mb,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
