@@ -16,6 +16,7 @@ import numpy as np
 from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
+from solvers.exchange import Raced
 from solvers.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
@@ -28,7 +29,8 @@ STOPPED_ERROR = "stopped before an answer"
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
 GroupKey = tuple[Box, Notation]
-Racing = Callable[[int], AbstractContextManager[np.ndarray]]  # input position -> that search's stop flag
+# input position -> that search's stop flag, or the flag and its exchange with other processes (`Raced`)
+Racing = Callable[[int], AbstractContextManager[np.ndarray | Raced]]
 
 
 class _Groups:
@@ -94,7 +96,8 @@ def solve_many(
     `racing` (the pipeline's fleet escalation) is entered around the search of each puzzle
     the batch's first pass (a small node budget) left unsolved, with its input position,
     and yields the stop flag of that search alone: raised when another process answered
-    the puzzle (the caller raises it too when `stop` goes up). With it, even the plain
+    the puzzle (the caller raises it too when `stop` goes up), or that flag with the search's
+    exchange with the other processes racing it (`solvers.exchange.Raced`). With it, even the plain
     exact path searches such puzzles one at a time. `variant` > 0 is a helper's search of
     a puzzle raced in another process too (`solvers.portfolio.race`).
     """
@@ -181,7 +184,8 @@ def _race_group(
         if stop[0] != 0:
             results.put(i, SolveResult(Status.TIMEOUT, texts[i], error=STOPPED_ERROR, elapsed=spent[k]))
             continue
-        with racing(i) if racing is not None else nullcontext(stop) as flag:
+        with racing(i) if racing is not None else nullcontext(stop) as link:
+            flag, exchange = (link, None) if isinstance(link, np.ndarray) else link
             raced = race(
                 Puzzle(box, givens[k], notation),
                 spec,
@@ -192,6 +196,7 @@ def _race_group(
                 spent=spent[k],
                 stop=flag,
                 variant=variant,
+                exchange=exchange,
             )
         results.put(i, raced)
 

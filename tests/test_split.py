@@ -1,0 +1,268 @@
+"""One puzzle's search split between the processes racing it (`solvers.cubes`, `solvers.exchange`): the split,
+the SAT member's cubes and imported clauses, and the board's side of it in both forms (Redis, local)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pytest
+
+from solvers.cubes import MAX_CUBES, Split, cell_value, negation, split, term, valid_clause, valid_cube
+from solvers.exchange import Exchange
+from solvers.parse import parse_puzzle
+from solvers.puzzle import Puzzle
+
+JOB = "5c" * 16
+
+
+@cache
+def holed(side: int = 6, seed: int = 3, holes: float = 0.6) -> str:
+    """A side**2 x side**2 grid with `holes` of its cells blanked (solvable: cut from a full grid); the
+    default, 36x36, takes the race ~430 SAT conflicts (0.3 s): past the fast path, not long."""
+    from solvers.fill import random_grids
+    from solvers.puzzle import Box
+
+    box = Box(side, side)
+    rng = np.random.default_rng(seed)
+    grid = random_grids(box, 1, rng)[0].copy()
+    grid[rng.choice(box.cells, int(holes * box.cells), replace=False)] = 0
+    return Puzzle(box, grid.astype(np.uint8)).render()
+
+
+def solution_of(text: str) -> np.ndarray:
+    from solvers.api import solve
+
+    result = solve(text, portfolio="race", seed=1)
+    assert result.solution is not None
+    return parse_puzzle(result.solution).givens
+
+
+class ListCubes:
+    """A `CubeSource` in this process: cubes claimed in order, refutations recorded."""
+
+    def __init__(self) -> None:
+        self.cubes: list | None = None
+        self.units: list = []
+        self.held: list[int] = []
+        self.refutations: dict[int, tuple] = {}
+
+    def published(self) -> list | None:
+        return self.cubes
+
+    def publish(self, made: Split) -> list:
+        if self.cubes is None:
+            self.cubes, self.units = list(made.cubes), list(made.units)
+        return self.cubes
+
+    def take(self) -> int | None:
+        for index in range(len(self.cubes or [])):
+            if index not in self.held and index not in self.refutations:
+                self.held.append(index)
+                return index
+        return None
+
+    def refute(self, index: int, clause: tuple) -> None:
+        self.refutations[index] = clause
+
+
+def test_a_term_names_a_cell_and_value_whatever_the_grid_and_reads_back():
+    for n in (4, 9, 25, 64):
+        for cell, value in ((0, 1), (n * n - 1, n), (n + 2, 2)):
+            t = term(cell, value, n)
+            assert 1 <= t <= n**3 and cell_value(t, n) == (cell, value) == cell_value(-t, n)
+    assert negation((5, 9)) == (-5, -9)
+
+
+@pytest.mark.parametrize(
+    ("clause", "ok"),
+    [
+        ((1, -2), True),
+        ((0,), False),
+        ((), False),
+        ((126,), False),
+        ((1.0,), False),
+        ([3], True),
+        ("12", False),
+    ],
+)
+def test_a_clause_from_another_process_is_checked_against_the_grid(clause, ok):
+    assert valid_clause(clause, 5) is ok
+
+
+def test_a_cube_fixes_distinct_cells_to_values():
+    n = 9
+    assert valid_cube((term(3, 1, n), term(4, 1, n)), n)
+    assert not valid_cube((term(3, 1, n), term(3, 2, n)), n)  # one cell, two values
+    assert not valid_cube((-term(3, 1, n),), n)
+
+
+def test_a_split_covers_every_candidate_of_its_cells_and_its_units_hold_in_the_solution():
+    text = holed()
+    puzzle = parse_puzzle(text)
+    solved = solution_of(text)
+    n = puzzle.box.n
+    made = split(puzzle, want=6)
+    assert 6 <= len(made.cubes) <= MAX_CUBES
+    cells = sorted({cell_value(t, n)[0] for t in made.cubes[0]})
+    assert all(sorted(cell_value(t, n)[0] for t in c) == cells for c in made.cubes)
+    assert len(set(made.cubes)) == len(made.cubes)
+    holding = [c for c in made.cubes if all(solved[cell_value(t, n)[0]] == cell_value(t, n)[1] for t in c)]
+    assert len(holding) == 1  # the solution is in exactly one cube
+    for (t,) in made.units:  # a refuted candidate is in no solution
+        cell, value = cell_value(t, n)
+        assert t < 0 and solved[cell] != value
+    assert split(puzzle, want=6) == made  # the same on every machine
+
+
+def test_a_puzzle_propagation_settles_has_no_cubes():
+    from solvers.api import solve
+
+    easy = solve(holed(holes=0.2)).solution
+    assert easy is not None
+    assert split(parse_puzzle(easy), want=4).cubes == ()
+
+
+def sat_member(text: str, mode: str, exchange: Exchange | None = None, seed: int = 0) -> Any:
+    """A SAT member of `mode` with its CNF built and loaded, not searched yet (its first step builds it)."""
+    from solvers.sat import SAT_MODES, SatMember
+
+    member = SatMember(parse_puzzle(text), mode=SAT_MODES[mode], exchange=exchange, seed=seed)
+    member.step(0, np.zeros(1, dtype=np.int64))
+    for block in member.loading:
+        member.solver.append_formula(block)
+    member.loading = None
+    return member
+
+
+def test_a_clause_shared_in_terms_is_imported_in_the_importers_own_literal_order():
+    text = holed()
+    solved = solution_of(text)
+    n = parse_puzzle(text).box.n
+    exchange = Exchange()
+    owner = sat_member(text, "sat", exchange)  # fewest candidates first
+    helper = sat_member(text, "sat-rows", seed=12345)  # cell by cell, renumbered
+    cell = next(c for c in range(n * n) if not owner.cnf.fixed[c])
+    wrong = next(v for v in range(1, n + 1) if v != solved[cell] and helper._lits((term(cell, v, n),)))
+    clause = helper._terms(helper._lits((-term(cell, wrong, n),)))  # the helper's literal, back to a term
+    assert clause == (-term(cell, wrong, n),)
+    exchange.offer([clause])
+    owner._trade(owner.search)  # what its next step does first
+    assert owner.imported == 1
+    (lit,) = owner._lits((term(cell, wrong, n),))
+    assert lit != helper._lits((term(cell, wrong, n),))[0]  # another numbering ...
+    ok, _ = owner.solver.propagate(assumptions=[lit])
+    assert not ok  # ... and the owner now knows the cell does not hold that value
+
+
+def test_a_helper_member_searches_cubes_refutes_the_wrong_ones_and_finds_the_solution_in_its_cube():
+    from solvers.portfolio import race
+
+    text = holed()
+    source = ListCubes()
+    result = race(parse_puzzle(text), "race", seed=3, variant=2, exchange=Exchange(source, want=4))
+    assert result.status.value == "solved"
+    n = parse_puzzle(text).box.n
+    assert source.cubes and len(source.cubes) >= 4
+    winner = source.held[-1]  # the cube searched when the solution came
+    solved = parse_puzzle(result.solution).givens
+    assert all(solved[cell_value(t, n)[0]] == cell_value(t, n)[1] for t in source.cubes[winner])
+    for index, clause in source.refutations.items():  # each refutation: the cube's terms (or some), negated
+        assert set(clause) <= set(negation(source.cubes[index])) and clause
+    sat = [c for c in result.counters.values() if "cubes_refuted" in c]
+    assert sat and sum(c["cubes_refuted"] for c in sat) == len(source.refutations)
+
+
+def test_a_member_importing_every_refuted_cube_of_a_split_proves_there_is_no_solution():
+    text = holed()
+    puzzle = parse_puzzle(text)
+    made = split(puzzle, want=4)
+    exchange = Exchange()
+    member = sat_member(text, "sat-plain", exchange)
+    exchange.offer([negation(c) for c in made.cubes])  # every part refuted: no grid is left
+    member.step(0, np.zeros(1, dtype=np.int64))
+    assert member.status == "unsolvable" and member.imported == len(made.cubes)
+
+
+# ---- the board's side, in both forms ---------------------------------------------------------------------
+
+
+class Form:
+    """One form of the board: the board, and how to make a claim lapse at once."""
+
+    def __init__(self, board: Any, lapse: Any) -> None:
+        self.board, self.lapse = board, lapse
+
+
+@pytest.fixture(params=["fake-redis", "redis", "local"])
+def form(request, monkeypatch) -> Iterator[Form]:
+    if request.param in ("fake-redis", "redis"):
+        from pipeline.keys import JobKeys
+        from worker import board as worker_board
+
+        client = request.getfixturevalue("fake_redis" if request.param == "fake-redis" else "redis_client")
+        client.hset(JobKeys(JOB).meta, "created", "0")
+
+        def lapse() -> None:
+            for key in client.keys("*:hold:*"):
+                client.delete(key)
+
+        yield Form(worker_board.RedisBoard(client, JOB), lapse)
+        return
+    from client import local_board
+
+    manager = local_board.start_manager()
+    try:
+        board = local_board.LocalBoard(manager.dict(), manager.Queue(), 3).for_job(JOB)
+
+        def lapse_local() -> None:
+            for key in [k for k in board.state.keys() if k[0] == "hold"]:  # noqa: SIM118 - a proxy
+                helper, _, attempt = board.state[key]
+                board.state[key] = (helper, time.monotonic() - 1, attempt)
+
+        yield Form(board, lapse_local)
+    finally:
+        manager.shutdown()
+
+
+CUBES = [(1, 10), (1, 11), (2, 10), (2, 11)]
+
+
+def test_the_first_split_published_is_the_races_and_its_units_are_shared(form):
+    board = form.board
+    assert board.cubes(0, 3) is None
+    assert board.publish_cubes(0, 3, CUBES, [(-7,)]) == CUBES
+    assert board.publish_cubes(0, 3, [(5,)], [(-8,)]) == CUBES  # a later split is not taken
+    assert board.shared(0, 3, 0) == ([(-7,)], 1)
+    assert board.cubes(0, 4) is None  # another puzzle's race is another race
+
+
+def test_each_cube_is_claimed_once_until_its_hold_lapses_then_it_is_taken_again(form):
+    board = form.board
+    board.open(0, 3)
+    board.publish_cubes(0, 3, CUBES, [])
+    taken = [board.take_cube(0, 3, helper, len(CUBES)) for helper in (1, 2, 3, 4)]
+    assert taken == [0, 1, 2, 3]
+    assert board.take_cube(0, 3, 5, len(CUBES)) is None  # every cube is held
+    board.hold_cube(0, 3, 1, 0)
+    form.lapse()  # the helpers holding them were killed: nobody refreshes their holds
+    assert board.take_cube(0, 3, 5, len(CUBES)) == 0
+
+
+def test_a_refuted_cube_is_never_taken_again_and_its_clause_is_shared_with_every_search(form):
+    board = form.board
+    board.open(0, 3)
+    board.publish_cubes(0, 3, CUBES, [(-7,)])
+    assert board.take_cube(0, 3, 1, len(CUBES)) == 0
+    board.refute_cube(0, 3, 0, (-1, -10))
+    form.lapse()
+    assert board.refuted(0, 3) == {0}
+    assert board.take_cube(0, 3, 2, len(CUBES)) == 1
+    clauses, at = board.shared(0, 3, 0)
+    assert clauses == [(-7,), (-1, -10)] and at == 2
+    assert board.shared(0, 3, at) == ([], at)
+    board.drop(0, 3)
+    assert board.cubes(0, 3) is None and board.refuted(0, 3) == set() and board.shared(0, 3, 0) == ([], 0)
