@@ -108,7 +108,8 @@ class _Race:
     escalated: bool = False
     called: int = 0
     winner: int | None = None
-    unsolvable: bool = False  # the helpers proved it: every cube refuted, or one helper's own proof
+    unsolvable: bool = False  # the helpers proved it: every cube refuted (`split`), or one helper's own proof
+    split: bool = False
     entries: dict[int, RaceEntry] = field(default_factory=dict)
     side: int = 0  # the grid's side, read at the first escalation
     cursor: int = 0  # shared clauses read so far
@@ -203,7 +204,7 @@ class Escalation:
         race.exchange.offer([c for c in clauses if valid_clause(c, race.side)])
         cubes = self.board.cubes(chunk, race.row)
         if cubes and self.board.refuted(chunk, race.row) >= set(range(len(cubes))):
-            race.unsolvable = True
+            race.unsolvable = race.split = True
         if any(e.state == "done" and e.status == Status.UNSOLVABLE for e in race.entries.values()):
             race.unsolvable = True
 
@@ -267,7 +268,8 @@ class Escalation:
             self.board.drop(chunk, race.row)
         except Exception as exc:  # noqa: BLE001 - the owner's own answer stands; the record is written
             log.warning("race of chunk %s row %s: helpers' answers lost: %s", chunk, race.row, exc)
-        return Outcome(dict(race.entries), race.winner, race.unsolvable and race.winner is None)
+        proved = race.unsolvable and race.winner is None
+        return Outcome(dict(race.entries), race.winner, proved, proved and race.split)
 
     def _run(self) -> None:
         while not self._done.wait(self.poll_s):

@@ -88,11 +88,12 @@ class RaceEntry(BaseModel):
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """The end of one escalated puzzle: every helper's last entry, the helper whose grid won (if any), and
-    whether the helpers proved it has no solution (every cube refuted, or one helper's own proof)."""
+    whether the helpers proved it has no solution (`split`: every cube refuted; else a helper's own proof)."""
 
     entries: dict[int, RaceEntry]
     winner: int | None = None
     unsolvable: bool = False
+    split: bool = False  # every cube of the race's split refuted
 
 
 _TERM_LISTS = TypeAdapter(list[list[StrictInt]])
@@ -123,19 +124,23 @@ def race_seed(job: str, chunk: int, row: int, helper: int) -> int:
 
 def merge(owner: SolveResult, outcome: Outcome) -> SolveResult:
     """The puzzle's one result: the owner's own answer when it solved or refuted it, else the winning
-    helper's verified grid; `counters` gain every helper's members either way."""
+    helper's verified grid, else `unsolvable` when the helpers proved it (`solver` names the helper
+    whose search proved it, or `split` when every cube of the split was refuted); `counters` gain
+    every helper's members either way."""
     counters = dict(owner.counters)
     for helper, entry in sorted(outcome.entries.items()):
         for member, values in entry.counters.items():
             counters[helper_name(member, helper)] = values
     own = owner.status in (Status.SOLVED, Status.UNSOLVABLE, Status.INVALID)
-    if not own and outcome.winner is None and outcome.unsolvable:
+    if not own and outcome.winner is None and outcome.unsolvable:  # a helper's proof, or every cube refuted
+        proofs = [(k, e) for k, e in sorted(outcome.entries.items()) if e.status == Status.UNSOLVABLE]
+        solver = (
+            helper_name(proofs[0][1].solver or "?", proofs[0][0])
+            if proofs and not outcome.split
+            else SPLIT_HELPER
+        )
         return SolveResult(
-            Status.UNSOLVABLE,
-            puzzle=owner.puzzle,
-            solver=SPLIT_HELPER,
-            elapsed=owner.elapsed,
-            counters=counters,
+            Status.UNSOLVABLE, puzzle=owner.puzzle, solver=solver, elapsed=owner.elapsed, counters=counters
         )
     if own or outcome.winner is None:
         return dataclasses.replace(owner, counters=counters)

@@ -187,6 +187,29 @@ def test_a_member_importing_every_refuted_cube_of_a_split_proves_there_is_no_sol
     assert member.status == "unsolvable" and member.imported == len(made.cubes)
 
 
+def test_the_owner_takes_unsolvable_only_once_every_cube_is_refuted_and_shares_the_refutations():
+    from pipeline.race import merge
+    from solvers.api import STOPPED_ERROR
+    from solvers.result import SolveResult, Status
+    from tests.test_escalation import EASY, Clock, MemoryBoard, escalation
+
+    board, clock = MemoryBoard(idle=2), Clock()
+    esc = escalation(board, clock)
+    with esc.racing(0) as raced:
+        clock.now += 3
+        esc.tick()  # two helpers called
+        board.publish_cubes(0, 0, [(1,), (2,)], [(-3,)])
+        board.refute_cube(0, 0, 0, (-1,))
+        esc.tick()
+        assert raced.flag[0] == 0 and raced.exchange.since(0) == [(-3,), (-1,)]  # for the owner's SAT members
+        board.refute_cube(0, 0, 1, (-2,))
+        esc.tick()
+        assert raced.flag[0] != 0  # the owner's search stops: there is nothing left to find
+    owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR)
+    record = merge(owner, esc.outcomes[0])
+    assert record.status == Status.UNSOLVABLE and record.solver == "split"
+
+
 # ---- the board's side, in both forms ---------------------------------------------------------------------
 
 
@@ -266,3 +289,181 @@ def test_a_refuted_cube_is_never_taken_again_and_its_clause_is_shared_with_every
     assert board.shared(0, 3, at) == ([], at)
     board.drop(0, 3)
     assert board.cubes(0, 3) is None and board.refuted(0, 3) == set() and board.shared(0, 3, 0) == ([], 0)
+
+
+# ---- real worker processes on a real redis-server --------------------------------------------------------
+# The test plays the chunk's owner: the real `Escalation` on the real board calls the helpers (two real
+# worker processes), but searches nothing itself, so only the helpers' parts of the search decide.
+
+
+@cache
+def unsolvable() -> str:
+    """A 36x36 grid with no solution: `holed(6, 1, 0.47)` with cell 1277 set to 4. Root propagation does
+    not refute it; the race proves it in ~0.6 s CPU; its split is 3 cubes."""
+    from solvers.exact.propagation import root_candidates
+
+    puzzle = parse_puzzle(holed(6, 1, 0.47))
+    givens = puzzle.givens.copy()
+    givens[1277] = 4
+    assert root_candidates(puzzle.box, givens) is not None
+    return Puzzle(puzzle.box, givens).render()
+
+
+class OwnerBoard:
+    """The workers' Redis board, its helper tasks sent from this test (the owner) to the real workers."""
+
+    def __new__(cls, client: Any, url: str) -> Any:
+        from celery import Celery
+
+        from worker.board import RedisBoard
+        from worker.config import settings
+
+        class Board(RedisBoard):
+            app = Celery("owner", broker=url, set_as_current=False)
+
+            def call(self, task: Any) -> None:
+                kwargs = {"task": task.model_dump(mode="json")}
+                self.app.send_task(task.NAME, kwargs=kwargs, queue=settings.queue)
+
+        return Board(client, JOB)
+
+
+def watch_holds(client: Any, done: Any, holders: dict[int, list[str]]) -> None:
+    """Record, for each cube, the helpers that held it, in order."""
+    while not done.is_set():
+        for key in client.keys(f"sbatch:job:{JOB}:race:0:0:hold:*"):
+            value = client.get(key)
+            index = int(key.decode().rsplit(":", 1)[1])
+            if value is not None and holders.setdefault(index, [])[-1:] != [value.decode()]:
+                holders[index].append(value.decode())
+        time.sleep(0.01)
+
+
+def race_as_owner(client: Any, text: str, during: Any = None) -> tuple[Any, Any]:
+    """Escalate a chunk of one puzzle at once to the idle workers and wait for the helpers' answer; the
+    record (`merge` of an owner that found nothing) and the outcome. `during(client)` runs every poll."""
+    from pipeline.escalation import Escalation
+    from pipeline.keys import JobKeys
+    from pipeline.race import merge
+    from solvers.api import STOPPED_ERROR
+    from solvers.result import SolveResult, Status
+    from solvers.stop import new_flag
+    from tests.conftest import chunk_task, url_of
+
+    client.hset(JobKeys(JOB).meta, mapping={"created": str(time.time()), "state": "producing"})
+    task = chunk_task(JOB, [text], escalate_after=0.01, portfolio="race", time_limit=120)
+    board = OwnerBoard(client, url_of(client))
+    with Escalation(task, board, new_flag(), poll_s=0.1) as esc, esc.racing(0) as raced:
+        deadline = time.monotonic() + 120
+        while not raced.flag[0] and time.monotonic() < deadline:
+            if during is not None:
+                during(client)
+            time.sleep(0.05)
+    owner = SolveResult(Status.TIMEOUT, text, error=STOPPED_ERROR)
+    return merge(owner, esc.outcomes[0]), esc.outcomes[0]
+
+
+@pytest.fixture
+def two_workers(redis_client, tmp_path) -> Iterator[Any]:
+    """Two real `sudoku-batch worker --concurrency 1` processes on the test's own database."""
+    from tests.conftest import start_workers, stop_all, url_of
+
+    procs = start_workers(url_of(redis_client), 2, tmp_path)
+    try:
+        yield redis_client
+    finally:
+        stop_all(procs)
+
+
+def helper_members(outcome: Any) -> dict[str, dict[str, Any]]:
+    """Every helper's SAT members' counters, by `member@helperK`."""
+    return {
+        f"{m}@helper{k}": c
+        for k, e in outcome.entries.items()
+        for m, c in e.counters.items()
+        if "imported" in c
+    }
+
+
+def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_workers):
+    record, outcome = race_as_owner(two_workers, unsolvable())
+    assert record.status.value == "unsolvable"
+    members = helper_members(outcome)
+    assert {name.split("@")[1] for name in members} == {"helper1", "helper2"}
+    assert all(c["cubes_refuted"] >= 1 for c in members.values())  # both workers refuted cubes
+    (cubes,) = {c["cubes"] for c in members.values()}
+    refuted = sum(c["cubes_refuted"] for c in members.values())
+    if record.solver == "split":  # every cube refuted
+        assert refuted == cubes
+    else:  # the last cubes: a helper left without one proved the rest, importing the others' refutations
+        prover = members[record.solver]
+        assert refuted < cubes and prover["imported"] >= refuted - prover["cubes_refuted"]
+
+
+def test_a_clause_one_helper_refutes_is_imported_by_a_helper_with_another_literal_order(
+    two_workers, monkeypatch
+):
+    from pipeline import escalation
+
+    monkeypatch.setattr(escalation, "helper_splits", lambda n, helper, helpers=None: 0 if helper == 1 else 2)
+    record, outcome = race_as_owner(two_workers, unsolvable())
+    assert record.status.value == "unsolvable"
+    members = helper_members(outcome)
+    (whole,) = [name for name in members if name.endswith("@helper1")]  # the whole puzzle, `sat-rows`
+    (cubes,) = [name for name in members if name.endswith("@helper2")]  # cubes, in the owner's `sat`
+    assert whole.split("@")[0] == "sat-rows" and cubes.split("@")[0] == "sat"  # cell by cell / fewest first
+    assert members[cubes]["cubes_refuted"] >= 1
+    assert members[whole]["imported"] >= 1
+
+
+def test_a_helper_killed_mid_cube_leaves_its_cube_to_be_taken_again_once_its_hold_lapses(two_workers):
+    """The test holds the race's lease itself and sends the helper tasks (so it chooses when), to two
+    real workers: helper 1 takes cube 0 and is killed (SIGKILL) searching it; once its hold lapses,
+    helper 2 takes cube 0 again."""
+    import os
+    import signal
+    import threading
+
+    from pipeline.keys import JobKeys
+    from pipeline.race import RaceTask, race_seed
+    from tests.conftest import url_of
+    from tests.test_escalation import slow_puzzle
+
+    client = two_workers
+    client.hset(JobKeys(JOB).meta, mapping={"created": str(time.time()), "state": "producing"})
+    board = OwnerBoard(client, url_of(client))
+    done, holders = threading.Event(), {}
+    watcher = threading.Thread(target=watch_holds, args=(client, done, holders))
+    watcher.start()
+
+    def helper(k: int) -> RaceTask:
+        seed = race_seed(JOB, 0, 0, k)
+        return RaceTask(
+            job=JOB, chunk=0, row=0, helper=k, puzzle=slow_puzzle(), portfolio="race", seed=seed, cubes=2
+        )
+
+    def until(condition: Any, what: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            board.open(0, 0)  # the owner's lease: the helpers race while it holds
+            assert time.monotonic() < deadline, what
+            time.sleep(0.02)
+
+    try:
+        board.open(0, 0)
+        board.call(helper(1))
+        until(lambda: holders.get(0) == ["1"], "helper 1 took no cube")
+        (pid,) = [
+            int(name.decode().rsplit(":", 1)[1])
+            for name, value in client.hgetall("sbatch:current").items()
+            if value.endswith(b":race")
+        ]
+        os.kill(pid, signal.SIGKILL)
+        until(lambda: not client.exists(board.keys.race(0, 0).hold(0)), "the dead helper's hold never lapsed")
+        board.call(helper(2))
+        until(lambda: holders.get(0) == ["1", "2"], "cube 0 was not taken again")
+    finally:
+        board.close(0, 0)
+        done.set()
+        watcher.join()
+    assert holders[0] == ["1", "2"]
