@@ -105,7 +105,7 @@ class HelperMix(NamedTuple):
 
 # side -> the first helper that searches cubes of a split (`solvers.cubes`) instead of racing another SAT
 # mode: the helpers before it race the modes of `helper_shares`, those from it on split the search
-SPLIT_FROM: dict[int, int] = {25: 1, 36: 1, 49: 1, 64: 1}
+SPLIT_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 1}
 CUBES_PER_HELPER = 2  # a split makes at least this many cubes per helper searching cubes
 MIN_CUBES = 2
 
