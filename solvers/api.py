@@ -16,15 +16,22 @@ import numpy as np
 from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
-from solvers.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
+from solvers.outcome import BUDGET, Outcome
 from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.registry import Kind
-from solvers.result import STATUS_INDEX, Results, SolveResult, Status
+from solvers.result import (
+    REJECTED_ERROR,
+    STATUS_CODE,
+    STOPPED_ERROR,
+    UNANSWERED,
+    Results,
+    SolveResult,
+    Status,
+)
 from solvers.verify import verify_batch
 
-STOPPED_ERROR = "stopped before an answer"
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
 GroupKey = tuple[Box, Notation]
@@ -282,31 +289,27 @@ def _collect(
     if found.any():
         verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
     rendered = _render_rows(first, box, notation, verified)
-    # outcome: 0 verified, 1 rejected by the verifier, 2 proven unsolvable, 3 time up, 4 budget spent,
-    # 5 stopped by the caller's flag
-    complete = (batch.status == DONE) | (batch.status == LIMIT)
-    outcome = np.where(verified, 0, np.where(found, 1, np.where(complete, 2, 3)))
-    outcome[(outcome == 3) & (batch.status != TIMEOUT)] = 4
-    outcome[(outcome == 4) & (batch.status == STOPPED)] = 5
-    codes = _OUTCOME_STATUS[outcome]
-    errors = _OUTCOME_ERROR[outcome]
-    error_texts = [
-        f"{solver} returned a grid the verifier rejects",
-        "no solution within the time limit",
-        "no solution within the search budget",
-        STOPPED_ERROR,
-    ]
+    status = batch.status.astype(np.int64)
+    codes = _END_CODE[status]  # the status table (`solvers.result.UNANSWERED`), by kernel outcome
+    errors = _END_ERROR[status]
+    codes[verified] = STATUS_CODE[Status.SOLVED]
+    errors[verified] = 0
+    rejected = found & ~verified
+    codes[rejected] = STATUS_CODE[Status.ERROR]
+    errors[rejected] = 1
+    error_texts = [REJECTED_ERROR.format(solver=solver), *_END_ERRORS]
     counts = batch.counts if limit > 1 else None
     results.fill(
         indices, codes, solver, rendered, errors, error_texts, batch.ns, batch.nodes, batch.guesses, counts
     )
 
 
-_OUTCOME_STATUS = np.array(
-    [STATUS_INDEX[s] for s in (Status.SOLVED, Status.ERROR, Status.UNSOLVABLE, *[Status.TIMEOUT] * 3)],
-    dtype=np.uint8,
-)
-_OUTCOME_ERROR = np.array([0, 1, 0, 2, 3, 4], dtype=np.int16)  # 1-based into `_collect`'s error_texts
+_END_ERRORS = list(dict.fromkeys(e for _, e in UNANSWERED.values() if e))  # ids 2.. (1: rejected grid)
+_END_CODE = np.full(len(Outcome), STATUS_CODE[Status.TIMEOUT], dtype=np.uint8)  # any other end: budget
+_END_ERROR = np.full(len(Outcome), 2 + _END_ERRORS.index(UNANSWERED[Outcome(BUDGET)][1]), dtype=np.int16)
+for _outcome, (_status, _error) in UNANSWERED.items():
+    _END_CODE[_outcome] = STATUS_CODE[_status]
+    _END_ERROR[_outcome] = 0 if _error is None else 2 + _END_ERRORS.index(_error)
 
 
 def _render_rows(

@@ -16,8 +16,9 @@ import numpy as np
 
 from pipeline.columns import FIELDS, STATUS_NAMES, TIME_DECIMALS, ResultColumns
 from pipeline.result import ChunkResult
+from solvers.fields import CSV_HEADER
 
-HEADER = ",".join(FIELDS) + "\n"
+HEADER = CSV_HEADER  # from the field table
 
 
 def render_csv(result: ChunkResult, start: int, stop: int, header: bool) -> str:

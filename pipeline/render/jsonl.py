@@ -14,26 +14,18 @@ import numpy as np
 from numba import njit
 
 from pipeline.columns import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
+from solvers.fields import NAMES
 
 
 def _lit(text: str) -> np.ndarray:
     return np.frombuffer(text.encode(), dtype=np.uint8).copy()
 
 
-_L_LINE = _lit('{"line":')
-_L_INPUT = _lit(',"input":')
-_L_INDEX = _lit(',"index":')
-_L_PUZZLE = _lit(',"puzzle":')
-_L_STATUS = _lit(',"status":')
-_L_SOLUTION = _lit(',"solution":')
-_L_COST = _lit(',"cost":')
-_L_SOLVER = _lit(',"solver":')
-_L_TIME = _lit(',"time_ms":')
-_L_ERROR = _lit(',"error":')
-_L_NODES = _lit(',"nodes":')
-_L_GUESSES = _lit(',"guesses":')
-_L_RESTARTS = _lit(',"restarts":')
-_L_COUNTERS = _lit(',"counters":')
+# the keys of the record, in the field table's order (`solvers.fields.NAMES`): the kernel writes them in turn
+(
+    _L_LINE, _L_INPUT, _L_INDEX, _L_PUZZLE, _L_STATUS, _L_SOLUTION, _L_COST, _L_SOLVER, _L_TIME, _L_ERROR,
+    _L_NODES, _L_GUESSES, _L_RESTARTS, _L_COUNTERS,
+) = [_lit(("{" if i == 0 else ",") + f'"{name}":') for i, name in enumerate(NAMES)]  # fmt: skip
 _L_C_NODES = _lit(':{"nodes":')
 _L_C_GUESSES = _lit(',"guesses":')
 _L_C_TIME = _lit(',"time_ms":')

@@ -18,10 +18,11 @@ import numpy as np
 
 from pipeline.columns import FIELDS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
 from pipeline.result import ChunkResult
+from solvers.fields import RECORD_FIELDS
 
 INSTALL_HINT = "pip install 'sudoku-batch[parquet]'"
-DICTIONARY = ["input", "status", "solver"]  # few distinct values; the others are mostly unique per row
-STATISTICS = ["line", "index", "cost", "time_ms", "nodes", "guesses", "restarts"]  # min/max where useful
+DICTIONARY = [f.name for f in RECORD_FIELDS if f.dictionary]  # few distinct values; the rest mostly unique
+STATISTICS = [f.name for f in RECORD_FIELDS if f.statistics]  # min/max where useful
 
 
 def available() -> bool:
@@ -37,13 +38,8 @@ def schema() -> Any:
     """The Arrow schema of the records."""
     import pyarrow as pa
 
-    types = {
-        "line": pa.int64(), "input": pa.string(), "index": pa.int64(), "puzzle": pa.string(),
-        "status": pa.string(), "solution": pa.string(), "cost": pa.int64(), "solver": pa.string(),
-        "time_ms": pa.float64(), "error": pa.string(), "nodes": pa.int64(), "guesses": pa.int64(),
-        "restarts": pa.int64(), "counters": pa.string(),
-    }  # fmt: skip
-    return pa.schema([(name, types[name]) for name in FIELDS])
+    types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
+    return pa.schema([(f.name, types[f.parquet]) for f in RECORD_FIELDS])
 
 
 class ParquetSink:
@@ -118,3 +114,14 @@ def _strings(texts: Texts, valid: np.ndarray | None) -> Any:
         return pa.StringArray.from_buffers(n, offsets, data)
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.StringArray.from_buffers(n, offsets, data, bitmap, null_count=int(n - valid.sum()))
+
+
+def ipc_bytes(result: ChunkResult) -> bytes:
+    """A chunk result's records as an Arrow IPC stream (the schema, one record batch)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    data = table(result, schema())
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        writer.write_table(data)
+    return sink.getvalue().to_pybytes()
