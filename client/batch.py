@@ -32,7 +32,7 @@ from client.transport import (
 )
 from pipeline.outbox import parse_task
 from pipeline.render.record import Record
-from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, FORMATS, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ class BatchClient:
         name: str | None = None,
         seed: int | None = None,
         escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
+        format: str = "columns",
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
@@ -98,7 +99,7 @@ class BatchClient:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs(
             [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed,
-            escalate_after=escalate_after,
+            escalate_after=escalate_after, format=format,
         )  # fmt: skip
 
     def submit_inputs(
@@ -111,12 +112,18 @@ class BatchClient:
         bounded: bool = True,
         seed: int | None = None,
         escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
+        format: str = "columns",
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
         `bounded` keeps a window of chunks in flight (memory and queue stay small while
-        someone collects); `submit` without a collector needs it off.
+        someone collects); `submit` without a collector needs it off. `format` is what the
+        processes that solve the chunks render the records in (`jsonl`, `csv`, `parquet`: a
+        collector then moves their bytes into its output without reading them; `columns`, the
+        default: the result columns, which `Job.results()` and any output format read).
         """
+        if format not in FORMATS:
+            raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
         as_box(box)  # a bad box shape is the caller's error, raised here
         if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
             raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
@@ -130,7 +137,9 @@ class BatchClient:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
-        spec = JobSpec(new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None)
+        spec = JobSpec(
+            new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None, format
+        )
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
         transport: Transport

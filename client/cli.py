@@ -45,14 +45,19 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     )
 
 
-def _common_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", default=None, help="results file (default: stdout)")
+def _format(p: argparse.ArgumentParser, default: str | None, more: str = "") -> None:
     p.add_argument(
         "--format",
         choices=("jsonl", "csv", "parquet"),
-        default="jsonl",
-        help="jsonl (default), csv, or parquet (needs the `parquet` extra: pyarrow)",
+        default=default,
+        help=f"jsonl (default{more}), csv, or parquet (needs the `parquet` extra: pyarrow); the workers "
+        "render the records in it",
     )
+
+
+def _common_output(p: argparse.ArgumentParser, default: str | None = "jsonl", more: str = "") -> None:
+    p.add_argument("-o", "--output", default=None, help="results file (default: stdout)")
+    _format(p, default, more)
     p.add_argument("--ordered", action="store_true", help="write results in input order")
     p.add_argument("--report", default=None, metavar="HTML", help="also write an HTML report with plots")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
@@ -70,6 +75,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes (embedded mode)")
     p = sub.add_parser("submit", help="submit files to the broker, print the job id and return")
     _common_solve(p, inputs="*")
+    _format(p, "jsonl")
     p.add_argument(
         "--resume",
         default=None,
@@ -82,7 +88,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=float, default=None, metavar="S", help="give up after S s with no result"
     )
-    _common_output(p)
+    _common_output(p, None, ": the job's format")
     p = sub.add_parser("status", help="show a job's progress, counts, rate and live workers")
     p.add_argument("job")
     p.add_argument("--broker", default=None, metavar="URL")

@@ -16,9 +16,14 @@ from typing import IO
 from client.target import FLUSH_S, Target
 from pipeline.render.record import Record
 from pipeline.result import ChunkResult
+from solvers.fields import CSV_HEADER
 
 FORMATS = ("jsonl", "csv", "parquet")
 __all__ = ["FORMATS", "Output", "Record"]
+
+
+class FormatMismatch(RuntimeError):
+    """A part rendered by its workers in another format than this output's."""
 
 
 class Output:
@@ -44,18 +49,32 @@ class Output:
         self._flushed = time.monotonic()
 
     def write(self, result: ChunkResult, start: int, stop: int) -> None:
-        """Write records `start:stop` of a chunk result (flushed at least every FLUSH_S: a reader,
-        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time)."""
+        """Write records `start:stop` of a part (flushed at least every FLUSH_S: a reader, a FIFO's or
+        `tail -f`'s, sees results as they come, not a megabyte at a time). A part rendered in this
+        output's format where it was solved is copied as it came (no record is read); a part held as
+        columns is rendered here; a part rendered in another format is refused (FormatMismatch)."""
         if stop <= start:
             return
+        if result.columns is None and result.header.format != self.fmt:
+            raise FormatMismatch(
+                f"job {result.header.job} was rendered as {result.header.format} by its workers: "
+                f"write it with --format {result.header.format}"
+            )
         if self.fmt == "jsonl":
-            if start == 0 and stop == len(result):
+            if result.columns is None:
+                self.stream.write(result.body_rows(start, stop))
+            elif start == 0 and stop == len(result):
                 self.stream.write(result.records)
                 self.stream.write(b"\n")
             else:
                 self.stream.write(b"\n".join(result.lines()[start:stop]) + b"\n")
         elif self._parquet is not None:
             self._parquet.write(result, start, stop)
+        elif result.columns is None:  # CSV rows rendered where they were solved
+            if not self._csv_header:
+                self.stream.write(CSV_HEADER.encode())
+                self._csv_header = True
+            self.stream.write(result.body_rows(start, stop))
         else:
             from pipeline.render.csv_text import render_csv
 

@@ -75,6 +75,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                 job = client.submit_inputs(
                     sources, time_limit=args.time_limit, portfolio=args.portfolio, box=args.box,
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
+                    format=args.format or "jsonl",
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -122,6 +123,9 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     so a `solve` killed half way can be finished with `collect`; `purge` then deletes the
     job. Interrupted, the records written so far are kept in the output (whole records).
     """
+    if args.format is None:  # `collect`: what the job's workers render (a job of columns: JSON Lines)
+        job_format = job.client.store.meta(job.id).get("format", "columns")
+        args.format = "jsonl" if job_format == "columns" else job_format
     output = Output(args.output, args.format)
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
@@ -130,7 +134,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
         notice = NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after)
-    seen: set[int] = set()
+    seen: set[tuple[int, int]] = set()
     written = 0
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
     last_meta = [0.0]
@@ -162,8 +166,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             with held():  # an interrupt waits for the slice's records to be written whole
                 output.write(result, start, stop)
                 written += stop - start
-            if result.header.chunk not in seen:
-                seen.add(result.header.chunk)
+            if result.part not in seen:  # a part's statistics, once (in order, a part may come in slices)
+                seen.add(result.part)
                 summary.add(result.header.stats, result.header.input)
             refresh()
         job.wait_submitted()
@@ -172,7 +176,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         if written != expected:
             raise JobFailed(f"{expected - written} of {expected} results are missing")
         complete = True
-    except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:
+    except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:  # FormatMismatch too
         progress.close()
         print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
     except KeyboardInterrupt:

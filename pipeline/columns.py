@@ -98,6 +98,12 @@ class Texts:
     def __len__(self) -> int:
         return int(self.off.shape[0]) - 1
 
+    def slice(self, start: int, stop: int) -> Texts:
+        """Rows `start:stop` (views of the same buffer, offsets made relative)."""
+        off = self.off[start : stop + 1]
+        base = off[0] if off.size else np.uint64(0)
+        return Texts(self.buf[int(base) : int(off[-1])] if off.size else self.buf[:0], off - base)
+
     def to_list(self, start: int = 0, stop: int | None = None) -> list[str]:
         """Rows `start:stop` as str."""
         stop = len(self) if stop is None else stop
@@ -137,6 +143,18 @@ class ResultColumns:
 
     def __len__(self) -> int:
         return int(self.status.shape[0])
+
+    def slice(self, start: int, stop: int) -> ResultColumns:
+        """Rows `start:stop` (views: no copy); the whole columns when that is all of them."""
+        if start == 0 and stop == len(self):
+            return self
+        parts = {
+            col.name: getattr(self, col.name).slice(start, stop)
+            if col.kind == "text"
+            else getattr(self, col.name)[start:stop]
+            for col in COLUMNS
+        }
+        return ResultColumns(names=self.names, **parts)
 
     @classmethod
     def build(cls, texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:
