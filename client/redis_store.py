@@ -198,7 +198,11 @@ class RedisJobStore(JobStore):
         return [_arrival(c) for c in got], cursor + len(got)
 
     def arrived_count(self, job: str) -> int:
-        return int(self.r.hget(self.keys(job).meta, "chunks_done") or 0)
+        k = self.keys(job)
+        done, kind = self.r.hmget(k.meta, ["chunks_done", "kind"])
+        if kind == b"generate":  # a generate chunk is answered whole: its arrivals, repeats included
+            return int(self.r.llen(k.arrivals))
+        return int(done or 0)
 
     def fetch(self, job: str, chunks: Sequence[Any]) -> list[bytes | None]:
         if not chunks:
