@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
@@ -456,24 +456,34 @@ class Job:
         idle_timeout: float | None = None,
         on_wait: Callable[[], None] | None = None,
         keep: bool = True,
+        acked: bool = False,
+        written: tuple[set[Any], int] | None = None,
     ) -> Iterator[Slice]:
-        """Stream (chunk result, first row, end row) slices as results arrive, or in input order.
+        """Stream (part, first row, end row) slices as results arrive, or in input order.
 
-        `keep=False` deletes each result from the store once the caller has it (no re-run).
+        `keep=False` deletes each result from the store once the caller has it (no re-run);
+        `acked`: the caller drops them itself once they are durable (`JobStore.ack`). `written`:
+        the parts (and their puzzles) an earlier collection wrote into the output this one goes on
+        with (ordered: they are the puzzles before the first one this one writes).
         """
         s = self.client.settings
         resender = self.client.resender(self.id)
         stream: Iterable = stream_chunks(
             self.client.store,
             self.id,
-            result_ttl=s.result_ttl if keep else 0,
+            result_ttl=-1 if acked else s.result_ttl if keep else 0,
             poll=s.poll_interval,
             stale_after=s.producer_stale_s,
             idle_timeout=idle_timeout,
             on_wait=on_wait,
             sweep=resender.sweep if resender is not None else None,
+            written=written[0] if written else None,
+            rows_written=written[1] if written else 0,
         )
-        yield from (in_order if ordered else arrival_order)(stream)
+        if ordered:
+            yield from in_order(stream, written[1] if written else 0)
+        else:
+            yield from arrival_order(stream)
 
     def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
         """Stream a generate job's chunk results in plan order, each once (RuntimeError for a chunk that

@@ -117,7 +117,7 @@ def parser() -> argparse.ArgumentParser:
     add_arguments(p)
     sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
     p = sub.add_parser("serve", help="a web page for single puzzles, jobs and workers (loopback by default)")
-    from web.server import add_arguments as serve_arguments
+    from client.serve_args import add_arguments as serve_arguments
 
     serve_arguments(p)
     return ap

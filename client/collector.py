@@ -33,6 +33,8 @@ def stream_chunks(
     on_wait: Callable[[], None] | None = None,
     sweep: Callable[[float], object] | None = None,
     decode: Decode = decode_solve,
+    written: set[Any] | None = None,
+    rows_written: int = 0,
 ) -> Iterator[Any]:
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
@@ -42,9 +44,12 @@ def stream_chunks(
     `idle_timeout` seconds. `sweep` is called while waiting with the seconds since the
     last result arrived (broker mode: `client.resend.Resender.sweep`, for lost tasks).
     `decode` reads a stored result of the job's kind (solve chunks unless told otherwise).
+    `written`: parts an earlier collection wrote into the output this one goes on with (skipped,
+    their `rows_written` counted); `result_ttl` < 0: the caller marks what it collected itself
+    (`JobStore.ack`, once its output is durable).
     """
-    seen: set[Any] = set()
-    rows = 0  # puzzles answered by the parts seen (a generate run: chunks seen)
+    seen: set[Any] = set(written or ())
+    rows = rows_written  # puzzles answered by the parts seen (a generate run: chunks seen)
     cursor = 0
     last_progress = time.monotonic()
     while True:
@@ -59,7 +64,8 @@ def stream_chunks(
                     seen.add(name)
                     rows += len(result) if isinstance(name, tuple) else 1
                     yield result
-                store.mark_collected(job, part, result_ttl)  # after the caller has written them
+                if result_ttl >= 0:
+                    store.mark_collected(job, part, result_ttl)  # after the caller has written them
             last_progress = time.monotonic()
             continue
         meta = store.meta(job)
@@ -105,13 +111,12 @@ def _named(name: Any) -> str:
 Slice = tuple[ChunkResult, int, int]  # a part and a range of its record rows
 
 
-def in_order(chunks: Iterable[ChunkResult]) -> Iterator[Slice]:
-    """Reorder chunk results by puzzle index, holding only what arrived ahead of its turn.
+def in_order(chunks: Iterable[ChunkResult], expected: int = 0) -> Iterator[Slice]:
+    """Reorder chunk results by puzzle index from `expected` on, holding only what arrived ahead of its turn.
 
     Records of a chunk are in index order and come in runs of consecutive indices, so
     the merge works run by run: results arriving in order pass straight through.
     """
-    expected = 0
     heads: dict[int, tuple[ChunkResult, int, int]] = {}  # next index -> (result, run number, first row)
     for result in chunks:
         if len(result) == 0:

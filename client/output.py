@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from client.target import FLUSH_S, Target
 from pipeline.render.record import Record
@@ -29,7 +29,9 @@ class FormatMismatch(RuntimeError):
 class Output:
     """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines, CSV or Parquet."""
 
-    def __init__(self, path: str | None, fmt: str = "jsonl") -> None:
+    def __init__(
+        self, path: str | None, fmt: str = "jsonl", resume: str | None = None, length: int = 0
+    ) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; use jsonl, csv or parquet")
         self.fmt = fmt
@@ -38,9 +40,9 @@ class Output:
         if self.path is None:
             self.stream: IO[bytes] = sys.stdout.buffer
         else:
-            self._target = Target(self.path)
+            self._target = Target(self.path, resume, length)
             self.stream = self._target.stream
-        self._csv_header = False
+        self._csv_header = resume is not None and length > 0  # a resumed CSV file has its header
         self._parquet = None
         if fmt == "parquet":
             from pipeline.render.parquet import ParquetSink
@@ -84,6 +86,20 @@ class Output:
         if now - self._flushed >= FLUSH_S:
             self.stream.flush()
             self._flushed = now
+
+    @property
+    def resumable(self) -> bool:
+        """True when a collection killed half way can go on writing this output: a regular file, of
+        a format whose file can be cut at a record and appended to (not Parquet: its footer)."""
+        return self._target is not None and self._target.atomic and self.fmt != "parquet"
+
+    def durable(self) -> dict[str, Any]:
+        """Flush (and fsync a file); where the output stands: its part file, final path, durable bytes."""
+        if self._target is None:
+            self.stream.flush()
+            return {"path": None}
+        size = self._target.durable()
+        return {"path": self._target.final, "part": self._target.part, "bytes": size, "format": self.fmt}
 
     def close(self, keep: bool) -> None:
         """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed."""

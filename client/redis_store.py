@@ -7,6 +7,7 @@ seconds, never a hang.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -242,6 +243,29 @@ class RedisJobStore(JobStore):
             else:
                 pipe.delete(_result_key(k, c))  # safely in the output: nothing will read it again
         pipe.execute()
+
+    def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
+        k = self.keys(job)
+        pipe = self.r.pipeline(transaction=True)
+        if parts:
+            pipe.delete(*[_result_key(k, p) for p in parts])
+            pipe.sadd(k.collected, *[f"{c}:{r}" for c, r in parts])
+            pipe.expire(k.collected, self.settings.job_ttl)
+        pipe.hset(k.meta, "collected", json.dumps(checkpoint))
+        pipe.execute()
+
+    def part_stats(self, job: str, parts: Sequence[Any]) -> list[ChunkStats]:
+        """The statistics of the given parts (those still recorded)."""
+        if not parts:
+            return []
+        raw = self.r.hmget(self.keys(job).stats, [f"{c}:{r}" for c, r in parts])
+        return [ChunkStats.model_validate_json(v) for v in raw if v is not None]
+
+    def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
+        k = self.keys(job)
+        raw = self.r.hget(k.meta, "collected")
+        checkpoint = json.loads(raw) if raw else {}
+        return checkpoint, {_arrival(x) for x in self.r.smembers(k.collected)} if checkpoint else set()
 
     def stats(self, job: str) -> list[ChunkStats]:
         raw = self.r.hvals(self.keys(job).stats)

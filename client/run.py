@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import sys
 import time
+from typing import Any
 
 from client.args import (
     EXIT_FAILED,
@@ -119,23 +122,51 @@ def _submit(job: Job) -> int:
 def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: float | None) -> int:
     """Write every result of `job`, with progress and summary; exit 1 if the job cannot finish.
 
-    Results stay in the store (`result_ttl` after collection) until the output is complete,
-    so a `solve` killed half way can be finished with `collect`; `purge` then deletes the
-    job. Interrupted, the records written so far are kept in the output (whole records).
+    Broker `solve` into a file: each part leaves Redis once it is safely in the output (flushed
+    and fsync'd, every `ack_s`, 1 s), and the job records the output's durable length with
+    the parts in it, so Redis holds what is in flight, not the job; a `solve` killed half way
+    is finished by `collect JOB -o FILE` (the same file: it goes on from that length). `collect`
+    keeps what it wrote `result_ttl` s (it may be run again into another file); so do outputs
+    that cannot be gone on with (stdout, a FIFO, Parquet). `purge` then deletes the job.
+    Interrupted, the records written so far are kept in the output (whole records).
     """
     if args.format is None:  # `collect`: what the job's workers render (a job of columns: JSON Lines)
         job_format = job.client.store.meta(job.id).get("format", "columns")
         args.format = "jsonl" if job_format == "columns" else job_format
-    output = Output(args.output, args.format)
-    summary = Summary()
-    progress = Progress(args.progress or sys.stderr.isatty())
     store = job.client.store
+    earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
+    try:
+        resume = _resume_from(earlier, args) if earlier else None
+    except JobFailed as exc:
+        print(f"error: job {job.id}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    output = Output(args.output, args.format, *(resume or (None, 0)))
+    acking = not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
+    summary = Summary()
+    if resume is not None:
+        for stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
+            summary.add(stats, "")
+    progress = Progress(args.progress or sys.stderr.isatty())
     notice = None
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
         notice = NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after)
     seen: set[tuple[int, int]] = set()
-    written = 0
+    written = int(earlier.get("rows", 0)) if resume is not None else 0
+    pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
+    left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it may come in slices)
+    acked = [time.monotonic()]
+
+    def ack(force: bool = False) -> None:
+        """Make the output durable, then drop the parts in it from Redis and record the checkpoint."""
+        if not acking or not (force or time.monotonic() - acked[0] >= job.client.settings.ack_s):
+            return
+        point = output.durable()
+        point.update(rows=written, ordered=bool(args.ordered))
+        store.ack(job.id, pending, point)
+        pending.clear()
+        acked[0] = time.monotonic()
+
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
     last_meta = [0.0]
 
@@ -161,14 +192,24 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
         # embedded: nothing can read them again, so each is freed once written
         keep = not job.client.embedded
-        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep)
+        chunks = job.chunks(
+            args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep, acked=acking,
+            written=(parts_done, written) if resume is not None else None,
+        )  # fmt: skip
         for result, start, stop in chunks:
             with held():  # an interrupt waits for the slice's records to be written whole
                 output.write(result, start, stop)
                 written += stop - start
-            if result.part not in seen:  # a part's statistics, once (in order, a part may come in slices)
-                seen.add(result.part)
-                summary.add(result.header.stats, result.header.input)
+                part = result.part
+                if part not in seen:  # a part's statistics, once (in order, a part may come in slices)
+                    seen.add(part)
+                    left[part] = len(result)
+                    summary.add(result.header.stats, result.header.input)
+                left[part] -= stop - start
+                if not left[part]:
+                    del left[part]
+                    pending.append(part)
+                ack()
             refresh()
         job.wait_submitted()
         meta = store.meta(job.id)
@@ -176,12 +217,16 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         if written != expected:
             raise JobFailed(f"{expected - written} of {expected} results are missing")
         complete = True
+        with held():
+            ack(force=True)
     except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:  # FormatMismatch too
         progress.close()
         print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
+        with contextlib.suppress(Exception):  # the broker may be what was interrupted: the output is kept
+            ack(force=True)
         raise
     finally:
         summary.finish()
@@ -205,6 +250,28 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
 
         write_report(summary, args.report)
     return EXIT_OK
+
+
+def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str, int]:
+    """Where an earlier collection of the job left its output (the file, its durable bytes), to go on
+    with it; JobFailed (one line) when this collection cannot: those results left Redis with it."""
+    rows = int(earlier.get("rows", 0))
+    target = os.path.realpath(args.output) if args.output not in (None, "-") else None
+    again = f"collect it again with -o {earlier.get('path')}" + (
+        " --ordered" if earlier.get("ordered") else ""
+    )
+    if earlier.get("path") is None or target != earlier["path"]:
+        raise JobFailed(
+            f"{rows:,} results were written to {earlier.get('path') or 'a stream'} by an earlier "
+            f"collection and are no longer in the broker: {again}"
+        )
+    if earlier.get("format") != args.format or bool(earlier.get("ordered")) != bool(args.ordered):
+        raise JobFailed(f"the earlier collection wrote {earlier.get('format')} records: {again}")
+    size = int(earlier.get("bytes", 0))
+    for path in (earlier.get("part"), earlier["path"]):
+        if path and os.path.isfile(path) and os.path.getsize(path) >= size:
+            return path, size
+    raise JobFailed(f"the output of the earlier collection ({size:,} bytes, {rows:,} results) is gone")
 
 
 def _meta_after_interrupt(job: Job) -> dict[str, str]:

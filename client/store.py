@@ -178,6 +178,16 @@ class JobStore(ABC):
         stop key outlives the rest); a job known to be complete needs none.
         """
 
+    def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
+        """The parts are safely in the output (flushed and fsync'd): drop them from the store, and record
+        how far the output got (`checkpoint`: what a resumed collection needs to go on writing it)."""
+        self.mark_collected(job, parts, 0)
+
+    def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
+        """The last checkpoint `ack` recorded and the parts it dropped (nothing in this process's store:
+        an embedded job is not resumed)."""
+        return {}, set()
+
     def drop_idle_connections(self) -> None:  # noqa: B027 - a store in this process holds no connection
         """Forget pooled connections not in use (after an interrupt, one may hold a reply nobody read)."""
 

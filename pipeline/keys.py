@@ -32,6 +32,7 @@ class JobKeys:
             f"{base}:parts:"  # hash per chunk: first row -> rows of each part; `done` once whole
         )
         self.race_prefix = f"{base}:race:"
+        self.collected = f"{base}:collected"  # set: parts a `solve` wrote into its output and dropped
 
     def result(self, chunk: int) -> str:
         """Key of one chunk's encoded ChunkResult."""
@@ -57,7 +58,15 @@ class JobKeys:
         `stop`, then deletes the rest) can then never be followed by a write that re-creates
         a key of the job.
         """
-        return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox, self.producer]
+        return [
+            self.meta,
+            self.stats,
+            self.arrivals,
+            self.attempts,
+            self.outbox,
+            self.producer,
+            self.collected,
+        ]
 
 
 class RaceKeys:

@@ -18,10 +18,11 @@ import sys
 from pydantic import ValidationError
 
 from client.config import ClientSettings, mask_url
+from client.serve_args import TOKEN_ENV as TOKEN_ENV  # re-exported: the serve options live in client
+from client.serve_args import add_arguments as add_arguments
 from web.settings import ServeSettings
 
 SHUTDOWN_GRACE_S = 3  # seconds open requests get to finish once the server is told to stop
-TOKEN_ENV = "SUDOKU_BATCH_TOKEN"
 FLAGS = {  # settings field -> the option that sets it, for errors
     "host": "--host",
     "port": "--port",
@@ -29,19 +30,6 @@ FLAGS = {  # settings field -> the option that sets it, for errors
     "max_time_limit": "--max-time-limit",
     "max_upload_bytes": "--max-upload-mb",
 }
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The `serve` options."""
-    p.add_argument("--broker", default=None, metavar="URL", help="read and submit jobs on this broker")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument(
-        "--token", default=None, help=f"required off loopback (or {TOKEN_ENV}): every request must carry it"
-    )
-    p.add_argument("--max-time-limit", type=float, default=60.0, metavar="S", help="cap per single puzzle")
-    p.add_argument("--max-upload-mb", type=float, default=32.0, metavar="MB", help="largest corpus upload")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes for jobs")
 
 
 def serve_settings(args: argparse.Namespace) -> ServeSettings:
