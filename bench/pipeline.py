@@ -121,7 +121,7 @@ def run_job(client, path: Path, out: Path) -> dict:
     output = Output(str(out), FORMAT)
     job = client.submit(str(path), format=FORMAT)
     n = 0
-    for result, start, stop in job.chunks():
+    for result, start, stop in job.chunks(keep=False):
         output.write(result, start, stop)
         summary.add(result.header.stats, result.header.input)
         n += stop - start

@@ -245,14 +245,25 @@ class RedisJobStore(JobStore):
         pipe.execute()
 
     def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
+        """Drop the parts and record the checkpoint in one MULTI, unless the job is stopped or gone (a
+        purged job's keys are never re-created)."""
         k = self.keys(job)
-        pipe = self.r.pipeline(transaction=True)
-        if parts:
-            pipe.delete(*[_result_key(k, p) for p in parts])
-            pipe.sadd(k.collected, *[f"{c}:{r}" for c, r in parts])
-            pipe.expire(k.collected, self.settings.job_ttl)
-        pipe.hset(k.meta, "collected", json.dumps(checkpoint))
-        pipe.execute()
+        for _ in range(COMMIT_TRIES):
+            with self.r.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(k.stop)
+                    if job_stopped(pipe, k):
+                        return
+                    pipe.multi()
+                    if parts:
+                        pipe.delete(*[_result_key(k, p) for p in parts])
+                        pipe.sadd(k.collected, *[f"{c}:{r}" for c, r in parts])
+                        pipe.expire(k.collected, self.settings.job_ttl)
+                    pipe.hset(k.meta, "collected", json.dumps(checkpoint))
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
 
     def part_stats(self, job: str, parts: Sequence[Any]) -> list[ChunkStats]:
         """The statistics of the given parts (those still recorded)."""

@@ -123,7 +123,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     """Write every result of `job`, with progress and summary; exit 1 if the job cannot finish.
 
     Broker `solve` into a file: each part leaves Redis once it is safely in the output (flushed
-    and fsync'd, every `ack_s`, 1 s), and the job records the output's durable length with
+    and fsync'd, every `ack_s`, 1 s, or `ack_mb`, 8 MB), and the job records the output's durable length with
     the parts in it, so Redis holds what is in flight, not the job; a `solve` killed half way
     is finished by `collect JOB -o FILE` (the same file: it goes on from that length). `collect`
     keeps what it wrote `result_ttl` s (it may be run again into another file); so do outputs
@@ -154,18 +154,21 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     seen: set[tuple[int, int]] = set()
     written = int(earlier.get("rows", 0)) if resume is not None else 0
     pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
+    moved = [0]  # bytes of the parts written
     left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it may come in slices)
-    acked = [time.monotonic()]
+    acked = [time.monotonic(), 0]  # when, and after how many bytes of parts, the last acknowledgement was
+    settings = job.client.settings
 
     def ack(force: bool = False) -> None:
         """Make the output durable, then drop the parts in it from Redis and record the checkpoint."""
-        if not acking or not (force or time.monotonic() - acked[0] >= job.client.settings.ack_s):
+        due = time.monotonic() - acked[0] >= settings.ack_s or moved[0] - acked[1] >= settings.ack_mb * 1e6
+        if not acking or not (force or due):
             return
         point = output.durable()
         point.update(rows=written, ordered=bool(args.ordered))
         store.ack(job.id, pending, point)
         pending.clear()
-        acked[0] = time.monotonic()
+        acked[0], acked[1] = time.monotonic(), moved[0]
 
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
     last_meta = [0.0]
@@ -204,6 +207,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
                 if part not in seen:  # a part's statistics, once (in order, a part may come in slices)
                     seen.add(part)
                     left[part] = len(result)
+                    moved[0] += len(result.body) if result.body is not None else 0
                     summary.add(result.header.stats, result.header.input)
                 left[part] -= stop - start
                 if not left[part]:
