@@ -151,8 +151,10 @@ class BatchClient:
         else:
             transport = self._celery_transport()
             window = self._broker_window if bounded else None
-        producer = Producer(spec, self.store, transport, self.settings, window)
-        return Job(self, spec.job, producer, inputs)
+        collected = _Collected()
+        consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
+        producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
+        return Job(self, spec.job, producer, inputs, collected=collected)
 
     def resume(
         self,
@@ -308,6 +310,29 @@ MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's See
 SMALL_GRID_CHARS = 2 * 81 + 1  # the longest line of a 9x9 grid: 81 values with separators
 
 
+class _Collected:
+    """Chunks whose every row this process has taken (a solve's window counts them once it collects: Redis
+    then holds the chunks in flight and those waiting for this collector, not all the workers answered)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.chunks = 0
+        self._rows: dict[int, int] = {}
+
+    def count(self, parts: Iterable[Any]) -> Iterator[Any]:
+        """Pass the parts through, counting the chunks they complete."""
+        for part in parts:
+            stats = part.header.stats
+            if stats.chunk_n:
+                got = self._rows.get(stats.chunk, 0) + stats.n
+                if got >= stats.chunk_n:
+                    self._rows.pop(stats.chunk, None)
+                    self.chunks += 1
+                else:
+                    self._rows[stats.chunk] = got
+            yield part
+
+
 def _stdin() -> Source:
     """Stdin, peeked: a small input is read whole now (so the job can tell it is small)."""
     stream, _ = peek_stdin(INLINE_BYTES)
@@ -384,6 +409,7 @@ class Job:
         inputs: list[tuple[str, Source]] | Iterable[GenerateTask],
         *,
         taken: list[int] | None = None,
+        collected: _Collected | None = None,
     ) -> None:
         """`inputs`: a solve job's named inputs, or a generate job's planned tasks (with `taken`, the
         count of chunks `generated` handed over, which the producer's window reads)."""
@@ -393,6 +419,7 @@ class Job:
         self._thread: threading.Thread | None = None
         self._producer = producer
         self._taken = taken
+        self._collected = collected or _Collected()
         if producer is not None:
             self._thread = threading.Thread(
                 target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
@@ -480,6 +507,8 @@ class Job:
             written=written[0] if written else None,
             rows_written=written[1] if written else 0,
         )
+        self._collected.on = True  # the producer's window now waits for what this process collects
+        stream = self._collected.count(stream)
         if ordered:
             yield from in_order(stream, written[1] if written else 0)
         else:
