@@ -43,6 +43,8 @@ def solve_chunk(
 ) -> ChunkResult:
     """Solve every puzzle of a chunk into one part of all its rows, in the task's format; a failure becomes
     `error` results, never a raise (the tests' and benches' way to run a chunk at once)."""
+    if not len(task):  # a task of no puzzle (a hand-made message): an empty answer
+        return build_result(task.job, task.chunk, task.input, [], [], [], [], task.format)
     parts: list[ChunkResult] = []
     solve_parts(task, list(range(len(task))), parts.append, stop, escalation, whole=True)
     return parts[0]
