@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 from client.config import ClientSettings, check_broker_url
+from pipeline.tasks import JOB_ID_PATTERN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -31,6 +33,17 @@ def broker_url(args: argparse.Namespace, settings: ClientSettings, required: boo
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return url
+
+
+def check_job_id(job: str) -> str:
+    """The job id itself when it has the form of one (8 to 64 hex digits, as `submit` prints them);
+    UsageError naming it otherwise, before the broker is touched (`purge '*'` must create no key)."""
+    if not re.fullmatch(JOB_ID_PATTERN, job):
+        shown = job if len(job) <= 80 else f"{job[:80]}..."
+        raise UsageError(
+            f"{shown!r} is not a job id: job ids are 8 to 64 hex digits, as `submit` prints them"
+        )
+    return job
 
 
 def check_seconds(flag: str, value: float | None, most: float, zero: str | None = None) -> None:

@@ -17,6 +17,7 @@ from client.args import (
     EXIT_USAGE,
     UsageError,
     broker_url,
+    check_job_id,
     check_processes,
     resume_command,
 )
@@ -183,7 +184,8 @@ def _check_streams(args: argparse.Namespace) -> None:
 def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.batch import BatchClient
 
-    status = BatchClient(broker_url(args, settings, True), settings=settings).job(args.job).status()
+    url, job = broker_url(args, settings, True), check_job_id(args.job)
+    status = BatchClient(url, settings=settings).job(job).status()
     if args.json:
         print(status.model_dump_json(indent=2))
         return EXIT_OK if status.state != "unknown" else EXIT_FAILED
@@ -222,7 +224,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
 def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.batch import BatchClient
 
-    removed = BatchClient(broker_url(args, settings, True), settings=settings).job(args.job).purge()
+    url, job = broker_url(args, settings, True), check_job_id(args.job)
+    removed = BatchClient(url, settings=settings).job(job).purge()
     print(f"job {args.job}: {removed} keys removed")
     return EXIT_OK
 

@@ -49,6 +49,8 @@ def read_blocks(
     stream (gzip or not), or an iterable of strings (one line each).
 
     Same entries as `read_entries` (line, text, verdict); blank and `#` lines are skipped.
+    Empty blocks come between them, at least one per slab read (~1 MB): a consumer that beats
+    while it reads (the producer) keeps beating through gigabytes of blank lines.
     """
     state = _LineReader(as_box(box))
     if hasattr(source, "read"):
@@ -111,7 +113,8 @@ def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
     """Read slabs ending at a newline; check uniform slabs at once, the rest line by line.
 
     A byte-order mark opening the input is skipped. Of an over-long line only its head is
-    held; the characters dropped are counted so its message gives its true length.
+    held; the characters dropped are counted so its message gives its true length. A slab
+    of nothing but line ends is skipped whole (blank lines give no entry).
     """
     read = getattr(stream, "read1", stream.read)
     carry = b""
@@ -140,15 +143,24 @@ def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
                 dropped += _characters(data[2 * MAX_LINE_CHARS :])
                 data = data[: 2 * MAX_LINE_CHARS]
             carry = data
+            yield Block()  # a tick: the consumer (the producer's heartbeat) knows the reading goes on
             continue
         body, carry = data[:cut], data[cut:]
         count = body.count(b"\n")
-        fast = state.uniform(body, count, done) if not dropped else None
-        if fast is not None:
+        blank = not dropped and not body.translate(None, b"\r\n")
+        fast = state.uniform(body, count, done) if not dropped and not blank else None
+        if blank:
+            yield Block()  # only empty lines (a gzip of gigabytes of newlines): nothing to parse, a tick
+        elif fast is not None:
             yield from state.pending()
             yield fast
         else:
-            yield from state.flush_lines(done, body, dropped)
+            ticked = False
+            for block in state.flush_lines(done, body, dropped):
+                ticked = True
+                yield block
+            if not ticked:
+                yield Block()  # blank lines, comments or a grid's first rows: no puzzle yet, a tick
         done += count
         dropped = 0
     yield from state.finish()

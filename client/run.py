@@ -12,6 +12,7 @@ from client.args import (
     EXIT_OK,
     UsageError,
     broker_url,
+    check_job_id,
     check_processes,
     check_seconds,
     input_sources,
@@ -42,6 +43,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     """
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
+    if resume is not None:
+        check_job_id(resume)
     if args.command != "collect":
         if not args.inputs and not resume:
             raise UsageError(f"{args.command} needs at least one INPUT")
@@ -49,6 +52,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
         check_seconds("--escalate-after", args.escalate_after, MAX_ESCALATE_AFTER_S, zero="never")
     else:
+        check_job_id(args.job)
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
     if getattr(args, "format", None) == "parquet":
         check_parquet(args.output)

@@ -183,7 +183,8 @@ class JobStore(ABC):
         """Summarise a job's progress from its metadata and chunk statistics."""
         meta = self.meta(job)
         if not meta or "created" not in meta:
-            return JobStatus(job=job, state="unknown", error="no such job (never created, purged or expired)")
+            error = f"no such job {job} (never created, purged or expired)"
+            return JobStatus(job=job, state="unknown", error=error)
         stats = self.stats(job)
         counts: dict[str, int] = {}
         for s in stats:

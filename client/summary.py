@@ -123,6 +123,8 @@ class Summary:
         """The human summary printed on stderr."""
         counts = ", ".join(f"{k} {self.counts[k]}" for k in _ordered(self.counts)) or "nothing"
         lines = [f"{self.n} puzzles in {self.wall_s:.2f} s ({per_second(self.rate)} puzzles/s): {counts}"]
+        if not self.n:  # every other line is a puzzle or an invalid record: say why there is none
+            lines.append("the input holds no puzzle: its lines are all blank or # comments")
         pct = self.percentiles()
         if pct:
             lines.append("solve time ms: " + "  ".join(f"{k} {_ms(v)}" for k, v in pct.items()))

@@ -1,0 +1,80 @@
+"""The command line's edges (issue 22): job ids checked before the broker is touched, inputs of
+nothing but blank lines, a FIFO nobody reads, a closed stdout, a status of a stopped producer and
+help texts that state every default."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import SAMPLE, cli_command, url_of
+
+FORM = "job ids are 8 to 64 hex digits, as `submit` prints them"
+LINES = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "SUDOKU_BATCH_BROKER"}
+    return subprocess.run(
+        [*cli_command(), *args], capture_output=True, text=True, timeout=timeout, env={**full, **(env or {})},
+        input=stdin,
+    )  # fmt: skip
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("job", ["*", "", "sbatch:workers", "../x", "abc", "g" * 32])
+@pytest.mark.parametrize("command", ["purge", "status", "collect"])
+def test_a_job_id_of_the_wrong_form_is_a_usage_error_that_touches_no_key(command, job, redis_client):
+    proc = run_cli(command, job, "--broker", url_of(redis_client))
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == f"sudoku-batch: error: {job!r} is not a job id: {FORM}"
+    assert redis_client.keys("*") == []
+
+
+def test_a_resume_of_a_job_id_of_the_wrong_form_is_a_usage_error():
+    proc = run_cli("submit", "--resume", "*", str(SAMPLE), "--broker", "redis://127.0.0.1:1/0")
+    assert proc.returncode == 2 and "'*' is not a job id" in proc.stderr, proc.stderr
+
+
+@pytest.mark.integration
+def test_status_of_a_job_that_is_not_there_names_the_id(redis_client):
+    job = "0123abcd" * 4
+    proc = run_cli("status", job, "--broker", url_of(redis_client))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"error: no such job {job} (never created, purged or expired)"
+
+
+def _newlines_gz(path, megabytes: int, tail: bytes = b"") -> None:
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        block = b"\n" * (1 << 20)
+        for _ in range(megabytes):
+            f.write(block)
+        f.write(tail)
+
+
+def test_a_gzip_of_hundreds_of_megabytes_of_newlines_is_read_to_its_last_puzzle(tmp_path):
+    """The producer beats while it reads lines that hold no puzzle: no collector takes it for dead."""
+    path = tmp_path / "blank.txt.gz"
+    _newlines_gz(path, 200, LINES[0].encode() + b"\n")
+    proc = run_cli("solve", str(path), env={"SUDOKU_BATCH_PRODUCER_STALE_S": "3"})
+    assert proc.returncode == 0, proc.stderr
+    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert record["status"] == "solved" and record["line"] == 200 * (1 << 20) + 1
+    assert "producer stopped" not in proc.stderr
+
+
+def test_an_input_of_blank_lines_only_says_it_holds_no_puzzle(tmp_path):
+    path = tmp_path / "blank.txt.gz"
+    _newlines_gz(path, 50)
+    proc = run_cli("solve", str(path), env={"SUDOKU_BATCH_PRODUCER_STALE_S": "3"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert "0 puzzles in" in proc.stderr
+    assert "the input holds no puzzle: its lines are all blank or # comments" in proc.stderr
