@@ -67,12 +67,23 @@ def check_processes(flag: str, value: int | None) -> None:
             raise UsageError(f"{flag} {exc}") from None
 
 
-def resume_command(job: str, inputs: list[str]) -> str:
-    """The command resuming `job`'s submission: its inputs as recorded, the broker left to the user."""
+def broker_option(args: argparse.Namespace) -> str:
+    """` --broker URL` as this command was given it (a password masked), for the commands it prints
+    to go on; `` when the broker came from SUDOKU_BATCH_BROKER (the same shell has it)."""
+    import shlex
+
+    from client.config import mask_url
+
+    url = getattr(args, "broker", None)
+    return f" --broker {shlex.quote(mask_url(url))}" if url else ""
+
+
+def resume_command(job: str, inputs: list[str], broker: str = " --broker URL") -> str:
+    """The command resuming `job`'s submission: its inputs as recorded; `broker`: `broker_option`'s."""
     import shlex
 
     names = " ".join(shlex.quote(name) for name in inputs) or "INPUT..."
-    return f"sudoku-batch submit --resume {job} {names} --broker URL"
+    return f"sudoku-batch submit --resume {job} {names}{broker}"
 
 
 def input_sources(names: list[str]) -> list[tuple[str, str]]:

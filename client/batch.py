@@ -382,9 +382,14 @@ class Job:
         self.id = job_id
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        # set when the producer thread is done: waited on instead of Thread.join, which an interrupt
+        # (Ctrl-C in `submit`) leaves saying the thread stopped while it runs on (CPython 3.11, bpo-45274)
+        self._done = threading.Event()
         self._producer = producer
         self._taken = taken
-        if producer is not None:
+        if producer is None:
+            self._done.set()
+        else:
             self._thread = threading.Thread(
                 target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
             )
@@ -398,11 +403,12 @@ class Job:
                 producer.run(inputs)
         except BaseException as exc:  # noqa: BLE001 - kept for wait_submitted(); the store says failed
             self._error = exc
+        finally:
+            self._done.set()
 
     def wait_submitted(self, timeout: float | None = None) -> None:
         """Block until every input line was read and sent; re-raise the producer's error."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._done.wait(timeout)
         if self._error is not None:
             raise self._error
 
@@ -434,7 +440,7 @@ class Job:
     @property
     def producing(self) -> bool:
         """True while this process's producer is still reading the input."""
-        return self._thread is not None and self._thread.is_alive()
+        return not self._done.is_set()
 
     def status(self) -> JobStatus:
         """Progress, counts by status, rate and live workers."""
@@ -507,10 +513,11 @@ class Job:
         `fail` marks the job failed; without it the job stays as it is and a resume can go
         on from its checkpoint (broker mode).
         """
-        if self._producer is not None:
-            self._producer.stop(fail)
-        if self._thread is not None:
-            self._thread.join(wait)
+        if self._producer is None:
+            return
+        self._producer.stop(fail)
+        if not self._done.wait(wait) and not fail:  # still blocked in a read or a send: it has left anyway
+            self._producer.leave()
 
     def purge(self, *, stop: bool = True) -> int:
         """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""

@@ -16,6 +16,7 @@ from client.args import (
     EXIT_OK,
     EXIT_USAGE,
     UsageError,
+    broker_option,
     broker_url,
     check_job_id,
     check_processes,
@@ -214,9 +215,11 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.error:
         print(f"error: {status.error}")
     if stopped:
+        silent = status.producer_silent_s
+        why = "its producer stopped" if silent is None else f"producer silent for {silent:.0f} s"
         print(
-            f"submission incomplete: {status.checkpoint} puzzles submitted, producer silent for "
-            f"{status.producer_silent_s or 0:.0f} s; resume it: {resume_command(status.job, status.inputs)}"
+            f"submission incomplete: {status.checkpoint} puzzles submitted, {why}; "
+            f"resume it: {resume_command(status.job, status.inputs, broker_option(args))}"
         )
     return EXIT_OK
 

@@ -11,6 +11,7 @@ from client.args import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    broker_option,
     broker_url,
     check_job_id,
     check_processes,
@@ -83,7 +84,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.command == "submit":
-            return _submit(job)
+            return _submit(job, args)
         return _collect(job, args, purge=not client.embedded, idle_timeout=None)
     except KeyboardInterrupt:
         client.kill()  # at once: the chunks in flight are dropped
@@ -108,13 +109,13 @@ def check_parquet(output: str | None) -> None:
         raise UsageError("--format parquet writes binary: give a file with -o FILE (or pipe stdout)")
 
 
-def _submit(job: Job) -> int:
+def _submit(job: Job, args: argparse.Namespace) -> int:
     """Print the job id at once, then finish sending the input."""
     print(job.id, flush=True)
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -178,7 +179,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         complete = True
     except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:
         progress.close()
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
@@ -230,6 +231,7 @@ def _how_far(job: Job, written: int) -> str:
 def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
     """After an interrupt in broker mode: the job goes on without us; how to finish it, or delete it."""
     out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
+    broker = broker_option(args)
     lines = [f"job {job.id} goes on without this command"]
     meta = _meta_after_interrupt(job)  # the broker may be away: the commands still apply
     done = job.stopped_at()  # this process's own producer: known without the broker
@@ -237,14 +239,15 @@ def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
         done = Checkpoint.of(meta).index  # `collect` interrupted: its job's submission stopped earlier
     if done is not None:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else job.input_names
-        lines.append(f"its submission stopped after {done:,} puzzles: {resume_command(job.id, inputs)}")
+        resume = resume_command(job.id, inputs, broker)
+        lines.append(f"its submission stopped after {done:,} puzzles: {resume}")
     if args.command != "submit":
-        lines.append(f"collect it: sudoku-batch collect {job.id} --broker URL{out}")
-    lines.append(f"or delete it: sudoku-batch purge {job.id} --broker URL")
+        lines.append(f"collect it: sudoku-batch collect {job.id}{broker}{out}")
+    lines.append(f"or delete it: sudoku-batch purge {job.id}{broker}")
     print("\n".join(lines), file=sys.stderr)
 
 
-def _resume_hint(job: Job) -> str:
+def _resume_hint(job: Job, args: argparse.Namespace) -> str:
     """`; resume it: ...` when the job's submission stopped half way and a resume can finish it, else ``."""
     if job.client.embedded or job.producing:
         return ""
@@ -255,4 +258,4 @@ def _resume_hint(job: Job) -> str:
     if submission_state(meta)[0] != "stopped":
         return ""
     inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
-    return f"; resume it: {resume_command(job.id, inputs)}"
+    return f"; resume it: {resume_command(job.id, inputs, broker_option(args))}"

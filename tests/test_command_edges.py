@@ -7,7 +7,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -78,3 +80,37 @@ def test_an_input_of_blank_lines_only_says_it_holds_no_puzzle(tmp_path):
     assert proc.stdout == ""
     assert "0 puzzles in" in proc.stderr
     assert "the input holds no puzzle: its lines are all blank or # comments" in proc.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_an_interrupted_submit_prints_the_resume_command_that_works_at_once(redis_client, tmp_path):
+    url = url_of(redis_client)
+    path = tmp_path / "corpus.txt"
+    puzzles = (LINES * 700)[:200_000]
+    path.write_text("\n".join(puzzles) + "\n")
+    env = {**os.environ, "SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 100)}
+    env.pop("SUDOKU_BATCH_BROKER", None)
+    proc = subprocess.Popen(
+        [*cli_command(), "submit", str(path), "--broker", url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    job = proc.stdout.readline().strip()
+    meta = f"sbatch:job:{job}:meta"
+    deadline = time.monotonic() + 60
+    while json.loads(redis_client.hget(meta, "checkpoint") or "{}").get("index", 0) < 1000:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    stopped = next(ln for ln in err.splitlines() if ln.startswith("its submission stopped after"))
+    assert stopped.endswith(f": sudoku-batch submit --resume {job} {path} --broker {url}"), err
+    status = run_cli("status", job, "--broker", url)
+    assert "its producer stopped; resume it:" in status.stdout and "silent for" not in status.stdout
+    resumed = subprocess.run(
+        [*cli_command(), *stopped.split(": ", 1)[1].split()[1:]], capture_output=True, text=True, env=env,
+        timeout=90,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert redis_client.hget(meta, "total") == str(len(puzzles)).encode()

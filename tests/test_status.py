@@ -118,3 +118,14 @@ def test_collect_reports_the_rate_of_the_job_not_of_the_collection(store, tmp_pa
 def _no_broker_env(monkeypatch) -> Iterator[None]:
     monkeypatch.delenv("SUDOKU_BATCH_BROKER", raising=False)
     yield
+
+
+def test_a_producer_that_said_it_left_is_stopped_not_silent_since_1970(store, capsys):
+    """An interrupted command sets the beat to 0: that is no time to count a silence from."""
+    meta = {"state": "producing", "producer_beat": "0", "checkpoint": '{"index":7,"chunks":1,"tail":"x"}'}
+    answered(store, time.time() - 5, meta, [LINES[:7]])
+    status = store.status(JOB)
+    assert (status.submission, status.producer_silent_s) == ("stopped", None)
+    out = status_text(capsys)
+    assert "submission incomplete: 7 puzzles submitted, its producer stopped; resume it: " in out, out
+    assert "silent" not in out
