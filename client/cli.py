@@ -6,6 +6,7 @@ Exit 0 ok, 1 failed, 2 usage; interrupted by a signal: 128 + its number (Ctrl-C 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -25,7 +26,10 @@ from client.args import (
 from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled
+from client.target import ReaderGone
 from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S
+
+EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
 
 
 def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
@@ -126,9 +130,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     announce_compiling(args.command, getattr(args, "quiet", False))
     with handled():  # SIGINT, SIGTERM, SIGHUP: Interrupted, in the main thread
         try:
-            return _run(args, settings)
+            code = _run(args, settings)
         except KeyboardInterrupt as exc:  # arrived as the command was already ending
             return exit_code(exc)
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not at exit: a reader gone by now is one more quiet end
+    except BrokenPipeError:
+        return _reader_gone()
+    return code
+
+
+def _reader_gone() -> int:
+    """End quietly after the reader of stdout left (`... | head -1`), as Unix tools do: exit 141.
+
+    Stdout is pointed at /dev/null first, so the interpreter's own flush at exit finds no
+    reader gone and prints no "Exception ignored" traceback.
+    """
+    with contextlib.suppress(OSError, ValueError):  # stdout may be closed already: nothing to point
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_READER_GONE
 
 
 def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -157,6 +180,8 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ReaderGone:
+        return _reader_gone()
     except BrokerUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

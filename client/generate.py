@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TextIO
 from client.args import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
-from client.target import FLUSH_S
+from client.target import FLUSH_S, ReaderGone
 
 if TYPE_CHECKING:
     from client.target import Target
@@ -50,8 +50,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="same seed, same puzzles (default: random, printed)",
     )
-    p.add_argument("--unique", action="store_true", help="dig puzzles with exactly one solution")
-    p.add_argument("--clues", type=int, default=None, metavar="K", help="dig down to K givens")
+    p.add_argument(
+        "--unique",
+        action="store_true",
+        help="dig puzzles with exactly one solution (the default; with --clues K: unique ones)",
+    )
+    p.add_argument(
+        "--full", action="store_true", help="write full solved grids instead of puzzles (nothing dug)"
+    )
+    p.add_argument(
+        "--clues",
+        type=int,
+        default=None,
+        metavar="K",
+        help="dig down to K givens (unique only with --unique; default: as far as uniqueness allows)",
+    )
     p.add_argument(
         "--holes",
         type=float,
@@ -122,6 +135,8 @@ def build_request(args: argparse.Namespace) -> Request:
     from solvers.generator import Options, default_chunk_size, plan_chunks, random_seed
     from solvers.puzzle import Box
 
+    if args.full and (args.unique or args.clues is not None or args.holes is not None or args.min_clues):
+        raise UsageError("--full writes full grids: it excludes --unique, --clues, --holes and --min-clues")
     if args.clues is not None and args.min_clues:
         raise UsageError("--clues and --min-clues exclude each other: ask for a count or for minimal puzzles")
     if args.holes is not None and (args.clues is not None or args.min_clues):
@@ -152,7 +167,7 @@ def build_request(args: argparse.Namespace) -> Request:
     try:
         box = Box.parse(args.box)
         options = Options(
-            unique=args.unique,
+            unique=_unique(args),
             clues=args.clues,
             holes=args.holes,
             minimal=args.min_clues,
@@ -177,6 +192,14 @@ def build_request(args: argparse.Namespace) -> Request:
     return Request(
         box, args.count, seed, args.seed is not None, options, size, plan_chunks(args.count, seed, size)
     )
+
+
+def _unique(args: argparse.Namespace) -> bool:
+    """Unique puzzles unless `--full`; a target named without `--unique` (`--clues K`, `--holes F`)
+    keeps the meaning it had before unique became the default: dug that far, uniqueness not asked."""
+    if args.full:
+        return False
+    return args.unique or (args.clues is None and args.holes is None)
 
 
 @dataclass
@@ -219,6 +242,7 @@ class Sink:
     def __init__(self, output: str | None, solutions: str | None, meta: str | None) -> None:
         self._files: list[tuple[TextIO, Target | None]] = []
         self._flushed = time.monotonic()
+        self._gone = False  # the reader of a pipe closed it
         try:
             self.puzzles = self._open(output)
             self.solutions = self._open(solutions) if solutions else None
@@ -239,9 +263,17 @@ class Sink:
         return stream
 
     def write(self, result: GenerateResult) -> None:
-        """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S."""
+        """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S;
+        ReaderGone when the reader of a pipe closed it (`generate ... | head -1`)."""
         if not len(result):
             return
+        try:
+            self._write(result)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone("the reader of the output closed it") from None
+
+    def _write(self, result: GenerateResult) -> None:
         self.puzzles.write("\n".join(result.puzzles) + "\n")
         if self.solutions is not None:
             self.solutions.write("\n".join(result.solutions) + "\n")
@@ -256,13 +288,21 @@ class Sink:
             self._flushed = now
 
     def close(self, complete: bool) -> None:
-        """Rename the files into place when complete; delete the partial ones otherwise."""
+        """Rename the files into place when complete; delete the partial ones otherwise (a pipe whose
+        reader is gone is left unflushed: no one reads it)."""
         files, self._files = self._files, []
-        for stream, target in files:
-            stream.flush()
-            if target is not None:
-                stream.detach()  # the target closes the bytes stream itself
-                target.close(complete)
+        gone = False
+        for stream, target in files:  # every one, whichever pipe lost its reader
+            try:
+                stream.flush()
+                if target is not None:
+                    stream.detach()  # the target closes the bytes stream itself
+                    target.close(complete)
+            except BrokenPipeError:
+                gone = True
+        if gone and not self._gone:  # else it was raised from `write` already
+            self._gone = True
+            raise ReaderGone("the reader of the output closed it")
 
 
 def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:

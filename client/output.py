@@ -8,17 +8,18 @@ device is written straight through (`client.target`).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
 from typing import IO
 
-from client.target import FLUSH_S, Target
+from client.target import FLUSH_S, ReaderGone, Target
 from pipeline.render.record import Record
 from pipeline.result import ChunkResult
 
 FORMATS = ("jsonl", "csv", "parquet")
-__all__ = ["FORMATS", "Output", "Record"]
+__all__ = ["FORMATS", "Output", "ReaderGone", "Record"]
 
 
 class Output:
@@ -36,6 +37,7 @@ class Output:
             self._target = Target(self.path)
             self.stream = self._target.stream
         self._csv_header = False
+        self._gone = False  # the reader of a pipe closed it: nothing more can be written
         self._parquet = None
         if fmt == "parquet":
             from pipeline.render.parquet import ParquetSink
@@ -45,9 +47,19 @@ class Output:
 
     def write(self, result: ChunkResult, start: int, stop: int) -> None:
         """Write records `start:stop` of a chunk result (flushed at least every FLUSH_S: a reader,
-        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time)."""
+        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time).
+
+        ReaderGone when the reader of a pipe closed it (`solve ... | head -1`).
+        """
         if stop <= start:
             return
+        try:
+            self._write(result, start, stop)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
+
+    def _write(self, result: ChunkResult, start: int, stop: int) -> None:
         if self.fmt == "jsonl":
             if start == 0 and stop == len(result):
                 self.stream.write(result.records)
@@ -67,7 +79,23 @@ class Output:
             self._flushed = now
 
     def close(self, keep: bool) -> None:
-        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed."""
+        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed.
+
+        A pipe whose reader is gone is closed without a flush (there is no one to write to)."""
+        if self._gone:
+            self._parquet = None
+            if self._target is not None:
+                target, self._target = self._target, None
+                with contextlib.suppress(BrokenPipeError):  # already raised as ReaderGone
+                    target.close(keep)
+            return
+        try:
+            self._close(keep)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
+
+    def _close(self, keep: bool) -> None:
         if self.fmt == "csv" and not self._csv_header and keep:
             from pipeline.render.csv_text import HEADER
 

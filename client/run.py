@@ -24,7 +24,7 @@ from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.interrupts import held
 from client.notice import NoWorkerNotice
-from client.output import Output
+from client.output import Output, ReaderGone
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
@@ -86,6 +86,12 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if args.command == "submit":
             return _submit(job, args)
         return _collect(job, args, purge=not client.embedded, idle_timeout=None)
+    except ReaderGone:  # `solve ... | head -1`: no one wants the rest; a job started here goes too
+        client.kill()
+        if job is not None and args.command != "collect":
+            job.cancel(wait=STOP_WAIT_S)
+            job.purge()
+        raise
     except KeyboardInterrupt:
         client.kill()  # at once: the chunks in flight are dropped
         if job is not None:
@@ -110,8 +116,11 @@ def check_parquet(output: str | None) -> None:
 
 
 def _submit(job: Job, args: argparse.Namespace) -> int:
-    """Print the job id at once, then finish sending the input."""
-    print(job.id, flush=True)
+    """Print the job id at once, then finish sending the input (ReaderGone if no one can read the id)."""
+    try:
+        print(job.id, flush=True)
+    except BrokenPipeError:
+        raise ReaderGone("the reader of stdout closed it before the job id") from None
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line

@@ -27,6 +27,11 @@ PART_SUFFIX = ".part"
 FLUSH_S = 1.0  # writers flush at least this often: whoever reads the output sees results as they come
 
 
+class ReaderGone(Exception):
+    """Whoever read the output (a pipe: stdout under `| head`, or a FIFO) closed it: the command
+    ends quietly, as Unix tools do (exit 141, 128 + SIGPIPE)."""
+
+
 class Target:
     """One output path opened for writing bytes: `stream`, then `close(keep)` renames or discards."""
 

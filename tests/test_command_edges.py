@@ -114,3 +114,45 @@ def test_an_interrupted_submit_prints_the_resume_command_that_works_at_once(redi
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert redis_client.hget(meta, "total") == str(len(puzzles)).encode()
+
+
+def _read_one_line_then_close(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run the command with stdout to a pipe, read its first line, close the pipe (as `| head -1`)."""
+    full = {k: v for k, v in os.environ.items() if k != "SUDOKU_BATCH_BROKER"}
+    proc = subprocess.Popen(
+        [*cli_command(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**full, **(env or {})}
+    )
+    first = proc.stdout.readline().decode()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=120), first, err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solve", str(SAMPLE), "--workers", "1"],
+        ["generate", "--box", "3x3", "--count", "20000", "--seed", "1", "--full"],
+        ["generate", "--box", "2x2", "--count", "20000", "--seed", "1"],
+    ],
+    ids=["solve", "generate full", "generate"],
+)
+def test_a_closed_stdout_ends_the_command_quietly_with_exit_141(args, tmp_path):
+    code, first, err = _read_one_line_then_close([*args, "-q"])
+    assert first.strip() and (code, err) == (141, ""), err
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_a_broker_solve_whose_stdout_closes_cancels_and_purges_its_job(workers, tmp_path):
+    import redis
+
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join((LINES * 20)[:3000]) + "\n")
+    client = redis.Redis.from_url(workers)
+    before = set(client.keys("sbatch:job:*"))
+    code, first, err = _read_one_line_then_close(["solve", str(path), "--broker", workers, "-q"])
+    assert json.loads(first)["status"] == "solved" and (code, err) == (141, ""), err
+    left = {k for k in set(client.keys("sbatch:job:*")) - before if not k.endswith(b":stop")}
+    client.close()
+    assert left == set()
