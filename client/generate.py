@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
@@ -239,7 +240,15 @@ class Sink:
     """The output files (puzzles, solutions, meta): regular files under temporary names renamed at the end,
     FIFOs and devices written straight through (`client.target.Target`)."""
 
-    def __init__(self, output: str | None, solutions: str | None, meta: str | None) -> None:
+    def __init__(
+        self,
+        output: str | None,
+        solutions: str | None,
+        meta: str | None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`)."""
+        self._say = say
         self._files: list[tuple[TextIO, Target | None]] = []
         self._flushed = time.monotonic()
         self._gone = False  # the reader of a pipe closed it
@@ -257,7 +266,7 @@ class Sink:
             return sys.stdout
         from client.target import Target
 
-        target = Target(name)  # type: ignore[arg-type]
+        target = Target(name, self._say)  # type: ignore[arg-type]
         stream = io.TextIOWrapper(target.stream, encoding="utf-8", newline="\n", write_through=True)
         self._files.append((stream, target))
         return stream
@@ -339,7 +348,7 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         if not client.embedded:
             store = client.store
             notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
-        sink = Sink(args.output, args.solutions, args.meta)
+        sink = Sink(args.output, args.solutions, args.meta, progress.say)
         try:
             for result in job.generated(on_wait=notice.check if notice is not None else None):
                 sink.write(result)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -25,7 +26,10 @@ __all__ = ["FORMATS", "Output", "ReaderGone", "Record"]
 class Output:
     """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines, CSV or Parquet."""
 
-    def __init__(self, path: str | None, fmt: str = "jsonl") -> None:
+    def __init__(
+        self, path: str | None, fmt: str = "jsonl", say: Callable[[str], None] | None = None
+    ) -> None:
+        """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`)."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; use jsonl, csv or parquet")
         self.fmt = fmt
@@ -34,7 +38,7 @@ class Output:
         if self.path is None:
             self.stream: IO[bytes] = sys.stdout.buffer
         else:
-            self._target = Target(self.path)
+            self._target = Target(self.path, say)
             self.stream = self._target.stream
         self._csv_header = False
         self._gone = False  # the reader of a pipe closed it: nothing more can be written

@@ -136,9 +136,9 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     so a `solve` killed half way can be finished with `collect`; `purge` then deletes the
     job. Interrupted, the records written so far are kept in the output (whole records).
     """
-    output = Output(args.output, args.format)
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
+    output = Output(args.output, args.format, progress.say)
     store = job.client.store
     notice = None
     if not job.client.embedded:
