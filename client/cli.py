@@ -52,12 +52,15 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
 
 
 def _common_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", default=None, help="results file (default: stdout)")
+    p.add_argument(
+        "-o", "--output", default=None, metavar="FILE", help="results file; .gz compresses (default: stdout)"
+    )
     p.add_argument(
         "--format",
         choices=("jsonl", "csv", "parquet"),
-        default="jsonl",
-        help="jsonl (default), csv, or parquet (needs the `parquet` extra: pyarrow)",
+        default=None,
+        help="jsonl, csv, or parquet (the `parquet` extra: pyarrow); default: -o's extension "
+        "(.jsonl or .json, .csv, .parquet), else jsonl",
     )
     p.add_argument("--ordered", action="store_true", help="write results in input order")
     p.add_argument("--report", default=None, metavar="HTML", help="also write an HTML report with plots")

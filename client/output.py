@@ -9,6 +9,7 @@ device is written straight through (`client.target`).
 from __future__ import annotations
 
 import contextlib
+import gzip
 import sys
 import time
 from collections.abc import Callable
@@ -20,7 +21,26 @@ from pipeline.render.record import Record
 from pipeline.result import ChunkResult
 
 FORMATS = ("jsonl", "csv", "parquet")
-__all__ = ["FORMATS", "Output", "ReaderGone", "Record"]
+EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+__all__ = ["FORMATS", "Output", "ReaderGone", "Record", "output_format"]
+
+
+def output_format(path: str | None, given: str | None) -> str:
+    """The format of an output: `given` (--format), else the one `path`'s extension names (`.jsonl`
+    or `.json`, `.csv`, `.parquet`, behind a `.gz` too), else jsonl. ValueError (one line) when
+    the two disagree, or for `.parquet.gz` (Parquet compresses inside the file)."""
+    if path in (None, "-"):
+        return given or "jsonl"
+    suffixes = [x.lower() for x in Path(path).suffixes]  # type: ignore[arg-type]
+    gz = suffixes[-1:] == [".gz"]
+    inner = suffixes[-2] if gz and len(suffixes) > 1 else None if gz or not suffixes else suffixes[-1]
+    implied = EXTENSIONS.get(inner or "")
+    if given is not None and implied is not None and given != implied:
+        raise ValueError(f"-o {path} names {implied}, not --format {given}: drop one or rename the file")
+    fmt = given or implied or "jsonl"
+    if gz and fmt == "parquet":
+        raise ValueError(f"-o {path}: Parquet compresses inside the file; name it .parquet, not .gz")
+    return fmt
 
 
 class Output:
@@ -35,11 +55,15 @@ class Output:
         self.fmt = fmt
         self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
         self._target: Target | None = None
+        self._gzip: gzip.GzipFile | None = None
         if self.path is None:
             self.stream: IO[bytes] = sys.stdout.buffer
         else:
             self._target = Target(self.path, say)
             self.stream = self._target.stream
+            if self.path.name.lower().endswith(".gz"):  # `-o out.csv.gz`: compressed as it is written
+                self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self.stream)
+                self.stream = self._gzip  # type: ignore[assignment]
         self._csv_header = False
         self._gone = False  # the reader of a pipe closed it: nothing more can be written
         self._parquet = None
@@ -87,7 +111,7 @@ class Output:
 
         A pipe whose reader is gone is closed without a flush (there is no one to write to)."""
         if self._gone:
-            self._parquet = None
+            self._parquet = self._gzip = None
             if self._target is not None:
                 target, self._target = self._target, None
                 with contextlib.suppress(BrokenPipeError):  # already raised as ReaderGone
@@ -108,6 +132,9 @@ class Output:
             parquet, self._parquet = self._parquet, None
             if keep:
                 parquet.close()  # the footer: a Parquet file without it cannot be read
+        if self._gzip is not None:
+            gz, self._gzip = self._gzip, None
+            gz.close()  # its trailer; the file below stays open for the target to close
         if self._target is None:
             self.stream.flush()
             return

@@ -24,7 +24,7 @@ from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.interrupts import held
 from client.notice import NoWorkerNotice
-from client.output import Output, ReaderGone
+from client.output import Output, ReaderGone, output_format
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
@@ -55,8 +55,13 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     else:
         check_job_id(args.job)
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
-    if getattr(args, "format", None) == "parquet":
-        check_parquet(args.output)
+    if args.command != "submit":
+        try:
+            args.format = output_format(args.output, args.format)  # -o out.csv: CSV
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.format == "parquet":
+            check_parquet(args.output)
     if getattr(args, "output", None) not in (None, "-"):
         try:
             check_target(args.output)
