@@ -46,6 +46,11 @@ def check_job_id(job: str) -> str:
     return job
 
 
+def time_limit(text: str) -> float:
+    """`--time-limit`'s value: seconds, with `none` (any case) for no limit, as 0 is."""
+    return 0.0 if text.strip().lower() == "none" else float(text)
+
+
 def check_seconds(flag: str, value: float | None, most: float, zero: str | None = None) -> None:
     """UsageError unless `value` (given as `flag`) is None or seconds in (0, `most`] (nan and inf are not);
     with `zero` (what 0 means), 0 is accepted too."""

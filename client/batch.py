@@ -32,7 +32,12 @@ from client.transport import (
 )
 from pipeline.outbox import parse_task
 from pipeline.render.record import Record
-from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.tasks import (
+    DEFAULT_ESCALATE_AFTER_S,
+    DEFAULT_TIME_LIMIT_S,
+    MAX_ESCALATE_AFTER_S,
+    MAX_TIME_LIMIT_S,
+)
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -80,7 +85,7 @@ class BatchClient:
         self,
         source: Source,
         *,
-        time_limit: float | None = None,
+        time_limit: float | None = DEFAULT_TIME_LIMIT_S,
         portfolio: str | None = None,
         box: str | None = None,
         name: str | None = None,
@@ -89,8 +94,10 @@ class BatchClient:
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
-        `seed` fixes the solvers' seeds (the same seed, the same random choices); None draws them
-        from the job id, so every job tries differently. A puzzle still unanswered after
+        `time_limit`: seconds per puzzle (DEFAULT_TIME_LIMIT_S, 20; None or 0: no limit, as before
+        there was a default: a hard puzzle may then run for ever). `seed` fixes the solvers' seeds
+        (the same seed, the same random choices); None draws them from the job id, so every job
+        tries differently. A puzzle still unanswered after
         `escalate_after` seconds is raced by idle workers (or local processes) too, each with
         another seed; 0 never.
         """
@@ -105,7 +112,7 @@ class BatchClient:
         self,
         inputs: list[tuple[str, Source]],
         *,
-        time_limit: float | None = None,
+        time_limit: float | None = DEFAULT_TIME_LIMIT_S,
         portfolio: str | None = None,
         box: str | None = None,
         bounded: bool = True,
@@ -115,11 +122,14 @@ class BatchClient:
         """Start a job over several named inputs, read in order in a background thread.
 
         `bounded` keeps a window of chunks in flight (memory and queue stay small while
-        someone collects); `submit` without a collector needs it off.
+        someone collects); `submit` without a collector needs it off. `time_limit` as in `submit`.
         """
         as_box(box)  # a bad box shape is the caller's error, raised here
-        if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
-            raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
+        if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
+            raise ValueError(
+                f"time_limit {time_limit:g}: must be 0 (no limit) or above, at most {MAX_TIME_LIMIT_S:g} s"
+            )
+        time_limit = time_limit or None  # 0: no limit
         if seed is not None and not 0 <= seed < MAX_SEED:
             raise ValueError(f"seed {seed}: must be at least 0 and below 2**63")
         if not 0 <= escalate_after <= MAX_ESCALATE_AFTER_S:  # false for nan too

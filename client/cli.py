@@ -22,19 +22,26 @@ from client.args import (
     check_job_id,
     check_processes,
     resume_command,
+    time_limit,
 )
 from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled
 from client.target import ReaderGone
-from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S
+from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
 
 EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
 
 
 def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     p.add_argument("inputs", nargs=inputs, metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per puzzle")
+    p.add_argument(
+        "--time-limit",
+        type=time_limit,
+        default=None,
+        metavar="S",
+        help=f"seconds per puzzle ({DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; a resume keeps the job's)",
+    )
     p.add_argument(
         "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
     )

@@ -29,7 +29,7 @@ from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
 from client.target import check_target
-from pipeline.tasks import MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
@@ -50,7 +50,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if not args.inputs and not resume:
             raise UsageError(f"{args.command} needs at least one INPUT")
         sources = input_sources(args.inputs)
-        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
+        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S, zero="no limit")
         check_seconds("--escalate-after", args.escalate_after, MAX_ESCALATE_AFTER_S, zero="never")
     else:
         check_job_id(args.job)
@@ -76,14 +76,15 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             job = client.job(args.job)
             return _collect(job, args, purge=False, idle_timeout=args.timeout)
         try:
-            if resume:
+            if resume:  # the job's own limit, unless one is given (to be checked against it)
                 job = client.resume(
-                    resume, [src for _, src in sources] or None, time_limit=args.time_limit,
+                    resume, [src for _, src in sources] or None, time_limit=args.time_limit or None,
                     portfolio=args.portfolio, box=args.box, bounded=False,
                 )  # fmt: skip
             else:
+                limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
                 job = client.submit_inputs(
-                    sources, time_limit=args.time_limit, portfolio=args.portfolio, box=args.box,
+                    sources, time_limit=limit, portfolio=args.portfolio, box=args.box,
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
                 )  # fmt: skip
         except ValueError as exc:
@@ -211,6 +212,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         return EXIT_FAILED
     if args.command == "collect":  # the rate of the job, not of this collection
         summary.time_job(float(meta.get("created") or 0.0))
+    summary.set_time_limit(float(meta["time_limit"]) if meta.get("time_limit") else None)
     if purge:
         job.purge(stop=False)  # complete: nothing of it runs any more
     if not args.quiet:

@@ -156,3 +156,40 @@ def test_a_broker_solve_whose_stdout_closes_cancels_and_purges_its_job(workers, 
     left = {k for k in set(client.keys("sbatch:job:*")) - before if not k.endswith(b":stop")}
     client.close()
     assert left == set()
+
+
+STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
+
+
+@pytest.mark.timeout(120)
+def test_solve_gives_a_puzzle_20_seconds_by_default_and_says_so(tmp_path):
+    path = tmp_path / "stuck.txt"
+    path.write_text(STUCK + "\n")
+    started = time.monotonic()
+    proc = run_cli("solve", str(path), "--portfolio", "stochastic", timeout=90)
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert record["status"] in ("approximate", "timeout") and 19 <= record["time_ms"] / 1000 <= 40
+    assert "; time limit 20 s per puzzle" in proc.stderr.splitlines()[0] and took < 80
+
+
+@pytest.mark.parametrize("value", ["0", "none", "NONE"])
+def test_a_time_limit_of_0_or_none_is_no_limit_and_the_summary_says_so(value, tmp_path):
+    proc = run_cli("solve", str(SAMPLE), "--time-limit", value, "-o", str(tmp_path / "o.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0].endswith(": solved 306; no time limit")
+
+
+def test_batch_client_jobs_get_the_default_time_limit_unless_none_is_asked():
+    from client.batch import BatchClient
+
+    with BatchClient(workers=1) as client:
+        default = client.submit(LINES[:2])
+        none = client.submit(LINES[:2], time_limit=None)
+        zero = client.submit(LINES[:2], time_limit=0)
+        five = client.submit(LINES[:2], time_limit=5)
+        limits = [client.store.meta(job.id).get("time_limit") for job in (default, none, zero, five)]
+        for job in (default, none, zero, five):
+            assert [r.status for r in job.results()] == ["solved", "solved"]
+    assert limits == ["20.0", None, None, "5"]
