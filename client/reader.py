@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import io
 import sys
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,7 @@ def read_blocks(
     """
     state = _LineReader(as_box(box))
     if hasattr(source, "read"):
-        yield from _read_stream(_gunzip(source), state)  # type: ignore[arg-type]
+        yield from _read_stream(unpacked(source), state)  # type: ignore[arg-type]
         return
     if not isinstance(source, (str, Path)):
         for n, text in enumerate(source, start=1):
@@ -73,13 +74,35 @@ def read_blocks(
 
 def _open(source: str | Path) -> IO[bytes]:
     """Open a path (or `-` for stdin) as bytes, gunzipping when it starts with the gzip magic."""
-    return _gunzip(sys.stdin.buffer if str(source) == "-" else open(source, "rb"))  # noqa: SIM115
+    return unpacked(sys.stdin.buffer if str(source) == "-" else open(source, "rb"))  # noqa: SIM115
 
 
-def _gunzip(raw: IO[bytes]) -> IO[bytes]:
-    """Wrap a binary stream in a gzip reader when it starts with the gzip magic."""
-    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+def unpacked(raw: IO[bytes]) -> IO[bytes]:
+    """A binary stream's input bytes: through a gzip reader (every member of a `cat a.gz b.gz`)
+    when it starts with the gzip magic, as is otherwise. The one reader of files, stdin, streams
+    and web uploads (`read_upload`)."""
+    if not hasattr(raw, "peek"):  # BytesIO and raw streams: buffered, so the magic can be peeked
+        raw = io.BufferedReader(raw, buffer_size=SLAB)  # type: ignore[arg-type, type-var]
+    head = raw.peek(2)[:2]  # type: ignore[attr-defined]
     return gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[return-value]
+
+
+class TooLarge(ValueError):
+    """An input unpacks to more bytes than its reader takes."""
+
+
+def read_upload(data: bytes, most: int) -> bytes:
+    """The text of an input held in memory (a web upload), unpacked as `read_blocks` unpacks a file:
+    TooLarge past `most` bytes (never holding more than `most` + 1 of them), ValueError (one line)
+    when its gzip is broken or cut short."""
+    stream = unpacked(io.BytesIO(data))
+    try:
+        text = stream.read(most + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+        raise ValueError(f"not valid gzip: {exc}") from None
+    if len(text) > most:
+        raise TooLarge(f"unpacks to more than {most:,} bytes")
+    return text
 
 
 class _Prefixed(io.RawIOBase):
