@@ -10,14 +10,18 @@ process holds PR_SET_PDEATHSIG (`client.processes`).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import math
 import os
 import socket
 import sys
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
 from client.config import ClientSettings, mask_url
+from client.interrupts import interrupting
 from web.settings import ServeSettings
 
 SHUTDOWN_GRACE_S = 3  # seconds open requests get to finish once the server is told to stop
@@ -93,6 +97,8 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             )
         )
+        stopping = lambda: server.should_exit or interrupting()  # noqa: E731 - SIGHUP is not uvicorn's
+        logging.getLogger("uvicorn.error").addFilter(ShutdownNoise(stopping))
         where = f"broker {mask_url(url)}" if url else "embedded (local processes)"
         shown = f"[{config.host}]" if ":" in config.host else config.host
         address = f"http://{shown}:{sock.getsockname()[1]}/"
@@ -110,6 +116,24 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
                 pool.close()
             client.kill()
             client.close()
+
+
+class ShutdownNoise(logging.Filter):
+    """Keep out of the log what uvicorn says of requests a shutdown cuts off: their tasks' CancelledError
+    tracebacks (68 lines each) and the count of them. The command's one line (`interrupted (SIGTERM),
+    exit 143`) says why the server stopped; the clients see their connection close."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        super().__init__()
+        self.stopping = stopping
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.stopping():
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, asyncio.CancelledError):
+            return False
+        return not record.getMessage().endswith("timeout graceful shutdown exceeded")
 
 
 def bind(host: str, port: int) -> socket.socket:
