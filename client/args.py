@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from pathlib import Path
 
 from client.config import ClientSettings, check_broker_url
 from pipeline.tasks import JOB_ID_PATTERN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+LOCAL_BROKER = "redis://127.0.0.1:6379/0"  # `worker` and `health` without a broker: a Redis on this machine
 
 
 class UsageError(Exception):
@@ -32,6 +34,16 @@ def broker_url(args: argparse.Namespace, settings: ClientSettings, required: boo
         check_broker_url(url)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    return url
+
+
+def broker_or_local(args: argparse.Namespace, settings: ClientSettings) -> str:
+    """The broker from --broker or SUDOKU_BATCH_BROKER, else LOCAL_BROKER, saying so on stderr (a
+    worker or a probe silently on another Redis than the client's would wait for ever)."""
+    url = broker_url(args, settings, False)
+    if url is None:
+        print(f"no --broker and no SUDOKU_BATCH_BROKER: using {LOCAL_BROKER}", file=sys.stderr, flush=True)
+        return LOCAL_BROKER
     return url
 
 

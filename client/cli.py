@@ -16,8 +16,10 @@ from client.args import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    LOCAL_BROKER,
     UsageError,
     broker_option,
+    broker_or_local,
     broker_url,
     check_job_id,
     check_processes,
@@ -33,6 +35,10 @@ from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
 EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
 
 
+BROKER_HELP = "redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER)"
+LOCAL_BROKER_HELP = f"redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER, else {LOCAL_BROKER})"
+
+
 def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     p.add_argument("inputs", nargs=inputs, metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
     p.add_argument(
@@ -40,21 +46,28 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
         type=time_limit,
         default=None,
         metavar="S",
-        help=f"seconds per puzzle ({DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; a resume keeps the job's)",
+        help=f"seconds per puzzle (default: {DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; "
+        "a resume keeps the job's)",
     )
     p.add_argument(
         "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
     )
     p.add_argument(
-        "--box", default=None, metavar="RxC", help="box shape over the inferred one (9: 3x3, 6: 2x3)"
+        "--box", default=None, metavar="RxC", help="box shape (default: inferred, 9 cells a row: 3x3, 6: 2x3)"
     )
-    p.add_argument("--broker", default=None, metavar="URL", help="redis://[:password@]host:port/db")
+    p.add_argument(
+        "--broker",
+        default=None,
+        metavar="URL",
+        help="redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER; solve without one: embedded)",
+    )
     p.add_argument(
         "--escalate-after",
         type=float,
         default=DEFAULT_ESCALATE_AFTER_S,
         metavar="S",
-        help=f"race a puzzle unsolved after S s on idle workers too ({DEFAULT_ESCALATE_AFTER_S:g}; 0: never)",
+        help=f"race a puzzle unsolved after S s on idle workers too (default: {DEFAULT_ESCALATE_AFTER_S:g}; "
+        "0: never)",
     )
 
 
@@ -70,7 +83,9 @@ def _common_output(p: argparse.ArgumentParser) -> None:
         "(.jsonl or .json, .csv, .parquet), else jsonl",
     )
     p.add_argument("--ordered", action="store_true", help="write results in input order")
-    p.add_argument("--report", default=None, metavar="HTML", help="also write an HTML report with plots")
+    p.add_argument(
+        "--report", default=None, metavar="HTML", help="also write an HTML report with plots (default: none)"
+    )
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
 
@@ -83,32 +98,39 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="solve whole files and wait for every result")
     _common_solve(p)
     _common_output(p)
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes (embedded mode)")
+    p.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="local processes (default: one per core)"
+    )
     p = sub.add_parser("submit", help="submit files to the broker, print the job id and return")
     _common_solve(p, inputs="*")
     p.add_argument(
         "--resume",
         default=None,
         metavar="JOB",
-        help="go on submitting JOB after its producer died half way (INPUTs: the job's files again)",
+        help="go on submitting JOB after its producer died half way (INPUTs: the job's files again; "
+        "default: a new job)",
     )
     p = sub.add_parser("collect", help="wait for a job's results and write them")
     p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p.add_argument(
-        "--timeout", type=float, default=None, metavar="S", help="give up after S s with no result"
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="give up after S s with no result (default: wait while the job's producer lives)",
     )
     _common_output(p)
     p = sub.add_parser("status", help="show a job's progress, counts, rate and live workers")
     p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("worker", help="start a Celery worker for the broker")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=LOCAL_BROKER_HELP)
     p.add_argument(
         "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
     )
-    p.add_argument("--loglevel", default="warning")
+    p.add_argument("--loglevel", default="warning", help="Celery's log level (default: warning)")
     p.add_argument(
         "-E",
         "--events",
@@ -116,11 +138,11 @@ def parser() -> argparse.ArgumentParser:
         help="send task events for Flower and `celery events` (docs/monitoring.md: what it costs)",
     )
     p = sub.add_parser("health", help="exit 0 if the broker answers and a worker on this host beats")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=LOCAL_BROKER_HELP)
     p.add_argument("--broker-only", action="store_true", help="only check that the broker answers")
     p = sub.add_parser("purge", help="delete a job's keys from the broker")
     p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p = sub.add_parser("generate", help="generate puzzles (unique, symmetric, rated), locally or on workers")
     from client.generate import add_arguments
 
@@ -186,6 +208,7 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
             return run_warm()
         if args.command == "serve":
             return _serve(args, settings)
+        args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
@@ -274,7 +297,7 @@ def _health(args: argparse.Namespace, settings: ClientSettings) -> int:
 
     from client.redis_store import RedisJobStore, connect
 
-    url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
+    url = broker_or_local(args, settings)
     store = RedisJobStore(connect(url, settings), settings)
     if args.broker_only:
         print(f"ok: broker {mask_url(url)} answers")

@@ -71,47 +71,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="F",
-        help="blank this fraction of the cells of a random full grid (0-1; solvable, not unique)",
+        help="blank this fraction of the cells of a random full grid (0-1; solvable, not unique; "
+        "default: dig instead)",
     )
     p.add_argument(
         "--min-clues", action="store_true", help="dig to proven minimal unique puzzles (implies --unique)"
     )
     p.add_argument("--symmetry", default="none", help="none (default), rotational or mirror")
     p.add_argument(
-        "--difficulty", default=None, metavar="LEVELS", help="keep only these levels: easy,medium,hard,expert"
+        "--difficulty",
+        default=None,
+        metavar="LEVELS",
+        help="keep only these levels: easy,medium,hard,expert (default: all)",
     )
     p.add_argument(
         "--attempts",
         type=int,
         default=100,
         metavar="A",
-        help="candidates per puzzle before a target is given up",
+        help="candidates per puzzle before a target is given up (default: 100)",
     )
     p.add_argument(
         "--chunk-size",
         type=int,
         default=None,
         metavar="C",
-        help="puzzles per chunk (part of what the seed reproduces)",
+        help="puzzles per chunk, part of what the seed reproduces (default: by box and options)",
     )
     p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="local processes (default: all cores)"
+        "--workers", type=int, default=None, metavar="N", help="local processes (default: one per core)"
     )
     p.add_argument(
         "--broker",
         default=None,
         metavar="URL",
-        help="fan out over Celery workers: redis://[:password@]host:port/db",
+        help="fan out over Celery workers: redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER; "
+        "none: local processes)",
     )
     p.add_argument(
         "-o", "--output", default=None, metavar="FILE", help="puzzles, one per line (default: stdout)"
     )
-    p.add_argument("--solutions", default=None, metavar="FILE", help="also write the solutions, line-aligned")
+    p.add_argument(
+        "--solutions",
+        default=None,
+        metavar="FILE",
+        help="also write the solutions, line-aligned (default: no)",
+    )
     p.add_argument(
         "--meta",
         default=None,
         metavar="FILE",
-        help="also write JSON lines of metadata (difficulty), line-aligned",
+        help="also write JSON lines of metadata (difficulty), line-aligned (default: no)",
     )
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")

@@ -193,3 +193,39 @@ def test_batch_client_jobs_get_the_default_time_limit_unless_none_is_asked():
         for job in (default, none, zero, five):
             assert [r.status for r in job.results()] == ["solved", "solved"]
     assert limits == ["20.0", None, None, "5"]
+
+
+def _value_options() -> list[tuple[str, str, str]]:
+    import argparse
+
+    from client.cli import parser
+
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return [
+        (command, action.option_strings[-1], action.help or "")
+        for command, p in sub.choices.items()
+        for action in p._actions
+        if action.option_strings and action.nargs != 0 and not action.required  # not flags, not --count
+    ]
+
+
+def test_every_option_that_takes_a_value_states_its_default_in_help():
+    options = _value_options()
+    assert len(options) > 40
+    missing = [f"{command} {flag}: {text!r}" for command, flag, text in options if "default" not in text]
+    assert missing == []
+
+
+@pytest.mark.parametrize("args", [["health"], ["worker", "--concurrency", "100000"]])
+def test_worker_and_health_say_when_they_fall_back_to_the_local_redis(args):
+    proc = run_cli(*args, timeout=60)
+    assert proc.returncode in (1, 2), proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first == "no --broker and no SUDOKU_BATCH_BROKER: using redis://127.0.0.1:6379/0"
+
+
+def test_the_monitoring_doc_says_flower_2_needs_auth_or_an_open_api_for_its_tasks():
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "monitoring.md").read_text()
+    assert "FLOWER_UNAUTHENTICATED_API=true" in text and "/api/tasks" in text
