@@ -191,6 +191,13 @@ def test_a_gzip_upload_is_unpacked_and_a_gzip_bomb_is_refused(api):
     assert_error(api.post("/api/jobs", content=b"\x1f\x8bnot gzip at all"), 422, "not valid gzip")
 
 
+def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(api):
+    job = api.post("/api/jobs", content=LINES[0].encode()).json()["job"]
+    assert wait_done(api, job)["options"]["time_limit"] == "10.0"  # 20 s, capped by --max-time-limit 10
+    job = api.post("/api/jobs", params={"time_limit": "3"}, content=LINES[0].encode()).json()["job"]
+    assert wait_done(api, job)["options"]["time_limit"] == "3.0"
+
+
 def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):
     """`cat a.gz b.gz`: the upload gets every member's puzzles, as `solve` of the same bytes does."""
     from client.reader import read_blocks
