@@ -53,6 +53,8 @@ def test_the_readme_ten_lines_of_use_run_as_written(workers, tmp_path):
     import os
     import shutil
 
+    import redis
+
     block = README.split("## The whole use in ten lines", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     lines = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
     assert len(lines) == 10 and lines[0] == "pip install ."
@@ -67,9 +69,18 @@ def test_the_readme_ten_lines_of_use_run_as_written(workers, tmp_path):
     (tmp_path / "big.txt.gz").write_bytes(gzip.compress(SAMPLE.read_bytes()))
     env = {k: v for k, v in os.environ.items() if k != "SUDOKU_BATCH_BROKER"}
     env["PATH"] = f"{Path(cli_command()[0]).parent}{os.pathsep}{env['PATH']}"
-    proc = subprocess.run(
-        ["bash", "-c", "\n".join(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=280
-    )
+    client = redis.Redis.from_url(workers)
+    before = set(client.keys("sbatch:job:*"))
+    try:
+        proc = subprocess.run(
+            ["bash", "-c", "\n".join(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
+            timeout=280,
+        )  # fmt: skip
+    finally:  # `collect` keeps the job it collected (result_ttl): later tests must not meet it
+        left = set(client.keys("sbatch:job:*")) - before
+        if left:
+            client.delete(*left)
+        client.close()
     assert proc.returncode == 0, proc.stderr
     results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert len(results) == 306 and {r["status"] for r in results} == {"solved"}
