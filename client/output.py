@@ -8,34 +8,64 @@ device is written straight through (`client.target`).
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from client.target import FLUSH_S, Target
+from client.target import FLUSH_S, ReaderGone, Target
 from pipeline.render.record import Record
 from pipeline.result import ChunkResult
 
 FORMATS = ("jsonl", "csv", "parquet")
-__all__ = ["FORMATS", "Output", "Record"]
+EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+__all__ = ["FORMATS", "Output", "ReaderGone", "Record", "output_format"]
+
+
+def output_format(path: str | None, given: str | None) -> str:
+    """The format of an output: `given` (--format), else the one `path`'s extension names (`.jsonl`
+    or `.json`, `.csv`, `.parquet`, behind a `.gz` too), else jsonl. ValueError (one line) when
+    the two disagree, or for `.parquet.gz` (Parquet compresses inside the file)."""
+    if path in (None, "-"):
+        return given or "jsonl"
+    suffixes = [x.lower() for x in Path(path).suffixes]  # type: ignore[arg-type]
+    gz = suffixes[-1:] == [".gz"]
+    inner = suffixes[-2] if gz and len(suffixes) > 1 else None if gz or not suffixes else suffixes[-1]
+    implied = EXTENSIONS.get(inner or "")
+    if given is not None and implied is not None and given != implied:
+        raise ValueError(f"-o {path} names {implied}, not --format {given}: drop one or rename the file")
+    fmt = given or implied or "jsonl"
+    if gz and fmt == "parquet":
+        raise ValueError(f"-o {path}: Parquet compresses inside the file; name it .parquet, not .gz")
+    return fmt
 
 
 class Output:
     """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines, CSV or Parquet."""
 
-    def __init__(self, path: str | None, fmt: str = "jsonl") -> None:
+    def __init__(
+        self, path: str | None, fmt: str = "jsonl", say: Callable[[str], None] | None = None
+    ) -> None:
+        """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`)."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; use jsonl, csv or parquet")
         self.fmt = fmt
         self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
         self._target: Target | None = None
+        self._gzip: gzip.GzipFile | None = None
         if self.path is None:
             self.stream: IO[bytes] = sys.stdout.buffer
         else:
-            self._target = Target(self.path)
+            self._target = Target(self.path, say)
             self.stream = self._target.stream
+            if self.path.name.lower().endswith(".gz"):  # `-o out.csv.gz`: compressed as it is written
+                self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self.stream)
+                self.stream = self._gzip  # type: ignore[assignment]
         self._csv_header = False
+        self._gone = False  # the reader of a pipe closed it: nothing more can be written
         self._parquet = None
         if fmt == "parquet":
             from pipeline.render.parquet import ParquetSink
@@ -45,9 +75,19 @@ class Output:
 
     def write(self, result: ChunkResult, start: int, stop: int) -> None:
         """Write records `start:stop` of a chunk result (flushed at least every FLUSH_S: a reader,
-        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time)."""
+        a FIFO's or `tail -f`'s, sees results as they come, not a megabyte at a time).
+
+        ReaderGone when the reader of a pipe closed it (`solve ... | head -1`).
+        """
         if stop <= start:
             return
+        try:
+            self._write(result, start, stop)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
+
+    def _write(self, result: ChunkResult, start: int, stop: int) -> None:
         if self.fmt == "jsonl":
             if start == 0 and stop == len(result):
                 self.stream.write(result.records)
@@ -67,7 +107,23 @@ class Output:
             self._flushed = now
 
     def close(self, keep: bool) -> None:
-        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed."""
+        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed.
+
+        A pipe whose reader is gone is closed without a flush (there is no one to write to)."""
+        if self._gone:
+            self._parquet = self._gzip = None
+            if self._target is not None:
+                target, self._target = self._target, None
+                with contextlib.suppress(BrokenPipeError):  # already raised as ReaderGone
+                    target.close(keep)
+            return
+        try:
+            self._close(keep)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
+
+    def _close(self, keep: bool) -> None:
         if self.fmt == "csv" and not self._csv_header and keep:
             from pipeline.render.csv_text import HEADER
 
@@ -76,6 +132,9 @@ class Output:
             parquet, self._parquet = self._parquet, None
             if keep:
                 parquet.close()  # the footer: a Parquet file without it cannot be read
+        if self._gzip is not None:
+            gz, self._gzip = self._gzip, None
+            gz.close()  # its trailer; the file below stays open for the target to close
         if self._target is None:
             self.stream.flush()
             return

@@ -183,7 +183,8 @@ class JobStore(ABC):
         """Summarise a job's progress from its metadata and chunk statistics."""
         meta = self.meta(job)
         if not meta or "created" not in meta:
-            return JobStatus(job=job, state="unknown", error="no such job (never created, purged or expired)")
+            error = f"no such job {job} (never created, purged or expired)"
+            return JobStatus(job=job, state="unknown", error=error)
         stats = self.stats(job)
         counts: dict[str, int] = {}
         for s in stats:
@@ -240,8 +241,9 @@ def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
     """A job's submission (complete, running, stopped, "" with no checkpoint), its producer's silence (s).
 
-    `stopped` means resumable: the producer failed, or has been silent `PRODUCER_SILENT_S`
-    (it beats every second while it reads), so it was most likely killed.
+    `stopped` means resumable: the producer failed, said it left (an interrupted command sets
+    its beat to 0: the silence is then None, not the time since 1970), or has been silent
+    `PRODUCER_SILENT_S` (it beats every second while it reads), so it was most likely killed.
     """
     state = meta.get("state")
     if state == "produced":
@@ -250,7 +252,10 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
         return "", None
     if meta.get("cancelled"):  # stopped on purpose: nothing to resume
         return "cancelled", None
-    silent = time.time() - float(meta.get("producer_beat") or meta.get("created") or 0.0)
+    beat = float(meta.get("producer_beat") or meta.get("created") or 0.0)
+    if beat <= 0:  # `Producer.leave`: the producer stopped and said so
+        return "stopped", None
+    silent = time.time() - beat
     if state == "failed" or silent > PRODUCER_SILENT_S:
         return "stopped", silent
     return "running", silent
