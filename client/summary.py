@@ -128,18 +128,13 @@ class Summary:
 
     def text(self, max_problems: int = 10) -> str:
         """The human summary printed on stderr."""
-<<<<<<< HEAD
         counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
-        rate = per_second(self.rate)
-        lines = [f"{numbers.count(self.n)} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}"]
-=======
-        counts = ", ".join(f"{k} {self.counts[k]}" for k in _ordered(self.counts)) or "nothing"
         limit = f"; {self.limit}" if self.limit else ""
         rate = per_second(self.rate)
-        lines = [f"{self.n} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}{limit}"]
+        n = numbers.count(self.n)
+        lines = [f"{n} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}{limit}"]
         if not self.n:  # every other line is a puzzle or an invalid record: say why there is none
             lines.append("the input holds no puzzle: its lines are all blank or # comments")
->>>>>>> edges
         pct = self.percentiles()
         if pct:
             lines.append("solve time: " + "  ".join(f"{k} {numbers.duration_ms(v)}" for k, v in pct.items()))
