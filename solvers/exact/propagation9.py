@@ -39,6 +39,8 @@ _ZERO = np.uint64(0)
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
 _DIGITS = np.uint64(0x1FF)
+TRIADS = True
+CONFIG_BRANCH = True
 _CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
 
 
@@ -62,6 +64,70 @@ def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _SHRINK, _PERM27, _PERM9 = _build_tables()  # frozen into the compiled code as constants
+
+
+def _build_triad_tables() -> tuple[np.ndarray, ...]:
+    """(must9, solo9, mini27, linebox27, col27, boxother27) for the triad rule (see `_triads`)."""
+    must9 = np.zeros(512, dtype=np.uint64)
+    solo9 = np.zeros(512, dtype=np.uint64)
+    for s in range(512):
+        m = 0
+        for i in range(3):
+            line = (s >> (3 * i)) & 7
+            if line and line & (line - 1) == 0:
+                m |= line << (3 * i)
+                solo9[s] |= line << (3 * i)
+        for j in range(3):
+            col = [(s >> (3 * i + j)) & 1 for i in range(3)]
+            if sum(col) == 1:
+                m |= 1 << (3 * col.index(1) + j)
+        must9[s] = m
+    mini27 = np.zeros(9, dtype=np.uint64)
+    linebox27 = np.zeros(9, dtype=np.uint64)
+    col27 = np.zeros(9, dtype=np.uint64)
+    boxother27 = np.zeros(9, dtype=np.uint64)
+    for p in range(9):
+        r, k = divmod(p, 3)
+        mini = 7 << (9 * r + 3 * k)
+        boxm = sum(7 << (9 * i + 3 * k) for i in range(3))
+        mini27[p] = mini
+        linebox27[p] = ((0x1FF << (9 * r)) | boxm) & ~mini
+        col = sum(1 << (9 * i + p) for i in range(3))
+        col27[p] = col
+        boxother27[p] = sum(7 << (9 * i + 3 * (p // 3)) for i in range(3)) & ~col
+    return must9, solo9, mini27, linebox27, col27, boxother27
+
+
+_MUST9, _SOLO9, _MINI27, _LINEBOX27, _COL27, _BOXOTHER27 = _build_triad_tables()
+_FULL54 = np.uint64((1 << 54) - 1)
+
+
+def _build_config_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(permset, pcells27, skeep): permset[s] = the 6-bit set of permutations (of `_PERMS`)
+    inside the 3x3 occupancy s; pcells27[p] = the band cells of permutation p (row i in box
+    p[i]); skeep[(3t + p) * 3 + i] = what band i keeps when stack t takes permutation p (band i
+    in column 3t + p[i] of the stack)."""
+    perms = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
+    permset = np.zeros(512, dtype=np.uint64)
+    for s_ in range(512):
+        for k, q in enumerate(perms):
+            if all((s_ >> (3 * i + q[i])) & 1 for i in range(3)):
+                permset[s_] |= 1 << k
+    pcells27 = np.array([sum(7 << (9 * i + 3 * q[i]) for i in range(3)) for q in perms], dtype=np.uint64)
+    skeep = np.zeros(3 * 6 * 3, dtype=np.uint64)
+    band = (1 << 27) - 1
+    for t in range(3):
+        stack = sum(7 << (9 * i + 3 * t) for i in range(3))
+        for k, q in enumerate(perms):
+            for i in range(3):
+                col = sum(1 << (9 * r + 3 * t + q[i]) for r in range(3))
+                skeep[(6 * t + k) * 3 + i] = (band & ~stack) | col
+    return permset, pcells27, skeep
+
+
+_PERMSET, _PCELLS27, _SKEEP = _build_config_tables()
+_NCONF = np.array([bin(int(x)).count("1") for x in _PERMSET], dtype=np.int64)
+_G3 = np.uint64(sum(1 << (3 * g) for g in range(18)))  # the low bit of each group of three
 
 
 @njit(cache=True, nogil=True)
@@ -109,13 +175,14 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
     alone in the band row of a column's only cell). -> (ok, a0, a1, a2)."""
     seven = np.uint64(7)
     c0, c1, c2 = _columns(a0), _columns(a1), _columns(a2)
-    k0, k1, k2 = _ZERO, _ZERO, _ZERO
+    k0, k1, k2, vs = _ZERO, _ZERO, _ZERO, _ZERO
     for k in range(3):
         sh = np.uint64(3 * k)
         s = ((c0 >> sh) & seven) | (((c1 >> sh) & seven) << np.uint64(3))
         m = _PERM9[s | (((c2 >> sh) & seven) << np.uint64(6))]
         if m == _ZERO:
-            return False, a0, a1, a2
+            return False, a0, a1, a2, vs
+        vs |= m << np.uint64(9 * k)
         k0 |= (m & seven) << sh
         k1 |= ((m >> np.uint64(3)) & seven) << sh
         k2 |= ((m >> np.uint64(6)) & seven) << sh
@@ -136,7 +203,98 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
             a1 = a
         else:
             a2 = a
-    return True, a0, a1, a2
+    return True, a0, a1, a2, vs
+
+
+@njit(cache=True, nogil=True)
+def _certain(w):  # type: ignore[no-untyped-def]
+    """The bits of an occupancy word alone in their group of three: a line of a 3x3
+    occupancy with a single place left holds the digit there in every configuration."""
+    b0, b1, b2 = w & _G3, (w >> _ONE) & _G3, (w >> np.uint64(2)) & _G3
+    one = (b0 ^ b1 ^ b2) & ~(b0 & b1 & b2)
+    return w & (one | (one << _ONE) | (one << np.uint64(2)))
+
+
+@njit(cache=True, nogil=True)
+def _triads(f, occ):  # type: ignore[no-untyped-def]
+    """The triad rule: a minirow (minicolumn) holds exactly three digits. -> (ok, todo, dd):
+    with three possible digits they are all certain there (they leave the rest of its line and
+    box); with three certain ones the others leave its cells. `occ[d]` is digit d's
+    occupancy word (see the kernel), up to date at a fixpoint."""
+    p1, p2, p3, p4 = _ZERO, _ZERO, _ZERO, _ZERO
+    m1, m2, m3, m4 = _ZERO, _ZERO, _ZERO, _ZERO
+    for d in range(9):
+        w = occ[d]
+        m = _certain(w)
+        p4 |= p3 & w
+        p3 |= p2 & w
+        p2 |= p1 & w
+        p1 |= w
+        m4 |= m3 & m
+        m3 |= m2 & m
+        m2 |= m1 & m
+        m1 |= m
+    if (_FULL54 & ~p3) != _ZERO or m4 != _ZERO:
+        return False, _ZERO, _ZERO
+    x = p3 & ~p4 & ~m3
+    y = m3 & p4
+    todo, dd = _ZERO, _ZERO
+    if (x | y) == _ZERO:
+        return True, todo, dd
+    for d in range(9):
+        w = occ[d]
+        m = _certain(w)
+        a = w & x & ~m
+        r = w & y & ~m
+        if (a | r) == _ZERO:
+            continue
+        while a:  # certain from now on
+            bit = _ctz(a)
+            a &= a - _ONE
+            if bit < 27:
+                f[3 * d + bit // 9] &= ~_LINEBOX27[bit % 9]
+            else:
+                t, i, j = (bit - 27) // 9, ((bit - 27) % 9) // 3, (bit - 27) % 3
+                c = 3 * t + j
+                for b2 in range(3):
+                    f[3 * d + b2] &= ~(_BOXOTHER27[c] if b2 == i else _COL27[c])
+        while r:  # out
+            bit = _ctz(r)
+            r &= r - _ONE
+            if bit < 27:
+                f[3 * d + bit // 9] &= ~_MINI27[bit % 9]
+            else:
+                t, i, j = (bit - 27) // 9, ((bit - 27) % 9) // 3, (bit - 27) % 3
+                f[3 * d + i] &= ~_COL27[3 * t + j]
+        todo |= np.uint64(7) << np.uint64(3 * d)
+        dd |= _ONE << np.uint64(d)
+    return True, todo, dd
+
+
+@njit(cache=True, nogil=True)
+def _choose_config(occ):  # type: ignore[no-untyped-def]
+    """Where to branch: of the six bands (0-2 rows, 3-5 stacks) the unfixed one with the fewest
+    digit configurations, and in it a digit with the fewest (two if any). -> (band, digit,
+    configurations as a 6-bit set), band -1 when every band is fixed."""
+    best, bb = 1000, -1
+    for k in range(6):
+        sh = np.uint64(9 * k)
+        tot = 0
+        for d in range(9):
+            tot += _NCONF[(occ[d] >> sh) & _ROW]
+        if 9 < tot < best:
+            best, bb = tot, k
+    if bb < 0:
+        return -1, 0, _ZERO
+    sh = np.uint64(9 * bb)
+    bd, bc = 0, 7
+    for d in range(9):
+        pc = _NCONF[(occ[d] >> sh) & _ROW]
+        if 1 < pc < bc:
+            bd, bc = d, pc
+            if pc == 2:
+                break
+    return bb, bd, _PERMSET[(occ[bd] >> sh) & _ROW]
 
 
 @njit(cache=True, nogil=True)
@@ -163,7 +321,8 @@ def kernel9(
     f = np.empty(27, dtype=np.uint64)
     u = np.empty(3, dtype=np.uint64)
     pairs = np.empty(3, dtype=np.uint64)
-    stk = np.empty((82, 30), dtype=np.uint64)  # the 27 words and 3 unsolved masks per level
+    occ = np.empty(9, dtype=np.uint64)
+    stk = np.empty((82, 39), dtype=np.uint64)  # the 27 words, 3 unsolved masks and occ per level
     stk_b = np.empty(82, dtype=np.int64)
     stk_lb = np.empty(82, dtype=np.uint64)
     stk_rem = np.empty(82, dtype=np.uint64)
@@ -182,6 +341,8 @@ def kernel9(
         rng = _rng_init(seed, i)
         for k in range(27):
             f[k] = _BAND
+        for k in range(9):
+            occ[k] = _FULL54
         u[0], u[1], u[2] = _BAND, _BAND, _BAND
         for x in range(81):
             v = np.int64(givens[i, x])
@@ -206,12 +367,15 @@ def kernel9(
                     b = j - 3 * d
                     a = f[j]
                     s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
-                    a2 = a & _PERM27[s | (_SHRINK[a >> eighteen] << np.uint64(6))]
+                    s |= _SHRINK[a >> eighteen] << np.uint64(6)
+                    a2 = a & _PERM27[s]
                     if a2 == _ZERO:
                         ok = False
                         break
                     dd |= np.uint64(a2 != a) << np.uint64(d)
                     f[j] = a2
+                    sh = np.uint64(9 * b)
+                    occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
                     r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
                     single = _ZERO
                     if (r0 & (r0 - _ONE)) == _ZERO:
@@ -249,13 +413,14 @@ def kernel9(
                         d = _ctz(cur)
                         cur &= cur - _ONE
                         j = 3 * d
-                        good, x0, x1, x2 = _stack_update(f[j], f[j + 1], f[j + 2], u[0], u[1], u[2])
+                        good, x0, x1, x2, vs = _stack_update(f[j], f[j + 1], f[j + 2], u[0], u[1], u[2])
                         if not good:
                             ok = False
                             break
                         ch = np.uint64(x0 != f[j]) | (np.uint64(x1 != f[j + 1]) << _ONE)
                         ch |= np.uint64(x2 != f[j + 2]) << np.uint64(2)
                         f[j], f[j + 1], f[j + 2] = x0, x1, x2
+                        occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
                         if ch:
                             todo |= ch << np.uint64(j)
                             dd |= _ONE << np.uint64(d)
@@ -289,8 +454,14 @@ def kernel9(
                             lb = x & (~x + _ONE)
                             x ^= lb
                             f[3 * d + b] &= ~_row_peers(lb)
-                if not found:
+                if not ok:
                     break
+                if not found:
+                    if not TRIADS:
+                        break
+                    ok, todo, dd = _triads(f, occ)
+                    if not ok or (todo == _ZERO):
+                        break
             if ok and (u[0] | u[1] | u[2]) == _ZERO:  # every cell placed: a solution
                 if count < keep:
                     for j in range(27):
@@ -306,53 +477,61 @@ def kernel9(
             if max_nodes > 0 and nodes >= max_nodes and (ok or depth > 0):
                 status = BUDGET
                 break
-            if ok:  # branch: a cell with two candidates if any, else one with the fewest
-                npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2])
-                b, lb = 0, _ZERO
-                if npairs > 0:
-                    k = 0
-                    if seed != 0:
-                        rng = _rng_next(rng)
-                        k = np.int64(rng % np.uint64(npairs))
-                    for b in range(3):
-                        pc = _popcnt(pairs[b])
-                        if k < pc:
-                            lb = _pick(pairs[b], np.uint64(k))
-                            break
-                        k -= pc
-                else:
-                    best, ties = 10, 0
-                    for b2 in range(3):
-                        rest = u[b2]
-                        while rest:
-                            lb2 = rest & (~rest + _ONE)
-                            rest ^= lb2
-                            pc = 0
-                            for d in range(9):
-                                pc += np.int64((f[3 * d + b2] & lb2) != _ZERO)
-                            if pc < best:
-                                best, b, lb, ties = pc, b2, lb2, 1
-                            elif pc == best and seed != 0:
-                                ties += 1
-                                rng = _rng_next(rng)
-                                if rng % np.uint64(ties) == _ZERO:
-                                    b, lb = b2, lb2
-                m = _ZERO
-                for d in range(9):
-                    m |= np.uint64((f[3 * d + b] & lb) != _ZERO) << np.uint64(d)
+            if ok:  # branch
+                b, lb, m = -1, _ZERO, _ZERO
+                if CONFIG_BRANCH:
+                    kb, kd, km = _choose_config(occ)
+                    if kb >= 0:
+                        b, lb, m = 3 + kb, np.uint64(kd), km
+                if b < 0:  # a cell with two candidates if any, else one with the fewest
+                    npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2])
+                    b = 0
+                    if npairs > 0:
+                        k = 0
+                        if seed != 0:
+                            rng = _rng_next(rng)
+                            k = np.int64(rng % np.uint64(npairs))
+                        for b2 in range(3):
+                            pc = _popcnt(pairs[b2])
+                            if k < pc:
+                                b, lb = b2, _pick(pairs[b2], np.uint64(k))
+                                break
+                            k -= pc
+                    else:
+                        best, ties = 10, 0
+                        for b2 in range(3):
+                            rest = u[b2]
+                            while rest:
+                                lb2 = rest & (~rest + _ONE)
+                                rest ^= lb2
+                                pc = 0
+                                for d in range(9):
+                                    pc += np.int64((f[3 * d + b2] & lb2) != _ZERO)
+                                if pc < best:
+                                    best, b, lb, ties = pc, b2, lb2, 1
+                                elif pc == best and seed != 0:
+                                    ties += 1
+                                    rng = _rng_next(rng)
+                                    if rng % np.uint64(ties) == _ZERO:
+                                        b, lb = b2, lb2
+                    for d in range(9):
+                        m |= np.uint64((f[3 * d + b] & lb) != _ZERO) << np.uint64(d)
                 for k in range(27):
                     stk[depth, k] = f[k]
+                for k in range(9):
+                    stk[depth, 30 + k] = occ[k]
                 stk[depth, 27], stk[depth, 28], stk[depth, 29] = u[0], u[1], u[2]
                 stk_b[depth] = b
                 stk_lb[depth] = lb
                 depth += 1
-                guesses += 1
             else:  # back to the deepest branch with a digit left to try
                 if depth == 0:
                     break
                 depth -= 1
                 for k in range(27):
                     f[k] = stk[depth, k]
+                for k in range(9):
+                    occ[k] = stk[depth, 30 + k]
                 u[0], u[1], u[2] = stk[depth, 27], stk[depth, 28], stk[depth, 29]
                 b = stk_b[depth]
                 lb = stk_lb[depth]
@@ -363,6 +542,8 @@ def kernel9(
                 rng = _rng_next(rng)
                 v = _pick(m, rng)
             stk_rem[depth - 1 if ok else depth] = m & ~v
+            if m != v:  # a binary branch point: this alternative, or one of the others
+                guesses += 1
             if ok or m != v:
                 depth += 0 if ok else 1  # keep the level while digits are left to try
             nodes += 1
@@ -373,9 +554,21 @@ def kernel9(
                 if end_ns != 0 and monotonic_ns() >= end_ns:
                     status = TIMEOUT
                     break
-            d = _ctz(v)
-            f[3 * d + b] &= ~_row_peers(lb)
-            todo = _ONE << np.uint64(3 * d + b)
+            if b < 3:  # a digit in a cell
+                d = _ctz(v)
+                f[3 * d + b] &= ~_row_peers(lb)
+                todo = _ONE << np.uint64(3 * d + b)
+            elif b < 6:  # a configuration of a digit in a band of rows
+                d = np.int64(lb)
+                f[3 * d + b - 3] &= _PCELLS27[_ctz(v)]
+                todo = _ONE << np.uint64(3 * d + b - 3)
+            else:  # ... in a stack
+                d = np.int64(lb)
+                k = 3 * (6 * (b - 6) + _ctz(v))
+                f[3 * d] &= _SKEEP[k]
+                f[3 * d + 1] &= _SKEEP[k + 1]
+                f[3 * d + 2] &= _SKEEP[k + 2]
+                todo = np.uint64(7) << np.uint64(3 * d)
             dd = _ONE << np.uint64(d)
         out_counts[i] = count
         out_status[i] = status
