@@ -131,6 +131,12 @@ _TOP = np.uint64(1 << 26)  # keeps ctz inside a band whatever the word
 _NOT_PEERS = np.array(
     [((1 << 27) - 1) & ~((0x1FF << (9 * (p // 9))) ^ (1 << p)) for p in range(27)], dtype=np.uint64
 )
+_LINES3 = np.array(
+    [sum(0x1FF << (9 * r) for r in range(3) if (k >> r) & 1) for k in range(8)], dtype=np.uint64
+)
+_BOXES9 = np.array(
+    [sum(7 << (3 * t) for t in range(3) if (k >> (3 * t)) & 7) for k in range(512)], dtype=np.uint64
+)
 _G3 = np.uint64(sum(1 << (3 * g) for g in range(18)))  # the low bit of each group of three
 
 
@@ -163,6 +169,14 @@ def _spread(x9):  # type: ignore[no-untyped-def]
 def _columns(a):  # type: ignore[no-untyped-def]
     """The 9-bit set of columns where a band word has a bit."""
     return (a | (a >> np.uint64(9)) | (a >> np.uint64(18))) & _ROW
+
+
+@njit(cache=True, nogil=True)
+def _rows3(a):  # type: ignore[no-untyped-def]
+    """The 3-bit set of the rows where a band word has a bit."""
+    r0 = np.uint64((a & _ROW) != _ZERO)
+    r1 = np.uint64((a & (_ROW << np.uint64(9))) != _ZERO)
+    return r0 | (r1 << _ONE) | (np.uint64((a >> np.uint64(18)) != _ZERO) << np.uint64(2))
 
 
 @njit(cache=True, nogil=True)
@@ -347,18 +361,30 @@ def kernel9(
             continue
         rng = _rng_init(seed, i)
         for k in range(33):
-            clue[k] = _BAND
+            clue[k] = _ZERO
         row = givens[i]
         for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
-            for p in range(27):  # keep the digit alone in its band row: the band update does the rest
-                clue[3 * min(np.int64(row[27 * b + p]), 10) + b] &= _NOT_PEERS[p]
-        for k in range(27):
-            f[k] = clue[k + 3]
-        if (clue[30] & clue[31] & clue[32]) != _BAND:
-            f[0] = _ZERO  # a value above 9: report the puzzle unsolvable
+            for p in range(27):
+                clue[3 * min(np.int64(row[27 * b + p]), 10) + b] |= _ONE << np.uint64(p)
+        if (clue[30] | clue[31] | clue[32]) != _ZERO:
+            clue[3] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
+        # the givens placed at once: each leaves its row, box and column and the other digits its cell
+        g0, g1, g2 = _ZERO, _ZERO, _ZERO
+        for d in range(9):
+            g0 |= clue[3 * d + 3]
+            g1 |= clue[3 * d + 4]
+            g2 |= clue[3 * d + 5]
+        for d in range(9):
+            c0, c1, c2 = clue[3 * d + 3], clue[3 * d + 4], clue[3 * d + 5]
+            cols = _spread(_columns(c0 | c1 | c2))
+            for b in range(3):
+                c = c0 if b == 0 else (c1 if b == 1 else c2)
+                g = g0 if b == 0 else (g1 if b == 1 else g2)
+                out = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
+                f[3 * d + b] = _BAND & (~out | c)
         for k in range(9):
             occ[k] = _FULL54
-        u[0], u[1], u[2] = _BAND, _BAND, _BAND
+        u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
         todo = _BAND  # words waiting for a band update
         dd = _DIGITS  # digits waiting for a stack update
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
