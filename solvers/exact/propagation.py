@@ -422,7 +422,7 @@ PROPAGATION = register(
         kernel,
         tables,
         "singles, locked candidates (and all-different consistency and fish from 25x25) + conflict-weighted "
-        "MRV depth-first search; band-wise bitboard kernel for 9x9",
+        "MRV depth-first search; for 9x9 a bitboard kernel with triads, branching on band configurations",
         resumable=resumable,
     )
 )

@@ -1,10 +1,12 @@
-"""The 9x9 (3x3 boxes) kernel of `propagation`: band-wise bitboards per digit.
+"""The 9x9 (3x3 boxes) kernel of `propagation`: band-wise bitboards per digit, triads, and
+branching on a digit's configurations in a band (tdoku's heuristic).
 
 Same contract, statuses and counters as the generic kernel of `propagation`, which
 dispatches here. The representation follows the band idea of ZhouSolve / JCZSolve
 (written from scratch here): for each digit d and band b (three rows of boxes) one
 27-bit word f[3d+b] holds the cells of the band where d is still possible (bit
-9*row_in_band + column). Per search node:
+9*row_in_band + column). Per puzzle the givens are placed at once in straight-line code
+(each leaves its row, box, column and cell); per search node, to a fixpoint:
 
 * band update of a changed word: its 3x3 "row r meets box k" occupancy is reduced to the
   union of the permutations it contains (a digit sits once in each row and once in each
@@ -14,8 +16,18 @@ dispatches here. The representation follows the band idea of ZhouSolve / JCZSolv
 * stack update of a changed digit: the same permutation filter on (band x column) inside
   each stack (locked candidates along columns), then hidden singles in columns;
 * naked singles and empty cells: bit-sliced counts of the nine words of a band;
-* branching on a cell with two candidates when there is one (else the fewest), with an
-  explicit stack of 30-word snapshots (depth <= 81).
+* triads, once singles stop and cells are open: a minirow (the three cells where a row
+  meets a box) and a minicolumn hold exactly three digits, so three possible digits are all
+  certain there (they leave the rest of its line and box), three certain ones push the
+  others out of its cells, fewer than three possible (or more than three certain) is a
+  contradiction. The filtered occupancies are kept per digit (`occ`, 54 bits: the
+  minirows of the three bands, the minicolumns of the three stacks), so a fixpoint reads
+  nine words;
+* branching: of the six bands (rows and stacks) the one with the fewest configurations
+  (the permutations above, summed over digits) still open, and in it a digit with the
+  fewest, two if any; each configuration is tried in turn, with an explicit stack of
+  39-word snapshots (depth <= 81). `guesses` counts binary branch points (every
+  alternative tried but the last), as tdoku counts its guesses.
 
 Hot code is written inline in the kernel on purpose: a numba call that passes arrays
 costs reference-count updates on every call, which here would cost more than the work.
@@ -39,8 +51,10 @@ _ZERO = np.uint64(0)
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
 _DIGITS = np.uint64(0x1FF)
+# Switches to measure a rule's cost against the guesses it saves (docs/decisions.md); compiled
+# in as constants, so after flipping one run `make clean-cache`.
 TRIADS = True
-CONFIG_BRANCH = True
+CONFIG_BRANCH = True  # else branch on a cell with two candidates (else the fewest)
 _CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
 
 
