@@ -4,7 +4,7 @@ branching on a digit's configurations in a band (tdoku's heuristic).
 Same contract, statuses and counters as the generic kernel of `propagation`, which
 dispatches here. The representation follows the band idea of ZhouSolve / JCZSolve
 (written from scratch here): for each digit d and band b (three rows of boxes) one
-27-bit word f[3d+b] holds the cells of the band where d is still possible (bit
+27-bit word f[9b+d] holds the cells of the band where d is still possible (bit
 9*row_in_band + column). Per puzzle the givens are placed at once in straight-line code
 (each leaves its row, box, column and cell); per search node, to a fixpoint:
 
@@ -151,6 +151,7 @@ _LINES3 = np.array(
 _BOXES9 = np.array(
     [sum(7 << (3 * t) for t in range(3) if (k >> (3 * t)) & 7) for k in range(512)], dtype=np.uint64
 )
+_DSPREAD = np.uint64(1 | (1 << 9) | (1 << 18))  # a digit's three words in `todo`
 _G3 = np.uint64(sum(1 << (3 * g) for g in range(18)))  # the low bit of each group of three
 
 
@@ -284,21 +285,21 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
             bit = _ctz(a)
             a &= a - _ONE
             if bit < 27:
-                f[3 * d + bit // 9] &= ~_LINEBOX27[bit % 9]
+                f[9 * (bit // 9) + d] &= ~_LINEBOX27[bit % 9]
             else:
                 t, i, j = (bit - 27) // 9, ((bit - 27) % 9) // 3, (bit - 27) % 3
                 c = 3 * t + j
                 for b2 in range(3):
-                    f[3 * d + b2] &= ~(_BOXOTHER27[c] if b2 == i else _COL27[c])
+                    f[9 * b2 + d] &= ~(_BOXOTHER27[c] if b2 == i else _COL27[c])
         while r:  # out
             bit = _ctz(r)
             r &= r - _ONE
             if bit < 27:
-                f[3 * d + bit // 9] &= ~_MINI27[bit % 9]
+                f[9 * (bit // 9) + d] &= ~_MINI27[bit % 9]
             else:
                 t, i, j = (bit - 27) // 9, ((bit - 27) % 9) // 3, (bit - 27) % 3
-                f[3 * d + i] &= ~_COL27[3 * t + j]
-        todo |= np.uint64(7) << np.uint64(3 * d)
+                f[9 * i + d] &= ~_COL27[3 * t + j]
+        todo |= _DSPREAD << np.uint64(d)
         dd |= _ONE << np.uint64(d)
     return True, todo, dd
 
@@ -354,7 +355,7 @@ def kernel9(
     u = np.empty(3, dtype=np.uint64)
     pairs = np.empty(3, dtype=np.uint64)
     occ = np.empty(9, dtype=np.uint64)
-    clue = np.empty(33, dtype=np.uint64)  # the givens' words: slots 3 to 29 are f's, 30 to 32 values > 9
+    clue = np.empty(33, dtype=np.uint64)  # the givens' cells: slot 11b + v (v 0 blank, 10 above 9)
     stk = np.empty((82, 39), dtype=np.uint64)  # the 27 words, 3 unsolved masks and occ per level
     stk_b = np.empty(82, dtype=np.int64)
     stk_lb = np.empty(82, dtype=np.uint64)
@@ -379,23 +380,23 @@ def kernel9(
         row = givens[i]
         for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
             for p in range(27):
-                clue[3 * min(np.int64(row[27 * b + p]), 10) + b] |= _ONE << np.uint64(p)
-        if (clue[30] | clue[31] | clue[32]) != _ZERO:
-            clue[3] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
+                clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= _ONE << np.uint64(p)
+        if (clue[10] | clue[21] | clue[32]) != _ZERO:
+            clue[1] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
         # the givens placed at once: each leaves its row, box and column and the other digits its cell
         g0, g1, g2 = _ZERO, _ZERO, _ZERO
         for d in range(9):
-            g0 |= clue[3 * d + 3]
-            g1 |= clue[3 * d + 4]
-            g2 |= clue[3 * d + 5]
+            g0 |= clue[d + 1]
+            g1 |= clue[d + 12]
+            g2 |= clue[d + 23]
         for d in range(9):
-            c0, c1, c2 = clue[3 * d + 3], clue[3 * d + 4], clue[3 * d + 5]
+            c0, c1, c2 = clue[d + 1], clue[d + 12], clue[d + 23]
             cols = _spread(_columns(c0 | c1 | c2))
             for b in range(3):
                 c = c0 if b == 0 else (c1 if b == 1 else c2)
                 g = g0 if b == 0 else (g1 if b == 1 else g2)
                 out = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
-                f[3 * d + b] = _BAND & (~out | c)
+                f[9 * b + d] = _BAND & (~out | c)
         for k in range(9):
             occ[k] = _FULL54
         u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
@@ -411,8 +412,8 @@ def kernel9(
                     j = _ctz(ahead if ahead else todo)
                     pos = np.uint64(j + 1)
                     todo &= ~(_ONE << np.uint64(j))
-                    d = j // 3
-                    b = j - 3 * d
+                    b = j // 9
+                    d = j - 9 * b
                     a = f[j]
                     s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
                     s |= _SHRINK[a >> eighteen] << np.uint64(6)
@@ -436,17 +437,17 @@ def kernel9(
                     if new == _ZERO:
                         continue
                     u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
+                    base, chm = 9 * b, _ZERO  # the band's nine words lie side by side: one vector loop
                     for d2 in range(9):  # flags computed without branches: they are unpredictable
-                        j2 = 3 * d2 + b
-                        x = f[j2]
+                        x = f[base + d2]
                         y = x & ~new if d2 != d else x
-                        f[j2] = y
-                        ch = np.uint64(x != y)
-                        todo |= ch << np.uint64(j2)
-                        dd |= ch << np.uint64(d2)
+                        f[base + d2] = y
+                        chm |= np.uint64(x != y) << np.uint64(d2)
+                    todo |= chm << np.uint64(base)
+                    dd |= chm
                     cols = _spread(_columns(new))
                     for k in range(1, 3):
-                        j2 = 3 * d + (b + k) % 3
+                        j2 = 9 * ((b + k) % 3) + d
                         x = f[j2]
                         f[j2] = x & ~cols
                         ch = np.uint64((x & cols) != _ZERO)
@@ -460,17 +461,16 @@ def kernel9(
                     while cur:
                         d = _ctz(cur)
                         cur &= cur - _ONE
-                        j = 3 * d
-                        good, x0, x1, x2, vs = _stack_update(f[j], f[j + 1], f[j + 2], u[0], u[1], u[2])
+                        good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
                         if not good:
                             ok = False
                             break
-                        ch = np.uint64(x0 != f[j]) | (np.uint64(x1 != f[j + 1]) << _ONE)
-                        ch |= np.uint64(x2 != f[j + 2]) << np.uint64(2)
-                        f[j], f[j + 1], f[j + 2] = x0, x1, x2
+                        ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
+                        ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
+                        f[d], f[d + 9], f[d + 18] = x0, x1, x2
                         occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
                         if ch:
-                            todo |= ch << np.uint64(j)
+                            todo |= ch << np.uint64(d)
                             dd |= _ONE << np.uint64(d)
                     if not ok:
                         break
@@ -481,7 +481,7 @@ def kernel9(
                     ub = u[b]
                     one, two, three = _ZERO, _ZERO, _ZERO
                     for d in range(9):
-                        x = f[3 * d + b]
+                        x = f[9 * b + d]
                         three |= two & x
                         two |= one & x
                         one |= x
@@ -494,14 +494,14 @@ def kernel9(
                         continue
                     found = True
                     for d in range(9):
-                        x = f[3 * d + b] & ns
+                        x = f[9 * b + d] & ns
                         if x:
-                            todo |= _ONE << np.uint64(3 * d + b)
+                            todo |= _ONE << np.uint64(9 * b + d)
                             dd |= _ONE << np.uint64(d)
                         while x:
                             lb = x & (~x + _ONE)
                             x ^= lb
-                            f[3 * d + b] &= ~_row_peers(lb)
+                            f[9 * b + d] &= ~_row_peers(lb)
                 if not ok:
                     break
                 if not found:
@@ -515,7 +515,7 @@ def kernel9(
                     grid = out_solutions[i, count]
                     for j in range(27):
                         x = f[j]
-                        base, val = 27 * (j % 3), j // 3 + 1
+                        base, val = 27 * (j // 9), j % 9 + 1
                         for _ in range(3):
                             grid[base + _ctz(x | _TOP)] = val
                             x &= x - _ONE
@@ -556,7 +556,7 @@ def kernel9(
                                 rest ^= lb2
                                 pc = 0
                                 for d in range(9):
-                                    pc += np.int64((f[3 * d + b2] & lb2) != _ZERO)
+                                    pc += np.int64((f[9 * b2 + d] & lb2) != _ZERO)
                                 if pc < best:
                                     best, b, lb, ties = pc, b2, lb2, 1
                                 elif pc == best and seed != 0:
@@ -565,7 +565,7 @@ def kernel9(
                                     if rng % np.uint64(ties) == _ZERO:
                                         b, lb = b2, lb2
                     for d in range(9):
-                        m |= np.uint64((f[3 * d + b] & lb) != _ZERO) << np.uint64(d)
+                        m |= np.uint64((f[9 * b + d] & lb) != _ZERO) << np.uint64(d)
                 for k in range(27):
                     stk[depth, k] = f[k]
                 for k in range(9):
@@ -606,19 +606,19 @@ def kernel9(
                     break
             if b < 3:  # a digit in a cell
                 d = _ctz(v)
-                f[3 * d + b] &= ~_row_peers(lb)
-                todo = _ONE << np.uint64(3 * d + b)
+                f[9 * b + d] &= ~_row_peers(lb)
+                todo = _ONE << np.uint64(9 * b + d)
             elif b < 6:  # a configuration of a digit in a band of rows
                 d = np.int64(lb)
-                f[3 * d + b - 3] &= _PCELLS27[_ctz(v)]
-                todo = _ONE << np.uint64(3 * d + b - 3)
+                f[9 * (b - 3) + d] &= _PCELLS27[_ctz(v)]
+                todo = _ONE << np.uint64(9 * (b - 3) + d)
             else:  # ... in a stack
                 d = np.int64(lb)
                 k = 3 * (6 * (b - 6) + _ctz(v))
-                f[3 * d] &= _SKEEP[k]
-                f[3 * d + 1] &= _SKEEP[k + 1]
-                f[3 * d + 2] &= _SKEEP[k + 2]
-                todo = np.uint64(7) << np.uint64(3 * d)
+                f[d] &= _SKEEP[k]
+                f[d + 9] &= _SKEEP[k + 1]
+                f[d + 18] &= _SKEEP[k + 2]
+                todo = _DSPREAD << np.uint64(d)
             dd = _ONE << np.uint64(d)
         out_counts[i] = count
         out_status[i] = status
