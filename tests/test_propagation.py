@@ -18,7 +18,7 @@ import pytest
 from solvers.exact import propagation
 from solvers.exact.base import BUDGET, DONE, EXACT_SOLVERS, LIMIT, STOPPED, TIMEOUT, KernelSolver
 from solvers.exact.propagation import generic_kernel, tables
-from solvers.exact.propagation16 import build_perm16, kernel16
+from solvers.exact.propagation16 import build_nconf16, build_perm16, kernel16
 from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.puzzle import Box, Puzzle
 from solvers.verify import is_solution, verify_batch
@@ -26,9 +26,9 @@ from tests.grids import blank, pattern_grid
 
 SOLVER = EXACT_SOLVERS["propagation"]
 GENERIC = KernelSolver("generic", generic_kernel, tables)  # the generic kernel, also for 9x9
-PERM16 = build_perm16()
+PERM16, NCONF16 = build_perm16(), build_nconf16()
 # the 16x16 band kernel alone, without the hand-off to the generic kernel
-BAND16 = KernelSolver("band16", lambda *t_and_args: kernel16(PERM16, *t_and_args[5:]), tables)
+BAND16 = KernelSolver("band16", lambda *t_and_args: kernel16(PERM16, NCONF16, *t_and_args[5:]), tables)
 SIXTEEN = Box(4, 4)
 NINE = Box(3, 3)
 # A 9x9 puzzle with a unique solution that needs guessing ("AI Escargot").

@@ -380,6 +380,7 @@ def kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[n
 
 
 _PERM16 = propagation16.build_perm16()
+_NCONF16 = propagation16.build_nconf16()
 HANDOFF_NODES = 1000  # nodes of the 16x16 band kernel before the generic kernel takes a puzzle over
 
 
@@ -392,7 +393,7 @@ def kernel16_first(r, c, units, cell_units, peers, *args):  # type: ignore[no-un
     givens, limit, keep, max_nodes, time_limit_ns, deadline_ns, seed, stop = args[:8]
     sols, counts, status, nodes, guesses, ns = args[8:]
     first = HANDOFF_NODES if max_nodes == 0 else min(max_nodes, HANDOFF_NODES)
-    propagation16.kernel16(_PERM16, givens, limit, keep, np.int64(first), *args[4:])
+    propagation16.kernel16(_PERM16, _NCONF16, givens, limit, keep, np.int64(first), *args[4:])
     if first == max_nodes:  # the caller's budget, not the hand-off's
         return
     for i in np.flatnonzero(status == BUDGET):

@@ -13,8 +13,10 @@ once (each leaves its row, box, column and cell); then per search node, to a fix
 * stack update of a changed digit: the same filter on (band x column) inside each stack
   (locked candidates along columns), then hidden singles in columns;
 * naked singles and empty cells: bit-sliced counts of the sixteen words of a band;
-* branching on a cell with two candidates when there is one (else the fewest), each value
-  in turn, with an explicit stack of 68-word snapshots.
+* branching, in a puzzle with 96 givens or more: as the 9x9 kernel, on a digit's
+  configurations in the band (rows or stack) with the fewest (`nconf16` counts them); in a
+  sparser grid, where such commitments thrash, on a cell with two candidates (else the
+  fewest); each alternative in turn, with an explicit stack of 68-word snapshots.
 
 Same outputs and statuses as the other kernels, but no restarts and no carry: the
 dispatcher in `propagation` hands a puzzle this kernel has not finished within a node
@@ -44,7 +46,18 @@ _GATHER4 = np.uint64(0x249)  # multiplier: bits 4k of a row -> bits 9 + k (no ca
 _GATHER16 = np.uint64((1 << 36) | (1 << 24) | (1 << 12) | 1)  # nibbles 16r -> 36 + 4r
 _LOW_NIBS = np.uint64(0x000F_000F_000F_000F)
 _CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
+CONFIG_BRANCH = True  # else branch on a cell with two candidates (else the fewest)
+CONFIG_FROM_GIVENS = 96  # givens from which a puzzle branches on configurations
 DEPTH = 258  # snapshot levels: one per decision, at most one per open cell
+
+
+def build_nconf16() -> np.ndarray:
+    """nconf16[s]: how many permutations (of `build_perm16`) the 4x4 occupancy s contains."""
+    s = np.arange(1 << 16, dtype=np.int64)
+    out = np.zeros(1 << 16, dtype=np.uint8)
+    for mask in _PMASK16.astype(np.int64):
+        out += ((s & mask) == mask).astype(np.uint8)
+    return out
 
 
 def build_perm16() -> np.ndarray:
@@ -60,6 +73,9 @@ def build_perm16() -> np.ndarray:
     return out
 
 
+_PERMS4 = list(__import__("itertools").permutations(range(4)))
+_PMASK16 = np.array([sum(1 << (4 * i + p[i]) for i in range(4)) for p in _PERMS4], dtype=np.uint64)
+_PCOL16 = np.array([[p[i] for i in range(4)] for p in _PERMS4], dtype=np.int64)  # band i's column in a stack
 _EXP4 = np.array([sum(0xF << (4 * k) for k in range(4) if (v >> k) & 1) for v in range(16)], dtype=np.uint64)
 
 
@@ -178,8 +194,47 @@ def _stack_update(f, d, perm16):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def _stack_occupancy(f, d, t):  # type: ignore[no-untyped-def]
+    """Digit d's 4x4 occupancy of stack t: bit 4i + j when band i has a cell in the stack's column j."""
+    sh, fifteen, s = np.uint64(4 * t), np.uint64(15), _ZERO
+    for i in range(4):
+        s |= ((_columns(f[4 * d + i]) >> sh) & fifteen) << np.uint64(4 * i)
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _choose_config(f, nconf16):  # type: ignore[no-untyped-def]
+    """Where to branch: of the eight bands (0-3 rows, 4-7 stacks) the unfixed one with the fewest
+    digit configurations, and in it a digit with the fewest (two if any). -> (band, digit, the
+    24-bit set of its configurations), band -1 when every band is fixed."""
+    best, bb = 10**6, -1
+    for k in range(8):
+        tot = 0
+        for d in range(16):
+            s = _occupancy(f[4 * d + k]) if k < 4 else _stack_occupancy(f, d, k - 4)
+            tot += np.int64(nconf16[s])
+        if 16 < tot < best:
+            best, bb = tot, k
+    if bb < 0:
+        return -1, 0, _ZERO
+    bd, bc, bs = 0, 25, _ZERO
+    for d in range(16):
+        s = _occupancy(f[4 * d + bb]) if bb < 4 else _stack_occupancy(f, d, bb - 4)
+        pc = np.int64(nconf16[s])
+        if 1 < pc < bc:
+            bd, bc, bs = d, pc, s
+            if pc == 2:
+                break
+    m = _ZERO
+    for p in range(24):
+        m |= np.uint64((bs & _PMASK16[p]) == _PMASK16[p]) << np.uint64(p)
+    return bb, bd, m
+
+
+@njit(cache=True, nogil=True)
 def kernel16(
     perm16,
+    nconf16,
     givens,
     limit,
     keep,
@@ -195,7 +250,8 @@ def kernel16(
     out_guesses,
     out_ns,
 ):  # type: ignore[no-untyped-def]
-    """The 16x16 kernel: `perm16` (see `build_perm16`), then the common exact signature."""
+    """The 16x16 kernel: `perm16` and `nconf16` (see `build_perm16`, `build_nconf16`), then the
+    common exact signature."""
     nb = givens.shape[0]
     f = np.empty(64, dtype=np.uint64)
     u = np.empty(4, dtype=np.uint64)
@@ -244,6 +300,11 @@ def kernel16(
                     rows |= (_ROW * np.uint64(((c >> sh) & _ROW) != _ZERO)) << sh
                 out = rows | cols | g | _spread(_EXP4[_box_set(c)])
                 f[4 * d + b] = ~out | c
+        # configurations to branch on in puzzles with 96 givens or more (37.5%), cells in sparser
+        # grids: there committing a digit's band configuration thrashes (acs 16x16 with 64-95
+        # givens: 153 of 300 over 1000 nodes, against 1 of 200 from 96)
+        ngiven = _popcnt(~u[0]) + _popcnt(~u[1]) + _popcnt(~u[2]) + _popcnt(~u[3])
+        by_config = CONFIG_BRANCH and ngiven >= CONFIG_FROM_GIVENS
         todo = _ALL  # words waiting for a band update
         dd = np.uint64(0xFFFF)  # digits waiting for a stack update
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
@@ -347,40 +408,46 @@ def kernel16(
             if max_nodes > 0 and nodes >= max_nodes and (ok or depth > 0):
                 status = BUDGET
                 break
-            if ok:  # branch: a cell with two candidates if any, else one with the fewest
-                npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2]) + _popcnt(pairs[3])
-                b, lb = 0, _ZERO
-                if npairs > 0:
-                    k = 0
-                    if seed != 0:
-                        rng = _rng_next(rng)
-                        k = np.int64(rng % np.uint64(npairs))
-                    for b2 in range(4):
-                        pc = _popcnt(pairs[b2])
-                        if k < pc:
-                            b, lb = b2, _pick(pairs[b2], np.uint64(k))
-                            break
-                        k -= pc
-                else:
-                    best, ties = 17, 0
-                    for b2 in range(4):
-                        rest = u[b2]
-                        while rest:
-                            lb2 = rest & (~rest + _ONE)
-                            rest ^= lb2
-                            pc = 0
-                            for d in range(16):
-                                pc += np.int64((f[4 * d + b2] & lb2) != _ZERO)
-                            if pc < best:
-                                best, b, lb, ties = pc, b2, lb2, 1
-                            elif pc == best and seed != 0:
-                                ties += 1
-                                rng = _rng_next(rng)
-                                if rng % np.uint64(ties) == _ZERO:
-                                    b, lb = b2, lb2
-                m = _ZERO
-                for d in range(16):
-                    m |= np.uint64((f[4 * d + b] & lb) != _ZERO) << np.uint64(d)
+            if ok:  # branch
+                b, lb, m = -1, _ZERO, _ZERO
+                if by_config:
+                    kb, kd, km = _choose_config(f, nconf16)
+                    if kb >= 0:
+                        b, lb, m = 4 + kb, np.uint64(kd), km
+                if b < 0:  # a cell with two candidates if any, else one with the fewest
+                    npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2]) + _popcnt(pairs[3])
+                    b, lb = 0, _ZERO
+                    if npairs > 0:
+                        k = 0
+                        if seed != 0:
+                            rng = _rng_next(rng)
+                            k = np.int64(rng % np.uint64(npairs))
+                        for b2 in range(4):
+                            pc = _popcnt(pairs[b2])
+                            if k < pc:
+                                b, lb = b2, _pick(pairs[b2], np.uint64(k))
+                                break
+                            k -= pc
+                    else:
+                        best, ties = 17, 0
+                        for b2 in range(4):
+                            rest = u[b2]
+                            while rest:
+                                lb2 = rest & (~rest + _ONE)
+                                rest ^= lb2
+                                pc = 0
+                                for d in range(16):
+                                    pc += np.int64((f[4 * d + b2] & lb2) != _ZERO)
+                                if pc < best:
+                                    best, b, lb, ties = pc, b2, lb2, 1
+                                elif pc == best and seed != 0:
+                                    ties += 1
+                                    rng = _rng_next(rng)
+                                    if rng % np.uint64(ties) == _ZERO:
+                                        b, lb = b2, lb2
+                    m = _ZERO
+                    for d in range(16):
+                        m |= np.uint64((f[4 * d + b] & lb) != _ZERO) << np.uint64(d)
                 for k in range(64):
                     stk[depth, k] = f[k]
                 for k in range(4):
@@ -417,9 +484,21 @@ def kernel16(
                 if end_ns != 0 and monotonic_ns() >= end_ns:
                     status = TIMEOUT
                     break
-            d = _ctz(v)
-            f[4 * d + b] &= ~_row_peers(lb)
-            todo = _ONE << np.uint64(4 * d + b)
+            if b < 4:  # a value in a cell
+                d = _ctz(v)
+                f[4 * d + b] &= ~_row_peers(lb)
+                todo = _ONE << np.uint64(4 * d + b)
+            elif b < 8:  # a configuration of a digit in a band of rows
+                d = np.int64(lb)
+                f[4 * d + b - 4] &= _expand(_PMASK16[_ctz(v)])
+                todo = _ONE << np.uint64(4 * d + b - 4)
+            else:  # ... in a stack: band i keeps one column of the stack
+                d = np.int64(lb)
+                t, p = b - 8, _ctz(v)
+                stack = _spread(np.uint64(15) << np.uint64(4 * t))
+                for bi in range(4):  # (not `i`: the puzzle's index)
+                    f[4 * d + bi] &= ~stack | _spread(_ONE << np.uint64(4 * t + _PCOL16[p, bi]))
+                todo = np.uint64(15) << np.uint64(4 * d)
             dd = _ONE << np.uint64(d)
         out_counts[i] = count
         out_status[i] = status
