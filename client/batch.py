@@ -32,7 +32,13 @@ from client.transport import (
 )
 from pipeline.outbox import parse_task
 from pipeline.render.record import Record
-from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, FORMATS, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.tasks import (
+    DEFAULT_ESCALATE_AFTER_S,
+    DEFAULT_TIME_LIMIT_S,
+    FORMATS,
+    MAX_ESCALATE_AFTER_S,
+    MAX_TIME_LIMIT_S,
+)
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -80,7 +86,7 @@ class BatchClient:
         self,
         source: Source,
         *,
-        time_limit: float | None = None,
+        time_limit: float | None = DEFAULT_TIME_LIMIT_S,
         portfolio: str | None = None,
         box: str | None = None,
         name: str | None = None,
@@ -90,8 +96,10 @@ class BatchClient:
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
-        `seed` fixes the solvers' seeds (the same seed, the same random choices); None draws them
-        from the job id, so every job tries differently. A puzzle still unanswered after
+        `time_limit`: seconds per puzzle (DEFAULT_TIME_LIMIT_S, 20; None or 0: no limit, as before
+        there was a default: a hard puzzle may then run for ever). `seed` fixes the solvers' seeds
+        (the same seed, the same random choices); None draws them from the job id, so every job
+        tries differently. A puzzle still unanswered after
         `escalate_after` seconds is raced by idle workers (or local processes) too, each with
         another seed; 0 never.
         """
@@ -106,7 +114,7 @@ class BatchClient:
         self,
         inputs: list[tuple[str, Source]],
         *,
-        time_limit: float | None = None,
+        time_limit: float | None = DEFAULT_TIME_LIMIT_S,
         portfolio: str | None = None,
         box: str | None = None,
         bounded: bool = True,
@@ -117,16 +125,19 @@ class BatchClient:
         """Start a job over several named inputs, read in order in a background thread.
 
         `bounded` keeps a window of chunks in flight (memory and queue stay small while
-        someone collects); `submit` without a collector needs it off. `format` is what the
-        processes that solve the chunks render the records in (`jsonl`, `csv`, `parquet`: a
-        collector then moves their bytes into its output without reading them; `columns`, the
-        default: the result columns, which `Job.results()` and any output format read).
+        someone collects); `submit` without a collector needs it off. `time_limit` as in `submit`.
+        `format` is what the processes that solve the chunks render the records in (`jsonl`, `csv`,
+        `parquet`: a collector then moves their bytes into its output without reading them;
+        `columns`, the default: the result columns, which `Job.results()` and any output format read).
         """
         if format not in FORMATS:
             raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
         as_box(box)  # a bad box shape is the caller's error, raised here
-        if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
-            raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
+        if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
+            raise ValueError(
+                f"time_limit {time_limit:g}: must be 0 (no limit) or above, at most {MAX_TIME_LIMIT_S:g} s"
+            )
+        time_limit = time_limit or None  # 0: no limit
         if seed is not None and not 0 <= seed < MAX_SEED:
             raise ValueError(f"seed {seed}: must be at least 0 and below 2**63")
         if not 0 <= escalate_after <= MAX_ESCALATE_AFTER_S:  # false for nan too
@@ -417,10 +428,15 @@ class Job:
         self.id = job_id
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        # set when the producer thread is done: waited on instead of Thread.join, which an interrupt
+        # (Ctrl-C in `submit`) leaves saying the thread stopped while it runs on (CPython 3.11, bpo-45274)
+        self._done = threading.Event()
         self._producer = producer
         self._taken = taken
         self._collected = collected or _Collected()
-        if producer is not None:
+        if producer is None:
+            self._done.set()
+        else:
             self._thread = threading.Thread(
                 target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
             )
@@ -434,11 +450,12 @@ class Job:
                 producer.run(inputs)
         except BaseException as exc:  # noqa: BLE001 - kept for wait_submitted(); the store says failed
             self._error = exc
+        finally:
+            self._done.set()
 
     def wait_submitted(self, timeout: float | None = None) -> None:
         """Block until every input line was read and sent; re-raise the producer's error."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._done.wait(timeout)
         if self._error is not None:
             raise self._error
 
@@ -470,7 +487,7 @@ class Job:
     @property
     def producing(self) -> bool:
         """True while this process's producer is still reading the input."""
-        return self._thread is not None and self._thread.is_alive()
+        return not self._done.is_set()
 
     def status(self) -> JobStatus:
         """Progress, counts by status, rate and live workers."""
@@ -555,10 +572,11 @@ class Job:
         `fail` marks the job failed; without it the job stays as it is and a resume can go
         on from its checkpoint (broker mode).
         """
-        if self._producer is not None:
-            self._producer.stop(fail)
-        if self._thread is not None:
-            self._thread.join(wait)
+        if self._producer is None:
+            return
+        self._producer.stop(fail)
+        if not self._done.wait(wait) and not fail:  # still blocked in a read or a send: it has left anyway
+            self._producer.leave()
 
     def purge(self, *, stop: bool = True) -> int:
         """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""

@@ -8,18 +8,51 @@ device is written straight through (`client.target`).
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from client.target import FLUSH_S, Target
+from client.target import FLUSH_S, ReaderGone, Target
 from pipeline.render.record import Record
 from pipeline.result import ChunkResult
 from solvers.fields import CSV_HEADER
 
 FORMATS = ("jsonl", "csv", "parquet")
-__all__ = ["FORMATS", "Output", "Record"]
+EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+__all__ = ["FORMATS", "Output", "ReaderGone", "Record", "named_format", "output_format"]
+
+
+def named_format(path: str | None) -> str | None:
+    """The format `path`'s extension names (behind a `.gz` too), or None."""
+    if path in (None, "-"):
+        return None
+    suffixes = [x.lower() for x in Path(path).suffixes]  # type: ignore[arg-type]
+    inner = (
+        suffixes[-2] if suffixes[-1:] == [".gz"] and len(suffixes) > 1 else suffixes[-1] if suffixes else ""
+    )
+    return EXTENSIONS.get(inner)
+
+
+def output_format(path: str | None, given: str | None) -> str:
+    """The format of an output: `given` (--format), else the one `path`'s extension names (`.jsonl`
+    or `.json`, `.csv`, `.parquet`, behind a `.gz` too), else jsonl. ValueError (one line) when
+    the two disagree, or for `.parquet.gz` (Parquet compresses inside the file)."""
+    if path in (None, "-"):
+        return given or "jsonl"
+    suffixes = [x.lower() for x in Path(path).suffixes]  # type: ignore[arg-type]
+    gz = suffixes[-1:] == [".gz"]
+    inner = suffixes[-2] if gz and len(suffixes) > 1 else None if gz or not suffixes else suffixes[-1]
+    implied = EXTENSIONS.get(inner or "")
+    if given is not None and implied is not None and given != implied:
+        raise ValueError(f"-o {path} names {implied}, not --format {given}: drop one or rename the file")
+    fmt = given or implied or "jsonl"
+    if gz and fmt == "parquet":
+        raise ValueError(f"-o {path}: Parquet compresses inside the file; name it .parquet, not .gz")
+    return fmt
 
 
 class FormatMismatch(RuntimeError):
@@ -30,19 +63,31 @@ class Output:
     """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines, CSV or Parquet."""
 
     def __init__(
-        self, path: str | None, fmt: str = "jsonl", resume: str | None = None, length: int = 0
+        self,
+        path: str | None,
+        fmt: str = "jsonl",
+        say: Callable[[str], None] | None = None,
+        resume: str | None = None,
+        length: int = 0,
     ) -> None:
+        """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`); `resume`
+        and `length`: the file an earlier collection left, gone on with from that durable length."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; use jsonl, csv or parquet")
         self.fmt = fmt
         self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
         self._target: Target | None = None
+        self._gzip: gzip.GzipFile | None = None
         if self.path is None:
             self.stream: IO[bytes] = sys.stdout.buffer
         else:
-            self._target = Target(self.path, resume, length)
+            self._target = Target(self.path, say, resume, length)
             self.stream = self._target.stream
+            if self.path.name.lower().endswith(".gz"):  # `-o out.csv.gz`: compressed as it is written
+                self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self.stream)
+                self.stream = self._gzip  # type: ignore[assignment]
         self._csv_header = resume is not None and length > 0  # a resumed CSV file has its header
+        self._gone = False  # the reader of a pipe closed it: nothing more can be written
         self._parquet = None
         if fmt == "parquet":
             from pipeline.render.parquet import ParquetSink
@@ -54,7 +99,10 @@ class Output:
         """Write records `start:stop` of a part (flushed at least every FLUSH_S: a reader, a FIFO's or
         `tail -f`'s, sees results as they come, not a megabyte at a time). A part rendered in this
         output's format where it was solved is copied as it came (no record is read); a part held as
-        columns is rendered here; a part rendered in another format is refused (FormatMismatch)."""
+        columns is rendered here; a part rendered in another format is refused (FormatMismatch).
+
+        ReaderGone when the reader of a pipe closed it (`solve ... | head -1`).
+        """
         if stop <= start:
             return
         if result.columns is None and result.header.format != self.fmt:
@@ -62,6 +110,13 @@ class Output:
                 f"job {result.header.job} was rendered as {result.header.format} by its workers: "
                 f"write it with --format {result.header.format}"
             )
+        try:
+            self._write(result, start, stop)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
+
+    def _write(self, result: ChunkResult, start: int, stop: int) -> None:
         if self.fmt == "jsonl":
             if result.columns is None:
                 self.stream.write(result.body_rows(start, stop))
@@ -91,7 +146,8 @@ class Output:
     def resumable(self) -> bool:
         """True when a collection killed half way can go on writing this output: a regular file, of
         a format whose file can be cut at a record and appended to (not Parquet: its footer)."""
-        return self._target is not None and self._target.atomic and self.fmt != "parquet"
+        plain = self._target is not None and self._target.atomic and getattr(self, "_gzip", None) is None
+        return plain and self.fmt != "parquet"
 
     def durable(self) -> dict[str, Any]:
         """Flush (and fsync a file); where the output stands: its part file, final path, durable bytes."""
@@ -102,7 +158,23 @@ class Output:
         return {"path": self._target.final, "part": self._target.part, "bytes": size, "format": self.fmt}
 
     def close(self, keep: bool) -> None:
-        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed."""
+        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed.
+
+        A pipe whose reader is gone is closed without a flush (there is no one to write to)."""
+        if self._gone:
+            self._parquet = self._gzip = None
+            if self._target is not None:
+                target, self._target = self._target, None
+                with contextlib.suppress(BrokenPipeError):  # already raised as ReaderGone
+                    target.close(keep)
+            return
+        try:
+            self._close(keep)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
+
+    def _close(self, keep: bool) -> None:
         if self.fmt == "csv" and not self._csv_header and keep:
             from pipeline.render.csv_text import HEADER
 
@@ -111,6 +183,9 @@ class Output:
             parquet, self._parquet = self._parquet, None
             if keep:
                 parquet.close()  # the footer: a Parquet file without it cannot be read
+        if self._gzip is not None:
+            gz, self._gzip = self._gzip, None
+            gz.close()  # its trailer; the file below stays open for the target to close
         if self._target is None:
             self.stream.flush()
             return

@@ -283,14 +283,19 @@ class Producer:
             if self._fail_on_stop:  # on purpose: `status` says cancelled, never "resume it"
                 self._fail("the job was cancelled", {"cancelled": f"{time.time():.3f}"})
             else:
-                self._leave()
+                self.leave()
             raise
         except BaseException as exc:
             self._fail(f"the producer stopped: {type(exc).__name__}: {exc}")
             raise
 
-    def _leave(self) -> None:
-        """Say this producer is gone (beat at 0), so a resume may take the submission over at once."""
+    def leave(self) -> None:
+        """Say this producer is gone (beat at 0), so a resume may take the submission over at once.
+
+        Called by the producer once stopped, or by the command for a producer stopped but still
+        blocked (in a read or a send): it beats no more once stopped, and a resume's claim fences
+        off whatever it would still commit.
+        """
         with contextlib.suppress(Exception):
             if self.token is not None and self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"producer_beat": "0"})
@@ -456,7 +461,7 @@ class Producer:
     def _heartbeat(self) -> None:
         """Tell collectors the producer is alive and how far it got (at most once a second)."""
         now = time.time()
-        if now - self._beat >= 1.0:
+        if now - self._beat >= 1.0 and not self.stopping.is_set():  # stopped: it may have said it left
             self._beat = now
             self.store.update(
                 self.spec.job,

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import html
+import time
 from pathlib import Path
 
-from client import svg_chart
+from client import numbers, svg_chart
 from client.summary import Summary
 from pipeline.columns import TIME_BINS_PER_DECADE
 
 MAX_ROWS = 1000
+TITLE = "sudoku-batch report"
+STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.facts th{background:#eef1f5}"
+)
 
 
 def plots(summary: Summary) -> dict[str, str]:
@@ -21,11 +27,12 @@ def plots(summary: Summary) -> dict[str, str]:
             for b, count in sorted(summary.time_bins.items())
         ]
         out["Solve time histogram"] = svg_chart.histogram(
-            bins, "solve time (ms, log scale)", "puzzles", log_x=True
+            bins, "solve time (log scale)", "puzzles", log_x=True, label=numbers.duration_ms
         )
         out["Cactus plot: puzzles done within a time"] = svg_chart.cactus(
-            summary.done_within(), "puzzles done (all but invalid lines)", "ms each, at most (log)"
-        )
+            summary.done_within(), "puzzles done (all but invalid lines)", "time each, at most (log)",
+            label=numbers.duration_ms,
+        )  # fmt: skip
     if summary.wins:
         wins = sorted(summary.wins.items(), key=lambda kv: -kv[1])
         out["Wins per solver"] = svg_chart.rows(wins, "puzzles won")
@@ -37,36 +44,92 @@ def plots(summary: Summary) -> dict[str, str]:
     return out
 
 
-def write_report(summary: Summary, path: str | Path, title: str = "sudoku-batch report") -> None:
-    """Write the HTML report of a finished job."""
+def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | None = None) -> dict[str, str]:
+    """The report's header: what was solved (inputs), how (options, mode), when, by which version and
+    on how many cores, from the job's metadata. Why: a report read a week later, or next to another
+    one, must say what it is about (the page read alone named none of it)."""
+    import datetime
+    import os
+    import platform
+
+    from client.first_run import package_version
+
+    inputs = [name for name in meta.get("inputs", "").split("\n") if name]
+    limit = meta.get("time_limit")
+    options = [
+        f"time limit {numbers.duration(float(limit))} a puzzle" if limit else "no time limit",
+        f"portfolio {meta.get('portfolio') or 'fast'}",
+        f"box {meta['box']}" if meta.get("box") else "box inferred from each line",
+    ]
+    if meta.get("escalate_after"):
+        options.append(f"escalation after {numbers.duration(float(meta['escalate_after']))}")
+    stamp = datetime.datetime.fromtimestamp(when if when is not None else time.time()).astimezone()
+    created = float(meta.get("created") or 0.0)
+    started = datetime.datetime.fromtimestamp(created).astimezone() if created else None
+    return {
+        "inputs": ", ".join(inputs) or "-",
+        "options": ", ".join(options),
+        "job": f"{job} ({'embedded: local processes' if embedded else 'on a broker: its workers'})",
+        "started": started.strftime("%Y-%m-%d %H:%M:%S %Z") if started else "-",
+        "written": stamp.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "version": f"sudoku-batch {package_version()}, Python {platform.python_version()}",
+        "machine": f"{os.cpu_count() or 1} cores, {platform.system()} {platform.machine()} (the report's)",
+    }
+
+
+def _table(head: tuple[str, str], rows: list[tuple[str, str]]) -> str:
+    """A two-column table, or nothing when there are no rows (an empty section is left out)."""
+    if not rows:
+        return ""
+    e = html.escape
+    body = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in rows)
+    return f"<table><tr><th>{e(head[0])}</th><th>{e(head[1])}</th></tr>{body}</table>"
+
+
+def write_report(
+    summary: Summary, path: str | Path, title: str = TITLE, facts: dict[str, str] | None = None
+) -> None:
+    """Write the HTML report of a finished job: its header (`facts`, from `report_facts`), counts, times,
+    wins and plots, and the invalid and failed lines; a section with nothing to show is left out.
+    Numbers are written as on the page and in the summary (`client.numbers`)."""
     e = html.escape
     data = summary.as_dict()
-    rows = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["counts"].items())
-    pct = "".join(f"<tr><td>{e(k)}</td><td>{v:.4g}</td></tr>" for k, v in data["time_ms"].items())
-    wins = "".join(f"<tr><td>{e(k)}</td><td>{v:,}</td></tr>" for k, v in data["wins"].items())
-    figures = "".join(f"<h2>{e(name)}</h2><figure>{svg}</figure>" for name, svg in plots(summary).items())
-    problems = sorted(summary.problems, key=lambda ip: ip[1].index)[:MAX_ROWS]
-    bad = "".join(
-        f"<tr><td>{e(i)}</td><td>{p.line}</td><td>{e(p.status)}</td><td>{e(p.error)}</td></tr>"
-        for i, p in problems
-    )
-    more = (
-        f"<p>{summary.problems_total - len(problems):,} more not listed.</p>"
-        if summary.problems_total > len(problems)
-        else ""
-    )
+    sections = []
+    if facts:
+        rows = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in facts.items())
+        sections.append(f'<table class="facts">{rows}</table>')
+    puzzles, wall = numbers.count(data["puzzles"]), numbers.duration(data["wall_s"])
+    rate = numbers.per_second(data["puzzles_per_s"])
+    sections.append(f"<p>{puzzles} puzzles in {wall}: {rate} puzzles/s.</p>")
+    counts = [(k, numbers.count(v)) for k, v in data["counts"].items()]
+    times = [(k, numbers.duration_ms(v)) for k, v in data["time_ms"].items()]
+    wins = [(k, numbers.count(v)) for k, v in data["wins"].items()]
+    for heading, head, rows in (
+        ("Counts by status", ("status", "puzzles"), counts),
+        ("Solve time", ("percentile", "time"), times),
+        ("Wins per solver", ("solver", "puzzles"), wins),
+    ):
+        if rows:
+            sections.append(f"<h2>{e(heading)}</h2>{_table(head, rows)}")
+    sections += [f"<h2>{e(name)}</h2><figure>{svg}</figure>" for name, svg in plots(summary).items()]
+    if summary.problems_total:
+        problems = sorted(summary.problems, key=lambda ip: ip[1].index)[:MAX_ROWS]
+        bad = "".join(
+            f"<tr><td>{e(i)}</td><td>{p.line:,}</td><td>{e(p.status)}</td><td>{e(p.error)}</td></tr>"
+            for i, p in problems
+        )
+        more = summary.problems_total - len(problems)
+        sections.append(
+            f"<h2>Invalid and failed lines ({numbers.count(summary.problems_total)})</h2>"
+            f"<table><tr><th>input</th><th>line</th><th>status</th><th>reason</th></tr>{bad}</table>"
+            + (f"<p>{numbers.count(more)} more not listed.</p>" if more > 0 else "")
+        )
+    body = "\n".join(sections)
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{e(title)}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:2px 8px;text-align:left}}</style></head><body>
+<style>{STYLE}</style></head><body>
 <h1>{e(title)}</h1>
-<p>{data["puzzles"]:,} puzzles in {data["wall_s"]:.2f} s: {data["puzzles_per_s"]:,.0f} puzzles/s.</p>
-<h2>Counts by status</h2><table><tr><th>status</th><th>puzzles</th></tr>{rows}</table>
-<h2>Solve time (ms)</h2><table><tr><th>percentile</th><th>ms</th></tr>{pct}</table>
-<h2>Wins per solver</h2><table><tr><th>solver</th><th>puzzles</th></tr>{wins}</table>
-{figures}
-<h2>Invalid and failed lines ({summary.problems_total:,})</h2>
-<table><tr><th>input</th><th>line</th><th>status</th><th>reason</th></tr>{bad}</table>{more}
+{body}
 </body></html>
 """
     Path(path).write_text(page, encoding="utf-8")

@@ -14,7 +14,9 @@ from client.args import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    broker_option,
     broker_url,
+    check_job_id,
     check_processes,
     check_seconds,
     input_sources,
@@ -25,12 +27,12 @@ from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.interrupts import held
 from client.notice import NoWorkerNotice
-from client.output import Output
+from client.output import Output, ReaderGone, named_format, output_format
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
 from client.target import check_target
-from pipeline.tasks import MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
@@ -45,16 +47,26 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     """
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
+    if resume is not None:
+        check_job_id(resume)
     if args.command != "collect":
         if not args.inputs and not resume:
             raise UsageError(f"{args.command} needs at least one INPUT")
         sources = input_sources(args.inputs)
-        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
+        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S, zero="no limit")
         check_seconds("--escalate-after", args.escalate_after, MAX_ESCALATE_AFTER_S, zero="never")
     else:
+        check_job_id(args.job)
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
-    if getattr(args, "format", None) == "parquet":
-        check_parquet(args.output)
+    if args.command != "submit" and not (
+        args.command == "collect" and args.format is None and named_format(args.output) is None
+    ):  # collect: the job's own
+        try:
+            args.format = output_format(args.output, args.format)  # -o out.csv: CSV
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.format == "parquet":
+            check_parquet(args.output)
     if getattr(args, "output", None) not in (None, "-"):
         try:
             check_target(args.output)
@@ -69,22 +81,29 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             job = client.job(args.job)
             return _collect(job, args, purge=False, idle_timeout=args.timeout)
         try:
-            if resume:
+            if resume:  # the job's own limit, unless one is given (to be checked against it)
                 job = client.resume(
-                    resume, [src for _, src in sources] or None, time_limit=args.time_limit,
+                    resume, [src for _, src in sources] or None, time_limit=args.time_limit or None,
                     portfolio=args.portfolio, box=args.box, bounded=False,
                 )  # fmt: skip
             else:
+                limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
                 job = client.submit_inputs(
-                    sources, time_limit=args.time_limit, portfolio=args.portfolio, box=args.box,
+                    sources, time_limit=limit, portfolio=args.portfolio, box=args.box,
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
                     format=args.format or "jsonl",
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.command == "submit":
-            return _submit(job)
+            return _submit(job, args)
         return _collect(job, args, purge=not client.embedded, idle_timeout=None)
+    except ReaderGone:  # `solve ... | head -1`: no one wants the rest; a job started here goes too
+        client.kill()
+        if job is not None and args.command != "collect":
+            job.cancel(wait=STOP_WAIT_S)
+            job.purge()
+        raise
     except KeyboardInterrupt:
         client.kill()  # at once: the chunks in flight are dropped
         if job is not None:
@@ -108,13 +127,16 @@ def check_parquet(output: str | None) -> None:
         raise UsageError("--format parquet writes binary: give a file with -o FILE (or pipe stdout)")
 
 
-def _submit(job: Job) -> int:
-    """Print the job id at once, then finish sending the input."""
-    print(job.id, flush=True)
+def _submit(job: Job, args: argparse.Namespace) -> int:
+    """Print the job id at once, then finish sending the input (ReaderGone if no one can read the id)."""
+    try:
+        print(job.id, flush=True)
+    except BrokenPipeError:
+        raise ReaderGone("the reader of stdout closed it before the job id") from None
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -130,7 +152,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     that cannot be gone on with (stdout, a FIFO, Parquet). `purge` then deletes the job.
     Interrupted, the records written so far are kept in the output (whole records).
     """
-    if args.format is None:  # `collect`: what the job's workers render (a job of columns: JSON Lines)
+    if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
         job_format = job.client.store.meta(job.id).get("format", "columns")
         args.format = "jsonl" if job_format == "columns" else job_format
     store = job.client.store
@@ -140,13 +162,13 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     except JobFailed as exc:
         print(f"error: job {job.id}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    output = Output(args.output, args.format, *(resume or (None, 0)))
-    acking = not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
     summary = Summary()
+    progress = Progress(args.progress or sys.stderr.isatty())
+    output = Output(args.output, args.format, progress.say, *(resume or (None, 0)))
+    acking = not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
     if resume is not None:
         for stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
             summary.add(stats, "")
-    progress = Progress(args.progress or sys.stderr.isatty())
     notice = None
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
@@ -225,7 +247,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             ack(force=True)
     except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:  # FormatMismatch too
         progress.close()
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
@@ -245,14 +267,16 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         return EXIT_FAILED
     if args.command == "collect":  # the rate of the job, not of this collection
         summary.time_job(float(meta.get("created") or 0.0))
+    summary.set_time_limit(float(meta["time_limit"]) if meta.get("time_limit") else None)
     if purge:
         job.purge(stop=False)  # complete: nothing of it runs any more
     if not args.quiet:
         print(summary.text(), file=sys.stderr)
     if args.report:
-        from client.report import write_report
+        from client.report import report_facts, write_report
 
-        write_report(summary, args.report)
+        facts = report_facts(job.id, meta, job.client.embedded)
+        write_report(summary, args.report, f"sudoku-batch report: {facts['inputs']}", facts)
     return EXIT_OK
 
 
@@ -301,6 +325,7 @@ def _how_far(job: Job, written: int) -> str:
 def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
     """After an interrupt in broker mode: the job goes on without us; how to finish it, or delete it."""
     out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
+    broker = broker_option(args)
     lines = [f"job {job.id} goes on without this command"]
     meta = _meta_after_interrupt(job)  # the broker may be away: the commands still apply
     done = job.stopped_at()  # this process's own producer: known without the broker
@@ -308,14 +333,15 @@ def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
         done = Checkpoint.of(meta).index  # `collect` interrupted: its job's submission stopped earlier
     if done is not None:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else job.input_names
-        lines.append(f"its submission stopped after {done:,} puzzles: {resume_command(job.id, inputs)}")
+        resume = resume_command(job.id, inputs, broker)
+        lines.append(f"its submission stopped after {done:,} puzzles: {resume}")
     if args.command != "submit":
-        lines.append(f"collect it: sudoku-batch collect {job.id} --broker URL{out}")
-    lines.append(f"or delete it: sudoku-batch purge {job.id} --broker URL")
+        lines.append(f"collect it: sudoku-batch collect {job.id}{broker}{out}")
+    lines.append(f"or delete it: sudoku-batch purge {job.id}{broker}")
     print("\n".join(lines), file=sys.stderr)
 
 
-def _resume_hint(job: Job) -> str:
+def _resume_hint(job: Job, args: argparse.Namespace) -> str:
     """`; resume it: ...` when the job's submission stopped half way and a resume can finish it, else ``."""
     if job.client.embedded or job.producing:
         return ""
@@ -326,4 +352,4 @@ def _resume_hint(job: Job) -> str:
     if submission_state(meta)[0] != "stopped":
         return ""
     inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
-    return f"; resume it: {resume_command(job.id, inputs)}"
+    return f"; resume it: {resume_command(job.id, inputs, broker_option(args))}"

@@ -195,7 +195,8 @@ class JobStore(ABC):
         """Summarise a job's progress from its metadata and chunk statistics."""
         meta = self.meta(job)
         if not meta or "created" not in meta:
-            return JobStatus(job=job, state="unknown", error="no such job (never created, purged or expired)")
+            error = f"no such job {job} (never created, purged or expired)"
+            return JobStatus(job=job, state="unknown", error=error)
         stats = self.stats(job)
         counts: dict[str, int] = {}
         for s in stats:
@@ -203,14 +204,16 @@ class JobStore(ABC):
                 counts[k] = counts.get(k, 0) + v
         done = sum(s.n for s in stats)  # puzzles answered: a chunk's parts count as they are published
         chunks_done = _chunks_done(stats)
-        elapsed = max(
-            1e-9, (max((s.end for s in stats), default=0.0) or time.time()) - float(meta["created"])
-        )
-        if meta.get("state") != "produced" or done < int(meta.get("total", -1)):
+        last = max((s.end for s in stats), default=0.0)
+        elapsed = max(1e-9, (last or time.time()) - float(meta["created"]))
+        submission, silent = submission_state(meta)
+        if submission == "stopped":  # nothing more comes until a resume: the rate of what it did
+            beat = float(meta.get("producer_beat") or 0.0)
+            elapsed = max(1e-9, max(last, beat) - float(meta["created"])) if last or beat else elapsed
+        elif meta.get("state") != "produced" or done < int(meta.get("total", -1)):
             elapsed = max(elapsed, time.time() - float(meta["created"]))
         total = int(meta["total"]) if "total" in meta else None
         rate = done / elapsed if done else 0.0
-        submission, silent = submission_state(meta)
         checkpoint = Checkpoint.of(meta)
         # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
         # never show fewer puzzles or chunks submitted than are answered or checkpointed
@@ -265,8 +268,9 @@ def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
     """A job's submission (complete, running, stopped, "" with no checkpoint), its producer's silence (s).
 
-    `stopped` means resumable: the producer failed, or has been silent `PRODUCER_SILENT_S`
-    (it beats every second while it reads), so it was most likely killed.
+    `stopped` means resumable: the producer failed, said it left (an interrupted command sets
+    its beat to 0: the silence is then None, not the time since 1970), or has been silent
+    `PRODUCER_SILENT_S` (it beats every second while it reads), so it was most likely killed.
     """
     state = meta.get("state")
     if state == "produced":
@@ -275,7 +279,10 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
         return "", None
     if meta.get("cancelled"):  # stopped on purpose: nothing to resume
         return "cancelled", None
-    silent = time.time() - float(meta.get("producer_beat") or meta.get("created") or 0.0)
+    beat = float(meta.get("producer_beat") or meta.get("created") or 0.0)
+    if beat <= 0:  # `Producer.leave`: the producer stopped and said so
+        return "stopped", None
+    silent = time.time() - beat
     if state == "failed" or silent > PRODUCER_SILENT_S:
         return "stopped", silent
     return "running", silent

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from client import numbers
+from client.numbers import per_second
 from pipeline.result import ChunkStats, Problem, time_bin_ms
 
 MAX_PROBLEMS = 1000
@@ -35,6 +37,7 @@ class Summary:
         self.problems_total = 0
         self.last_end = 0.0  # epoch seconds the last chunk was answered
         self._job_wall_s: float | None = None
+        self.limit: str | None = None  # the job's time limit as said (`set_time_limit`); None: not said
 
     def add(self, stats: ChunkStats, input_name: str) -> None:
         """Fold one chunk's statistics in."""
@@ -55,6 +58,10 @@ class Summary:
         if room > 0:
             self.problems.extend((input_name, p) for p in stats.problems[:room])
         self.problems_total += len(stats.problems) + stats.problems_dropped
+
+    def set_time_limit(self, seconds: float | None) -> None:
+        """Say the job's time limit per puzzle in the summary (None: the job had none)."""
+        self.limit = "no time limit" if not seconds else f"time limit {seconds:g} s per puzzle"
 
     def finish(self) -> None:
         """Stop the wall clock."""
@@ -121,19 +128,25 @@ class Summary:
 
     def text(self, max_problems: int = 10) -> str:
         """The human summary printed on stderr."""
-        counts = ", ".join(f"{k} {self.counts[k]}" for k in _ordered(self.counts)) or "nothing"
-        lines = [f"{self.n} puzzles in {self.wall_s:.2f} s ({per_second(self.rate)} puzzles/s): {counts}"]
+        counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
+        limit = f"; {self.limit}" if self.limit else ""
+        rate = per_second(self.rate)
+        n = numbers.count(self.n)
+        lines = [f"{n} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}{limit}"]
+        if not self.n:  # every other line is a puzzle or an invalid record: say why there is none
+            lines.append("the input holds no puzzle: its lines are all blank or # comments")
         pct = self.percentiles()
         if pct:
-            lines.append("solve time ms: " + "  ".join(f"{k} {_ms(v)}" for k, v in pct.items()))
+            lines.append("solve time: " + "  ".join(f"{k} {numbers.duration_ms(v)}" for k, v in pct.items()))
         if self.wins:
-            wins = ", ".join(f"{k} {v}" for k, v in sorted(self.wins.items(), key=lambda kv: -kv[1]))
+            ranked = sorted(self.wins.items(), key=lambda kv: -kv[1])
+            wins = ", ".join(f"{k} {numbers.count(v)}" for k, v in ranked)
             lines.append(f"wins: {wins}")
         if self.approx_costs:
-            costs = ", ".join(f"{c}: {v}" for c, v in sorted(self.approx_costs.items()))
+            costs = ", ".join(f"{c}: {numbers.count(v)}" for c, v in sorted(self.approx_costs.items()))
             lines.append(f"approximate costs (cost: puzzles): {costs}")
         if self.problems_total:
-            lines.append(f"{self.problems_total} invalid or failed lines:")
+            lines.append(f"{numbers.count(self.problems_total)} invalid or failed lines:")
             for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:max_problems]:
                 lines.append(f"  {input_name}:{p.line}: {p.status}: {p.error}")
             if self.problems_total > max_problems:
@@ -147,10 +160,4 @@ def _ordered(counts: dict[str, int]) -> list[str]:
     return [k for k in STATUS_ORDER if k in counts] + sorted(k for k in counts if k not in STATUS_ORDER)
 
 
-def _ms(value: float) -> str:
-    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
-
-
-def per_second(rate: float) -> str:
-    """A rate as people read it: thousands separated, but two significant digits below 10 (0.38, 2.5)."""
-    return f"{rate:,.0f}" if rate >= 10 or rate == 0 else f"{rate:.2g}"
+__all__ = ["Summary", "per_second"]  # per_second: the rate's format, kept here for its callers

@@ -8,28 +8,38 @@ hover for the number. Labels are escaped: solver names and reasons come from the
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
+
+from client import numbers
 
 WIDTH, HEIGHT = 640, 240  # the frame, in CSS pixels
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 12, 44  # margins around the plot area
 FILL = "#4878a8"
+MIN_BAR = 2.0  # pixels: a bar of 1 puzzle among 50,000 is still seen (its <title> holds the count)
 
 
-def nice_ticks(top: float, most: int = 5) -> list[float]:
-    """Tick values 0..>= top in steps of 1, 2 or 5 times a power of ten, at most `most` + 1 of them."""
+def nice_ticks(top: float, most: int = 5, whole: bool = False) -> list[float]:
+    """Tick values 0..>= top in steps of 1, 2 or 5 times a power of ten, at most `most` + 1 of them;
+    `whole`: steps of at least 1 (counts: a histogram of one result has ticks 0 and 1, not 0.2..1)."""
     if top <= 0:
         return [0.0, 1.0]
     raw = top / most
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    step = max(step, 1) if whole else step
     count = math.ceil(top / step - 1e-9)
     return [i * step for i in range(count + 1)]
 
 
 def _number(value: float) -> str:
-    """A tick label: integers without a decimal point, others to 3 significant digits."""
-    return f"{value:,.0f}" if value == int(value) else f"{value:.3g}"
+    """A tick label: counts with separators, other values to 3 significant digits (`client.numbers`)."""
+    return numbers.count(int(value)) if value == int(value) else numbers.sig(value)
+
+
+def _bar(length: float) -> float:
+    """A bar's length in pixels for a non-zero count: at least MIN_BAR."""
+    return max(length, MIN_BAR)
 
 
 def _text(x: float, y: float, label: str, anchor: str = "middle") -> str:
@@ -58,7 +68,7 @@ def _frame(body: list[str], x_label: str, y_label: str, height: int = HEIGHT, le
 
 def _y_axis(top: float, height: int) -> tuple[list[str], float]:
     """Horizontal grid lines and labels for counts up to `top`; return them and the pixels per count."""
-    ticks = nice_ticks(top)
+    ticks = nice_ticks(top, whole=True)
     span = height - BOTTOM - TOP
     scale = span / ticks[-1]
     out = []
@@ -70,9 +80,14 @@ def _y_axis(top: float, height: int) -> tuple[list[str], float]:
 
 
 def histogram(
-    bins: Sequence[tuple[float, float, int]], x_label: str, y_label: str, log_x: bool = False
+    bins: Sequence[tuple[float, float, int]],
+    x_label: str,
+    y_label: str,
+    log_x: bool = False,
+    label: Callable[[float], str] = _number,
 ) -> str:
-    """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin."""
+    """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin;
+    `label` writes the x values (ticks and each bar's title)."""
     bins = [b for b in bins if b[2] > 0]
     if not bins:
         return _frame([], x_label, y_label)
@@ -90,14 +105,14 @@ def histogram(
     bottom = HEIGHT - BOTTOM
     for low, high, count in bins:
         x0, x1 = x(low), x(high)
-        h = count * scale
+        h = _bar(count * scale)
         body.append(
             f'<rect x="{x0:.2f}" y="{bottom - h:.2f}" width="{max(x1 - x0, 1.0):.2f}" height="{h:.2f}" '
-            f'fill="{FILL}"><title>{_number(low)}-{_number(high)}: {count:,}</title></rect>'
+            f'fill="{FILL}"><title>{escape(label(low))} to {escape(label(high))}: {count:,}</title></rect>'
         )
     ticks = [10**e for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1)] if log_x else [lo, hi]
     for value in ticks:
-        body.append(_text(x(value), bottom + 14, _number(value)))
+        body.append(_text(x(value), bottom + 14, label(value)))
     return _frame(body, x_label, y_label)
 
 
@@ -108,7 +123,7 @@ def columns(items: Sequence[tuple[str, int]], x_label: str, y_label: str) -> str
     slot = (WIDTH - LEFT - RIGHT) / max(len(items), 1)
     every = math.ceil(7 * max((len(label) for label, _ in items), default=1) / slot + 0.25)  # labels fit
     for i, (label, count) in enumerate(items):
-        x0, h = LEFT + i * slot + 0.1 * slot, count * scale
+        x0, h = LEFT + i * slot + 0.1 * slot, _bar(count * scale) if count else 0.0
         body.append(
             f'<rect x="{x0:.2f}" y="{bottom - h:.2f}" width="{0.8 * slot:.2f}" height="{h:.2f}" '
             f'fill="{FILL}"><title>{escape(label)}: {count:,}</title></rect>'
@@ -123,7 +138,7 @@ def rows(items: Sequence[tuple[str, int]], x_label: str) -> str:
     band = 22
     height = TOP + BOTTOM + band * max(len(items), 1)
     left = max(LEFT, 12 + 7 * max((len(label) for label, _ in items), default=0))  # room for the names
-    ticks = nice_ticks(max((c for _, c in items), default=0))
+    ticks = nice_ticks(max((c for _, c in items), default=0), whole=True)
     scale = (WIDTH - left - RIGHT) / ticks[-1]
     body = []
     for value in ticks:
@@ -133,15 +148,19 @@ def rows(items: Sequence[tuple[str, int]], x_label: str) -> str:
     for i, (label, count) in enumerate(items):
         y = TOP + i * band
         body.append(
-            f'<rect x="{left}" y="{y + 3}" width="{count * scale:.2f}" height="{band - 6}" fill="{FILL}">'
+            f'<rect x="{left}" y="{y + 3}" width="{_bar(count * scale) if count else 0.0:.2f}" '
+            f'height="{band - 6}" fill="{FILL}">'
             f"<title>{escape(label)}: {count:,}</title></rect>"
         )
         body.append(_text(left - 4, y + band / 2 + 4, label, "end"))
     return _frame(body, x_label, "", height, left)
 
 
-def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str) -> str:
-    """A cactus plot: a step line through (puzzles answered, time each took at most), time on a log axis.
+def cactus(
+    points: Sequence[tuple[int, float]], x_label: str, y_label: str, label: Callable[[float], str] = _number
+) -> str:
+    """A cactus plot: a step line through (puzzles answered, time each took at most), time on a log axis
+    (written by `label`).
 
     `points` rise in both coordinates (cumulative counts against the upper edges of time bins):
     the further right and the lower the line, the more puzzles were answered and the faster.
@@ -154,7 +173,7 @@ def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str) -> s
     hi = 10 ** math.ceil(math.log10(max(t for _, t in points)))
     hi = hi if hi > lo else lo * 10
     bottom = HEIGHT - BOTTOM
-    x_ticks = nice_ticks(most)
+    x_ticks = nice_ticks(most, whole=True)
 
     def x(n: float) -> float:
         return LEFT + n / x_ticks[-1] * (WIDTH - LEFT - RIGHT)
@@ -166,7 +185,7 @@ def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str) -> s
     for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1):
         at = y(10**e)
         body.append(f'<line x1="{LEFT}" y1="{at:.1f}" x2="{WIDTH - RIGHT}" y2="{at:.1f}" stroke="#ddd"/>')
-        body.append(_text(LEFT - 4, at + 4, _number(10**e), "end"))
+        body.append(_text(LEFT - 4, at + 4, label(10**e), "end"))
     for value in x_ticks:
         body.append(_text(x(value), bottom + 14, _number(value)))
     path = [f"M{x(0):.2f},{y(points[0][1]):.2f}"]
@@ -175,5 +194,5 @@ def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str) -> s
     body.append(f'<path d="{" ".join(path)}" fill="none" stroke="{FILL}" stroke-width="2"/>')
     n, t = points[-1]
     body.append(f'<circle cx="{x(n):.2f}" cy="{y(t):.2f}" r="3" fill="{FILL}"><title>{n:,} puzzles within '
-                f"{_number(t)} ms</title></circle>")  # fmt: skip
+                f"{escape(label(t))}</title></circle>")  # fmt: skip
     return _frame(body, x_label, y_label)

@@ -38,6 +38,7 @@ MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB whi
 MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
 MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
 MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
+DEFAULT_TIME_LIMIT_S = 20.0  # per puzzle when a job names none (`solve`, `submit`, `BatchClient`); 0: none
 DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is raced by idle processes too
 MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
 

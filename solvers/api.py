@@ -126,7 +126,9 @@ def solve_many(
     for (group_box, notation), indices, givens in groups.items():
         if spec is not None:  # the batch fast path with a node budget; the leftovers are raced below
             races.append(
-                _first_pass(spec, exact, givens, group_box, notation, indices, results, time_limit, stop)
+                _first_pass(
+                    spec, exact, givens, group_box, notation, indices, results, time_limit, seed, stop
+                )
             )
             continue
         batch = exact.solve_batch(
@@ -183,16 +185,19 @@ def _first_pass(
     indices: list[int],
     results: Results,
     time_limit: float | None,
+    seed: int,
     stop: np.ndarray,
 ) -> _Leftovers:
     """A group's first pass through a portfolio: one batch kernel call with the fast path's node budget
-    (easy puzzles cost what the plain exact solver costs); the puzzles it leaves, to race."""
+    (easy puzzles cost what the plain exact solver costs); the puzzles it leaves, to race. The fast path
+    takes the seed as the plain path does (value order randomised), so another seed finds another
+    solution of a puzzle with several, whatever the portfolio."""
     if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
         k = len(indices)
         return _Leftovers(box, notation, indices, givens, list(range(k)), [0.0] * k, [0] * k)
     budget = spec.fast_budget(box.n)
     batch = exact.solve_batch(
-        givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=0, stop=stop
+        givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=seed, stop=stop
     )
     _collect(batch, givens, box, notation, indices, results, exact.name, 1)
     left = np.flatnonzero(batch.status == BUDGET).tolist()

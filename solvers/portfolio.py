@@ -59,6 +59,7 @@ from solvers.verify import is_solution
 
 STOCHASTIC_ONLY_LIMIT = 60.0  # seconds: a race without an exact member cannot end on its own
 FAST_SLICES = 8  # fast-path node budget, in exact slices (about 25 ms of work)
+ENDGAME = 0.1  # the last fraction of a time limit the stochastic members race alone (`PortfolioSpec.endgame`)
 LARGE_SIDE = 25  # from 25x25 up the exact member may take a larger share (`MemberSpec.large_weight`)
 
 
@@ -98,7 +99,10 @@ class MemberSpec(BaseModel):
 class PortfolioSpec(BaseModel):
     """A named list of members; `fast_nodes` is the fast-path node budget (0 = by grid size);
     `learned`: where `solvers.shares` has shares for the grid size, they replace the weights
-    (a member without a share there sits out)."""
+    (a member without a share there sits out); `endgame`: the last fraction of a time limit in
+    which the stochastic members race alone when nothing has answered yet, so that a race that
+    ends without a solution returns a grid that had real time to improve (the learned shares
+    give each of them 0.2%: at 2 s on frisch they ran 0-3 ms and often held no grid at all)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -106,6 +110,7 @@ class PortfolioSpec(BaseModel):
     members: tuple[MemberSpec, ...] = Field(min_length=1)
     fast_nodes: int = Field(default=0, ge=0)
     learned: bool = False
+    endgame: float = Field(default=ENDGAME, ge=0, lt=1)
 
     def mix(self, n: int, variant: int = 0) -> HelperMix:
         """Return the shares for grid side n (None: the members' own weights), whether the complete
@@ -324,10 +329,15 @@ def race(
             active.remove(current)
     if first_exact is not None and first_exact.weight <= 0 and first_exact in active:
         active.remove(first_exact)  # it ran the fast path only: no share of the race at this size
+    endgame_at = _endgame_at(spec, members, deadline, limit, has_exact and variant == 0)
     while active and outcome not in (FOUND, NO_SOLUTION, OUT_OF_TIME):
-        if stop[0] != 0 or (deadline and monotonic_ns() >= deadline):
+        now = monotonic_ns()
+        if stop[0] != 0 or (deadline and now >= deadline):
             outcome = OUT_OF_TIME
             break
+        if endgame_at and now >= endgame_at:  # the rest of the limit improves the approximate grid
+            endgame_at = 0
+            active = [m for m in active if isinstance(m, StochasticMember)] or active
         current = min(active, key=lambda m: ((m.vtime + 1.0) / m.weight, members.index(m)))
         outcome = current.step(deadline, stop)
         if trace is not None:
@@ -337,7 +347,19 @@ def race(
         if outcome == IDLE:
             active.remove(current)
     elapsed = spent + time.perf_counter() - t_start
-    return _result(puzzle, text, members, current, outcome, elapsed)
+    return _result(puzzle, text, members, current, outcome, elapsed, stop[0] != 0)
+
+
+def _endgame_at(
+    spec: PortfolioSpec, members: Sequence[Member], deadline: int, limit: float | None, owner: bool
+) -> int:
+    """The monotonic ns from which only the stochastic members race (0: never): the last `spec.endgame`
+    of the time limit, for a race's owner (a helper's grid is never its answer) with complete members
+    beside stochastic ones that race this size."""
+    stochastic = any(isinstance(m, StochasticMember) and m.weight > 0 for m in members)
+    if not (deadline and limit and owner and stochastic and spec.endgame > 0):
+        return 0
+    return deadline - int(spec.endgame * limit * 1e9)
 
 
 def _result(
@@ -347,9 +369,10 @@ def _result(
     winner: Member | None,
     outcome: Outcome | None,
     elapsed: float,
+    stopped: bool = False,
 ) -> SolveResult:
     """Turn the race's end into a SolveResult with every member's counters."""
-    counters = {m.name: m.counters() for m in members}
+    counters = _final_counters(members, winner, outcome, stopped)
     common: dict[str, Any] = dict(puzzle=text if text is not None else puzzle.render(), elapsed=elapsed)
     if outcome == FOUND and winner is not None and winner.solution is not None:
         counters[winner.name]["time_to_solution_ms"] = elapsed * 1e3
@@ -404,6 +427,30 @@ def _result(
         counters=counters,
         **common,
     )
+
+
+def _final_counters(
+    members: Sequence[Member], winner: Member | None, outcome: Outcome | None, stopped: bool
+) -> dict[str, dict[str, Any]]:
+    """Every member's counters as the race ended: its planned `share` of the work, and for a member
+    still `running` how it ended instead: `lost` (another member answered first), `timeout`, `stopped`
+    (the stop flag), `fast path only` (no share at this size) or `idle` (nothing was left to try)."""
+    total = sum(m.weight for m in members if m.weight > 0)
+    out = {}
+    for m in members:
+        c = m.counters()
+        c["share"] = round(max(m.weight, 0.0) / total, 4) if total > 0 else 0.0
+        if c.get("status") == "running":
+            if m.weight <= 0:
+                c["status"] = "fast path only"
+            elif outcome in (FOUND, NO_SOLUTION) and m is not winner:
+                c["status"] = "lost"
+            elif stopped:
+                c["status"] = "stopped"
+            else:
+                c["status"] = "timeout" if outcome == OUT_OF_TIME else "idle"
+        out[m.name] = c
+    return out
 
 
 def warm_up() -> None:

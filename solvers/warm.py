@@ -28,7 +28,7 @@ def warm_all() -> None:
     from solvers.portfolio import warm_up
     from solvers.puzzle import Box
 
-    solve_many(["." * 16, "." * 81], time_limit=1.0)  # the default solver: generic and 9x9 kernels
+    solve_many(["." * 16, "." * 81, "." * 256], time_limit=1.0)  # the default solver: generic, 9x9, 16x16
     for solver in EXACT_SOLVERS.values():
         solver.solve_batch(np.zeros((1, 16), dtype=np.uint8), Box(2, 2), limit=2, keep=1, max_nodes=1000)
     warm_up()  # the stochastic members of the portfolios

@@ -68,9 +68,13 @@ def test_csv_output_has_the_same_fields_and_rows(corpus, tmp_path):
 def test_the_html_report_is_self_contained_with_tables_and_plots(corpus, tmp_path):
     path, _ = corpus
     report = tmp_path / "report.html"
-    proc = run_cli("solve", str(path), "-o", str(tmp_path / "o.jsonl"), "--report", str(report), "-q")
+    args = ("--report", str(report), "--time-limit", "5", "--portfolio", "race", "-q")
+    proc = run_cli("solve", str(path), "-o", str(tmp_path / "o.jsonl"), *args)
     assert proc.returncode == 0, proc.stderr
     page = report.read_text()
+    header = page.split("<h2>")[0]  # what it is about: inputs, options, when, version, cores
+    for fact in (str(path), "time limit 5 s a puzzle, portfolio race", "sudoku-batch ", " cores", "written"):
+        assert fact in header, fact
     assert (
         page.count("<svg") == 3 and "<script" not in page
     )  # time histogram, cactus plot, wins and "http" not in page.split("<body>")[1]
@@ -90,7 +94,7 @@ def test_the_html_report_is_self_contained_with_tables_and_plots(corpus, tmp_pat
     [
         (["solve", "no-such-file.txt"], "no such file"),
         (["solve", str(SAMPLE), "--box", "3by3"], "RxC"),
-        (["solve", str(SAMPLE), "--time-limit", "0"], "time-limit"),
+        (["solve", str(SAMPLE), "--time-limit", "-1"], "time-limit"),
         (["submit", str(SAMPLE)], "needs a broker"),
         (["collect", "abc"], "needs a broker"),
         (["solve", str(SAMPLE), "--broker", "http://host"], "redis://"),

@@ -305,7 +305,7 @@ def test_a_submit_killed_half_way_is_resumed_and_collect_writes_each_puzzle_once
     while "submission incomplete" not in (status := run_cli("status", job, "--broker", stack.url)).stdout:
         assert time.monotonic() < deadline, status.stdout + status.stderr
         time.sleep(0.5)
-    assert f"sudoku-batch submit --resume {job} {path} --broker URL" in status.stdout
+    assert f"sudoku-batch submit --resume {job} {path} --broker {stack.url}" in status.stdout
     other = tmp_path / "other.txt"
     other.write_text("\n".join(puzzles[1:]) + "\n")
     refused = run_cli("submit", "--resume", job, str(other), "--broker", stack.url)

@@ -40,12 +40,14 @@ STOCHASTIC = ("annealing", "evolution", "progressive")
 OWN_WEIGHTS = PortfolioSpec(name="race, own weights", members=PRESETS["race"].members)
 # ... and the stochastic members weighing 20 (not 1): they first run within ~0.3 s of work (evolution
 # after its start-up's worth, charged up front), not ~0.85 s (evolution: ~5 s),
-# so a 1.5 s deadline sees every member run even on a loaded machine (at load 5 the race got 0.67 s CPU).
+# so a 1.5 s deadline sees every member run even on a loaded machine (at load 5 the race got 0.67 s CPU);
+# no endgame (its own test below): every member's turn comes within the limit, not within 90% of it.
 EARLY_STOCHASTIC = PortfolioSpec(
     name="race, stochastic early",
     members=tuple(
         m.model_copy(update={"weight": 20.0}) if m.solver in STOCHASTIC else m for m in OWN_WEIGHTS.members
     ),
+    endgame=0.0,
 )
 
 
@@ -315,3 +317,35 @@ def test_a_stochastic_members_start_up_is_charged_before_its_first_slice_and_cou
     assert prepaid + 1 <= member.vtime <= prepaid + 1.5  # then one slice more, the start-up not again
     annealing = STOCHASTIC_SOLVERS["annealing"]
     assert StochasticMember(annealing, puzzle, np.random.SeedSequence(3), annealing.make_params()).vtime == 0
+
+
+MANY = "........5........1..2.319..4....3....1..89.63.....4........7.......12............"  # 17 givens
+
+
+@pytest.mark.parametrize("portfolio", [*PRESETS, "sat-rows,annealing", "backtracking"])
+def test_another_seed_finds_another_solution_of_a_puzzle_with_many_with_every_portfolio(portfolio):
+    puzzle = parse_puzzle(MANY)
+    grids = [solve_many([MANY], portfolio=portfolio, time_limit=10, seed=s)[0] for s in (11, 12, 13, 14)]
+    assert all(r.status == "solved" and is_solution(puzzle, grid_of(r.solution)) for r in grids)
+    assert len({r.solution for r in grids}) == 4
+
+
+def test_a_race_that_runs_out_of_time_leaves_the_last_tenth_of_it_to_the_stochastic_members():
+    trace: list[tuple[str, str, int]] = []
+    r = race(parse_puzzle(FRISCH), "race", time_limit=1.0, seed=3, trace=trace)
+    last_complete = max(at for name, _, at in trace if name not in STOCHASTIC)
+    alone_ms = (trace[-1][2] - last_complete) / 1e6  # before: the SAT member ran up to the deadline
+    assert alone_ms > 50, alone_ms  # its last 100 ms less a slice begun before (load stretched one to 27 ms)
+    assert r.status == "approximate" and r.solver in STOCHASTIC and r.cost > 0
+    assert sum(r.counters[name]["time_ms"] for name in STOCHASTIC) > 20
+
+
+def test_no_member_says_running_once_the_race_is_over_and_each_names_its_share():
+    ended = race(parse_puzzle(FRISCH), "race", time_limit=0.3, seed=1).counters
+    assert {c["status"] for c in ended.values()} <= {"fast path only", "timeout"}
+    assert ended["propagation"]["status"] == "fast path only" and ended["propagation"]["share"] == 0
+    assert sum(c["share"] for c in ended.values()) == pytest.approx(1.0, abs=1e-3)
+    spec = PortfolioSpec(name="t", members=OWN_WEIGHTS.members, fast_nodes=1)  # the members race
+    won = race(parse_puzzle(HARD), spec, time_limit=20, seed=1)
+    assert won.status == "solved" and won.counters[won.solver]["status"] == "solved"
+    assert {c["status"] for name, c in won.counters.items() if name != won.solver} == {"lost"}

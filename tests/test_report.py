@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
-from client import svg_chart
+from client import numbers, svg_chart
 from client.report import write_report
 from client.summary import Summary
 from pipeline.result import ChunkStats, Problem
@@ -66,7 +66,41 @@ def test_a_cactus_plot_rises_through_the_cumulative_counts_on_a_log_time_axis():
     points = s.done_within()
     assert [n for n, _ in points] == [10, 30, 38] and [t for _, t in points] == sorted(t for _, t in points)
     assert points[-1][1] == 10.5  # the last bin's time is the exact maximum
-    chart = svg_chart.cactus(points, "puzzles", "ms")
+    chart = svg_chart.cactus(points, "puzzles", "ms", label=numbers.duration_ms)
     ys = [float(y) for y in re.findall(r"L[\d.]+,([\d.]+)", chart)]
     assert len(ys) == 3 and ys == sorted(ys, reverse=True)  # slower puzzles plot higher
     assert "38 puzzles within 10.5 ms" in chart and svg_chart.cactus([], "x", "y").count("<path") == 0
+
+
+def test_the_report_says_what_it_is_about_and_leaves_out_empty_sections(tmp_path):
+    from client.report import report_facts
+
+    meta = {"created": "1790000000.5", "inputs": "a.txt\nb.txt.gz", "time_limit": "2.5", "portfolio": "race"}
+    facts = report_facts("ab" * 16, meta, embedded=True)
+    assert facts["inputs"] == "a.txt, b.txt.gz" and facts["options"].startswith("time limit 2.5 s a puzzle")
+    assert "portfolio race" in facts["options"] and "box inferred" in facts["options"]
+    assert facts["version"].startswith("sudoku-batch ") and "cores" in facts["machine"]
+    s = Summary()
+    s.add(
+        ChunkStats(
+            n=3, counts={"solved": 3}, wins={"propagation": 3}, time_bins={-100: 3}, time_max_ms=0.00246
+        ),
+        "",
+    )
+    path = tmp_path / "r.html"
+    write_report(s, path, "report: a.txt", facts)
+    page = path.read_text()
+    assert "a.txt, b.txt.gz" in page and "<th>started</th>" in page and "ab" * 16 in page
+    assert "Invalid and failed lines" not in page and "Cost histogram" not in page  # nothing to show
+    assert "<td>p50</td><td>2.46 us</td>" in page  # 0.00246 ms, written in microseconds
+    assert not re.search(r">\d+\.\d{4,}<", page)  # no number with more than 3 decimals
+
+
+def test_a_count_axis_has_whole_ticks_and_a_bar_of_one_is_seen_beside_fifty_thousand():
+    one = svg_chart.columns([("17", 1)], "cost", "results")
+    ticks = re.findall(r'text-anchor="end">([^<]*)</text>', one)
+    assert ticks == ["0", "1"]  # not 0, 0.2, ..., 1
+    chart = svg_chart.rows([("propagation", 50_000), ("annealing", 1)], "won")
+    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([\d.]+)"', chart)]
+    assert widths[1] >= svg_chart.MIN_BAR and widths[0] > 100
+    assert svg_chart.nice_ticks(3, whole=True) == [0, 1, 2, 3]

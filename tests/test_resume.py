@@ -268,7 +268,7 @@ def test_status_says_a_stopped_submission_is_incomplete_and_how_to_resume(broker
     assert main(["status", job.id, "--broker", "redis://fake:6379/0"]) == 0
     out = capsys.readouterr().out
     assert f"submission incomplete: {job.status().checkpoint} puzzles submitted" in out
-    assert f"resume it: sudoku-batch submit --resume {job.id} '{path}' --broker URL" in out
+    assert f"resume it: sudoku-batch submit --resume {job.id} '{path}' --broker redis://fake:6379/0" in out
 
 
 def test_submit_resume_refusals_are_one_line_usage_errors(broker, tmp_path, capsys):
@@ -315,7 +315,9 @@ def test_collect_of_a_stopped_submission_fails_saying_how_to_resume(broker, tmp_
     assert main(args) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and not out.exists()
-    assert err.endswith(f"resume it: sudoku-batch submit --resume {job.id} {path} --broker URL"), err
+    assert err.endswith(
+        f"resume it: sudoku-batch submit --resume {job.id} {path} --broker redis://fake:6379/0"
+    )
 
 
 @pytest.mark.parametrize("meta", [{}, {"49": "50", "51": "52"}], ids=["unreadable", "garbled"])
@@ -334,11 +336,11 @@ def test_an_interrupted_solve_says_how_to_resume_from_its_own_producer_whatever_
     done = job.stopped_at()
     assert done == Checkpoint.of(broker[0].store.meta(job.id)).index and 0 < done < len(lines)
     monkeypatch.setattr(broker[0].store, "meta", lambda job_id: meta)
-    _say_how_to_go_on(job, argparse.Namespace(command="solve", output="out.jsonl"))
+    _say_how_to_go_on(job, argparse.Namespace(command="solve", output="out.jsonl", broker=None))
     err = capsys.readouterr().err.splitlines()
-    resume = f"sudoku-batch submit --resume {job.id} {path} --broker URL"
+    resume = f"sudoku-batch submit --resume {job.id} {path}"  # the broker came from the environment
     assert f"its submission stopped after {done:,} puzzles: {resume}" in err
-    assert f"collect it: sudoku-batch collect {job.id} --broker URL -o out.jsonl" in err
+    assert f"collect it: sudoku-batch collect {job.id} -o out.jsonl" in err
 
 
 def test_a_finished_or_collect_only_job_names_no_stopped_submission(broker, tmp_path):

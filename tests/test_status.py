@@ -71,7 +71,8 @@ def test_a_finished_job_is_done_not_produced(store, capsys):
 
 
 def test_a_slow_job_shows_its_rate_with_two_significant_digits_not_zero(store, capsys):
-    answered(store, time.time() - 100, {"state": "producing"}, [LINES[:5]])
+    beat = {"state": "producing", "producer_beat": f"{time.time():.3f}"}  # a live producer: still reading
+    answered(store, time.time() - 100, beat, [LINES[:5]])
     line = status_text(capsys).splitlines()[0]
     assert re.search(r", 0\.0[45]\d? puzzles/s", line), line
     assert line.startswith(f"job {JOB}: submitting, ")
@@ -118,3 +119,24 @@ def test_collect_reports_the_rate_of_the_job_not_of_the_collection(store, tmp_pa
 def _no_broker_env(monkeypatch) -> Iterator[None]:
     monkeypatch.delenv("SUDOKU_BATCH_BROKER", raising=False)
     yield
+
+
+def test_a_stopped_submission_keeps_the_rate_it_had_and_is_offered_a_resume(store, capsys):
+    created = time.time() - 3600  # its producer died an hour ago, 10 s after it started
+    meta = {"state": "producing", "producer_beat": f"{created + 10:.3f}", "submitted": "10"}
+    meta["checkpoint"] = '{"index": 10, "chunks": 2, "tail": ""}'
+    answered(store, created, meta, [LINES[:5], LINES[5:10]])  # both answered 10 s after the start
+    out = status_text(capsys)
+    assert f"job {JOB}: submitting, 10/10+ (submission stopped) puzzles, 1 puzzles/s" in out, out
+    assert f"resume it: sudoku-batch submit --resume {JOB} in.txt" in out
+
+
+def test_a_producer_that_said_it_left_is_stopped_not_silent_since_1970(store, capsys):
+    """An interrupted command sets the beat to 0: that is no time to count a silence from."""
+    meta = {"state": "producing", "producer_beat": "0", "checkpoint": '{"index":7,"chunks":1,"tail":"x"}'}
+    answered(store, time.time() - 5, meta, [LINES[:7]])
+    status = store.status(JOB)
+    assert (status.submission, status.producer_silent_s) == ("stopped", None)
+    out = status_text(capsys)
+    assert "submission incomplete: 7 puzzles submitted, its producer stopped; resume it: " in out, out
+    assert "silent" not in out

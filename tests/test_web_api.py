@@ -15,7 +15,7 @@ from client.output import Record
 from pipeline.columns import FIELDS
 from solvers import is_solution, parse_puzzle
 from tests.conftest import SAMPLE
-from web.app import create_app
+from web.app import create_app, portfolios
 from web.backend import Backend
 from web.pool import PuzzlePool
 from web.puzzles import samples
@@ -93,9 +93,65 @@ def test_another_seed_finds_another_solution_of_a_puzzle_that_has_many(api):
     assert again in found
 
 
+def two_solution_puzzle() -> tuple[str, set[str]]:
+    """A puzzle with exactly two solutions: a solved grid without the four cells of a rectangle
+    holding a, b / b, a whose rows share a band (swapping a and b keeps every unit whole)."""
+    from solvers import solve
+
+    grid = solve(LINES[0]).solution
+    assert grid is not None
+    for r1 in range(9):
+        for r2 in range(r1 + 1, 3 * (r1 // 3) + 3):
+            for c1 in range(9):
+                for c2 in range(c1 + 1, 9):
+                    a, b = grid[9 * r1 + c1], grid[9 * r1 + c2]
+                    if (grid[9 * r2 + c1], grid[9 * r2 + c2]) == (b, a):
+                        cells = (9 * r1 + c1, 9 * r1 + c2, 9 * r2 + c1, 9 * r2 + c2)
+                        puzzle = "".join("." if i in cells else ch for i, ch in enumerate(grid))
+                        other = [*grid]
+                        for i, ch in zip(cells, (b, a, a, b), strict=True):
+                            other[i] = ch
+                        return puzzle, {grid, "".join(other)}
+    raise AssertionError("no rectangle in the grid")
+
+
+@pytest.mark.parametrize("portfolio", portfolios())
+def test_new_solution_answers_a_grid_not_shown_yet_with_every_portfolio(api, portfolio):
+    shown: list[str] = []
+    for seed in (0, 7, 8):
+        body = {"puzzle": SPARSE, "portfolio": portfolio, "time_limit": 5, "seed": seed, "exclude": shown}
+        record = api.post("/api/solve", json=body).json()
+        assert record["status"] == "solved" and is_solution(
+            parse_puzzle(SPARSE), parse_puzzle(record["solution"]).givens
+        )
+        assert record["solution"] not in shown and record.get("another", True) is True
+        shown.append(record["solution"])
+
+
+def test_new_solution_says_when_every_solution_has_been_shown(api):
+    puzzle, both = two_solution_puzzle()
+    first = api.post("/api/solve", json={"puzzle": puzzle, "portfolio": "sat"}).json()
+    second = api.post(
+        "/api/solve", json={"puzzle": puzzle, "portfolio": "sat", "exclude": [first["solution"]]}
+    )
+    assert second.json()["another"] is True and {first["solution"], second.json()["solution"]} == both
+    third = api.post(
+        "/api/solve", json={"puzzle": puzzle, "portfolio": "sat", "exclude": sorted(both)}
+    ).json()
+    assert (third["another"], third["solutions"], third["solution"] in both) == (False, 2, True)
+    unique = api.post("/api/solve", json={"puzzle": LINES[0]}).json()
+    again = api.post(
+        "/api/solve", json={"puzzle": LINES[0], "seed": 3, "exclude": [unique["solution"]]}
+    ).json()
+    assert (again["another"], again["solutions"], again["solution"]) == (False, 1, unique["solution"])
+
+
 @pytest.mark.parametrize(
     ("body", "status", "words"),
     [
+        ({"puzzle": LINES[0], "exclude": ["123"]}, 422, "exclude[0] is not a grid of this puzzle"),
+        ({"puzzle": LINES[0], "exclude": [LINES[0]]}, 422, "exclude[0] is not a full grid"),
+        ({"puzzle": LINES[0], "exclude": ["1" * 81] * 17}, 422, "exclude"),
         ({"puzzle": LINES[0][:80]}, 422, "80 cells do not make a square grid"),
         ({"puzzle": LINES[0][:80] + "x"}, 422, "not a puzzle"),
         ({"puzzle": "55" + LINES[0][2:]}, 422, "row 1 has two 5s"),
@@ -118,7 +174,7 @@ def test_a_bad_solve_request_gets_a_json_error_naming_what_is_wrong(api, body, s
 
 def test_a_solve_body_that_is_not_json_or_too_large_is_refused(api):
     assert_error(api.post("/api/solve", content=b"{puzzle:"), 400, "not JSON")
-    assert_error(api.post("/api/solve", content=b"x" * 20000), 413, "at most")
+    assert_error(api.post("/api/solve", content=b"x" * 80000), 413, "at most")  # 4 KB puzzles, 16 shown
 
 
 def test_more_single_puzzles_at_once_than_the_server_takes_get_a_429(backend):
@@ -189,6 +245,27 @@ def test_a_gzip_upload_is_unpacked_and_a_gzip_bomb_is_refused(api):
     assert wait_done(api, made.json()["job"])["counts"] == {"solved": 5}
     assert_error(api.post("/api/jobs", content=gzip.compress(b"." * (1 << 20))), 413, "unpacks to more than")
     assert_error(api.post("/api/jobs", content=b"\x1f\x8bnot gzip at all"), 422, "not valid gzip")
+
+
+def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(api):
+    job = api.post("/api/jobs", content=LINES[0].encode()).json()["job"]
+    assert wait_done(api, job)["options"]["time_limit"] == "10.0"  # 20 s, capped by --max-time-limit 10
+    job = api.post("/api/jobs", params={"time_limit": "3"}, content=LINES[0].encode()).json()["job"]
+    assert wait_done(api, job)["options"]["time_limit"] == "3.0"
+
+
+def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):
+    """`cat a.gz b.gz`: the upload gets every member's puzzles, as `solve` of the same bytes does."""
+    from client.reader import read_blocks
+
+    data = b"".join(gzip.compress(("\n".join(part) + "\n").encode()) for part in (LINES[:50], LINES[50:95]))
+    job = api.post("/api/jobs", content=data).json()["job"]
+    assert wait_done(api, job)["counts"] == {"solved": 95}
+    (tmp_path / "both.gz").write_bytes(data)
+    assert sum(len(b) for b in read_blocks(str(tmp_path / "both.gz"))) == 95
+    bomb = gzip.compress(LINES[0].encode() + b"\n") + gzip.compress(b"." * (1 << 20))  # member 2: 1 MB
+    assert_error(api.post("/api/jobs", content=bomb), 413, "unpacks to more than 65,536 bytes")
+    assert_error(api.post("/api/jobs", content=data[:-20]), 422, "the upload is not valid gzip")
 
 
 @pytest.mark.parametrize(
@@ -346,3 +423,67 @@ def test_a_puzzle_process_that_died_is_replaced_and_the_next_puzzle_is_solved(ap
         assert_error(response, 503, "died")
         time.sleep(0.1)
     assert response.json()["status"] == "solved" and backend.pool.pids() != [pid]
+
+
+@pytest.fixture(scope="module")
+def bounded() -> Iterator[Backend]:
+    """An embedded backend that keeps at most two jobs."""
+    client = BatchClient(None, workers=1, daemon=True)
+    client.pool.start()
+    backend = Backend(client, PuzzlePool(1), ServeSettings(max_jobs_kept=2))
+    yield backend
+    backend.close()
+
+
+def test_an_embedded_server_keeps_its_bounds_dropping_the_oldest_finished_jobs_and_says_so(
+    bounded, monkeypatch
+):
+    import web.backend
+    import web.retention
+
+    trims: list[int] = []
+    monkeypatch.setattr(web.backend, "release_memory", lambda: trims.append(1))
+    with TestClient(create_app(bounded), base_url=LOCAL) as api:
+        jobs = []
+        for k in range(3):
+            jobs.append(
+                api.post("/api/jobs", params={"name": f"c{k}.txt"}, content=LINES[k].encode()).json()["job"]
+            )
+            wait_done(api, jobs[-1])
+        assert [r["job"] for r in api.get("/api/jobs").json()] == [jobs[2], jobs[1]]  # newest first
+        kept = api.get("/api/limits").json()
+        assert (kept["max_jobs_kept"], kept["jobs_kept"], kept["dropped_total"]) == (2, 2, 1)
+        assert (kept["dropped"][0]["job"], kept["dropped"][0]["name"], kept["dropped"][0]["why"]) == (
+            jobs[0],
+            "c0.txt",
+            "jobs",
+        )
+        assert_error(api.get(f"/api/jobs/{jobs[0]}"), 410, "keeps at most 2 jobs")
+        assert "was dropped" in api.get(f"/jobs/{jobs[0]}").text and trims
+        monkeypatch.setattr(
+            web.retention, "resident_mb", lambda: 5000.0
+        )  # past 1,024 MB: only the newest stays
+        assert [r["job"] for r in api.get("/api/jobs").json()] == [jobs[2]]
+        assert api.get("/api/limits").json()["dropped"][0] | {"at": 0} == {
+            "job": jobs[1],
+            "name": "c1.txt",
+            "why": "memory",
+            "at": 0,
+        }
+        before = len(trims)
+        api.delete(f"/api/jobs/{jobs[2]}")
+        assert len(trims) == before + 1  # a purge hands the freed memory back too
+
+
+def test_the_bound_never_drops_a_running_job_or_the_newest():
+    from web.retention import Retention
+
+    rows = [
+        {"job": "a", "name": "a", "phase": "solving", "created": 1.0},
+        {"job": "b", "name": "b", "phase": "done", "created": 2.0},
+        {"job": "c", "name": "c", "phase": "done", "created": 3.0},
+    ]
+    keep_one = Retention(max_jobs=1, max_memory_mb=1 << 20)
+    assert keep_one.over(rows) == (rows[1], "jobs")
+    assert keep_one.over([rows[0], rows[2]]) is None  # a running job and the newest: nothing can go
+    assert Retention(max_jobs=10, max_memory_mb=1 << 20).over(rows) is None

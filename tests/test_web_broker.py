@@ -11,7 +11,8 @@ from starlette.testclient import TestClient
 from client.batch import BatchClient
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
-from tests.conftest import SAMPLE
+from pipeline.solve import solve_chunk
+from tests.conftest import SAMPLE, chunk_task
 from web.app import create_app
 from web.backend import Backend
 from web.pool import PuzzlePool
@@ -97,6 +98,17 @@ def test_a_single_puzzle_through_the_broker_is_a_record_and_leaves_no_job_behind
     assert set(backend.client.store.job_ids(1000)) <= before
 
 
+def test_new_solution_through_the_broker_answers_a_grid_not_shown(served, workers):
+    api, _ = served
+    sparse = next(s.puzzle for s in samples() if "not unique" in s.name)
+    shown: list[str] = []
+    for seed in (0, 5, 6):
+        body = {"puzzle": sparse, "portfolio": "sat", "seed": seed, "time_limit": 5, "exclude": shown}
+        record = api.post("/api/solve", json=body).json()
+        assert record["status"] == "solved" and record["solution"] not in shown, record
+        shown.append(record["solution"])
+
+
 def test_job_ids_scan_only_job_metadata_keys_and_never_use_keys(fake_redis, monkeypatch):
     settings = ClientSettings()
     store = RedisJobStore(fake_redis, settings)
@@ -112,3 +124,26 @@ def test_job_ids_scan_only_job_metadata_keys_and_never_use_keys(fake_redis, monk
     odd = RedisJobStore(fake_redis, ClientSettings(key_prefix="s*b"))
     odd.create("abcdef0123456789", {"created": "1"})
     assert odd.job_ids(100) == ["abcdef0123456789"]  # the prefix's `*` is no wildcard
+
+
+def test_a_job_whose_producer_died_is_listed_stopped_with_its_resume_command_and_its_rate(
+    fake_redis, monkeypatch
+):
+    import types
+
+    import client.redis_store
+
+    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    backend = Backend(BatchClient("redis://fake:6379/0"), types.SimpleNamespace(), ServeSettings())
+    job, created = "5b" * 16, time.time() - 3600  # its producer beat last 10 s after it started
+    meta = {"created": f"{created:.3f}", "inputs": "big.txt", "state": "producing", "submitted": "5"}
+    meta |= {"producer_beat": f"{created + 10:.3f}", "checkpoint": '{"index": 5, "chunks": 1, "tail": ""}'}
+    backend.client.store.create(job, meta)
+    result = solve_chunk(chunk_task(job, LINES[:5]))
+    result.header.stats.end = created + 10.0
+    backend.client.store.put_result(job, result)
+    row = backend.job(job)
+    assert (row["phase"], row["submission"], row["checkpoint"]) == ("stopped", "stopped", 5)
+    assert row["resume"] == f"sudoku-batch submit --resume {job} big.txt --broker URL"
+    assert row["rate"] == pytest.approx(0.5, rel=0.01)  # 5 puzzles in its 10 s, not in the hour since
+    assert [r["phase"] for r in backend.list_jobs()] == ["stopped"]

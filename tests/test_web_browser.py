@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -22,6 +23,7 @@ import pytest
 from solvers import is_solution, parse_puzzle
 from tests.conftest import REPO, SAMPLE, SCREENSHOTS
 from tests.test_interrupts import kill_session, start, wait_until_gone
+from tests.test_portfolio import FRISCH
 from tests.test_web_serve import free_port, wait_served
 from web.puzzles import samples
 
@@ -130,7 +132,9 @@ def test_a_puzzle_typed_into_the_grid_is_solved_on_the_page(browser, server):
     assert "solved" in browser.find_element(By.ID, "message").text
     screenshot(browser, "solve.png")
     line = browser.find_element(By.ID, "line")  # a pasted line, loaded with Enter: a 16x16 grid
+    assert line.get_attribute("value") == PUZZLE  # the line field says what the grid holds
     sixteen = next(s.puzzle for s in samples() if s.box == "4x4")
+    line.clear()
     line.send_keys(sixteen + Keys.ENTER)
     wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#grid input")) == 256, what="a 16x16 grid")
     six = next(s.puzzle for s in samples() if s.box == "2x3")  # pasted into a cell: a 6x6 grid, 2x3 boxes
@@ -175,5 +179,227 @@ def test_a_running_jobs_page_shows_its_progress_advance(browser, server):
     wait_for(lambda: browser.find_element(By.ID, "phase").text == "done", timeout=90, what="the job's end")
     assert browser.find_element(By.ID, "progress-text").text.startswith("24 / 24")
     assert "every result is stored" in browser.find_element(By.ID, "results-note").text
+    times = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#times td:nth-child(2)")]
+    assert len(times) == 4 and all(re.fullmatch(r"\d{1,3}(\.\d{1,2})? (us|ms|s)", t) for t in times), times
+    screenshot(browser, "job-done.png")
     browser.get(f"{server}/jobs")
     wait_for(lambda: job[:8] in browser.find_element(By.ID, "jobs").text, what="the job in the list")
+    workers = wait_for(lambda: browser.find_element(By.ID, "workers").text, what="the workers panel")
+    assert "(jobs)" in workers and "(single puzzles)" in workers and "jobs: jobs" not in workers, workers
+    assert "null" not in workers and "undefined" not in browser.find_element(By.TAG_NAME, "main").text
+    note = wait_for(lambda: browser.find_element(By.ID, "limits-note").text, what="the server's bounds")
+    bounds = r"This server keeps at most 50 jobs and 1,024 MB of memory \(now 1 job, [\d,]+ MB\)"
+    assert re.match(bounds, note), note
+    screenshot(browser, "jobs.png")
+
+
+NUMBERS = [0, 1, 2.0, 2.456, 0.002455, 9.996, 45.61, 99.96, 123.4, 8035, 12345.6, 1234567, 3.5e-7]
+
+
+def test_the_page_writes_numbers_as_the_summary_and_the_report_do(browser, server):
+    from client import numbers
+
+    browser.get(f"{server}/jobs")
+    wait_for(lambda: browser.execute_script("return typeof sig === 'function'"), what="common.js")
+    script = "return arguments[0].map((v) => [sig(v), duration(v), count(Math.round(v)), rate(v)])"
+    seen = browser.execute_script(script, NUMBERS)
+    expected = [
+        [numbers.sig(v), numbers.duration(v), numbers.count(round(v)), numbers.per_second(v)] for v in NUMBERS
+    ]
+    assert seen == expected
+    resume = "sudoku-batch submit --resume 5b5b big.txt --broker URL"
+    stopped = {"phase": "stopped", "done": 53721, "submitted": 53721, "total": None, "checkpoint": 53721,
+               "producer_silent_s": 600, "resume": resume}  # fmt: skip
+    assert browser.execute_script("return progressText(arguments[0])", stopped) == (
+        "53,721 / 53,721+ (submission stopped)"
+    )
+    assert browser.execute_script("return resumeText(arguments[0])", stopped) == (
+        "The submission stopped after 53,721 puzzles, its producer silent for 10 min 0 s; "
+        f"resume it: {resume}"
+    )
+
+
+INK = "rgb(29, 39, 51)"  # --ink in style.css: box borders and the grid's outer border
+MEASURE = """
+const grid = document.getElementById("grid");
+const box = grid.getBoundingClientRect(), style = getComputedStyle(grid);
+const cells = [...grid.querySelectorAll("input")].map((c) => {
+  const r = c.getBoundingClientRect(), s = getComputedStyle(c);
+  return [r.left, r.top, r.width, r.height, parseFloat(s.borderRightWidth), parseFloat(s.borderBottomWidth),
+          s.borderRightColor, s.borderBottomColor];
+});
+return {box: [box.left, box.top, box.width, box.height],
+        border: ["Left", "Right", "Top", "Bottom"].map((k) => [parseFloat(style["border" + k + "Width"]),
+                                                              style["border" + k + "Color"]]),
+        cells: cells, scrollWidth: document.documentElement.scrollWidth};
+"""
+
+
+def check_geometry(seen: dict, rows: int, cols: int) -> None:
+    """Square cells tiling the grid inside its border, thin lines inside a box, thick ones on its edges."""
+    n = rows * cols
+    cells = seen["cells"]
+    assert len(cells) == n * n
+    left, top, width, height = seen["box"]
+    assert all(w >= 2 and color == INK for w, color in seen["border"]), seen[
+        "border"
+    ]  # the outer border whole
+    side = cells[0][2]
+    inner = left + seen["border"][0][0], top + seen["border"][2][0]
+    for i, (x, y, w, h, right, bottom, right_color, bottom_color) in enumerate(cells):
+        r, c = divmod(i, n)
+        assert abs(w - h) <= 1 and abs(w - side) <= 0.5, (rows, cols, r, c, w, h)  # square, all alike
+        assert abs(x - (inner[0] + c * side)) <= 0.5 and abs(y - (inner[1] + r * side)) <= 0.5, (r, c)
+        for k, width_px, color, edge in ((c, right, right_color, cols), (r, bottom, bottom_color, rows)):
+            if k == n - 1:
+                assert width_px == 0  # the grid's own border is the last line
+            elif (k + 1) % edge == 0:
+                assert width_px == 2 and color == INK, (rows, cols, r, c)  # a box's edge
+            else:
+                assert width_px == 1 and color != INK, (rows, cols, r, c)
+    assert abs(left + width - seen["border"][1][0] - (inner[0] + n * side)) <= 0.5  # the last column ends
+    assert abs(top + height - seen["border"][3][0] - (inner[1] + n * side)) <= 0.5  # at the border, inside
+
+
+def test_every_grid_from_4x4_to_64x64_has_square_cells_and_every_box_border_visible(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.set_window_size(1280, 1100)
+    browser.get(server + "/")
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#grid input")) == 81, what="the grid")
+    boxes = [o.get_attribute("value") for o in Select(browser.find_element(By.ID, "box")).options]
+    assert boxes == ["2x2", "2x3", "2x4", "3x3", "3x4", "4x4", "5x5", "6x6", "7x7", "8x8"]
+    for text in boxes:
+        rows, cols = map(int, text.split("x"))
+        Select(browser.find_element(By.ID, "box")).select_by_value(text)
+        wait_for(lambda t=text: browser.find_element(By.ID, "grid").get_attribute("data-box") == t, what=text)
+        seen = browser.execute_script(MEASURE)
+        check_geometry(seen, rows, cols)
+        assert seen["scrollWidth"] <= 1280, text  # no grid is wider than the window
+        if text in ("2x3", "3x3", "5x5", "8x8"):
+            screenshot(browser, f"grid-{rows * cols}x{rows * cols}.png")
+    sample = next(s for s in samples() if s.box == "3x4")  # a filled-in 12x12 (3x4 boxes) stays square
+    Select(browser.find_element(By.ID, "sample")).select_by_visible_text(sample.name)
+    wait_for(lambda: browser.find_element(By.ID, "grid").get_attribute("data-box") == "3x4", what="12x12")
+    check_geometry(browser.execute_script(MEASURE), 3, 4)
+
+
+BIG_SEED = "3232294954710345700"  # past 2^53: as a JSON number a browser reads 3232294954710345728
+
+
+def test_the_line_and_sample_fields_follow_the_grid_and_a_random_puzzles_seed_replays_it(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server + "/")
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#grid input")) == 81, what="the grid")
+    sample, line = Select(browser.find_element(By.ID, "sample")), browser.find_element(By.ID, "line")
+    big = next(s for s in samples() if s.box == "5x5")
+    sample.select_by_visible_text(big.name)
+    wait_for(lambda: line.get_attribute("value") == big.puzzle, what="the sample's line")
+    line.clear()  # a 9x9 line loaded: the sample no longer names the grid
+    line.send_keys(PUZZLE + "\n")
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#grid input")) == 81, what="the 9x9 grid")
+    assert sample.first_selected_option.get_attribute("value") == "" and line.get_attribute("value") == PUZZLE
+    sample.select_by_visible_text(big.name)
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#grid input")) == 625, what="25x25")
+    browser.find_elements(By.CSS_SELECTOR, "#grid input")[0].send_keys("7")  # an edit: no longer the sample
+    assert sample.first_selected_option.get_attribute("value") == ""
+    assert line.get_attribute("value") == "7" + big.puzzle[1:]
+    Select(browser.find_element(By.ID, "box")).select_by_value("2x3")
+    seed = browser.find_element(By.ID, "random-seed")
+    seed.send_keys(BIG_SEED)
+    message = browser.find_element(By.ID, "message")
+    made: list[str] = []
+    for _ in range(2):  # the same seed twice: the same puzzle
+        browser.execute_script("document.getElementById('message').textContent = ''")
+        browser.find_element(By.ID, "random").click()
+        wait_for(lambda: "seed" in message.text, what="a random puzzle")
+        assert message.text.endswith(f"seed {BIG_SEED}"), message.text  # as typed, not rounded
+        made.append(line.get_attribute("value"))
+        assert sample.first_selected_option.get_attribute("value") == ""
+    with urllib.request.urlopen(f"{server}/api/random?box=2x3&seed={BIG_SEED}", timeout=30) as answer:
+        replayed = json.loads(answer.read())
+    assert made[0] == made[1] == replayed["puzzle"] and replayed["seed"] == BIG_SEED
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#grid input")) == 36
+    screenshot(browser, "random.png")
+
+
+MANY = next(s.puzzle for s in samples() if "not unique" in s.name)  # 17 random givens: many solutions
+
+
+def solve_on_page(browser, button: str, before: str) -> str:
+    """Press Solve or New solution; the message once the answer came (it differs from `before`)."""
+    from selenium.webdriver.common.by import By
+
+    message = browser.find_element(By.ID, "message")
+    browser.find_element(By.ID, button).click()
+    return wait_for(
+        lambda: (t := message.text) != before and not t.startswith("solving") and t,
+        timeout=60,
+        what="the answer",
+    )
+
+
+def test_new_solution_shows_another_grid_each_press_and_says_when_the_puzzle_has_only_one(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.set_window_size(1280, 1100)
+    browser.get(server + "/")
+    line = wait_for(lambda: browser.find_element(By.ID, "line"), what="the page")
+    line.send_keys(MANY + "\n")
+    Select(browser.find_element(By.ID, "portfolio")).select_by_value("race")
+    said = solve_on_page(browser, "solve", "")
+    grids: list[str] = []
+    for k in range(4):
+        cells = browser.find_elements(By.CSS_SELECTOR, "#grid input")
+        grids.append("".join(c.get_attribute("value") for c in cells))
+        assert is_solution(parse_puzzle(MANY), parse_puzzle(grids[-1]).givens), said
+        if k:
+            assert said == f"another solution ({k + 1} shown so far)", said
+        if k < 3:
+            said = solve_on_page(browser, "again", said)
+    assert len(set(grids)) == 4
+    screenshot(browser, "new-solution.png")
+    line.clear()
+    line.send_keys(PUZZLE + "\n")  # a unique puzzle: New solution says so
+    said = solve_on_page(browser, "solve", said)
+    said = solve_on_page(browser, "again", said)
+    assert said == "this puzzle has exactly one solution: it is shown"
+
+
+def test_the_race_shows_one_row_per_solver_winner_first_and_its_raw_counters_behind_details(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.set_window_size(1280, 1500)  # the grid and the answer below it
+    browser.get(server + "/")
+    line = wait_for(lambda: browser.find_element(By.ID, "line"), what="the page")
+    browser.execute_script("arguments[0].value = arguments[1]", line, FRISCH)  # no member solves it in 2 s
+    browser.find_element(By.ID, "load").click()
+    Select(browser.find_element(By.ID, "portfolio")).select_by_value("race")
+    limit = browser.find_element(By.ID, "time-limit")
+    limit.clear()
+    limit.send_keys("2")
+    solve_on_page(browser, "solve", "")
+    status = browser.find_element(By.ID, "a-status").text
+    assert status in ("solved", "approximate")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#a-members tr")
+    texts = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+    winner = browser.find_element(By.ID, "a-solver").text
+    assert 5 <= len(rows) <= 8 and texts[0][0] == winner and "winner" in rows[0].get_attribute("class")
+    assert not any("running" in t for row in texts for t in row), texts
+    assert all(t[5] for t in texts) and any(
+        t[5] in ("time limit", "another solver answered first") for t in texts
+    )
+    details = browser.find_element(By.ID, "a-details")
+    assert (
+        details.get_attribute("open") is None and not browser.find_element(By.ID, "a-counters").is_displayed()
+    )
+    screenshot(browser, "counters.png")
+    details.find_element(By.TAG_NAME, "summary").click()
+    raw = browser.find_elements(By.CSS_SELECTOR, "#a-counters tr")
+    assert len(raw) > len(rows) and browser.find_element(By.ID, "a-counters").is_displayed()
+    assert not any('"' in td.text for td in browser.find_elements(By.CSS_SELECTOR, "#a-counters td"))

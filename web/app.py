@@ -25,11 +25,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from client import numbers
 from solvers.generator import random_seed
+from web import another
+from web.another import MAX_EXCLUDE, excluded_grids
 from web.backend import Backend, check_job_id
 from web.errors import ApiError, on_api_error, on_http_error, on_unexpected
 from web.guard import Guard
-from web.puzzles import LEVELS, MAX_RANDOM_SEED, RANDOM_BOXES, random_puzzle, samples
+from web.puzzles import BOXES, LEVELS, MAX_RANDOM_SEED, RANDOM_BOXES, random_puzzle, samples
 from web.settings import ServeSettings
 from web.solving import MAX_OPTION_CHARS, SolveRequest, check_portfolio, check_request
 
@@ -53,12 +56,14 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
     templates.env.globals.update(embedded=backend.embedded, settings=settings)
+    for name in ("count", "duration", "per_second"):  # numbers as the scripts write them
+        templates.env.filters[name] = getattr(numbers, name)
 
     async def solve_page(request: Request) -> Response:
         context = {
             "samples": samples(),
             "levels": LEVELS,
-            "boxes": RANDOM_BOXES,
+            "boxes": BOXES,
             "portfolios": portfolios(),
         }
         return templates.TemplateResponse(request, "solve.html", context)
@@ -81,20 +86,28 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         return templates.TemplateResponse(request, "plots.html", {"figures": figures})
 
     async def api_solve(request: Request) -> Response:
-        body = await read_body(request, settings.max_puzzle_chars + MAX_JSON_BYTES_OVER_PUZZLE)
+        most = settings.max_puzzle_chars * (1 + MAX_EXCLUDE) + MAX_JSON_BYTES_OVER_PUZZLE  # grids shown too
+        body = await read_body(request, most)
         try:
             req = SolveRequest.model_validate(parse_json(body))
         except ValidationError as exc:
             raise ApiError(422, validation_reason(exc)) from None
         checked = check_request(req, settings)
-        return JSONResponse(await backend.solver.solve(checked))
+        shown = excluded_grids(req.exclude, checked.box, settings.max_puzzle_chars)
+        record = await backend.solver.solve(checked)
+        if req.exclude:
+            record = await another.answer(
+                backend.pool, record, shown, checked.text, checked.box, checked.seed, checked.time_limit
+            )
+        return JSONResponse(record)
 
     async def api_random(request: Request) -> Response:
 
         q = request.query_params
         box = q.get("box", "3x3")
         if box not in RANDOM_BOXES:
-            raise ApiError(422, f"box {box[:20]!r}: choose one of {', '.join(RANDOM_BOXES)}")
+            why = " (a unique 64x64 takes a minute: `sudoku-batch generate --box 8x8`)" * (box in BOXES)
+            raise ApiError(422, f"box {box[:20]!r}: choose one of {', '.join(RANDOM_BOXES)}{why}")
         level = q.get("level") or None
         if level is not None and level not in LEVELS:
             raise ApiError(422, f"level {level[:20]!r}: choose one of {', '.join(LEVELS)}")
@@ -147,6 +160,9 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
     def api_workers(request: Request) -> Response:
         return JSONResponse(backend.workers())
 
+    def api_limits(request: Request) -> Response:
+        return JSONResponse(backend.limits())
+
     routes = [
         Route("/", solve_page),
         Route("/jobs", jobs_page),
@@ -161,6 +177,7 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         Route("/api/jobs/{job}", api_purge, methods=["DELETE"]),
         Route("/api/jobs/{job}/results", api_results),
         Route("/api/workers", api_workers),
+        Route("/api/limits", api_limits),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_error}
@@ -218,7 +235,7 @@ def int_param(text: str | None, name: str, least: int, most: int) -> int | None:
     """An integer query parameter in [least, most]; None when absent; 422 otherwise."""
     if text in (None, ""):
         return None
-    if not text.isdigit() or len(text) > 20 or not least <= int(text) <= most:
+    if not (text.isascii() and text.isdigit()) or len(text) > 20 or not least <= int(text) <= most:
         raise ApiError(422, f"{name} {text[:24]!r}: must be a whole number from {least} to {most}")
     return int(text)
 

@@ -13,24 +13,26 @@ import io
 import re
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
+from client.args import resume_command
 from client.batch import BatchClient, Job
+from client.reader import TooLarge, read_upload
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
 from pipeline.render.csv_text import HEADER, render_csv
+from pipeline.tasks import DEFAULT_TIME_LIMIT_S
 from web.errors import ApiError
 from web.pool import PuzzlePool
+from web.retention import Retention, release_memory
 from web.settings import ServeSettings
 from web.solving import JOB_ID_PATTERN, BrokerSolver, LocalSolver
 
 JOB_ID = re.compile(JOB_ID_PATTERN)
 IDS_FRESH_S = 2.0  # the broker's job list is scanned at most this often, however many pages poll it
 MAX_NAME_CHARS = 200
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 def check_job_id(job: str) -> str:
@@ -51,6 +53,9 @@ class Backend:
         self._jobs: dict[str, Job] = {}  # submitted here (embedded: every job there is)
         self._lock = threading.Lock()
         self._ids: tuple[float, list[str]] = (0.0, [])
+        # embedded jobs live in this process: at most so many, within so much memory (`web.retention`)
+        bounds = Retention(settings.max_jobs_kept, settings.max_memory_mb)
+        self.retention = bounds if client.embedded else None
 
     @property
     def embedded(self) -> bool:
@@ -67,25 +72,52 @@ class Backend:
             return list(ids)
 
     def list_jobs(self) -> list[dict[str, Any]]:
-        """Every job's row for the jobs page, newest first (a job purged meanwhile is left out)."""
+        """Every job's row for the jobs page, newest first (a job purged meanwhile is left out);
+        embedded, the oldest finished jobs beyond the server's bounds are dropped first."""
         rows = [self._row(job) for job in self.job_ids()]
-        return sorted((r for r in rows if r is not None), key=lambda r: -r["created"])
+        kept = sorted((r for r in rows if r is not None), key=lambda r: -r["created"])
+        return self._bound(kept)
+
+    def _bound(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Drop the oldest finished jobs while the kept ones pass a bound; the rows left."""
+        if self.retention is None:
+            return rows
+        while (chosen := self.retention.over(rows)) is not None:
+            row, why = chosen
+            self._drop(row["job"])
+            self.retention.note(row, why)
+            rows = [r for r in rows if r is not row]
+        return rows
+
+    def _drop(self, job: str) -> None:
+        """Delete a finished job and hand the memory it held back to the system."""
+        with self._lock:
+            self._jobs.pop(job, None)
+            self._ids = (0.0, [])
+        self.client.job(job).purge()
+        release_memory()
+
+    def limits(self) -> dict[str, Any]:
+        """What the server keeps (embedded: its bounds, what it keeps now, what went); {} with a broker."""
+        if self.retention is None:
+            return {}
+        return self.retention.state(len(self.list_jobs()))
 
     def _row(self, job: str) -> dict[str, Any] | None:
         meta = self.client.store.meta(job)
         if "created" not in meta:
             return None
         status = self.client.store.status(job)
-        return _row(status, meta)
+        return _row(status, meta, self.embedded)
 
     def job(self, job: str) -> dict[str, Any]:
         """A job's page data: its row, summary (wins, percentiles, costs, cactus), what results are stored."""
         check_job_id(job)
         meta = self.client.store.meta(job)
         if "created" not in meta:
-            raise ApiError(404, f"no job {job} (never created, purged, or expired)")
+            raise self._missing(job)
         status = self.client.store.status(job)
-        row = _row(status, meta)
+        row = _row(status, meta, self.embedded)
         summary = self._summary(job)
         data = summary.as_dict()
         row["summary"] = {
@@ -102,6 +134,17 @@ class Backend:
         row["results"] = self._availability(job, row)
         return row
 
+    def _missing(self, job: str) -> ApiError:
+        """Why a job is not here: dropped by the server's bound (410, said so), or unknown (404)."""
+        gone = self.retention.was_dropped(job) if self.retention is not None else None
+        if self.retention is None or gone is None:
+            return ApiError(404, f"no job {job} (never created, purged, or expired)")
+        when = time.strftime("%H:%M:%S", time.localtime(gone.at))
+        return ApiError(
+            410, f"job {job} ({gone.name}) was dropped at {when}: this server keeps at most "
+            f"{self.retention.bound(gone.why)} (--max-jobs-kept, --max-memory-mb), oldest finished first",
+        )  # fmt: skip
+
     def _summary(self, job: str) -> Summary:
         summary = Summary()
         for stats in self.client.store.stats(job):
@@ -112,7 +155,7 @@ class Backend:
         """The job's plots as inline SVG, by title (labels escaped by `client.svg_chart`)."""
         check_job_id(job)
         if "created" not in self.client.store.meta(job):
-            raise ApiError(404, f"no job {job} (never created, purged, or expired)")
+            raise self._missing(job)
         return plots(self._summary(job))
 
     def _answered(self, job: str) -> list[int]:
@@ -149,7 +192,7 @@ class Backend:
         """
         check_job_id(job)
         if "created" not in self.client.store.meta(job):
-            raise ApiError(404, f"no job {job} (never created, purged, or expired)")
+            raise self._missing(job)
         if self.client.store.meta(job).get("kind", "solve") != "solve":
             raise ApiError(404, f"job {job} is a generate run: it has no records")
         answered = self._answered(job)
@@ -180,6 +223,8 @@ class Backend:
         if not text.strip():
             raise ApiError(422, "the upload holds no puzzle")
         name = (name or "upload")[:MAX_NAME_CHARS]
+        if time_limit is None:  # the command line's default, within this server's cap
+            time_limit = min(DEFAULT_TIME_LIMIT_S, self.settings.max_time_limit)
         try:
             job = self.client.submit_inputs(
                 [(name, io.BytesIO(text))], time_limit=time_limit, portfolio=portfolio, box=box,
@@ -190,21 +235,22 @@ class Backend:
         with self._lock:
             self._jobs[job.id] = job
             self._ids = (0.0, [])  # list it at once
+        if self.retention is not None:
+            self.list_jobs()  # room for it: the oldest finished jobs past a bound go now
         return job.id
 
     def _inflate(self, data: bytes) -> bytes:
-        """The upload's text: gunzipped when it is gzip, never beyond `max_upload_bytes` (413 past it)."""
+        """The upload's text, unpacked by the command line's reader (every member of a multi-member
+        gzip), never beyond `max_upload_bytes` (413 past it; 422 for broken gzip)."""
         most = self.settings.max_upload_bytes
-        if not data.startswith(GZIP_MAGIC):
-            return data
-        out = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            text = out.decompress(data, most + 1)
-        except zlib.error as exc:
-            raise ApiError(422, f"the upload is not valid gzip: {exc}") from None
-        if len(text) > most or out.unconsumed_tail:
-            raise ApiError(413, f"the upload unpacks to more than {most:,} bytes, the most this server takes")
-        return text
+            return read_upload(data, most)
+        except TooLarge:
+            raise ApiError(
+                413, f"the upload unpacks to more than {most:,} bytes, the most this server takes"
+            ) from None
+        except ValueError as exc:
+            raise ApiError(422, f"the upload is {exc}") from None
 
     def purge(self, job: str) -> int:
         """Stop a job (workers solving it stop) and delete it; the number of keys or entries removed."""
@@ -215,6 +261,7 @@ class Backend:
         if mine is not None:
             mine.cancel(wait=2.0)  # stop reading its input first
         removed = self.client.job(job).purge()
+        release_memory()  # else the freed results stay in the heap: the server's size would not fall
         if not removed and mine is None:
             raise ApiError(404, f"no job {job} (never created, purged, or expired)")
         return removed
@@ -251,17 +298,24 @@ class Backend:
         self.client.close()
 
 
-def _row(status: JobStatus, meta: dict[str, str]) -> dict[str, Any]:
-    """A job's summary row: what the jobs list shows."""
+def _row(status: JobStatus, meta: dict[str, str], embedded: bool) -> dict[str, Any]:
+    """A job's summary row: what the jobs list shows. A submission whose producer died or failed
+    is `stopped` (as `status` says it), with the command that resumes it when one can (a broker's)."""
     kind = meta.get("kind", "solve")
     options = {k: meta[k] for k in ("time_limit", "portfolio", "box") if meta.get(k)}
+    stopped = status.submission == "stopped"
+    resume = resume_command(status.job, status.inputs) if stopped and not embedded else None
     return {
         "job": status.job,
         "kind": kind,
         "name": ", ".join(status.inputs) or kind,
         "created": float(meta.get("created") or 0.0),
         "options": options,
-        "phase": _phase(status, meta),
+        "phase": "stopped" if stopped and status.phase == "submitting" else _phase(status, meta),
+        "submission": status.submission,
+        "checkpoint": status.checkpoint,
+        "producer_silent_s": status.producer_silent_s,
+        "resume": resume,
         "total": status.total,
         "submitted": status.submitted,
         "done": status.done,

@@ -19,7 +19,8 @@ CLASSIC_LINES = (  # (line of client/samples/sample.txt, name): see its ATTRIBUT
     (146, "9x9 hardest (Norvig's hardest)"),
     (157, "9x9 diabolical (sudoku-exchange bank)"),
 )
-RANDOM_BOXES = ("2x2", "2x3", "2x4", "3x3", "3x4", "4x4", "5x5")  # the page's grid sizes, 4x4 to 25x25
+BOXES = ("2x2", "2x3", "2x4", "3x3", "3x4", "4x4", "5x5", "6x6", "7x7", "8x8")  # the grids: 4x4 to 64x64
+RANDOM_BOXES = BOXES[:-1]  # a unique 64x64 puzzle takes 40-60 s of CPU to make: `sudoku-batch generate`
 MAX_RANDOM_SEED = 2**63
 
 
@@ -49,18 +50,21 @@ def samples() -> tuple[Sample, ...]:
 def random_puzzle(box: str, level: str | None, seed: int) -> dict[str, object] | None:
     """A unique puzzle for `box` (of `level` when given) from `seed`; None when no candidate had the level.
 
+    The seed goes back as a decimal string: a JSON number past 2^53 reaches a browser rounded
+    (3232294954710345700 was 3232294954710345728 there), and the rounded seed is another puzzle.
+
     Runs in a puzzle process. The candidates tried are bounded (more for small grids, where
     each costs microseconds), so an impossible level (there are no `hard` 4x4 puzzles) ends.
     """
     shape = Box.parse(box)
-    attempts = 50 if shape.n <= 12 else 10
+    attempts = 50 if shape.n <= 12 else 10 if shape.n <= 25 else 1  # one 49x49 candidate: ~4 s
     levels = {level} if level else None
     found = generate_chunk(shape, 1, seed, unique=True, difficulty=levels, attempts=attempts)
     if not found:
         return None
     g = found[0]
     puzzle = format_grid(g.puzzle, shape)
-    return {"puzzle": puzzle, "box": box, "level": g.level, "clues": g.clues, "seed": seed}
+    return {"puzzle": puzzle, "box": box, "level": g.level, "clues": g.clues, "seed": str(seed)}
 
 
 LEVELS = LEVEL_NAMES

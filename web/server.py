@@ -10,14 +10,18 @@ process holds PR_SET_PDEATHSIG (`client.processes`).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import math
 import os
 import socket
 import sys
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
 from client.config import ClientSettings, mask_url
+from client.interrupts import interrupting
 from client.serve_args import TOKEN_ENV as TOKEN_ENV  # re-exported: the serve options live in client
 from client.serve_args import add_arguments as add_arguments
 from web.settings import ServeSettings
@@ -29,6 +33,8 @@ FLAGS = {  # settings field -> the option that sets it, for errors
     "token": f"--token (or {TOKEN_ENV})",
     "max_time_limit": "--max-time-limit",
     "max_upload_bytes": "--max-upload-mb",
+    "max_jobs_kept": "--max-jobs-kept",
+    "max_memory_mb": "--max-memory-mb",
 }
 
 
@@ -43,6 +49,8 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
             token=token,
             max_time_limit=args.max_time_limit,
             max_upload_bytes=int(upload) if math.isfinite(upload) else 0,
+            max_jobs_kept=args.max_jobs_kept,
+            max_memory_mb=args.max_memory_mb,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -81,6 +89,8 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             )
         )
+        stopping = lambda: server.should_exit or interrupting()  # noqa: E731 - SIGHUP is not uvicorn's
+        logging.getLogger("uvicorn.error").addFilter(ShutdownNoise(stopping))
         where = f"broker {mask_url(url)}" if url else "embedded (local processes)"
         shown = f"[{config.host}]" if ":" in config.host else config.host
         address = f"http://{shown}:{sock.getsockname()[1]}/"
@@ -98,6 +108,24 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
                 pool.close()
             client.kill()
             client.close()
+
+
+class ShutdownNoise(logging.Filter):
+    """Keep out of the log what uvicorn says of requests a shutdown cuts off: their tasks' CancelledError
+    tracebacks (68 lines each) and the count of them. The command's one line (`interrupted (SIGTERM),
+    exit 143`) says why the server stopped; the clients see their connection close."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        super().__init__()
+        self.stopping = stopping
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.stopping():
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, asyncio.CancelledError):
+            return False
+        return not record.getMessage().endswith("timeout graceful shutdown exceeded")
 
 
 def bind(host: str, port: int) -> socket.socket:

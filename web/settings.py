@@ -28,6 +28,8 @@ class ServeSettings(BaseModel):
     solve_processes: int = Field(default=1, ge=1, le=64)  # local processes for single puzzles
     max_pending: int = Field(default=8, ge=1, le=1000)  # single puzzles solving or waiting at once
     max_jobs_listed: int = Field(default=200, ge=1, le=10000)
+    max_jobs_kept: int = Field(default=50, ge=1, le=10000)  # embedded: jobs in memory, the oldest finished go
+    max_memory_mb: int = Field(default=1024, ge=1, le=1 << 20)  # embedded: the server's size that drops jobs
 
     @model_validator(mode="after")
     def _consistent(self) -> ServeSettings:

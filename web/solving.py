@@ -25,6 +25,7 @@ from pipeline.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the 
 from pipeline.tasks import ChunkTask, solver_seed
 from solvers.parse import parse_puzzle
 from solvers.puzzle import Box, PuzzleError, as_box
+from web.another import MAX_EXCLUDE
 from web.errors import ApiError
 from web.pool import PuzzlePool
 from web.settings import ServeSettings
@@ -44,6 +45,7 @@ class SolveRequest(BaseModel):
     time_limit: float | None = Field(default=None, gt=0)
     portfolio: str | None = Field(default=None, max_length=MAX_OPTION_CHARS)
     seed: int = Field(default=0, ge=0, lt=MAX_SEED)
+    exclude: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDE)  # "New solution": grids shown
 
 
 class Checked(BaseModel):

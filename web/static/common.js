@@ -1,4 +1,4 @@
-// Helpers shared by the jobs pages: JSON requests and table rows built from text nodes only.
+// Helpers shared by the pages: JSON requests, table rows built from text nodes only, numbers.
 "use strict";
 
 async function api(path, options) {
@@ -39,20 +39,48 @@ function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
 
-function rate(value) {
-  if (!value) return "0";
-  return value >= 10 ? Math.round(value).toLocaleString("en") : value.toPrecision(2);
+// Numbers as client/numbers.py writes them (the summary and the HTML report): counts with
+// separators, measured values to 3 significant digits in the unit that fits.
+function count(value) {
+  return value === null || value === undefined ? "-" : Math.round(value).toLocaleString("en");
 }
 
-function seconds(value) {
+function sig(value, digits) {
   if (value === null || value === undefined) return "-";
-  if (value < 60) return value.toFixed(value < 10 ? 1 : 0) + " s";
-  if (value < 3600) return Math.floor(value / 60) + " min " + Math.round(value % 60) + " s";
-  return Math.floor(value / 3600) + " h " + Math.round((value % 3600) / 60) + " min";
+  if (!Number.isFinite(value)) return String(value);
+  digits = digits || 3;
+  const rounded = Number(value.toPrecision(digits));
+  if (rounded === 0) return "0";
+  if (Math.abs(rounded) >= 100) return Math.round(value).toLocaleString("en");
+  const text = rounded.toFixed(Math.max(0, digits - 1 - Math.floor(Math.log10(Math.abs(rounded)))));
+  return text.includes(".") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
+}
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds < 0) return "-";
+  if (seconds === 0) return "0 s";
+  if (seconds < 1e-3) return sig(seconds * 1e6) + " us";
+  if (seconds < 1) return sig(seconds * 1e3) + " ms";
+  if (seconds < 59.95) return sig(seconds) + " s";
+  if (seconds < 3600) {
+    const whole = Math.round(seconds);
+    return Math.floor(whole / 60) + " min " + (whole % 60) + " s";
+  }
+  const minutes = Math.round(seconds / 60);
+  return Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+}
+
+function durationMs(ms) {
+  return ms === null || ms === undefined ? "-" : duration(ms / 1e3);
+}
+
+function rate(value) {
+  if (!value) return "0";
+  return value >= 10 ? Math.round(value).toLocaleString("en") : sig(value, 2);
 }
 
 function counts(map) {
-  const parts = Object.entries(map || {}).map(([k, v]) => k + " " + v.toLocaleString("en"));
+  const parts = Object.entries(map || {}).map(([k, v]) => k + " " + count(v));
   return parts.length ? parts.join(", ") : "none yet";
 }
 
@@ -67,6 +95,14 @@ function progressCell(job) {
 }
 
 function progressText(job) {
-  const total = job.total !== null && job.total !== undefined ? job.total : job.submitted + "+";
-  return job.done.toLocaleString("en") + " / " + total.toLocaleString("en");
+  // "N+" while the input is read; a submission whose producer stopped says so (the bar is full of
+  // what was read, not of the input)
+  const total = job.total !== null && job.total !== undefined ? count(job.total) : count(job.submitted) + "+";
+  return count(job.done) + " / " + total + (job.phase === "stopped" ? " (submission stopped)" : "");
+}
+
+function resumeText(job) {
+  const silent = job.producer_silent_s ? ", its producer silent for " + duration(job.producer_silent_s) : "";
+  const how = job.resume ? "; resume it: " + job.resume : "";
+  return "The submission stopped after " + count(job.checkpoint) + " puzzles" + silent + how;
 }

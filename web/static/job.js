@@ -20,16 +20,19 @@ function show(job) {
   bar.value = job.done;
   document.getElementById("progress-text").textContent = progressText(job) + " puzzles";
   document.getElementById("rate").textContent = rate(job.rate) + " puzzles/s";
-  document.getElementById("eta").textContent = job.phase === "done" ? "-" : seconds(job.eta_s);
-  document.getElementById("elapsed").textContent = seconds(job.elapsed_s);
-  document.getElementById("chunks").textContent = job.chunks_done + " / " + job.chunks_sent + " done";
+  document.getElementById("eta").textContent = job.phase === "done" ? "-" : duration(job.eta_s);
+  document.getElementById("elapsed").textContent = duration(job.elapsed_s);
+  document.getElementById("chunks").textContent = count(job.chunks_done) + " / " + count(job.chunks_sent) + " done";
   document.getElementById("error").textContent = job.error || "-";
-  table("counts", Object.entries(job.counts).map(([k, v]) => [k, v.toLocaleString("en")]));
-  table("wins", Object.entries(job.summary.wins).map(([k, v]) => [k, v.toLocaleString("en")]));
-  table("times", Object.entries(job.summary.time_ms).map(([k, v]) => [k, v.toPrecision(4)]));
+  const resume = document.getElementById("resume");
+  resume.hidden = job.phase !== "stopped";
+  resume.textContent = job.phase === "stopped" ? resumeText(job) : "";
+  table("counts", Object.entries(job.counts).map(([k, v]) => [k, count(v)]));
+  table("wins", Object.entries(job.summary.wins).map(([k, v]) => [k, count(v)]));
+  table("times", Object.entries(job.summary.time_ms).map(([k, v]) => [k, durationMs(v)]));
   document.getElementById("results-note").textContent = job.results.note;
   document.getElementById("downloads").hidden = job.results.stored === 0;
-  document.getElementById("problems-total").textContent = job.summary.problems_total;
+  document.getElementById("problems-total").textContent = count(job.summary.problems_total);
   document.getElementById("problems-section").hidden = !job.summary.problems_total;
   fill(document.getElementById("problems"), job.summary.problems.map((p) => row([cell(p.line), cell(p.status), cell(p.error)])));
 }

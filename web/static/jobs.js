@@ -16,10 +16,10 @@ async function refreshJobs() {
       const tr = row([
         (() => { const td = cell(""); td.replaceChildren(link("/jobs/" + job.job, job.job.slice(0, 8))); return td; })(),
         cell(job.name),
-        cell(job.phase, "phase " + job.phase),
+        (() => { const td = cell(job.phase, "phase " + job.phase); if (job.phase === "stopped") td.title = resumeText(job); return td; })(),
         progressCell(job),
         cell(rate(job.rate)),
-        cell(job.phase === "done" ? "-" : seconds(job.eta_s)),
+        cell(job.phase === "done" ? "-" : duration(job.eta_s)),
         cell(counts(job.counts)),
         cell(new Date(job.created * 1000).toLocaleString()),
       ]);
@@ -42,19 +42,43 @@ async function refreshWorkers() {
       note.textContent = data.workers.length + " live worker processes; " + data.queued + " chunk messages waiting in the queue.";
     }
     fill(body, data.workers.map((w) => {
-      let solving;
-      if (data.mode === "embedded") {
-        solving = cell(w.role + (w.solving.length ? ": jobs " + w.solving.map((j) => j.slice(0, 8)).join(", ") : ": idle"));
-      } else if (w.job) {
-        solving = cell("");
-        solving.replaceChildren(link("/jobs/" + w.job, w.job.slice(0, 8)), document.createTextNode(" chunk " + w.chunk));
-      } else {
-        solving = cell("idle");
+      const jobs = data.mode === "embedded" ? w.solving : w.job ? [w.job] : [];
+      const solving = cell(jobs.length ? "" : "idle");
+      jobs.forEach((job, k) => {
+        if (k) solving.appendChild(document.createTextNode(", "));
+        solving.appendChild(link("/jobs/" + job, "job " + job.slice(0, 8)));
+      });
+      if (data.mode !== "embedded" && w.job && w.chunk !== null && w.chunk !== undefined) {
+        solving.appendChild(document.createTextNode(", chunk " + count(w.chunk)));
       }
-      return row([cell(w.name), cell(w.beat_s === undefined ? "-" : w.beat_s + " s ago"), solving]);
+      const name = data.mode === "embedded" ? w.name + " (" + (w.role === "jobs" ? "jobs" : "single puzzles") + ")" : w.name;
+      return row([cell(name), cell(w.beat_s === undefined ? "-" : duration(w.beat_s) + " ago"), solving]);
     }));
   } catch (e) {
     note.textContent = "cannot list the workers: " + e.message;
+  }
+}
+
+async function refreshLimits() {
+  // embedded: jobs live in this server's memory, within its bounds; say them, and what went
+  const note = document.getElementById("limits-note");
+  try {
+    const kept = await api("/api/limits");
+    if (kept.max_jobs_kept === undefined) return;
+    let text = "This server keeps at most " + count(kept.max_jobs_kept) + " jobs and " + count(kept.max_memory_mb) +
+      " MB of memory (now " + count(kept.jobs_kept) + (kept.jobs_kept === 1 ? " job" : " jobs") + (kept.memory_mb === null ? "" : ", " + count(kept.memory_mb) + " MB") +
+      "); past either the oldest finished jobs are dropped.";
+    if (kept.dropped_total) {
+      const last = kept.dropped[0];
+      const why = last.why === "jobs" ? "past the job count" : "past the memory bound";
+      text += " Dropped so far: " + count(kept.dropped_total) + " (the last: " + last.job.slice(0, 8) + " " + last.name +
+        ", " + why + ", at " + new Date(last.at * 1000).toLocaleTimeString() + ").";
+    }
+    note.textContent = text;
+    note.hidden = false;
+  } catch (e) {
+    note.textContent = "cannot read the server's bounds: " + e.message;
+    note.hidden = false;
   }
 }
 
@@ -82,7 +106,7 @@ async function upload(event) {
 }
 
 document.getElementById("upload").addEventListener("submit", upload);
-refreshJobs();
+refreshJobs().then(refreshLimits);
 refreshWorkers();
-setInterval(refreshJobs, POLL_MS);
+setInterval(() => refreshJobs().then(refreshLimits), POLL_MS);
 setInterval(refreshWorkers, POLL_MS);

@@ -1,9 +1,12 @@
 // The one-puzzle page: a grid editor (keys, paste), samples, random puzzles, and the answer drawn on the grid.
 "use strict";
 
-const ALPHABET = "123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+const LETTERS = "123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"; // values 1-35, one symbol each (any case)
+const SYMBOLS = LETTERS + "abcdefghijklmnopqrstuvwxyz"; // a compact line of a 36x36 to 61x61 grid (case counts)
 const EMPTY = ".0_-";
-const state = { rows: 3, cols: 3, n: 9, givens: new Array(81).fill(0), cells: [], last: null, seed: 0 };
+const MAX_SIDE = 64;
+const MAX_SHOWN = 16; // solutions "New solution" avoids (the server takes as many)
+const state = { rows: 3, cols: 3, n: 9, givens: new Array(81).fill(0), cells: [], answered: false, shown: [], typed: null };
 const $ = (id) => document.getElementById(id);
 
 function say(text, kind) {
@@ -17,32 +20,46 @@ function boxOf(text) {
   return m ? { rows: +m[1], cols: +m[2] } : null;
 }
 
+function cellPx(n) {
+  // every grid fits a 1280-pixel window: 9x9 at 36 px a cell, 64x64 at 18
+  if (n <= 9) return 36;
+  if (n <= 12) return 32;
+  if (n <= 16) return 28;
+  if (n <= 25) return 24;
+  if (n <= 36) return 22;
+  return n <= 49 ? 20 : 18;
+}
+
 function build(rows, cols, givens) {
   state.rows = rows;
   state.cols = cols;
   state.n = rows * cols;
-  state.givens = givens || new Array(state.n * state.n).fill(0);
+  const n = state.n;
+  state.givens = givens || new Array(n * n).fill(0);
   const grid = $("grid");
-  grid.style.gridTemplateColumns = "repeat(" + state.n + ", var(--cell))";
-  grid.classList.toggle("large", state.n > 12);
+  grid.style.setProperty("--n", n);
+  grid.style.setProperty("--cell", cellPx(n) + "px");
+  grid.parentElement.style.setProperty("--board", n * cellPx(n) + 4 + "px"); // the cells and the border
+  grid.classList.toggle("wide", n > LETTERS.length);
+  grid.dataset.box = rows + "x" + cols;
   state.cells = [];
-  const cells = [];
-  for (let i = 0; i < state.n * state.n; i++) {
-    const r = Math.floor(i / state.n), c = i % state.n;
+  for (let i = 0; i < n * n; i++) {
+    const r = Math.floor(i / n), c = i % n;
     const input = document.createElement("input");
-    input.maxLength = 1;
-    input.inputMode = state.n <= 9 ? "numeric" : "text";
+    input.maxLength = n > LETTERS.length ? 2 : 1;
+    input.inputMode = n <= 9 || n > LETTERS.length ? "numeric" : "text";
     input.setAttribute("aria-label", "row " + (r + 1) + " column " + (c + 1));
     input.dataset.index = i;
-    if ((c + 1) % cols === 0 && c + 1 < state.n) input.classList.add("box-right");
-    if ((r + 1) % rows === 0 && r + 1 < state.n) input.classList.add("box-bottom");
+    if (c + 1 === n) input.classList.add("last-col");
+    else if ((c + 1) % cols === 0) input.classList.add("box-right");
+    if (r + 1 === n) input.classList.add("last-row");
+    else if ((r + 1) % rows === 0) input.classList.add("box-bottom");
     input.addEventListener("keydown", onKey);
     input.addEventListener("paste", onPaste);
     input.addEventListener("input", onInput);
     state.cells.push(input);
-    cells.push(input);
   }
-  grid.replaceChildren(...cells);
+  grid.replaceChildren(...state.cells);
   ensureBoxOption(rows + "x" + cols);
   showGivens();
 }
@@ -60,23 +77,31 @@ function ensureBoxOption(text) {
 }
 
 function symbol(v) {
-  return v ? ALPHABET[v - 1] : "";
+  if (!v) return "";
+  return state.n > LETTERS.length ? String(v) : LETTERS[v - 1];
 }
 
 function showGivens() {
   state.cells.forEach((input, i) => {
     input.value = symbol(state.givens[i]);
-    input.readOnly = false;
-    input.className = input.className.replace(/\b(given|solved|conflict)\b/g, "").trim();
-    if (state.givens[i]) input.classList.add("given");
+    input.classList.remove("solved", "conflict");
+    input.classList.toggle("given", state.givens[i] > 0);
   });
+  state.answered = false;
   $("answer").hidden = true;
   $("again").disabled = true;
 }
 
+function puzzleChanged(keepSample) {
+  // every field says what the grid holds: the line, and the sample only while the grid is that sample
+  state.shown = [];
+  if (!keepSample) $("sample").value = "";
+  $("line").value = state.givens.some((v) => v) ? puzzleLine() : "";
+}
+
 function valueOf(ch) {
   if (EMPTY.includes(ch) || ch === " ") return 0;
-  const v = ALPHABET.indexOf(ch.toUpperCase()) + 1;
+  const v = LETTERS.indexOf(ch.toUpperCase()) + 1;
   return v >= 1 && v <= state.n ? v : -1;
 }
 
@@ -86,12 +111,27 @@ function move(i, delta) {
 }
 
 function setCell(i, v) {
-  if (state.last) showGivens(); // editing after an answer: back to the puzzle
-  state.last = null;
+  if (state.answered) showGivens(); // editing after an answer: back to the puzzle
   state.givens[i] = v;
   const input = state.cells[i];
   input.value = symbol(v);
   input.classList.toggle("given", v > 0);
+  puzzleChanged(false);
+}
+
+function typeDigit(i, digit) {
+  // grids above 35x35 take values as numbers: digits typed in a row build one (1-64)
+  const before = state.typed && state.typed.index === i ? state.typed.text : "";
+  let text = before + digit;
+  if (+text > state.n) text = digit;
+  const v = +text;
+  setCell(i, v <= state.n ? v : 0);
+  if (v === 0 || v * 10 > state.n || text.length === 2) {
+    state.typed = null;
+    move(i, 1);
+  } else {
+    state.typed = { index: i, text: text };
+  }
 }
 
 function onKey(event) {
@@ -100,29 +140,39 @@ function onKey(event) {
   const moves = { ArrowLeft: -1, ArrowRight: 1, ArrowUp: -n, ArrowDown: n };
   if (event.key in moves) {
     event.preventDefault();
+    state.typed = null;
     move(i, moves[event.key]);
   } else if (event.key === "Backspace" || event.key === "Delete") {
     event.preventDefault();
+    state.typed = null;
     setCell(i, 0);
     if (event.key === "Backspace") move(i, -1);
   } else if (event.key.length === 1 && !event.ctrlKey && !event.metaKey) {
     event.preventDefault();
-    const v = valueOf(event.key);
+    if (n > LETTERS.length && /[0-9]/.test(event.key)) {
+      say("");
+      typeDigit(i, event.key);
+      return;
+    }
+    const v = n > LETTERS.length ? (EMPTY.includes(event.key) || event.key === " " ? 0 : -1) : valueOf(event.key);
     if (v < 0) {
-      say("'" + event.key + "' is no value of a " + n + "x" + n + " grid (1-" + symbol(n) + ")", "error");
+      say("'" + event.key + "' is no value of a " + n + "x" + n + " grid (1-" + (n > LETTERS.length ? n : symbol(n)) + ")", "error");
       return;
     }
     say("");
+    state.typed = null;
     setCell(i, v);
     move(i, 1);
   }
 }
 
-function onInput(event) { // a virtual keyboard that sends no keydown: take the last character typed
+function onInput(event) { // a virtual keyboard that sends no keydown: take what the cell holds
   const i = +event.target.dataset.index;
-  const ch = event.target.value.slice(-1);
-  const v = ch ? valueOf(ch) : 0;
-  setCell(i, v < 0 ? 0 : v);
+  const text = event.target.value.trim();
+  let v = 0;
+  if (state.n > LETTERS.length) v = /^\d+$/.test(text) && +text <= state.n ? +text : 0;
+  else v = text ? Math.max(0, valueOf(text.slice(-1))) : 0;
+  setCell(i, v);
 }
 
 function onPaste(event) {
@@ -134,17 +184,19 @@ function onPaste(event) {
 }
 
 function tokens(text) {
+  // integers with separators (any grid), or one symbol a cell: 1-9 A-Z in any case up to 35x35,
+  // then a-z as 36-61 (the CLI's compact notation)
   const t = text.trim();
-  if (/[\s,;]/.test(t.replace(/\n/g, " ")) && /\d\s*[\s,;]\s*\d/.test(t)) {
-    return t.split(/[\s,;]+/).filter((s) => s.length).map((s) => (s === "." ? 0 : parseInt(s, 10)));
+  if (/\d\s*[\s,;]\s*\d/.test(t)) {
+    return t.split(/[\s,;]+/).filter((s) => s.length).map((s) => (EMPTY.includes(s) ? 0 : /^\d+$/.test(s) ? +s : NaN));
   }
-  return [...t.replace(/\s+/g, "")].map((ch) => valueOf36(ch));
-}
-
-function valueOf36(ch) {
-  if (EMPTY.includes(ch)) return 0;
-  const v = ALPHABET.indexOf(ch.toUpperCase()) + 1;
-  return v >= 1 ? v : NaN;
+  const chars = [...t.replace(/\s+/g, "")];
+  const wide = chars.length > LETTERS.length * LETTERS.length;
+  return chars.map((ch) => {
+    if (EMPTY.includes(ch)) return 0;
+    const v = (wide ? SYMBOLS.indexOf(ch) : LETTERS.indexOf(ch.toUpperCase())) + 1;
+    return v >= 1 ? v : NaN;
+  });
 }
 
 function inferBox(side, preferred) {
@@ -155,11 +207,11 @@ function inferBox(side, preferred) {
   return rows > 1 ? { rows: rows, cols: side / rows } : null;
 }
 
-function loadLine(text, boxText) {
+function loadLine(text, boxText, keepSample) {
   const values = tokens(text);
   const side = Math.round(Math.sqrt(values.length));
-  if (side * side !== values.length || side < 4 || side > 35) {
-    say(values.length + " cells do not make a square grid from 4x4 to 35x35", "error");
+  if (side * side !== values.length || side < 4 || side > MAX_SIDE) {
+    say(values.length + " cells do not make a square grid from 4x4 to " + MAX_SIDE + "x" + MAX_SIDE, "error");
     return false;
   }
   const bad = values.findIndex((v) => Number.isNaN(v) || v < 0 || v > side);
@@ -172,14 +224,15 @@ function loadLine(text, boxText) {
     say("a " + side + "x" + side + " grid has no box of its own: choose one", "error");
     return false;
   }
-  state.last = null;
   build(box.rows, box.cols, values);
-  say("loaded a " + side + "x" + side + " puzzle with " + values.filter((v) => v).length + " givens");
+  puzzleChanged(keepSample);
+  say("loaded a " + side + "x" + side + " puzzle with " + count(values.filter((v) => v).length) + " givens");
   return true;
 }
 
 function puzzleLine() {
-  return state.givens.map((v) => (v ? ALPHABET[v - 1] : ".")).join("");
+  if (state.n > LETTERS.length) return state.givens.join(" ");
+  return state.givens.map((v) => (v ? LETTERS[v - 1] : ".")).join("");
 }
 
 function conflicts(values) {
@@ -209,35 +262,69 @@ function conflicts(values) {
   return out;
 }
 
-function ms(value) {
-  return (value < 100 ? value.toPrecision(3) : Math.round(value).toLocaleString("en")) + " ms";
+const ENDINGS = {
+  solved: "solved",
+  unsolvable: "proved there is no solution",
+  lost: "another solver answered first",
+  timeout: "time limit",
+  stopped: "stopped",
+  "fast path only": "fast path only (no share at this size)",
+  done: "every solution enumerated",
+  running: "running",
+};
+
+function work(c) {
+  const some = (n, what) => count(n) + " " + what + (n === 1 ? "" : "s");
+  if (c.conflicts !== undefined) return some(c.conflicts, "conflict");
+  if (c.iterations !== undefined) return some(c.iterations, "iteration");
+  if (c.nodes !== undefined) return some(c.nodes, "node");
+  return "-";
+}
+
+function members(record) {
+  // one row per solver, the one that answered first: time (and its part of the whole), planned
+  // share, work, best cost, how it ended
+  const entries = Object.entries(record.counters || {});
+  const total = entries.reduce((sum, [, c]) => sum + (c.time_ms || 0), 0);
+  entries.sort(([a, x], [b, y]) => (b === record.solver) - (a === record.solver) || (y.time_ms || 0) - (x.time_ms || 0));
+  return entries.map(([name, c]) => {
+    let ended = c.status !== undefined ? ENDINGS[c.status] || c.status : name === record.solver ? record.status : "-";
+    if (name === record.solver && record.status === "approximate") ended = "best grid (cost " + record.cost + ")";
+    const part = total > 0 && entries.length > 1 ? " (" + Math.round((100 * (c.time_ms || 0)) / total) + "%)" : "";
+    const share = c.share === undefined ? "-" : sig(100 * c.share) + "%";
+    const best = c.best_cost === undefined || c.best_cost === null ? "-" : count(c.best_cost);
+    const tr = row([name, durationMs(c.time_ms) + part, share, work(c), best, ended]);
+    if (name === record.solver) tr.className = "winner";
+    return tr;
+  });
+}
+
+function rawCounters(record) {
+  const rows = [];
+  for (const [solver, counters] of Object.entries(record.counters || {})) {
+    for (const [name, value] of Object.entries(counters)) {
+      const text = typeof value === "number" ? (Number.isInteger(value) ? count(value) : sig(value)) : value === null ? "-" : String(value);
+      rows.push(row([solver, name, text]));
+    }
+  }
+  return rows;
 }
 
 function showAnswer(record, seed) {
   $("answer").hidden = false;
   $("a-status").textContent = record.status;
   $("a-status").className = "status " + record.status;
-  $("a-cost").textContent = record.cost === null ? "-" : record.cost;
+  $("a-cost").textContent = record.cost === null ? "-" : count(record.cost);
   $("a-solver").textContent = record.solver || "-";
-  $("a-time").textContent = record.time_ms === null ? "-" : ms(record.time_ms);
-  $("a-nodes").textContent = record.nodes.toLocaleString("en");
-  $("a-guesses").textContent = record.guesses.toLocaleString("en");
-  $("a-restarts").textContent = record.restarts;
+  $("a-time").textContent = durationMs(record.time_ms);
+  $("a-nodes").textContent = count(record.nodes);
+  $("a-guesses").textContent = count(record.guesses);
+  $("a-restarts").textContent = count(record.restarts);
   $("a-seed").textContent = seed;
   $("a-error").textContent = record.error || "-";
-  const rows = [];
-  for (const [solver, counters] of Object.entries(record.counters || {})) {
-    for (const [name, value] of Object.entries(counters)) {
-      const tr = document.createElement("tr");
-      for (const text of [solver, name, typeof value === "number" ? value.toLocaleString("en") : JSON.stringify(value)]) {
-        const td = document.createElement("td");
-        td.textContent = text;
-        tr.appendChild(td);
-      }
-      rows.push(tr);
-    }
-  }
-  $("a-counters").replaceChildren(...rows);
+  fill($("a-members"), members(record));
+  fill($("a-counters"), rawCounters(record));
+  state.answered = true;
   if (!record.solution) return;
   const values = tokens(record.solution);
   if (values.length !== state.cells.length) return;
@@ -250,11 +337,27 @@ function showAnswer(record, seed) {
   });
 }
 
-async function solve(seed) {
+function verdict(body, another) {
+  if (another && body.another === false) {
+    if (body.solutions === 1) return ["this puzzle has exactly one solution: it is shown", "solved"];
+    if (body.solutions) return ["all " + count(body.solutions) + " solutions of this puzzle have been shown", "solved"];
+    return ["no other solution found within the time limit (the one shown stays)", "timeout"];
+  }
+  const words = {
+    solved: another ? "another solution (" + (state.shown.length + 1) + " shown so far)" : "solved",
+    approximate: "no solution in time: the best grid found, cost " + body.cost,
+    unsolvable: "this puzzle has no solution",
+    timeout: "no answer within the time limit",
+  };
+  return [words[body.status] || body.status + (body.error ? ": " + body.error : ""), body.status];
+}
+
+async function solve(seed, another) {
   if (!state.givens.some((v) => v)) {
     say("the grid is empty: type givens, paste a line, or pick a sample", "error");
     return;
   }
+  if (!another) state.shown = [];
   const request = {
     puzzle: puzzleLine(),
     box: state.rows + "x" + state.cols,
@@ -262,6 +365,7 @@ async function solve(seed) {
     portfolio: $("portfolio").value,
     seed: seed,
   };
+  if (another && state.shown.length) request.exclude = state.shown.slice(-MAX_SHOWN);
   if (!(request.time_limit > 0)) delete request.time_limit;
   say("solving (at most " + (request.time_limit || "the default") + " s)...", "busy");
   $("solve").disabled = $("again").disabled = true;
@@ -277,11 +381,10 @@ async function solve(seed) {
       say(body.error || "error " + response.status, "error");
       return;
     }
-    state.last = request;
+    const [words, kind] = verdict(body, Boolean(request.exclude));
     showAnswer(body, seed);
-    const words = { solved: "solved", approximate: "no solution in time: the best grid found, cost " + body.cost,
-      unsolvable: "this puzzle has no solution", timeout: "no answer within the time limit" };
-    say(words[body.status] || body.status + (body.error ? ": " + body.error : ""), body.status);
+    say(words, kind);
+    if (body.status === "solved" && !state.shown.includes(body.solution)) state.shown.push(body.solution);
     $("again").disabled = false;
   } catch (e) {
     say("the server did not answer: " + e.message, "error");
@@ -293,6 +396,8 @@ async function solve(seed) {
 async function randomPuzzle() {
   const params = new URLSearchParams({ box: $("box").value });
   if ($("level").value) params.set("level", $("level").value);
+  const seed = $("random-seed").value.trim();
+  if (seed) params.set("seed", seed); // a string: seeds past 2^53 stay exact
   say("making a random puzzle...", "busy");
   try {
     const response = await fetch("/api/random?" + params.toString(), { credentials: "same-origin" });
@@ -302,7 +407,8 @@ async function randomPuzzle() {
       return;
     }
     loadLine(body.puzzle, body.box);
-    say("random " + body.level + " puzzle, " + body.clues + " givens (seed " + body.seed + ")");
+    const again = seed ? "" : " (type it into Seed to make this puzzle again)";
+    say("random " + body.level + " puzzle, " + count(body.clues) + " givens, seed " + body.seed + again);
   } catch (e) {
     say("the server did not answer: " + e.message, "error");
   }
@@ -310,13 +416,9 @@ async function randomPuzzle() {
 
 $("controls").addEventListener("submit", (event) => {
   event.preventDefault();
-  state.seed = 0;
-  solve(0);
+  solve(0, false);
 });
-$("again").addEventListener("click", () => {
-  state.seed = Math.floor(Math.random() * 2 ** 31) + 1;
-  solve(state.seed);
-});
+$("again").addEventListener("click", () => solve(Math.floor(Math.random() * 2 ** 31) + 1, true));
 $("random").addEventListener("click", randomPuzzle);
 $("load").addEventListener("click", () => loadLine($("line").value, null));
 $("line").addEventListener("keydown", (event) => {
@@ -325,14 +427,18 @@ $("line").addEventListener("keydown", (event) => {
     loadLine($("line").value, null);
   }
 });
-$("clear").addEventListener("click", () => { state.last = null; build(state.rows, state.cols, null); say(""); });
+$("clear").addEventListener("click", () => {
+  build(state.rows, state.cols, null);
+  puzzleChanged(false);
+  say("");
+});
 $("box").addEventListener("change", () => {
   const box = boxOf($("box").value);
-  state.last = null;
   build(box.rows, box.cols, null);
+  puzzleChanged(false);
 });
 $("sample").addEventListener("change", () => {
   const option = $("sample").selectedOptions[0];
-  if (option && option.value !== "") loadLine(option.dataset.puzzle, option.dataset.box);
+  if (option && option.value !== "") loadLine(option.dataset.puzzle, option.dataset.box, true);
 });
 build(3, 3, null);

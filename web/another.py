@@ -1,0 +1,133 @@
+""" "New solution": a solution of the puzzle other than the ones the page has shown, or why there is none.
+
+Why a second step: a race under another seed usually finds another solution of a puzzle with
+many (the exact kernels randomise their value order under a seed), but not always: a SAT member
+keeps its own literal order, and a puzzle with two solutions gives the same one half the time.
+So when the portfolio's answer is one already shown, the exact kernel enumerates solutions in
+the seed's random value order, up to one more than were shown, and takes the first new one; an
+enumeration that ends (status done) with no new one is a count: every solution has been shown.
+It runs in the server's puzzle processes in either mode, bounded by the request's time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import numpy as np
+
+from pipeline.tasks import solver_seed
+from solvers.exact import EXACT_SOLVERS
+from solvers.exact.base import DEFAULT_EXACT
+from solvers.outcome import DONE
+from solvers.parse import parse_puzzle
+from solvers.puzzle import Box, PuzzleError
+from solvers.verify import is_solution
+from web.errors import ApiError
+from web.pool import PuzzlePool
+
+MAX_EXCLUDE = 16  # solutions a request may name as shown (the page keeps the last 16)
+GRACE_S = 30.0  # beyond the time limit, before a 504
+
+
+def excluded_grids(texts: list[str], box: str, most_chars: int) -> list[bytes]:
+    """The shown solutions as grids (uint8 bytes, notation aside); ApiError 422 naming a bad one."""
+    if len(texts) > MAX_EXCLUDE:
+        raise ApiError(422, f"exclude names {len(texts)} grids; at most {MAX_EXCLUDE}")
+    shape = Box.parse(box)
+    out = []
+    for k, text in enumerate(texts):
+        if len(text) > most_chars:
+            raise ApiError(413, f"exclude[{k}] is {len(text):,} characters; at most {most_chars:,}")
+        try:
+            grid = parse_puzzle(text, shape).givens
+        except PuzzleError as exc:
+            raise ApiError(422, f"exclude[{k}] is not a grid of this puzzle: {exc}") from None
+        if not grid.all():
+            raise ApiError(422, f"exclude[{k}] is not a full grid of this puzzle's size")
+        out.append(grid.tobytes())
+    return out
+
+
+def other_solution(text: str, box: str, shown: list[bytes], seed: int, time_limit: float) -> dict[str, Any]:
+    """Enumerate the puzzle's solutions in the seed's value order, up to len(shown) + 1; the first
+    verified one not shown, and how many there are when the enumeration ended (runs in a pool process).
+
+    Returns {grid: text | None, count: solutions found, complete: the count is every solution,
+    nodes, guesses, time_ms}.
+    """
+    puzzle = parse_puzzle(text, Box.parse(box))
+    solver = EXACT_SOLVERS[DEFAULT_EXACT]
+    limit = len(shown) + 1
+    started = time.perf_counter()
+    batch = solver.solve_batch(
+        puzzle.givens[None, :], puzzle.box, limit=limit, keep=limit, time_limit=time_limit, seed=seed
+    )
+    found = int(batch.counts[0])
+    seen = set(shown)
+    grid = next(
+        (
+            g
+            for g in batch.solutions[0, : min(found, limit)]
+            if g.tobytes() not in seen and is_solution(puzzle, np.asarray(g))
+        ),
+        None,
+    )
+    return {
+        "grid": None if grid is None else puzzle.render(grid),
+        "count": found,
+        "complete": int(batch.status[0]) == DONE,
+        "nodes": int(batch.nodes[0]),
+        "guesses": int(batch.guesses[0]),
+        "time_ms": (time.perf_counter() - started) * 1e3,
+    }
+
+
+async def answer(pool: PuzzlePool, record: dict[str, Any], shown: list[bytes], text: str, box: str,
+                 seed: int, time_limit: float) -> dict[str, Any]:  # fmt: skip
+    """The portfolio's record when its solution is new; else the enumeration's new solution as a record
+    of its own, or the record with `another: false` and `solutions` (the count, when it is known).
+
+    Both answers carry `another` (a solution not shown) and `solutions` (null unless counted).
+    """
+    if record.get("status") != "solved" or not record.get("solution"):
+        return {**record, "another": False, "solutions": None}
+    mine = parse_puzzle(record["solution"], Box.parse(box)).givens.tobytes()  # a verified grid: it parses
+    if mine not in shown:
+        return {**record, "another": True, "solutions": None}
+    seeded = solver_seed(str(seed), 1)  # not the race's own seed (`solver_seed(seed, 0)`)
+    future = asyncio.wrap_future(pool.submit(other_solution, text, box, shown, seeded, time_limit))
+    try:
+        other = await asyncio.wait_for(future, time_limit + GRACE_S)
+    except TimeoutError:
+        raise ApiError(504, f"no answer within {time_limit + GRACE_S:g} s") from None
+    except BrokenProcessPool:
+        raise ApiError(503, "the solving process died on this puzzle (a new one is started)") from None
+    name = f"{DEFAULT_EXACT} (another)"  # beside the portfolio's members in the counters
+    counters = {
+        **record.get("counters", {}),
+        name: {
+            "time_ms": other["time_ms"],
+            "nodes": other["nodes"],
+            "guesses": other["guesses"],
+            "solutions_found": other["count"],
+            "status": "solved" if other["grid"] else "done" if other["complete"] else "timeout",
+        },
+    }
+    if other["grid"] is None:
+        counted = other["count"] if other["complete"] else None
+        return {**record, "counters": counters, "another": False, "solutions": counted}
+    return {
+        **record,
+        "solution": other["grid"],
+        "solver": name,
+        "time_ms": record["time_ms"] + other["time_ms"],
+        "nodes": other["nodes"],
+        "guesses": other["guesses"],
+        "restarts": 0,
+        "counters": counters,
+        "another": True,
+        "solutions": None,
+    }
