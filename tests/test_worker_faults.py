@@ -356,3 +356,29 @@ def test_a_signalled_worker_exits_128_plus_the_signal_within_seconds_and_its_chu
     finally:
         stop_all([first, *second])
         client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_what_a_killed_pool_process_was_solving_is_forgotten_and_its_chunk_solved_by_the_next(
+    lonely_redis, tmp_path
+):
+    client = redis.Redis.from_url(lonely_redis.url)
+    (worker,) = start_workers(lonely_redis.url, 1, tmp_path, env={"SUDOKU_BATCH_ORPHAN_AFTER_S": "4"})
+    try:
+        stuck = tmp_path / "stuck.txt"
+        stuck.write_text(STUCK + "\n")
+        args = ("--portfolio", "annealing", "--time-limit", "60", "--escalate-after", "0")
+        job = run_cli("submit", str(stuck), "--broker", lonely_redis.url, *args).stdout.strip()
+        wait_until(lambda: client.hlen("sbatch:current"), 60, "chunk running")
+        (pool,) = children(worker.pid)
+        killed = f"{os.uname().nodename}:{pool}".encode()
+        assert client.hkeys("sbatch:current") == [killed]
+        os.kill(pool, signal.SIGKILL)
+        wait_until(lambda: killed not in client.hkeys("sbatch:current"), 30, "sweep of the killed process")
+        wait_until(lambda: client.hget(f"sbatch:job:{job}:attempts", 0) == b"2", 30, "second delivery")
+        wait_until(lambda: client.hlen("sbatch:current") == 1, 30, "the next pool process solving it")
+        assert worker.poll() is None
+    finally:
+        stop_all([worker])
+        client.close()
