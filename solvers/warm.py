@@ -25,9 +25,11 @@ def warm_all() -> None:
     from solvers.exact import EXACT_SOLVERS
     from solvers.exact.propagation import root_candidates
     from solvers.generator import generate_chunk
+    from solvers.parse import parse_puzzle
     from solvers.portfolio import warm_up
     from solvers.puzzle import Box
 
+    parse_puzzle("." * 81)  # one puzzle's parse (a race helper, the web page, a line the batch refused)
     solve_many(["." * 16, "." * 81], time_limit=1.0)  # the default solver: generic and 9x9 kernels
     for solver in EXACT_SOLVERS.values():
         solver.solve_batch(np.zeros((1, 16), dtype=np.uint8), Box(2, 2), limit=2, keep=1, max_nodes=1000)
