@@ -14,7 +14,7 @@ from urllib.request import Request, urlopen
 
 import pytest
 
-from solvers.warm import COMPILE_NOTICE
+from solvers.warm import COMPILE_NOTICE, compile_notice
 from tests.conftest import REPO, SAMPLE, cli_command
 
 PUZZLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79\n"
@@ -38,9 +38,30 @@ def test_a_cold_cache_is_announced_once_on_stderr_and_a_warm_one_not_at_all(cold
     first = run("solve", "-", cache=cold_cache, stdin=PUZZLE)
     assert first.returncode == 0, first.stderr
     assert first.stderr.count(COMPILE_NOTICE) == 1 and '"status":"solved"' in first.stdout
+    assert f"sudoku-batch: compiling the solvers {COMPILE_NOTICE}" in first.stderr
     second = run("solve", "-", cache=cold_cache, stdin=PUZZLE)
     assert second.returncode == 0 and COMPILE_NOTICE not in second.stderr
     assert run("solve", "-", "-q", cache=cold_cache, stdin=PUZZLE).stderr == ""
+
+
+@pytest.mark.slow
+def test_a_first_generate_after_a_first_solve_says_it_compiles_the_puzzle_generator(cold_cache, tmp_path):
+    first = run("generate", "--count", "2", "--seed", "1", cache=cold_cache)
+    assert first.returncode == 0, first.stderr
+    (line,) = [ln for ln in first.stderr.splitlines() if COMPILE_NOTICE in ln]
+    assert line == f"sudoku-batch: compiling the puzzle generator {COMPILE_NOTICE}"
+    again = run("generate", "--count", "2", "--seed", "1", cache=cold_cache)
+    assert again.returncode == 0 and COMPILE_NOTICE not in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("module", "part"),
+    [("solvers.exact.propagation9", "the solvers"), ("solvers.parse", "the solvers"),
+     ("solvers.dig", "the puzzle generator"), ("solvers.fill", "the puzzle generator"),
+     ("pipeline.render.jsonl", "the output writers"), ("", "the solvers")],
+)  # fmt: skip
+def test_the_compile_notice_names_the_part_whose_kernel_compiles(module, part):
+    assert compile_notice(module) == f"compiling {part} {COMPILE_NOTICE}"
 
 
 def compiled(cache) -> set[str]:

@@ -70,9 +70,9 @@ def _warm_main(**_: Any) -> None:
     """Load the compiled solvers in the main process, so forked pool processes start warm (and say so
     in the log when a cold cache makes that a compile)."""
     from pipeline.solve import warm
-    from solvers.warm import COMPILE_NOTICE, on_first_compile
+    from solvers.warm import on_first_compile
 
-    on_first_compile(lambda: logging.getLogger(__name__).warning(COMPILE_NOTICE))
+    on_first_compile(logging.getLogger(__name__).warning)
     warm()
 
 
