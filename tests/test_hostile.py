@@ -321,6 +321,9 @@ MALFORMED: dict[str, tuple[Any, str]] = {  # raw message pushed on the queue -> 
     "callbacks": (envelope(body([[], {}, {"callbacks": [{"task": SECRET}]}])), "asks for callbacks"),
     "task header a list": (envelope(GOOD, task=[SECRET]), "its task header is a list of 1"),  # type: ignore[arg-type]
     "no id header": (envelope(GOOD, headers__id=None), "its id header is null"),
+    "stamped headers a number": (envelope(GOOD, headers__stamped_headers=5), "stamped_headers: Input"),
+    "shadow a list": (envelope(GOOD, headers__shadow=[SECRET]), "shadow: Input should be a valid string"),
+    "callbacks in the headers": (envelope(GOOD, headers__callbacks=[{"task": SECRET}]), "callbacks: Input"),
     "deep body": (envelope(b"[" * 100000 + b"]" * 100000), "cannot be decoded"),
     "not JSON": (SECRET, "not a JSON envelope"),
     "envelope a list": ([SECRET], "not a kombu envelope"),

@@ -27,6 +27,7 @@ import redis
 from celery import signals
 from celery.worker.consumer.consumer import Consumer as CeleryConsumer
 from kombu.exceptions import ContentDisallowed
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from vine import promise
 
 from worker.broker import say_full
@@ -56,6 +57,35 @@ def reason(exc: BaseException | None) -> str:
 EMBED_LINKS = ("callbacks", "errbacks", "chain", "chord")  # what our tasks never carry: no message chains
 
 
+class TaskHeaders(BaseModel):
+    """The task message headers Celery reads in the worker's main process, typed as its own senders write
+    them (`celery.app.amqp.as_task_v2`); others pass (Celery ignores them). A `stamped_headers` of 5 ended
+    the worker when Celery iterated it; `eta`, `expires` and `timelimit` are checked by Celery and us."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    task: str
+    id: str = Field(max_length=256)
+    shadow: str | None = None
+    root_id: str | None = None
+    parent_id: str | None = None
+    group: str | None = None
+    group_index: int | None = None
+    groups: list[str] | None = None
+    retries: int | None = None
+    argsrepr: str | None = None
+    kwargsrepr: str | None = None
+    origin: str | None = None
+    lang: str | None = None
+    ignore_result: bool | None = None
+    replaced_task_nesting: int | None = None
+    stamped_headers: list[str] | None = None
+    stamps: dict[str, Any] | None = None
+    callbacks: None = None  # in the headers too, they outlive an empty embed: the worker then sent them
+    errbacks: None = None
+    chain: None = None
+    chord: None = None
+
+
 def _form(value: Any) -> str:
     """What a value is, without its content: `a list of 2`, `a str`, `null`."""
     if value is None:
@@ -82,6 +112,11 @@ def task_refusal(message: Any, known: Any) -> str | None:
         return None
     if not isinstance(headers.get("id"), str):
         return f"its id header is {_form(headers.get('id'))}, not a text"
+    try:
+        TaskHeaders.model_validate(headers)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return f"its headers are not Celery's ({fields[:300]})"
     body = message.decode()
     if not isinstance(body, (list, tuple)) or len(body) != 3:
         return f"its body is {_form(body)}, not [args, kwargs, embed]"
