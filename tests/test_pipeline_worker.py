@@ -143,6 +143,28 @@ def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving
     assert chunk_of({"job": "not a job id", "chunk": 0}) is None and chunk_of(["x"]) is None
 
 
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.integration)])
+def client(request):
+    """A Redis client: fakeredis, or the session's real redis-server (a database of the test's own)."""
+    return request.getfixturevalue("fake_redis" if request.param == "fakeredis" else "redis_client")
+
+
+def test_the_sweep_forgets_what_killed_worker_processes_were_solving_and_keeps_the_live_ones(
+    client, worker_tasks
+):
+    from pipeline.keys import current_key
+    from worker.config import settings
+    from worker.heartbeat import beat, sweep_current
+
+    now = time.time()
+    beat(client, "host:1")  # alive
+    client.zadd("sbatch:workers", {"host:2": now - settings.orphan_after_s - 1, "host:3": now - 3})
+    client.hset(current_key(), mapping={f"host:{i}": f"{JOB}:{i}" for i in range(1, 5)})  # 4: never beat
+    assert sweep_current(client, now) == 2
+    assert sorted(client.hkeys(current_key())) == [b"host:1", b"host:3"]
+    assert sweep_current(client, now) == 0
+
+
 def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():
     code = (
         "import sys, client, client.cli, client.run, client.batch, client.transport, client.redis_store, "
