@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
+import select
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -53,6 +56,20 @@ def output_format(path: str | None, given: str | None) -> str:
     if gz and fmt == "parquet":
         raise ValueError(f"-o {path}: Parquet compresses inside the file; name it .parquet, not .gz")
     return fmt
+
+
+def _reader_left(stream: IO[bytes]) -> bool:
+    """True when `stream` is a pipe whose reader closed it (its write end polls POLLERR): a part written
+    in one piece may fit in the pipe whole, so no write ever meets the closed end (`| head -1`)."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's stream): nothing to ask
+        return False
 
 
 class FormatMismatch(RuntimeError):
@@ -173,6 +190,9 @@ class Output:
         except BrokenPipeError:
             self._gone = True
             raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
+        if self._target is None and _reader_left(self.stream):  # every byte fit in the pipe, unread
+            self._gone = True
+            raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it")
 
     def _close(self, keep: bool) -> None:
         if self.fmt == "csv" and not self._csv_header and keep:
