@@ -104,6 +104,13 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", help="submit files to the broker, print the job id and return")
     _common_solve(p, inputs="*")
     p.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet"),
+        default=None,
+        help="what the workers render the records in: jsonl, csv or parquet (default: jsonl); collect "
+        "writes it",
+    )
+    p.add_argument(
         "--resume",
         default=None,
         metavar="JOB",
@@ -149,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
     add_arguments(p)
     sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
     p = sub.add_parser("serve", help="a web page for single puzzles, jobs and workers (loopback by default)")
-    from web.server import add_arguments as serve_arguments
+    from client.serve_args import add_arguments as serve_arguments
 
     serve_arguments(p)
     return ap

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import sys
 import time
+from typing import Any
 
 from client.args import (
     EXIT_FAILED,
@@ -24,7 +27,7 @@ from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.interrupts import held
 from client.notice import NoWorkerNotice
-from client.output import Output, ReaderGone, output_format
+from client.output import Output, ReaderGone, named_format, output_format
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
@@ -55,7 +58,9 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     else:
         check_job_id(args.job)
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
-    if args.command != "submit":
+    if args.command != "submit" and not (
+        args.command == "collect" and args.format is None and named_format(args.output) is None
+    ):  # collect: the job's own
         try:
             args.format = output_format(args.output, args.format)  # -o out.csv: CSV
         except ValueError as exc:
@@ -86,6 +91,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                 job = client.submit_inputs(
                     sources, time_limit=limit, portfolio=args.portfolio, box=args.box,
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
+                    format=args.format or "jsonl",
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -138,20 +144,54 @@ def _submit(job: Job, args: argparse.Namespace) -> int:
 def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: float | None) -> int:
     """Write every result of `job`, with progress and summary; exit 1 if the job cannot finish.
 
-    Results stay in the store (`result_ttl` after collection) until the output is complete,
-    so a `solve` killed half way can be finished with `collect`; `purge` then deletes the
-    job. Interrupted, the records written so far are kept in the output (whole records).
+    Broker `solve` into a file: each part leaves Redis once it is safely in the output (flushed
+    and fsync'd, every `ack_s`, 1 s, or `ack_mb`, 8 MB), and the job records the output's durable length with
+    the parts in it, so Redis holds what is in flight, not the job; a `solve` killed half way
+    is finished by `collect JOB -o FILE` (the same file: it goes on from that length). `collect`
+    keeps what it wrote `result_ttl` s (it may be run again into another file); so do outputs
+    that cannot be gone on with (stdout, a FIFO, Parquet). `purge` then deletes the job.
+    Interrupted, the records written so far are kept in the output (whole records).
     """
+    if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
+        job_format = job.client.store.meta(job.id).get("format", "columns")
+        args.format = "jsonl" if job_format == "columns" else job_format
+    store = job.client.store
+    earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
+    try:
+        resume = _resume_from(earlier, args) if earlier else None
+    except JobFailed as exc:
+        print(f"error: job {job.id}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
-    output = Output(args.output, args.format, progress.say)
-    store = job.client.store
+    output = Output(args.output, args.format, progress.say, *(resume or (None, 0)))
+    acking = not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
+    if resume is not None:
+        for stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
+            summary.add(stats, "")
     notice = None
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
         notice = NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after)
-    seen: set[int] = set()
-    written = 0
+    seen: set[tuple[int, int]] = set()
+    written = int(earlier.get("rows", 0)) if resume is not None else 0
+    pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
+    moved = [0]  # bytes of the parts written
+    left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it may come in slices)
+    acked = [time.monotonic(), 0]  # when, and after how many bytes of parts, the last acknowledgement was
+    settings = job.client.settings
+
+    def ack(force: bool = False) -> None:
+        """Make the output durable, then drop the parts in it from Redis and record the checkpoint."""
+        due = time.monotonic() - acked[0] >= settings.ack_s or moved[0] - acked[1] >= settings.ack_mb * 1e6
+        if not acking or not (force or due):
+            return
+        point = output.durable()
+        point.update(rows=written, ordered=bool(args.ordered))
+        store.ack(job.id, pending, point)
+        pending.clear()
+        acked[0], acked[1] = time.monotonic(), moved[0]
+
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
     last_meta = [0.0]
 
@@ -177,14 +217,25 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
         # embedded: nothing can read them again, so each is freed once written
         keep = not job.client.embedded
-        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep)
+        chunks = job.chunks(
+            args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep, acked=acking,
+            written=(parts_done, written) if resume is not None else None,
+        )  # fmt: skip
         for result, start, stop in chunks:
             with held():  # an interrupt waits for the slice's records to be written whole
                 output.write(result, start, stop)
                 written += stop - start
-            if result.header.chunk not in seen:
-                seen.add(result.header.chunk)
-                summary.add(result.header.stats, result.header.input)
+                part = result.part
+                if part not in seen:  # a part's statistics, once (in order, a part may come in slices)
+                    seen.add(part)
+                    left[part] = len(result)
+                    moved[0] += len(result.body) if result.body is not None else 0
+                    summary.add(result.header.stats, result.header.input)
+                left[part] -= stop - start
+                if not left[part]:
+                    del left[part]
+                    pending.append(part)
+                ack()
             refresh()
         job.wait_submitted()
         meta = store.meta(job.id)
@@ -192,12 +243,16 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         if written != expected:
             raise JobFailed(f"{expected - written} of {expected} results are missing")
         complete = True
-    except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:
+        with held():
+            ack(force=True)
+    except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:  # FormatMismatch too
         progress.close()
         print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
+        with contextlib.suppress(Exception):  # the broker may be what was interrupted: the output is kept
+            ack(force=True)
         raise
     finally:
         summary.finish()
@@ -223,6 +278,28 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         facts = report_facts(job.id, meta, job.client.embedded)
         write_report(summary, args.report, f"sudoku-batch report: {facts['inputs']}", facts)
     return EXIT_OK
+
+
+def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str, int]:
+    """Where an earlier collection of the job left its output (the file, its durable bytes), to go on
+    with it; JobFailed (one line) when this collection cannot: those results left Redis with it."""
+    rows = int(earlier.get("rows", 0))
+    target = os.path.realpath(args.output) if args.output not in (None, "-") else None
+    again = f"collect it again with -o {earlier.get('path')}" + (
+        " --ordered" if earlier.get("ordered") else ""
+    )
+    if earlier.get("path") is None or target != earlier["path"]:
+        raise JobFailed(
+            f"{rows:,} results were written to {earlier.get('path') or 'a stream'} by an earlier "
+            f"collection and are no longer in the broker: {again}"
+        )
+    if earlier.get("format") != args.format or bool(earlier.get("ordered")) != bool(args.ordered):
+        raise JobFailed(f"the earlier collection wrote {earlier.get('format')} records: {again}")
+    size = int(earlier.get("bytes", 0))
+    for path in (earlier.get("part"), earlier["path"]):
+        if path and os.path.isfile(path) and os.path.getsize(path) >= size:
+            return path, size
+    raise JobFailed(f"the output of the earlier collection ({size:,} bytes, {rows:,} results) is gone")
 
 
 def _meta_after_interrupt(job: Job) -> dict[str, str]:

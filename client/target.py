@@ -41,8 +41,16 @@ class ReaderGone(Exception):
 class Target:
     """One output path opened for writing bytes: `stream`, then `close(keep)` renames or discards."""
 
-    def __init__(self, path: str | Path, say: Callable[[str], None] | None = None) -> None:
-        """`say`: where a line for the user goes while a FIFO waits for its reader (default: stderr)."""
+    def __init__(
+        self,
+        path: str | Path,
+        say: Callable[[str], None] | None = None,
+        resume: str | None = None,
+        length: int = 0,
+    ) -> None:
+        """`say`: where a line for the user goes while a FIFO waits for its reader (default: stderr).
+        `resume`: the part (or the final file) an earlier writer of this output left, taken over and
+        cut to `length` bytes, its durable part, so this writer goes on where it stopped."""
         self.path = Path(path)
         self._tmp: str | None = None
         self._final: str | None = None
@@ -60,11 +68,36 @@ class Target:
             return
         self._final = os.path.realpath(self.path)  # a symlink's target is what gets replaced
         folder, name = os.path.split(self._final)
-        remove_stale_parts(folder, name)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=PART_SUFFIX, dir=folder)
         fcntl.flock(fd, fcntl.LOCK_EX)  # held until closed: this part is in use
-        os.fchmod(fd, 0o666 & ~_umask() if st is None else stat.S_IMODE(st.st_mode))
+        if resume is not None:  # taken over before the stale parts go: it is one of them
+            os.close(fd)
+            os.replace(resume, self._tmp)
+            fd = os.open(self._tmp, os.O_RDWR)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.ftruncate(fd, length)
+            os.lseek(fd, length, os.SEEK_SET)
+        remove_stale_parts(folder, name)
+        if resume is None:
+            os.fchmod(fd, 0o666 & ~_umask() if st is None else stat.S_IMODE(st.st_mode))
         self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
+
+    @property
+    def part(self) -> str | None:
+        """The temporary file written until `close` renames it (None when written straight through)."""
+        return self._tmp
+
+    @property
+    def final(self) -> str | None:
+        """The path the part becomes (None when written straight through)."""
+        return self._final
+
+    def durable(self) -> int:
+        """Flush and fsync; the bytes written so far (all of them on disk now)."""
+        self.stream.flush()
+        if self._tmp is not None:
+            os.fsync(self.stream.fileno())
+        return self.stream.tell() if self._tmp is not None else 0
 
     @property
     def atomic(self) -> bool:

@@ -27,7 +27,7 @@ import redis
 from client.config import ClientSettings
 from client.transport import celery_app
 from pipeline.outbox import outbox_entry
-from pipeline.tasks import GENERATE_TASK_NAME, MAX_TASK_CHARS
+from pipeline.tasks import GENERATE_TASK_NAME, MAX_TASK_CHARS, VERSION
 from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
 from tests.conftest import SAMPLE, RedisServer, chunk_task, cli_command, start_workers, stop_all
 
@@ -86,7 +86,7 @@ def send(w: Worker, name: str = TASK_NAME, **options: Any) -> str:
 
 
 def ref(job: str, chunk: int = 0, **extra: Any) -> dict[str, Any]:
-    return {"job": job, "chunk": chunk, "ref": "outbox", **extra}
+    return {"v": VERSION, "job": job, "chunk": chunk, "ref": "outbox", **extra}
 
 
 def job_id(n: int) -> str:
@@ -238,7 +238,7 @@ def test_negative_time_limits_in_a_message_are_ignored_and_the_chunk_is_answered
     text = wait_for(worker, offset, f"[{task}] succeeded")
     assert "asked for time limits" in text and "Traceback" not in text, text
     assert "Hard time limit" not in text and "WorkerLostError" not in text, text
-    assert worker.r.lrange(f"sbatch:job:{job}:arrivals", 0, -1) == [b"0"]
+    assert worker.r.lrange(f"sbatch:job:{job}:arrivals", 0, -1) == [b"0:0"]
     assert int(worker.r.hget(f"sbatch:job:{job}:attempts", 0)) == 1
 
 
@@ -349,7 +349,7 @@ def solves_next_message(w: Worker, n: int) -> None:
     new_job(w.r, job)
     send(w, kwargs={"task": chunk_task(job, EASY[:2]).model_dump(mode="json")})
     deadline = time.monotonic() + 60
-    while not w.r.exists(f"sbatch:job:{job}:result:0"):
+    while not w.r.exists(f"sbatch:job:{job}:part:0:0"):
         assert w.proc.poll() is None, f"the worker died:\n{w.logged_since(0)[-3000:]}"
         assert time.monotonic() < deadline, f"the next message was not solved:\n{w.logged_since(0)[-3000:]}"
         time.sleep(0.05)

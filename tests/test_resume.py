@@ -124,7 +124,7 @@ def test_a_producer_killed_half_way_is_resumed_and_every_puzzle_is_answered_once
     assert [r["index"] for r in records] == list(range(len(puzzles)))
     assert [r["puzzle"] for r in records] == puzzles
     assert [r["line"] for r in records] == [n for n, t in enumerate(lines, 1) if t and t[0] != "#"]
-    arrivals = [int(c) for c in store.r.lrange(store.keys(JOB).arrivals, 0, -1)]
+    arrivals = [int(c.split(b":")[0]) for c in store.r.lrange(store.keys(JOB).arrivals, 0, -1)]
     assert sorted(arrivals) == list(range(int(meta["chunks_total"])))  # each chunk id once, none skipped
     assert min(t.chunk for t in second.tasks) >= checkpoint.chunks  # numbering goes on
     unsent = {t.chunk for t in tasks} - {t.chunk for t in first.tasks + second.tasks}

@@ -183,12 +183,13 @@ def test_a_solve_with_no_live_worker_says_so_with_the_command_that_starts_one_an
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
+    """Results leave Redis once durable in the output; `collect` into the same file goes on from it."""
     client = redis.Redis.from_url(workers)
     puzzles = (EASY * 30)[:3000]
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(puzzles) + "\n")
     out = tmp_path / "out.jsonl"
-    small = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 40)}
+    small = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 40), "SUDOKU_BATCH_ACK_S": "0"}  # acked part by part
     solve = subprocess.Popen(
         [*cli_command(), "solve", str(path), "--broker", workers, "-o", str(out), "--ordered", "-q"],
         stdout=subprocess.PIPE,
@@ -197,13 +198,15 @@ def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
     )
     try:
         deadline = time.monotonic() + 60
-        while not [p for p in tmp_path.glob(".out.jsonl.*.part") if p.stat().st_size]:  # results collected
+        while not client.keys("sbatch:job:*:collected"):  # results written, made durable, dropped
             assert time.monotonic() < deadline and solve.poll() is None
             time.sleep(0.05)
     finally:
         solve.kill()
         solve.communicate(timeout=30)
     (job,) = {k.decode().split(":")[2] for k in client.keys("sbatch:job:*:meta")}
+    dropped = client.smembers(f"sbatch:job:{job}:collected")
+    assert dropped and not any(client.exists(f"sbatch:job:{job}:part:{p.decode()}") for p in dropped)
     deadline = time.monotonic() + 30
     while json.loads(run_cli("status", job, "--broker", workers, "--json").stdout)["submission"] == "running":
         assert time.monotonic() < deadline, "the killed producer still counts as running"

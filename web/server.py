@@ -22,10 +22,11 @@ from pydantic import ValidationError
 
 from client.config import ClientSettings, mask_url
 from client.interrupts import interrupting
+from client.serve_args import TOKEN_ENV as TOKEN_ENV  # re-exported: the serve options live in client
+from client.serve_args import add_arguments as add_arguments
 from web.settings import ServeSettings
 
 SHUTDOWN_GRACE_S = 3  # seconds open requests get to finish once the server is told to stop
-TOKEN_ENV = "SUDOKU_BATCH_TOKEN"
 FLAGS = {  # settings field -> the option that sets it, for errors
     "host": "--host",
     "port": "--port",
@@ -35,44 +36,6 @@ FLAGS = {  # settings field -> the option that sets it, for errors
     "max_jobs_kept": "--max-jobs-kept",
     "max_memory_mb": "--max-memory-mb",
 }
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The `serve` options."""
-    p.add_argument(
-        "--broker",
-        default=None,
-        metavar="URL",
-        help="read and submit jobs on this broker (default: SUDOKU_BATCH_BROKER; none: local processes)",
-    )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000; 0: a free one)")
-    p.add_argument(
-        "--token",
-        default=None,
-        help=f"every request must carry it; required off loopback (default: {TOKEN_ENV}, else none)",
-    )
-    p.add_argument(
-        "--max-time-limit",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="most seconds per puzzle a request may ask, single puzzles and uploads (default: 60)",
-    )
-    p.add_argument(
-        "--max-upload-mb",
-        type=float,
-        default=32.0,
-        metavar="MB",
-        help="largest corpus upload, unpacked (default: 32)",
-    )
-    p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="processes for jobs (default: one per core)"
-    )
-    kept = "embedded: jobs kept in memory, past it the oldest finished go (default: 50)"
-    p.add_argument("--max-jobs-kept", type=int, default=50, metavar="N", help=kept)
-    memory = "embedded: the server's resident memory past which the oldest finished jobs go (default: 1024)"
-    p.add_argument("--max-memory-mb", type=int, default=1024, metavar="MB", help=memory)
 
 
 def serve_settings(args: argparse.Namespace) -> ServeSettings:
