@@ -119,9 +119,9 @@ def run_job(client, path: Path, out: Path) -> dict:
 
     summary = Summary()
     output = Output(str(out), FORMAT)
-    job = client.submit(str(path))
+    job = client.submit(str(path), format=FORMAT)
     n = 0
-    for result, start, stop in job.chunks():
+    for result, start, stop in job.chunks(keep=False):
         output.write(result, start, stop)
         summary.add(result.header.stats, result.header.input)
         n += stop - start
@@ -341,6 +341,105 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
     return {"read_check_s": cpu(read), "redis_s": moved, "render_s": cpu(render), "write_s": cpu(write)}
 
 
+def repeated(path: Path, lines: int, tmp: Path) -> Path:
+    """The corpus repeated (and cut) to `lines` lines: a job of that size with the corpus's puzzles."""
+    out = tmp / f"{path.stem}.{lines}.txt"
+    if not out.exists():
+        text = path.read_text().splitlines()
+        with open(out, "w") as f:
+            for i in range(lines):
+                f.write(text[i % len(text)] + "\n")
+    return out
+
+
+def marginal_runs(paths: list[Path], tmp: Path, formats: list[str], rounds: int = 3) -> dict[str, dict]:
+    """Per role (client, workers, redis-server) CPU seconds per puzzle of a 1M-line job minus a 100k one,
+    through a real redis-server and two warm workers, for each corpus and format; medians of `rounds`
+    interleaved rounds. Redis's peak memory (used_memory, polled every 20 ms) is kept per run."""
+    import threading
+
+    import redis
+
+    from client import BatchClient
+
+    global FORMAT
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = start_redis(port, tmp)
+    workers = []
+    try:
+        time.sleep(0.3)
+        for i in range(2):
+            log = open(tmp / f"mworker{i}.log", "wb")  # noqa: SIM115
+            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
+            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        r = redis.Redis.from_url(url)
+        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
+            time.sleep(0.2)
+        client = BatchClient(url)
+        run_job(client, SAMPLE, tmp / "warm.jsonl")["job"].purge()
+        pids = [p for w in workers for p in tree(w.pid)]
+        sizes = (100_000, 1_000_000)
+        figures: dict[str, dict[str, list[dict]]] = {}
+        for _ in range(rounds):
+            for path in paths:
+                for fmt in formats:
+                    FORMAT = fmt
+                    for size in sizes:
+                        corpus = repeated(path, size, tmp)
+                        peak = [0]
+                        done = threading.Event()
+
+                        watcher = threading.Thread(target=_poll_memory, args=(r, peak, done), daemon=True)
+                        gc.collect()
+                        workers0, redis0, cpu0 = pids_cpu(pids), proc_cpu(server.pid), time.process_time()
+                        watcher.start()
+                        run = run_job(client, corpus, tmp / f"marginal.{fmt}")
+                        client_cpu = time.process_time() - cpu0
+                        time.sleep(0.05)
+                        done.set()
+                        watcher.join()
+                        row = {
+                            "puzzles": run["puzzles"], "client": client_cpu,
+                            "workers": pids_cpu(pids) - workers0, "redis": proc_cpu(server.pid) - redis0,
+                            "redis_peak_mb": peak[0] / 1e6,
+                            "wall_s": run["wall_s"],
+                        }  # fmt: skip
+                        run["job"].purge()
+                        figures.setdefault(f"{path.name} {fmt}", {}).setdefault(str(size), []).append(row)
+        client.close()
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(30)
+        server.terminate()
+        server.wait(10)
+    out: dict[str, dict] = {}
+    for key, by_size in figures.items():
+        small, large = by_size["100000"], by_size["1000000"]
+        per = {}
+        for role in ("client", "workers", "redis"):
+            diffs = [
+                (b[role] - a[role]) / (b["puzzles"] - a["puzzles"]) for a, b in zip(small, large, strict=True)
+            ]
+            per[role] = statistics.median(diffs)
+        out[key] = {
+            "per_puzzle_us": {k: v * 1e6 for k, v in per.items()},
+            "workers_over_client": per["workers"] / per["client"] if per["client"] > 0 else float("inf"),
+            "workers_over_redis": per["workers"] / per["redis"] if per["redis"] > 0 else float("inf"),
+            "redis_peak_mb_1m": max(b["redis_peak_mb"] for b in large),
+            "runs": by_size,
+        }
+    return out
+
+
+def _poll_memory(client, peak: list[int], done) -> None:  # noqa: ANN001 - a redis client, an Event
+    """Keep Redis's highest used_memory in peak[0] until `done` is set."""
+    while not done.wait(0.02):
+        peak[0] = max(peak[0], int(client.info("memory")["used_memory"]))
+
+
 def cold_start(puzzle: str, runs: int = 5) -> list[float]:
     """Wall seconds of `echo PUZZLE | sudoku-batch solve -`, from a fresh interpreter each time."""
     times = []
@@ -361,13 +460,35 @@ def main() -> None:
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each corpus per figure (default 3)")
     ap.add_argument("--no-floor", action="store_true", help="skip the floor (the parts no glue can avoid)")
-    ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", help="the records' format")
+    ap.add_argument(
+        "--format", choices=("jsonl", "csv", "parquet"), default="jsonl", help="the records' format"
+    )
+    ap.add_argument(
+        "--marginal", action="store_true",
+        help="only the fan-in: per role CPU per puzzle of a 1M-line job minus a 100k one, every format",
+    )  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=3, help="--marginal: interleaved rounds (medians)")
     ap.add_argument("--no-cold", action="store_true", help="skip the one-puzzle cold starts")
     args = ap.parse_args()
     global FORMAT
     FORMAT = args.format
     paths = [CORPORA / c for c in (args.corpus or DEFAULT)]
     report: dict[str, object] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
+    if args.marginal:
+        with tempfile.TemporaryDirectory() as tmpdir:
+            figures = marginal_runs(paths, Path(tmpdir), ["jsonl", "csv", "parquet"], args.rounds)
+        for key, data in figures.items():
+            us = data["per_puzzle_us"]
+            print(
+                f"{key:45s} per puzzle: client {us['client']:.2f} us, workers {us['workers']:.2f} us, "
+                f"redis {us['redis']:.2f} us; workers/client x{data['workers_over_client']:.1f}, "
+                f"workers/redis x{data['workers_over_redis']:.1f}; "
+                f"redis peak {data['redis_peak_mb_1m']:.0f} MB"
+            )
+        report.update(marginal=figures, load_after=os.getloadavg())
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        return
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         base = {p.name: baseline(p.read_text().splitlines()) for p in paths}

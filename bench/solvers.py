@@ -3,6 +3,7 @@
     python -m bench.solvers [--corpora 9x9/norvig_top95.txt 16x16/*] [--solvers propagation]
                             [--limit N] [--repeat 3] [--time-limit 10] [--budget 20]
                             [--no-compile]
+    python -m bench.solvers --versus-tdoku [--tdoku PATH] [--before CHECKOUT] [--rounds 3]
 
 Per corpus and solver it prints puzzles/second (CPU time of the whole batch call,
 median of `--repeat` runs), the median and maximum time per puzzle (measured inside the
@@ -17,6 +18,9 @@ missing files are skipped. Slow solvers are kept to minutes: each puzzle gets
 budget) sizes the sample, spread evenly over the file, so that one corpus x solver cell
 costs about `--budget` CPU seconds (except for the `--full` solvers, which run every
 puzzle). A sample smaller than the corpus shows in the `n` column.
+
+`--versus-tdoku` prints instead the 9x9 kernel against tdoku on issue 25's five sets (CPU
+time, interleaved rounds, guesses per puzzle beside tdoku's): see `bench/tdoku.py`.
 """
 
 from __future__ import annotations
@@ -165,6 +169,12 @@ def run_api(path: Path, repeat: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--versus-tdoku" in argv:
+        from bench import tdoku
+
+        tdoku.main([a for a in argv if a != "--versus-tdoku"])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpora", nargs="*", default=DEFAULT_CORPORA, help="files in the corpora dir (globs)")
     ap.add_argument("--solvers", nargs="*", default=None, help="default: every registered exact solver")

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import sys
 from pathlib import Path
 
 from client.config import ClientSettings, check_broker_url
+from pipeline.tasks import JOB_ID_PATTERN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+LOCAL_BROKER = "redis://127.0.0.1:6379/0"  # `worker` and `health` without a broker: a Redis on this machine
 
 
 class UsageError(Exception):
@@ -31,6 +35,32 @@ def broker_url(args: argparse.Namespace, settings: ClientSettings, required: boo
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return url
+
+
+def broker_or_local(args: argparse.Namespace, settings: ClientSettings) -> str:
+    """The broker from --broker or SUDOKU_BATCH_BROKER, else LOCAL_BROKER, saying so on stderr (a
+    worker or a probe silently on another Redis than the client's would wait for ever)."""
+    url = broker_url(args, settings, False)
+    if url is None:
+        print(f"no --broker and no SUDOKU_BATCH_BROKER: using {LOCAL_BROKER}", file=sys.stderr, flush=True)
+        return LOCAL_BROKER
+    return url
+
+
+def check_job_id(job: str) -> str:
+    """The job id itself when it has the form of one (8 to 64 hex digits, as `submit` prints them);
+    UsageError naming it otherwise, before the broker is touched (`purge '*'` must create no key)."""
+    if not re.fullmatch(JOB_ID_PATTERN, job):
+        shown = job if len(job) <= 80 else f"{job[:80]}..."
+        raise UsageError(
+            f"{shown!r} is not a job id: job ids are 8 to 64 hex digits, as `submit` prints them"
+        )
+    return job
+
+
+def time_limit(text: str) -> float:
+    """`--time-limit`'s value: seconds, with `none` (any case) for no limit, as 0 is."""
+    return 0.0 if text.strip().lower() == "none" else float(text)
 
 
 def check_seconds(flag: str, value: float | None, most: float, zero: str | None = None) -> None:
@@ -54,12 +84,23 @@ def check_processes(flag: str, value: int | None) -> None:
             raise UsageError(f"{flag} {exc}") from None
 
 
-def resume_command(job: str, inputs: list[str]) -> str:
-    """The command resuming `job`'s submission: its inputs as recorded, the broker left to the user."""
+def broker_option(args: argparse.Namespace) -> str:
+    """` --broker URL` as this command was given it (a password masked), for the commands it prints
+    to go on; `` when the broker came from SUDOKU_BATCH_BROKER (the same shell has it)."""
+    import shlex
+
+    from client.config import mask_url
+
+    url = getattr(args, "broker", None)
+    return f" --broker {shlex.quote(mask_url(url))}" if url else ""
+
+
+def resume_command(job: str, inputs: list[str], broker: str = " --broker URL") -> str:
+    """The command resuming `job`'s submission: its inputs as recorded; `broker`: `broker_option`'s."""
     import shlex
 
     names = " ".join(shlex.quote(name) for name in inputs) or "INPUT..."
-    return f"sudoku-batch submit --resume {job} {names} --broker URL"
+    return f"sudoku-batch submit --resume {job} {names}{broker}"
 
 
 def input_sources(names: list[str]) -> list[tuple[str, str]]:

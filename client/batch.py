@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
@@ -32,7 +32,13 @@ from client.transport import (
 )
 from pipeline.outbox import parse_task
 from pipeline.render.record import Record
-from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.tasks import (
+    DEFAULT_ESCALATE_AFTER_S,
+    DEFAULT_TIME_LIMIT_S,
+    FORMATS,
+    MAX_ESCALATE_AFTER_S,
+    MAX_TIME_LIMIT_S,
+)
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -80,17 +86,20 @@ class BatchClient:
         self,
         source: Source,
         *,
-        time_limit: float | None = None,
+        time_limit: float | None = DEFAULT_TIME_LIMIT_S,
         portfolio: str | None = None,
         box: str | None = None,
         name: str | None = None,
         seed: int | None = None,
         escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
+        format: str = "columns",
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
-        `seed` fixes the solvers' seeds (the same seed, the same random choices); None draws them
-        from the job id, so every job tries differently. A puzzle still unanswered after
+        `time_limit`: seconds per puzzle (DEFAULT_TIME_LIMIT_S, 20; None or 0: no limit, as before
+        there was a default: a hard puzzle may then run for ever). `seed` fixes the solvers' seeds
+        (the same seed, the same random choices); None draws them from the job id, so every job
+        tries differently. A puzzle still unanswered after
         `escalate_after` seconds is raced by idle workers (or local processes) too, each with
         another seed; 0 never.
         """
@@ -98,28 +107,37 @@ class BatchClient:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs(
             [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed,
-            escalate_after=escalate_after,
+            escalate_after=escalate_after, format=format,
         )  # fmt: skip
 
     def submit_inputs(
         self,
         inputs: list[tuple[str, Source]],
         *,
-        time_limit: float | None = None,
+        time_limit: float | None = DEFAULT_TIME_LIMIT_S,
         portfolio: str | None = None,
         box: str | None = None,
         bounded: bool = True,
         seed: int | None = None,
         escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
+        format: str = "columns",
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
         `bounded` keeps a window of chunks in flight (memory and queue stay small while
-        someone collects); `submit` without a collector needs it off.
+        someone collects); `submit` without a collector needs it off. `time_limit` as in `submit`.
+        `format` is what the processes that solve the chunks render the records in (`jsonl`, `csv`,
+        `parquet`: a collector then moves their bytes into its output without reading them;
+        `columns`, the default: the result columns, which `Job.results()` and any output format read).
         """
+        if format not in FORMATS:
+            raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
         as_box(box)  # a bad box shape is the caller's error, raised here
-        if time_limit is not None and not 0 < time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
-            raise ValueError(f"time_limit {time_limit:g}: must be above 0 and at most {MAX_TIME_LIMIT_S:g} s")
+        if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
+            raise ValueError(
+                f"time_limit {time_limit:g}: must be 0 (no limit) or above, at most {MAX_TIME_LIMIT_S:g} s"
+            )
+        time_limit = time_limit or None  # 0: no limit
         if seed is not None and not 0 <= seed < MAX_SEED:
             raise ValueError(f"seed {seed}: must be at least 0 and below 2**63")
         if not 0 <= escalate_after <= MAX_ESCALATE_AFTER_S:  # false for nan too
@@ -130,7 +148,9 @@ class BatchClient:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
-        spec = JobSpec(new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None)
+        spec = JobSpec(
+            new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None, format
+        )
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
         transport: Transport
@@ -142,8 +162,10 @@ class BatchClient:
         else:
             transport = self._celery_transport()
             window = self._broker_window if bounded else None
-        producer = Producer(spec, self.store, transport, self.settings, window)
-        return Job(self, spec.job, producer, inputs)
+        collected = _Collected()
+        consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
+        producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
+        return Job(self, spec.job, producer, inputs, collected=collected)
 
     def resume(
         self,
@@ -299,6 +321,29 @@ MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's See
 SMALL_GRID_CHARS = 2 * 81 + 1  # the longest line of a 9x9 grid: 81 values with separators
 
 
+class _Collected:
+    """Chunks whose every row this process has taken (a solve's window counts them once it collects: Redis
+    then holds the chunks in flight and those waiting for this collector, not all the workers answered)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.chunks = 0
+        self._rows: dict[int, int] = {}
+
+    def count(self, parts: Iterable[Any]) -> Iterator[Any]:
+        """Pass the parts through, counting the chunks they complete."""
+        for part in parts:
+            stats = part.header.stats
+            if stats.chunk_n:
+                got = self._rows.get(stats.chunk, 0) + stats.n
+                if got >= stats.chunk_n:
+                    self._rows.pop(stats.chunk, None)
+                    self.chunks += 1
+                else:
+                    self._rows[stats.chunk] = got
+            yield part
+
+
 def _stdin() -> Source:
     """Stdin, peeked: a small input is read whole now (so the job can tell it is small)."""
     stream, _ = peek_stdin(INLINE_BYTES)
@@ -375,6 +420,7 @@ class Job:
         inputs: list[tuple[str, Source]] | Iterable[GenerateTask],
         *,
         taken: list[int] | None = None,
+        collected: _Collected | None = None,
     ) -> None:
         """`inputs`: a solve job's named inputs, or a generate job's planned tasks (with `taken`, the
         count of chunks `generated` handed over, which the producer's window reads)."""
@@ -382,9 +428,15 @@ class Job:
         self.id = job_id
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        # set when the producer thread is done: waited on instead of Thread.join, which an interrupt
+        # (Ctrl-C in `submit`) leaves saying the thread stopped while it runs on (CPython 3.11, bpo-45274)
+        self._done = threading.Event()
         self._producer = producer
         self._taken = taken
-        if producer is not None:
+        self._collected = collected or _Collected()
+        if producer is None:
+            self._done.set()
+        else:
             self._thread = threading.Thread(
                 target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
             )
@@ -398,11 +450,12 @@ class Job:
                 producer.run(inputs)
         except BaseException as exc:  # noqa: BLE001 - kept for wait_submitted(); the store says failed
             self._error = exc
+        finally:
+            self._done.set()
 
     def wait_submitted(self, timeout: float | None = None) -> None:
         """Block until every input line was read and sent; re-raise the producer's error."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._done.wait(timeout)
         if self._error is not None:
             raise self._error
 
@@ -434,7 +487,7 @@ class Job:
     @property
     def producing(self) -> bool:
         """True while this process's producer is still reading the input."""
-        return self._thread is not None and self._thread.is_alive()
+        return not self._done.is_set()
 
     def status(self) -> JobStatus:
         """Progress, counts by status, rate and live workers."""
@@ -447,24 +500,36 @@ class Job:
         idle_timeout: float | None = None,
         on_wait: Callable[[], None] | None = None,
         keep: bool = True,
+        acked: bool = False,
+        written: tuple[set[Any], int] | None = None,
     ) -> Iterator[Slice]:
-        """Stream (chunk result, first row, end row) slices as results arrive, or in input order.
+        """Stream (part, first row, end row) slices as results arrive, or in input order.
 
-        `keep=False` deletes each result from the store once the caller has it (no re-run).
+        `keep=False` deletes each result from the store once the caller has it (no re-run);
+        `acked`: the caller drops them itself once they are durable (`JobStore.ack`). `written`:
+        the parts (and their puzzles) an earlier collection wrote into the output this one goes on
+        with (ordered: they are the puzzles before the first one this one writes).
         """
         s = self.client.settings
         resender = self.client.resender(self.id)
         stream: Iterable = stream_chunks(
             self.client.store,
             self.id,
-            result_ttl=s.result_ttl if keep else 0,
+            result_ttl=-1 if acked else s.result_ttl if keep else 0,
             poll=s.poll_interval,
             stale_after=s.producer_stale_s,
             idle_timeout=idle_timeout,
             on_wait=on_wait,
             sweep=resender.sweep if resender is not None else None,
+            written=written[0] if written else None,
+            rows_written=written[1] if written else 0,
         )
-        yield from (in_order if ordered else arrival_order)(stream)
+        self._collected.on = True  # the producer's window now waits for what this process collects
+        stream = self._collected.count(stream)
+        if ordered:
+            yield from in_order(stream, written[1] if written else 0)
+        else:
+            yield from arrival_order(stream)
 
     def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
         """Stream a generate job's chunk results in plan order, each once (RuntimeError for a chunk that
@@ -507,10 +572,11 @@ class Job:
         `fail` marks the job failed; without it the job stays as it is and a resume can go
         on from its checkpoint (broker mode).
         """
-        if self._producer is not None:
-            self._producer.stop(fail)
-        if self._thread is not None:
-            self._thread.join(wait)
+        if self._producer is None:
+            return
+        self._producer.stop(fail)
+        if not self._done.wait(wait) and not fail:  # still blocked in a read or a send: it has left anyway
+            self._producer.leave()
 
     def purge(self, *, stop: bool = True) -> int:
         """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""

@@ -6,6 +6,7 @@ Exit 0 ok, 1 failed, 2 usage; interrupted by a signal: 128 + its number (Ctrl-C 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -15,46 +16,76 @@ from client.args import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    LOCAL_BROKER,
     UsageError,
+    broker_option,
+    broker_or_local,
     broker_url,
+    check_job_id,
     check_processes,
     resume_command,
+    time_limit,
 )
 from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled
-from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S
+from client.target import ReaderGone
+from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
+
+EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
+
+
+BROKER_HELP = "redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER)"
+LOCAL_BROKER_HELP = f"redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER, else {LOCAL_BROKER})"
 
 
 def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     p.add_argument("inputs", nargs=inputs, metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per puzzle")
+    p.add_argument(
+        "--time-limit",
+        type=time_limit,
+        default=None,
+        metavar="S",
+        help=f"seconds per puzzle (default: {DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; "
+        "a resume keeps the job's)",
+    )
     p.add_argument(
         "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
     )
     p.add_argument(
-        "--box", default=None, metavar="RxC", help="box shape over the inferred one (9: 3x3, 6: 2x3)"
+        "--box", default=None, metavar="RxC", help="box shape (default: inferred, 9 cells a row: 3x3, 6: 2x3)"
     )
-    p.add_argument("--broker", default=None, metavar="URL", help="redis://[:password@]host:port/db")
+    p.add_argument(
+        "--broker",
+        default=None,
+        metavar="URL",
+        help="redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER; solve without one: embedded)",
+    )
     p.add_argument(
         "--escalate-after",
         type=float,
         default=DEFAULT_ESCALATE_AFTER_S,
         metavar="S",
-        help=f"race a puzzle unsolved after S s on idle workers too ({DEFAULT_ESCALATE_AFTER_S:g}; 0: never)",
+        help=f"race a puzzle unsolved after S s on idle workers too (default: {DEFAULT_ESCALATE_AFTER_S:g}; "
+        "0: never)",
     )
 
 
 def _common_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", default=None, help="results file (default: stdout)")
+    p.add_argument(
+        "-o", "--output", default=None, metavar="FILE", help="results file; .gz compresses (default: stdout)"
+    )
     p.add_argument(
         "--format",
         choices=("jsonl", "csv", "parquet"),
-        default="jsonl",
-        help="jsonl (default), csv, or parquet (needs the `parquet` extra: pyarrow)",
+        default=None,
+        help="jsonl, csv, or parquet (the `parquet` extra: pyarrow); default: -o's extension "
+        "(.jsonl or .json, .csv, .parquet), else jsonl",
     )
     p.add_argument("--ordered", action="store_true", help="write results in input order")
-    p.add_argument("--report", default=None, metavar="HTML", help="also write an HTML report with plots")
+    p.add_argument(
+        "--report", default=None, metavar="HTML", help="also write an HTML report with plots (default: none)"
+    )
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
 
@@ -67,32 +98,46 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="solve whole files and wait for every result")
     _common_solve(p)
     _common_output(p)
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes (embedded mode)")
+    p.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="local processes (default: one per core)"
+    )
     p = sub.add_parser("submit", help="submit files to the broker, print the job id and return")
     _common_solve(p, inputs="*")
+    p.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet"),
+        default=None,
+        help="what the workers render the records in: jsonl, csv or parquet (default: jsonl); collect "
+        "writes it",
+    )
     p.add_argument(
         "--resume",
         default=None,
         metavar="JOB",
-        help="go on submitting JOB after its producer died half way (INPUTs: the job's files again)",
+        help="go on submitting JOB after its producer died half way (INPUTs: the job's files again; "
+        "default: a new job)",
     )
     p = sub.add_parser("collect", help="wait for a job's results and write them")
     p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p.add_argument(
-        "--timeout", type=float, default=None, metavar="S", help="give up after S s with no result"
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="give up after S s with no result (default: wait while the job's producer lives)",
     )
     _common_output(p)
     p = sub.add_parser("status", help="show a job's progress, counts, rate and live workers")
     p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("worker", help="start a Celery worker for the broker")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=LOCAL_BROKER_HELP)
     p.add_argument(
         "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
     )
-    p.add_argument("--loglevel", default="warning")
+    p.add_argument("--loglevel", default="warning", help="Celery's log level (default: warning)")
     p.add_argument(
         "-E",
         "--events",
@@ -100,18 +145,18 @@ def parser() -> argparse.ArgumentParser:
         help="send task events for Flower and `celery events` (docs/monitoring.md: what it costs)",
     )
     p = sub.add_parser("health", help="exit 0 if the broker answers and a worker on this host beats")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=LOCAL_BROKER_HELP)
     p.add_argument("--broker-only", action="store_true", help="only check that the broker answers")
     p = sub.add_parser("purge", help="delete a job's keys from the broker")
     p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL")
+    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p = sub.add_parser("generate", help="generate puzzles (unique, symmetric, rated), locally or on workers")
     from client.generate import add_arguments
 
     add_arguments(p)
     sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
     p = sub.add_parser("serve", help="a web page for single puzzles, jobs and workers (loopback by default)")
-    from web.server import add_arguments as serve_arguments
+    from client.serve_args import add_arguments as serve_arguments
 
     serve_arguments(p)
     return ap
@@ -124,9 +169,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     announce_compiling(args.command, getattr(args, "quiet", False))
     with handled():  # SIGINT, SIGTERM, SIGHUP: Interrupted, in the main thread
         try:
-            return _run(args, settings)
+            code = _run(args, settings)
         except KeyboardInterrupt as exc:  # arrived as the command was already ending
             return exit_code(exc)
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not at exit: a reader gone by now is one more quiet end
+    except BrokenPipeError:
+        return _reader_gone()
+    return code
+
+
+def _reader_gone() -> int:
+    """End quietly after the reader of stdout left (`... | head -1`), as Unix tools do: exit 141.
+
+    Stdout is pointed at /dev/null first, so the interpreter's own flush at exit finds no
+    reader gone and prints no "Exception ignored" traceback.
+    """
+    with contextlib.suppress(OSError, ValueError):  # stdout may be closed already: nothing to point
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_READER_GONE
 
 
 def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -151,10 +215,13 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
             return run_warm()
         if args.command == "serve":
             return _serve(args, settings)
+        args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
         return _worker(args, settings)
     except UsageError as exc:
         print(f"sudoku-batch: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ReaderGone:
+        return _reader_gone()
     except BrokerUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -183,7 +250,8 @@ def _check_streams(args: argparse.Namespace) -> None:
 def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.batch import BatchClient
 
-    status = BatchClient(broker_url(args, settings, True), settings=settings).job(args.job).status()
+    url, job = broker_url(args, settings, True), check_job_id(args.job)
+    status = BatchClient(url, settings=settings).job(job).status()
     if args.json:
         print(status.model_dump_json(indent=2))
         return EXIT_OK if status.state != "unknown" else EXIT_FAILED
@@ -212,9 +280,11 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.error:
         print(f"error: {status.error}")
     if stopped:
+        silent = status.producer_silent_s
+        why = "its producer stopped" if silent is None else f"producer silent for {silent:.0f} s"
         print(
-            f"submission incomplete: {status.checkpoint} puzzles submitted, producer silent for "
-            f"{status.producer_silent_s or 0:.0f} s; resume it: {resume_command(status.job, status.inputs)}"
+            f"submission incomplete: {status.checkpoint} puzzles submitted, {why}; "
+            f"resume it: {resume_command(status.job, status.inputs, broker_option(args))}"
         )
     return EXIT_OK
 
@@ -222,7 +292,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
 def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.batch import BatchClient
 
-    removed = BatchClient(broker_url(args, settings, True), settings=settings).job(args.job).purge()
+    url, job = broker_url(args, settings, True), check_job_id(args.job)
+    removed = BatchClient(url, settings=settings).job(job).purge()
     print(f"job {args.job}: {removed} keys removed")
     return EXIT_OK
 
@@ -233,7 +304,7 @@ def _health(args: argparse.Namespace, settings: ClientSettings) -> int:
 
     from client.redis_store import RedisJobStore, connect
 
-    url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
+    url = broker_or_local(args, settings)
     store = RedisJobStore(connect(url, settings), settings)
     if args.broker_only:
         print(f"ok: broker {mask_url(url)} answers")

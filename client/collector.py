@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from client.store import Checkpoint, Decode, JobStore, decode_solve
-from pipeline.result import ChunkResult
+from pipeline.result import ChunkResult, VersionMismatch
+from pipeline.tasks import VERSION, version_refusal
 
 FETCH_CHUNKS = 1  # chunk results fetched per round trip (each can be tens of MB)
 
@@ -32,6 +33,8 @@ def stream_chunks(
     on_wait: Callable[[], None] | None = None,
     sweep: Callable[[float], object] | None = None,
     decode: Decode = decode_solve,
+    written: set[Any] | None = None,
+    rows_written: int = 0,
 ) -> Iterator[Any]:
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
@@ -41,22 +44,28 @@ def stream_chunks(
     `idle_timeout` seconds. `sweep` is called while waiting with the seconds since the
     last result arrived (broker mode: `client.resend.Resender.sweep`, for lost tasks).
     `decode` reads a stored result of the job's kind (solve chunks unless told otherwise).
+    `written`: parts an earlier collection wrote into the output this one goes on with (skipped,
+    their `rows_written` counted); `result_ttl` < 0: the caller marks what it collected itself
+    (`JobStore.ack`, once its output is durable).
     """
-    seen: set[int] = set()
+    seen: set[Any] = set(written or ())
+    rows = rows_written  # puzzles answered by the parts seen (a generate run: chunks seen)
     cursor = 0
     last_progress = time.monotonic()
     while True:
         ids, cursor = store.arrivals(job, cursor)
         fresh = [c for c in dict.fromkeys(ids) if c not in seen]
         if fresh:
-            for at in range(0, len(fresh), FETCH_CHUNKS):  # a few chunks at a time: bounded memory
+            for at in range(0, len(fresh), FETCH_CHUNKS):  # a few parts at a time: bounded memory
                 part = fresh[at : at + FETCH_CHUNKS]
-                for chunk, result in zip(part, store.fetch_results(job, part, decode), strict=True):
+                for name, result in zip(part, _fetched(store, job, part, decode), strict=True):
                     if result is None:
-                        raise JobFailed(f"the result of chunk {chunk} expired before it was collected")
-                    seen.add(chunk)
+                        raise JobFailed(f"the result of chunk {_named(name)} expired before it was collected")
+                    seen.add(name)
+                    rows += len(result) if isinstance(name, tuple) else 1
                     yield result
-                store.mark_collected(job, part, result_ttl)  # after the caller has written them
+                if result_ttl >= 0:
+                    store.mark_collected(job, part, result_ttl)  # after the caller has written them
             last_progress = time.monotonic()
             continue
         meta = store.meta(job)
@@ -65,7 +74,8 @@ def stream_chunks(
         state = meta.get("state")
         if state == "failed":
             raise JobFailed(meta.get("error") or "the job failed")
-        if state == "produced" and len(seen) >= int(meta.get("chunks_total", 0)):
+        want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
+        if state == "produced" and rows >= want:
             return
         if state == "producing":  # not complete until the producer says so, however many chunks are in
             beat = float(meta.get("producer_beat") or meta["created"])
@@ -81,16 +91,32 @@ def stream_chunks(
         store.wait(job, poll)
 
 
-Slice = tuple[ChunkResult, int, int]  # a chunk result and a range of its record rows
+def _fetched(store: JobStore, job: str, names: list[Any], decode: Decode) -> list[Any]:
+    """The results of `names`; a result of another protocol version ends the job in one line naming both."""
+    for name in names:
+        if decode is decode_solve and not isinstance(name, tuple):
+            raise JobFailed(
+                version_refusal(f"the worker of chunk {job}:{name}", VERSION - 1, "client") or "version"
+            )
+    try:
+        return store.fetch_results(job, names, decode)
+    except VersionMismatch as exc:
+        raise JobFailed(f"{exc}: run one version of sudoku-batch on the clients and the workers") from None
 
 
-def in_order(chunks: Iterable[ChunkResult]) -> Iterator[Slice]:
-    """Reorder chunk results by puzzle index, holding only what arrived ahead of its turn.
+def _named(name: Any) -> str:
+    return f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else str(name)
+
+
+Slice = tuple[ChunkResult, int, int]  # a part and a range of its record rows
+
+
+def in_order(chunks: Iterable[ChunkResult], expected: int = 0) -> Iterator[Slice]:
+    """Reorder chunk results by puzzle index from `expected` on, holding only what arrived ahead of its turn.
 
     Records of a chunk are in index order and come in runs of consecutive indices, so
     the merge works run by run: results arriving in order pass straight through.
     """
-    expected = 0
     heads: dict[int, tuple[ChunkResult, int, int]] = {}  # next index -> (result, run number, first row)
     for result in chunks:
         if len(result) == 0:

@@ -33,6 +33,8 @@ class ClientSettings(BaseSettings):
     resend_after: float = Field(default=30.0, gt=0)  # s without results before lost chunk tasks are re-sent
     stop_ttl: int = 60  # seconds a purged job's stop key lives (workers solving it see it within a second)
     no_worker_notice_s: float = Field(default=10.0, gt=0)  # waiting this long with no live worker: say so
+    ack_s: float = Field(default=1.0, ge=0, le=3600)  # broker solve: output fsync'd, Redis freed this often
+    ack_mb: float = Field(default=8.0, ge=0, le=1 << 20)  # ... and whenever this many MB were written since
 
 
 _PASSWORD = re.compile(r"(\w+://)([^@/\s]*)@")

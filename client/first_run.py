@@ -35,9 +35,9 @@ def package_version() -> str:
 def announce_compiling(command: str, quiet: bool) -> None:
     """Say on stderr, once, when `command` starts compiling solvers (a cold cache), unless quiet."""
     if command in COMPILING_COMMANDS and not quiet:
-        from solvers.warm import COMPILE_NOTICE, on_first_compile
+        from solvers.warm import on_first_compile
 
-        on_first_compile(lambda: print(f"sudoku-batch: {COMPILE_NOTICE}", file=sys.stderr, flush=True))
+        on_first_compile(lambda notice: print(f"sudoku-batch: {notice}", file=sys.stderr, flush=True))
 
 
 def run_warm() -> int:
@@ -47,7 +47,7 @@ def run_warm() -> int:
 
     compiled: list[bool] = []
 
-    def announce() -> None:
+    def announce(_: str) -> None:
         compiled.append(True)
         print("compiling solvers for this machine (up to a minute)...", file=sys.stderr, flush=True)
 

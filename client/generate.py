@@ -20,13 +20,14 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from client.args import EXIT_OK, UsageError, broker_url, check_processes
 from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
-from client.target import FLUSH_S
+from client.target import FLUSH_S, ReaderGone
 
 if TYPE_CHECKING:
     from client.target import Target
@@ -50,54 +51,77 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="same seed, same puzzles (default: random, printed)",
     )
-    p.add_argument("--unique", action="store_true", help="dig puzzles with exactly one solution")
-    p.add_argument("--clues", type=int, default=None, metavar="K", help="dig down to K givens")
+    p.add_argument(
+        "--unique",
+        action="store_true",
+        help="dig puzzles with exactly one solution (the default; with --clues K: unique ones)",
+    )
+    p.add_argument(
+        "--full", action="store_true", help="write full solved grids instead of puzzles (nothing dug)"
+    )
+    p.add_argument(
+        "--clues",
+        type=int,
+        default=None,
+        metavar="K",
+        help="dig down to K givens (unique only with --unique; default: as far as uniqueness allows)",
+    )
     p.add_argument(
         "--holes",
         type=float,
         default=None,
         metavar="F",
-        help="blank this fraction of the cells of a random full grid (0-1; solvable, not unique)",
+        help="blank this fraction of the cells of a random full grid (0-1; solvable, not unique; "
+        "default: dig instead)",
     )
     p.add_argument(
         "--min-clues", action="store_true", help="dig to proven minimal unique puzzles (implies --unique)"
     )
     p.add_argument("--symmetry", default="none", help="none (default), rotational or mirror")
     p.add_argument(
-        "--difficulty", default=None, metavar="LEVELS", help="keep only these levels: easy,medium,hard,expert"
+        "--difficulty",
+        default=None,
+        metavar="LEVELS",
+        help="keep only these levels: easy,medium,hard,expert (default: all)",
     )
     p.add_argument(
         "--attempts",
         type=int,
         default=100,
         metavar="A",
-        help="candidates per puzzle before a target is given up",
+        help="candidates per puzzle before a target is given up (default: 100)",
     )
     p.add_argument(
         "--chunk-size",
         type=int,
         default=None,
         metavar="C",
-        help="puzzles per chunk (part of what the seed reproduces)",
+        help="puzzles per chunk, part of what the seed reproduces (default: by box and options)",
     )
     p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="local processes (default: all cores)"
+        "--workers", type=int, default=None, metavar="N", help="local processes (default: one per core)"
     )
     p.add_argument(
         "--broker",
         default=None,
         metavar="URL",
-        help="fan out over Celery workers: redis://[:password@]host:port/db",
+        help="fan out over Celery workers: redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER; "
+        "none: local processes)",
     )
     p.add_argument(
         "-o", "--output", default=None, metavar="FILE", help="puzzles, one per line (default: stdout)"
     )
-    p.add_argument("--solutions", default=None, metavar="FILE", help="also write the solutions, line-aligned")
+    p.add_argument(
+        "--solutions",
+        default=None,
+        metavar="FILE",
+        help="also write the solutions, line-aligned (default: no)",
+    )
     p.add_argument(
         "--meta",
         default=None,
         metavar="FILE",
-        help="also write JSON lines of metadata (difficulty), line-aligned",
+        help="also write JSON lines of metadata (difficulty), line-aligned (default: no)",
     )
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
@@ -122,6 +146,8 @@ def build_request(args: argparse.Namespace) -> Request:
     from solvers.generator import Options, default_chunk_size, plan_chunks, random_seed
     from solvers.puzzle import Box
 
+    if args.full and (args.unique or args.clues is not None or args.holes is not None or args.min_clues):
+        raise UsageError("--full writes full grids: it excludes --unique, --clues, --holes and --min-clues")
     if args.clues is not None and args.min_clues:
         raise UsageError("--clues and --min-clues exclude each other: ask for a count or for minimal puzzles")
     if args.holes is not None and (args.clues is not None or args.min_clues):
@@ -152,7 +178,7 @@ def build_request(args: argparse.Namespace) -> Request:
     try:
         box = Box.parse(args.box)
         options = Options(
-            unique=args.unique,
+            unique=_unique(args),
             clues=args.clues,
             holes=args.holes,
             minimal=args.min_clues,
@@ -177,6 +203,14 @@ def build_request(args: argparse.Namespace) -> Request:
     return Request(
         box, args.count, seed, args.seed is not None, options, size, plan_chunks(args.count, seed, size)
     )
+
+
+def _unique(args: argparse.Namespace) -> bool:
+    """Unique puzzles unless `--full`; a target named without `--unique` (`--clues K`, `--holes F`)
+    keeps the meaning it had before unique became the default: dug that far, uniqueness not asked."""
+    if args.full:
+        return False
+    return args.unique or (args.clues is None and args.holes is None)
 
 
 @dataclass
@@ -216,9 +250,18 @@ class Sink:
     """The output files (puzzles, solutions, meta): regular files under temporary names renamed at the end,
     FIFOs and devices written straight through (`client.target.Target`)."""
 
-    def __init__(self, output: str | None, solutions: str | None, meta: str | None) -> None:
+    def __init__(
+        self,
+        output: str | None,
+        solutions: str | None,
+        meta: str | None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`)."""
+        self._say = say
         self._files: list[tuple[TextIO, Target | None]] = []
         self._flushed = time.monotonic()
+        self._gone = False  # the reader of a pipe closed it
         try:
             self.puzzles = self._open(output)
             self.solutions = self._open(solutions) if solutions else None
@@ -233,15 +276,23 @@ class Sink:
             return sys.stdout
         from client.target import Target
 
-        target = Target(name)  # type: ignore[arg-type]
+        target = Target(name, self._say)  # type: ignore[arg-type]
         stream = io.TextIOWrapper(target.stream, encoding="utf-8", newline="\n", write_through=True)
         self._files.append((stream, target))
         return stream
 
     def write(self, result: GenerateResult) -> None:
-        """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S."""
+        """Append one chunk's lines to every file (line-aligned), flushed at least every FLUSH_S;
+        ReaderGone when the reader of a pipe closed it (`generate ... | head -1`)."""
         if not len(result):
             return
+        try:
+            self._write(result)
+        except BrokenPipeError:
+            self._gone = True
+            raise ReaderGone("the reader of the output closed it") from None
+
+    def _write(self, result: GenerateResult) -> None:
         self.puzzles.write("\n".join(result.puzzles) + "\n")
         if self.solutions is not None:
             self.solutions.write("\n".join(result.solutions) + "\n")
@@ -256,13 +307,21 @@ class Sink:
             self._flushed = now
 
     def close(self, complete: bool) -> None:
-        """Rename the files into place when complete; delete the partial ones otherwise."""
+        """Rename the files into place when complete; delete the partial ones otherwise (a pipe whose
+        reader is gone is left unflushed: no one reads it)."""
         files, self._files = self._files, []
-        for stream, target in files:
-            stream.flush()
-            if target is not None:
-                stream.detach()  # the target closes the bytes stream itself
-                target.close(complete)
+        gone = False
+        for stream, target in files:  # every one, whichever pipe lost its reader
+            try:
+                stream.flush()
+                if target is not None:
+                    stream.detach()  # the target closes the bytes stream itself
+                    target.close(complete)
+            except BrokenPipeError:
+                gone = True
+        if gone and not self._gone:  # else it was raised from `write` already
+            self._gone = True
+            raise ReaderGone("the reader of the output closed it")
 
 
 def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
@@ -299,7 +358,7 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         if not client.embedded:
             store = client.store
             notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
-        sink = Sink(args.output, args.solutions, args.meta)
+        sink = Sink(args.output, args.solutions, args.meta, progress.say)
         try:
             for result in job.generated(on_wait=notice.check if notice is not None else None):
                 sink.write(result)

@@ -82,6 +82,11 @@ def held() -> Iterator[None]:
             raise Interrupted(signum)
 
 
+def interrupting() -> bool:
+    """True once a signal was raised as `Interrupted` (the command is winding down)."""
+    return _State.raised
+
+
 def exit_code(exc: KeyboardInterrupt) -> int:
     """The exit code of a command ended by `exc` (a plain KeyboardInterrupt is SIGINT's)."""
     return exc.exit_code if isinstance(exc, Interrupted) else 128 + signal.SIGINT

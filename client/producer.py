@@ -96,12 +96,14 @@ class JobSpec:
     prints: list[InputPrint | None] = field(default_factory=list)
     seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
     escalate_after: float | None = None  # seconds before a slow puzzle is raced by idle processes too
+    format: str = "columns"  # what the solving processes render the records in (`pipeline.tasks.FORMATS`)
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
         out = {"created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs)}
         out["prints"] = PRINTS.dump_json(self.prints).decode()
         out["checkpoint"] = Checkpoint().model_dump_json()
+        out["format"] = self.format
         for key in ("box", "time_limit", "portfolio", "seed", "escalate_after"):
             value = getattr(self, key)
             if value is not None:
@@ -118,7 +120,7 @@ class JobSpec:
         seed, escalate = meta.get("seed"), meta.get("escalate_after")
         return cls(
             job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
-            int(seed) if seed else None, float(escalate) if escalate else None,
+            int(seed) if seed else None, float(escalate) if escalate else None, meta.get("format", "columns"),
         )  # fmt: skip
 
 
@@ -281,14 +283,19 @@ class Producer:
             if self._fail_on_stop:  # on purpose: `status` says cancelled, never "resume it"
                 self._fail("the job was cancelled", {"cancelled": f"{time.time():.3f}"})
             else:
-                self._leave()
+                self.leave()
             raise
         except BaseException as exc:
             self._fail(f"the producer stopped: {type(exc).__name__}: {exc}")
             raise
 
-    def _leave(self) -> None:
-        """Say this producer is gone (beat at 0), so a resume may take the submission over at once."""
+    def leave(self) -> None:
+        """Say this producer is gone (beat at 0), so a resume may take the submission over at once.
+
+        Called by the producer once stopped, or by the command for a producer stopped but still
+        blocked (in a read or a send): it beats no more once stopped, and a resume's claim fences
+        off whatever it would still commit.
+        """
         with contextlib.suppress(Exception):
             if self.token is not None and self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"producer_beat": "0"})
@@ -376,6 +383,7 @@ class Producer:
             portfolio=self.spec.portfolio,
             seed=solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
             escalate_after=self.spec.escalate_after or None,
+            format=self.spec.format,
         )
         self._emit(
             task, Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])), answered
@@ -412,6 +420,7 @@ class Producer:
             pending.bad_lines[:k],
             pending.bad_texts[:k],
             pending.bad_errors[:k],
+            self.spec.format,
         )
         del pending.bad_indices[:k], pending.bad_lines[:k], pending.bad_texts[:k], pending.bad_errors[:k]
         return result
@@ -452,7 +461,7 @@ class Producer:
     def _heartbeat(self) -> None:
         """Tell collectors the producer is alive and how far it got (at most once a second)."""
         now = time.time()
-        if now - self._beat >= 1.0:
+        if now - self._beat >= 1.0 and not self.stopping.is_set():  # stopped: it may have said it left
             self._beat = now
             self.store.update(
                 self.spec.job,

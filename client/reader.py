@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import io
 import sys
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,10 +50,12 @@ def read_blocks(
     stream (gzip or not), or an iterable of strings (one line each).
 
     Same entries as `read_entries` (line, text, verdict); blank and `#` lines are skipped.
+    Empty blocks come between them, at least one per slab read (~1 MB): a consumer that beats
+    while it reads (the producer) keeps beating through gigabytes of blank lines.
     """
     state = _LineReader(as_box(box))
     if hasattr(source, "read"):
-        yield from _read_stream(_gunzip(source), state)  # type: ignore[arg-type]
+        yield from _read_stream(unpacked(source), state)  # type: ignore[arg-type]
         return
     if not isinstance(source, (str, Path)):
         for n, text in enumerate(source, start=1):
@@ -71,13 +74,35 @@ def read_blocks(
 
 def _open(source: str | Path) -> IO[bytes]:
     """Open a path (or `-` for stdin) as bytes, gunzipping when it starts with the gzip magic."""
-    return _gunzip(sys.stdin.buffer if str(source) == "-" else open(source, "rb"))  # noqa: SIM115
+    return unpacked(sys.stdin.buffer if str(source) == "-" else open(source, "rb"))  # noqa: SIM115
 
 
-def _gunzip(raw: IO[bytes]) -> IO[bytes]:
-    """Wrap a binary stream in a gzip reader when it starts with the gzip magic."""
-    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+def unpacked(raw: IO[bytes]) -> IO[bytes]:
+    """A binary stream's input bytes: through a gzip reader (every member of a `cat a.gz b.gz`)
+    when it starts with the gzip magic, as is otherwise. The one reader of files, stdin, streams
+    and web uploads (`read_upload`)."""
+    if not hasattr(raw, "peek"):  # BytesIO and raw streams: buffered, so the magic can be peeked
+        raw = io.BufferedReader(raw, buffer_size=SLAB)  # type: ignore[arg-type, type-var]
+    head = raw.peek(2)[:2]  # type: ignore[attr-defined]
     return gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[return-value]
+
+
+class TooLarge(ValueError):
+    """An input unpacks to more bytes than its reader takes."""
+
+
+def read_upload(data: bytes, most: int) -> bytes:
+    """The text of an input held in memory (a web upload), unpacked as `read_blocks` unpacks a file:
+    TooLarge past `most` bytes (never holding more than `most` + 1 of them), ValueError (one line)
+    when its gzip is broken or cut short."""
+    stream = unpacked(io.BytesIO(data))
+    try:
+        text = stream.read(most + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+        raise ValueError(f"not valid gzip: {exc}") from None
+    if len(text) > most:
+        raise TooLarge(f"unpacks to more than {most:,} bytes")
+    return text
 
 
 class _Prefixed(io.RawIOBase):
@@ -111,7 +136,8 @@ def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
     """Read slabs ending at a newline; check uniform slabs at once, the rest line by line.
 
     A byte-order mark opening the input is skipped. Of an over-long line only its head is
-    held; the characters dropped are counted so its message gives its true length.
+    held; the characters dropped are counted so its message gives its true length. A slab
+    of nothing but line ends is skipped whole (blank lines give no entry).
     """
     read = getattr(stream, "read1", stream.read)
     carry = b""
@@ -140,15 +166,24 @@ def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
                 dropped += _characters(data[2 * MAX_LINE_CHARS :])
                 data = data[: 2 * MAX_LINE_CHARS]
             carry = data
+            yield Block()  # a tick: the consumer (the producer's heartbeat) knows the reading goes on
             continue
         body, carry = data[:cut], data[cut:]
         count = body.count(b"\n")
-        fast = state.uniform(body, count, done) if not dropped else None
-        if fast is not None:
+        blank = not dropped and not body.translate(None, b"\r\n")
+        fast = state.uniform(body, count, done) if not dropped and not blank else None
+        if blank:
+            yield Block()  # only empty lines (a gzip of gigabytes of newlines): nothing to parse, a tick
+        elif fast is not None:
             yield from state.pending()
             yield fast
         else:
-            yield from state.flush_lines(done, body, dropped)
+            ticked = False
+            for block in state.flush_lines(done, body, dropped):
+                ticked = True
+                yield block
+            if not ticked:
+                yield Block()  # blank lines, comments or a grid's first rows: no puzzle yet, a tick
         done += count
         dropped = 0
     yield from state.finish()

@@ -7,6 +7,7 @@ seconds, never a hang.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -20,7 +21,7 @@ from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
-from pipeline.keys import JobKeys, current_key, job_stopped, result_commands, workers_key
+from pipeline.keys import JobKeys, current_key, job_stopped, part_commands, result_commands, workers_key
 from pipeline.outbox import outbox_entry, read_outbox_entry
 from pipeline.result import ChunkResult, ChunkStats
 from pipeline.tasks import JOB_ID_PATTERN, ChunkTask
@@ -133,10 +134,12 @@ class RedisJobStore(JobStore):
         """
         k, ttl = self.keys(job), self.settings.job_ttl
         commands: list[tuple[Any, ...]] = []
-        if answered is not None:
+        if answered is not None:  # the producer's own answers: a new chunk, whole in one part
             stats, chunk = answered.header.stats, answered.header.chunk
             payload = answered.encode()
-            commands += result_commands(k, chunk, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl)
+            commands += part_commands(
+                k, chunk, 0, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl, complete=True
+            )
         if task is not None:
             entry = outbox_entry(time.time(), task.model_dump_json())
             commands += [("HSET", k.outbox, str(task.chunk), entry), ("EXPIRE", k.outbox, ttl)]
@@ -167,41 +170,56 @@ class RedisJobStore(JobStore):
 
     def put_result(
         self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
-    ) -> None:
+    ) -> bool:
+        """Store a generate chunk's result, or a part of a new chunk answered whole (tests, the producer)."""
         stats = result.header.stats
-        commands = result_commands(
-            self.keys(job),
-            result.header.chunk,
-            payload if payload is not None else result.encode(),
-            stats.model_dump_json(),
-            stats.n,
-            stats.cpu_s,
-            self.settings.job_ttl,
-        )
+        data = payload if payload is not None else result.encode()
+        k = self.keys(job)
+        if isinstance(result, ChunkResult):
+            head = result.header
+            commands = part_commands(
+                k, head.chunk, head.row, data, stats.model_dump_json(), stats.n, stats.cpu_s,
+                self.settings.job_ttl, complete=head.row + stats.n >= stats.chunk_n,
+            )  # fmt: skip
+        else:
+            commands = result_commands(
+                k,
+                result.header.chunk,
+                data,
+                stats.model_dump_json(),
+                stats.n,
+                stats.cpu_s,
+                self.settings.job_ttl,
+            )
         run_commands(self.r, commands)
+        return True
 
-    def arrivals(self, job: str, cursor: int) -> tuple[list[int], int]:
+    def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
         got = self.r.lrange(self.keys(job).arrivals, cursor, -1)
-        return [int(c) for c in got], cursor + len(got)
+        return [_arrival(c) for c in got], cursor + len(got)
 
     def arrived_count(self, job: str) -> int:
-        return int(self.r.llen(self.keys(job).arrivals))
+        k = self.keys(job)
+        done, kind = self.r.hmget(k.meta, ["chunks_done", "kind"])
+        if kind == b"generate":  # a generate chunk is answered whole: its arrivals, repeats included
+            return int(self.r.llen(k.arrivals))
+        return int(done or 0)
 
-    def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
+    def fetch(self, job: str, chunks: Sequence[Any]) -> list[bytes | None]:
         if not chunks:
             return []
         k = self.keys(job)
         if len(chunks) == 1:
-            value = read_large(self.r, k.result(chunks[0]))
+            value = read_large(self.r, _result_key(k, chunks[0]))
             if value is not NotImplemented:
                 return [value]
-        return list(self.r.mget([k.result(c) for c in chunks]))
+        return list(self.r.mget([_result_key(k, c) for c in chunks]))
 
-    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+    def stored(self, job: str, chunks: Sequence[Any]) -> list[bool]:
         k = self.keys(job)
         pipe = self.r.pipeline(transaction=False)
         for c in chunks:
-            pipe.exists(k.result(c))
+            pipe.exists(_result_key(k, c))
         return [bool(n) for n in pipe.execute()] if chunks else []
 
     def job_ids(self, most: int) -> list[str]:
@@ -216,15 +234,49 @@ class RedisJobStore(JobStore):
                     break
         return list(found)
 
-    def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
+    def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
         k = self.keys(job)
         pipe = self.r.pipeline(transaction=False)
         for c in chunks:
             if ttl > 0:
-                pipe.expire(k.result(c), ttl)
+                pipe.expire(_result_key(k, c), ttl)
             else:
-                pipe.delete(k.result(c))  # `solve`: nothing will read it again
+                pipe.delete(_result_key(k, c))  # safely in the output: nothing will read it again
         pipe.execute()
+
+    def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
+        """Drop the parts and record the checkpoint in one MULTI, unless the job is stopped or gone (a
+        purged job's keys are never re-created)."""
+        k = self.keys(job)
+        for _ in range(COMMIT_TRIES):
+            with self.r.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(k.stop)
+                    if job_stopped(pipe, k):
+                        return
+                    pipe.multi()
+                    if parts:
+                        pipe.delete(*[_result_key(k, p) for p in parts])
+                        pipe.sadd(k.collected, *[f"{c}:{r}" for c, r in parts])
+                        pipe.expire(k.collected, self.settings.job_ttl)
+                    pipe.hset(k.meta, "collected", json.dumps(checkpoint))
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+
+    def part_stats(self, job: str, parts: Sequence[Any]) -> list[ChunkStats]:
+        """The statistics of the given parts (those still recorded)."""
+        if not parts:
+            return []
+        raw = self.r.hmget(self.keys(job).stats, [f"{c}:{r}" for c, r in parts])
+        return [ChunkStats.model_validate_json(v) for v in raw if v is not None]
+
+    def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
+        k = self.keys(job)
+        raw = self.r.hget(k.meta, "collected")
+        checkpoint = json.loads(raw) if raw else {}
+        return checkpoint, {_arrival(x) for x in self.r.smembers(k.collected)} if checkpoint else set()
 
     def stats(self, job: str) -> list[ChunkStats]:
         raw = self.r.hvals(self.keys(job).stats)
@@ -323,14 +375,24 @@ class RedisJobStore(JobStore):
         if stop:
             self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))
         meta = self.meta(job)
-        arrived = [int(c) for c in self.r.lrange(k.arrivals, 0, -1)]
+        arrived = [_arrival(c) for c in self.r.lrange(k.arrivals, 0, -1)]
         chunks = max(
             [int(meta.get("chunks_sent", 0)), int(meta.get("chunks_total", 0)), Checkpoint.of(meta).chunks]
-            + [c + 1 for c in arrived]
+            + [(c[0] if isinstance(c, tuple) else c) + 1 for c in arrived]
         )
         removed = 0
         for first in range(0, chunks, 1000):
-            removed += int(self.r.delete(*[k.result(c) for c in range(first, min(chunks, first + 1000))]))
+            ids = range(first, min(chunks, first + 1000))
+            pipe = self.r.pipeline(transaction=False)
+            for c in ids:
+                pipe.hkeys(k.parts(c))
+            rows = pipe.execute()
+            names = [k.result(c) for c in ids] + [k.parts(c) for c in ids]
+            names += [
+                k.part(c, int(r)) for c, got in zip(ids, rows, strict=True) for r in got if r != b"done"
+            ]
+            for at in range(0, len(names), 1000):
+                removed += int(self.r.delete(*names[at : at + 1000]))
         return removed + int(self.r.delete(*k.fixed()))
 
 
@@ -385,6 +447,18 @@ def read_large(client: Any, key: str) -> bytes | bytearray | None:
         raise
     finally:
         pool.release(conn)
+
+
+def _arrival(raw: Any) -> Any:
+    """An arrival list entry: a part's (chunk, first row), or a generate chunk's id (an int)."""
+    text = _s(raw)
+    chunk, sep, row = text.partition(":")
+    return (int(chunk), int(row)) if sep else int(chunk)
+
+
+def _result_key(keys: JobKeys, result: Any) -> str:
+    """The key of a part (chunk, row) or of a generate chunk's result (chunk)."""
+    return keys.part(*result) if isinstance(result, tuple) else keys.result(result)
 
 
 def run_commands(client: Any, commands: list[tuple[Any, ...]]) -> None:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import sys
 import time
+from typing import Any
 
 from client.args import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    broker_option,
     broker_url,
+    check_job_id,
     check_processes,
     check_seconds,
     input_sources,
@@ -22,12 +27,12 @@ from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.interrupts import held
 from client.notice import NoWorkerNotice
-from client.output import Output
+from client.output import Output, ReaderGone, named_format, output_format
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
 from client.summary import Summary
 from client.target import check_target
-from pipeline.tasks import MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
@@ -42,16 +47,26 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     """
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
+    if resume is not None:
+        check_job_id(resume)
     if args.command != "collect":
         if not args.inputs and not resume:
             raise UsageError(f"{args.command} needs at least one INPUT")
         sources = input_sources(args.inputs)
-        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S)
+        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S, zero="no limit")
         check_seconds("--escalate-after", args.escalate_after, MAX_ESCALATE_AFTER_S, zero="never")
     else:
+        check_job_id(args.job)
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
-    if getattr(args, "format", None) == "parquet":
-        check_parquet(args.output)
+    if args.command != "submit" and not (
+        args.command == "collect" and args.format is None and named_format(args.output) is None
+    ):  # collect: the job's own
+        try:
+            args.format = output_format(args.output, args.format)  # -o out.csv: CSV
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.format == "parquet":
+            check_parquet(args.output)
     if getattr(args, "output", None) not in (None, "-"):
         try:
             check_target(args.output)
@@ -66,21 +81,29 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             job = client.job(args.job)
             return _collect(job, args, purge=False, idle_timeout=args.timeout)
         try:
-            if resume:
+            if resume:  # the job's own limit, unless one is given (to be checked against it)
                 job = client.resume(
-                    resume, [src for _, src in sources] or None, time_limit=args.time_limit,
+                    resume, [src for _, src in sources] or None, time_limit=args.time_limit or None,
                     portfolio=args.portfolio, box=args.box, bounded=False,
                 )  # fmt: skip
             else:
+                limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
                 job = client.submit_inputs(
-                    sources, time_limit=args.time_limit, portfolio=args.portfolio, box=args.box,
+                    sources, time_limit=limit, portfolio=args.portfolio, box=args.box,
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
+                    format=args.format or "jsonl",
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.command == "submit":
-            return _submit(job)
+            return _submit(job, args)
         return _collect(job, args, purge=not client.embedded, idle_timeout=None)
+    except ReaderGone:  # `solve ... | head -1`: no one wants the rest; a job started here goes too
+        client.kill()
+        if job is not None and args.command != "collect":
+            job.cancel(wait=STOP_WAIT_S)
+            job.purge()
+        raise
     except KeyboardInterrupt:
         client.kill()  # at once: the chunks in flight are dropped
         if job is not None:
@@ -104,13 +127,16 @@ def check_parquet(output: str | None) -> None:
         raise UsageError("--format parquet writes binary: give a file with -o FILE (or pipe stdout)")
 
 
-def _submit(job: Job) -> int:
-    """Print the job id at once, then finish sending the input."""
-    print(job.id, flush=True)
+def _submit(job: Job, args: argparse.Namespace) -> int:
+    """Print the job id at once, then finish sending the input (ReaderGone if no one can read the id)."""
+    try:
+        print(job.id, flush=True)
+    except BrokenPipeError:
+        raise ReaderGone("the reader of stdout closed it before the job id") from None
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
@@ -118,20 +144,54 @@ def _submit(job: Job) -> int:
 def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: float | None) -> int:
     """Write every result of `job`, with progress and summary; exit 1 if the job cannot finish.
 
-    Results stay in the store (`result_ttl` after collection) until the output is complete,
-    so a `solve` killed half way can be finished with `collect`; `purge` then deletes the
-    job. Interrupted, the records written so far are kept in the output (whole records).
+    Broker `solve` into a file: each part leaves Redis once it is safely in the output (flushed
+    and fsync'd, every `ack_s`, 1 s, or `ack_mb`, 8 MB), and the job records the output's durable length with
+    the parts in it, so Redis holds what is in flight, not the job; a `solve` killed half way
+    is finished by `collect JOB -o FILE` (the same file: it goes on from that length). `collect`
+    keeps what it wrote `result_ttl` s (it may be run again into another file); so do outputs
+    that cannot be gone on with (stdout, a FIFO, Parquet). `purge` then deletes the job.
+    Interrupted, the records written so far are kept in the output (whole records).
     """
-    output = Output(args.output, args.format)
+    if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
+        job_format = job.client.store.meta(job.id).get("format", "columns")
+        args.format = "jsonl" if job_format == "columns" else job_format
+    store = job.client.store
+    earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
+    try:
+        resume = _resume_from(earlier, args) if earlier else None
+    except JobFailed as exc:
+        print(f"error: job {job.id}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
-    store = job.client.store
+    output = Output(args.output, args.format, progress.say, *(resume or (None, 0)))
+    acking = not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
+    if resume is not None:
+        for stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
+            summary.add(stats, "")
     notice = None
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
         notice = NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after)
-    seen: set[int] = set()
-    written = 0
+    seen: set[tuple[int, int]] = set()
+    written = int(earlier.get("rows", 0)) if resume is not None else 0
+    pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
+    moved = [0]  # bytes of the parts written
+    left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it may come in slices)
+    acked = [time.monotonic(), 0]  # when, and after how many bytes of parts, the last acknowledgement was
+    settings = job.client.settings
+
+    def ack(force: bool = False) -> None:
+        """Make the output durable, then drop the parts in it from Redis and record the checkpoint."""
+        due = time.monotonic() - acked[0] >= settings.ack_s or moved[0] - acked[1] >= settings.ack_mb * 1e6
+        if not acking or not (force or due):
+            return
+        point = output.durable()
+        point.update(rows=written, ordered=bool(args.ordered))
+        store.ack(job.id, pending, point)
+        pending.clear()
+        acked[0], acked[1] = time.monotonic(), moved[0]
+
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
     last_meta = [0.0]
 
@@ -157,14 +217,25 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
         # embedded: nothing can read them again, so each is freed once written
         keep = not job.client.embedded
-        chunks = job.chunks(args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep)
+        chunks = job.chunks(
+            args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep, acked=acking,
+            written=(parts_done, written) if resume is not None else None,
+        )  # fmt: skip
         for result, start, stop in chunks:
             with held():  # an interrupt waits for the slice's records to be written whole
                 output.write(result, start, stop)
                 written += stop - start
-            if result.header.chunk not in seen:
-                seen.add(result.header.chunk)
-                summary.add(result.header.stats, result.header.input)
+                part = result.part
+                if part not in seen:  # a part's statistics, once (in order, a part may come in slices)
+                    seen.add(part)
+                    left[part] = len(result)
+                    moved[0] += len(result.body) if result.body is not None else 0
+                    summary.add(result.header.stats, result.header.input)
+                left[part] -= stop - start
+                if not left[part]:
+                    del left[part]
+                    pending.append(part)
+                ack()
             refresh()
         job.wait_submitted()
         meta = store.meta(job.id)
@@ -172,12 +243,16 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         if written != expected:
             raise JobFailed(f"{expected - written} of {expected} results are missing")
         complete = True
-    except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:
+        with held():
+            ack(force=True)
+    except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:  # FormatMismatch too
         progress.close()
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job)}", file=sys.stderr)
+        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
+        with contextlib.suppress(Exception):  # the broker may be what was interrupted: the output is kept
+            ack(force=True)
         raise
     finally:
         summary.finish()
@@ -192,6 +267,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         return EXIT_FAILED
     if args.command == "collect":  # the rate of the job, not of this collection
         summary.time_job(float(meta.get("created") or 0.0))
+    summary.set_time_limit(float(meta["time_limit"]) if meta.get("time_limit") else None)
     if purge:
         job.purge(stop=False)  # complete: nothing of it runs any more
     if not args.quiet:
@@ -202,6 +278,28 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         facts = report_facts(job.id, meta, job.client.embedded)
         write_report(summary, args.report, f"sudoku-batch report: {facts['inputs']}", facts)
     return EXIT_OK
+
+
+def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str, int]:
+    """Where an earlier collection of the job left its output (the file, its durable bytes), to go on
+    with it; JobFailed (one line) when this collection cannot: those results left Redis with it."""
+    rows = int(earlier.get("rows", 0))
+    target = os.path.realpath(args.output) if args.output not in (None, "-") else None
+    again = f"collect it again with -o {earlier.get('path')}" + (
+        " --ordered" if earlier.get("ordered") else ""
+    )
+    if earlier.get("path") is None or target != earlier["path"]:
+        raise JobFailed(
+            f"{rows:,} results were written to {earlier.get('path') or 'a stream'} by an earlier "
+            f"collection and are no longer in the broker: {again}"
+        )
+    if earlier.get("format") != args.format or bool(earlier.get("ordered")) != bool(args.ordered):
+        raise JobFailed(f"the earlier collection wrote {earlier.get('format')} records: {again}")
+    size = int(earlier.get("bytes", 0))
+    for path in (earlier.get("part"), earlier["path"]):
+        if path and os.path.isfile(path) and os.path.getsize(path) >= size:
+            return path, size
+    raise JobFailed(f"the output of the earlier collection ({size:,} bytes, {rows:,} results) is gone")
 
 
 def _meta_after_interrupt(job: Job) -> dict[str, str]:
@@ -227,6 +325,7 @@ def _how_far(job: Job, written: int) -> str:
 def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
     """After an interrupt in broker mode: the job goes on without us; how to finish it, or delete it."""
     out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
+    broker = broker_option(args)
     lines = [f"job {job.id} goes on without this command"]
     meta = _meta_after_interrupt(job)  # the broker may be away: the commands still apply
     done = job.stopped_at()  # this process's own producer: known without the broker
@@ -234,14 +333,15 @@ def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
         done = Checkpoint.of(meta).index  # `collect` interrupted: its job's submission stopped earlier
     if done is not None:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else job.input_names
-        lines.append(f"its submission stopped after {done:,} puzzles: {resume_command(job.id, inputs)}")
+        resume = resume_command(job.id, inputs, broker)
+        lines.append(f"its submission stopped after {done:,} puzzles: {resume}")
     if args.command != "submit":
-        lines.append(f"collect it: sudoku-batch collect {job.id} --broker URL{out}")
-    lines.append(f"or delete it: sudoku-batch purge {job.id} --broker URL")
+        lines.append(f"collect it: sudoku-batch collect {job.id}{broker}{out}")
+    lines.append(f"or delete it: sudoku-batch purge {job.id}{broker}")
     print("\n".join(lines), file=sys.stderr)
 
 
-def _resume_hint(job: Job) -> str:
+def _resume_hint(job: Job, args: argparse.Namespace) -> str:
     """`; resume it: ...` when the job's submission stopped half way and a resume can finish it, else ``."""
     if job.client.embedded or job.producing:
         return ""
@@ -252,4 +352,4 @@ def _resume_hint(job: Job) -> str:
     if submission_state(meta)[0] != "stopped":
         return ""
     inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
-    return f"; resume it: {resume_command(job.id, inputs)}"
+    return f"; resume it: {resume_command(job.id, inputs, broker_option(args))}"

@@ -118,29 +118,31 @@ class JobStore(ABC):
     @abstractmethod
     def put_result(
         self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
-    ) -> None:
-        """Store a chunk result (`payload`: its encoding, when at hand); storing a chunk again replaces it."""
+    ) -> bool:
+        """Store a published part, or a generate chunk's result (`payload`: its encoding, when at hand);
+        False when not stored: a part any of whose rows is answered already, or a job gone."""
 
     @abstractmethod
-    def arrivals(self, job: str, cursor: int) -> tuple[list[int], int]:
-        """Return chunk ids that arrived from position `cursor` on, and the next cursor."""
+    def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
+        """Return the ids of results that arrived from position `cursor` on (parts: (chunk, first row); a
+        generate run's chunks: ints), and the next cursor."""
 
     @abstractmethod
     def arrived_count(self, job: str) -> int:
-        """How many chunk results arrived, repeats included (the producer's backpressure)."""
+        """How many chunks are answered whole (the producer's backpressure)."""
 
     @abstractmethod
-    def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
+    def fetch(self, job: str, chunks: Sequence[Any]) -> list[bytes | None]:
         """Return the encoded results of `chunks` (None for one that is gone)."""
 
-    def fetch_results(self, job: str, chunks: Sequence[int], decode: Decode = decode_solve) -> list[Any]:
+    def fetch_results(self, job: str, chunks: Sequence[Any], decode: Decode = decode_solve) -> list[Any]:
         """Return the decoded results of `chunks` (None for one that is gone): what collectors read."""
         return [
             None if p is None else decode(p, job, c)
             for c, p in zip(chunks, self.fetch(job, chunks), strict=True)
         ]
 
-    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+    def stored(self, job: str, chunks: Sequence[Any]) -> list[bool]:
         """Which of `chunks` still have their result stored (not once `solve` collected it, or it expired)."""
         return [p is not None for p in self.fetch(job, chunks)]
 
@@ -149,7 +151,7 @@ class JobStore(ABC):
         """The ids of up to `most` jobs the store holds, in no particular order."""
 
     @abstractmethod
-    def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
+    def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
         """Let collected results expire after `ttl` seconds."""
 
     @abstractmethod
@@ -176,6 +178,16 @@ class JobStore(ABC):
         stop key outlives the rest); a job known to be complete needs none.
         """
 
+    def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
+        """The parts are safely in the output (flushed and fsync'd): drop them from the store, and record
+        how far the output got (`checkpoint`: what a resumed collection needs to go on writing it)."""
+        self.mark_collected(job, parts, 0)
+
+    def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
+        """The last checkpoint `ack` recorded and the parts it dropped (nothing in this process's store:
+        an embedded job is not resumed)."""
+        return {}, set()
+
     def drop_idle_connections(self) -> None:  # noqa: B027 - a store in this process holds no connection
         """Forget pooled connections not in use (after an interrupt, one may hold a reply nobody read)."""
 
@@ -183,13 +195,15 @@ class JobStore(ABC):
         """Summarise a job's progress from its metadata and chunk statistics."""
         meta = self.meta(job)
         if not meta or "created" not in meta:
-            return JobStatus(job=job, state="unknown", error="no such job (never created, purged or expired)")
+            error = f"no such job {job} (never created, purged or expired)"
+            return JobStatus(job=job, state="unknown", error=error)
         stats = self.stats(job)
         counts: dict[str, int] = {}
         for s in stats:
             for k, v in s.counts.items():
                 counts[k] = counts.get(k, 0) + v
-        done = sum(s.n for s in stats)
+        done = sum(s.n for s in stats)  # puzzles answered: a chunk's parts count as they are published
+        chunks_done = _chunks_done(stats)
         last = max((s.end for s in stats), default=0.0)
         elapsed = max(1e-9, (last or time.time()) - float(meta["created"]))
         submission, silent = submission_state(meta)
@@ -213,8 +227,8 @@ class JobStore(ABC):
             total=total,
             done=done,
             counts=counts,
-            chunks_sent=max(int(meta.get("chunks_sent", 0)), checkpoint.chunks, len(stats)),
-            chunks_done=len(stats),
+            chunks_sent=max(int(meta.get("chunks_sent", 0)), checkpoint.chunks, chunks_done),
+            chunks_done=chunks_done,
             elapsed_s=elapsed,
             rate=rate,
             eta_s=(total - done) / rate if total is not None and rate > 0 else None,
@@ -225,6 +239,20 @@ class JobStore(ABC):
             checkpoint=checkpoint.index,
             producer_silent_s=silent,
         )
+
+
+def _chunks_done(stats: list[ChunkStats]) -> int:
+    """Chunks every row of which is answered, from their parts' statistics (a generate chunk: one each)."""
+    rows: dict[int, int] = {}
+    whole = 0
+    for s in stats:
+        if s.chunk < 0 or not s.chunk_n:
+            whole += 1
+            continue
+        rows[s.chunk] = rows.get(s.chunk, 0) + s.n
+        if rows[s.chunk] == s.chunk_n:
+            whole += 1
+    return whole
 
 
 def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
@@ -240,8 +268,9 @@ def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
     """A job's submission (complete, running, stopped, "" with no checkpoint), its producer's silence (s).
 
-    `stopped` means resumable: the producer failed, or has been silent `PRODUCER_SILENT_S`
-    (it beats every second while it reads), so it was most likely killed.
+    `stopped` means resumable: the producer failed, said it left (an interrupted command sets
+    its beat to 0: the silence is then None, not the time since 1970), or has been silent
+    `PRODUCER_SILENT_S` (it beats every second while it reads), so it was most likely killed.
     """
     state = meta.get("state")
     if state == "produced":
@@ -250,7 +279,10 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
         return "", None
     if meta.get("cancelled"):  # stopped on purpose: nothing to resume
         return "cancelled", None
-    silent = time.time() - float(meta.get("producer_beat") or meta.get("created") or 0.0)
+    beat = float(meta.get("producer_beat") or meta.get("created") or 0.0)
+    if beat <= 0:  # `Producer.leave`: the producer stopped and said so
+        return "stopped", None
+    silent = time.time() - beat
     if state == "failed" or silent > PRODUCER_SILENT_S:
         return "stopped", silent
     return "running", silent
@@ -271,7 +303,9 @@ class MemoryStore(JobStore):
         self._meta: dict[str, dict[str, str]] = {}
         self._results: dict[str, dict[int, tuple[Any, bytes | None]]] = {}  # result, its encoding
         self._stats: dict[str, dict[int, ChunkStats]] = {}
-        self._arrivals: dict[str, list[int]] = {}
+        self._arrivals: dict[str, list[Any]] = {}  # part ids (chunk, row), or a generate run's chunk ids
+        self._parts: dict[str, dict[int, dict[int, int]]] = {}  # chunk -> first row -> rows published
+        self._done: dict[str, int] = {}  # chunks every row of which is answered
         self._hint: dict[str, tuple[int, float]] = {}
         self._tokens: dict[str, str] = {}
         self._expiry: dict[str, dict[int, float]] = {}  # collected results: monotonic time they go
@@ -281,6 +315,7 @@ class MemoryStore(JobStore):
         with self._cond:
             self._meta[job] = dict(meta)
             self._results[job], self._stats[job], self._arrivals[job] = {}, {}, []
+            self._parts[job], self._done[job] = {}, 0
             self._hint[job] = (0, 0.0)
 
     def meta(self, job: str) -> dict[str, str]:
@@ -320,45 +355,66 @@ class MemoryStore(JobStore):
 
     def put_result(
         self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
-    ) -> None:
-        """Keep the result object itself: the collector in this process reads it without decoding."""
+    ) -> bool:
+        """Keep the result object itself: the collector in this process reads it without decoding. A part
+        any of whose rows is answered already is refused (False), as in Redis."""
         with self._cond:
             if job not in self._results:
-                return  # purged
-            chunk, stats = result.header.chunk, result.header.stats
-            self._results[job][chunk] = (result, payload)
-            self._stats[job][chunk] = stats
-            self._arrivals[job].append(chunk)
+                return False  # purged
+            stats = result.header.stats
+            key: Any = result.header.chunk
+            if isinstance(result, ChunkResult):
+                parts = self._parts[job].setdefault(key, {})
+                row, n = result.header.row, len(result)
+                if -1 in parts or any(r < row + n and row < r + c for r, c in parts.items()):
+                    return False
+                parts[row] = n
+                if sum(parts.values()) >= stats.chunk_n:
+                    parts[-1] = 0  # done
+                    self._done[job] += 1
+                key = result.part
+            else:
+                self._done[job] += 1
+            self._results[job][key] = (result, payload)
+            self._stats[job][key] = stats
+            self._arrivals[job].append(key)
             n, cpu = self._hint[job]
             self._hint[job] = (n + stats.n, cpu + stats.cpu_s)
             self._cond.notify_all()
+            return True
 
-    def arrivals(self, job: str, cursor: int) -> tuple[list[int], int]:
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        """(first row, rows) of the parts of `chunk` published; None once it is complete (or purged)."""
+        with self._cond:
+            parts = self._parts.get(job, {}).get(chunk, {})
+            return None if -1 in parts or job not in self._parts else sorted(parts.items())
+
+    def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
         with self._cond:
             got = self._arrivals.get(job, [])[cursor:]
             return list(got), cursor + len(got)
 
-    def fetch(self, job: str, chunks: Sequence[int]) -> list[bytes | None]:
+    def fetch(self, job: str, chunks: Sequence[Any]) -> list[bytes | None]:
         got = self._kept(job, chunks)
         return [None if k is None else k[1] if k[1] is not None else k[0].encode() for k in got]
 
-    def fetch_results(self, job: str, chunks: Sequence[int], decode: Decode = decode_solve) -> list[Any]:
+    def fetch_results(self, job: str, chunks: Sequence[Any], decode: Decode = decode_solve) -> list[Any]:
         return [None if k is None else k[0] for k in self._kept(job, chunks)]
 
-    def stored(self, job: str, chunks: Sequence[int]) -> list[bool]:
+    def stored(self, job: str, chunks: Sequence[Any]) -> list[bool]:
         return [k is not None for k in self._kept(job, chunks)]
 
     def job_ids(self, most: int) -> list[str]:
         with self._cond:
             return list(self._meta)[:most]
 
-    def _kept(self, job: str, chunks: Sequence[int]) -> list[tuple[Any, bytes | None] | None]:
+    def _kept(self, job: str, chunks: Sequence[Any]) -> list[tuple[Any, bytes | None] | None]:
         with self._cond:
             self._expire(job)
             results = self._results.get(job, {})
             return [results.get(c) for c in chunks]
 
-    def mark_collected(self, job: str, chunks: Sequence[int], ttl: int) -> None:
+    def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
         """Drop collected results at once (ttl 0: a collector that will not read again), else keep
         them `ttl` seconds, so the job can be read again (`Job.results()` twice), as in Redis."""
         with self._cond:
@@ -403,6 +459,8 @@ class MemoryStore(JobStore):
                 self._results,
                 self._stats,
                 self._arrivals,
+                self._parts,
+                self._done,
                 self._hint,
                 self._tokens,
                 self._expiry,
@@ -413,6 +471,6 @@ class MemoryStore(JobStore):
             return int(found)
 
     def arrived_count(self, job: str) -> int:
-        """How many chunk results arrived (the producer's backpressure reads this)."""
+        """How many chunks are answered whole (the producer's backpressure reads this)."""
         with self._cond:
-            return len(self._arrivals.get(job, []))
+            return self._done.get(job, 0)

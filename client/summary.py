@@ -37,6 +37,7 @@ class Summary:
         self.problems_total = 0
         self.last_end = 0.0  # epoch seconds the last chunk was answered
         self._job_wall_s: float | None = None
+        self.limit: str | None = None  # the job's time limit as said (`set_time_limit`); None: not said
 
     def add(self, stats: ChunkStats, input_name: str) -> None:
         """Fold one chunk's statistics in."""
@@ -57,6 +58,10 @@ class Summary:
         if room > 0:
             self.problems.extend((input_name, p) for p in stats.problems[:room])
         self.problems_total += len(stats.problems) + stats.problems_dropped
+
+    def set_time_limit(self, seconds: float | None) -> None:
+        """Say the job's time limit per puzzle in the summary (None: the job had none)."""
+        self.limit = "no time limit" if not seconds else f"time limit {seconds:g} s per puzzle"
 
     def finish(self) -> None:
         """Stop the wall clock."""
@@ -124,8 +129,12 @@ class Summary:
     def text(self, max_problems: int = 10) -> str:
         """The human summary printed on stderr."""
         counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
+        limit = f"; {self.limit}" if self.limit else ""
         rate = per_second(self.rate)
-        lines = [f"{numbers.count(self.n)} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}"]
+        n = numbers.count(self.n)
+        lines = [f"{n} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}{limit}"]
+        if not self.n:  # every other line is a puzzle or an invalid record: say why there is none
+            lines.append("the input holds no puzzle: its lines are all blank or # comments")
         pct = self.percentiles()
         if pct:
             lines.append("solve time: " + "  ".join(f"{k} {numbers.duration_ms(v)}" for k, v in pct.items()))

@@ -4,7 +4,8 @@ A regular file (or a new path) is written under a temporary name beside it and r
 into place at the end, so a crash leaves no half file under the final name. Anything
 else at the path (a FIFO, a character device such as /dev/null or /dev/full,
 /dev/stdout) is opened and written straight through: renaming over it would replace
-the device or pipe with a regular file. Symbolic links are followed: the link stays,
+the device or pipe with a regular file. A FIFO is opened once it has a reader; waiting
+for one longer than FIFO_NOTICE_S, the command says so. Symbolic links are followed: the link stays,
 its target gets the output.
 
 Temporary names are `.<name>.<pid>.<random>.part`, held under an exclusive `flock` while
@@ -15,22 +16,41 @@ and their pid is no process), and never those of a writer still at work.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
 import stat
+import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 PART_SUFFIX = ".part"
 FLUSH_S = 1.0  # writers flush at least this often: whoever reads the output sees results as they come
+FIFO_NOTICE_S = 3.0  # a FIFO with no reader this long: the command says what it waits for
+
+
+class ReaderGone(Exception):
+    """Whoever read the output (a pipe: stdout under `| head`, or a FIFO) closed it: the command
+    ends quietly, as Unix tools do (exit 141, 128 + SIGPIPE)."""
 
 
 class Target:
     """One output path opened for writing bytes: `stream`, then `close(keep)` renames or discards."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        say: Callable[[str], None] | None = None,
+        resume: str | None = None,
+        length: int = 0,
+    ) -> None:
+        """`say`: where a line for the user goes while a FIFO waits for its reader (default: stderr).
+        `resume`: the part (or the final file) an earlier writer of this output left, taken over and
+        cut to `length` bytes, its durable part, so this writer goes on where it stopped."""
         self.path = Path(path)
         self._tmp: str | None = None
         self._final: str | None = None
@@ -40,16 +60,44 @@ class Target:
             st = None
         if st is not None and stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(f"{self.path}: is a directory")
+        if st is not None and stat.S_ISFIFO(st.st_mode):
+            self.stream: IO[bytes] = open_fifo(self.path, say or _to_stderr)
+            return
         if st is not None and not stat.S_ISREG(st.st_mode):
-            self.stream: IO[bytes] = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115 - kept open
+            self.stream = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115 - kept open
             return
         self._final = os.path.realpath(self.path)  # a symlink's target is what gets replaced
         folder, name = os.path.split(self._final)
-        remove_stale_parts(folder, name)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=PART_SUFFIX, dir=folder)
         fcntl.flock(fd, fcntl.LOCK_EX)  # held until closed: this part is in use
-        os.fchmod(fd, 0o666 & ~_umask() if st is None else stat.S_IMODE(st.st_mode))
+        if resume is not None:  # taken over before the stale parts go: it is one of them
+            os.close(fd)
+            os.replace(resume, self._tmp)
+            fd = os.open(self._tmp, os.O_RDWR)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.ftruncate(fd, length)
+            os.lseek(fd, length, os.SEEK_SET)
+        remove_stale_parts(folder, name)
+        if resume is None:
+            os.fchmod(fd, 0o666 & ~_umask() if st is None else stat.S_IMODE(st.st_mode))
         self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
+
+    @property
+    def part(self) -> str | None:
+        """The temporary file written until `close` renames it (None when written straight through)."""
+        return self._tmp
+
+    @property
+    def final(self) -> str | None:
+        """The path the part becomes (None when written straight through)."""
+        return self._final
+
+    def durable(self) -> int:
+        """Flush and fsync; the bytes written so far (all of them on disk now)."""
+        self.stream.flush()
+        if self._tmp is not None:
+            os.fsync(self.stream.fileno())
+        return self.stream.tell() if self._tmp is not None else 0
 
     @property
     def atomic(self) -> bool:
@@ -69,6 +117,30 @@ class Target:
                 else:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(tmp)
+
+
+def open_fifo(path: Path, say: Callable[[str], None], notice_after: float = FIFO_NOTICE_S) -> IO[bytes]:
+    """Open a FIFO for writing once a reader has it open; after `notice_after` s without one, `say` so
+    (once): a plain open would block without a word until a reader comes, maybe for ever."""
+    started = time.monotonic()
+    said = False
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO at once while no one reads it
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if not said and time.monotonic() - started >= notice_after:
+                say(f"waiting for a reader of {path} (a FIFO): nothing is written until one opens it")
+                said = True
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)  # from here a full pipe makes the writer wait for its reader
+        return os.fdopen(fd, "wb", buffering=1 << 20)
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def check_target(path: str | Path) -> None:

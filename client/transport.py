@@ -20,12 +20,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from client.config import ClientSettings, mask_url
 from client.processes import die_with_parent, kill_pool
 from client.store import JobStore
 from pipeline.result import ChunkResult
-from pipeline.solve import failed_chunk, solve_chunk
-from pipeline.tasks import ChunkTask
+from pipeline.runner import fail_rest, run_chunk
+from pipeline.tasks import VERSION, ChunkTask
 from solvers.stop import new_flag, raise_flag
 
 if TYPE_CHECKING:
@@ -60,44 +62,85 @@ class Transport(ABC):
         return None
 
 
-def run_task(task: Task, stop: Any = None) -> ChunkResult | GenerateResult:
-    """Run one chunk task of either kind here (what a worker's task runs for it)."""
-    if isinstance(task, ChunkTask):
-        return solve_chunk(task, stop)
-    from pipeline.generate import generate_result
+class StorePort:
+    """A chunk run in this process meets its job in the client's store (`pipeline.runner.ChunkPort`)."""
 
-    return generate_result(task)
+    def __init__(self, store: JobStore, stop: np.ndarray | None = None) -> None:
+        self.store = store
+        self.flag = stop
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return 1  # a local run is never redelivered
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return self.store.answered(job, chunk)  # type: ignore[attr-defined]
+
+    def publish(self, part: ChunkResult) -> bool:
+        if self.flag is not None and self.flag[0]:
+            return False  # stopped: an interrupted command writes nothing more
+        return self.store.put_result(part.header.job, part)
+
+    def stopped(self, job: str) -> bool:
+        return bool(self.flag is not None and self.flag[0])
 
 
-def failed_result(task: Task, reason: str) -> ChunkResult | GenerateResult:
-    """The answer of a chunk task that cannot be run at all: every puzzle `error`, or the generate error."""
-    if isinstance(task, ChunkTask):
-        return failed_chunk(task, reason)
+class _QueuePort:
+    """A chunk run in a local process publishes its parts to the command through the pool's queue."""
+
+    def __init__(self, parts: Any) -> None:
+        self.parts = parts
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return 1
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return []  # a chunk goes to one local process once
+
+    def publish(self, part: ChunkResult) -> bool:
+        self.parts.put((part.header.job, part.encode()))
+        return True
+
+    def stopped(self, job: str) -> bool:
+        return False  # the command kills its processes to stop them
+
+
+def failed_result(task: Task, reason: str) -> GenerateResult:
+    """The answer of a generate task that cannot be run at all."""
     from pipeline.generate import GenerateResult
 
     return GenerateResult.failed(task.job, task.chunk, reason)
 
 
 _BOARD: LocalBoard | None = None  # in a local process: the board its races meet on (None: one process)
+_PARTS: Any = None  # in a local process: the queue its parts go to the command by
 STOP_POLL_S = 0.25  # how often a local owner or helper looks at its race (as workers do)
 
 
-def _run_payload(task: Task) -> bytes:
+def _run_payload(task: Task) -> bytes | int:
     """Worker-process entry: run a task (the validated model itself, pickled by the pool: a ChunkTask
-    made by this process's producer is already valid, which skips a JSON dump and parse of ~1 MB);
-    return the encoded result (columns: the parent renders them as it writes). A solve chunk asking
-    for escalation races its slow puzzles on the idle local processes too (`pipeline.escalation`)."""
+    made by this process's producer is already valid, which skips a JSON dump and parse of ~1 MB).
+    A solve chunk is run by `pipeline.runner.run_chunk`, its parts sent to the command as they are
+    found (the count of puzzles comes back); a generate chunk's encoded result comes back. A solve
+    chunk asking for escalation races its slow puzzles on the idle local processes too."""
+    if not isinstance(task, ChunkTask):
+        from pipeline.generate import generate_result
+
+        if _BOARD is None:
+            return generate_result(task).encode()
+        with _BOARD.for_job(task.job).busy():
+            return generate_result(task).encode()
+    port = _QueuePort(_PARTS)
     if _BOARD is None:
-        return run_task(task).encode()
+        return run_chunk(port, task)
     board = _BOARD.for_job(task.job)
     with board.busy():
-        if not isinstance(task, ChunkTask) or not task.escalate_after:
-            return run_task(task).encode()
-        from pipeline.escalation import Escalation
+        return run_chunk(port, task, escalation=lambda t, flag: _escalation(t, board, flag))
 
-        stop = new_flag()
-        with Escalation(task, board, stop, poll_s=STOP_POLL_S) as escalation:
-            return solve_chunk(task, stop, escalation).encode()
+
+def _escalation(task: ChunkTask, board: Any, stop: np.ndarray) -> Any:
+    from pipeline.escalation import Escalation
+
+    return Escalation(task, board, stop, poll_s=STOP_POLL_S)
 
 
 def _run_race(text: str) -> int:
@@ -114,11 +157,11 @@ def _run_race(text: str) -> int:
     return int(result is not None and result.status.value == "solved")
 
 
-def _init_process(parent: int, warm: Callable[[], None], board: LocalBoard | None = None) -> None:
+def _init_process(parent: int, warm: Callable[[], None], board: LocalBoard | None, parts: Any) -> None:
     """Die with the parent, leave interrupts to it, and warm the compiled kernels once per local process."""
-    global _BOARD
+    global _BOARD, _PARTS
     die_with_parent(parent)
-    _BOARD = board
+    _BOARD, _PARTS = board, parts
     warm()
 
 
@@ -147,6 +190,9 @@ class LocalPool:
         self._manager: SyncManager | None = None
         self._board: LocalBoard | None = None
         self._dispatching = threading.Event()
+        self._parts: Any = None  # the queue local processes send their parts by
+        self._routes: dict[str, JobStore] = {}  # job -> the store its parts go to
+        self._failed: dict[str, Callable[[ChunkTask, str], None]] = {}
 
     @property
     def started(self) -> bool:
@@ -167,9 +213,12 @@ class LocalPool:
             self._manager = start_manager()
             self._board = LocalBoard(self._manager.dict(), self._manager.Queue(), self.workers)
         ctx = multiprocessing.get_context("fork")
+        self._parts = ctx.SimpleQueue()
+        threading.Thread(target=self._receive, args=(self._parts,), name="parts", daemon=True).start()
         self._pool = ProcessPoolExecutor(
-            self.workers, mp_context=ctx, initializer=_init_process, initargs=(os.getpid(), warm, self._board)
-        )
+            self.workers, mp_context=ctx, initializer=_init_process,
+            initargs=(os.getpid(), warm, self._board, self._parts),
+        )  # fmt: skip
         self._pool.submit(os.getpid).result()  # forks every process now, from this thread
         if self._board is not None:
             self._dispatching.set()
@@ -191,12 +240,47 @@ class LocalPool:
                 with contextlib.suppress(RuntimeError):  # shut down meanwhile
                     pool.submit(_run_race, text)
 
+    def route(self, job: str, store: JobStore, failed: Callable[[ChunkTask, str], None]) -> None:
+        """Send the parts local processes publish for `job` to `store`; `failed` answers a chunk whose
+        process died (called in the order of the queue: after every part it sent before it died)."""
+        self._routes[job] = store
+        self._failed[job] = failed
+
+    def fail(self, job: str, task: ChunkTask, reason: str) -> None:
+        """Answer a chunk whose process died, behind whatever parts it sent (the queue keeps their order)."""
+        if self._parts is not None:
+            self._parts.put(("", (job, task, reason)))
+
+    def _receive(self, parts: Any) -> None:
+        """Hand each part the local processes publish to its job's store, as it comes."""
+        while True:
+            try:
+                message = parts.get()
+            except (OSError, EOFError):  # the pool is gone
+                return
+            if message is None:
+                return
+            job, payload = message
+            try:
+                if not job:  # a chunk whose process died: answered after its last part
+                    job, task, reason = payload
+                    failed = self._failed.get(job)
+                    if failed is not None:
+                        failed(task, reason)
+                    continue
+                store = self._routes.get(job)
+                if store is not None:
+                    store.put_result(job, ChunkResult.decode(bytearray(payload)))
+            except Exception as exc:  # noqa: BLE001 - one job's broken part must not stop the others'
+                log.error("job %s: a local part could not be stored: %s", job, exc)
+
     def pids(self) -> list[int]:
         """The ids of the processes (none before `start`)."""
         return sorted(getattr(self._pool, "_processes", None) or {})
 
-    def submit(self, task: Task) -> Future[bytes]:
-        """Run one chunk task in a worker process; the future holds its encoded result."""
+    def submit(self, task: Task) -> Future[bytes | int]:
+        """Run one chunk task in a worker process; the future holds a generate chunk's encoded result, or
+        the puzzles a solve chunk answered (its parts come through the queue as they are found)."""
         assert self._pool is not None, "start() the pool first"
         return self._pool.submit(_run_payload, task)
 
@@ -206,7 +290,15 @@ class LocalPool:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        self._stop_receiving()
         self._stop_manager()
+
+    def _stop_receiving(self) -> None:
+        """End the thread handing parts over (after the processes: every part they sent is stored)."""
+        if self._parts is not None:
+            parts, self._parts = self._parts, None
+            with contextlib.suppress(OSError):
+                parts.put(None)
 
     def kill(self) -> None:
         """Kill the processes now, dropping the chunks they are solving (an interrupted command)."""
@@ -214,6 +306,7 @@ class LocalPool:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             kill_pool(pool)
+        self._stop_receiving()
         self._stop_manager()
 
     def _stop_manager(self) -> None:
@@ -225,7 +318,7 @@ class LocalPool:
 
 
 class LocalTransport(Transport):
-    """Embedded mode: chunks go to the client's LocalPool, results into its in-memory store.
+    """Embedded mode: chunks go to the client's LocalPool, their parts into its in-memory store.
 
     With the pool not started (tiny inputs) chunks are solved in-process: nothing to
     start up, which is what makes a one-puzzle run fast from a cold start.
@@ -237,25 +330,40 @@ class LocalTransport(Transport):
         self.pool = pool
         self._broken: str | None = None
         self._stop = new_flag()  # raised by `stop`: in-process solving gives up
+        if pool.started:
+            pool.route(job, store, self._fail)
 
     def send(self, task: Task) -> None:
         if not self.pool.started:
-            result = run_task(task, self._stop)
+            if isinstance(task, ChunkTask):
+                run_chunk(StorePort(self.store, self._stop), task)
+                return
+            from pipeline.generate import generate_result
+
+            result = generate_result(task)
             if not self._stop[0]:
                 self.store.put_result(self.job, result)
             return
         future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
 
-    def _done(self, task: Task, future: Future[bytes]) -> None:
-        """Store a finished chunk; a crashed process breaks the job (its chunks cannot be answered)."""
+    def _done(self, task: Task, future: Future[bytes | int]) -> None:
+        """A generate chunk's result is stored; a crashed process breaks the job (its chunks cannot be
+        answered): a solve chunk's unanswered rows are answered `error` behind the parts it sent."""
         exc = future.exception()
         if exc is None:
-            self.store.put_result(self.job, _decode(task, future.result()))
+            if not isinstance(task, ChunkTask):
+                self.store.put_result(self.job, _decode(task, future.result()))  # type: ignore[arg-type]
             return
         self._broken = f"a local worker process failed: {type(exc).__name__}: {exc}"
         self.store.update(self.job, {"state": "failed", "error": self._broken})
-        self.store.put_result(self.job, failed_result(task, self._broken))
+        if isinstance(task, ChunkTask):
+            self.pool.fail(self.job, task, self._broken)
+        else:
+            self.store.put_result(self.job, failed_result(task, self._broken))
+
+    def _fail(self, task: ChunkTask, reason: str) -> None:
+        fail_rest(StorePort(self.store), task, reason)
 
     @property
     def broken(self) -> str | None:
@@ -265,10 +373,8 @@ class LocalTransport(Transport):
         raise_flag(self._stop)
 
 
-def _decode(task: Task, payload: bytes) -> ChunkResult | GenerateResult:
-    """A local process's encoded result of `task`, read back."""
-    if isinstance(task, ChunkTask):
-        return ChunkResult.decode(payload)
+def _decode(task: Task, payload: bytes) -> GenerateResult:
+    """A local process's encoded generate result of `task`, read back."""
     from pipeline.generate import GenerateResult
 
     return GenerateResult.decode(payload, task.job, task.chunk)
@@ -320,7 +426,7 @@ class CeleryTransport(Transport):
     def send(self, task: Task) -> None:
         if isinstance(task, ChunkTask):
             limit = self._hard_limit(task)
-            payload: dict[str, Any] = {"job": task.job, "chunk": task.chunk, "ref": "outbox"}  # a ChunkRef
+            payload: dict[str, Any] = {"v": VERSION, "job": task.job, "chunk": task.chunk, "ref": "outbox"}
             limits: dict[str, Any] = {"soft_time_limit": limit - 30, "time_limit": limit}
             shown = f"job={task.job} chunk={task.chunk} puzzles={len(task)}"  # what monitors show
         else:

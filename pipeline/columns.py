@@ -22,26 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from solvers.result import STATUSES, Results, SolveResult, Status, symbol_texts
+from solvers.fields import COUNTER_DECIMALS, NAMES, TIME_DECIMALS
+from solvers.result import STATUS_CODE, STATUS_NAMES, Results, SolveResult, Status, symbol_texts
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
-TIME_DECIMALS = 4  # `time_ms` is written to 0.1 µs
-COUNTER_DECIMALS = 6  # counter times (ms) are written to 1 ns
-FIELDS = (
-    "line", "input", "index", "puzzle", "status", "solution", "cost",
-    "solver", "time_ms", "error", "nodes", "guesses", "restarts", "counters",
-)  # fmt: skip  # the public record fields, in record order
-STATUS_CODE: dict[Status, int] = {
-    Status.SOLVED: 0,
-    Status.UNSOLVABLE: 1,
-    Status.TIMEOUT: 2,
-    Status.APPROXIMATE: 3,
-    Status.INVALID: 4,
-    Status.ERROR: 5,
-}  # the wire's status codes: fixed values (new statuses get new ones), whatever the enum's order
-STATUS_NAMES = [s.value for s in sorted(STATUS_CODE, key=STATUS_CODE.__getitem__)]  # code -> name
-assert [STATUS_CODE[Status(name)] for name in STATUS_NAMES] == list(range(len(STATUS_NAMES)))
-_FROM_RESULTS = np.array([STATUS_CODE[s] for s in STATUSES], dtype=np.uint8)  # Results.code -> wire code
+FIELDS = NAMES  # the public record fields, in record order (`solvers.fields`)
 ANSWERED = (STATUS_CODE[Status.SOLVED], STATUS_CODE[Status.APPROXIMATE])
 PROBLEMS = (STATUS_CODE[Status.INVALID], STATUS_CODE[Status.ERROR])
 COUNTERS_NONE, COUNTERS_SIMPLE, COUNTERS_RAW = 0, 1, 2  # {}; {solver: {nodes, guesses, time_ms}}; raw JSON
@@ -113,6 +98,12 @@ class Texts:
     def __len__(self) -> int:
         return int(self.off.shape[0]) - 1
 
+    def slice(self, start: int, stop: int) -> Texts:
+        """Rows `start:stop` (views of the same buffer, offsets made relative)."""
+        off = self.off[start : stop + 1]
+        base = off[0] if off.size else np.uint64(0)
+        return Texts(self.buf[int(base) : int(off[-1])] if off.size else self.buf[:0], off - base)
+
     def to_list(self, start: int = 0, stop: int | None = None) -> list[str]:
         """Rows `start:stop` as str."""
         stop = len(self) if stop is None else stop
@@ -152,6 +143,18 @@ class ResultColumns:
 
     def __len__(self) -> int:
         return int(self.status.shape[0])
+
+    def slice(self, start: int, stop: int) -> ResultColumns:
+        """Rows `start:stop` (views: no copy); the whole columns when that is all of them."""
+        if start == 0 and stop == len(self):
+            return self
+        parts = {
+            col.name: getattr(self, col.name).slice(start, stop)
+            if col.kind == "text"
+            else getattr(self, col.name)[start:stop]
+            for col in COLUMNS
+        }
+        return ResultColumns(names=self.names, **parts)
 
     @classmethod
     def build(cls, texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:
@@ -316,7 +319,7 @@ def _from_results(results: Results) -> _Rows:
     errors = list(map(error_texts.__getitem__, results.error_id.tolist())) if results.error_id.any() else None
     rows = _Rows(
         names=list(results.names),
-        status=_FROM_RESULTS[results.code],
+        status=results.code.copy(),
         cost=np.zeros(b, np.int64),
         has_cost=results.solved_cost.copy(),
         solver=results.solver.copy(),

@@ -26,12 +26,25 @@ class JobKeys:
         self.producer = f"{base}:producer"  # string: the token of the one producer allowed to submit
         self.stop = f"{base}:stop"  # string, set by purge (short TTL): stop solving, write nothing more
         self.deliveries = deliveries_key(prefix)  # the workers' hash of messages held (not the job's own)
-        self.result_prefix = f"{base}:result:"
+        self.result_prefix = f"{base}:result:"  # a generate chunk's result
+        self.part_prefix = f"{base}:part:"  # a solve chunk's published part: `part:<chunk>:<first row>`
+        self.parts_prefix = (
+            f"{base}:parts:"  # hash per chunk: first row -> rows of each part; `done` once whole
+        )
         self.race_prefix = f"{base}:race:"
+        self.collected = f"{base}:collected"  # set: parts a `solve` wrote into its output and dropped
 
     def result(self, chunk: int) -> str:
         """Key of one chunk's encoded ChunkResult."""
         return f"{self.result_prefix}{chunk}"
+
+    def part(self, chunk: int, row: int) -> str:
+        """Key of one published part of a solve chunk (its encoded `ChunkResult`)."""
+        return f"{self.part_prefix}{chunk}:{row}"
+
+    def parts(self, chunk: int) -> str:
+        """Hash of a chunk's published parts: first row -> rows, and `done` once every row is answered."""
+        return f"{self.parts_prefix}{chunk}"
 
     def race(self, chunk: int, row: int) -> RaceKeys:
         """The keys of one puzzle (row `row` of chunk `chunk`) raced across workers."""
@@ -45,7 +58,15 @@ class JobKeys:
         `stop`, then deletes the rest) can then never be followed by a write that re-creates
         a key of the job.
         """
-        return [self.meta, self.stats, self.arrivals, self.attempts, self.outbox, self.producer]
+        return [
+            self.meta,
+            self.stats,
+            self.arrivals,
+            self.attempts,
+            self.outbox,
+            self.producer,
+            self.collected,
+        ]
 
 
 class RaceKeys:
@@ -135,3 +156,61 @@ def result_commands(
         ("EXPIRE", keys.arrivals, ttl),
         ("EXPIRE", keys.meta, ttl),
     ]
+
+
+def part_arrival(chunk: int, row: int) -> str:
+    """How a published part is named in the job's arrival list."""
+    return f"{chunk}:{row}"
+
+
+def part_commands(
+    keys: JobKeys,
+    chunk: int,
+    row: int,
+    payload: bytes,
+    stats_json: str,
+    n: int,
+    cpu_s: float,
+    ttl: int,
+    complete: bool,
+) -> list[tuple[Any, ...]]:
+    """The commands that publish one part of a solve chunk, to run in one MULTI/EXEC (under WATCH of the
+    chunk's parts hash and the stop key, after checking that none of its rows is answered: the caller's
+    compare-and-set keeps every row answered once).
+
+    The part's payload, its entry in the chunk's parts hash and its stats, its arrival; once it
+    `complete`s the chunk, the chunk leaves the outbox and the workers' deliveries (no resend, no
+    orphan sweep) and the job's count of finished chunks (the producer's window) goes up.
+    """
+    arrival = part_arrival(chunk, row)
+    commands: list[tuple[Any, ...]] = [
+        ("SET", keys.part(chunk, row), payload, "EX", ttl),
+        ("HSET", keys.parts(chunk), row, n),
+        ("EXPIRE", keys.parts(chunk), ttl),
+        ("HSET", keys.stats, arrival, stats_json),
+        ("RPUSH", keys.arrivals, arrival),
+        ("HINCRBY", keys.meta, "hint_n", n),
+        ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
+        ("EXPIRE", keys.stats, ttl),
+        ("EXPIRE", keys.arrivals, ttl),
+        ("EXPIRE", keys.meta, ttl),
+    ]  # fmt: skip
+    if complete:
+        commands += [
+            ("HSET", keys.parts(chunk), "done", 1),
+            ("HDEL", keys.outbox, chunk),
+            ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
+            ("HINCRBY", keys.meta, "chunks_done", 1),
+        ]
+    return commands
+
+
+def published_rows(raw: dict[Any, Any]) -> list[tuple[int, int]] | None:
+    """A chunk's parts hash as (first row, rows) pairs; None once the chunk is done."""
+    out = []
+    for field, value in raw.items():
+        name = field.decode() if isinstance(field, bytes) else str(field)
+        if name == "done":
+            return None
+        out.append((int(name), int(value)))
+    return sorted(out)

@@ -17,7 +17,8 @@ import dataclasses
 import hashlib
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictInt, TypeAdapter, ValidationError, create_model
+from pydantic import Field as PydanticField
 
 from pipeline.tasks import (
     JOB_ID_PATTERN,
@@ -27,6 +28,7 @@ from pipeline.tasks import (
     RACE_TASK_NAME,
 )
 from solvers.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause
+from solvers.fields import FIELDS, Field
 from solvers.result import SolveResult, Status
 
 MAX_HELPERS = 64  # helpers called for one puzzle (a fleet of more idle processes lends it no more)
@@ -43,46 +45,54 @@ class RaceTask(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     NAME: ClassVar[str] = RACE_TASK_NAME
 
-    job: str = Field(pattern=JOB_ID_PATTERN)
-    chunk: int = Field(ge=0, lt=2**53)
-    row: int = Field(ge=0, lt=MAX_CHUNK_PUZZLES)  # the puzzle's position in its chunk
-    helper: int = Field(ge=1, le=MAX_HELPERS)  # 1, 2, ...: names its counters and its variant
-    puzzle: str = Field(min_length=1, max_length=MAX_PUZZLE_CHARS)
-    box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
-    time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
-    portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
-    seed: int = Field(default=0, ge=0, lt=2**63)
-    cubes: int = Field(default=0, ge=0, le=MAX_CUBES)  # > 0: search cubes, a split into at least this many
+    job: str = PydanticField(pattern=JOB_ID_PATTERN)
+    chunk: int = PydanticField(ge=0, lt=2**53)
+    row: int = PydanticField(ge=0, lt=MAX_CHUNK_PUZZLES)  # the puzzle's position in its chunk
+    helper: int = PydanticField(ge=1, le=MAX_HELPERS)  # 1, 2, ...: names its counters and its variant
+    puzzle: str = PydanticField(min_length=1, max_length=MAX_PUZZLE_CHARS)
+    box: str | None = PydanticField(default=None, max_length=MAX_NAME_CHARS)
+    time_limit: float | None = PydanticField(default=None, gt=0, le=MAX_TIME_LIMIT_S)
+    portfolio: str | None = PydanticField(default=None, max_length=MAX_NAME_CHARS)
+    seed: int = PydanticField(default=0, ge=0, lt=2**63)
+    cubes: int = PydanticField(default=0, ge=0, le=MAX_CUBES)  # > 0: search cubes, a split into >= this many
 
 
-class RaceEntry(BaseModel):
-    """What a helper posts: `started` when it begins, `done` with its answer and counters when it ends."""
+class _Entry(BaseModel):
+    """What a helper posts: `started` when it begins, `done` with its answer and counters when it ends;
+    its answer's fields are those the field table marks `raced` (`solvers.fields`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     state: Literal["started", "done"]
-    status: Status | None = None
-    solution: str | None = Field(default=None, max_length=MAX_PUZZLE_CHARS)
-    solver: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
-    nodes: int = Field(default=0, ge=0, lt=2**63)
-    guesses: int = Field(default=0, ge=0, lt=2**63)
-    restarts: int = Field(default=0, ge=0, lt=2**63)
-    counters: dict[str, dict[str, Any]] = Field(default_factory=dict, max_length=MAX_COUNTER_MEMBERS)
 
     @classmethod
-    def of(cls, result: SolveResult) -> RaceEntry:
+    def of(cls, result: SolveResult) -> Any:
         """A helper's final entry from its result (a grid only when solved: the rest is not an answer)."""
-        solved = result.status == Status.SOLVED
-        return cls(
-            state="done",
-            status=result.status,
-            solution=result.solution if solved else None,
-            solver=result.solver,
-            nodes=result.nodes,
-            guesses=result.guesses,
-            restarts=result.restarts,
-            counters=result.counters,
-        )
+        values = {f.name: getattr(result, f.result) for f in RACED}  # type: ignore[arg-type]
+        if result.status != Status.SOLVED:
+            values["solution"] = None
+        return cls(state="done", **values)
+
+
+def _entry_field(f: Field) -> tuple[Any, Any]:
+    """A raced field's type and bounds in a helper's entry (every number and text bounded)."""
+    if f.kind == "status":
+        return Status | None, None
+    if f.kind == "text":
+        return str | None, PydanticField(default=None, max_length=MAX_PUZZLE_CHARS)
+    if f.kind == "name":
+        return str | None, PydanticField(default=None, max_length=MAX_NAME_CHARS)
+    if f.kind == "int":
+        return int, PydanticField(default=0, ge=0, lt=2**63)
+    if f.kind == "counters":
+        return dict[str, dict[str, Any]], PydanticField(default_factory=dict, max_length=MAX_COUNTER_MEMBERS)
+    raise ValueError(f"field {f.name}: a helper cannot post a {f.kind} value")
+
+
+RACED = [f for f in FIELDS if f.raced]
+RaceEntry = create_model(
+    "RaceEntry", __base__=_Entry, __module__=__name__, **{f.name: _entry_field(f) for f in RACED}
+)
 
 
 @dataclasses.dataclass(frozen=True)

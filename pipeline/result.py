@@ -1,10 +1,13 @@
-"""A solve chunk's result as it is stored: a JSON header, then its columns (or, for older clients, records).
+"""A part of a solve chunk's answers as it is published: a JSON header, then its records.
 
-The header (`ChunkHeader`) says which puzzles the chunk answers and carries its statistics
-(`ChunkStats`: what progress, the summary and chunk sizing read without the records). The
-body is the chunk's `ResultColumns` in wire form (`pipeline.wire`, header `v` 2), which
-the collector renders as it writes (`pipeline.render`), or, for a task of a client that
-reads only those (`v` 1), the rendered JSON Lines records.
+A chunk is answered in parts (`pipeline.solve`): its first pass (the kernel's answers) at once,
+then each puzzle raced past it as it ends, each part a run of consecutive rows of the chunk.
+The header (`ChunkHeader`) says which rows and puzzles the part answers and carries their
+statistics (`ChunkStats`: what progress, the summary and chunk sizing read without the
+records). The body is the records rendered in the job's format where they were solved
+(`pipeline.render`: JSON Lines or CSV rows, or an Arrow IPC stream for Parquet), which a
+client moves into its output without reading them, or, for a job read as `columns`
+(`Job.results()`, the web page), the part's `ResultColumns` in wire form (`pipeline.wire`).
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from pydantic import BaseModel
 
 from pipeline.columns import TIME_BINS_PER_DECADE, ResultColumns
 from pipeline.runs import Runs, expand_runs, runs_array
-from pipeline.tasks import V_COLUMNS, V_RECORDS
+from pipeline.tasks import VERSION
 from pipeline.wire import from_bytes, to_bytes
+
+PartId = tuple[int, int]  # (chunk, first row): a part's name among the job's
 
 
 class Problem(BaseModel):
@@ -28,99 +33,131 @@ class Problem(BaseModel):
 
 
 class ChunkStats(BaseModel):
-    """A chunk's tallies: enough for progress, the summary and chunk sizing without the records."""
+    """A part's tallies: enough for progress, the summary and chunk sizing without the records."""
 
     n: int
+    chunk: int = -1  # the chunk the part belongs to
+    chunk_n: int = 0  # puzzles of that whole chunk (a chunk is done when its parts add up to it)
     counts: dict[str, int] = {}
     wins: dict[str, int] = {}  # solver -> puzzles it answered (solved or approximate)
     approx_costs: dict[int, int] = {}  # cost -> approximate results with it
     time_bins: dict[int, int] = {}  # floor(TIME_BINS_PER_DECADE * log10(ms)) -> puzzles
     time_max_ms: float = 0.0
     solve_s: float = 0.0  # sum of the per-puzzle solve times reported by the solvers
-    cpu_s: float = 0.0  # CPU time of the process for the whole chunk (solve + columns)
+    cpu_s: float = 0.0  # CPU time of the process for the part (solving its puzzles, rendering them)
     solver_cpu_s: float = 0.0  # CPU time inside `solve_many` alone
     wall_s: float = 0.0
-    end: float = 0.0  # epoch seconds when the chunk finished
+    end: float = 0.0  # epoch seconds when the part was answered
     worker: str = ""
     problems: list[Problem] = []
     problems_dropped: int = 0
 
 
 class ChunkHeader(BaseModel):
-    """The first line of a stored chunk result: which puzzles it answers, and its statistics."""
+    """The first line of a published part: which rows and puzzles it answers, its format and statistics."""
 
-    v: int = V_RECORDS  # 1: rendered records follow; 2 (V_COLUMNS): result columns follow
+    v: int = VERSION
     job: str
     chunk: int
+    row: int = 0  # the part's first row in its chunk
     input: str
+    format: str = "columns"  # jsonl, csv, parquet (rendered records follow) or columns (wire columns follow)
     index_runs: Runs
-    line_runs: Runs | None = None  # (columns: the renderers write each record's line)
+    line_runs: Runs
+    run_bytes: list[int] = []  # jsonl and csv: where each index run's rows start in the body, then its end
     stats: ChunkStats
 
 
-class ChunkResult:
-    """A chunk's header and its results: columns (rendered where they are written) or rendered records.
+class VersionMismatch(ValueError):
+    """A part written by a process of another protocol version (`pipeline.tasks.VERSION`)."""
 
-    Records are JSON Lines, one line per puzzle, in index order. Once the records are read,
-    the columns are dropped (a result kept in memory is held in one form only).
+
+class ChunkResult:
+    """One part of a chunk's answers: its header and either its rendered records (`body`) or its columns.
+
+    (Named for the chunk result it was before answers were published in parts: a chunk answered at
+    once is one part of all its rows.)
     """
 
-    __slots__ = ("header", "_records", "columns")
+    __slots__ = ("header", "body", "columns")
 
     def __init__(
         self,
         header: ChunkHeader,
-        records: bytes | bytearray | None = None,
+        body: bytes | bytearray | memoryview | None = None,
         columns: ResultColumns | None = None,
     ) -> None:
-        if (records is None) == (columns is None):
-            raise ValueError("a chunk result holds either records or columns")
-        if columns is not None and (len(columns) != header.stats.n or header.line_runs is None):
-            raise ValueError("result columns must match the header's rows and lines")
+        if (body is None) == (columns is None):
+            raise ValueError("a part holds either rendered records or columns")
+        if sum(c for _, c in header.line_runs) != header.stats.n:
+            raise ValueError("a part's lines must match its rows")
+        if columns is not None and len(columns) != header.stats.n:
+            raise ValueError("result columns must match the header's rows")
         self.header = header
-        self._records = records
+        self.body = body
         self.columns = columns
 
     def __len__(self) -> int:
         return self.header.stats.n
 
     @property
-    def records(self) -> bytes | bytearray:
-        """The JSON Lines records (rendered now when they came as columns; loads the compiled renderer)."""
-        if self._records is None:
+    def part(self) -> PartId:
+        """(chunk, first row): the part's name."""
+        return self.header.chunk, self.header.row
+
+    @property
+    def records(self) -> bytes | bytearray | memoryview:
+        """The JSON Lines records joined by newlines (rendered now when held as columns)."""
+        if self.columns is not None:
             from pipeline.render.jsonl import render
 
-            assert self.columns is not None and self.header.line_runs is not None  # __init__ ensures both
-            self._records = render(self.columns, self.header.input, self.row_indices(), self.row_lines())
-            self.columns = None  # held once: the records are what `encode` now writes
-            self.header = self.header.model_copy(update={"v": V_RECORDS})
-        return self._records
+            return render(self.columns, self.header.input, self.row_indices(), self.row_lines())
+        if self.header.format != "jsonl":
+            raise ValueError(f"this part was rendered as {self.header.format}, not as JSON Lines")
+        body = self.body
+        assert body is not None
+        return body[:-1] if len(body) and body[-1:] == b"\n" else body
+
+    def body_rows(self, start: int, stop: int) -> bytes | bytearray | memoryview:
+        """The rendered rows `start:stop` of a JSON Lines or CSV body (cut at its index runs' edges)."""
+        body = self.body
+        assert body is not None
+        if start == 0 and stop == len(self):
+            return body
+        counts = np.cumsum([0, *(c for _, c in self.header.index_runs)]).tolist()
+        try:
+            a, b = counts.index(start), counts.index(stop)
+        except ValueError:
+            raise ValueError(f"rows {start}:{stop} do not fall on the part's runs") from None
+        offsets = self.header.run_bytes
+        return memoryview(body)[offsets[a] : offsets[b]]
 
     def encode(self) -> bytes:
-        """Serialise as the header's JSON, a newline, then the columns' wire form or the records as is."""
+        """Serialise as the header's JSON, a newline, then the body as it is or the columns' wire form."""
         head = self.header.model_dump_json().encode() + b"\n"
         if self.columns is not None:
             return to_bytes(self.columns, head)
-        return head + self.records
+        assert self.body is not None
+        return b"".join([head, self.body])
 
     @classmethod
     def decode(cls, payload: bytes | bytearray) -> ChunkResult:
-        """Invert `encode` (ValueError for columns that do not hold together).
-
-        A bytearray payload is taken over: its records or arrays stay where they are (no copy).
-        """
+        """Invert `encode` (VersionMismatch for another version's part, ValueError for one that does not
+        hold together). A bytearray payload is taken over: its body or arrays stay where they are."""
         cut = payload.find(b"\n")
         if cut < 0:
             cut = len(payload)
-        header = ChunkHeader.model_validate_json(payload[:cut])
-        if header.v >= V_COLUMNS:
-            if header.line_runs is None or sum(c for _, c in header.line_runs) != header.stats.n:
-                raise ValueError("packed results without the lines of their rows")
-            return cls(header, columns=from_bytes(memoryview(payload)[cut + 1 :], header.stats.n))
+        head = ChunkHeader.model_validate_json(payload[:cut])
+        if head.v != VERSION:
+            raise VersionMismatch(
+                f"part {head.chunk}:{head.row} is of protocol version {head.v}, not {VERSION}"
+            )
+        if head.format == "columns":
+            return cls(head, columns=from_bytes(memoryview(payload)[cut + 1 :], head.stats.n))
         if isinstance(payload, bytearray):  # deleting a bytearray's head moves a pointer, not the bytes
             del payload[: cut + 1]
-            return cls(header, payload)
-        return cls(header, payload[cut + 1 :])
+            return cls(head, payload)
+        return cls(head, payload[cut + 1 :])
 
     def indices(self) -> list[int]:
         """Positions of the records among all puzzles of the job, in record order."""
@@ -131,13 +168,13 @@ class ChunkResult:
         return runs_array(self.header.index_runs)
 
     def row_lines(self) -> np.ndarray:
-        """The 1-based input line of each row, as an int64 array (results held as columns only)."""
-        assert self.header.line_runs is not None
+        """The 1-based input line of each row, as an int64 array."""
         return runs_array(self.header.line_runs)
 
     def lines(self) -> list[bytes]:
         """The records, one JSON text per puzzle."""
-        return self.records.split(b"\n") if self.records else []
+        records = bytes(self.records)
+        return records.split(b"\n") if records else []
 
 
 def time_bin_ms(time_bin: int) -> float:

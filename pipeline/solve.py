@@ -1,11 +1,12 @@
-"""Solve one chunk: the function both transports run, and the answers the pipeline gives without solving.
+"""Solve a chunk into parts published as they are found, and the answers the pipeline gives without solving.
 
-Celery workers and the embedded local processes both call `solve_chunk`, so the two
-transports cannot drift apart: it runs `solve_many` on the chunk's puzzles and returns a
-`ChunkResult` holding the results' columns (`pipeline.columns`), which the collector
-renders as it writes them. The producer answers invalid lines itself (`answered_chunk`)
-and a chunk that cannot be solved at all is answered with `failed_chunk`: columns too,
-built without loading the compiled solvers.
+Celery workers, the embedded local processes and the web page's one-puzzle solve all run
+`solve_parts` (through `pipeline.runner`), so no transport can drift from another: it runs
+`solve_many` on the chunk's rows not answered yet, and hands each part to its publisher as soon
+as its answers are final: the first pass (the kernel's answers) at once, then each raced puzzle.
+A part is rendered where it is made (`build_part`: the job's format, and its statistics), so a
+client only moves its bytes. The producer answers invalid lines itself (`answered_chunk`) and a
+chunk that cannot be solved at all is answered with `failed_chunk`, for its unanswered rows.
 """
 
 from __future__ import annotations
@@ -14,21 +15,22 @@ import gc
 import os
 import socket
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.columns import STATUS_NAMES, ResultColumns
 from pipeline.result import ChunkHeader, ChunkResult, ChunkStats, Problem
 from pipeline.runs import Runs, runs_array, to_runs
-from pipeline.tasks import V_COLUMNS, ChunkTask
+from pipeline.tasks import ChunkTask
 from solvers.result import Results, SolveResult, Status
 
 if TYPE_CHECKING:
     from pipeline.escalation import Escalation
 
-MAX_PROBLEMS = 1000  # invalid/error lines listed per chunk; the rest are only counted
+MAX_PROBLEMS = 1000  # invalid/error lines listed per part; the rest are only counted
+Publish = Callable[[ChunkResult], object]
 
 
 def worker_name() -> str:
@@ -39,61 +41,148 @@ def worker_name() -> str:
 def solve_chunk(
     task: ChunkTask, stop: np.ndarray | None = None, escalation: Escalation | None = None
 ) -> ChunkResult:
-    """Solve every puzzle of a chunk into result columns; a failure becomes `error` results, never a raise.
+    """Solve every puzzle of a chunk into one part of all its rows, in the task's format; a failure becomes
+    `error` results, never a raise (the tests' and benches' way to run a chunk at once)."""
+    if not len(task):  # a task of no puzzle (a hand-made message): an empty answer
+        return build_result(task.job, task.chunk, task.input, [], [], [], [], task.format)
+    parts: list[ChunkResult] = []
+    solve_parts(task, list(range(len(task))), parts.append, stop, escalation, whole=True)
+    return parts[0]
 
-    `solve_many` verifies every solved grid; this function still refuses to report
-    `solved` with a non-zero cost. The garbage collector is paused meanwhile: the batch
-    allocates many short-lived objects and no cycles, and collections would scan them all.
-    `stop` (`solvers.stop`): raised by another thread, the solvers give up at their next
-    check and the puzzles not answered by then come back `timeout`. `escalation`
-    (`pipeline.escalation`, running) races a puzzle left unanswered too long on idle processes
-    too; its rows then take the helpers' verified answer and counters (`pipeline.race.merge`).
+
+def solve_parts(
+    task: ChunkTask,
+    rows: list[int],
+    publish: Publish,
+    stop: np.ndarray | None = None,
+    escalation: Escalation | None = None,
+    whole: bool = False,
+) -> None:
+    """Solve rows `rows` of a chunk (increasing: all of them, or a redelivered chunk's unanswered ones) and
+    hand each part to `publish` as soon as its answers are final: the first pass (the kernel's answers:
+    every row but the puzzles left to race) at once, then each raced puzzle as its race ends. A part is a
+    run of consecutive rows, rendered in the task's format with its statistics. `whole`: one part of all
+    the rows, at the end.
+
+    `solve_many` verifies every solved grid; a `solved` with a non-zero cost is still refused
+    (`ResultColumns.build`). A solver that raises is answered puzzle by puzzle (the rows not
+    published yet), its failure an `error` record. The garbage collector is paused meanwhile: the
+    batch allocates many short-lived objects and no cycles. `stop` (`solvers.stop`): raised by
+    another thread, the solvers give up at their next check and the puzzles not answered by then
+    come back `timeout`. `escalation` (`pipeline.escalation`, running) races a puzzle left
+    unanswered too long on idle processes too; its part takes the helpers' verified answer and
+    counters (`pipeline.race.merge`).
     """
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
 
-    texts = task.texts()
-    wall0, cpu0 = time.perf_counter(), time.process_time()
+    if not rows:
+        return
+    all_texts = task.texts()
+    texts = [all_texts[r] for r in rows] if len(rows) != len(all_texts) else all_texts
+    clock = _Clock()
+    done = np.zeros(len(rows), dtype=bool)
+    first: list[ResultColumns] = []  # every row's columns as the first pass left them (built once)
+
+    def emit(results: Results, positions: list[int]) -> None:
+        """Publish the results at `positions` (of `texts`), final now, as parts of consecutive rows."""
+        clock.solved()
+        raced = bool(first)  # the first call is the first pass; each later one a raced puzzle
+        if not first:
+            first.append(ResultColumns.build(texts, results))
+        for a, b in _segments(positions, rows):
+            if raced:
+                merged = [_merged(results, i, rows[i], escalation) for i in range(a, b)]
+                columns = ResultColumns.build(texts[a:b], merged)
+            else:
+                columns = first[0].slice(a, b)
+            publish(_part(task, rows[a:b], columns, clock))
+            done[a:b] = True
+
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         try:
-            results = solve_many(
+            out = solve_many(
                 texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
-                stop=stop, racing=None if escalation is None else escalation.racing,
+                stop=stop, racing=None if escalation is None else _racing(escalation, rows),
+                on_final=None if whole else emit,
             )  # fmt: skip
-            if len(results) != len(texts):
-                raise RuntimeError(f"the solver returned {len(results)} results for {len(texts)} puzzles")
+            if len(out) != len(texts):
+                raise RuntimeError(f"the solver returned {len(out)} results for {len(texts)} puzzles")
         except Exception:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
-            results = [_solve_alone(text, task, stop) for text in texts]
-        if escalation is not None:
-            _take_helpers(results, escalation)
-        solver_cpu = time.process_time() - cpu0
-        result = build_result(
-            task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results
-        )
-        if task.v < V_COLUMNS:  # a client that reads only records: render them here
-            result.records  # noqa: B018 - rendering is the point
+            left = np.flatnonzero(~done).tolist()
+            alone = [_solve_alone(texts[i], task, stop) for i in left]
+            clock.solved()
+            for a, b in _segments(list(range(len(left))), [rows[i] for i in left]):
+                columns = ResultColumns.build([texts[left[k]] for k in range(a, b)], alone[a:b])
+                publish(_part(task, [rows[left[k]] for k in range(a, b)], columns, clock))
+            return
+        if whole:
+            merged = [_merged(out, i, rows[i], escalation) for i in range(len(rows))] if escalation else out
+            clock.solved()
+            publish(_part(task, rows, ResultColumns.build(texts, merged), clock))
     finally:
         if was_enabled:
             gc.enable()
-    stats = result.header.stats
-    stats.solver_cpu_s = solver_cpu
-    stats.cpu_s = time.process_time() - cpu0
-    stats.wall_s = time.perf_counter() - wall0
+
+
+class _Clock:
+    """CPU and wall time of the parts of one run: each part is charged what was spent since the last."""
+
+    def __init__(self) -> None:
+        self.cpu = self.solver_at = time.process_time()
+        self.wall = time.perf_counter()
+        self.solver_cpu = 0.0
+
+    def solved(self) -> None:
+        """The solvers just handed over answers: what was spent since the last part is solver time."""
+        now = time.process_time()
+        self.solver_cpu += now - self.solver_at
+        self.solver_at = now
+
+    def charge(self, stats: ChunkStats) -> None:
+        """Charge a part with the CPU and wall time since the last one (rendering it included)."""
+        now, wall = time.process_time(), time.perf_counter()
+        stats.cpu_s, stats.solver_cpu_s, stats.wall_s = now - self.cpu, self.solver_cpu, wall - self.wall
+        self.cpu, self.wall, self.solver_cpu, self.solver_at = now, wall, 0.0, now
+
+
+def _segments(positions: list[int], rows: list[int]) -> list[tuple[int, int]]:
+    """Cut `positions` into (a, b) runs where both the positions and their chunk rows are consecutive."""
+    out: list[tuple[int, int]] = []
+    for p in sorted(positions):
+        if out and out[-1][1] == p and rows[p] == rows[p - 1] + 1:
+            out[-1] = (out[-1][0], p + 1)
+        else:
+            out.append((p, p + 1))
+    return out
+
+
+def _racing(escalation: Escalation, rows: list[int]) -> Callable[[int], Any]:
+    """`solve_many`'s racing hook for rows of a chunk: positions mapped back to chunk rows."""
+    return lambda i: escalation.racing(rows[i])
+
+
+def _merged(results: Sequence[SolveResult], i: int, row: int, escalation: Escalation | None) -> SolveResult:
+    """Result i (chunk row `row`), with its helpers' verified answer and counters when it was escalated."""
+    result = results[i]
+    if escalation is not None and row in escalation.outcomes:
+        from pipeline.race import merge
+
+        result = merge(result, escalation.outcomes[row])
     return result
 
 
-def _take_helpers(results: Results | list[SolveResult], escalation: Escalation) -> None:
-    """Fold each escalated row's helpers (verified grid, counters) into its one result."""
-    from pipeline.race import merge
-
-    for row, outcome in escalation.outcomes.items():
-        if row < len(results):
-            merged = merge(results[row], outcome)
-            if isinstance(results, Results):
-                results.put(row, merged)
-            else:
-                results[row] = merged
+def _part(
+    task: ChunkTask, rows: list[int], columns: ResultColumns, clock: _Clock | None = None
+) -> ChunkResult:
+    """The part of consecutive chunk rows `rows`, rendered in the task's format, charged by `clock`."""
+    a, b = rows[0], rows[-1] + 1
+    index, lines = runs_array(task.index_runs)[a:b], runs_array(task.line_runs)[a:b]
+    part = build_part(task.job, task.chunk, a, len(task), task.input, index, lines, columns, task.format)
+    if clock is not None:
+        clock.charge(part.header.stats)
+    return part
 
 
 def _solve_alone(text: str, task: ChunkTask, stop: np.ndarray | None = None) -> SolveResult:
@@ -110,6 +199,67 @@ def _solve_alone(text: str, task: ChunkTask, stop: np.ndarray | None = None) -> 
         return SolveResult(Status.ERROR, text, error=f"{type(exc).__name__}: {exc}"[:500])
 
 
+def build_part(
+    job: str,
+    chunk: int,
+    row: int,
+    chunk_n: int,
+    input_name: str,
+    index: np.ndarray,
+    lines: np.ndarray,
+    columns: ResultColumns,
+    fmt: str,
+) -> ChunkResult:
+    """The part of rows `row`.. of a chunk of `chunk_n` puzzles holding `columns` (their puzzles at `index`,
+    from `lines`), with its statistics, its records rendered in `fmt` (`columns`: kept as columns)."""
+    t = columns.tally()
+    problems = []
+    if t.problem_rows:
+        status, errors = columns.status, columns.error
+        problems = [
+            Problem(
+                index=int(index[i]), line=int(lines[i]), status=STATUS_NAMES[int(status[i])],
+                error=errors.to_list(i, i + 1)[0],
+            )
+            for i in t.problem_rows[:MAX_PROBLEMS]
+        ]  # fmt: skip
+    stats = ChunkStats(
+        n=len(columns), chunk=chunk, chunk_n=chunk_n, counts=t.counts, wins=t.wins,
+        approx_costs=t.approx_costs, time_bins=t.time_bins, time_max_ms=t.time_max_ms, solve_s=t.solve_s,
+        end=time.time(), worker=worker_name(), problems=problems,
+        problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
+    )  # fmt: skip
+    index_runs, line_runs = to_runs(index.tolist()), to_runs(lines.tolist())
+    header = ChunkHeader(
+        job=job, chunk=chunk, row=row, input=input_name, format=fmt, index_runs=index_runs,
+        line_runs=line_runs, stats=stats,
+    )  # fmt: skip
+    if fmt == "columns":
+        return ChunkResult(header, columns=columns)
+    from pipeline.render import render_columns
+
+    if fmt == "parquet":
+        return ChunkResult(header, render_columns(columns, input_name, index, lines, fmt))
+    pieces, offsets, at = [], [0], 0
+    for first, count in _run_bounds(index_runs):  # rendered run by run: a reader may cut at their edges
+        piece = render_columns(columns.slice(first, first + count), input_name, index[first : first + count],
+                               lines[first : first + count], fmt)  # fmt: skip
+        pieces.append(piece)
+        at += len(piece)
+        offsets.append(at)
+    header.run_bytes = offsets
+    return ChunkResult(header, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+
+
+def _run_bounds(runs: Runs) -> list[tuple[int, int]]:
+    """(first row, count) of each run of a part's rows."""
+    out, at = [], 0
+    for _, count in runs:
+        out.append((at, count))
+        at += count
+    return out
+
+
 def build_result(
     job: str,
     chunk: int,
@@ -118,41 +268,17 @@ def build_result(
     line_runs: Runs,
     texts: list[str],
     results: Sequence[SolveResult],
+    fmt: str = "columns",
+    row: int = 0,
+    chunk_n: int | None = None,
 ) -> ChunkResult:
-    """Make `results` (aligned with `texts`) a ChunkResult holding their columns, with its statistics."""
+    """The part holding `results` (aligned with `texts`, their puzzles at `index_runs` from `line_runs`):
+    rows `row`.. of a chunk of `chunk_n` puzzles (default: the whole chunk), rendered in `fmt`."""
     columns = ResultColumns.build(texts, results)
-    t = columns.tally()
-    problems = []
-    if t.problem_rows:
-        indices, lines, status = runs_array(index_runs), runs_array(line_runs), columns.status
-        errors = columns.error
-        problems = [
-            Problem(
-                index=int(indices[i]),
-                line=int(lines[i]),
-                status=STATUS_NAMES[int(status[i])],
-                error=errors.to_list(i, i + 1)[0],
-            )
-            for i in t.problem_rows[:MAX_PROBLEMS]
-        ]
-    stats = ChunkStats(
-        n=len(columns),
-        counts=t.counts,
-        wins=t.wins,
-        approx_costs=t.approx_costs,
-        time_bins=t.time_bins,
-        time_max_ms=t.time_max_ms,
-        solve_s=t.solve_s,
-        end=time.time(),
-        worker=worker_name(),
-        problems=problems,
-        problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
+    n = len(texts) if chunk_n is None else chunk_n
+    return build_part(
+        job, chunk, row, n, input_name, runs_array(index_runs), runs_array(line_runs), columns, fmt
     )
-    header = ChunkHeader(
-        v=V_COLUMNS, job=job, chunk=chunk, input=input_name, index_runs=index_runs, line_runs=line_runs,
-        stats=stats,
-    )  # fmt: skip
-    return ChunkResult(header, columns=columns)
 
 
 def answered_chunk(
@@ -163,24 +289,35 @@ def answered_chunk(
     lines: list[int],
     texts: list[str],
     errors: list[str],
+    fmt: str = "columns",
 ) -> ChunkResult:
-    """Build the `invalid` results the producer answers itself, as a chunk like any other."""
+    """Build the `invalid` results the producer answers itself, as a chunk like any other (one part)."""
     results = [SolveResult(Status.INVALID, t, error=e) for t, e in zip(texts, errors, strict=True)]
-    out = build_result(job, chunk, input_name, to_runs(indices), to_runs(lines), texts, results)
+    out = build_result(job, chunk, input_name, to_runs(indices), to_runs(lines), texts, results, fmt)
     out.header.stats.worker = "producer"
     return out
 
 
 def failed_chunk(task: ChunkTask, reason: str, status: Status = Status.ERROR) -> ChunkResult:
-    """Answer every puzzle of a chunk with `status` (`error`: it could not be solved at all)."""
+    """Answer every puzzle of a chunk with `status` (`error`: it could not be solved at all): one part."""
+    (part,) = failed_parts(task, reason, status, list(range(len(task))))
+    return part
+
+
+def failed_parts(task: ChunkTask, reason: str, status: Status, rows: list[int]) -> list[ChunkResult]:
+    """Answer rows `rows` of a chunk with `status`: a part per run of consecutive rows, in its format."""
     texts = task.texts()
-    results = [SolveResult(status, t, error=reason) for t in texts]
-    return build_result(task.job, task.chunk, task.input, task.index_runs, task.line_runs, texts, results)
+    parts = []
+    for a, b in _segments(list(range(len(rows))), rows):
+        chosen = rows[a:b]
+        results = [SolveResult(status, texts[r], error=reason) for r in chosen]
+        parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
+    return parts
 
 
 def warm() -> None:
     """Load the compiled solvers and renderers (numba cache) once, so the first chunk pays no compile time."""
-    from pipeline.render.jsonl import counters_texts
+    from pipeline.render.jsonl import counters_texts, render_csv
 
     result = solve_chunk(
         ChunkTask(
@@ -194,8 +331,9 @@ def warm() -> None:
         )
     )  # the generic and 9x9 kernels
     assert result.columns is not None
-    counters_texts(result.columns)  # the CSV and Parquet renderers' kernel
-    result.lines()  # the JSON Lines renderer
+    counters_texts(result.columns)  # the Parquet renderer's kernel
+    render_csv(result.columns, "warm", result.row_indices(), result.row_lines())  # the CSV writer
+    result.lines()  # the JSON Lines writer
 
 
 def warm_all() -> None:

@@ -22,14 +22,23 @@ SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
 GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
 RACE_TASK_NAME = "sudoku_batch.race_puzzle"  # a helper racing one puzzle of another's chunk (`pipeline.race`)
 DEFAULT_QUEUE = "sudoku_batch"
-V_RECORDS = 1  # a result carrying rendered records; also the task of a client that reads only those
-V_COLUMNS = 2  # a result carrying result columns (`pipeline.wire`); also the task of a client reading them
+VERSION = (
+    3  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
+)
+FORMATS = (
+    "jsonl",
+    "csv",
+    "parquet",
+    "columns",
+)  # what a worker renders a job's records in (`pipeline.render`)
+Format = Literal["jsonl", "csv", "parquet", "columns"]
 JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
 MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends at most 1 MB by default)
 MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
 MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
 MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
 MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
+DEFAULT_TIME_LIMIT_S = 20.0  # per puzzle when a job names none (`solve`, `submit`, `BatchClient`); 0: none
 DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is raced by idle processes too
 MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
 
@@ -40,7 +49,7 @@ class ChunkTask(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     NAME: ClassVar[str] = SOLVE_TASK_NAME  # the worker's task that runs it
 
-    v: int = V_COLUMNS  # 2: the client reads result columns (a worker answers a 1 with rendered records)
+    v: int = VERSION  # the client's protocol version: a worker of another refuses the task in one log line
     job: str = Field(pattern=JOB_ID_PATTERN)
     chunk: int = Field(ge=0, lt=2**53)
     input: str = Field(max_length=MAX_NAME_CHARS)
@@ -55,6 +64,8 @@ class ChunkTask(BaseModel):
     # seconds before a puzzle still unanswered is raced by idle processes too (`pipeline.race`);
     # None (older clients) or 0: never
     escalate_after: float | None = Field(default=None, ge=0, le=MAX_ESCALATE_AFTER_S)
+    # what the solving process renders the records in (`columns`: the result columns, rendered by the reader)
+    format: Format = "columns"
 
     @model_validator(mode="after")
     def _consistent(self) -> ChunkTask:
@@ -95,10 +106,21 @@ class ChunkRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: int = V_RECORDS
+    v: int = 1  # absent in the messages of clients before VERSION 3: those are refused
     job: str = Field(pattern=JOB_ID_PATTERN)
     chunk: int = Field(ge=0, lt=2**53)
     ref: Literal["outbox"] = "outbox"
+
+
+def version_refusal(what: str, v: int, me: str) -> str | None:
+    """The one line refusing `what` (a task's client, a part's worker) of protocol version `v`, naming both
+    versions; None when `v` is this one. `me` names this side (`worker`, `client`)."""
+    if v == VERSION:
+        return None
+    return (
+        f"{what} speaks pipeline version {v}, this {me} version {VERSION}: "
+        "run one version of sudoku-batch on the clients and the workers"
+    )
 
 
 def solver_seed(job: str, chunk: int) -> int:

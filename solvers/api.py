@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,15 +18,22 @@ from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
 from solvers.exchange import Raced
-from solvers.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
+from solvers.outcome import BUDGET, Outcome
 from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.registry import Kind
-from solvers.result import STATUS_INDEX, Results, SolveResult, Status
+from solvers.result import (
+    REJECTED_ERROR,
+    STATUS_CODE,
+    STOPPED_ERROR,
+    UNANSWERED,
+    Results,
+    SolveResult,
+    Status,
+)
 from solvers.verify import verify_batch
 
-STOPPED_ERROR = "stopped before an answer"
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
 GroupKey = tuple[Box, Notation]
@@ -81,6 +89,7 @@ def solve_many(
     stop: np.ndarray | None = None,
     racing: Racing | None = None,
     variant: int = 0,
+    on_final: Callable[[Results, list[int]], object] | None = None,
 ) -> Results:
     """Solve every puzzle of `lines`; return one result per line, in the same order.
 
@@ -100,6 +109,11 @@ def solve_many(
     exchange with the other processes racing it (`solvers.exchange.Raced`). With it, even the plain
     exact path searches such puzzles one at a time. `variant` > 0 is a helper's search of
     a puzzle raced in another process too (`solvers.portfolio.race`).
+
+    `on_final` (the pipeline publishing answers as they are found) is called with the results and the input
+    positions whose results are final, as they become so: once every group's first pass is
+    done, all positions but the puzzles left to race (invalid lines included), then each
+    raced puzzle's position as its race ends. Every group's first pass runs before any race.
     """
     box = as_box(box)
     items = lines if isinstance(lines, list) else list(lines)
@@ -111,17 +125,24 @@ def solve_many(
     results = Results(texts)
     groups = _parse_all(items, texts, box, results, all_text)
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
+    races: list[_Leftovers] = []
     for (group_box, notation), indices, givens in groups.items():
-        if spec is not None:  # the batch fast path with a node budget, then race the leftovers
-            _race_group(
-                spec, exact, givens, group_box, notation, indices, texts, results, time_limit, seed, stop,
-                racing, variant,
-            )  # fmt: skip
+        if spec is not None:  # the batch fast path with a node budget; the leftovers are raced below
+            races.append(
+                _first_pass(
+                    spec, exact, givens, group_box, notation, indices, results, time_limit, seed, stop
+                )
+            )
             continue
         batch = exact.solve_batch(
             givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed, stop=stop
         )
         _collect(batch, givens, group_box, notation, indices, results, exact.name, limit)
+    if on_final is not None:
+        waiting = {left.indices[k] for left in races for k in left.rows}
+        on_final(results, [i for i in range(len(texts)) if i not in waiting])
+    for left in races:
+        _race_left(spec, left, texts, results, time_limit, seed, stop, racing, variant, on_final)  # type: ignore[arg-type]
     return results
 
 
@@ -145,60 +166,84 @@ def _plan(solver: str | None, portfolio: str | None, limit: int) -> tuple[Kernel
     return exact, None if alone or limit > 1 else spec
 
 
-def _race_group(
+@dataclass
+class _Leftovers:
+    """A group's puzzles its first pass left to race: rows `rows` of the group, with what they spent."""
+
+    box: Box
+    notation: Notation
+    indices: list[int]
+    givens: np.ndarray
+    rows: list[int]
+    spent: list[float]
+    nodes: list[int]
+
+
+def _first_pass(
     spec: PortfolioSpec,
     exact: KernelSolver,
     givens: np.ndarray,
     box: Box,
     notation: Notation,
     indices: list[int],
+    results: Results,
+    time_limit: float | None,
+    seed: int,
+    stop: np.ndarray,
+) -> _Leftovers:
+    """A group's first pass through a portfolio: one batch kernel call with the fast path's node budget
+    (easy puzzles cost what the plain exact solver costs); the puzzles it leaves, to race. The fast path
+    takes the seed as the plain path does (value order randomised), so another seed finds another
+    solution of a puzzle with several, whatever the portfolio."""
+    if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
+        k = len(indices)
+        return _Leftovers(box, notation, indices, givens, list(range(k)), [0.0] * k, [0] * k)
+    budget = spec.fast_budget(box.n)
+    batch = exact.solve_batch(
+        givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=seed, stop=stop
+    )
+    _collect(batch, givens, box, notation, indices, results, exact.name, 1)
+    left = np.flatnonzero(batch.status == BUDGET).tolist()
+    return _Leftovers(box, notation, indices, givens, left, (batch.ns / 1e9).tolist(), batch.nodes.tolist())
+
+
+def _race_left(
+    spec: PortfolioSpec,
+    left: _Leftovers,
     texts: list[str],
     results: Results,
     time_limit: float | None,
     seed: int,
     stop: np.ndarray,
-    racing: Racing | None = None,
-    variant: int = 0,
+    racing: Racing | None,
+    variant: int,
+    on_final: Callable[[Results, list[int]], object] | None,
 ) -> None:
-    """Solve a group through a portfolio: one batch kernel call with the fast path's node
-    budget (easy puzzles cost what the plain exact solver costs), then race each puzzle
-    left over, one by one, with the rest of its time limit (none once `stop` is raised),
-    inside `racing` when given (its flag stops that race alone). The fast path takes the
-    seed as the plain path does (value order randomised), so another seed finds another
-    solution of a puzzle with several, whatever the portfolio."""
-    if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
-        left = list(range(len(indices)))
-        spent = [0.0] * len(indices)
-        nodes = [0] * len(indices)
-    else:
-        budget = spec.fast_budget(box.n)
-        batch = exact.solve_batch(
-            givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=seed, stop=stop
-        )
-        _collect(batch, givens, box, notation, indices, results, exact.name, 1)
-        left = np.flatnonzero(batch.status == BUDGET).tolist()
-        spent = (batch.ns / 1e9).tolist()
-        nodes = batch.nodes.tolist()
-    for k in left:
-        i = indices[k]
+    """Race each puzzle a first pass left, one by one, with the rest of its time limit (none once `stop`
+    is raised), inside `racing` when given (its flag stops that race alone)."""
+    for k in left.rows:
+        i = left.indices[k]
+        spent = left.spent[k]
         if stop[0] != 0:
-            results.put(i, SolveResult(Status.TIMEOUT, texts[i], error=STOPPED_ERROR, elapsed=spent[k]))
-            continue
-        with racing(i) if racing is not None else nullcontext(stop) as link:
-            flag, exchange = (link, None) if isinstance(link, np.ndarray) else link
-            raced = race(
-                Puzzle(box, givens[k], notation),
-                spec,
-                time_limit=None if time_limit is None else max(1e-3, time_limit - spent[k]),
-                seed=seed,
-                text=texts[i],
-                fast_nodes_done=nodes[k],
-                spent=spent[k],
-                stop=flag,
-                variant=variant,
-                exchange=exchange,
-            )
-        results.put(i, raced)
+            results.put(i, SolveResult(Status.TIMEOUT, texts[i], error=STOPPED_ERROR, elapsed=spent))
+        else:
+            with racing(i) if racing is not None else nullcontext(stop) as link:
+                flag, exchange = (link, None) if isinstance(link, np.ndarray) else link
+                raced = race(
+                    Puzzle(left.box, left.givens[k], left.notation),
+                    spec,
+                    time_limit=None if time_limit is None else max(1e-3, time_limit - spent),
+                    seed=seed,
+                    text=texts[i],
+                    fast_nodes_done=left.nodes[k],
+                    spent=spent,
+                    stop=flag,
+                    variant=variant,
+                    exchange=exchange,
+                )
+            results.put(i, raced)
+        if on_final is not None:
+            on_final(results, [i])
 
 
 def _text(item: object) -> str:
@@ -289,31 +334,27 @@ def _collect(
     if found.any():
         verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
     rendered = _render_rows(first, box, notation, verified)
-    # outcome: 0 verified, 1 rejected by the verifier, 2 proven unsolvable, 3 time up, 4 budget spent,
-    # 5 stopped by the caller's flag
-    complete = (batch.status == DONE) | (batch.status == LIMIT)
-    outcome = np.where(verified, 0, np.where(found, 1, np.where(complete, 2, 3)))
-    outcome[(outcome == 3) & (batch.status != TIMEOUT)] = 4
-    outcome[(outcome == 4) & (batch.status == STOPPED)] = 5
-    codes = _OUTCOME_STATUS[outcome]
-    errors = _OUTCOME_ERROR[outcome]
-    error_texts = [
-        f"{solver} returned a grid the verifier rejects",
-        "no solution within the time limit",
-        "no solution within the search budget",
-        STOPPED_ERROR,
-    ]
+    status = batch.status.astype(np.int64)
+    codes = _END_CODE[status]  # the status table (`solvers.result.UNANSWERED`), by kernel outcome
+    errors = _END_ERROR[status]
+    codes[verified] = STATUS_CODE[Status.SOLVED]
+    errors[verified] = 0
+    rejected = found & ~verified
+    codes[rejected] = STATUS_CODE[Status.ERROR]
+    errors[rejected] = 1
+    error_texts = [REJECTED_ERROR.format(solver=solver), *_END_ERRORS]
     counts = batch.counts if limit > 1 else None
     results.fill(
         indices, codes, solver, rendered, errors, error_texts, batch.ns, batch.nodes, batch.guesses, counts
     )
 
 
-_OUTCOME_STATUS = np.array(
-    [STATUS_INDEX[s] for s in (Status.SOLVED, Status.ERROR, Status.UNSOLVABLE, *[Status.TIMEOUT] * 3)],
-    dtype=np.uint8,
-)
-_OUTCOME_ERROR = np.array([0, 1, 0, 2, 3, 4], dtype=np.int16)  # 1-based into `_collect`'s error_texts
+_END_ERRORS = list(dict.fromkeys(e for _, e in UNANSWERED.values() if e))  # ids 2.. (1: rejected grid)
+_END_CODE = np.full(len(Outcome), STATUS_CODE[Status.TIMEOUT], dtype=np.uint8)  # any other end: budget
+_END_ERROR = np.full(len(Outcome), 2 + _END_ERRORS.index(UNANSWERED[Outcome(BUDGET)][1]), dtype=np.int16)
+for _outcome, (_status, _error) in UNANSWERED.items():
+    _END_CODE[_outcome] = STATUS_CODE[_status]
+    _END_ERROR[_outcome] = 0 if _error is None else 2 + _END_ERRORS.index(_error)
 
 
 def _render_rows(

@@ -415,7 +415,7 @@ def solve_starts(
     out = np.zeros_like(starts)
     counts, status, nodes, guesses = (np.zeros(b, dtype=np.int64) for _ in range(4))
     if b:
-        seeds = np.ascontiguousarray(np.broadcast_to(seeds, (b,)), dtype=np.uint64)
+        seeds = np.array(np.broadcast_to(seeds, (b,)), dtype=np.uint64)  # a writeable copy: one signature
         n, geo = tables(box)
         _solve_kernel(
             n,

@@ -418,8 +418,8 @@ def _result(
     if not held:
         why = errors or "no grid within the time limit"
         return SolveResult(
-            Status.TIMEOUT, error=why, counters=counters, restarts=_restarts(counters), **common
-        )
+            Status.TIMEOUT, error=why, counters=counters, **common
+        )  # no member answered: nodes, guesses and restarts are 0 (each member's are in `counters`)
     _, _, best = min(held, key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
     grid = best.best_grid
     assert grid is not None
@@ -461,11 +461,6 @@ def _final_counters(
                 c["status"] = "timeout" if outcome == OUT_OF_TIME else "idle"
         out[m.name] = c
     return out
-
-
-def _restarts(counters: dict[str, dict[str, Any]]) -> int:
-    """Return the restarts of all members together."""
-    return sum(int(c.get("restarts", 0)) for c in counters.values())
 
 
 def warm_up() -> None:

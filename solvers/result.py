@@ -11,12 +11,16 @@ objects (invalid lines, raced puzzles) are stored as objects.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from enum import StrEnum
 from typing import Any, overload
 
 import numpy as np
+
+from solvers.fields import BY_RESULT, RESULT_ORDER
+from solvers.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, Outcome
 
 
 class Status(StrEnum):
@@ -33,32 +37,63 @@ class Status(StrEnum):
         return self.value
 
 
-@dataclass(slots=True)
-class SolveResult:
-    """One puzzle's result. `cost` is 0 iff `solution` is a valid grid keeping every given."""
+STATUS_CODE: dict[Status, int] = {
+    Status.SOLVED: 0,
+    Status.UNSOLVABLE: 1,
+    Status.TIMEOUT: 2,
+    Status.APPROXIMATE: 3,
+    Status.INVALID: 4,
+    Status.ERROR: 5,
+}  # the one status code, from `Results.code` to the wire and files: fixed, a new status gets a new one
+STATUS_NAMES: list[str] = [s.value for s in sorted(STATUS_CODE, key=STATUS_CODE.__getitem__)]  # code -> name
+STATUS_BY_CODE: list[Status] = [Status(name) for name in STATUS_NAMES]  # code -> Status
+STOPPED_ERROR = "stopped before an answer"
+# How a kernel's search ended (`solvers.outcome`) becomes a status, for a puzzle without a verified grid
+# (a verified grid is `solved`, one the verifier rejects `error`): the one table from kernel to file.
+UNANSWERED: dict[Outcome, tuple[Status, str | None]] = {
+    Outcome(DONE): (Status.UNSOLVABLE, None),  # the search space is exhausted: no solution
+    Outcome(LIMIT): (Status.UNSOLVABLE, None),  # (a limit of solutions reached with none found cannot be)
+    Outcome(TIMEOUT): (Status.TIMEOUT, "no solution within the time limit"),
+    Outcome(BUDGET): (Status.TIMEOUT, "no solution within the search budget"),
+    Outcome(STOPPED): (Status.TIMEOUT, STOPPED_ERROR),
+}
+REJECTED_ERROR = "{solver} returned a grid the verifier rejects"
 
-    status: Status
-    puzzle: str = ""
-    solution: str | None = None
-    cost: int | None = None
-    solver: str | None = None
-    elapsed: float = 0.0  # seconds spent on this puzzle
-    nodes: int = 0  # search nodes (exact) or iterations (stochastic) of the winner
-    guesses: int = 0  # branching decisions of the winner
-    restarts: int = 0
-    solution_count: int | None = None  # with limit > 1: solutions found, up to the limit
-    error: str | None = None
-    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # per solver
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (status as its string)."""
-        d = asdict(self)
-        d["status"] = self.status.value
-        return d
+def _to_dict(self: Any) -> dict[str, Any]:
+    """Return a JSON-ready dict (status as its string)."""
+    d = asdict(self)
+    d["status"] = self.status.value
+    return d
 
 
-STATUSES = list(Status)  # `Results.code` values are positions in this list (the wire has its own codes)
-STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
+def _result_fields() -> list[tuple[str, Any, Any]]:
+    """SolveResult's attributes from the field table (`solvers.fields`), in RESULT_ORDER."""
+    out: list[tuple[str, Any, Any]] = []
+    for name in RESULT_ORDER:
+        f = BY_RESULT[name]
+        if name == "status":
+            out.append((name, "Status", dataclasses.field()))
+        elif name == "counters":
+            out.append((name, f.result_type, dataclasses.field(default_factory=dict)))
+        else:
+            out.append((name, f.result_type, dataclasses.field(default=f.result_default)))
+    return out
+
+
+# One puzzle's result. `cost` is 0 iff `solution` is a valid grid keeping every given. Built from the
+# field table (`solvers.fields`): a field added there is an attribute here.
+SolveResult = dataclasses.make_dataclass(
+    "SolveResult",
+    _result_fields(),
+    namespace={
+        "to_dict": _to_dict,
+        "__doc__": "One puzzle's result. `cost` is 0 iff `solution` is a valid grid keeping every given "
+        "(fields: `solvers.fields.FIELDS`).",
+    },
+    slots=True,
+)
+SolveResult.__module__ = __name__
 
 
 class Results(Sequence[SolveResult]):
@@ -85,7 +120,7 @@ class Results(Sequence[SolveResult]):
     def __init__(self, texts: list[str]) -> None:
         n = len(texts)
         self.texts = texts  # each line's puzzle text as given (stripped)
-        self.code = np.zeros(n, np.uint8)  # index into STATUSES
+        self.code = np.zeros(n, np.uint8)  # STATUS_CODE
         self.solver = np.full(n, -1, np.int16)  # index into `names`, -1 for none
         self.names: list[str] = []
         self.ns = np.zeros(n, np.int64)  # solving time in nanoseconds
@@ -132,7 +167,7 @@ class Results(Sequence[SolveResult]):
         self.ns[rows] = ns
         self.nodes[rows] = nodes
         self.guesses[rows] = guesses
-        self.solved_cost[rows] = code == STATUS_INDEX[Status.SOLVED]
+        self.solved_cost[rows] = code == STATUS_CODE[Status.SOLVED]
         base = len(self.error_texts)
         self.error_texts.extend(error_texts)
         self.error_id[rows] = np.where(errors > 0, errors + base - 1, 0)
@@ -212,7 +247,7 @@ class Results(Sequence[SolveResult]):
         if name is not None:
             counters[name] = {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}
         return SolveResult(
-            STATUSES[self.code[i]],
+            STATUS_BY_CODE[self.code[i]],
             self.texts[i],
             self.solution(i),
             0 if self.solved_cost[i] else None,
@@ -239,7 +274,7 @@ class Results(Sequence[SolveResult]):
                 continue
             name, ns, nodes, guesses = names[solvers[i]], ns_list[i], nodes_list[i], guesses_list[i]
             self.items[i] = SolveResult(
-                STATUSES[codes[i]],
+                STATUS_BY_CODE[codes[i]],
                 self.texts[i],
                 solutions[i],
                 0 if zero[i] else None,
@@ -277,4 +312,14 @@ def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
     return out
 
 
-__all__ = ["STATUSES", "STATUS_INDEX", "Results", "SolveResult", "Status", "symbol_texts"]
+__all__ = [
+    "STATUS_BY_CODE",
+    "STATUS_CODE",
+    "STATUS_NAMES",
+    "STOPPED_ERROR",
+    "UNANSWERED",
+    "Results",
+    "SolveResult",
+    "Status",
+    "symbol_texts",
+]

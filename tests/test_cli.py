@@ -94,7 +94,7 @@ def test_the_html_report_is_self_contained_with_tables_and_plots(corpus, tmp_pat
     [
         (["solve", "no-such-file.txt"], "no such file"),
         (["solve", str(SAMPLE), "--box", "3by3"], "RxC"),
-        (["solve", str(SAMPLE), "--time-limit", "0"], "time-limit"),
+        (["solve", str(SAMPLE), "--time-limit", "-1"], "time-limit"),
         (["submit", str(SAMPLE)], "needs a broker"),
         (["collect", "abc"], "needs a broker"),
         (["solve", str(SAMPLE), "--broker", "http://host"], "redis://"),

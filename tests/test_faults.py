@@ -305,7 +305,7 @@ def test_a_submit_killed_half_way_is_resumed_and_collect_writes_each_puzzle_once
     while "submission incomplete" not in (status := run_cli("status", job, "--broker", stack.url)).stdout:
         assert time.monotonic() < deadline, status.stdout + status.stderr
         time.sleep(0.5)
-    assert f"sudoku-batch submit --resume {job} {path} --broker URL" in status.stdout
+    assert f"sudoku-batch submit --resume {job} {path} --broker {stack.url}" in status.stdout
     other = tmp_path / "other.txt"
     other.write_text("\n".join(puzzles[1:]) + "\n")
     refused = run_cli("submit", "--resume", job, str(other), "--broker", stack.url)
@@ -335,7 +335,7 @@ def chunk_message(texts: list[str], chunk: int = 0, time_limit: float | None = N
 
 def stored_records(fake_redis, chunk: int = 0) -> list[dict]:
     """The records a worker stored for a chunk of JOB."""
-    payload = fake_redis.get(f"sbatch:job:{JOB}:result:{chunk}")
+    payload = fake_redis.get(f"sbatch:job:{JOB}:part:{chunk}:0")  # answered whole: one part from row 0
     return [json.loads(line) for line in ChunkResult.decode(payload).lines()]
 
 
@@ -389,18 +389,16 @@ def test_a_chunk_past_its_time_limit_comes_back_as_timeouts_not_lost_work(fake_r
     tasks = pytest.importorskip("worker.tasks")
     from celery.exceptions import SoftTimeLimitExceeded
 
-    def too_slow(task, stop=None, escalation=None):
+    def too_slow(*args, **kwargs):
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(tasks, "solve_chunk", too_slow)
+    monkeypatch.setattr("pipeline.runner.solve_parts", too_slow)
     new_job(fake_redis)
     assert tasks.handle(chunk_message(LINES[:5]), fake_redis) == 5
     records = stored_records(fake_redis)
     assert [r["status"] for r in records] == ["timeout"] * 5
     assert all("time limit" in r["error"] and r["solution"] is None for r in records)
-    assert fake_redis.lrange(f"sbatch:job:{JOB}:arrivals", 0, -1) == [
-        b"0"
-    ]  # answered: the collector moves on
+    assert fake_redis.lrange(f"sbatch:job:{JOB}:arrivals", 0, -1) == [b"0:0"]  # answered: collector moves on
 
 
 def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(fake_redis, monkeypatch):
@@ -412,11 +410,13 @@ def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(f
     assert tasks.handle(message, fake_redis) == 4  # solved and stored
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)  # delivered again since
     assert tasks.handle(message, fake_redis) == 0  # past the limit, but answered: nothing written
-    monkeypatch.setattr(tasks, "solve_chunk", lambda *_: (_ for _ in ()).throw(SoftTimeLimitExceeded()))
+    monkeypatch.setattr(
+        "pipeline.runner.solve_parts", lambda *_, **__: (_ for _ in ()).throw(SoftTimeLimitExceeded())
+    )
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, 0)
     assert tasks.handle(message, fake_redis) == 0  # a redelivery past its time limit: the answer stays too
     assert [r["status"] for r in stored_records(fake_redis)] == ["solved"] * 4
-    assert fake_redis.lrange(f"sbatch:job:{JOB}:arrivals", 0, -1) == [b"0"]
+    assert fake_redis.lrange(f"sbatch:job:{JOB}:arrivals", 0, -1) == [b"0:0"]
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 1, tasks.settings.max_attempts)
     assert tasks.handle(chunk_message(LINES[4:6], chunk=1), fake_redis) == 2  # no answer yet: errors
     assert [r["status"] for r in stored_records(fake_redis, 1)] == ["error"] * 2

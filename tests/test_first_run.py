@@ -3,13 +3,18 @@ and `--version` names the installed version. Each test compiles into its own emp
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
+import time
 import tomllib
+from subprocess import PIPE
+from urllib.request import Request, urlopen
 
 import pytest
 
-from solvers.warm import COMPILE_NOTICE
+from solvers.warm import COMPILE_NOTICE, compile_notice
 from tests.conftest import REPO, SAMPLE, cli_command
 
 PUZZLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79\n"
@@ -33,21 +38,137 @@ def test_a_cold_cache_is_announced_once_on_stderr_and_a_warm_one_not_at_all(cold
     first = run("solve", "-", cache=cold_cache, stdin=PUZZLE)
     assert first.returncode == 0, first.stderr
     assert first.stderr.count(COMPILE_NOTICE) == 1 and '"status":"solved"' in first.stdout
+    assert f"sudoku-batch: compiling the solvers {COMPILE_NOTICE}" in first.stderr
     second = run("solve", "-", cache=cold_cache, stdin=PUZZLE)
     assert second.returncode == 0 and COMPILE_NOTICE not in second.stderr
     assert run("solve", "-", "-q", cache=cold_cache, stdin=PUZZLE).stderr == ""
 
 
 @pytest.mark.slow
-def test_warm_compiles_every_kernel_so_a_race_then_compiles_nothing(cold_cache, tmp_path):
+def test_a_first_generate_after_a_first_solve_says_it_compiles_the_puzzle_generator(cold_cache, tmp_path):
+    first = run("generate", "--count", "2", "--seed", "1", cache=cold_cache)
+    assert first.returncode == 0, first.stderr
+    (line,) = [ln for ln in first.stderr.splitlines() if COMPILE_NOTICE in ln]
+    assert line == f"sudoku-batch: compiling the puzzle generator {COMPILE_NOTICE}"
+    again = run("generate", "--count", "2", "--seed", "1", cache=cold_cache)
+    assert again.returncode == 0 and COMPILE_NOTICE not in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("module", "part"),
+    [("solvers.exact.propagation9", "the solvers"), ("solvers.parse", "the solvers"),
+     ("solvers.dig", "the puzzle generator"), ("solvers.fill", "the puzzle generator"),
+     ("pipeline.render.jsonl", "the output writers"), ("", "the solvers")],
+)  # fmt: skip
+def test_the_compile_notice_names_the_part_whose_kernel_compiles(module, part):
+    assert compile_notice(module) == f"compiling {part} {COMPILE_NOTICE}"
+
+
+def compiled(cache) -> set[str]:
+    """The numba cache's files: an index per compiled function, a file per compiled signature."""
+    return {str(p.relative_to(cache)) for p in cache.rglob("*") if p.suffix in (".nbi", ".nbc")}
+
+
+STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
+
+
+@pytest.mark.slow
+def test_warm_compiles_every_kernel_so_solve_race_and_generate_then_compile_nothing(cold_cache, tmp_path):
     warm = run("warm", cache=cold_cache)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.startswith("solvers compiled for this machine in ") and str(cold_cache) in warm.stdout
-    race = run("solve", str(SAMPLE), "--portfolio", "race", "--time-limit", "1", "-o", str(tmp_path / "o"),
-               cache=cold_cache)  # fmt: skip
-    assert race.returncode == 0 and COMPILE_NOTICE not in race.stderr, race.stderr
+    after_warm = compiled(cold_cache)
+    grids = tmp_path / "grids.txt"  # a clash (refused by the reader: one puzzle's parse), 16x16, 6x6
+    grids.write_text("55" + "." * 79 + "\n" + "." * 256 + "\n" + "." * 36 + "\n")
+    big = tmp_path / "big.txt"
+    commands = [
+        ("solve", str(SAMPLE), str(grids), "--time-limit", "1"),
+        ("solve", str(SAMPLE), "--portfolio", "race", "--time-limit", "1"),
+        ("generate", "--box", "4x4", "--count", "1", "--seed", "1"),  # one start grid: its own kernel call
+        ("generate", "--count", "2", "--seed", "1", "--unique", "--symmetry", "rotational"),
+        ("generate", "--box", "5x5", "--count", "1", "--seed", "1", "--holes", "0.6", "-o", str(big)),
+        ("solve", str(big), "--portfolio", "race", "--time-limit", "2", "--format", "csv"),
+    ]
+    for args in commands:
+        if "-o" not in args:
+            args = (*args, "-o", str(tmp_path / "out"))
+        done = run(*args, cache=cold_cache)
+        assert done.returncode == 0 and COMPILE_NOTICE not in done.stderr, (args, done.stderr)
+        assert compiled(cold_cache) == after_warm, (args, compiled(cold_cache) - after_warm)
     again = run("warm", cache=cold_cache)
     assert again.stdout.startswith("solvers already compiled for this machine: loaded in ")
+
+
+def race_on_two_workers(cache, tmp_path) -> str:
+    """Solve a puzzle with a broker and two workers on `cache`, one racing it as a helper; their logs."""
+    from tests.conftest import RedisServer, start_workers, stop_all
+
+    server = RedisServer(tmp_path, appendonly=False)
+    server.start()
+    stuck = tmp_path / "stuck.txt"
+    stuck.write_text(STUCK + "\n")
+    args = (
+        "--portfolio",
+        "annealing",
+        "--time-limit",
+        "2",
+        "--escalate-after",
+        "0.2",
+        "-o",
+        str(tmp_path / "o"),
+    )
+    try:
+        workers = start_workers(server.url, 2, tmp_path, env={"NUMBA_CACHE_DIR": str(cache)})
+        try:
+            done = run(
+                "solve", str(stuck), "--broker", server.url, *args, "-o", str(tmp_path / "o"), cache=cache
+            )
+            assert done.returncode == 0, done.stderr
+        finally:
+            stop_all(workers)
+    finally:
+        server.stop()
+    return "".join((tmp_path / f"worker{i}.log").read_text() for i in range(2))
+
+
+def ask_the_web_page(cache) -> str:
+    """Solve a puzzle by race and make a random one through `sudoku-batch serve` on `cache`; its stderr."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{s.getsockname()[1]}"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    serve = subprocess.Popen(
+        [*cli_command(), "serve", "--port", base.rsplit(":", 1)[1]], env=env, stderr=PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urlopen(f"{base}/api/samples", timeout=5).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and serve.poll() is None
+                time.sleep(0.2)
+        body = json.dumps({"puzzle": PUZZLE.strip(), "portfolio": "race"}).encode()
+        ask = Request(f"{base}/api/solve", body, {"Content-Type": "application/json"})
+        assert json.loads(urlopen(ask, timeout=60).read())["status"] == "solved"
+        assert json.loads(urlopen(f"{base}/api/random?box=3x3&seed=1", timeout=60).read())["puzzle"]
+    finally:
+        serve.terminate()
+        _, err = serve.communicate(timeout=30)
+    return err.decode()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_after_warm_workers_racing_a_puzzle_together_and_the_web_page_compile_nothing(cold_cache, tmp_path):
+    assert run("warm", cache=cold_cache).returncode == 0  # warm already when the test before ran
+    after_warm = compiled(cold_cache)
+    logs = race_on_two_workers(cold_cache, tmp_path)
+    assert "sudoku_batch.race_puzzle" in logs and COMPILE_NOTICE not in logs  # a helper raced the puzzle
+    assert compiled(cold_cache) == after_warm, compiled(cold_cache) - after_warm
+    assert COMPILE_NOTICE not in ask_the_web_page(cold_cache)
+    assert compiled(cold_cache) == after_warm, compiled(cold_cache) - after_warm
 
 
 def test_version_prints_the_version_in_pyproject():

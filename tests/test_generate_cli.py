@@ -346,3 +346,23 @@ def test_a_generate_message_carries_holes_only_when_asked_and_refuses_a_fraction
     for bad in (1.5, -0.1, float("nan")):
         with pytest.raises(ValueError, match="holes"):
             GenerateOptions(holes=bad)
+
+
+def test_generate_makes_unique_puzzles_by_default_and_full_grids_only_when_asked(tmp_path, capsys):
+    box = Box(3, 3)
+    err, files = run(tmp_path, capsys, "--count", "3", "--seed", "5", name="default")
+    puzzles, solutions, meta = check_valid(files, box, 3)
+    check_unique(puzzles, solutions, box)
+    assert (puzzles == 0).any(axis=1).all() and all(m["unique"] for m in meta)
+    assert "3x3 boxes, unique)" in err
+    _, named = run(tmp_path, capsys, "--count", "3", "--seed", "5", "--unique", name="named")
+    assert named["txt"] == files["txt"]  # old scripts that named the mode get the same puzzles
+    err, full = run(tmp_path, capsys, "--count", "3", "--seed", "5", "--full", name="full")
+    grids_, solutions, _ = check_valid(full, box, 3)
+    assert (grids_ == solutions).all() and "full grids" in err
+
+
+@pytest.mark.parametrize("mode", [["--unique"], ["--clues", "30"], ["--holes", "0.5"], ["--min-clues"]])
+def test_full_grids_exclude_every_digging_mode(mode, tmp_path, capsys):
+    assert main(["generate", "--count", "3", "--full", *mode, "-o", str(tmp_path / "o.txt")]) == 2
+    assert "--full writes full grids: it excludes" in capsys.readouterr().err

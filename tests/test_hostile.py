@@ -8,11 +8,14 @@ and reads what the worker logged meanwhile.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pickle
 import subprocess
 import time
+import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,7 @@ import redis
 from client.config import ClientSettings
 from client.transport import celery_app
 from pipeline.outbox import outbox_entry
-from pipeline.tasks import GENERATE_TASK_NAME
+from pipeline.tasks import GENERATE_TASK_NAME, MAX_TASK_CHARS, VERSION
 from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
 from tests.conftest import SAMPLE, RedisServer, chunk_task, cli_command, start_workers, stop_all
 
@@ -83,7 +86,7 @@ def send(w: Worker, name: str = TASK_NAME, **options: Any) -> str:
 
 
 def ref(job: str, chunk: int = 0, **extra: Any) -> dict[str, Any]:
-    return {"job": job, "chunk": chunk, "ref": "outbox", **extra}
+    return {"v": VERSION, "job": job, "chunk": chunk, "ref": "outbox", **extra}
 
 
 def job_id(n: int) -> str:
@@ -235,7 +238,7 @@ def test_negative_time_limits_in_a_message_are_ignored_and_the_chunk_is_answered
     text = wait_for(worker, offset, f"[{task}] succeeded")
     assert "asked for time limits" in text and "Traceback" not in text, text
     assert "Hard time limit" not in text and "WorkerLostError" not in text, text
-    assert worker.r.lrange(f"sbatch:job:{job}:arrivals", 0, -1) == [b"0"]
+    assert worker.r.lrange(f"sbatch:job:{job}:arrivals", 0, -1) == [b"0:0"]
     assert int(worker.r.hget(f"sbatch:job:{job}:attempts", 0)) == 1
 
 
@@ -273,3 +276,147 @@ def test_a_generate_message_asking_for_a_billion_puzzles_is_answered_with_an_err
 def test_time_limits_a_message_asks_for_are_kept_only_within_the_sane_range(asked, kept):
     requests = pytest.importorskip("worker.requests")
     assert tuple(requests.sane_limit(v) for v in asked) == kept
+
+
+def envelope(content: bytes, /, *, task: str = TASK_NAME, **change: Any) -> dict[str, Any]:
+    """A kombu envelope as the Redis transport stores it (what `send_task` pushes), `content` base64'd; each
+    `change` replaces a field (`headers__id=None` drops the header `id`)."""
+    tag = uuid.uuid4().hex
+    out: dict[str, Any] = {
+        "body": base64.b64encode(content).decode(), "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {"lang": "py", "task": task, "id": tag, "root_id": tag, "parent_id": None, "group": None,
+                    "argsrepr": SECRET, "kwargsrepr": SECRET, "retries": 0, "timelimit": [None, None]},
+        "properties": {"correlation_id": tag, "reply_to": tag, "delivery_mode": 2, "priority": 0,
+                       "delivery_info": {"exchange": "", "routing_key": QUEUE},
+                       "body_encoding": "base64", "delivery_tag": tag},
+    }  # fmt: skip
+    for path, value in change.items():
+        *parents, name = path.split("__")
+        place = out
+        for parent in parents:
+            place = place[parent]
+        if value is None:
+            place.pop(name)
+        else:
+            place[name] = value
+    return out
+
+
+def body(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+GOOD = body([[], {"task": SECRET}, {}])  # a well-formed body (its task is refused later, by the task)
+MALFORMED: dict[str, tuple[Any, str]] = {  # raw message pushed on the queue -> the refusal's words
+    "body hello": (envelope(body("hello")), "its body is a str, not [args, kwargs, embed]"),
+    "body [1,2]": (envelope(body([1, 2])), "its body is a list of 2"),
+    "body {}": (envelope(body({})), "its body is a dict of 0"),
+    "body null": (envelope(body(None)), "its body is null"),
+    "body 123": (envelope(body(123)), "its body is an int"),
+    "body of 4": (envelope(body([[], {}, {}, 1])), "its body is a list of 4"),
+    "args not a list": (envelope(body([1, {}, {}])), "its args are an int"),
+    "kwargs not a mapping": (envelope(body([[], [SECRET], {}])), "kwargs a list of 1"),
+    "embed not a mapping": (envelope(body([[], {}, 1])), "its embed is an int"),
+    "callbacks": (envelope(body([[], {}, {"callbacks": [{"task": SECRET}]}])), "asks for callbacks"),
+    "task header a list": (envelope(GOOD, task=[SECRET]), "its task header is a list of 1"),  # type: ignore[arg-type]
+    "no id header": (envelope(GOOD, headers__id=None), "its id header is null"),
+    "stamped headers a number": (envelope(GOOD, headers__stamped_headers=5), "stamped_headers: Input"),
+    "shadow a list": (envelope(GOOD, headers__shadow=[SECRET]), "shadow: Input should be a valid string"),
+    "callbacks in the headers": (envelope(GOOD, headers__callbacks=[{"task": SECRET}]), "callbacks: Input"),
+    "deep body": (envelope(b"[" * 100000 + b"]" * 100000), "cannot be decoded"),
+    "not JSON": (SECRET, "not a JSON envelope"),
+    "envelope a list": ([SECRET], "not a kombu envelope"),
+    "no properties": (envelope(GOOD, properties=None), "properties: Field required"),
+    "no delivery tag": (envelope(GOOD, properties__delivery_tag=None), "delivery_tag: Field required"),
+    "no delivery info": (envelope(GOOD, properties__delivery_info=None), "delivery_info: Field required"),
+    "priority a text": (envelope(GOOD, properties__priority=SECRET), "priority: Input should be"),
+    "other body encoding": (envelope(GOOD, properties__body_encoding="rot13"), "body_encoding"),
+    "body not base64": (envelope(GOOD, body=SECRET + "!"), "its body is not base64"),
+    "headers a text": (envelope(GOOD, headers=SECRET), "headers: Input should be a valid dictionary"),
+    "compressed": (envelope(zlib.compress(GOOD), headers__compression="application/x-gzip"), "compressed"),
+}  # fmt: skip
+
+
+def push(w: Worker, raw: Any) -> None:
+    """Put a raw message on the workers' queue, as a credential holder can (LPUSH)."""
+    w.r.lpush(QUEUE, raw if isinstance(raw, (str, bytes)) else json.dumps(raw))
+
+
+def solves_next_message(w: Worker, n: int) -> None:
+    """Send a well-formed chunk message of a new job and wait until the worker stored its result."""
+    job = job_id(0x40 + n)
+    new_job(w.r, job)
+    send(w, kwargs={"task": chunk_task(job, EASY[:2]).model_dump(mode="json")})
+    deadline = time.monotonic() + 60
+    while not w.r.exists(f"sbatch:job:{job}:part:0:0"):
+        assert w.proc.poll() is None, f"the worker died:\n{w.logged_since(0)[-3000:]}"
+        assert time.monotonic() < deadline, f"the next message was not solved:\n{w.logged_since(0)[-3000:]}"
+        time.sleep(0.05)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_a_malformed_message_is_dropped_in_one_line_and_the_same_worker_solves_the_next(worker, name):
+    raw, expected = MALFORMED[name]
+    pid, offset = worker.proc.pid, worker.log.stat().st_size
+    push(worker, raw)
+    text = wait_for(worker, offset, expected)
+    solves_next_message(worker, list(MALFORMED).index(name))
+    text = worker.logged_since(offset)
+    assert "Traceback" not in text and "Unrecoverable" not in text and SECRET not in text, text
+    (line,) = [ln for ln in text.splitlines() if expected in ln]
+    assert "dropping" in line
+    assert worker.proc.poll() is None and worker.proc.pid == pid
+    assert worker.r.llen(QUEUE) == 0  # dropped, not put back for the next worker
+
+
+def peak_rss_kb(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), in kB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def gzip_bomb(mib: int) -> bytes:
+    """`mib` MiB of zeros, gzip-compressed (~1 KB per MiB), made a megabyte at a time."""
+    pack, zeros = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 20)
+    return b"".join(pack.compress(zeros) for _ in range(mib)) + pack.flush()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("a compressed 512 MiB", "compressed ('application/x-gzip')"), ("a 64 MiB", "over 26214400")],
+)
+def test_a_bomb_or_an_oversized_message_is_refused_before_the_worker_holds_it(worker, kind, expected):
+    if kind.startswith("a compressed"):
+        raw = envelope(gzip_bomb(512), headers__compression="application/x-gzip")
+    else:
+        raw = envelope(body([[], {"task": {"job": job_id(12), "chunk": 0, "puzzles": "x" * (48 << 20)}}, {}]))
+    children = [
+        int(p) for p in Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read_text().split()
+    ]
+    before = {pid: peak_rss_kb(pid) for pid in [worker.proc.pid, *children]}
+    offset = worker.log.stat().st_size
+    push(worker, raw)
+    del raw
+    wait_for(worker, offset, expected)
+    solves_next_message(worker, 0x20)
+    grown = {pid: peak_rss_kb(pid) - kb for pid, kb in before.items()}
+    assert max(grown.values()) < 32 << 10, f"peak memory grew by {grown} kB"  # the message is 48-512 MiB
+    assert worker.proc.poll() is None
+
+
+def test_the_largest_chunk_message_a_sender_makes_is_under_the_workers_message_bound():
+    envelope_module = pytest.importorskip("worker.envelope")
+    n = MAX_TASK_CHARS // 82  # 9x9 puzzles and their newlines: the most text a chunk task holds
+    task = chunk_task(job_id(13), [EASY[0]] * n).model_dump(mode="json")
+    raw = json.dumps(envelope(body([[], {"task": task}, {}])))
+    assert MAX_TASK_CHARS - 82 < len(task["puzzles"]) <= MAX_TASK_CHARS
+    assert len(raw) < envelope_module.MAX_MESSAGE_BYTES
+    assert envelope_module.raw_refusal(raw.encode()) is None
+    assert envelope_module.envelope_refusal(json.loads(raw)) is None

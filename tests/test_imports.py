@@ -166,3 +166,34 @@ def test_the_layers_point_one_way_in_the_import_statements():
         and (m, d) not in UPWARD_ENTRY
     ]
     assert not bad, bad
+
+
+# Entry points run, not only imported: each command of the command line in a fresh interpreter, then the
+# top-level packages it loaded. A command loads only the layers it uses: none loads web but `serve`, none
+# loads worker but `worker`, and a one-puzzle embedded solve loads no Celery.
+RUNS = {
+    "help": (["--help"], {"web", "worker", "starlette", "uvicorn", "celery", "redis"}),
+    "solve one puzzle": (["solve", "-", "-q"], {"web", "worker", "starlette", "uvicorn", "celery"}),
+    "status on an unreachable broker": (
+        ["status", "ab" * 16, "--broker", "redis://127.0.0.1:1/0"],
+        {"web", "worker", "starlette", "uvicorn"},
+    ),
+}
+PUZZLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_command_run_loads_no_layer_it_does_not_use(name):
+    argv, forbidden = RUNS[name]
+    code = (
+        "import sys, contextlib, io\n"
+        "from client.cli import main\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO(({PUZZLE!r} + '\\n').encode()))\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    main({argv!r})\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules}))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr[-2000:]
+    loaded = set(eval(run.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own printed list
+    assert not loaded & forbidden, sorted(loaded & forbidden)

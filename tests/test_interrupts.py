@@ -180,17 +180,17 @@ def test_an_interrupted_broker_solve_prints_the_job_and_the_commands_that_finish
     }
     try:
         collect = next(ln for ln in lines if ln.startswith("collect it: "))
-        assert collect == f"collect it: sudoku-batch collect {job} --broker URL -o {out}"
-        assert f"or delete it: sudoku-batch purge {job} --broker URL" in lines
+        assert collect == f"collect it: sudoku-batch collect {job} --broker {workers} -o {out}"
+        assert f"or delete it: sudoku-batch purge {job} --broker {workers}" in lines
         for line in lines:  # follow the advice: resume the submission if it stopped, then collect
             if line.startswith("its submission stopped after"):
-                resume = line.split(": ", 1)[1].replace("URL", workers).split()
+                resume = line.split(": ", 1)[1].split()
                 assert resume[:4] == ["sudoku-batch", "submit", "--resume", job]
                 done = subprocess.run(
                     [*cli_command(), *resume[1:]], capture_output=True, text=True, timeout=120
                 )
                 assert done.returncode == 0, done.stderr
-        command = collect.split(": ", 1)[1].replace("URL", workers).split()
+        command = collect.split(": ", 1)[1].split()
         done = subprocess.run(
             [*cli_command(), *command[1:], "--ordered", "-q"], capture_output=True, text=True, timeout=120
         )

@@ -80,7 +80,7 @@ def test_the_worker_drops_an_oversized_message_and_stores_nothing(fake_redis):
     tasks = pytest.importorskip("worker.tasks")
     fake_redis.hset(f"sbatch:job:{JOB}:meta", "created", "1")
     assert tasks.solve_chunk_task.run(message(index_runs=[[0, 10**12]], line_runs=[[1, 10**12]])) == 0
-    assert fake_redis.keys(f"sbatch:job:{JOB}:result:*") == []
+    assert fake_redis.keys(f"sbatch:job:{JOB}:part*") == []
 
 
 @pytest.mark.parametrize("text_len", [17, 82, 257, 626, 1297, 4097])

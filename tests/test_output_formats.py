@@ -7,6 +7,7 @@ read through its JSON lines instead; both paths must write the same rows.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from client.cli import main
+from pipeline.columns import FIELDS
 from pipeline.render.csv_text import render_csv
 from pipeline.result import ChunkResult
 from pipeline.solve import build_result, solve_chunk
@@ -43,10 +45,14 @@ def mixed_chunk() -> ChunkResult:
 def test_csv_from_the_columns_is_the_csv_of_the_json_records(rows):
     start, stop = rows
     from_columns = render_csv(mixed_chunk(), start, stop, header=True)
-    records = mixed_chunk()
-    records.records  # noqa: B018 - read once: now held as rendered records only
-    assert records.columns is None
-    assert from_columns == render_csv(records, start, stop, header=True)
+    python = io.StringIO()
+    writer = csv.writer(python, lineterminator="\n")
+    writer.writerow(FIELDS)
+    for line in mixed_chunk().lines()[start:stop]:
+        data = json.loads(line)
+        data["counters"] = json.dumps(data["counters"], separators=(",", ":"), ensure_ascii=False)
+        writer.writerow(["" if data[k] is None else data[k] for k in FIELDS])
+    assert from_columns == python.getvalue()  # the compiled writer writes what Python's csv module does
     parsed = list(csv.DictReader(io.StringIO(from_columns)))
     assert [r["status"] for r in parsed] == [
         "solved",
@@ -112,3 +118,42 @@ def test_solve_writes_parquet_and_refuses_it_in_one_line_without_pyarrow(tmp_pat
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'sudoku-batch[parquet]'" in err
     assert not other.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.parquet"]
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "rows_of"),
+    [
+        ("out.csv", None, lambda b: list(csv.DictReader(io.StringIO(b.decode())))),
+        ("out.CSV.gz", None, lambda b: list(csv.DictReader(io.StringIO(gzip.decompress(b).decode())))),
+        ("out.jsonl.gz", None, lambda b: [json.loads(x) for x in gzip.decompress(b).splitlines()]),
+        ("out.json", None, lambda b: [json.loads(x) for x in b.splitlines()]),
+        ("out.txt", None, lambda b: [json.loads(x) for x in b.splitlines()]),
+        ("out.txt", "csv", lambda b: list(csv.DictReader(io.StringIO(b.decode())))),
+        ("out.gz", "csv", lambda b: list(csv.DictReader(io.StringIO(gzip.decompress(b).decode())))),
+    ],
+)
+def test_the_output_format_follows_the_file_name_and_gz_compresses_it(name, given, rows_of, tmp_path, capsys):
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("\n".join(LINES[:30]) + "\n")
+    out = tmp_path / name
+    fmt = ["--format", given] if given else []
+    assert main(["solve", str(corpus), "-o", str(out), *fmt, "--ordered", "-q", "--workers", "1"]) == 0
+    rows = rows_of(out.read_bytes())
+    assert [r["puzzle"] for r in rows] == LINES[:30] and rows[0]["status"] == "solved"
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "message"),
+    [
+        ("out.csv", "jsonl", "-o {out} names csv, not --format jsonl: drop one or rename the file"),
+        ("out.jsonl.gz", "parquet", "-o {out} names jsonl, not --format parquet"),
+        ("out.parquet.gz", None, "-o {out}: Parquet compresses inside the file; name it .parquet, not .gz"),
+    ],
+)
+def test_a_file_name_that_contradicts_the_format_is_a_usage_error(name, given, message, tmp_path, capsys):
+    out = tmp_path / name
+    fmt = ["--format", given] if given else []
+    assert main(["solve", str(SAMPLE), "-o", str(out), *fmt]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"sudoku-batch: error: {message.format(out=out)}"), err
+    assert len(err.splitlines()) == 1 and not out.exists()

@@ -98,3 +98,31 @@ def test_the_part_file_of_a_writer_still_at_work_is_left_alone(tmp_path):
     second.close(keep=True)
     first.close(keep=False)
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def test_a_fifo_nobody_reads_is_waited_for_aloud_then_written_when_a_reader_comes(tmp_path):
+    import time
+
+    path = _corpus(tmp_path)
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [*cli_command(), "solve", str(path), "-o", str(fifo), "-q", "--workers", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    timer = threading.Timer(60, proc.kill)  # a silent wait must fail the test, not hang it
+    timer.start()
+    try:
+        started = time.monotonic()
+        line = proc.stderr.readline()
+        waited = time.monotonic() - started
+        assert line == f"waiting for a reader of {fifo} (a FIFO): nothing is written until one opens it\n"
+        assert 2.0 < waited < 30
+        records = [json.loads(r) for r in fifo.read_bytes().splitlines()]
+        assert proc.wait(60) == 0, proc.stderr.read()
+    finally:
+        timer.cancel()
+        proc.kill()
+    assert sorted(r["index"] for r in records) == list(range(20))

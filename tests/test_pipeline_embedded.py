@@ -88,10 +88,11 @@ def test_the_memory_store_keeps_collected_results_for_their_ttl_then_drops_them(
     store.create(job, {"created": "0"})
     for chunk in (0, 1):
         store.put_result(job, failed_chunk(chunk_task(job, LINES[:2], chunk=chunk), "x"))
-    store.mark_collected(job, [0], 0)
-    store.mark_collected(job, [1], 1)
-    assert store.fetch_results(job, [0])[0] is None and store.fetch_results(job, [1])[0] is not None
+    first, second = (0, 0), (1, 0)  # each chunk answered whole: one part from row 0
+    store.mark_collected(job, [first], 0)
+    store.mark_collected(job, [second], 1)
+    assert store.fetch_results(job, [first])[0] is None and store.fetch_results(job, [second])[0] is not None
     now[0] += 0.9
-    assert store.fetch_results(job, [1])[0] is not None
+    assert store.fetch_results(job, [second])[0] is not None
     now[0] += 0.2
-    assert store.fetch_results(job, [1]) == [None]
+    assert store.fetch_results(job, [second]) == [None]

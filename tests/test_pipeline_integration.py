@@ -128,6 +128,36 @@ def test_worker_processes_killed_mid_chunk_lose_nothing_and_duplicate_nothing(wo
     run_cli("purge", job, "--broker", workers)
 
 
+FRISCH = CORPORA / "25x25" / "gecode_frisch_25x25.txt"
+
+
+@pytest.mark.skipif(not FRISCH.exists(), reason="needs the shared corpora (a grid the first pass leaves)")
+def test_a_worker_killed_between_the_parts_of_a_chunk_leaves_one_record_per_line(workers, tmp_path):
+    # one chunk: 10 easy puzzles, a frisch 25x25 grid the first pass leaves to the race (~10 s), 10 easy
+    easy = SAMPLE.read_text().splitlines()
+    puzzles = easy[:10] + FRISCH.read_text().splitlines()[:1] + easy[10:20]
+    path = tmp_path / "mixed.txt"
+    path.write_text("\n".join(puzzles) + "\n")
+    args = ("--broker", workers, "--portfolio", "race", "--time-limit", "30", "--escalate-after", "0")
+    job = run_cli("submit", str(path), *args).stdout.strip()
+    client = redis.Redis.from_url(workers)
+    parts = f"sbatch:job:{job}:parts:0"
+    deadline = time.monotonic() + 60
+    while client.hlen(parts) < 2:  # the first pass is published: rows 0-9 and 11-20
+        assert time.monotonic() < deadline, "the first pass was not published"
+        time.sleep(0.01)
+    owner = next(n for n, v in client.hgetall("sbatch:current").items() if v.decode() == f"{job}:0")
+    os.kill(int(owner.decode().rsplit(":", 1)[1]), signal.SIGKILL)  # racing row 10: between parts
+    out = tmp_path / "out.jsonl"
+    proc = run_cli("collect", job, "--broker", workers, "-o", str(out), "--ordered", "-q", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    check_records(records_of(out), puzzles)
+    assert int(client.hget(f"sbatch:job:{job}:attempts", 0)) >= 2  # redelivered
+    rows = {k.decode(): int(v) for k, v in client.hgetall(parts).items() if k != b"done"}
+    assert rows == {"0": 10, "11": 10, "10": 1}  # the redelivery solved the one row left, nothing twice
+    run_cli("purge", job, "--broker", workers)
+
+
 def test_health_checks_the_broker_and_this_hosts_workers(workers):
     assert run_cli("health", "--broker", workers).returncode == 0
     assert run_cli("health", "--broker", workers, "--broker-only").returncode == 0

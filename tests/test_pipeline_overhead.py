@@ -20,7 +20,7 @@ from client.store import Checkpoint, MemoryStore
 from pipeline.result import ChunkResult
 from pipeline.runs import runs_array, to_runs
 from pipeline.solve import solve_chunk
-from pipeline.tasks import ChunkTask
+from pipeline.tasks import VERSION, ChunkTask
 from solvers.result import SolveResult, Status
 from tests.conftest import SAMPLE, check_records, chunk_task
 from tests.jsonl_reference import columns, render, render_py
@@ -63,6 +63,11 @@ def test_a_result_decodes_the_same_from_bytes_and_from_a_bytearray_it_takes_over
     assert a.records == b.records == result.records and a.lines() == b.lines()
 
 
+def ref(chunk: int) -> dict:
+    """A ChunkRef as CeleryTransport sends it."""
+    return {"v": VERSION, "job": JOB, "chunk": chunk, "ref": "outbox"}
+
+
 def test_a_reference_message_is_solved_from_the_outbox_once_and_a_redelivery_adds_nothing(fake_redis):
     tasks = pytest.importorskip("worker.tasks")
     store = RedisJobStore(fake_redis, ClientSettings())
@@ -71,15 +76,16 @@ def test_a_reference_message_is_solved_from_the_outbox_once_and_a_redelivery_add
     sent = [make_task(LINES[:20], 0, 0), make_task(LINES[20:45], 1, 20)]
     for i, task in enumerate(sent):
         store.commit(JOB, token, Checkpoint(index=45 if i else 20, chunks=i + 1), None, None, task)
-    refs = [{"job": JOB, "chunk": t.chunk, "ref": "outbox"} for t in sent]  # what CeleryTransport sends
+    refs = [ref(t.chunk) for t in sent]  # what CeleryTransport sends
     assert [tasks.handle(r, fake_redis) for r in refs] == [20, 25]
     assert store.outbox(JOB) == {}  # each result's MULTI dropped its task
     assert [tasks.handle(r, fake_redis) for r in refs] == [0, 0]  # redelivered after the answer: nothing
-    assert tasks.handle({"job": JOB, "chunk": 7, "ref": "outbox"}, fake_redis) == 0  # never sent
+    assert tasks.handle(ref(7), fake_redis) == 0  # never sent
+    assert tasks.handle({"job": JOB, "chunk": 0, "ref": "outbox"}, fake_redis) == 0  # older client: refused
     store.update(JOB, {"state": "produced", "total": "45", "chunks_total": "2"})
     records = [json.loads(x) for c in stream_chunks(store, JOB, result_ttl=60, poll=0.01) for x in c.lines()]
     check_records(sorted(records, key=lambda r: r["index"]), LINES[:45])
-    assert fake_redis.lrange(store.keys(JOB).arrivals, 0, -1) == [b"0", b"1"]
+    assert fake_redis.lrange(store.keys(JOB).arrivals, 0, -1) == [b"0:0", b"1:0"]
 
 
 def test_an_oversized_outbox_entry_is_refused_before_the_worker_reads_it(fake_redis, monkeypatch):
@@ -91,7 +97,7 @@ def test_an_oversized_outbox_entry_is_refused_before_the_worker_reads_it(fake_re
     read: list[object] = []
     monkeypatch.setattr(fake_redis, "hget", lambda *a: read.append(a))
     monkeypatch.setattr(tasks, "store_client", lambda: fake_redis)
-    assert tasks.solve_chunk_task.run({"job": JOB, "chunk": 0, "ref": "outbox"}) == 0  # dropped, logged
+    assert tasks.solve_chunk_task.run(ref(0)) == 0  # dropped, logged
     assert read == []  # its size was checked first: never loaded
 
 
@@ -102,17 +108,20 @@ def test_the_client_sends_a_reference_not_the_puzzles(monkeypatch):
     transport = CeleryTransport("redis://127.0.0.1:1/0", ClientSettings())
     monkeypatch.setattr(transport.app, "send_task", lambda name, kwargs, **kw: sent.append(kwargs))
     transport.send(make_task(LINES[:5], 3, 0))
-    assert sent == [{"task": {"job": JOB, "chunk": 3, "ref": "outbox"}}]
+    assert sent == [{"task": {"v": VERSION, "job": JOB, "chunk": 3, "ref": "outbox"}}]
 
 
 def test_the_memory_store_hands_the_collector_its_result_objects_and_still_encodes_them():
     store = MemoryStore()
-    store.create(JOB, {"created": str(time.time()), "state": "produced", "chunks_total": "2"})
+    store.create(JOB, {"created": str(time.time()), "state": "produced", "total": "9"})
     results = [solve_chunk(make_task(LINES[:6], 0, 0)), solve_chunk(make_task(LINES[6:9], 1, 6))]
     store.put_result(JOB, results[1])
     store.put_result(JOB, results[0], results[0].encode())
-    assert store.fetch_results(JOB, [0, 1, 2])[:2] == results and store.fetch_results(JOB, [2]) == [None]
-    assert [ChunkResult.decode(p).records for p in store.fetch(JOB, [0, 1])] == [r.records for r in results]
+    parts = [(0, 0), (1, 0), (2, 0)]
+    assert store.fetch_results(JOB, parts)[:2] == results and store.fetch_results(JOB, [(2, 0)]) == [None]
+    assert [ChunkResult.decode(p).records for p in store.fetch(JOB, parts[:2])] == [
+        r.records for r in results
+    ]  # noqa: E501
     got = list(stream_chunks(store, JOB, result_ttl=0, poll=0.01))
     assert sorted(r.header.chunk for r in got) == [0, 1]
 

@@ -91,7 +91,8 @@ def test_purge_removes_every_key_of_the_job_but_a_short_lived_stop_key(store, st
     for c in range(3):
         store.put_result(JOB, chunk(2, 2 * c, c))
     assert store.purge(JOB, stop=stop) >= 1
-    assert store.meta(JOB) == {} and store.stats(JOB) == [] and store.fetch(JOB, [0, 1, 2]) == [None] * 3
+    assert store.meta(JOB) == {} and store.stats(JOB) == []
+    assert store.fetch(JOB, [(0, 0), (1, 0), (2, 0)]) == [None] * 3
     store.update(JOB, {"producer_beat": "1"})  # a late heartbeat does not bring the job back
     assert store.meta(JOB) == {}
     if isinstance(store, RedisJobStore):
@@ -108,7 +109,7 @@ def test_a_collection_can_be_rerun_while_collected_results_live_their_short_ttl(
     assert collect(store) == [0, 1, 2]
     assert collect(store) == [0, 1, 2]  # a re-run after a crash (or a second read) sees everything once more
     if isinstance(store, RedisJobStore):
-        assert 0 < store.r.ttl(JobKeys(JOB).result(0)) <= 60
+        assert 0 < store.r.ttl(JobKeys(JOB).part(0, 0)) <= 60
 
 
 def test_redis_expired_results_fail_the_collection_rather_than_silently_skipping(store):
@@ -117,7 +118,7 @@ def test_redis_expired_results_fail_the_collection_rather_than_silently_skipping
     store.create(JOB, {"created": str(time.time()), "state": "producing"})
     store.put_result(JOB, chunk(2, 0, 0))
     produced(store, 2, 1)
-    store.r.delete(JobKeys(JOB).result(0))
+    store.r.delete(JobKeys(JOB).part(0, 0))
     with pytest.raises(JobFailed, match="expired"):
         collect(store)
 

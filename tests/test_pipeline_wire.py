@@ -14,10 +14,9 @@ import pytest
 
 from pipeline.columns import STATUS_CODE, STATUS_NAMES, Column, ResultColumns
 from pipeline.render.jsonl import render as render_packed
-from pipeline.result import ChunkResult
+from pipeline.result import ChunkResult, VersionMismatch
 from pipeline.solve import failed_chunk, solve_chunk
-from pipeline.tasks import V_COLUMNS as PACKED
-from pipeline.tasks import V_RECORDS as SCHEMA
+from pipeline.tasks import VERSION
 from pipeline.wire import from_bytes, read_column, to_bytes
 from solvers.result import SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
@@ -84,13 +83,13 @@ def untimed(result: ChunkResult) -> list[dict]:
 
 
 @pytest.mark.parametrize("texts", [LINES[:50], LINES[50:53] + [ROWS_4, "1" * 81]])
-def test_a_worker_answering_an_older_client_renders_the_records_a_packed_answer_renders(texts):
-    old, new = chunk_task(JOB, texts, v=SCHEMA), chunk_task(JOB, texts, v=PACKED)
-    rendered, packed = solve_chunk(old), solve_chunk(new)
-    assert rendered.header.v == SCHEMA and rendered.columns is None
-    assert packed.header.v == PACKED and packed.columns is not None
+def test_a_part_rendered_where_it_was_solved_holds_the_records_its_columns_render(texts):
+    rendered = solve_chunk(chunk_task(JOB, texts, format="jsonl"))
+    packed = solve_chunk(chunk_task(JOB, texts))
+    assert rendered.header.format == "jsonl" and rendered.columns is None
+    assert packed.header.format == "columns" and packed.columns is not None
     for decoded in (ChunkResult.decode(packed.encode()), ChunkResult.decode(bytearray(packed.encode()))):
-        assert untimed(decoded) == untimed(rendered)  # the same records but for the measured times
+        assert untimed(decoded) == untimed(ChunkResult.decode(rendered.encode()))  # but for measured times
         assert decoded.header.stats.counts == rendered.header.stats.counts
 
 
@@ -100,26 +99,20 @@ def test_a_packed_9x9_answer_is_under_half_the_size_of_its_records():
     assert len(payload) < 0.5 * len(ChunkResult.decode(payload).records)
 
 
-def test_a_packed_result_read_once_encodes_as_the_records_it_rendered():
-    result = ChunkResult.decode(solve_chunk(chunk_task(JOB, LINES[:5])).encode())
-    records = result.records
-    again = ChunkResult.decode(result.encode())
-    assert again.header.v == SCHEMA and again.records == records
+def test_a_part_of_another_protocol_version_is_refused_naming_both_versions():
+    payload = solve_chunk(chunk_task(JOB, LINES[:5])).encode()
+    head, _, body = payload.partition(b"\n")
+    older = json.dumps({**json.loads(head), "v": VERSION - 1}).encode()
+    with pytest.raises(VersionMismatch, match=f"version {VERSION - 1}, not {VERSION}"):
+        ChunkResult.decode(older + b"\n" + body)
 
 
 def test_results_the_producer_and_failures_answer_travel_as_columns_too_and_render_the_same():
     result = failed_chunk(
         chunk_task(JOB, LINES[:3]), "the chunk exceeded the worker's time limit", Status.TIMEOUT
     )
-    assert result.header.v == PACKED and result.columns is not None  # one path: built without numba
+    assert result.header.v == VERSION and result.columns is not None  # one path: built without numba
     assert [json.loads(x)["status"] for x in ChunkResult.decode(result.encode()).lines()] == ["timeout"] * 3
-
-
-def test_a_result_that_came_as_records_still_decodes_and_renders_as_they_are():
-    result = ChunkResult.decode(solve_chunk(chunk_task(JOB, LINES[:4])).encode())
-    records = result.records  # read once: the columns are dropped, `encode` writes the records (v 1)
-    old = ChunkResult.decode(result.encode())
-    assert old.header.v == SCHEMA and old.columns is None and old.records == records
 
 
 def corrupt(payload: bytes, how: str) -> bytes:
@@ -182,7 +175,7 @@ def test_text_lengths_whose_sum_wraps_round_to_the_bytes_are_refused():
 
 def test_a_packed_result_without_the_lines_of_its_rows_is_refused():
     result = solve_chunk(chunk_task(JOB, LINES[:3]))
-    header = result.header.model_copy(update={"line_runs": None})
+    header = result.header.model_copy(update={"line_runs": [(1, 2)]})
     with pytest.raises(ValueError, match="lines"):
         ChunkResult.decode(header.model_dump_json().encode() + b"\n" + to_bytes(result.columns))
 

@@ -15,7 +15,7 @@ from client.redis_store import RedisJobStore
 from pipeline.keys import JobKeys
 from pipeline.result import ChunkResult
 from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
-from tests.conftest import SAMPLE, chunk_task
+from tests.conftest import CORPORA, SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "0a" * 16
@@ -48,11 +48,11 @@ def test_the_app_accepts_json_only_acks_late_and_prefetches_one(worker_tasks):
     assert TASK_NAME in app.tasks
 
 
-def test_a_redelivered_chunk_overwrites_its_result_instead_of_adding_one(fake_redis, worker_tasks):
+def test_a_redelivered_chunk_answers_no_puzzle_twice(fake_redis, worker_tasks):
     store = new_job(fake_redis)
     message = payload(LINES[:20], 0, 0)
     assert worker_tasks.handle(message, fake_redis) == 20
-    assert worker_tasks.handle(message, fake_redis) == 20  # the worker died before its ack
+    assert worker_tasks.handle(message, fake_redis) == 0  # the worker died before its ack: nothing left
     assert worker_tasks.handle(payload(LINES[20:25], 1, 20), fake_redis) == 5
     store.update(JOB, {"state": "produced", "total": "25", "chunks_total": "2"})
     chunks = list(stream_chunks(store, JOB, result_ttl=60, poll=0.01))
@@ -70,9 +70,44 @@ def test_a_chunk_that_keeps_killing_its_worker_is_answered_with_errors(fake_redi
     store = new_job(fake_redis)
     fake_redis.hset(JobKeys(JOB).attempts, 0, worker_tasks.settings.max_attempts)
     worker_tasks.handle(payload(LINES[:4], 0, 0), fake_redis)
-    (result,) = [c for c in [store.fetch(JOB, [0])[0]] if c]
+    (result,) = [c for c in [store.fetch(JOB, [(0, 0)])[0]] if c]
     records = [json.loads(line) for line in ChunkResult.decode(result).lines()]
     assert [r["status"] for r in records] == ["error"] * 4 and "worker crash" in records[0]["error"]
+
+
+FRISCH = CORPORA / "25x25" / "gecode_frisch_25x25.txt"
+
+
+def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_record_per_line(
+    fake_redis, worker_tasks, monkeypatch
+):
+    if not FRISCH.exists():
+        pytest.skip("needs the shared corpora (a 25x25 grid the first pass leaves to the race)")
+    store = new_job(fake_redis)
+    texts = LINES[:5] + FRISCH.read_text().splitlines()[:1] + LINES[5:10]
+    task = chunk_task(JOB, texts, portfolio="race", time_limit=1.0, format="jsonl")
+    message = json.loads(json.dumps(task.model_dump(mode="json")))
+    publish, published = worker_tasks.publish_part, []
+
+    def dies_after_the_first_pass(client, part, ttl):
+        if len(published) == 2:  # the first pass is out (rows 0-4 and 6-10); row 5 is being raced
+            raise SystemExit("killed between parts")
+        published.append(part.part)
+        return publish(client, part, ttl)
+
+    monkeypatch.setattr(worker_tasks, "publish_part", dies_after_the_first_pass)
+    with pytest.raises(SystemExit):
+        worker_tasks.handle(message, fake_redis)
+    assert published == [(0, 0), (0, 6)]
+    monkeypatch.setattr(worker_tasks, "publish_part", publish)
+    assert worker_tasks.handle(message, fake_redis) == 1  # the redelivery solves the one row left
+    assert worker_tasks.handle(message, fake_redis) == 0  # and a third delivery nothing
+    store.update(JOB, {"state": "produced", "total": "11", "chunks_total": "1"})
+    parts = list(stream_chunks(store, JOB, result_ttl=60, poll=0.01))
+    assert sorted(p.part for p in parts) == [(0, 0), (0, 5), (0, 6)]
+    records = [json.loads(line) for p in parts for line in p.lines()]
+    assert sorted(r["index"] for r in records) == list(range(11))
+    assert store.status(JOB).done == 11 and store.status(JOB).chunks_done == 1
 
 
 def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
@@ -96,7 +131,7 @@ def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving
     record_delivery(fake_redis, "young", f"{JOB}:2", now - 1)
     record_delivery(fake_redis, "answered", f"{JOB}:3", now - 120)
     worker_tasks.handle(payload(LINES[:2], 3, 0), fake_redis)  # its result write drops the record
-    assert store.fetch(JOB, [3]) != [None]
+    assert store.fetch(JOB, [(3, 0)]) != [None]
     beat(fake_redis, "host:7")
     fake_redis.hset(current_key(), "host:7", f"{JOB}:1")
     restored: list[tuple[str, bool]] = []
@@ -106,6 +141,28 @@ def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving
     assert restore_orphans(fake_redis, app) == 1 and restored == [("old", True)]
     assert sorted(fake_redis.hkeys(deliveries_key())) == [f"{JOB}:1".encode(), f"{JOB}:2".encode()]
     assert chunk_of({"job": "not a job id", "chunk": 0}) is None and chunk_of(["x"]) is None
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.integration)])
+def client(request):
+    """A Redis client: fakeredis, or the session's real redis-server (a database of the test's own)."""
+    return request.getfixturevalue("fake_redis" if request.param == "fakeredis" else "redis_client")
+
+
+def test_the_sweep_forgets_what_killed_worker_processes_were_solving_and_keeps_the_live_ones(
+    client, worker_tasks
+):
+    from pipeline.keys import current_key
+    from worker.config import settings
+    from worker.heartbeat import beat, sweep_current
+
+    now = time.time()
+    beat(client, "host:1")  # alive
+    client.zadd("sbatch:workers", {"host:2": now - settings.orphan_after_s - 1, "host:3": now - 3})
+    client.hset(current_key(), mapping={f"host:{i}": f"{JOB}:{i}" for i in range(1, 5)})  # 4: never beat
+    assert sweep_current(client, now) == 2
+    assert sorted(client.hkeys(current_key())) == [b"host:1", b"host:3"]
+    assert sweep_current(client, now) == 0
 
 
 def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from solvers.exact import propagation
 from solvers.exact.base import BUDGET, DONE, EXACT_SOLVERS, LIMIT, STOPPED, TIMEOUT, KernelSolver
 from solvers.exact.propagation import generic_kernel, tables
+from solvers.exact.propagation16 import build_nconf16, build_perm16, kernel16
 from solvers.parse import parse_compact_batch, parse_puzzle
 from solvers.puzzle import Box, Puzzle
 from solvers.verify import is_solution, verify_batch
@@ -24,12 +26,17 @@ from tests.grids import blank, pattern_grid
 
 SOLVER = EXACT_SOLVERS["propagation"]
 GENERIC = KernelSolver("generic", generic_kernel, tables)  # the generic kernel, also for 9x9
+PERM16, NCONF16 = build_perm16(), build_nconf16()
+# the 16x16 band kernel alone, without the hand-off to the generic kernel
+BAND16 = KernelSolver("band16", lambda *t_and_args: kernel16(PERM16, NCONF16, *t_and_args[5:]), tables)
+SIXTEEN = Box(4, 4)
 NINE = Box(3, 3)
 # A 9x9 puzzle with a unique solution that needs guessing ("AI Escargot").
 ESCARGOT = "1....7.9..3..2...8..96..5....53..9...1..8...26....4...3......1..4......7..7...3.."
 # Consistent givens (no unit repeats a value) and yet no solution: r1c9 can only be 9,
 # and column 9 already has a 9.
 DEAD_END = "12345678." + "." * 35 + "9" + "." * 36
+CONFORMANCE = Path(__file__).parent / "data" / "conformance.txt"
 
 
 def corpus(name: str) -> Path:
@@ -205,6 +212,76 @@ def test_counters_report_nodes_guesses_and_time_per_puzzle() -> None:
     out = SOLVER.solve_batch(np.stack([one(ESCARGOT)[0], pattern_grid(NINE)]), NINE)
     assert out.guesses[0] > 0 and out.nodes[0] >= out.guesses[0] + 1 and (out.ns > 0).all()
     assert out.nodes[1] == 1 and out.guesses[1] == 0
+
+
+# Singles and locked candidates leave this 17-clue puzzle open; the triads (a minirow holds
+# exactly three digits) solve it without a guess (line 64 of Royle's 17-clue list).
+TRIAD_ROOT = ".................1....23.4......4.5...1....2..67.........1....75....8...9.....8.6"
+
+
+def test_the_band_kernel_solves_a_puzzle_at_the_root_that_singles_and_locked_candidates_leave_open() -> None:
+    out = SOLVER.solve_batch(one(TRIAD_ROOT), NINE, max_nodes=1)  # the root's propagation only
+    assert out.status[0] == LIMIT and out.counts[0] == 1 and out.guesses[0] == 0
+    assert is_solution(parse_puzzle(TRIAD_ROOT, NINE), out.solutions[0, 0])
+
+
+def test_the_band_kernel_guesses_about_a_third_of_what_cell_branching_did_on_the_conformance_puzzles() -> (
+    None
+):
+    rows = [ln.split("\t") for ln in CONFORMANCE.read_text().splitlines() if ln and not ln.startswith("#")]
+    unique = [r[1] for r in rows if r[0] == "3x3" and r[2] == "1"]
+    givens, ok = parse_compact_batch(unique, NINE)
+    out = SOLVER.solve_batch(givens, NINE)
+    assert ok.all() and (out.counts == 1).all()
+    # branching on the configurations of a digit in a band, with triads: 527 guesses; singles,
+    # locked candidates and branching on a cell with the fewest candidates took 1496
+    assert out.guesses.sum() <= 700
+
+
+def conformance_puzzles(box: str) -> list[str]:
+    rows = [ln.split("\t") for ln in CONFORMANCE.read_text().splitlines() if ln and not ln.startswith("#")]
+    return [r[1] for r in rows if r[0] == box]
+
+
+def sixteen_by_sixteen_puzzles() -> np.ndarray:
+    """The conformance file's 16x16 puzzles and generated ones from a third to all of the cells blank."""
+    givens, ok = parse_compact_batch(conformance_puzzles("4x4"), SIXTEEN)
+    grid = pattern_grid(SIXTEEN)
+    made = [blank(grid, f, s) for f in (0.35, 0.5, 0.65, 0.8, 1.0) for s in range(3)]
+    assert ok.all()
+    return np.concatenate([givens, np.stack(made)])
+
+
+def test_the_16x16_band_kernel_counts_what_the_generic_kernel_counts() -> None:
+    givens = sixteen_by_sixteen_puzzles()
+    band = BAND16.solve_batch(givens, SIXTEEN, limit=3, keep=3, time_limit=5.0)
+    generic = GENERIC.solve_batch(givens, SIXTEEN, limit=3, keep=3, time_limit=5.0)
+    assert (band.status != TIMEOUT).all() and (band.counts == generic.counts).all()
+    for i in range(len(givens)):
+        kept = band.solutions[i, : int(band.counts[i])]
+        assert verify_batch(np.repeat(givens[i : i + 1], len(kept), 0), kept, 4, 4).all()
+        assert len({g.tobytes() for g in kept}) == len(kept)  # distinct solutions
+
+
+def test_a_16x16_puzzle_the_band_kernel_leaves_open_is_finished_by_the_generic_kernel(monkeypatch) -> None:
+    givens = sixteen_by_sixteen_puzzles()
+    alone = BAND16.solve_batch(givens, SIXTEEN, limit=2, keep=2)
+    monkeypatch.setattr(propagation, "HANDOFF_NODES", 3)
+    out = SOLVER.solve_batch(givens, SIXTEEN, limit=2, keep=2)
+    handed = alone.nodes > 3
+    assert handed.sum() >= 3 and (out.counts == alone.counts).all()
+    assert (out.nodes[handed] > 3).all() and (out.nodes[~handed] == alone.nodes[~handed]).all()
+    for i in np.flatnonzero(handed):
+        kept = out.solutions[i, : int(out.counts[i])]
+        assert verify_batch(np.repeat(givens[i : i + 1], len(kept), 0), kept, 4, 4).all()
+    stop = np.ones(1, dtype=np.int64)
+    assert (SOLVER.solve_batch(givens, SIXTEEN, stop=stop).status == STOPPED).all()
+
+
+def test_a_16x16_node_budget_below_the_hand_off_is_the_callers() -> None:
+    givens = sixteen_by_sixteen_puzzles()
+    out = SOLVER.solve_batch(givens, SIXTEEN, limit=2, max_nodes=2)
+    assert (out.nodes <= 2).all() and (out.status == BUDGET).any()
 
 
 @pytest.mark.parametrize("box", [NINE, Box(2, 3), Box(4, 4)], ids=str)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO, SAMPLE, cli_command
 
@@ -39,3 +42,48 @@ def test_the_readme_solver_table_names_every_registered_solver():
     section = README.split("## Solvers and portfolios", 1)[1].split("\n## ", 1)[0]
     named = {row.split("`")[1] for row in section.splitlines() if row.startswith("| `")}
     assert named == set(registry.SOLVERS)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_the_readme_ten_lines_of_use_run_as_written(workers, tmp_path):
+    """Every line of "The whole use in ten lines" runs as written (the broker is the session's, its
+    workers already started; `pip install .` is this venv), each command exiting 0."""
+    import gzip
+    import os
+    import shutil
+
+    import redis
+
+    block = README.split("## The whole use in ten lines", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+    assert len(lines) == 10 and lines[0] == "pip install ."
+    script = ["set -euo pipefail"]
+    for line in lines[1:]:
+        if line.startswith("export SUDOKU_BATCH_BROKER="):
+            line = f"export SUDOKU_BATCH_BROKER={workers}"
+        elif line.startswith("sudoku-batch worker"):
+            continue  # the session's workers serve the broker
+        script.append(line)
+    shutil.copy(SAMPLE, tmp_path / "corpus.txt")
+    (tmp_path / "big.txt.gz").write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    env = {k: v for k, v in os.environ.items() if k != "SUDOKU_BATCH_BROKER"}
+    env["PATH"] = f"{Path(cli_command()[0]).parent}{os.pathsep}{env['PATH']}"
+    client = redis.Redis.from_url(workers)
+    before = set(client.keys("sbatch:job:*"))
+    try:
+        proc = subprocess.run(
+            ["bash", "-c", "\n".join(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
+            timeout=280,
+        )  # fmt: skip
+    finally:  # `collect` keeps the job it collected (result_ttl): later tests must not meet it
+        left = set(client.keys("sbatch:job:*")) - before
+        if left:
+            client.delete(*left)
+        client.close()
+    assert proc.returncode == 0, proc.stderr
+    results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len(results) == 306 and {r["status"] for r in results} == {"solved"}
+    assert (tmp_path / "report.html").exists()
+    assert len((tmp_path / "puzzles.txt").read_text().splitlines()) == 1000
+    assert "time limit 20 s per puzzle" in proc.stderr  # the default, said in the summary

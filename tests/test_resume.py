@@ -124,7 +124,7 @@ def test_a_producer_killed_half_way_is_resumed_and_every_puzzle_is_answered_once
     assert [r["index"] for r in records] == list(range(len(puzzles)))
     assert [r["puzzle"] for r in records] == puzzles
     assert [r["line"] for r in records] == [n for n, t in enumerate(lines, 1) if t and t[0] != "#"]
-    arrivals = [int(c) for c in store.r.lrange(store.keys(JOB).arrivals, 0, -1)]
+    arrivals = [int(c.split(b":")[0]) for c in store.r.lrange(store.keys(JOB).arrivals, 0, -1)]
     assert sorted(arrivals) == list(range(int(meta["chunks_total"])))  # each chunk id once, none skipped
     assert min(t.chunk for t in second.tasks) >= checkpoint.chunks  # numbering goes on
     unsent = {t.chunk for t in tasks} - {t.chunk for t in first.tasks + second.tasks}
@@ -268,7 +268,7 @@ def test_status_says_a_stopped_submission_is_incomplete_and_how_to_resume(broker
     assert main(["status", job.id, "--broker", "redis://fake:6379/0"]) == 0
     out = capsys.readouterr().out
     assert f"submission incomplete: {job.status().checkpoint} puzzles submitted" in out
-    assert f"resume it: sudoku-batch submit --resume {job.id} '{path}' --broker URL" in out
+    assert f"resume it: sudoku-batch submit --resume {job.id} '{path}' --broker redis://fake:6379/0" in out
 
 
 def test_submit_resume_refusals_are_one_line_usage_errors(broker, tmp_path, capsys):
@@ -315,7 +315,9 @@ def test_collect_of_a_stopped_submission_fails_saying_how_to_resume(broker, tmp_
     assert main(args) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and not out.exists()
-    assert err.endswith(f"resume it: sudoku-batch submit --resume {job.id} {path} --broker URL"), err
+    assert err.endswith(
+        f"resume it: sudoku-batch submit --resume {job.id} {path} --broker redis://fake:6379/0"
+    )
 
 
 @pytest.mark.parametrize("meta", [{}, {"49": "50", "51": "52"}], ids=["unreadable", "garbled"])
@@ -334,11 +336,11 @@ def test_an_interrupted_solve_says_how_to_resume_from_its_own_producer_whatever_
     done = job.stopped_at()
     assert done == Checkpoint.of(broker[0].store.meta(job.id)).index and 0 < done < len(lines)
     monkeypatch.setattr(broker[0].store, "meta", lambda job_id: meta)
-    _say_how_to_go_on(job, argparse.Namespace(command="solve", output="out.jsonl"))
+    _say_how_to_go_on(job, argparse.Namespace(command="solve", output="out.jsonl", broker=None))
     err = capsys.readouterr().err.splitlines()
-    resume = f"sudoku-batch submit --resume {job.id} {path} --broker URL"
+    resume = f"sudoku-batch submit --resume {job.id} {path}"  # the broker came from the environment
     assert f"its submission stopped after {done:,} puzzles: {resume}" in err
-    assert f"collect it: sudoku-batch collect {job.id} --broker URL -o out.jsonl" in err
+    assert f"collect it: sudoku-batch collect {job.id} -o out.jsonl" in err
 
 
 def test_a_finished_or_collect_only_job_names_no_stopped_submission(broker, tmp_path):

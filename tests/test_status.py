@@ -129,3 +129,14 @@ def test_a_stopped_submission_keeps_the_rate_it_had_and_is_offered_a_resume(stor
     out = status_text(capsys)
     assert f"job {JOB}: submitting, 10/10+ (submission stopped) puzzles, 1 puzzles/s" in out, out
     assert f"resume it: sudoku-batch submit --resume {JOB} in.txt" in out
+
+
+def test_a_producer_that_said_it_left_is_stopped_not_silent_since_1970(store, capsys):
+    """An interrupted command sets the beat to 0: that is no time to count a silence from."""
+    meta = {"state": "producing", "producer_beat": "0", "checkpoint": '{"index":7,"chunks":1,"tail":"x"}'}
+    answered(store, time.time() - 5, meta, [LINES[:7]])
+    status = store.status(JOB)
+    assert (status.submission, status.producer_silent_s) == ("stopped", None)
+    out = status_text(capsys)
+    assert "submission incomplete: 7 puzzles submitted, its producer stopped; resume it: " in out, out
+    assert "silent" not in out

@@ -247,6 +247,27 @@ def test_a_gzip_upload_is_unpacked_and_a_gzip_bomb_is_refused(api):
     assert_error(api.post("/api/jobs", content=b"\x1f\x8bnot gzip at all"), 422, "not valid gzip")
 
 
+def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(api):
+    job = api.post("/api/jobs", content=LINES[0].encode()).json()["job"]
+    assert wait_done(api, job)["options"]["time_limit"] == "10.0"  # 20 s, capped by --max-time-limit 10
+    job = api.post("/api/jobs", params={"time_limit": "3"}, content=LINES[0].encode()).json()["job"]
+    assert wait_done(api, job)["options"]["time_limit"] == "3.0"
+
+
+def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):
+    """`cat a.gz b.gz`: the upload gets every member's puzzles, as `solve` of the same bytes does."""
+    from client.reader import read_blocks
+
+    data = b"".join(gzip.compress(("\n".join(part) + "\n").encode()) for part in (LINES[:50], LINES[50:95]))
+    job = api.post("/api/jobs", content=data).json()["job"]
+    assert wait_done(api, job)["counts"] == {"solved": 95}
+    (tmp_path / "both.gz").write_bytes(data)
+    assert sum(len(b) for b in read_blocks(str(tmp_path / "both.gz"))) == 95
+    bomb = gzip.compress(LINES[0].encode() + b"\n") + gzip.compress(b"." * (1 << 20))  # member 2: 1 MB
+    assert_error(api.post("/api/jobs", content=bomb), 413, "unpacks to more than 65,536 bytes")
+    assert_error(api.post("/api/jobs", content=data[:-20]), 422, "the upload is not valid gzip")
+
+
 @pytest.mark.parametrize(
     ("params", "body", "status", "words"),
     [

@@ -183,12 +183,13 @@ def test_a_solve_with_no_live_worker_says_so_with_the_command_that_starts_one_an
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
+    """Results leave Redis once durable in the output; `collect` into the same file goes on from it."""
     client = redis.Redis.from_url(workers)
     puzzles = (EASY * 30)[:3000]
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(puzzles) + "\n")
     out = tmp_path / "out.jsonl"
-    small = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 40)}
+    small = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 40), "SUDOKU_BATCH_ACK_S": "0"}  # acked part by part
     solve = subprocess.Popen(
         [*cli_command(), "solve", str(path), "--broker", workers, "-o", str(out), "--ordered", "-q"],
         stdout=subprocess.PIPE,
@@ -197,13 +198,15 @@ def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
     )
     try:
         deadline = time.monotonic() + 60
-        while not [p for p in tmp_path.glob(".out.jsonl.*.part") if p.stat().st_size]:  # results collected
+        while not client.keys("sbatch:job:*:collected"):  # results written, made durable, dropped
             assert time.monotonic() < deadline and solve.poll() is None
             time.sleep(0.05)
     finally:
         solve.kill()
         solve.communicate(timeout=30)
     (job,) = {k.decode().split(":")[2] for k in client.keys("sbatch:job:*:meta")}
+    dropped = client.smembers(f"sbatch:job:{job}:collected")
+    assert dropped and not any(client.exists(f"sbatch:job:{job}:part:{p.decode()}") for p in dropped)
     deadline = time.monotonic() + 30
     while json.loads(run_cli("status", job, "--broker", workers, "--json").stdout)["submission"] == "running":
         assert time.monotonic() < deadline, "the killed producer still counts as running"
@@ -308,3 +311,77 @@ def test_a_solve_whose_producer_meets_a_full_redis_ends_within_seconds_with_exit
     finally:
         client.close()
         server.stop()
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie is dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {timeout:g} s"
+        time.sleep(0.05)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_signalled_worker_exits_128_plus_the_signal_within_seconds_and_its_chunk_is_taken_again_at_once(
+    lonely_redis, tmp_path, sig
+):
+    client = redis.Redis.from_url(lonely_redis.url)
+    (first,) = start_workers(lonely_redis.url, 1, tmp_path)
+    second: list[subprocess.Popen[bytes]] = []
+    try:
+        stuck = tmp_path / "stuck.txt"
+        stuck.write_text(STUCK + "\n")  # annealing works on it until its time limit: a 60 s chunk
+        args = ("--portfolio", "annealing", "--time-limit", "60", "--escalate-after", "0")
+        job = run_cli("submit", str(stuck), "--broker", lonely_redis.url, *args).stdout.strip()
+        wait_until(lambda: client.hlen("sbatch:current"), 60, "chunk running")
+        pool = children(first.pid)
+        time.sleep(1)  # at work
+        start = time.monotonic()
+        first.send_signal(sig)
+        code = first.wait(20)  # generous: the chunk has 60 s to go
+        took = time.monotonic() - start
+        assert (code, took < 10) == (128 + sig, True), f"exit {code} after {took:.1f} s"
+        assert not [pid for pid in pool if alive(pid)]
+        assert client.llen("sudoku_batch") == 1  # the cut chunk's message is back on the queue at once
+        (tmp_path / "second").mkdir()
+        second = start_workers(lonely_redis.url, 1, tmp_path / "second")  # takes the chunk at once
+        wait_until(lambda: client.hget(f"sbatch:job:{job}:attempts", 0) == b"2", 60, "second delivery")
+    finally:
+        stop_all([first, *second])
+        client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_what_a_killed_pool_process_was_solving_is_forgotten_and_its_chunk_solved_by_the_next(
+    lonely_redis, tmp_path
+):
+    client = redis.Redis.from_url(lonely_redis.url)
+    (worker,) = start_workers(lonely_redis.url, 1, tmp_path, env={"SUDOKU_BATCH_ORPHAN_AFTER_S": "4"})
+    try:
+        stuck = tmp_path / "stuck.txt"
+        stuck.write_text(STUCK + "\n")
+        args = ("--portfolio", "annealing", "--time-limit", "60", "--escalate-after", "0")
+        job = run_cli("submit", str(stuck), "--broker", lonely_redis.url, *args).stdout.strip()
+        wait_until(lambda: client.hlen("sbatch:current"), 60, "chunk running")
+        (pool,) = children(worker.pid)
+        killed = f"{os.uname().nodename}:{pool}".encode()
+        assert client.hkeys("sbatch:current") == [killed]
+        os.kill(pool, signal.SIGKILL)
+        wait_until(lambda: killed not in client.hkeys("sbatch:current"), 30, "sweep of the killed process")
+        wait_until(lambda: client.hget(f"sbatch:job:{job}:attempts", 0) == b"2", 30, "second delivery")
+        wait_until(lambda: client.hlen("sbatch:current") == 1, 30, "the next pool process solving it")
+        assert worker.poll() is None
+    finally:
+        stop_all([worker])
+        client.close()

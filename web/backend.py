@@ -13,16 +13,17 @@ import io
 import re
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
 from client.args import resume_command
 from client.batch import BatchClient, Job
+from client.reader import TooLarge, read_upload
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
 from pipeline.render.csv_text import HEADER, render_csv
+from pipeline.tasks import DEFAULT_TIME_LIMIT_S
 from web.errors import ApiError
 from web.pool import PuzzlePool
 from web.retention import Retention, release_memory
@@ -32,7 +33,6 @@ from web.solving import JOB_ID_PATTERN, BrokerSolver, LocalSolver
 JOB_ID = re.compile(JOB_ID_PATTERN)
 IDS_FRESH_S = 2.0  # the broker's job list is scanned at most this often, however many pages poll it
 MAX_NAME_CHARS = 200
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 def check_job_id(job: str) -> str:
@@ -223,6 +223,8 @@ class Backend:
         if not text.strip():
             raise ApiError(422, "the upload holds no puzzle")
         name = (name or "upload")[:MAX_NAME_CHARS]
+        if time_limit is None:  # the command line's default, within this server's cap
+            time_limit = min(DEFAULT_TIME_LIMIT_S, self.settings.max_time_limit)
         try:
             job = self.client.submit_inputs(
                 [(name, io.BytesIO(text))], time_limit=time_limit, portfolio=portfolio, box=box,
@@ -238,18 +240,17 @@ class Backend:
         return job.id
 
     def _inflate(self, data: bytes) -> bytes:
-        """The upload's text: gunzipped when it is gzip, never beyond `max_upload_bytes` (413 past it)."""
+        """The upload's text, unpacked by the command line's reader (every member of a multi-member
+        gzip), never beyond `max_upload_bytes` (413 past it; 422 for broken gzip)."""
         most = self.settings.max_upload_bytes
-        if not data.startswith(GZIP_MAGIC):
-            return data
-        out = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            text = out.decompress(data, most + 1)
-        except zlib.error as exc:
-            raise ApiError(422, f"the upload is not valid gzip: {exc}") from None
-        if len(text) > most or out.unconsumed_tail:
-            raise ApiError(413, f"the upload unpacks to more than {most:,} bytes, the most this server takes")
-        return text
+            return read_upload(data, most)
+        except TooLarge:
+            raise ApiError(
+                413, f"the upload unpacks to more than {most:,} bytes, the most this server takes"
+            ) from None
+        except ValueError as exc:
+            raise ApiError(422, f"the upload is {exc}") from None
 
     def purge(self, job: str) -> int:
         """Stop a job (workers solving it stop) and delete it; the number of keys or entries removed."""

@@ -10,18 +10,23 @@ process holds PR_SET_PDEATHSIG (`client.processes`).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import math
 import os
 import socket
 import sys
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
 from client.config import ClientSettings, mask_url
+from client.interrupts import interrupting
+from client.serve_args import TOKEN_ENV as TOKEN_ENV  # re-exported: the serve options live in client
+from client.serve_args import add_arguments as add_arguments
 from web.settings import ServeSettings
 
 SHUTDOWN_GRACE_S = 3  # seconds open requests get to finish once the server is told to stop
-TOKEN_ENV = "SUDOKU_BATCH_TOKEN"
 FLAGS = {  # settings field -> the option that sets it, for errors
     "host": "--host",
     "port": "--port",
@@ -31,23 +36,6 @@ FLAGS = {  # settings field -> the option that sets it, for errors
     "max_jobs_kept": "--max-jobs-kept",
     "max_memory_mb": "--max-memory-mb",
 }
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The `serve` options."""
-    p.add_argument("--broker", default=None, metavar="URL", help="read and submit jobs on this broker")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument(
-        "--token", default=None, help=f"required off loopback (or {TOKEN_ENV}): every request must carry it"
-    )
-    p.add_argument("--max-time-limit", type=float, default=60.0, metavar="S", help="cap per single puzzle")
-    p.add_argument("--max-upload-mb", type=float, default=32.0, metavar="MB", help="largest corpus upload")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="local processes for jobs")
-    kept = "embedded: jobs kept in memory (past it the oldest finished go)"
-    p.add_argument("--max-jobs-kept", type=int, default=50, metavar="N", help=kept)
-    memory = "embedded: the server's resident memory past which the oldest finished jobs go"
-    p.add_argument("--max-memory-mb", type=int, default=1024, metavar="MB", help=memory)
 
 
 def serve_settings(args: argparse.Namespace) -> ServeSettings:
@@ -101,6 +89,8 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             )
         )
+        stopping = lambda: server.should_exit or interrupting()  # noqa: E731 - SIGHUP is not uvicorn's
+        logging.getLogger("uvicorn.error").addFilter(ShutdownNoise(stopping))
         where = f"broker {mask_url(url)}" if url else "embedded (local processes)"
         shown = f"[{config.host}]" if ":" in config.host else config.host
         address = f"http://{shown}:{sock.getsockname()[1]}/"
@@ -118,6 +108,24 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
                 pool.close()
             client.kill()
             client.close()
+
+
+class ShutdownNoise(logging.Filter):
+    """Keep out of the log what uvicorn says of requests a shutdown cuts off: their tasks' CancelledError
+    tracebacks (68 lines each) and the count of them. The command's one line (`interrupted (SIGTERM),
+    exit 143`) says why the server stopped; the clients see their connection close."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        super().__init__()
+        self.stopping = stopping
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.stopping():
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, asyncio.CancelledError):
+            return False
+        return not record.getMessage().endswith("timeout graceful shutdown exceeded")
 
 
 def bind(host: str, port: int) -> socket.socket:

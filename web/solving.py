@@ -1,6 +1,6 @@
 """One puzzle at a time: checked at the edge, then solved in a local process or through the broker.
 
-A single puzzle is solved as a one-puzzle chunk by the pipeline's own `solve_chunk` (in a
+A single puzzle is solved as a one-puzzle chunk by the pipeline's own runner (`run_chunk`, in a
 local process) or as a one-puzzle job (through the broker), so its answer is exactly a
 JSON Lines record, checked by the verifier like every batch result. This is the one
 module of `web` that builds chunk tasks itself (`pipeline.tasks`).
@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from client.batch import MAX_SEED, BatchClient
 from client.collector import JobFailed
+from pipeline.runner import ListPort, run_chunk
 from pipeline.runs import join_texts
-from pipeline.solve import solve_chunk
 from pipeline.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
 from pipeline.tasks import ChunkTask, solver_seed
 from solvers.parse import parse_puzzle
@@ -106,8 +106,12 @@ def solve_record(checked: Checked) -> str:
         time_limit=checked.time_limit,
         portfolio=checked.portfolio,
         seed=solver_seed(str(checked.seed), 0),  # what a one-puzzle job seeded so gets (`JobSpec.seed`)
+        format="jsonl",
     )
-    return solve_chunk(task).lines()[0].decode()
+    port = ListPort()
+    run_chunk(port, task)  # the one way a chunk runs, as a worker's or a local process's
+    (part,) = port.parts
+    return part.lines()[0].decode()
 
 
 class Busy:

@@ -3,7 +3,8 @@
 JSON only (pickle refused), late acks with requeue when a worker process dies, one
 chunk prefetched per process, a visibility timeout far above any chunk, and default
 time limits as a safety net (the producer sends per-chunk limits above the solvers' own
-deadlines). Each pool process warms the numba cache once, when it starts.
+deadlines). Each pool process warms the numba cache once, when it starts. SIGTERM, SIGINT
+and SIGHUP end the worker at once, its running chunk requeued (`worker.shutdown`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,20 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
+from kombu.utils.objects import cached_property
 
 from worker.config import settings
 
-app = Celery("sudoku_batch", broker=settings.broker, include=["worker.tasks", "worker.race"])
+
+class App(Celery):
+    """The Celery app, whose `celery worker` application is `worker.shutdown.Worker`."""
+
+    @cached_property
+    def Worker(self) -> Any:  # noqa: N802 - Celery's name
+        return self.subclass_with_self("worker.shutdown:Worker")
+
+
+app = App("sudoku_batch", broker=settings.broker, include=["worker.tasks", "worker.race"])
 app.conf.update(
     broker_transport="worker.broker:Transport",  # kombu's Redis transport, surviving a full Redis
     worker_consumer="worker.consumer:Consumer",  # refused and malformed messages: one log line each
@@ -59,9 +70,9 @@ def _warm_main(**_: Any) -> None:
     """Load the compiled solvers in the main process, so forked pool processes start warm (and say so
     in the log when a cold cache makes that a compile)."""
     from pipeline.solve import warm
-    from solvers.warm import COMPILE_NOTICE, on_first_compile
+    from solvers.warm import on_first_compile
 
-    on_first_compile(lambda: logging.getLogger(__name__).warning(COMPILE_NOTICE))
+    on_first_compile(logging.getLogger(__name__).warning)
     warm()
 
 

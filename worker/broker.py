@@ -8,7 +8,9 @@ cannot make is made without one (ZREM and HDEL free memory, so Redis accepts the
 alone); a delivery that cannot be recorded runs unrecorded (if the worker dies before
 its result is stored, the collector's resend sweep sends the chunk again); a requeue
 that cannot be written is left to the orphan sweep. Each says so in one log line, and
-the worker goes on when there is room. Set as `broker_transport` in `worker.app`.
+the worker goes on when there is room. It also refuses, with one log line each, a message it
+should not unpack (`worker.envelope`: too large, not JSON, not a kombu envelope, compressed)
+before kombu parses or inflates it. Set as `broker_transport` in `worker.app`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 import redis
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
+
+from worker.envelope import bounded_parser, envelope_refusal, raw_refusal, say_dropped
 
 log = logging.getLogger(__name__)
 FULL_LOG_S = 60.0  # each kind of "Redis is full" line is logged at most this often per process
@@ -79,10 +83,47 @@ class QoS(kombu_redis.QoS):
             pipe.execute()
 
 
+def _popped_reply(response: Any, **_: Any) -> tuple[Any, Any] | None:
+    """BRPOP's reply `(queue, message)`, or None (as for an empty queue) for a message refused unread."""
+    if not response:
+        return None
+    queue, item = response
+    why = raw_refusal(item)
+    if why is None:
+        return tuple(response)
+    say_dropped(queue, why)
+    return None
+
+
+def _rpop_reply(response: Any, **_: Any) -> Any:
+    """RPOP's reply (a message), or None for a message refused unread (kombu's `_get`)."""
+    why = raw_refusal(response)
+    if why is None:
+        return response
+    say_dropped("(read by RPOP)", why)
+    return None
+
+
+PARSER = bounded_parser()  # the broker connections' reply parser
+
+
 class Channel(kombu_redis.Channel):
-    """A Redis channel with the full-Redis-proof QoS."""
+    """A Redis channel with the full-Redis-proof QoS, refusing a message too large or not JSON as it is
+    popped (its redis-py clients check BRPOP and RPOP replies before kombu parses them)."""
 
     QoS = QoS
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        params = super()._connparams(asynchronous)
+        if PARSER is not None:  # an oversized message is read past, never held
+            params["parser_class"] = PARSER
+        return params
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        client = super()._create_client(asynchronous)
+        client.set_response_callback("BRPOP", _popped_reply)
+        client.set_response_callback("RPOP", _rpop_reply)
+        return client
 
     def maybe_refresh_binding_expiry(self) -> None:
         """Keep expiring bindings (the remote control's) alive; later, while Redis is full."""
@@ -93,6 +134,14 @@ class Channel(kombu_redis.Channel):
 
 
 class Transport(kombu_redis.Transport):
-    """Kombu's Redis transport with the full-Redis-proof channel (`broker_transport`)."""
+    """Kombu's Redis transport with the full-Redis-proof channel (`broker_transport`), delivering only
+    well-formed, uncompressed envelopes (`worker.envelope`)."""
 
     Channel = Channel
+
+    def _deliver(self, message: Any, queue: str) -> None:
+        why = envelope_refusal(message)
+        if why is not None:  # popped, never recorded as unacknowledged: dropping it acknowledges it
+            say_dropped(queue, why)
+            return
+        super()._deliver(message, queue)

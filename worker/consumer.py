@@ -4,7 +4,14 @@ Celery logs a message it cannot decode (pickle and other serialisers refused: JS
 one for an unknown task, and one of an invalid form as tracebacks that repeat its
 headers and body (a 27-line log record for one pickle message). A refused message is
 expected here (docs/security.md): one line names what was refused and why, and the
-message is acknowledged or rejected exactly as Celery does. A consumer restarted because
+message is acknowledged or rejected exactly as Celery does.
+
+A task message is checked before Celery's strategy unpacks it (`task_refusal`): Celery
+reads `args, kwargs, embed = body` in the main process and let anything but its own
+exceptions out of the consumer, so a body of `"hello"` (or `[1, 2]`, `{}`, `null`, a
+task name that is not a text, a missing `id`) ended the worker with "Unrecoverable
+error", the message went back to the queue and the next worker died the same way. Such a
+message is dropped here with one line, and the worker goes on. A consumer restarted because
 Redis refused a command for want of memory (`broker_channel_error_retry`) waits
 FULL_RETRY_S first. Set as `worker_consumer`.
 """
@@ -19,6 +26,9 @@ from typing import Any
 import redis
 from celery import signals
 from celery.worker.consumer.consumer import Consumer as CeleryConsumer
+from kombu.exceptions import ContentDisallowed
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from vine import promise
 
 from worker.broker import say_full
 
@@ -44,6 +54,82 @@ def reason(exc: BaseException | None) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
+EMBED_LINKS = ("callbacks", "errbacks", "chain", "chord")  # what our tasks never carry: no message chains
+
+
+class TaskHeaders(BaseModel):
+    """The task message headers Celery reads in the worker's main process, typed as its own senders write
+    them (`celery.app.amqp.as_task_v2`); others pass (Celery ignores them). A `stamped_headers` of 5 ended
+    the worker when Celery iterated it; `eta`, `expires` and `timelimit` are checked by Celery and us."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    task: str
+    id: str = Field(max_length=256)
+    shadow: str | None = None
+    root_id: str | None = None
+    parent_id: str | None = None
+    group: str | None = None
+    group_index: int | None = None
+    groups: list[str] | None = None
+    retries: int | None = None
+    argsrepr: str | None = None
+    kwargsrepr: str | None = None
+    origin: str | None = None
+    lang: str | None = None
+    ignore_result: bool | None = None
+    replaced_task_nesting: int | None = None
+    stamped_headers: list[str] | None = None
+    stamps: dict[str, Any] | None = None
+    callbacks: None = None  # in the headers too, they outlive an empty embed: the worker then sent them
+    errbacks: None = None
+    chain: None = None
+    chord: None = None
+
+
+def _form(value: Any) -> str:
+    """What a value is, without its content: `a list of 2`, `a str`, `null`."""
+    if value is None:
+        return "null"
+    size = f" of {len(value)}" if isinstance(value, (list, tuple, dict)) else ""
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}{size}"
+
+
+def task_refusal(message: Any, known: Any) -> str | None:
+    """Why `message` is not a Celery task message (protocol 2) this worker takes, or None.
+
+    A task name not in `known` is left to Celery (it logs the unknown name). The body is
+    decoded here (kombu keeps the result, so Celery does not decode it again); a decode
+    error is raised for the caller to report as Celery would.
+    """
+    headers = message.headers
+    if not isinstance(headers, dict):
+        return f"its headers are {_form(headers)}, not a mapping"
+    name = headers.get("task")
+    if not isinstance(name, str):
+        return f"its task header is {_form(name)} (a Celery task message of protocol 2 names its task)"
+    if name not in known:
+        return None
+    if not isinstance(headers.get("id"), str):
+        return f"its id header is {_form(headers.get('id'))}, not a text"
+    try:
+        TaskHeaders.model_validate(headers)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return f"its headers are not Celery's ({fields[:300]})"
+    body = message.decode()
+    if not isinstance(body, (list, tuple)) or len(body) != 3:
+        return f"its body is {_form(body)}, not [args, kwargs, embed]"
+    args, kwargs, embed = body
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
+        return f"its args are {_form(args)} and kwargs {_form(kwargs)}, not a list and a mapping"
+    if embed is not None and not isinstance(embed, dict):
+        return f"its embed is {_form(embed)}, not a mapping"
+    if embed and any(embed.get(k) for k in EMBED_LINKS):
+        return "it asks for callbacks, errbacks, a chain or a chord (these tasks take none)"
+    return None
+
+
 class Consumer(CeleryConsumer):
     """The worker's consumer, with one-line logs for refused messages, and patient with a full Redis."""
 
@@ -54,6 +140,27 @@ class Consumer(CeleryConsumer):
             say_full(f"the consumer reconnects every {FULL_RETRY_S:g} s until there is room ({_where(exc)})")
             time.sleep(FULL_RETRY_S)
         super().on_connection_error_after_connected(exc)
+
+    def create_task_handler(self, promise: Any = promise) -> Any:
+        """Celery's handler of task messages, behind `task_refusal`: a malformed message is dropped
+        (rejected without requeue, as Celery drops an invalid one) in one log line."""
+        handle = super().create_task_handler(promise)
+
+        def on_task_received(message: Any) -> Any:
+            try:
+                why = task_refusal(message, self.strategies)
+            except ContentDisallowed as exc:  # pickle and other serialisers: refused unread, as Celery does
+                return self.on_invalid_task(None, message, exc)
+            except Exception as exc:  # noqa: BLE001 - decoding a hostile body raises anything; one line each
+                return self.on_decode_error(message, exc)
+            if why is not None:
+                log.error("dropping a malformed task message: %s", why)
+                message.reject_log_error(log, self.connection_errors)
+                signals.task_rejected.send(sender=self, message=message, exc=None)
+                return None
+            return handle(message)
+
+        return on_task_received
 
     def on_decode_error(self, message: Any, exc: BaseException) -> None:
         log.error("dropping a message that cannot be decoded (%s): %s", message.content_type, reason(exc))

@@ -10,6 +10,11 @@ orphan: the sweep asks kombu's Redis QoS to put that delivery back on its queue
 (`restore_by_tag`, a no-op for a message already acknowledged: a chunk dropped unsolved)
 and drops the record. Chunk results are idempotent, so a rare false orphan costs a second
 solve, never a second result. Nothing here reads kombu's own keys.
+
+Each process names the chunk it is solving in `sbatch:current` and removes the entry when
+done; a process killed outright (SIGKILL, the out-of-memory killer) never does, and its
+entry stayed for ever. The same sweep drops entries of processes silent `orphan_after_s`
+(`sweep_current`).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def start_heartbeat(app: Any) -> None:
                 if time.monotonic() - last_sweep >= settings.orphan_after_s / 2:
                     last_sweep = time.monotonic()
                     try:
+                        sweep_current(store_client(), time.time())
                         restore_orphans(store_client(), app)
                     except Exception as exc:  # noqa: BLE001 - the beat must go on whatever the sweep meets
                         log.error("the sweep for orphaned chunk messages failed: %s", reason(exc))
@@ -94,6 +100,22 @@ def orphans(client: Any, now: float) -> dict[str, str]:
             if now - float(at) >= settings.orphan_after_s and chunk not in running:
                 out[chunk.decode()] = tag
     return out
+
+
+def sweep_current(client: Any, now: float) -> int:
+    """Drop the `sbatch:current` entries of worker processes without a beat for `orphan_after_s` (killed
+    outright: their `finally` never ran); return how many."""
+    key = current_key(settings.key_prefix)
+    names = client.hkeys(key)
+    if not names:
+        return 0
+    since = now - settings.orphan_after_s
+    recent = set(client.zrangebyscore(workers_key(settings.key_prefix), since, "+inf"))
+    gone = [name for name in names if name not in recent]
+    if gone:
+        client.hdel(key, *gone)
+        log.warning("forgot what %d lost worker process(es) were solving", len(gone))
+    return len(gone)
 
 
 def restore_orphans(client: Any, app: Any) -> int:

@@ -20,11 +20,11 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from pipeline.generate import GenerateResult, GenerateTask, generate_result
-from pipeline.keys import JobKeys, current_key, job_stopped, result_commands
+from pipeline.keys import JobKeys, current_key, job_stopped, part_commands, published_rows, result_commands
 from pipeline.outbox import read_outbox_entry
 from pipeline.result import ChunkResult
-from pipeline.solve import failed_chunk, solve_chunk, worker_name
-from pipeline.stop import StopPoller
+from pipeline.runner import fail_rest, run_chunk
+from pipeline.solve import worker_name
 from pipeline.tasks import (
     GENERATE_TASK_NAME,
     JOB_ID_PATTERN,
@@ -32,6 +32,7 @@ from pipeline.tasks import (
     SOLVE_TASK_NAME,
     ChunkRef,
     ChunkTask,
+    version_refusal,
 )
 from solvers.result import Status
 from worker.app import app
@@ -113,26 +114,91 @@ def write_unless_stopped(
     return None  # the stop key kept changing: a purge is under way
 
 
-def handle(payload: dict[str, Any], client: Any) -> int:
-    """Solve one chunk message and store its answer; return the puzzles answered (0: job gone, or answered).
+class RedisPort:
+    """Where a worker's chunk run meets its job (`pipeline.runner.ChunkPort`): the job's keys in Redis."""
 
-    Each delivery is counted before the chunk runs: a chunk whose worker died
-    `max_attempts` times is answered with `error` results instead of being tried forever,
-    unless it has an answer already (a delivery after it finished): a good result is never
-    replaced by a failure (attempt or time limit). While it is solved, a poller checks the
-    job's stop key; a purged job stops at the solvers' next slice and nothing is written.
-    A task with `escalate_after` races its slow puzzles on idle workers too (`worker.board`).
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return count_delivery(self.client, JobKeys(job, settings.key_prefix), chunk)
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return published_rows(self.client.hgetall(JobKeys(job, settings.key_prefix).parts(chunk)))
+
+    def publish(self, part: ChunkResult) -> bool:
+        return publish_part(self.client, part, settings.job_ttl)
+
+    def stopped(self, job: str) -> bool:
+        return job_stopped(self.client, JobKeys(job, settings.key_prefix))
+
+
+def publish_part(client: Any, part: ChunkResult, ttl: int) -> bool:
+    """Publish one part of a solve chunk unless the job is stopped or gone, or any of its rows is answered
+    already (a chunk delivered twice at once); True when written.
+
+    The checks and the write are one step: WATCH of the stop key and of the chunk's parts hash
+    makes a change in between abort the EXEC, and the next round sees it. A full Redis
+    (`maxmemory`, `noeviction`) is waited out: one log line, a try every ROOM_POLL_S.
+    """
+    head = part.header
+    keys = JobKeys(head.job, settings.key_prefix)
+    payload = part.encode()
+    stats = head.stats
+    while True:
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.stop, keys.parts(head.chunk))
+                if job_stopped(pipe, keys):
+                    return False
+                published = published_rows(pipe.hgetall(keys.parts(head.chunk)))
+                if published is None or any(
+                    row < head.row + len(part) and head.row < row + count for row, count in published
+                ):
+                    return False  # answered already: every row keeps its first record
+                complete = sum(c for _, c in published) + len(part) >= stats.chunk_n
+                pipe.multi()
+                commands = part_commands(
+                    keys, head.chunk, head.row, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl,
+                    complete,
+                )  # fmt: skip
+                for command in commands:
+                    pipe.execute_command(*command)
+                pipe.execute()
+                return True
+            except redis.WatchError:
+                continue
+            except redis.OutOfMemoryError:
+                say_full(f"results wait for room (a try every {ROOM_POLL_S:g} s)")
+                time.sleep(ROOM_POLL_S)
+
+
+def handle(payload: dict[str, Any], client: Any) -> int:
+    """Run one chunk message (`pipeline.runner.run_chunk`); return the puzzles answered (0: job gone, or
+    nothing left to answer).
+
+    The delivery is counted before the chunk is read from the outbox; a chunk whose worker died
+    `max_attempts` times is answered with `error` for its unanswered rows instead of being tried
+    forever. A redelivered chunk solves only the rows no part answered. A task of another protocol
+    version is refused in one log line naming both. Past Celery's soft time limit, the rows not
+    answered yet are answered `timeout`. A task with `escalate_after` races its slow puzzles on
+    idle workers too (`worker.board`).
     """
     ref: ChunkRef | None = None
     task: ChunkTask | None = None
     if isinstance(payload, dict) and "ref" in payload:  # a ChunkRef (what clients send): task in the outbox
         ref = ChunkRef.model_validate(payload)
-        job, chunk = ref.job, ref.chunk
+        job, chunk, v = ref.job, ref.chunk, ref.v
     else:  # the whole task in the message
         task = ChunkTask.model_validate(payload)
-        job, chunk = task.job, task.chunk
+        job, chunk, v = task.job, task.chunk, task.v
+    refusal = version_refusal(f"the client of chunk {job}:{chunk}", v, "worker")
+    if refusal is not None:
+        log.error("refusing a chunk: %s", refusal)
+        return 0
     keys = JobKeys(job, settings.key_prefix)
-    attempts = count_delivery(client, keys, chunk)
+    port = RedisPort(client)
+    attempts = port.count_delivery(job, chunk)
     if attempts is None:
         return 0  # purged or expired: nobody is waiting for this chunk
     if ref is not None:
@@ -142,29 +208,15 @@ def handle(payload: dict[str, Any], client: Any) -> int:
     with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the resend sweeps: no room, no harm
         client.hset(current_key(settings.key_prefix), worker_name(), f"{job}:{chunk}")
     try:
-        failure = attempts > settings.max_attempts
-        if failure:
-            result = failed_chunk(
-                task, f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
-            )
-        else:
-            try:
-                with (
-                    StopPoller(lambda: job_stopped(client, keys), settings.stop_poll_s) as poller,
-                    escalation_for(task, client, poller.flag) as escalation,
-                ):
-                    result = solve_chunk(task, poller.flag, escalation)
-            except SoftTimeLimitExceeded:
-                result = failed_chunk(task, "the chunk exceeded the worker's time limit", Status.TIMEOUT)
-                failure = True
-            else:
-                if poller.raised:
-                    log.info("job %s stopped (purged) while chunk %s was solved; nothing written", job, chunk)
-                    return 0
-        written = store_result(client, result, settings.job_ttl, keep_answer=failure)
+        try:
+            return run_chunk(
+                port, task, attempts=attempts, max_attempts=settings.max_attempts,
+                escalation=lambda t, flag: escalation_for(t, client, flag), poll_s=settings.stop_poll_s,
+            )  # fmt: skip
+        except SoftTimeLimitExceeded:
+            return fail_rest(port, task, "the chunk exceeded the worker's time limit", Status.TIMEOUT)
     finally:
         client.hdel(current_key(settings.key_prefix), worker_name())
-    return len(result) if written else 0
 
 
 def count_delivery(client: Any, keys: JobKeys, chunk: int) -> int | None:
@@ -186,7 +238,7 @@ def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
         raise ValueError(f"outbox entry {ref.job}:{ref.chunk} is {size} bytes, over {MAX_ENTRY_BYTES}")
     entry = client.hget(keys.outbox, str(ref.chunk)) if size else None
     if entry is None:
-        if not client.hexists(keys.stats, ref.chunk):
+        if not client.hexists(keys.parts(ref.chunk), "done"):
             log.warning("chunk %s:%s is neither in the outbox nor answered; dropped", ref.job, ref.chunk)
         return None
     task = ChunkTask.model_validate_json(read_outbox_entry(entry)[1])

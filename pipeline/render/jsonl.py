@@ -14,26 +14,18 @@ import numpy as np
 from numba import njit
 
 from pipeline.columns import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
+from solvers.fields import NAMES
 
 
 def _lit(text: str) -> np.ndarray:
     return np.frombuffer(text.encode(), dtype=np.uint8).copy()
 
 
-_L_LINE = _lit('{"line":')
-_L_INPUT = _lit(',"input":')
-_L_INDEX = _lit(',"index":')
-_L_PUZZLE = _lit(',"puzzle":')
-_L_STATUS = _lit(',"status":')
-_L_SOLUTION = _lit(',"solution":')
-_L_COST = _lit(',"cost":')
-_L_SOLVER = _lit(',"solver":')
-_L_TIME = _lit(',"time_ms":')
-_L_ERROR = _lit(',"error":')
-_L_NODES = _lit(',"nodes":')
-_L_GUESSES = _lit(',"guesses":')
-_L_RESTARTS = _lit(',"restarts":')
-_L_COUNTERS = _lit(',"counters":')
+# the keys of the record, in the field table's order (`solvers.fields.NAMES`): the kernel writes them in turn
+(
+    _L_LINE, _L_INPUT, _L_INDEX, _L_PUZZLE, _L_STATUS, _L_SOLUTION, _L_COST, _L_SOLVER, _L_TIME, _L_ERROR,
+    _L_NODES, _L_GUESSES, _L_RESTARTS, _L_COUNTERS,
+) = [_lit(("{" if i == 0 else ",") + f'"{name}":') for i, name in enumerate(NAMES)]  # fmt: skip
 _L_C_NODES = _lit(':{"nodes":')
 _L_C_GUESSES = _lit(',"guesses":')
 _L_C_TIME = _lit(',"time_ms":')
@@ -288,6 +280,105 @@ def render(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.
     )  # fmt: skip
     used = _render(*map(_read_only, args), out, _plain(c.puzzle.buf), _plain(c.solution.buf))
     return out[: int(used)].tobytes()
+
+
+@njit(cache=True)
+def _put_csv(out, pos, src, a, b):  # type: ignore[no-untyped-def]
+    """Write src[a:b] as a CSV field: as it is, or quoted (quotes doubled) when it holds , " CR or LF."""
+    quote = False
+    for k in range(a, b):
+        c = src[k]
+        if c == 44 or c == 34 or c == 10 or c == 13:
+            quote = True
+            break
+    if not quote:
+        return _put(out, pos, src, a, b)
+    out[pos] = 34
+    pos += _U1
+    for k in range(a, b):
+        c = src[k]
+        out[pos] = c
+        pos += _U1
+        if c == 34:
+            out[pos] = 34
+            pos += _U1
+    out[pos] = 34
+    return pos + _U1
+
+
+@njit(cache=True)
+def _comma(out, pos):  # type: ignore[no-untyped-def]
+    out[pos] = 44
+    return pos + _U1
+
+
+@njit(cache=True)
+def _render_csv(  # type: ignore[no-untyped-def]
+    inp, index, line, p_buf, p_off, status, s_buf, s_off, sol_buf, sol_off, cost, has_cost, solver,
+    n_buf, n_off, time_q, time_ok, e_buf, e_off, nodes, guesses, restarts, c_buf, c_off, out,
+):  # fmt: skip
+    """Every row as a CSV line (the record fields in table order, nulls empty), each ending in a newline."""
+    pos = _U0
+    for j in range(index.shape[0]):
+        i = np.uint64(j)
+        pos = _comma(out, _put_int(out, pos, line[i]))
+        pos = _comma(out, _put(out, pos, inp, _U0, np.uint64(inp.size)))
+        pos = _comma(out, _put_int(out, pos, index[i]))
+        pos = _comma(out, _put_csv(out, pos, p_buf, p_off[i], p_off[i + _U1]))
+        st = np.uint64(status[i])
+        pos = _comma(out, _put_csv(out, pos, s_buf, s_off[st], s_off[st + _U1]))
+        pos = _comma(out, _put_csv(out, pos, sol_buf, sol_off[i], sol_off[i + _U1]))
+        if has_cost[i]:
+            pos = _put_int(out, pos, cost[i])
+        pos = _comma(out, pos)
+        if solver[i] >= 0:
+            name = np.uint64(solver[i])
+            pos = _put_csv(out, pos, n_buf, n_off[name], n_off[name + _U1])
+        pos = _comma(out, pos)
+        if time_ok[i]:
+            pos = _put_fixed(out, pos, time_q[i], 4)
+        pos = _comma(out, pos)
+        pos = _comma(out, _put_csv(out, pos, e_buf, e_off[i], e_off[i + _U1]))
+        pos = _comma(out, _put_int(out, pos, nodes[i]))
+        pos = _comma(out, _put_int(out, pos, guesses[i]))
+        pos = _comma(out, _put_int(out, pos, restarts[i]))
+        pos = _put_csv(out, pos, c_buf, c_off[i], c_off[i + _U1])
+        out[pos] = 10
+        pos += _U1
+    return pos
+
+
+def render_csv(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
+    """The CSV rows of `columns` (no header; each row ends in a newline), written by a compiled kernel."""
+    b = len(columns)
+    if b == 0:
+        return b""
+    if index.shape != (b,) or line.shape != (b,):
+        raise ValueError(f"{index.size} indices and {line.size} lines for {b} results")
+    c = columns
+    inp = np.frombuffer(_csv_field(input_name).encode(), dtype=np.uint8)
+    statuses = Texts.of(STATUS_NAMES)
+    names = Texts.of(c.names or [""])
+    counters = counters_texts(c)
+    name_max = max(len(name.encode()) for name in c.names or [""])
+    texts = c.puzzle.buf.size + c.solution.buf.size + c.error.buf.size + counters.buf.size
+    size = b * (16 * 22 + inp.size + 2 * name_max + 32) + 2 * texts
+    out = np.empty(size, dtype=np.uint8)
+    args = (
+        inp, index, line, _nonempty(c.puzzle.buf), c.puzzle.off, c.status, statuses.buf, statuses.off,
+        _nonempty(c.solution.buf), c.solution.off, c.cost, c.has_cost, c.solver, _nonempty(names.buf),
+        names.off, c.time_q, c.time_ok, _nonempty(c.error.buf), c.error.off, c.nodes, c.guesses, c.restarts,
+        _nonempty(counters.buf), counters.off,
+    )  # fmt: skip
+    used = _render_csv(*map(_read_only, args), out)
+    return out[: int(used)].tobytes()
+
+
+def _csv_field(text: str) -> str:
+    """A text as one CSV field (quoted when it must be), as Python's csv module writes it."""
+    if any(ch in text for ch in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def counters_texts(columns: ResultColumns) -> Texts:

@@ -11,17 +11,17 @@ uncompressed, dictionary-encoded only where values repeat: on 49k 9x9 records 10
 
 from __future__ import annotations
 
-import json
 from typing import IO, Any
 
 import numpy as np
 
 from pipeline.columns import FIELDS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
 from pipeline.result import ChunkResult
+from solvers.fields import RECORD_FIELDS
 
 INSTALL_HINT = "pip install 'sudoku-batch[parquet]'"
-DICTIONARY = ["input", "status", "solver"]  # few distinct values; the others are mostly unique per row
-STATISTICS = ["line", "index", "cost", "time_ms", "nodes", "guesses", "restarts"]  # min/max where useful
+DICTIONARY = [f.name for f in RECORD_FIELDS if f.dictionary]  # few distinct values; the rest mostly unique
+STATISTICS = [f.name for f in RECORD_FIELDS if f.statistics]  # min/max where useful
 
 
 def available() -> bool:
@@ -37,13 +37,8 @@ def schema() -> Any:
     """The Arrow schema of the records."""
     import pyarrow as pa
 
-    types = {
-        "line": pa.int64(), "input": pa.string(), "index": pa.int64(), "puzzle": pa.string(),
-        "status": pa.string(), "solution": pa.string(), "cost": pa.int64(), "solver": pa.string(),
-        "time_ms": pa.float64(), "error": pa.string(), "nodes": pa.int64(), "guesses": pa.int64(),
-        "restarts": pa.int64(), "counters": pa.string(),
-    }  # fmt: skip
-    return pa.schema([(name, types[name]) for name in FIELDS])
+    types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
+    return pa.schema([(f.name, types[f.parquet]) for f in RECORD_FIELDS])
 
 
 class ParquetSink:
@@ -62,8 +57,9 @@ class ParquetSink:
         )
 
     def write(self, result: ChunkResult, start: int, stop: int) -> None:
-        """Append rows `start:stop` of a chunk result."""
-        self._writer.write_table(table(result, self.schema).slice(start, stop - start))
+        """Append rows `start:stop` of a chunk result (an IPC body as it came, or columns tabulated here)."""
+        data = table(result, self.schema) if result.columns is not None else read_ipc(result.body)
+        self._writer.write_table(data.slice(start, stop - start))
 
     def close(self) -> None:
         """Write the footer (a file cut short before it is not a Parquet file)."""
@@ -71,25 +67,28 @@ class ParquetSink:
 
 
 def table(result: ChunkResult, schema: Any) -> Any:
-    """The records of a chunk result as an Arrow table of `schema`."""
+    """The records of a chunk result held as columns as an Arrow table of `schema`."""
+    if result.columns is None:
+        raise ValueError(f"a part rendered as {result.header.format} has no columns to tabulate")
+    return columns_table(
+        result.columns, result.header.input, result.row_indices(), result.row_lines(), schema
+    )
+
+
+def columns_table(c: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, schema: Any) -> Any:
+    """Records of result columns (rows aligned with `index` and `line`) as an Arrow table of `schema`."""
     import pyarrow as pa
 
-    if result.columns is None:
-        rows = [json.loads(line) for line in result.lines()]
-        for row in rows:
-            row["counters"] = json.dumps(row["counters"], separators=(",", ":"))
-        return pa.Table.from_pylist(rows, schema=schema)
     from pipeline.render.jsonl import counters_texts
 
-    c: ResultColumns = result.columns
     n = len(c)
     names = pa.array([*c.names, None], pa.string())
     solver = c.solver.astype(np.int64)
     solver[solver < 0] = len(c.names)
     arrays = {
-        "line": pa.array(result.row_lines()),
-        "input": pa.array([result.header.input], pa.string()).take(pa.array(np.zeros(n, np.int64))),
-        "index": pa.array(result.row_indices()),
+        "line": pa.array(line),
+        "input": pa.array([input_name], pa.string()).take(pa.array(np.zeros(n, np.int64))),
+        "index": pa.array(index),
         "puzzle": _strings(c.puzzle, None),
         "status": pa.array(STATUS_NAMES, pa.string()).take(pa.array(c.status)),
         "solution": _strings(c.solution, np.diff(c.solution.off) > 0),
@@ -118,3 +117,22 @@ def _strings(texts: Texts, valid: np.ndarray | None) -> Any:
         return pa.StringArray.from_buffers(n, offsets, data)
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.StringArray.from_buffers(n, offsets, data, bitmap, null_count=int(n - valid.sum()))
+
+
+def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
+    """Records of `columns` as an Arrow IPC stream (the schema, one record batch): what a worker sends
+    and the client's Parquet writer appends as a row group, without parsing a record."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    data = columns_table(columns, input_name, index, line, schema())
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        writer.write_table(data)
+    return sink.getvalue().to_pybytes()
+
+
+def read_ipc(body: bytes | bytearray | memoryview) -> Any:
+    """The table of an Arrow IPC stream (`ipc_bytes`), its buffers read in place."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(body)).read_all()

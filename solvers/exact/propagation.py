@@ -2,7 +2,9 @@
 
 Every box shape R x C with N = R*C up to 64 is handled by one generic kernel; 9x9 grids
 with 3x3 boxes go to the band-wise kernel of `propagation9` (same contract, statuses and
-counters, much faster on 9x9). Generic kernel, per search node, to a fixpoint:
+counters, much faster on 9x9), 16x16 grids with 4x4 boxes first to the band-wise kernel of
+`propagation16` and, past a node budget, to the generic one (`kernel16_first`). Generic
+kernel, per search node, to a fixpoint:
 
 * naked singles: a cell whose candidates (a uint64 mask, bit v-1 for value v) shrink to
   one value is queued; popping it removes the value from its peers;
@@ -37,11 +39,12 @@ fixed order, and (Luby runs growing without bound) "no solution" stays a proof. 
 Counters: `nodes` = search states propagated (the root, one per decision and one per
 refutation), `guesses` = decisions.
 
-Modules: this one (search loop, registration), `propagation_rules` (the rules above) and
-`propagation9` (the 9x9 kernel), with the bit helpers of `solvers.bits`. The registered
-`kernel` is a thin Python function choosing between the two `@njit` kernels. numba stamps
-an on-disk cache with the function's own source file only, so `_tie_caches` below makes
-the caches of the functions compiled across these files depend on all of them.
+Modules: this one (search loop, registration), `propagation_rules` (the rules above),
+`propagation9` and `propagation16` (the 9x9 and 16x16 kernels), with the bit helpers of
+`solvers.bits`. The registered `kernel` is a thin Python function choosing between the
+`@njit` kernels. numba stamps an on-disk cache with the function's own source file only,
+so `_tie_caches` below makes the caches of the functions compiled across these files
+depend on all of them.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from solvers.bits import popcount as _popcnt
 from solvers.bits import rng_init as _rng_init
 from solvers.bits import rng_next as _rng_next
 from solvers.clock import monotonic_ns
-from solvers.exact import propagation9, propagation_rules
+from solvers.exact import propagation9, propagation16, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
 from solvers.exact.propagation9 import _pick, kernel9
 from solvers.exact.propagation_rules import JIT, luby, propagate
@@ -348,8 +351,9 @@ _tie_caches(
         propagation_rules._fish,
         luby,
         kernel9,
+        propagation16.kernel16,
     ],
-    [propagation9, propagation_rules, bits],
+    [propagation9, propagation16, propagation_rules, bits],
 )
 
 
@@ -364,12 +368,68 @@ _NO_CARRY = np.zeros(0, dtype=np.int64)
 
 def kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
     """The propagation kernel (common exact signature after `tables(box)`): 9x9 grids with
-    3x3 boxes go to the band kernel, every other shape to the generic one (both @njit),
-    which also takes a `carry` (see `resumable`)."""
+    3x3 boxes go to the band kernel, 16x16 grids with 4x4 boxes to theirs first (see
+    `kernel16_first`), every other shape, and any call with a `carry` (see `resumable`), to
+    the generic one (all @njit)."""
     if r == 3 and c == 3:
         kernel9(*args)
+    elif r == 4 and c == 4 and carry is None:
+        kernel16_first(r, c, units, cell_units, peers, *args)
     else:
         generic_kernel(r, c, units, cell_units, peers, *args, carry=carry)
+
+
+_PERM16 = propagation16.build_perm16()
+_NCONF16 = propagation16.build_nconf16()
+HANDOFF_NODES = 1000  # nodes of the 16x16 band kernel before the generic kernel takes a puzzle over
+
+
+def kernel16_first(r, c, units, cell_units, peers, *args):  # type: ignore[no-untyped-def]
+    """16x16 (4x4 boxes): the band kernel of `propagation16` on every puzzle with a budget of
+    HANDOFF_NODES nodes, then the generic kernel from scratch on those it left open (its
+    conflict-weighted branching and restarts suit hard puzzles; on acs 16x16 4 of 2000 go
+    over). A puzzle's counters and time add up both runs; the caller's node budget and time
+    limit hold for the sum."""
+    givens, limit, keep, max_nodes, time_limit_ns, deadline_ns, seed, stop = args[:8]
+    sols, counts, status, nodes, guesses, ns = args[8:]
+    first = HANDOFF_NODES if max_nodes == 0 else min(max_nodes, HANDOFF_NODES)
+    propagation16.kernel16(_PERM16, _NCONF16, givens, limit, keep, np.int64(first), *args[4:])
+    if first == max_nodes:  # the caller's budget, not the hand-off's
+        return
+    for i in np.flatnonzero(status == BUDGET):
+        if stop[0] != 0:
+            status[i] = STOPPED
+            continue
+        tl = np.int64(0)
+        if time_limit_ns > 0:
+            tl = np.int64(time_limit_ns - ns[i])
+            if tl <= 0:
+                status[i] = TIMEOUT
+                continue
+        budget = np.int64(0 if max_nodes == 0 else max(1, max_nodes - nodes[i]))
+        spent_nodes, spent_guesses, spent_ns = nodes[i], guesses[i], ns[i]
+        sols[i] = 0  # the generic kernel counts from scratch
+        sl = slice(i, i + 1)
+        rest = (sols[sl], counts[sl], status[sl], nodes[sl], guesses[sl], ns[sl])
+        generic_kernel(
+            r,
+            c,
+            units,
+            cell_units,
+            peers,
+            givens[sl],
+            limit,
+            keep,
+            budget,
+            tl,
+            deadline_ns,
+            seed,
+            stop,
+            *rest,
+        )
+        nodes[i] += spent_nodes
+        guesses[i] += spent_guesses
+        ns[i] += spent_ns
 
 
 def generic_kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
@@ -422,7 +482,8 @@ PROPAGATION = register(
         kernel,
         tables,
         "singles, locked candidates (and all-different consistency and fish from 25x25) + conflict-weighted "
-        "MRV depth-first search; band-wise bitboard kernel for 9x9",
+        "MRV depth-first search; for 9x9 a bitboard kernel with triads, branching on band configurations; "
+        "for 16x16 a bitboard kernel first",
         resumable=resumable,
     )
 )

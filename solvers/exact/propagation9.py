@@ -1,10 +1,12 @@
-"""The 9x9 (3x3 boxes) kernel of `propagation`: band-wise bitboards per digit.
+"""The 9x9 (3x3 boxes) kernel of `propagation`: band-wise bitboards per digit, triads, and
+branching on a digit's configurations in a band (tdoku's heuristic).
 
 Same contract, statuses and counters as the generic kernel of `propagation`, which
 dispatches here. The representation follows the band idea of ZhouSolve / JCZSolve
 (written from scratch here): for each digit d and band b (three rows of boxes) one
-27-bit word f[3d+b] holds the cells of the band where d is still possible (bit
-9*row_in_band + column). Per search node:
+27-bit word f[9b+d] holds the cells of the band where d is still possible (bit
+9*row_in_band + column). Per puzzle the givens are placed at once in straight-line code
+(each leaves its row, box, column and cell); per search node, to a fixpoint:
 
 * band update of a changed word: its 3x3 "row r meets box k" occupancy is reduced to the
   union of the permutations it contains (a digit sits once in each row and once in each
@@ -14,8 +16,18 @@ dispatches here. The representation follows the band idea of ZhouSolve / JCZSolv
 * stack update of a changed digit: the same permutation filter on (band x column) inside
   each stack (locked candidates along columns), then hidden singles in columns;
 * naked singles and empty cells: bit-sliced counts of the nine words of a band;
-* branching on a cell with two candidates when there is one (else the fewest), with an
-  explicit stack of 30-word snapshots (depth <= 81).
+* triads, once singles stop and cells are open: a minirow (the three cells where a row
+  meets a box) and a minicolumn hold exactly three digits, so three possible digits are all
+  certain there (they leave the rest of its line and box), three certain ones push the
+  others out of its cells, fewer than three possible (or more than three certain) is a
+  contradiction. The filtered occupancies are kept per digit (`occ`, 54 bits: the
+  minirows of the three bands, the minicolumns of the three stacks), so a fixpoint reads
+  nine words;
+* branching: of the six bands (rows and stacks) the one with the fewest configurations
+  (the permutations above, summed over digits) still open, and in it a digit with the
+  fewest, two if any; each configuration is tried in turn, with an explicit stack of
+  39-word snapshots (depth <= 81). `guesses` counts binary branch points (every
+  alternative tried but the last), as tdoku counts its guesses.
 
 Hot code is written inline in the kernel on purpose: a numba call that passes arrays
 costs reference-count updates on every call, which here would cost more than the work.
@@ -39,6 +51,10 @@ _ZERO = np.uint64(0)
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
 _DIGITS = np.uint64(0x1FF)
+# Switches to measure a rule's cost against the guesses it saves (docs/decisions.md); compiled
+# in as constants, so after flipping one run `make clean-cache`.
+TRIADS = True
+CONFIG_BRANCH = True  # else branch on a cell with two candidates (else the fewest)
 _CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
 
 
@@ -62,6 +78,81 @@ def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _SHRINK, _PERM27, _PERM9 = _build_tables()  # frozen into the compiled code as constants
+
+
+def _build_triad_tables() -> tuple[np.ndarray, ...]:
+    """(must9, solo9, mini27, linebox27, col27, boxother27) for the triad rule (see `_triads`)."""
+    must9 = np.zeros(512, dtype=np.uint64)
+    solo9 = np.zeros(512, dtype=np.uint64)
+    for s in range(512):
+        m = 0
+        for i in range(3):
+            line = (s >> (3 * i)) & 7
+            if line and line & (line - 1) == 0:
+                m |= line << (3 * i)
+                solo9[s] |= line << (3 * i)
+        for j in range(3):
+            col = [(s >> (3 * i + j)) & 1 for i in range(3)]
+            if sum(col) == 1:
+                m |= 1 << (3 * col.index(1) + j)
+        must9[s] = m
+    mini27 = np.zeros(9, dtype=np.uint64)
+    linebox27 = np.zeros(9, dtype=np.uint64)
+    col27 = np.zeros(9, dtype=np.uint64)
+    boxother27 = np.zeros(9, dtype=np.uint64)
+    for p in range(9):
+        r, k = divmod(p, 3)
+        mini = 7 << (9 * r + 3 * k)
+        boxm = sum(7 << (9 * i + 3 * k) for i in range(3))
+        mini27[p] = mini
+        linebox27[p] = ((0x1FF << (9 * r)) | boxm) & ~mini
+        col = sum(1 << (9 * i + p) for i in range(3))
+        col27[p] = col
+        boxother27[p] = sum(7 << (9 * i + 3 * (p // 3)) for i in range(3)) & ~col
+    return must9, solo9, mini27, linebox27, col27, boxother27
+
+
+_MUST9, _SOLO9, _MINI27, _LINEBOX27, _COL27, _BOXOTHER27 = _build_triad_tables()
+_FULL54 = np.uint64((1 << 54) - 1)
+
+
+def _build_config_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(permset, pcells27, skeep): permset[s] = the 6-bit set of permutations (of `_PERMS`)
+    inside the 3x3 occupancy s; pcells27[p] = the band cells of permutation p (row i in box
+    p[i]); skeep[(3t + p) * 3 + i] = what band i keeps when stack t takes permutation p (band i
+    in column 3t + p[i] of the stack)."""
+    perms = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
+    permset = np.zeros(512, dtype=np.uint64)
+    for s_ in range(512):
+        for k, q in enumerate(perms):
+            if all((s_ >> (3 * i + q[i])) & 1 for i in range(3)):
+                permset[s_] |= 1 << k
+    pcells27 = np.array([sum(7 << (9 * i + 3 * q[i]) for i in range(3)) for q in perms], dtype=np.uint64)
+    skeep = np.zeros(3 * 6 * 3, dtype=np.uint64)
+    band = (1 << 27) - 1
+    for t in range(3):
+        stack = sum(7 << (9 * i + 3 * t) for i in range(3))
+        for k, q in enumerate(perms):
+            for i in range(3):
+                col = sum(1 << (9 * r + 3 * t + q[i]) for r in range(3))
+                skeep[(6 * t + k) * 3 + i] = (band & ~stack) | col
+    return permset, pcells27, skeep
+
+
+_PERMSET, _PCELLS27, _SKEEP = _build_config_tables()
+_NCONF = np.array([bin(int(x)).count("1") for x in _PERMSET], dtype=np.int64)
+_TOP = np.uint64(1 << 26)  # keeps ctz inside a band whatever the word
+_NOT_PEERS = np.array(
+    [((1 << 27) - 1) & ~((0x1FF << (9 * (p // 9))) ^ (1 << p)) for p in range(27)], dtype=np.uint64
+)
+_LINES3 = np.array(
+    [sum(0x1FF << (9 * r) for r in range(3) if (k >> r) & 1) for k in range(8)], dtype=np.uint64
+)
+_BOXES9 = np.array(
+    [sum(7 << (3 * t) for t in range(3) if (k >> (3 * t)) & 7) for k in range(512)], dtype=np.uint64
+)
+_DSPREAD = np.uint64(1 | (1 << 9) | (1 << 18))  # a digit's three words in `todo`
+_G3 = np.uint64(sum(1 << (3 * g) for g in range(18)))  # the low bit of each group of three
 
 
 @njit(cache=True, nogil=True)
@@ -96,6 +187,14 @@ def _columns(a):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def _rows3(a):  # type: ignore[no-untyped-def]
+    """The 3-bit set of the rows where a band word has a bit."""
+    r0 = np.uint64((a & _ROW) != _ZERO)
+    r1 = np.uint64((a & (_ROW << np.uint64(9))) != _ZERO)
+    return r0 | (r1 << _ONE) | (np.uint64((a >> np.uint64(18)) != _ZERO) << np.uint64(2))
+
+
+@njit(cache=True, nogil=True)
 def _twice(a):  # type: ignore[no-untyped-def]
     """The 9-bit set of columns where a band word has two or three bits."""
     r0, r1, r2 = a & _ROW, (a >> np.uint64(9)) & _ROW, a >> np.uint64(18)
@@ -109,13 +208,14 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
     alone in the band row of a column's only cell). -> (ok, a0, a1, a2)."""
     seven = np.uint64(7)
     c0, c1, c2 = _columns(a0), _columns(a1), _columns(a2)
-    k0, k1, k2 = _ZERO, _ZERO, _ZERO
+    k0, k1, k2, vs = _ZERO, _ZERO, _ZERO, _ZERO
     for k in range(3):
         sh = np.uint64(3 * k)
         s = ((c0 >> sh) & seven) | (((c1 >> sh) & seven) << np.uint64(3))
         m = _PERM9[s | (((c2 >> sh) & seven) << np.uint64(6))]
         if m == _ZERO:
-            return False, a0, a1, a2
+            return False, a0, a1, a2, vs
+        vs |= m << np.uint64(9 * k)
         k0 |= (m & seven) << sh
         k1 |= ((m >> np.uint64(3)) & seven) << sh
         k2 |= ((m >> np.uint64(6)) & seven) << sh
@@ -136,7 +236,98 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
             a1 = a
         else:
             a2 = a
-    return True, a0, a1, a2
+    return True, a0, a1, a2, vs
+
+
+@njit(cache=True, nogil=True)
+def _certain(w):  # type: ignore[no-untyped-def]
+    """The bits of an occupancy word alone in their group of three: a line of a 3x3
+    occupancy with a single place left holds the digit there in every configuration."""
+    b0, b1, b2 = w & _G3, (w >> _ONE) & _G3, (w >> np.uint64(2)) & _G3
+    one = (b0 ^ b1 ^ b2) & ~(b0 & b1 & b2)
+    return w & (one | (one << _ONE) | (one << np.uint64(2)))
+
+
+@njit(cache=True, nogil=True)
+def _triads(f, occ):  # type: ignore[no-untyped-def]
+    """The triad rule: a minirow (minicolumn) holds exactly three digits. -> (ok, todo, dd):
+    with three possible digits they are all certain there (they leave the rest of its line and
+    box); with three certain ones the others leave its cells. `occ[d]` is digit d's
+    occupancy word (see the kernel), up to date at a fixpoint."""
+    p1, p2, p3, p4 = _ZERO, _ZERO, _ZERO, _ZERO
+    m1, m2, m3, m4 = _ZERO, _ZERO, _ZERO, _ZERO
+    for d in range(9):
+        w = occ[d]
+        m = _certain(w)
+        p4 |= p3 & w
+        p3 |= p2 & w
+        p2 |= p1 & w
+        p1 |= w
+        m4 |= m3 & m
+        m3 |= m2 & m
+        m2 |= m1 & m
+        m1 |= m
+    if (_FULL54 & ~p3) != _ZERO or m4 != _ZERO:
+        return False, _ZERO, _ZERO
+    x = p3 & ~p4 & ~m3
+    y = m3 & p4
+    todo, dd = _ZERO, _ZERO
+    if (x | y) == _ZERO:
+        return True, todo, dd
+    for d in range(9):
+        w = occ[d]
+        m = _certain(w)
+        a = w & x & ~m
+        r = w & y & ~m
+        if (a | r) == _ZERO:
+            continue
+        while a:  # certain from now on
+            bit = _ctz(a)
+            a &= a - _ONE
+            if bit < 27:
+                f[9 * (bit // 9) + d] &= ~_LINEBOX27[bit % 9]
+            else:
+                t, i, j = (bit - 27) // 9, ((bit - 27) % 9) // 3, (bit - 27) % 3
+                c = 3 * t + j
+                for b2 in range(3):
+                    f[9 * b2 + d] &= ~(_BOXOTHER27[c] if b2 == i else _COL27[c])
+        while r:  # out
+            bit = _ctz(r)
+            r &= r - _ONE
+            if bit < 27:
+                f[9 * (bit // 9) + d] &= ~_MINI27[bit % 9]
+            else:
+                t, i, j = (bit - 27) // 9, ((bit - 27) % 9) // 3, (bit - 27) % 3
+                f[9 * i + d] &= ~_COL27[3 * t + j]
+        todo |= _DSPREAD << np.uint64(d)
+        dd |= _ONE << np.uint64(d)
+    return True, todo, dd
+
+
+@njit(cache=True, nogil=True)
+def _choose_config(occ):  # type: ignore[no-untyped-def]
+    """Where to branch: of the six bands (0-2 rows, 3-5 stacks) the unfixed one with the fewest
+    digit configurations, and in it a digit with the fewest (two if any). -> (band, digit,
+    configurations as a 6-bit set), band -1 when every band is fixed."""
+    best, bb = 1000, -1
+    for k in range(6):
+        sh = np.uint64(9 * k)
+        tot = 0
+        for d in range(9):
+            tot += _NCONF[(occ[d] >> sh) & _ROW]
+        if 9 < tot < best:
+            best, bb = tot, k
+    if bb < 0:
+        return -1, 0, _ZERO
+    sh = np.uint64(9 * bb)
+    bd, bc = 0, 7
+    for d in range(9):
+        pc = _NCONF[(occ[d] >> sh) & _ROW]
+        if 1 < pc < bc:
+            bd, bc = d, pc
+            if pc == 2:
+                break
+    return bb, bd, _PERMSET[(occ[bd] >> sh) & _ROW]
 
 
 @njit(cache=True, nogil=True)
@@ -163,12 +354,15 @@ def kernel9(
     f = np.empty(27, dtype=np.uint64)
     u = np.empty(3, dtype=np.uint64)
     pairs = np.empty(3, dtype=np.uint64)
-    stk = np.empty((82, 30), dtype=np.uint64)  # the 27 words and 3 unsolved masks per level
+    occ = np.empty(9, dtype=np.uint64)
+    clue = np.empty(33, dtype=np.uint64)  # the givens' cells: slot 11b + v (v 0 blank, 10 above 9)
+    stk = np.empty((82, 39), dtype=np.uint64)  # the 27 words, 3 unsolved masks and occ per level
     stk_b = np.empty(82, dtype=np.int64)
     stk_lb = np.empty(82, dtype=np.uint64)
     stk_rem = np.empty(82, dtype=np.uint64)
+    now = monotonic_ns()  # one clock read a puzzle: a puzzle's end is the next one's start
     for i in range(nb):
-        t0 = monotonic_ns()
+        t0 = now
         end_ns = deadline_ns
         if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
             end_ns = t0 + time_limit_ns
@@ -177,19 +371,35 @@ def kernel9(
             break
         if end_ns != 0 and t0 >= end_ns:
             out_status[i] = TIMEOUT
-            out_ns[i] = monotonic_ns() - t0
+            now = monotonic_ns()
+            out_ns[i] = now - t0
             continue
-        rng = _rng_init(seed, i)
-        for k in range(27):
-            f[k] = _BAND
-        u[0], u[1], u[2] = _BAND, _BAND, _BAND
-        for x in range(81):
-            v = np.int64(givens[i, x])
-            if v > 9:
-                f[0] = _ZERO  # not a 9x9 value: report the puzzle unsolvable
-            elif v != 0:  # keep the digit alone in its band row: the band update does the rest
-                b = x // 27
-                f[3 * (v - 1) + b] &= ~_row_peers(_ONE << np.uint64(x - 27 * b))
+        rng = _rng_init(seed, i) if seed != 0 else _ONE  # the stream only serves a seed
+        for k in range(33):
+            clue[k] = _ZERO
+        row = givens[i]
+        for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
+            for p in range(27):
+                clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= _ONE << np.uint64(p)
+        if (clue[10] | clue[21] | clue[32]) != _ZERO:
+            clue[1] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
+        # the givens placed at once: each leaves its row, box and column and the other digits its cell
+        g0, g1, g2 = _ZERO, _ZERO, _ZERO
+        for d in range(9):
+            g0 |= clue[d + 1]
+            g1 |= clue[d + 12]
+            g2 |= clue[d + 23]
+        for d in range(9):
+            c0, c1, c2 = clue[d + 1], clue[d + 12], clue[d + 23]
+            cols = _spread(_columns(c0 | c1 | c2))
+            for b in range(3):
+                c = c0 if b == 0 else (c1 if b == 1 else c2)
+                g = g0 if b == 0 else (g1 if b == 1 else g2)
+                out = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
+                f[9 * b + d] = _BAND & (~out | c)
+        for k in range(9):
+            occ[k] = _FULL54
+        u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
         todo = _BAND  # words waiting for a band update
         dd = _DIGITS  # digits waiting for a stack update
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
@@ -202,16 +412,19 @@ def kernel9(
                     j = _ctz(ahead if ahead else todo)
                     pos = np.uint64(j + 1)
                     todo &= ~(_ONE << np.uint64(j))
-                    d = j // 3
-                    b = j - 3 * d
+                    b = j // 9
+                    d = j - 9 * b
                     a = f[j]
                     s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
-                    a2 = a & _PERM27[s | (_SHRINK[a >> eighteen] << np.uint64(6))]
+                    s |= _SHRINK[a >> eighteen] << np.uint64(6)
+                    a2 = a & _PERM27[s]
                     if a2 == _ZERO:
                         ok = False
                         break
                     dd |= np.uint64(a2 != a) << np.uint64(d)
                     f[j] = a2
+                    sh = np.uint64(9 * b)
+                    occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
                     r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
                     single = _ZERO
                     if (r0 & (r0 - _ONE)) == _ZERO:
@@ -224,17 +437,17 @@ def kernel9(
                     if new == _ZERO:
                         continue
                     u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
+                    base, chm = 9 * b, _ZERO  # the band's nine words lie side by side: one vector loop
                     for d2 in range(9):  # flags computed without branches: they are unpredictable
-                        j2 = 3 * d2 + b
-                        x = f[j2]
+                        x = f[base + d2]
                         y = x & ~new if d2 != d else x
-                        f[j2] = y
-                        ch = np.uint64(x != y)
-                        todo |= ch << np.uint64(j2)
-                        dd |= ch << np.uint64(d2)
+                        f[base + d2] = y
+                        chm |= np.uint64(x != y) << np.uint64(d2)
+                    todo |= chm << np.uint64(base)
+                    dd |= chm
                     cols = _spread(_columns(new))
                     for k in range(1, 3):
-                        j2 = 3 * d + (b + k) % 3
+                        j2 = 9 * ((b + k) % 3) + d
                         x = f[j2]
                         f[j2] = x & ~cols
                         ch = np.uint64((x & cols) != _ZERO)
@@ -248,16 +461,16 @@ def kernel9(
                     while cur:
                         d = _ctz(cur)
                         cur &= cur - _ONE
-                        j = 3 * d
-                        good, x0, x1, x2 = _stack_update(f[j], f[j + 1], f[j + 2], u[0], u[1], u[2])
+                        good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
                         if not good:
                             ok = False
                             break
-                        ch = np.uint64(x0 != f[j]) | (np.uint64(x1 != f[j + 1]) << _ONE)
-                        ch |= np.uint64(x2 != f[j + 2]) << np.uint64(2)
-                        f[j], f[j + 1], f[j + 2] = x0, x1, x2
+                        ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
+                        ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
+                        f[d], f[d + 9], f[d + 18] = x0, x1, x2
+                        occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
                         if ch:
-                            todo |= ch << np.uint64(j)
+                            todo |= ch << np.uint64(d)
                             dd |= _ONE << np.uint64(d)
                     if not ok:
                         break
@@ -268,7 +481,7 @@ def kernel9(
                     ub = u[b]
                     one, two, three = _ZERO, _ZERO, _ZERO
                     for d in range(9):
-                        x = f[3 * d + b]
+                        x = f[9 * b + d]
                         three |= two & x
                         two |= one & x
                         one |= x
@@ -281,22 +494,30 @@ def kernel9(
                         continue
                     found = True
                     for d in range(9):
-                        x = f[3 * d + b] & ns
+                        x = f[9 * b + d] & ns
                         if x:
-                            todo |= _ONE << np.uint64(3 * d + b)
+                            todo |= _ONE << np.uint64(9 * b + d)
                             dd |= _ONE << np.uint64(d)
                         while x:
                             lb = x & (~x + _ONE)
                             x ^= lb
-                            f[3 * d + b] &= ~_row_peers(lb)
-                if not found:
+                            f[9 * b + d] &= ~_row_peers(lb)
+                if not ok:
                     break
+                if not found:
+                    if not TRIADS or (u[0] | u[1] | u[2]) == _ZERO:  # singles finished it
+                        break
+                    ok, todo, dd = _triads(f, occ)
+                    if not ok or (todo == _ZERO):
+                        break
             if ok and (u[0] | u[1] | u[2]) == _ZERO:  # every cell placed: a solution
-                if count < keep:
+                if count < keep:  # each word holds one cell per row of its band: loops of fixed length
+                    grid = out_solutions[i, count]
                     for j in range(27):
                         x = f[j]
-                        while x:
-                            out_solutions[i, count, 27 * (j % 3) + _ctz(x)] = j // 3 + 1
+                        base, val = 27 * (j // 9), j % 9 + 1
+                        for _ in range(3):
+                            grid[base + _ctz(x | _TOP)] = val
                             x &= x - _ONE
                 count += 1
                 if count >= limit:
@@ -306,53 +527,61 @@ def kernel9(
             if max_nodes > 0 and nodes >= max_nodes and (ok or depth > 0):
                 status = BUDGET
                 break
-            if ok:  # branch: a cell with two candidates if any, else one with the fewest
-                npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2])
-                b, lb = 0, _ZERO
-                if npairs > 0:
-                    k = 0
-                    if seed != 0:
-                        rng = _rng_next(rng)
-                        k = np.int64(rng % np.uint64(npairs))
-                    for b in range(3):
-                        pc = _popcnt(pairs[b])
-                        if k < pc:
-                            lb = _pick(pairs[b], np.uint64(k))
-                            break
-                        k -= pc
-                else:
-                    best, ties = 10, 0
-                    for b2 in range(3):
-                        rest = u[b2]
-                        while rest:
-                            lb2 = rest & (~rest + _ONE)
-                            rest ^= lb2
-                            pc = 0
-                            for d in range(9):
-                                pc += np.int64((f[3 * d + b2] & lb2) != _ZERO)
-                            if pc < best:
-                                best, b, lb, ties = pc, b2, lb2, 1
-                            elif pc == best and seed != 0:
-                                ties += 1
-                                rng = _rng_next(rng)
-                                if rng % np.uint64(ties) == _ZERO:
-                                    b, lb = b2, lb2
-                m = _ZERO
-                for d in range(9):
-                    m |= np.uint64((f[3 * d + b] & lb) != _ZERO) << np.uint64(d)
+            if ok:  # branch
+                b, lb, m = -1, _ZERO, _ZERO
+                if CONFIG_BRANCH:
+                    kb, kd, km = _choose_config(occ)
+                    if kb >= 0:
+                        b, lb, m = 3 + kb, np.uint64(kd), km
+                if b < 0:  # a cell with two candidates if any, else one with the fewest
+                    npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2])
+                    b = 0
+                    if npairs > 0:
+                        k = 0
+                        if seed != 0:
+                            rng = _rng_next(rng)
+                            k = np.int64(rng % np.uint64(npairs))
+                        for b2 in range(3):
+                            pc = _popcnt(pairs[b2])
+                            if k < pc:
+                                b, lb = b2, _pick(pairs[b2], np.uint64(k))
+                                break
+                            k -= pc
+                    else:
+                        best, ties = 10, 0
+                        for b2 in range(3):
+                            rest = u[b2]
+                            while rest:
+                                lb2 = rest & (~rest + _ONE)
+                                rest ^= lb2
+                                pc = 0
+                                for d in range(9):
+                                    pc += np.int64((f[9 * b2 + d] & lb2) != _ZERO)
+                                if pc < best:
+                                    best, b, lb, ties = pc, b2, lb2, 1
+                                elif pc == best and seed != 0:
+                                    ties += 1
+                                    rng = _rng_next(rng)
+                                    if rng % np.uint64(ties) == _ZERO:
+                                        b, lb = b2, lb2
+                    for d in range(9):
+                        m |= np.uint64((f[9 * b + d] & lb) != _ZERO) << np.uint64(d)
                 for k in range(27):
                     stk[depth, k] = f[k]
+                for k in range(9):
+                    stk[depth, 30 + k] = occ[k]
                 stk[depth, 27], stk[depth, 28], stk[depth, 29] = u[0], u[1], u[2]
                 stk_b[depth] = b
                 stk_lb[depth] = lb
                 depth += 1
-                guesses += 1
             else:  # back to the deepest branch with a digit left to try
                 if depth == 0:
                     break
                 depth -= 1
                 for k in range(27):
                     f[k] = stk[depth, k]
+                for k in range(9):
+                    occ[k] = stk[depth, 30 + k]
                 u[0], u[1], u[2] = stk[depth, 27], stk[depth, 28], stk[depth, 29]
                 b = stk_b[depth]
                 lb = stk_lb[depth]
@@ -363,6 +592,8 @@ def kernel9(
                 rng = _rng_next(rng)
                 v = _pick(m, rng)
             stk_rem[depth - 1 if ok else depth] = m & ~v
+            if m != v:  # a binary branch point: this alternative, or one of the others
+                guesses += 1
             if ok or m != v:
                 depth += 0 if ok else 1  # keep the level while digits are left to try
             nodes += 1
@@ -373,15 +604,28 @@ def kernel9(
                 if end_ns != 0 and monotonic_ns() >= end_ns:
                     status = TIMEOUT
                     break
-            d = _ctz(v)
-            f[3 * d + b] &= ~_row_peers(lb)
-            todo = _ONE << np.uint64(3 * d + b)
+            if b < 3:  # a digit in a cell
+                d = _ctz(v)
+                f[9 * b + d] &= ~_row_peers(lb)
+                todo = _ONE << np.uint64(9 * b + d)
+            elif b < 6:  # a configuration of a digit in a band of rows
+                d = np.int64(lb)
+                f[9 * (b - 3) + d] &= _PCELLS27[_ctz(v)]
+                todo = _ONE << np.uint64(9 * (b - 3) + d)
+            else:  # ... in a stack
+                d = np.int64(lb)
+                k = 3 * (6 * (b - 6) + _ctz(v))
+                f[d] &= _SKEEP[k]
+                f[d + 9] &= _SKEEP[k + 1]
+                f[d + 18] &= _SKEEP[k + 2]
+                todo = _DSPREAD << np.uint64(d)
             dd = _ONE << np.uint64(d)
         out_counts[i] = count
         out_status[i] = status
         out_nodes[i] = nodes
         out_guesses[i] = guesses
-        out_ns[i] = monotonic_ns() - t0
+        now = monotonic_ns()
+        out_ns[i] = now - t0
         if status == STOPPED:
             _fill(out_status, i + 1, STOPPED, out_status.shape[0] - i - 1)
             break

@@ -1,0 +1,124 @@
+"""The one way a chunk is run, wherever it runs: count the delivery, read what is answered, solve the
+rest, publish each part as it is found.
+
+A Celery worker (`worker.tasks`), an embedded local process or the client's own process
+(`client.transport`), and the web page's one-puzzle solve all call `run_chunk` with their
+`ChunkPort`: where the run meets its job (Redis for workers, the client's memory for local
+processes, a list for one puzzle). Publishing is idempotent per row: a port refuses a part
+whose rows are answered already, and a redelivered chunk solves only the rows no part
+answered, so every input line gets exactly one record however often a chunk is delivered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from pipeline.result import ChunkResult
+from pipeline.solve import failed_parts, solve_parts
+from pipeline.stop import StopPoller
+from pipeline.tasks import ChunkTask
+from solvers.result import Status
+
+STOP_POLL_S = 0.25
+
+
+class ChunkPort(Protocol):
+    """Where one chunk's run meets its job."""
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        """Count one more delivery of the chunk; its count, or None when the job is stopped or gone."""
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        """(first row, rows) of every part published for the chunk; None once the chunk is complete."""
+
+    def publish(self, part: ChunkResult) -> bool:
+        """Publish a part; False (not written) when any of its rows is answered already or the job stopped."""
+
+    def stopped(self, job: str) -> bool:
+        """True once the job was stopped (purged): its solvers give up."""
+
+
+def unanswered(n: int, published: list[tuple[int, int]]) -> list[int]:
+    """The rows of a chunk of `n` puzzles no published part holds."""
+    todo = np.ones(n, dtype=bool)
+    for row, count in published:
+        todo[row : row + count] = False
+    return np.flatnonzero(todo).tolist()
+
+
+def run_chunk(
+    port: ChunkPort,
+    task: ChunkTask,
+    *,
+    max_attempts: int | None = None,
+    escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
+    poll_s: float = STOP_POLL_S,
+    attempts: int | None = None,
+) -> int:
+    """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left).
+
+    The delivery is counted first (unless the caller did: `attempts`): a chunk whose process
+    died `max_attempts` times is answered with `error` for its unanswered rows instead of being
+    tried forever. While it is solved, a poller watches the job's stop (a purge): the solvers
+    give up at their next slice and the port writes nothing more. `escalation` (task, stop flag)
+    is the context of a chunk racing its slow puzzles on idle processes too (`pipeline.escalation`).
+    """
+    if attempts is None:
+        attempts = port.count_delivery(task.job, task.chunk)
+    if attempts is None:
+        return 0  # purged or expired: nobody is waiting for this chunk
+    published = port.answered(task.job, task.chunk)
+    if published is None:
+        return 0  # complete: a delivery after every part was published
+    rows = unanswered(len(task), published)
+    if not rows:
+        return 0
+    answered = [0]
+
+    def publish(part: ChunkResult) -> None:
+        if port.publish(part):
+            answered[0] += len(part)
+
+    if max_attempts is not None and attempts > max_attempts:
+        reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+        for part in failed_parts(task, reason, Status.ERROR, rows):
+            publish(part)
+        return answered[0]
+    with StopPoller(lambda: port.stopped(task.job), poll_s) as poller:
+        races = escalation(task, poller.flag) if escalation is not None and task.escalate_after else None
+        with races if races is not None else contextlib.nullcontext() as running:
+            solve_parts(task, rows, publish, poller.flag, running)
+    return answered[0]
+
+
+def fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status = Status.ERROR) -> int:
+    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit)."""
+    published = port.answered(task.job, task.chunk)
+    if published is None:
+        return 0
+    rows = unanswered(len(task), published)
+    return sum(len(p) for p in failed_parts(task, reason, status, rows) if port.publish(p)) if rows else 0
+
+
+class ListPort:
+    """A port that keeps the parts of one run in a list (one puzzle for the web page; tests)."""
+
+    def __init__(self) -> None:
+        self.parts: list[ChunkResult] = []
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return 1
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return [(p.header.row, len(p)) for p in self.parts if p.header.chunk == chunk]
+
+    def publish(self, part: ChunkResult) -> bool:
+        self.parts.append(part)
+        return True
+
+    def stopped(self, job: str) -> bool:
+        return False

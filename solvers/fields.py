@@ -1,0 +1,116 @@
+"""The one description of a result: a row per field, from which every form of a result is derived.
+
+Why one table: a result used to take four forms (`SolveResult`, the pipeline's columns, the
+rendered records, `Record`) described in seven modules, so a new field meant seven edits that
+could disagree. Now `solvers.result.SolveResult`, `pipeline.render.record.Record`, the race's
+`RaceEntry`, the wire's columns, the CSV header and the Parquet schema are built from `FIELDS`,
+and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
+Parquet, `Record`) disagrees with it. A new field is a row here, the solver that sets it, and
+(when it is a new kind of value) a case in the compiled writer.
+
+Plain data, no numpy and no pyarrow: the solvers, the pipeline and the tests all read it.
+
+What the counted fields mean (one thing each, whatever the solver):
+- `nodes`: the work of the member named in `solver`: search nodes for the exact kernels
+  (propagation, backtracking, digitwise, exact_cover), decisions for the SAT modes,
+  iterations for the stochastic members (annealing, evolution, progressive); 0 with no solver.
+- `guesses`: that member's branching decisions (exact: choices of a value for a cell; SAT:
+  its decisions; stochastic: 0).
+- `restarts`: that member's runs beyond its first (a race's Luby restarts, a SAT member's
+  calls after the first, a stochastic member's reseeded runs); 0 on the batch path (one
+  kernel call) and with no solver. Every member's own figures are in `counters`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a result: how each form holds it.
+
+    `kind` says how the value is held and written: `int` (an integer column), `text` (a UTF-8
+    text column, null as the empty text when `nullable`), `status` (a status code, written as
+    its name), `name` (a solver id into the chunk's names, written as the name), `fixed` (a
+    fixed-point integer of `decimals` decimals, written as a decimal), `counters` (per-solver
+    counters: a JSON object; its JSON text in CSV and Parquet), `input` (the chunk's input name),
+    `position` (a run-length coded position: `line`, `index`).
+    """
+
+    name: str  # the record field: JSON key, CSV column, Parquet column
+    kind: str
+    nullable: bool = False
+    parquet: str = "int64"  # the Arrow type of its Parquet column: int64, float64 or string
+    dictionary: bool = False  # Parquet dictionary-encodes it (few distinct values)
+    statistics: bool = False  # Parquet keeps its min/max
+    decimals: int = 0  # `fixed` fields: digits after the point
+    record: bool = True  # a field of the record (False: of SolveResult only)
+    result: str | None = None  # its SolveResult attribute (None: the pipeline sets it: a position)
+    result_type: Any = None  # the attribute's type, as SolveResult declares it
+    result_default: Any = None  # the attribute's default (SolveResult's order is RESULT_ORDER)
+    raced: bool = False  # a helper racing the puzzle for another process posts it (`RaceEntry`)
+    doc: str = ""
+
+
+TIME_DECIMALS = 4  # `time_ms` is written to 0.1 µs
+COUNTER_DECIMALS = 6  # counter times (ms) are written to 1 ns
+
+FIELDS: tuple[Field, ...] = (
+    Field("line", "position", statistics=True, doc="1-based input line where the puzzle starts"),
+    Field("input", "input", parquet="string", dictionary=True, doc="the input's name"),
+    Field("index", "position", statistics=True, doc="0-based position among the job's puzzles"),
+    Field("puzzle", "text", parquet="string", result="puzzle", result_type="str", result_default="",
+          doc="the puzzle as given (one line)"),
+    Field("status", "status", parquet="string", dictionary=True, result="status", result_type="Status",
+          result_default=None, raced=True, doc="solved, unsolvable, timeout, approximate, invalid, error"),
+    Field("solution", "text", nullable=True, parquet="string", result="solution", result_type="str | None",
+          raced=True, doc="the grid in the input's notation; null when none"),
+    Field("cost", "int", nullable=True, statistics=True, result="cost", result_type="int | None",
+          doc="0 for a valid grid; the approximate grid's cost; null when no grid"),
+    Field("solver", "name", nullable=True, parquet="string", dictionary=True, result="solver",
+          result_type="str | None", raced=True, doc="the member that answered"),
+    Field("time_ms", "fixed", nullable=True, parquet="float64", statistics=True, decimals=TIME_DECIMALS,
+          result="elapsed", result_type="float", result_default=0.0,
+          doc="solving time of this puzzle (SolveResult.elapsed is seconds)"),
+    Field("error", "text", nullable=True, parquet="string", result="error", result_type="str | None",
+          doc="why there is no answer (invalid, error, timeout)"),
+    Field("nodes", "int", statistics=True, result="nodes", result_type="int", result_default=0, raced=True,
+          doc="the answering member's work (see the module docstring)"),
+    Field("guesses", "int", statistics=True, result="guesses", result_type="int", result_default=0,
+          raced=True, doc="the answering member's branching decisions"),
+    Field("restarts", "int", statistics=True, result="restarts", result_type="int", result_default=0,
+          raced=True, doc="the answering member's runs beyond its first"),
+    Field("counters", "counters", parquet="string", result="counters",
+          result_type="dict[str, dict[str, Any]]", raced=True, doc="per member: its own counters"),
+    Field("solution_count", "int", nullable=True, record=False, result="solution_count",
+          result_type="int | None", doc="with limit > 1: solutions found, up to the limit"),
+)  # fmt: skip
+
+# SolveResult's attributes in their (positional) order: kept as they always were
+RESULT_ORDER = (
+    "status", "puzzle", "solution", "cost", "solver", "elapsed", "nodes", "guesses", "restarts",
+    "solution_count", "error", "counters",
+)  # fmt: skip
+
+RECORD_FIELDS: tuple[Field, ...] = tuple(f for f in FIELDS if f.record)
+NAMES: tuple[str, ...] = tuple(f.name for f in RECORD_FIELDS)  # the public record fields, in record order
+BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+BY_RESULT: dict[str, Field] = {f.result: f for f in FIELDS if f.result}
+CSV_HEADER = ",".join(NAMES) + "\n"
+
+assert sorted(RESULT_ORDER) == sorted(BY_RESULT), "RESULT_ORDER names every SolveResult field once"
+
+__all__ = [
+    "BY_NAME",
+    "BY_RESULT",
+    "COUNTER_DECIMALS",
+    "CSV_HEADER",
+    "FIELDS",
+    "NAMES",
+    "RECORD_FIELDS",
+    "RESULT_ORDER",
+    "TIME_DECIMALS",
+    "Field",
+]

@@ -1,0 +1,107 @@
+"""The field table (`solvers.fields`) is the one description of a result: every form agrees with it.
+
+Each renderer (the compiled JSON Lines and CSV writers, Parquet, `Record`) and each derived type
+(`SolveResult`, `RaceEntry`) is checked field by field against the table, so a field added to
+the table and not to a renderer, or rendered otherwise than its kind says, fails here.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+
+import pytest
+
+from pipeline.race import RaceEntry
+from pipeline.render.record import Record
+from pipeline.solve import solve_chunk
+from solvers.fields import BY_NAME, CSV_HEADER, FIELDS, NAMES, RECORD_FIELDS, RESULT_ORDER
+from solvers.result import STATUS_CODE, STATUS_NAMES, SolveResult, Status
+from tests.conftest import SAMPLE, chunk_task
+from tests.test_output_formats import mixed_chunk
+
+LINES = SAMPLE.read_text().splitlines()
+JSON_TYPES = {"position": int, "input": str, "text": str, "status": str, "name": str, "int": int,
+              "fixed": float, "counters": dict}  # fmt: skip
+
+
+def chunks():
+    """A mixed chunk (every status, texts to escape, counters of every kind) and a solved one."""
+    solved = solve_chunk(chunk_task("fe" * 16, LINES[:20] + ["1" * 81]))
+    return [mixed_chunk(), solved]
+
+
+def rendered(result, fmt: str) -> bytes:
+    """The chunk's records in `fmt`, as its renderer writes them."""
+    from pipeline.render import render
+
+    return render(result, fmt)
+
+
+def json_rows(result) -> list[dict]:
+    return [json.loads(line) for line in rendered(result, "jsonl").decode().splitlines()]
+
+
+def test_the_json_records_hold_the_table_fields_in_order_with_the_values_their_kinds_say():
+    for result in chunks():
+        for row in json_rows(result):
+            assert tuple(row) == NAMES
+            for name, value in row.items():
+                f = BY_NAME[name]
+                if value is None:
+                    assert f.nullable or f.kind in ("name", "fixed"), name
+                    continue
+                assert isinstance(value, JSON_TYPES[f.kind]), (name, value)
+                if f.kind == "status":
+                    assert value in STATUS_NAMES
+
+
+def csv_cell(f, value) -> str:
+    """What the table says a CSV cell of a field holds: the JSON value, nulls empty, counters as JSON text."""
+    if value is None:
+        return ""
+    if f.kind == "counters":
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def test_the_csv_rows_are_the_json_records_rendered_as_the_table_says():
+    for result in chunks():
+        text = CSV_HEADER + rendered(result, "csv").decode()
+        rows = list(csv.reader(io.StringIO(text)))
+        assert tuple(rows[0]) == NAMES
+        for got, want in zip(rows[1:], json_rows(result), strict=True):
+            assert got == [csv_cell(BY_NAME[k], v) for k, v in want.items()]
+
+
+def test_the_parquet_schema_and_values_follow_the_table():
+    pa = pytest.importorskip("pyarrow")
+    from pipeline.render.parquet import schema
+
+    types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
+    assert schema() == pa.schema([(f.name, types[f.parquet]) for f in RECORD_FIELDS])
+    for result in chunks():
+        table = pa.ipc.open_stream(rendered(result, "parquet")).read_all()
+        assert table.schema == schema()
+        for got, want in zip(table.to_pylist(), json_rows(result), strict=True):
+            want["counters"] = json.dumps(want["counters"], separators=(",", ":"), ensure_ascii=False)
+            assert got == want
+
+
+def test_records_solve_results_and_race_entries_are_built_from_the_table():
+    assert tuple(f.name for f in dataclasses.fields(Record)) == NAMES
+    assert tuple(f.name for f in dataclasses.fields(SolveResult)) == RESULT_ORDER
+    assert set(RaceEntry.model_fields) == {"state"} | {f.name for f in FIELDS if f.raced}
+    for result in chunks():
+        for line in rendered(result, "jsonl").decode().splitlines():
+            assert Record.from_json(line).to_dict() == json.loads(line)
+
+
+def test_one_status_table_names_every_status_by_a_fixed_code():
+    assert STATUS_CODE == {
+        Status.SOLVED: 0, Status.UNSOLVABLE: 1, Status.TIMEOUT: 2, Status.APPROXIMATE: 3, Status.INVALID: 4,
+        Status.ERROR: 5,
+    }  # fmt: skip
+    assert [STATUS_CODE[Status(name)] for name in STATUS_NAMES] == list(range(len(Status)))
