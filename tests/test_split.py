@@ -1,5 +1,6 @@
 """One puzzle's search split between the processes racing it (`solvers.cubes`, `solvers.exchange`): the split,
-the SAT member's cubes and imported clauses, and the board's side of it in both forms (Redis, local)."""
+the SAT member's cubes and imported clauses, the owner's verdict, and the split race on two real workers
+(the board's side of it, in every form, is in tests/test_board.py)."""
 
 from __future__ import annotations
 
@@ -208,87 +209,6 @@ def test_the_owner_takes_unsolvable_only_once_every_cube_is_refuted_and_shares_t
     owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR)
     record = merge(owner, esc.outcomes[0])
     assert record.status == Status.UNSOLVABLE and record.solver == "split"
-
-
-# ---- the board's side, in both forms ---------------------------------------------------------------------
-
-
-class Form:
-    """One form of the board: the board, and how to make a claim lapse at once."""
-
-    def __init__(self, board: Any, lapse: Any) -> None:
-        self.board, self.lapse = board, lapse
-
-
-@pytest.fixture(params=["fake-redis", "redis", "local"])
-def form(request, monkeypatch) -> Iterator[Form]:
-    if request.param in ("fake-redis", "redis"):
-        from pipeline.keys import JobKeys
-        from worker import board as worker_board
-
-        client = request.getfixturevalue("fake_redis" if request.param == "fake-redis" else "redis_client")
-        client.hset(JobKeys(JOB).meta, "created", "0")
-
-        def lapse() -> None:
-            for key in client.keys("*:hold:*"):
-                client.delete(key)
-
-        yield Form(worker_board.RedisBoard(client, JOB), lapse)
-        return
-    from client import local_board
-
-    manager = local_board.start_manager()
-    try:
-        board = local_board.LocalBoard(manager.dict(), manager.Queue(), 3).for_job(JOB)
-
-        def lapse_local() -> None:
-            for key in [k for k in board.state.keys() if k[0] == "hold"]:  # noqa: SIM118 - a proxy
-                helper, _, attempt = board.state[key]
-                board.state[key] = (helper, time.monotonic() - 1, attempt)
-
-        yield Form(board, lapse_local)
-    finally:
-        manager.shutdown()
-
-
-CUBES = [(1, 10), (1, 11), (2, 10), (2, 11)]
-
-
-def test_the_first_split_published_is_the_races_and_its_units_are_shared(form):
-    board = form.board
-    assert board.cubes(0, 3) is None
-    assert board.publish_cubes(0, 3, CUBES, [(-7,)]) == CUBES
-    assert board.publish_cubes(0, 3, [(5,)], [(-8,)]) == CUBES  # a later split is not taken
-    assert board.shared(0, 3, 0) == ([(-7,)], 1)
-    assert board.cubes(0, 4) is None  # another puzzle's race is another race
-
-
-def test_each_cube_is_claimed_once_until_its_hold_lapses_then_it_is_taken_again(form):
-    board = form.board
-    board.open(0, 3)
-    board.publish_cubes(0, 3, CUBES, [])
-    taken = [board.take_cube(0, 3, helper, len(CUBES)) for helper in (1, 2, 3, 4)]
-    assert taken == [0, 1, 2, 3]
-    assert board.take_cube(0, 3, 5, len(CUBES)) is None  # every cube is held
-    board.hold_cube(0, 3, 1, 0)
-    form.lapse()  # the helpers holding them were killed: nobody refreshes their holds
-    assert board.take_cube(0, 3, 5, len(CUBES)) == 0
-
-
-def test_a_refuted_cube_is_never_taken_again_and_its_clause_is_shared_with_every_search(form):
-    board = form.board
-    board.open(0, 3)
-    board.publish_cubes(0, 3, CUBES, [(-7,)])
-    assert board.take_cube(0, 3, 1, len(CUBES)) == 0
-    board.refute_cube(0, 3, 0, (-1, -10))
-    form.lapse()
-    assert board.refuted(0, 3) == {0}
-    assert board.take_cube(0, 3, 2, len(CUBES)) == 1
-    clauses, at = board.shared(0, 3, 0)
-    assert clauses == [(-7,), (-1, -10)] and at == 2
-    assert board.shared(0, 3, at) == ([], at)
-    board.drop(0, 3)
-    assert board.cubes(0, 3) is None and board.refuted(0, 3) == set() and board.shared(0, 3, 0) == ([], 0)
 
 
 # ---- real worker processes on a real redis-server --------------------------------------------------------
