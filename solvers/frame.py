@@ -26,13 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, TIME_DECIMALS
-from solvers.result import STATUS_NAMES, Status
 
 if TYPE_CHECKING:
     from solvers.result import Results, SolveResult
 
 EXTRAS = {"pyarrow": "parquet", "pandas": "dataframe", "polars": "polars"}  # module -> the extra bringing it
-STRINGS = "<strings>"  # the input name of puzzles given as strings (as `BatchClient.submit` names them)
 _SIMPLE = ("nodes", "guesses", "time_ms")  # one member's counters, written by the compiled writer's rule
 
 
@@ -61,11 +59,12 @@ def to_polars(table: Any) -> Any:
     return need("polars", "to_polars()").from_arrow(table)
 
 
-def results_table(results: Results, input_name: str = STRINGS) -> Any:
+def results_table(results: Results, input_name: str, status_names: list[str]) -> Any:
     """The records of `solve_many`'s results as an Arrow table of `schema()`: row i is line i + 1, index i,
-    of the input `input_name`."""
+    of the input `input_name`. `status_names`: each status code's name (`solvers.result.STATUS_NAMES`,
+    passed in: that module calls this one)."""
     pa = need("pyarrow", "Results.to_arrow()", "parquet")
-    table = _columns_table(pa, results, input_name)
+    table = _columns_table(pa, results, input_name, status_names)
     born = results.born_rows()
     if not born:
         return table
@@ -81,7 +80,7 @@ def null_empty(pa: ModuleType, strings: Any) -> Any:
     return pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
 
 
-def _columns_table(pa: ModuleType, r: Results, input_name: str) -> Any:
+def _columns_table(pa: ModuleType, r: Results, input_name: str, status_names: list[str]) -> Any:
     """Every row of `r` as its columns hold it (rows born as objects are laid over by the caller)."""
     n = len(r)
     index = np.arange(n, dtype=np.int64)
@@ -94,7 +93,7 @@ def _columns_table(pa: ModuleType, r: Results, input_name: str) -> Any:
         "input": pa.array([input_name], pa.string()).take(pa.array(np.zeros(n, np.int64))),
         "index": pa.array(index),
         "puzzle": pa.array(r.texts, pa.string()),
-        "status": pa.array(STATUS_NAMES, pa.string()).take(pa.array(r.code)),
+        "status": pa.array(status_names, pa.string()).take(pa.array(r.code)),
         "solution": _solutions(pa, r),
         "cost": pa.array(np.zeros(n, np.int64), mask=~r.solved_cost),
         "solver": pa.array([*r.names, None], pa.string()).take(pa.array(solver)),
@@ -158,7 +157,7 @@ def _objects_table(pa: ModuleType, items: list[SolveResult], rows: list[int], in
         "input": [input_name] * len(rows),
         "index": rows,
         "puzzle": [item.puzzle for item in items],
-        "status": [Status(item.status).value for item in items],
+        "status": [str(item.status) for item in items],  # a Status is its value
         "solution": [item.solution or None for item in items],
         "cost": [item.cost for item in items],
         "solver": [item.solver for item in items],
@@ -212,7 +211,6 @@ def _plain(value: Any) -> Any:
 
 __all__ = [
     "EXTRAS",
-    "STRINGS",
     "counters_text",
     "need",
     "null_empty",

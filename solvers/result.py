@@ -296,7 +296,7 @@ class Results(Sequence[SolveResult]):
         """
         from solvers.frame import results_table
 
-        return results_table(self, input_name)
+        return results_table(self, input_name, STATUS_NAMES)
 
     def to_pandas(self, input_name: str = "<strings>") -> Any:
         """The records as a pandas DataFrame: what `pandas.read_parquet` reads from the Parquet output
@@ -305,7 +305,7 @@ class Results(Sequence[SolveResult]):
 
         need("pandas", "Results.to_pandas()", "dataframe")
         need("pyarrow", "Results.to_pandas()", "dataframe")
-        return to_pandas(results_table(self, input_name))
+        return to_pandas(results_table(self, input_name, STATUS_NAMES))
 
     def to_polars(self, input_name: str = "<strings>") -> Any:
         """The records as a polars DataFrame, from the Arrow table (`pip install 'sudoku-batch[polars]'`)."""
@@ -313,7 +313,7 @@ class Results(Sequence[SolveResult]):
 
         need("polars", "Results.to_polars()", "polars")
         need("pyarrow", "Results.to_polars()", "polars")
-        return to_polars(results_table(self, input_name))
+        return to_polars(results_table(self, input_name, STATUS_NAMES))
 
     def born_rows(self) -> list[int]:
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""

@@ -260,3 +260,17 @@ def test_the_dataframe_example_runs_as_written(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "306 puzzles" in proc.stdout and "solved" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_readme_python_api_block_runs_as_written_its_frames_included(tmp_path, monkeypatch):
+    """The README's Python API block, run with `lines` and `text` given and a corpus.txt at hand."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert "job.to_pandas()" in block and "results.to_pandas()" in block
+    (tmp_path / "corpus.txt").write_text("\n".join(LINES) + "\n")
+    monkeypatch.chdir(tmp_path)
+    scope = {"lines": LINES, "text": PUZZLES[0]}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - the README's own example
+    assert len(scope["frame"]) == len(LINES) and list(scope["frame"].columns) == schema().names
+    assert scope["frame"]["status"].tolist() == [r.status.value for r in scope["results"]]
