@@ -292,7 +292,8 @@ class Results(Sequence[SolveResult]):
         """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
         index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`).
 
-        Made from the columns as they are (`solvers.frame`): no SolveResult and no JSON per row.
+        Made from the columns as they are (`solvers.frame`): no SolveResult and no JSON per row; rows
+        already read as objects (or born so: invalid lines, raced puzzles) are taken from the objects.
         """
         from solvers.frame import results_table
 
