@@ -39,6 +39,7 @@ from pipeline.tasks import (
     MAX_ESCALATE_AFTER_S,
     MAX_TIME_LIMIT_S,
 )
+from solvers.frame import need, to_pandas, to_polars
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -565,6 +566,40 @@ class Job:
         for result, start, stop in self.chunks(ordered, keep=keep):
             for line in result.lines()[start:stop]:
                 yield Record.from_json(line)
+
+    def to_arrow(self, ordered: bool = True, *, keep: bool = True) -> Any:
+        """Every record of the job as one Arrow table, once every puzzle is answered: the fields and types
+        of the Parquet output (pyarrow: `pip install 'sudoku-batch[parquet]'`).
+
+        Read from the parts as they are stored, whatever the job's format (`client.frame`): result
+        columns tabulated as they are, an Arrow IPC part as it came, CSV or JSON Lines rows through
+        pyarrow's readers; no Record per row. `ordered`: in input order (else as the parts came).
+        Readable again for `result_ttl` like `results()`; `keep=False` drops each part as it is read.
+        """
+        need("pyarrow", "Job.to_arrow()", "parquet")  # before a part is read: keep=False would drop it
+        return self._table("Job.to_arrow()", ordered, keep)
+
+    def to_pandas(self, ordered: bool = True, *, keep: bool = True) -> Any:
+        """Every record of the job as a pandas DataFrame (`to_arrow`'s table): what `pandas.read_parquet`
+        reads from the Parquet output (`pip install 'sudoku-batch[dataframe]'`)."""
+        need("pandas", "Job.to_pandas()", "dataframe")
+        need("pyarrow", "Job.to_pandas()", "dataframe")
+        return to_pandas(self._table("Job.to_pandas()", ordered, keep))
+
+    def to_polars(self, ordered: bool = True, *, keep: bool = True) -> Any:
+        """Every record of the job as a polars DataFrame, from `to_arrow`'s table
+        (`pip install 'sudoku-batch[polars]'`)."""
+        need("polars", "Job.to_polars()", "polars")
+        need("pyarrow", "Job.to_polars()", "polars")
+        return to_polars(self._table("Job.to_polars()", ordered, keep))
+
+    def _table(self, what: str, ordered: bool, keep: bool) -> Any:
+        """The job's records as an Arrow table (ValueError, one line, for a generate job: it has none)."""
+        from client.frame import slices_table
+
+        if self._taken is not None or self.client.store.meta(self.id).get("kind") == "generate":
+            raise ValueError(f"{what}: job {self.id} generates puzzles; read them with Job.generated()")
+        return slices_table(self.chunks(ordered, keep=keep))
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
         """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.

@@ -34,11 +34,11 @@ def available() -> bool:
 
 
 def schema() -> Any:
-    """The Arrow schema of the records."""
-    import pyarrow as pa
+    """The Arrow schema of the records: the field table's (`solvers.frame.schema`, which `Job.to_arrow` and
+    `Results.to_arrow` use too)."""
+    from solvers.frame import schema as records_schema
 
-    types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
-    return pa.schema([(f.name, types[f.parquet]) for f in RECORD_FIELDS])
+    return records_schema()
 
 
 class ParquetSink:
