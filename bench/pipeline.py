@@ -244,8 +244,8 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
     import redis
 
     from client.output import Output
-    from client.reader import read_blocks
     from client.redis_store import read_large
+    from pipeline.reader import read_blocks
     from pipeline.result import ChunkResult
     from pipeline.solve import solve_chunk
     from pipeline.tasks import ChunkTask

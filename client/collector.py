@@ -75,6 +75,13 @@ def stream_chunks(
         if state == "failed":
             raise JobFailed(meta.get("error") or "the job failed")
         want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
+        if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
+            total = store.split_total(job)  # known once the workers counted every split
+            if total is None:
+                want = rows + 1  # not yet
+            else:
+                store.update(job, {"total": str(total), "submitted": str(total)})
+                want = total
         if state == "produced" and rows >= want:
             return
         if state == "producing":  # not complete until the producer says so, however many chunks are in

@@ -159,6 +159,10 @@ class Output:
             self.stream.flush()
             self._flushed = now
 
+    def parquet_writer(self) -> Any:
+        """The Parquet writer of a Parquet output (None for another format): tables are appended to it."""
+        return self._parquet
+
     @property
     def resumable(self) -> bool:
         """True when a collection killed half way can go on writing this output: a regular file, of

@@ -21,7 +21,15 @@ from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
-from pipeline.keys import JobKeys, current_key, job_stopped, part_commands, result_commands, workers_key
+from pipeline.keys import (
+    Frontier,
+    JobKeys,
+    current_key,
+    job_stopped,
+    part_commands,
+    result_commands,
+    workers_key,
+)
 from pipeline.outbox import outbox_entry, read_outbox_entry
 from pipeline.result import ChunkResult, ChunkStats
 from pipeline.tasks import JOB_ID_PATTERN, ChunkTask
@@ -265,12 +273,24 @@ class RedisJobStore(JobStore):
                 except redis.WatchError:
                     continue
 
-    def part_stats(self, job: str, parts: Sequence[Any]) -> list[ChunkStats]:
-        """The statistics of the given parts (those still recorded)."""
+    def part_stats(self, job: str, parts: Sequence[Any]) -> list[tuple[Any, ChunkStats]]:
+        """(part, statistics) of the given parts (those still recorded)."""
         if not parts:
             return []
         raw = self.r.hmget(self.keys(job).stats, [f"{c}:{r}" for c, r in parts])
-        return [ChunkStats.model_validate_json(v) for v in raw if v is not None]
+        return [
+            (p, ChunkStats.model_validate_json(v)) for p, v in zip(parts, raw, strict=True) if v is not None
+        ]
+
+    def split_total(self, job: str) -> int | None:
+        """The puzzles of a job read in splits once its workers have counted every split (the frontier
+        passed the last one the producer sent), else None."""
+        k = self.keys(job)
+        raw, chunks = self.r.get(k.frontier), self.r.hget(k.meta, "chunks_total")
+        if chunks is None:
+            return None
+        front = Frontier.parse(raw)
+        return front.index if front.chunk >= int(chunks) else None
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
         k = self.keys(job)

@@ -39,6 +39,8 @@ class Checkpoint(BaseModel):
 
     index: int = 0
     chunks: int = 0
+    input: int = 0  # a job read in splits: the input, and its bytes, submitted so far (`index` stays 0)
+    offset: int = 0
     tail: str = ""  # digest of puzzle index-1's text: a resumed reader checks it meets the same puzzle there
 
     @classmethod
@@ -182,6 +184,10 @@ class JobStore(ABC):
         """The parts are safely in the output (flushed and fsync'd): drop them from the store, and record
         how far the output got (`checkpoint`: what a resumed collection needs to go on writing it)."""
         self.mark_collected(job, parts, 0)
+
+    def split_total(self, job: str) -> int | None:
+        """A job read in splits: its puzzles once every split is counted, else None (no split here)."""
+        return None
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
         """The last checkpoint `ack` recorded and the parts it dropped (nothing in this process's store:

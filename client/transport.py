@@ -83,6 +83,9 @@ class StorePort:
     def stopped(self, job: str) -> bool:
         return bool(self.flag is not None and self.flag[0])
 
+    def fail_job(self, job: str, reason: str) -> None:
+        self.store.update(job, {"state": "failed", "error": reason[:500]})
+
 
 class _QueuePort:
     """A chunk run in a local process publishes its parts to the command through the pool's queue."""
@@ -102,6 +105,9 @@ class _QueuePort:
 
     def stopped(self, job: str) -> bool:
         return False  # the command kills its processes to stop them
+
+    def fail_job(self, job: str, reason: str) -> None:
+        raise RuntimeError(reason)  # the process's task fails: the command fails the job with it
 
 
 def failed_result(task: Task, reason: str) -> GenerateResult:

@@ -256,7 +256,7 @@ def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(
 
 def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):
     """`cat a.gz b.gz`: the upload gets every member's puzzles, as `solve` of the same bytes does."""
-    from client.reader import read_blocks
+    from pipeline.reader import read_blocks
 
     data = b"".join(gzip.compress(("\n".join(part) + "\n").encode()) for part in (LINES[:50], LINES[50:95]))
     job = api.post("/api/jobs", content=data).json()["job"]

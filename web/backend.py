@@ -18,10 +18,10 @@ from typing import Any
 
 from client.args import resume_command
 from client.batch import BatchClient, Job
-from client.reader import TooLarge, read_upload
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
+from pipeline.reader import TooLarge, read_upload
 from pipeline.render.csv_text import HEADER, render_csv
 from pipeline.tasks import DEFAULT_TIME_LIMIT_S
 from web.errors import ApiError

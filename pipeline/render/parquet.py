@@ -61,6 +61,10 @@ class ParquetSink:
         data = table(result, self.schema) if result.columns is not None else read_ipc(result.body)
         self._writer.write_table(data.slice(start, stop - start))
 
+    def write_table(self, data: Any) -> None:
+        """Append a table of the records' schema (a dataset's Parquet part) as a row group."""
+        self._writer.write_table(data.cast(self.schema))
+
     def close(self) -> None:
         """Write the footer (a file cut short before it is not a Parquet file)."""
         self._writer.close()
