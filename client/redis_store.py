@@ -28,6 +28,7 @@ from pipeline.keys import (
     job_stopped,
     part_commands,
     result_commands,
+    wake_commands,
     workers_key,
 )
 from pipeline.outbox import outbox_entry, read_outbox_entry
@@ -116,6 +117,9 @@ class RedisJobStore(JobStore):
                     pipe.multi()
                     pipe.hset(k.meta, mapping=fields)
                     pipe.expire(k.meta, self.settings.job_ttl)
+                    if "state" in fields or "total" in fields:  # a collector waiting on it looks again
+                        for command in wake_commands(k, self.settings.job_ttl):
+                            pipe.execute_command(*command)
                     pipe.execute()
                     return
                 except redis.WatchError:
@@ -153,6 +157,8 @@ class RedisJobStore(JobStore):
             commands += [("HSET", k.outbox, str(task.chunk), entry), ("EXPIRE", k.outbox, ttl)]
         meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
         commands += [("HSET", k.meta, *[x for kv in meta.items() for x in kv]), ("EXPIRE", k.meta, ttl)]
+        if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
+            commands += wake_commands(k, ttl)
         commands.append(("EXPIRE", k.producer, ttl))
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
@@ -308,6 +314,11 @@ class RedisJobStore(JobStore):
 
     def wait(self, job: str, timeout: float) -> None:
         time.sleep(timeout)
+
+    def wait_arrival(self, job: str, timeout: float) -> bool:
+        """Block on the job's wake list (a part's publication, or a change of the job's state, pushes its one
+        token): a collector then costs nothing while it waits, however long the job runs."""
+        return self.r.blpop([self.keys(job).wake], timeout=max(0.01, timeout)) is not None
 
     def live_workers(self) -> list[str]:
         return list(self.worker_beats())

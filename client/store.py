@@ -168,6 +168,11 @@ class JobStore(ABC):
     def wait(self, job: str, timeout: float) -> None:
         """Sleep until a result may have arrived, at most `timeout` seconds."""
 
+    def wait_arrival(self, job: str, timeout: float) -> bool:
+        """Block until a part arrives or the job's state changes, at most `timeout` s; False on a timeout."""
+        self.wait(job, timeout)
+        return True
+
     @abstractmethod
     def live_workers(self) -> list[str]:
         """Name the worker processes seen recently."""
@@ -453,6 +458,10 @@ class MemoryStore(JobStore):
     def wait(self, job: str, timeout: float) -> None:
         with self._cond:
             self._cond.wait(timeout)
+
+    def wait_arrival(self, job: str, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait(timeout)
 
     def live_workers(self) -> list[str]:
         return list(self.workers)

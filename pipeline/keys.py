@@ -37,6 +37,7 @@ class JobKeys:
         self.counts = f"{base}:counts"  # hash: chunk -> "input lines entries"
         self.offsets = f"{base}:offsets"  # hash: chunk -> "first_line first_index", until the chunk is done
         self.frontier = f"{base}:frontier"  # string: the first split not counted yet (`Frontier`)
+        self.wake = f"{base}:wake"  # list of at most one token: something arrived (a collector blocks on it)
 
     def result(self, chunk: int) -> str:
         """Key of one chunk's encoded ChunkResult."""
@@ -73,6 +74,7 @@ class JobKeys:
             self.counts,
             self.offsets,
             self.frontier,
+            self.wake,
         ]
 
 
@@ -143,6 +145,7 @@ def result_commands(
         ("SET", keys.result(chunk), payload, "EX", ttl),
         ("HSET", keys.stats, chunk, stats_json),
         ("RPUSH", keys.arrivals, chunk),
+        *wake_commands(keys, ttl),
         ("HDEL", keys.outbox, chunk),
         ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
         ("HINCRBY", keys.meta, "hint_n", n),
@@ -151,6 +154,11 @@ def result_commands(
         ("EXPIRE", keys.arrivals, ttl),
         ("EXPIRE", keys.meta, ttl),
     ]
+
+
+def wake_commands(keys: JobKeys, ttl: int) -> list[tuple[Any, ...]]:
+    """Wake the job's collector (blocked on `wake`): one token at most, whatever arrived meanwhile."""
+    return [("LPUSH", keys.wake, 1), ("LTRIM", keys.wake, 0, 0), ("EXPIRE", keys.wake, ttl)]
 
 
 def part_arrival(chunk: int, row: int) -> str:
@@ -184,6 +192,7 @@ def part_commands(
         ("EXPIRE", keys.parts(chunk), ttl),
         ("HSET", keys.stats, arrival, stats_json),
         ("RPUSH", keys.arrivals, arrival),
+        *wake_commands(keys, ttl),
         ("HINCRBY", keys.meta, "hint_n", n),
         ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
         ("EXPIRE", keys.stats, ttl),

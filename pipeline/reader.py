@@ -209,6 +209,9 @@ def has_grid_rows(head: bytes, box: Box | str | None = None) -> bool:
     """True when a line of `head` is a row of a grid written over several lines (one puzzle per line is
     what splits need)."""
     state = _LineReader(as_box(box))
+    if not any(sep in head for sep in (b" ", b",", b";", b"\t", b"#")):  # plain symbols: a kind per length
+        lengths = {len(raw.rstrip(b"\r")) for raw in head.split(b"\n")}
+        return any(n and state.kind(n)[0] == "row" for n in lengths)
     for raw in head.split(b"\n"):
         s = raw.decode("utf-8", "replace").strip()
         if s and s[0] != "#" and state.line_kind(s)[1][0] == "row":
