@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
-from client.dataset import check_directory, dataset_url
+from client.dataset import check_directory, dataset_url, mark_directory
 from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id, splittable
 from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, Superseded, submission_state
 from client.transport import (
@@ -170,6 +170,8 @@ class BatchClient:
             format, url, compression, split_urls,
         )  # fmt: skip
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
+        if url is not None:
+            mark_directory(url, spec.job)
         self.store.create(spec.job, spec.meta())
         transport: Transport
         if self.embedded:

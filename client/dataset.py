@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import IO, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from client.summary import Summary
-from pipeline.dataset import MANIFEST, SUCCESS, TEMP_DIR, commit_part, decompress
+from pipeline.dataset import MANIFEST, SUCCESS, TEMP_DIR, commit_part, decompress, job_marker
 from pipeline.result import ChunkResult, ChunkStats
 from pipeline.storage import Storage, StorageError, absolute, local_path, reason, storage_for
 
@@ -73,6 +73,16 @@ class Manifest(BaseModel):
     records: int
     parts: list[PartEntry]
     summary: dict[str, Any]
+
+
+def mark_directory(url: str, job: str) -> None:
+    """Leave the job's marker in the dataset's `_temporary/`: workers check they see it before writing."""
+    store = storage_for(url)
+    try:
+        store.makedirs(store.join(url, TEMP_DIR))
+        store.put(store.join(url, TEMP_DIR, job_marker(job)), b"")
+    except OSError as exc:
+        raise StorageError(f"cannot write the dataset {url}/: {reason(exc)}") from None
 
 
 def check_directory(url: str) -> Storage:
@@ -183,16 +193,15 @@ def read_manifest(url: str) -> Manifest:
     return Manifest.model_validate_json(store.read(store.join(url, MANIFEST)))
 
 
-def merge(url: str, stream: IO[bytes], fmt: str, parquet: Any = None) -> int:
-    """Copy a committed dataset's records, part after part in index order, into one JSON Lines or CSV stream
-    (one header) or a Parquet writer (`parquet`: a row group per part); return the records copied."""
+def merge(url: str, output: Any, fmt: str) -> int:
+    """Copy a committed dataset's records, part after part in index order, into one output (`client.output`:
+    JSON Lines or CSV rows, one header; Parquet: a row group per part); return the records copied."""
     manifest = read_manifest(url)
     have = manifest.options.get("format")
     if have != fmt:
         raise ValueError(f"the dataset {url}/ holds {have} records: merge it with --format {have}")
     compression = str(manifest.options.get("compression", "none"))
     store = storage_for(url)
-    header = True
     for part in manifest.parts:
         data = store.read(store.join(url, part.file))
         if fmt == "parquet":
@@ -200,13 +209,10 @@ def merge(url: str, stream: IO[bytes], fmt: str, parquet: Any = None) -> int:
 
             import pyarrow.parquet as pq
 
-            parquet.write_table(pq.read_table(io.BytesIO(data)))
+            output.parquet_writer().write_table(pq.read_table(io.BytesIO(data)))
             continue
         body = decompress(data, compression)
-        if fmt == "csv" and not header:
-            body = body[body.find(b"\n") + 1 :]
-        header = False
-        stream.write(body)
+        output.write_rows(body[body.find(b"\n") + 1 :] if fmt == "csv" else body)
     return manifest.records
 
 
@@ -216,6 +222,7 @@ __all__ = [
     "check_directory",
     "dataset_url",
     "is_dataset",
+    "mark_directory",
     "merge",
     "read_manifest",
 ]

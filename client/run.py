@@ -345,7 +345,7 @@ def _merge(url: str, output: str, fmt: str, say: Any) -> None:
     out = Output(None if output == "-" else output, fmt, say)
     keep = False
     try:
-        merge(url, out.stream, fmt, out.parquet_writer())
+        merge(url, out, fmt)
         keep = True
     finally:
         out.close(keep=keep)

@@ -68,9 +68,10 @@ def part_name(chunk: int, row: int, dataset: Dataset) -> str:
 
 def part_bytes(
     columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, dataset: Dataset
-) -> bytes:
-    """A part file's bytes: its records in the dataset's format (CSV with its header: each file is a
-    table), compressed as asked (Parquet compresses inside the file)."""
+) -> list[bytes]:
+    """A part file's bytes, in pieces written one after the other (no copy of megabytes to join them): its
+    records in the dataset's format (CSV with its header: each file is a table), compressed as asked
+    (Parquet compresses inside the file)."""
     if dataset.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -80,13 +81,19 @@ def part_bytes(
         table = columns_table(columns, input_name, index, line, schema())
         codec = {"none": "none", "gzip": "gzip", "zstd": "zstd"}[dataset.compression]
         pq.write_table(table, sink, compression=codec, use_dictionary=DICTIONARY, write_statistics=STATISTICS)
-        return sink.getvalue()
-    from pipeline.render import render_columns
-
-    body = render_columns(columns, input_name, index, line, dataset.format)
+        return [sink.getvalue()]
     if dataset.format == "csv":
-        body = CSV_HEADER.encode() + body
-    return compress(body, dataset.compression)
+        from pipeline.render.jsonl import render_csv
+
+        pieces = [CSV_HEADER.encode(), render_csv(columns, input_name, index, line)]
+    else:
+        from pipeline.render.jsonl import render
+
+        body = render(columns, input_name, index, line)
+        pieces = [body, b"\n"] if body else []
+    if dataset.compression == "none":
+        return pieces
+    return [compress(b"".join(pieces), dataset.compression)]
 
 
 def compress(data: bytes, compression: str) -> bytes:
@@ -135,11 +142,17 @@ def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
         temp = store.join(task.dataset.url, TEMP_DIR)
         probe = store.join(temp, f".probe-{worker_name().replace(':', '-')}-{uuid.uuid4().hex[:8]}")
         try:
-            store.makedirs(temp)
-            store.put(probe, b"")
-            store.remove(probe)
+            seen = store.exists(store.join(temp, job_marker(task.job)))
+            if seen:
+                store.put(probe, b"")
+                store.remove(probe)
         except OSError as exc:
-            raise StorageError(f"cannot write the dataset {task.dataset.url}: {reason(exc)}") from None
+            raise StorageError(f"cannot write the dataset {task.dataset.url}/: {reason(exc)}") from None
+        if not seen:  # another directory under the same name: a mount missing on this host
+            raise StorageError(
+                f"cannot see the dataset {task.dataset.url}/ its client made (no "
+                f"{TEMP_DIR}/{job_marker(task.job)} there: is the shared storage mounted on this host?)"
+            )
     if task.split is not None:
         store = storage or storage_for(task.split.url)
         try:
@@ -154,6 +167,12 @@ def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
     _checked[task.job] = None
     while len(_checked) > CHECKED_JOBS:
         _checked.popitem(last=False)
+
+
+def job_marker(job: str) -> str:
+    """The file the client leaves in the dataset's `_temporary/` for a job: a worker that finds it sees the
+    same directory (a host whose shared mount is missing would write to a directory of its own)."""
+    return f"job-{job}"
 
 
 @dataclass
@@ -253,12 +272,13 @@ def stage_part(
     name = part_name(head.chunk, head.row, dataset)
     temp = f"{TEMP_DIR}/{name}.{uuid.uuid4().hex[:12]}"
     storage.put(storage.join(dataset.url, temp), data)
+    size = sum(map(len, data))
     stats = head.stats
     problems = [p.model_copy(update={"index": p.index + di, "line": p.line + dl}) for p in stats.problems]
     lo_line, hi_line = (int(lines.min()), int(lines.max())) if len(lines) else (0, 0)
     lo_index, hi_index = (int(index.min()), int(index.max())) if len(index) else (0, 0)
     file = PartFile(
-        name=name, temp=temp, input=head.input, bytes=len(data), first_line=lo_line, last_line=hi_line,
+        name=name, temp=temp, input=head.input, bytes=size, first_line=lo_line, last_line=hi_line,
         first_index=lo_index, last_index=hi_index,
     )  # fmt: skip
     stats = stats.model_copy(

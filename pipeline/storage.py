@@ -60,8 +60,9 @@ class Storage(ABC):
         """A seekable binary stream of a file."""
 
     @abstractmethod
-    def put(self, path: str, data: bytes) -> None:
-        """Write a whole file, durably (fsync'd on a filesystem), replacing any file there."""
+    def put(self, path: str, data: bytes | list[bytes]) -> None:
+        """Write a whole file (`data`, or its pieces in order), durably (fsync'd on a filesystem), replacing
+        any file there."""
 
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
@@ -106,12 +107,13 @@ class LocalStorage(Storage):
     def open_read(self, path: str) -> IO[bytes]:
         return open(_plain(path), "rb")  # noqa: SIM115 - the caller closes it
 
-    def put(self, path: str, data: bytes) -> None:
+    def put(self, path: str, data: bytes | list[bytes]) -> None:
         fd = os.open(_plain(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            for piece in data if isinstance(data, list) else [data]:
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -167,8 +169,8 @@ class FsspecStorage(Storage):
     def open_read(self, path: str) -> IO[bytes]:
         return self.fs.open(self._path(path), "rb")
 
-    def put(self, path: str, data: bytes) -> None:
-        self.fs.pipe_file(self._path(path), data)
+    def put(self, path: str, data: bytes | list[bytes]) -> None:
+        self.fs.pipe_file(self._path(path), b"".join(data) if isinstance(data, list) else data)
 
     def rename(self, src: str, dst: str) -> None:
         self.fs.mv(self._path(src), self._path(dst))
