@@ -407,3 +407,92 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
         client.close()
         stop_all(procs)
         server.stop()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cannot(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"the S3 test must run under CI=true: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def s3(tmp_path: Path):  # noqa: ANN201 - yields (environment, s3fs filesystem)
+    """A real S3-compatible server (`moto_server`, the moto[server] package's) on a free port, with a bucket;
+    yields the environment that points fsspec (s3fs) at it, and a filesystem of this process."""
+    import shutil
+    import sys
+    import urllib.request
+
+    server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
+    try:
+        import s3fs
+    except ImportError as exc:
+        _cannot(f"s3fs is not installed: {exc}")
+    if server is None:
+        _cannot("moto_server (pip install 'moto[server]') is not installed")
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = open(tmp_path / "moto.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+        "FSSPEC_S3_ENDPOINT_URL": endpoint,
+    }  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(endpoint, timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    _cannot(f"moto_server did not start: {(tmp_path / 'moto.log').read_text()[-500:]}")
+                time.sleep(0.1)
+        fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
+        fs.mkdir("jobs")
+        yield env, fs
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_a_job_reads_its_input_from_s3_in_splits_and_writes_its_dataset_there(s3, tmp_path_factory, tmp_path):
+    import pyarrow.dataset as ds
+
+    env, fs = s3
+    puzzles = corpus_lines(3000)
+    fs.pipe("jobs/in.txt", ("\n".join(puzzles) + "\n").encode())
+    server = RedisServer(tmp_path_factory.mktemp("s3-redis"), appendonly=False)
+    server.start()
+    procs = start_workers(server.url, 2, tmp_path_factory.mktemp("s3-workers"), env=env)
+    try:
+        run = run_cli(
+            "solve", "s3://jobs/in.txt", "--broker", server.url, "-o", "s3://jobs/out/", "--format",
+            "parquet", "-q", env={**env, "SUDOKU_BATCH_MAX_SPLIT_BYTES": str(82 * 200)},
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+    finally:
+        stop_all(procs)
+        server.stop()
+    fs.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls("jobs/out"))
+    manifest = json.loads(fs.cat("jobs/out/_manifest.json"))
+    assert names == sorted(["_SUCCESS", "_manifest.json", *(p["file"] for p in manifest["parts"])])
+    assert manifest["options"]["splits"] and len(manifest["parts"]) > 5
+    table = ds.dataset("jobs/out/", filesystem=fs, format="parquet").to_table()
+    records = sorted(table.to_pylist(), key=lambda r: r["index"])
+    check_records(records, puzzles)
+    assert [r["line"] for r in records] == list(range(1, len(puzzles) + 1))
