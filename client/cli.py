@@ -136,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         metavar="DIR/",
         help="a dataset directory (path or fsspec URL) the workers write the part files to; "
-        "collect JOB commits it",
+        "collect JOB commits it (default: none, collect writes the records)",
     )
     _dataset_options(p)
     p.add_argument(
