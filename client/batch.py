@@ -213,9 +213,9 @@ class BatchClient:
         if compression == "zstd" and format != "parquet":
             zstd_codec()
         if format == "parquet":
-            from pipeline.render.parquet import INSTALL_HINT, available
+            from pipeline.render.parquet import INSTALL_HINT, installed
 
-            if not available():
+            if not installed():
                 raise ValueError(f"Parquet needs pyarrow: {INSTALL_HINT}")
         url = dataset_url(dataset)
         check_directory(url)

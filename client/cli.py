@@ -147,7 +147,7 @@ def parser() -> argparse.ArgumentParser:
         "default: a new job)",
     )
     p = sub.add_parser("collect", help="wait for a job's results and write them")
-    p.add_argument("job")
+    p.add_argument("job", help="the job's id; or a committed dataset directory DIR/ to merge with -o FILE")
     p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p.add_argument(
         "--timeout",

@@ -168,9 +168,11 @@ class DatasetOutput:
 
         meta = self.meta
         options: dict[str, Any] = {"format": self.fmt, "compression": meta.get("compression", "none")}
-        for key in ("time_limit", "portfolio", "box", "seed", "escalate_after", "splits"):
+        for key, kind in (("time_limit", float), ("portfolio", str), ("box", str), ("seed", int)):
             if meta.get(key):
-                options[key] = meta[key]
+                options[key] = kind(meta[key])
+        options["escalate_after"] = float(meta.get("escalate_after") or 0)
+        options["splits"] = bool(meta.get("splits"))  # the workers read the inputs in byte ranges
         parts = sorted(self.entries.values(), key=lambda e: (e.first_index, e.chunk, e.row))
         s = self.summary
         figures = {

@@ -46,6 +46,10 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     (a failed collection no longer waits for it), and an interrupt kills the local
     processes at once and, in broker mode, leaves the job resumable and says how to go on.
     """
+    if args.command == "collect" and is_dataset(
+        args.job
+    ):  # `collect DIR/ -o FILE`: merge a committed dataset
+        return _merge_dataset(args)
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
     if resume is not None:
@@ -69,7 +73,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.format == "parquet":
-            check_parquet(args.output)
+            check_parquet(args.output, dataset)
     if getattr(args, "output", None) not in (None, "-") and not dataset:
         try:
             check_target(args.output)
@@ -137,11 +141,12 @@ def _check_dataset_options(args: argparse.Namespace, dataset: bool) -> None:
         args.format = "jsonl"
 
 
-def check_parquet(output: str | None) -> None:
-    """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to."""
-    from pipeline.render.parquet import INSTALL_HINT, available
+def check_parquet(output: str | None, dataset: bool = False) -> None:
+    """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to (a
+    dataset's parts are written by the workers: pyarrow is not imported here for them)."""
+    from pipeline.render.parquet import INSTALL_HINT, available, installed
 
-    if not available():
+    if not (installed() if dataset else available()):
         raise UsageError(f"--format parquet needs pyarrow: {INSTALL_HINT}")
     if output in (None, "-") and sys.stdout is not None and sys.stdout.isatty():
         raise UsageError("--format parquet writes binary: give a file with -o FILE (or pipe stdout)")
@@ -336,6 +341,32 @@ def _dataset_collection(job: str, dataset: str, meta: dict[str, str], args: argp
     if args.format != have:
         raise JobFailed(f"the job's dataset holds {have} records: merge them with --format {have}")
     return output
+
+
+def _merge_dataset(args: argparse.Namespace) -> int:
+    """`collect DIR/ -o FILE`: a committed dataset's parts merged into one file (no broker needed)."""
+    from client.dataset import read_manifest
+
+    url = dataset_url(args.job)
+    if args.output is None or is_dataset(args.output):
+        raise UsageError(f"collect {args.job}: name the file to merge the dataset into with -o FILE")
+    try:
+        manifest = read_manifest(url)
+        have = str(manifest.options.get("format", "jsonl"))
+        args.format = output_format(args.output, args.format or named_format(args.output) or have)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.format != have:
+        raise UsageError(f"the dataset {url}/ holds {have} records: merge them with --format {have}")
+    if args.output != "-":
+        try:
+            check_target(args.output)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    _merge(url, args.output, args.format, Progress(False).say)
+    if not args.quiet:
+        print(f"{manifest.records:,} records of {url}/ merged into {args.output}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _merge(url: str, output: str, fmt: str, say: Any) -> None:

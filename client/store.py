@@ -224,6 +224,8 @@ class JobStore(ABC):
         elif meta.get("state") != "produced" or done < int(meta.get("total", -1)):
             elapsed = max(elapsed, time.time() - float(meta["created"]))
         total = int(meta["total"]) if "total" in meta else None
+        if total is None and meta.get("splits") and meta.get("state") == "produced":
+            total = self.split_total(job)  # read in splits: known once its workers counted every split
         rate = done / elapsed if done else 0.0
         checkpoint = Checkpoint.of(meta)
         # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):

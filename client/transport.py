@@ -459,7 +459,10 @@ class CeleryTransport(Transport):
     def _hard_limit(self, task: ChunkTask) -> int:
         """Celery's time limit for a chunk: a safety net well above the solvers' own deadlines."""
         per = task.time_limit if task.time_limit else 60.0
-        want = max(self.settings.task_time_limit_floor, 2 * per * len(task) + 60)
+        n = (
+            len(task) or (task.split.end - task.split.start) // 17 + 1 if task.split else len(task)
+        )  # 4x4 lines
+        want = max(self.settings.task_time_limit_floor, 2 * per * n + 60)
         return int(min(want, max(self.settings.task_time_limit_floor, self.settings.visibility_timeout - 60)))
 
     def close(self) -> None:

@@ -287,6 +287,15 @@ def test_an_embedded_solve_writes_a_dataset_pandas_and_pyarrow_read_as_one_table
     assert run.returncode == 0, run.stderr
     puzzles = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     check_dataset(out, puzzles, fmt)
+    merged = tmp_path / f"merged.{fmt}"  # `collect DIR/ -o FILE`: one file, whatever ran the job
+    run = run_cli("collect", f"{out}/", "-o", str(merged), "-q")
+    assert run.returncode == 0, run.stderr
+    import pandas as pd
+
+    frame = {"jsonl": lambda p: pd.read_json(p, lines=True), "csv": pd.read_csv, "parquet": pd.read_parquet}[
+        fmt
+    ](merged)
+    assert sorted(frame["index"]) == list(range(len(puzzles)))
 
 
 def corpus_lines(n: int) -> list[str]:

@@ -33,6 +33,14 @@ def available() -> bool:
     return True
 
 
+def installed() -> bool:
+    """True when pyarrow is installed, without importing it (~35 MB): what a client that writes no Parquet
+    itself (a dataset's parts are the workers') checks before its job starts."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def schema() -> Any:
     """The Arrow schema of the records."""
     import pyarrow as pa
