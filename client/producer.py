@@ -36,7 +36,7 @@ from pipeline.result import ChunkResult
 from pipeline.runs import join_texts, to_runs
 from pipeline.solve import answered_chunk
 from pipeline.storage import Storage, absolute, is_url, storage_for
-from pipeline.tasks import MAX_CHUNK_PUZZLES, ChunkTask, Dataset, Split, solver_seed
+from pipeline.tasks import MAX_CHUNK_PUZZLES, MAX_SPLIT_ENTRIES, ChunkTask, Dataset, Split, solver_seed
 
 if TYPE_CHECKING:
     from pipeline.generate import GenerateTask
@@ -176,9 +176,10 @@ class ChunkSizer:
     chunk (so small jobs still spread over the workers) and bounded by the payload size.
     """
 
-    def __init__(self, target_s: float, max_bytes: int) -> None:
+    def __init__(self, target_s: float, max_bytes: int, most: int = MAX_CHUNK_PUZZLES) -> None:
         self.target_s = target_s
         self.max_bytes = max_bytes
+        self.most = most  # puzzles a chunk holds at most (a split: what a worker reads, not a message)
         self.last = 0
 
     @staticmethod
@@ -195,7 +196,7 @@ class ChunkSizer:
             size = min(want, 2 * self.last if self.last else start)
         else:  # no feedback yet: grow blindly, but only so far
             size = min(2 * self.last, 8 * start) if self.last else start
-        size = max(1, min(size, self.max_bytes // (text_len + 1), MAX_CHUNK_PUZZLES))
+        size = max(1, min(size, self.max_bytes // (text_len + 1), self.most))
         self.last = size
         return size
 
@@ -243,7 +244,9 @@ class Producer:
         self.window = window  # max chunks in flight (None: send everything at once)
         self.consumed = consumed  # chunks taken off the window (None: those whose result arrived)
         self.sizer = ChunkSizer(settings.chunk_seconds, settings.max_chunk_bytes)
-        self.split_sizer = ChunkSizer(settings.chunk_seconds, settings.max_split_bytes)
+        self.split_sizer = ChunkSizer(
+            settings.chunk_seconds, settings.max_split_bytes, MAX_SPLIT_ENTRIES // 2
+        )
         self.storage: Storage | None = None  # a dataset job's: where the producer's own answers are written
         self.resume = resume
         self.checkpoint = resume or Checkpoint()  # the last one committed
