@@ -126,9 +126,18 @@ def test_the_frontier_numbers_each_split_from_the_counts_of_every_split_before_i
     assert Frontier.parse(front.text()).text() == front.text()
 
 
-def test_splits_counted_in_any_order_by_racing_workers_get_the_offsets_of_the_sums_before_them(fake_redis):
+def test_splits_counted_in_any_order_by_racing_workers_get_the_offsets_of_the_sums_before_them(
+    fake_redis, monkeypatch
+):
     from worker.tasks import RedisPort
 
+    advance = Frontier.advance
+
+    def slow(self, counts):  # noqa: ANN001, ANN202 - another worker moves the frontier meanwhile
+        time.sleep(0.002)
+        return advance(self, counts)
+
+    monkeypatch.setattr(Frontier, "advance", slow)
     keys = JobKeys(JOB)
     fake_redis.hset(keys.meta, "created", "1")
     port = RedisPort(fake_redis)
@@ -147,6 +156,32 @@ def test_splits_counted_in_any_order_by_racing_workers_get_the_offsets_of_the_su
         assert port.split_offsets(JOB, k) == (line, index), k
         line, index = line + lines, index + entries
     assert fake_redis.hlen(keys.counts) == 0  # counts leave once the frontier passed them
+
+
+def test_a_worker_moving_the_frontier_from_a_stale_read_never_moves_it_back(fake_redis, monkeypatch):
+    from worker.tasks import RedisPort, advance_frontier
+
+    keys = JobKeys(JOB)
+    fake_redis.hset(keys.meta, "created", "1")
+    fake_redis.hset(keys.counts, mapping={0: "0 3 3", 1: "0 4 4"})
+    advance, paused, resume = Frontier.advance, threading.Event(), threading.Event()
+
+    def stale(self, counts):  # noqa: ANN001, ANN202 - worker A reads, then waits while B moves the frontier
+        if threading.current_thread().name == "A" and not paused.is_set():
+            paused.set()
+            resume.wait(5)
+        return advance(self, counts)
+
+    monkeypatch.setattr(Frontier, "advance", stale)
+    a = threading.Thread(target=advance_frontier, args=(fake_redis, keys, 60), name="A")
+    a.start()
+    assert paused.wait(5)
+    port = RedisPort(fake_redis)
+    port.split_read(JOB, 2, 0, 5, 5)  # B: split 2 counted, the frontier moved past it
+    resume.set()
+    a.join(5)
+    port.split_read(JOB, 3, 0, 1, 1)
+    assert [port.split_offsets(JOB, k) for k in range(4)] == [(1, 0), (4, 3), (8, 7), (13, 12)]
 
 
 class RefusingPort(ListPort):
