@@ -487,3 +487,12 @@ def test_the_bound_never_drops_a_running_job_or_the_newest():
     assert keep_one.over(rows) == (rows[1], "jobs")
     assert keep_one.over([rows[0], rows[2]]) is None  # a running job and the newest: nothing can go
     assert Retention(max_jobs=10, max_memory_mb=1 << 20).over(rows) is None
+
+
+def test_the_records_of_a_job_that_writes_a_dataset_are_not_downloaded_but_said_where_they_are(
+    api, backend, tmp_path
+):
+    job = backend.client.submit(str(SAMPLE), dataset=f"{tmp_path}/out/", format="jsonl")
+    for _ in job.chunks(keep=True):
+        pass
+    assert_error(api.get(f"/api/jobs/{job.id}/results"), 404, f"writes a dataset to {tmp_path}/out/")
