@@ -438,6 +438,7 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
         solve.wait(10)
         assert not (out / "_SUCCESS").exists()
         job = next(k.decode().split(":")[2] for k in client.scan_iter("sbatch:job:*:meta"))
+        assert client.hget(f"sbatch:job:{job}:meta", "state") == b"producing"  # its submission too was cut
         while client.hget(f"sbatch:job:{job}:meta", "state") != b"produced":  # its producer died with it
             resume = run_cli("submit", "--resume", job, str(path), "--broker", server.url, env=env)
             if resume.returncode == 0:
