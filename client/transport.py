@@ -83,6 +83,9 @@ class StorePort:
     def stopped(self, job: str) -> bool:
         return bool(self.flag is not None and self.flag[0])
 
+    def fail_job(self, job: str, reason: str) -> None:
+        self.store.update(job, {"state": "failed", "error": reason[:500]})
+
 
 class _QueuePort:
     """A chunk run in a local process publishes its parts to the command through the pool's queue."""
@@ -102,6 +105,9 @@ class _QueuePort:
 
     def stopped(self, job: str) -> bool:
         return False  # the command kills its processes to stop them
+
+    def fail_job(self, job: str, reason: str) -> None:
+        raise RuntimeError(reason)  # the process's task fails: the command fails the job with it
 
 
 def failed_result(task: Task, reason: str) -> GenerateResult:
@@ -453,7 +459,10 @@ class CeleryTransport(Transport):
     def _hard_limit(self, task: ChunkTask) -> int:
         """Celery's time limit for a chunk: a safety net well above the solvers' own deadlines."""
         per = task.time_limit if task.time_limit else 60.0
-        want = max(self.settings.task_time_limit_floor, 2 * per * len(task) + 60)
+        n = (
+            len(task) or (task.split.end - task.split.start) // 17 + 1 if task.split else len(task)
+        )  # 4x4 lines
+        want = max(self.settings.task_time_limit_floor, 2 * per * n + 60)
         return int(min(want, max(self.settings.task_time_limit_floor, self.settings.visibility_timeout - 60)))
 
     def close(self) -> None:
