@@ -123,8 +123,8 @@ def helper_splits(n: int, helper: int, helpers: int | None = None) -> int:
 def split_shares(n: int) -> HelperMix | None:
     """The mix of a helper searching cubes on grid side n (None below the learned sides): the owner's
     own SAT mode (the one racing from the start) in its own literal order, with every SAT share of
-    the owner, from the start. Why the owner's mode: the cubes make the searches differ, and on frisch
-    cubes searched in it beat cubes searched in the helpers' next mode (simulated, docs/decisions.md)."""
+    the owner, from the start. Why the owner's mode: the cubes already make the searches differ, and
+    the owner's mode is the one learned fastest at that side (docs/decisions.md, the split)."""
     side = _nearest_side(n)
     if side is None:
         return None
