@@ -175,7 +175,9 @@ def _read_framed(items: Sequence[object], box: Box | None) -> tuple[Sequence[str
     read = read_framed(text, count, cells, group_box.n)
     if read is None:
         return None
-    givens, bad = read
+    givens, bad, symbols = read
+    if isinstance(items, Lines):
+        items.symbols = symbols  # the pipeline's puzzle column is cut from it, not from strs
     texts: Sequence[str] = items if isinstance(items, Lines) else list(items)  # type: ignore[arg-type]
     groups = _Groups()
     if not bad.any():

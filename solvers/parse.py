@@ -254,10 +254,11 @@ def _read_rows(
         ok[b] = good
 
 
-def read_framed(text: str, rows: int, cells: int, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+def read_framed(text: str, rows: int, cells: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Read `rows` compact puzzles of `cells` symbols, one per line of `text` (joined by single newlines):
-    -> (givens uint8[rows, cells], bad bool[rows]), or None when `text` is not so framed (a line of
-    another length, a newline inside a puzzle, a character beyond ASCII).
+    -> (givens uint8[rows, cells], bad bool[rows], the lines' bytes uint8[rows, cells] as a view), or
+    None when `text` is not so framed (a line of another length, a newline inside a puzzle, a
+    character beyond ASCII).
 
     A bad row holds a byte that is no symbol of a grid of side `n` (a space too: its line is
     read again the slow way, stripped, for its reason). Clashing givens are not looked for here:
@@ -273,7 +274,8 @@ def read_framed(text: str, rows: int, cells: int, n: int) -> tuple[np.ndarray, n
     bad = np.empty(rows, dtype=np.bool_)
     if not _read_framed(data, rows, cells, _SYMBOL_VALUE, n, givens, bad):
         return None
-    return givens, bad
+    lines = np.lib.stride_tricks.as_strided(data, (rows, cells), (cells + 1, 1), writeable=False)
+    return givens, bad, lines
 
 
 @nb.njit(cache=True, nogil=True)
@@ -304,12 +306,13 @@ class Lines(Sequence[str]):
     """Puzzle texts held as one string, joined by newlines (a pipeline chunk's form): `solve_many` reads
     it at once (`read_framed`), and a line becomes a str only when it is read."""
 
-    __slots__ = ("text", "count", "_lines")
+    __slots__ = ("text", "count", "_lines", "symbols")
 
     def __init__(self, text: str, count: int) -> None:
         self.text = text
         self.count = count
         self._lines: list[str] | None = None
+        self.symbols: np.ndarray | None = None  # the lines as a block of bytes u8[count, cells], once framed
 
     def __len__(self) -> int:
         return self.count

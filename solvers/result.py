@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from enum import StrEnum
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, overload
 
 import numpy as np
@@ -302,7 +304,7 @@ class Results(Sequence[SolveResult]):
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""
         if not self.born and not any(self.items):
             return []
-        return [i for i, item in enumerate(self.items) if item is not None]
+        return list(compress(range(len(self.items)), map(is_not, self.items, repeat(None))))
 
 
 def _ascii(values: np.ndarray, has: np.ndarray, table: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
