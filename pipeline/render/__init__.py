@@ -64,19 +64,20 @@ def render_runs(
     """JSON Lines or CSV records of `columns` rendered run by run into one buffer (`arena`'s, else a fresh
     one): -> (the records, uint8; where each run's rows start in it, then its end). `runs`: (first row,
     rows) covering the columns in order; a reader may cut the body at their edges."""
-    from pipeline.render.jsonl import csv_bound, csv_into, jsonl_bound, render_into
+    from pipeline.render.jsonl import csv_bound, csv_into, jsonl_bound, plain_texts, render_into
 
     bound, into = (jsonl_bound, render_into) if fmt == "jsonl" else (csv_bound, csv_into)
+    plain = plain_texts(columns) if fmt == "jsonl" else None  # once for every run
     pieces = [
         (columns.slice(first, first + count), index[first : first + count], line[first : first + count])
         for first, count in runs
     ]
-    size = sum(bound(c, input_name, i, ln) for c, i, ln in pieces)
+    size = sum(bound(c, input_name, i, ln, plain) for c, i, ln in pieces)
     buffer = arena.take(size) if arena is not None and size else None
     out = buffer if buffer is not None else np.empty(size, dtype=np.uint8)
     offsets, at = [0], 0
     for c, i, ln in pieces:
-        at += into(c, input_name, i, ln, out[at:])
+        at += into(c, input_name, i, ln, out[at:], plain)
         offsets.append(at)
     if buffer is not None:
         arena.done(buffer, at)  # type: ignore[union-attr]

@@ -261,10 +261,17 @@ def render(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.
     return out[: used - 1].tobytes()  # without the last newline
 
 
-def jsonl_bound(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> int:
+def jsonl_bound(
+    columns: ResultColumns,
+    input_name: str,
+    index: np.ndarray,
+    line: np.ndarray,
+    plain: tuple[bool, bool] | None = None,
+) -> int:
     """The most bytes `render_into` can write for these rows: literals, the widest number of each column,
     and the texts as they are (six times where one needs escaping). Tight (~1.05x what 9x9 records take),
-    so a part is rendered straight into a buffer it may keep (`pipeline.render.Arena`)."""
+    so a part is rendered straight into a buffer it may keep (`pipeline.render.Arena`). `plain`: whether
+    the puzzle and solution texts are free of bytes to escape (`plain_texts`), when the caller knows."""
     c = columns
     b = len(c)
     if b == 0:
@@ -275,12 +282,19 @@ def jsonl_bound(columns: ResultColumns, input_name: str, index: np.ndarray, line
     inp = len(_json_string(input_name).encode())
     name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
     per_row = _LITERAL_BYTES + _STATUS_BYTES + inp + 2 * name_max + numbers + 32  # quotes, nulls, braces
-    texts = _escaped_bytes(c.puzzle.buf) + _escaped_bytes(c.solution.buf) + 6 * c.error.buf.size
+    p_plain, s_plain = plain_texts(c) if plain is None else plain
+    texts = (1 if p_plain else 6) * c.puzzle.buf.size + (1 if s_plain else 6) * c.solution.buf.size
+    texts += 6 * c.error.buf.size
     return b * per_row + texts + c.counters_raw.buf.size + 1
 
 
 def render_into(
-    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, out: np.ndarray
+    columns: ResultColumns,
+    input_name: str,
+    index: np.ndarray,
+    line: np.ndarray,
+    out: np.ndarray,
+    plain: tuple[bool, bool] | None = None,
 ) -> int:
     """Write the JSON Lines records of `columns` (rows aligned with `index` and `line`), each ending in a
     newline, at the start of `out` (uint8, at least `jsonl_bound` long); return the bytes written."""
@@ -289,7 +303,8 @@ def render_into(
         return 0
     if index.shape != (b,) or line.shape != (b,):
         raise ValueError(f"{index.size} indices and {line.size} lines for {b} results")
-    if out.shape[0] < jsonl_bound(columns, input_name, index, line):
+    plain = plain_texts(columns) if plain is None else plain
+    if out.shape[0] < jsonl_bound(columns, input_name, index, line, plain):
         raise ValueError("the buffer is smaller than the records' bound")
     c = columns
     inp = np.frombuffer((_INPUT + _json_string(input_name) + _INDEX).encode(), dtype=np.uint8)
@@ -302,7 +317,7 @@ def render_into(
         c.counter_kind, c.counter_solver, c.counter_nodes, c.counter_guesses, c.counter_time_q,
         _nonempty(c.counters_raw.buf), c.counters_raw.off,
     )  # fmt: skip
-    used = int(_render(*map(_read_only, args), out, _plain(c.puzzle.buf), _plain(c.solution.buf)))
+    used = int(_render(*map(_read_only, args), out, *plain))
     out[used] = 10
     return used + 1
 
@@ -322,9 +337,10 @@ def _number_bytes(values: np.ndarray, decimals: int = 0) -> int:
     return len(str(top)) + 1 + (decimals + 2 if decimals else 0)
 
 
-def _escaped_bytes(buf: np.ndarray) -> int:
-    """The most bytes a text buffer takes inside JSON strings: as it is when nothing in it needs escaping."""
-    return buf.size if _plain(buf) else 6 * buf.size
+def plain_texts(columns: ResultColumns) -> tuple[bool, bool]:
+    """Whether the puzzle and the solution texts hold nothing to escape in JSON (true of every compact grid,
+    and of any slice of a plain buffer: a part's runs share their part's answer)."""
+    return _plain(columns.puzzle.buf), _plain(columns.solution.buf)
 
 
 @njit(cache=True, inline="always")
@@ -401,7 +417,13 @@ def render_csv(columns: ResultColumns, input_name: str, index: np.ndarray, line:
     return out[: csv_into(columns, input_name, index, line, out)].tobytes()
 
 
-def csv_bound(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> int:
+def csv_bound(
+    columns: ResultColumns,
+    input_name: str,
+    index: np.ndarray,
+    line: np.ndarray,
+    plain: tuple[bool, bool] | None = None,
+) -> int:
     """The most bytes `csv_into` can write for these rows (as `jsonl_bound`; a quoted field at most
     doubles, plus its quotes)."""
     c = columns
@@ -426,7 +448,12 @@ def _counters_bound(c: ResultColumns) -> int:
 
 
 def csv_into(
-    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, out: np.ndarray
+    columns: ResultColumns,
+    input_name: str,
+    index: np.ndarray,
+    line: np.ndarray,
+    out: np.ndarray,
+    plain: tuple[bool, bool] | None = None,
 ) -> int:
     """Write the CSV rows of `columns` (no header; each row ends in a newline) at the start of `out`
     (uint8, at least `csv_bound` long); return the bytes written."""
@@ -488,7 +515,17 @@ def _nonempty(buf: np.ndarray) -> np.ndarray:
 
 def _plain(buf: np.ndarray) -> bool:
     """True when `buf` (UTF-8) holds nothing to escape in JSON: no control byte, quote or backslash."""
-    return not buf.size or (int(buf.min()) >= 32 and not (buf == 34).any() and not (buf == 92).any())
+    return not buf.size or not _escapes(buf)
+
+
+@njit(cache=True, nogil=True)
+def _escapes(buf):  # type: ignore[no-untyped-def]
+    """Whether some byte of `buf` must be escaped in JSON (one pass, no early exit: it vectorises)."""
+    found = 0
+    for k in range(buf.shape[0]):
+        c = buf[k]
+        found |= (c < 32) | (c == 34) | (c == 92)
+    return found != 0
 
 
 def _json_string(text: str) -> str:
