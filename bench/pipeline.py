@@ -244,8 +244,8 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
     import redis
 
     from client.output import Output
-    from client.reader import read_blocks
     from client.redis_store import read_large
+    from pipeline.reader import read_blocks
     from pipeline.result import ChunkResult
     from pipeline.solve import solve_chunk
     from pipeline.tasks import ChunkTask
@@ -434,9 +434,183 @@ def marginal_runs(paths: list[Path], tmp: Path, formats: list[str], rounds: int 
     return out
 
 
-def _poll_memory(client, peak: list[int], done) -> None:  # noqa: ANN001 - a redis client, an Event
+def run_dataset_job(client, path: Path, out: Path, fmt: str) -> dict:  # noqa: ANN001 - a BatchClient
+    """Submit one corpus as a dataset job read in splits (`solve corpus -o DIR/ --broker`) and collect it as
+    `client.run` does: take each part's header, acknowledge the parts every `ack_s`, commit the manifest."""
+    from client.dataset import DatasetOutput
+    from client.summary import Summary
+
+    summary = Summary()
+    job = client.submit(str(path), format=fmt, dataset=str(out) + "/", splits=True)
+    meta = client.store.meta(job.id)
+    output = DatasetOutput(meta["dataset"], fmt, job.id, meta, summary)
+    n, pending, acked = 0, [], time.monotonic()
+    for result, start, stop in job.chunks(keep=True, acked=True):
+        output.write(result, start, stop)
+        summary.add(result.header.stats, result.header.input)
+        n += stop - start
+        pending.append(result.part)
+        if time.monotonic() - acked >= client.settings.ack_s:
+            client.store.ack(job.id, pending, output.durable())
+            pending, acked = [], time.monotonic()
+    job.wait_submitted()
+    client.store.ack(job.id, pending, output.durable())
+    manifest = output.commit()
+    summary.finish()
+    assert manifest.records == n, (manifest.records, n)
+    return {"puzzles": n, "wall_s": summary.wall_s, "solver_cpu_s": summary.solver_cpu_s, "job": job}
+
+
+def dataset_runs(
+    paths: list[Path],
+    tmp: Path,
+    formats: list[str],
+    rounds: int = 3,
+    sizes: tuple[int, ...] = (100_000, 1_000_000),
+) -> dict[str, dict]:
+    """Per role CPU seconds per puzzle of a dataset job read in splits (the workers read the input and write
+    the parts; the client and Redis only coordinate): a 1M-line job minus a 100k one, through a real
+    redis-server and two warm workers, medians of `rounds` interleaved rounds. Redis's peak memory and the
+    client's peak RSS are measured in separate runs (a poller costs both some CPU)."""
+    import redis
+
+    from client import BatchClient
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = start_redis(port, tmp)
+    workers = []
+    try:
+        time.sleep(0.3)
+        for i in range(2):
+            log = open(tmp / f"dworker{i}.log", "wb")  # noqa: SIM115
+            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
+            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        r = redis.Redis.from_url(url)
+        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
+            time.sleep(0.2)
+        client = BatchClient(url)
+        run_dataset_job(client, SAMPLE, tmp / "warm-ds", "jsonl")["job"].purge()
+        pids = [p for w in workers for p in tree(w.pid)]
+        figures: dict[str, dict[str, list[dict]]] = {}
+        for _ in range(rounds):
+            for path in paths:
+                for fmt in formats:
+                    for size in sizes:
+                        corpus = repeated(path, size, tmp)
+                        gc.collect()
+                        calls0 = redis_calls(r)
+                        workers0, redis0, cpu0 = pids_cpu(pids), proc_cpu(server.pid), time.process_time()
+                        run = run_dataset_job(client, corpus, tmp / f"ds-{fmt}", fmt)
+                        client_cpu = time.process_time() - cpu0
+                        time.sleep(0.05)
+                        manifest = json.loads((tmp / f"ds-{fmt}" / "_manifest.json").read_text())
+                        row = {
+                            "puzzles": run["puzzles"], "client": client_cpu,
+                            "workers": pids_cpu(pids) - workers0, "redis": proc_cpu(server.pid) - redis0,
+                            "wall_s": run["wall_s"], "redis_calls": redis_calls(r) - calls0 - 2,
+                            "chunks": len({p["chunk"] for p in manifest["parts"]}),
+                            "parts": len(manifest["parts"]),
+                            "bytes": sum(p["bytes"] for p in manifest["parts"]),
+                        }  # fmt: skip
+                        run["job"].purge()
+                        figures.setdefault(f"{path.name} {fmt}", {}).setdefault(str(size), []).append(row)
+        client.close()
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(30)
+        server.terminate()
+        server.wait(10)
+    out: dict[str, dict] = {}
+    for key, by_size in figures.items():
+        small, large = by_size[str(sizes[0])], by_size[str(sizes[-1])]
+        per = {}
+        for role in ("client", "workers", "redis"):
+            diffs = [
+                (b[role] - a[role]) / (b["puzzles"] - a["puzzles"]) for a, b in zip(small, large, strict=True)
+            ]
+            per[role] = statistics.median(diffs)
+        big = large[0]
+        out[key] = {
+            "per_puzzle_us": {k: v * 1e6 for k, v in per.items()},
+            "workers_over_client": per["workers"] / per["client"] if per["client"] > 0 else float("inf"),
+            "workers_over_redis": per["workers"] / per["redis"] if per["redis"] > 0 else float("inf"),
+            "redis_calls_per_chunk": statistics.median(b["redis_calls"] / b["chunks"] for b in large),
+            "bytes_per_record": big["bytes"] / big["puzzles"],
+            "puzzles_per_chunk": big["puzzles"] / big["chunks"],
+            "runs": by_size,
+        }
+    return out
+
+
+def redis_calls(client) -> int:  # noqa: ANN001 - a redis client
+    """Commands the server has run so far (INFO commandstats), this call's two included."""
+    return sum(int(v["calls"]) for v in client.info("commandstats").values())
+
+
+def big_dataset_run(path: Path, lines: int, tmp: Path, fmt: str = "parquet") -> dict:
+    """One `sudoku-batch solve BIG -o DIR/ --broker` of `lines` lines with two warm workers, as a user runs
+    it: the command's peak RSS (wait4), Redis's peak used_memory (polled every 50 ms from here), and
+    the dataset read back: every line once (pyarrow.dataset, the index and line columns)."""
+    import threading
+
+    import pyarrow.dataset as ds
+    import redis
+
+    corpus = repeated(path, lines, tmp)
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = start_redis(port, tmp)
+    workers = []
+    try:
+        time.sleep(0.3)
+        for i in range(2):
+            log = open(tmp / f"bworker{i}.log", "wb")  # noqa: SIM115
+            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
+            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        r = redis.Redis.from_url(url)
+        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
+            time.sleep(0.2)
+        peak, done = [0], threading.Event()
+        watcher = threading.Thread(target=_poll_memory, args=(r, peak, done, 0.05), daemon=True)
+        watcher.start()
+        out = tmp / "big"
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [*CLI, "solve", str(corpus), "--broker", url, "-o", f"{out}/", "-q", "--format", fmt]
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        done.set()
+        watcher.join()
+        if status:
+            raise RuntimeError(f"solve exited {status}")
+        table = ds.dataset(str(out), format=fmt).to_table(columns=["index", "line"])
+        index = table.column("index").to_numpy()
+        line = table.column("line").to_numpy()
+        import numpy as np
+
+        once = len(index) == lines and np.array_equal(np.sort(index), np.arange(lines))
+        once = once and np.array_equal(np.sort(line), np.arange(1, lines + 1))
+        return {
+            "lines": lines, "wall_s": wall, "client_peak_rss_mb": usage.ru_maxrss / 1024,
+            "client_cpu_s": usage.ru_utime + usage.ru_stime, "redis_peak_mb": peak[0] / 1e6,
+            "every_line_once": bool(once), "parts": len(list(out.glob("part-*"))),
+        }  # fmt: skip
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(30)
+        server.terminate()
+        server.wait(10)
+
+
+def _poll_memory(client, peak: list[int], done, every: float = 0.02) -> None:  # noqa: ANN001 - redis, Event
     """Keep Redis's highest used_memory in peak[0] until `done` is set."""
-    while not done.wait(0.02):
+    while not done.wait(every):
         peak[0] = max(peak[0], int(client.info("memory")["used_memory"]))
 
 
@@ -468,12 +642,50 @@ def main() -> None:
         help="only the fan-in: per role CPU per puzzle of a 1M-line job minus a 100k one, every format",
     )  # fmt: skip
     ap.add_argument("--rounds", type=int, default=3, help="--marginal: interleaved rounds (medians)")
+    ap.add_argument(
+        "--big", type=int, default=0, metavar="N",
+        help="one N-line dataset job as a user runs it: its peak RSS, Redis's peak memory, every line once",
+    )  # fmt: skip
+    ap.add_argument(
+        "--dataset", action="store_true",
+        help="only the fan-in of dataset jobs read in splits (workers read and write; client and Redis "
+        "coordinate): per role CPU per puzzle of a 1M-line job minus a 100k one",
+    )  # fmt: skip
     ap.add_argument("--no-cold", action="store_true", help="skip the one-puzzle cold starts")
     args = ap.parse_args()
     global FORMAT
     FORMAT = args.format
     paths = [CORPORA / c for c in (args.corpus or DEFAULT)]
     report: dict[str, object] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()}
+    if args.big:
+        with tempfile.TemporaryDirectory() as tmpdir:
+            big = big_dataset_run(paths[0], args.big, Path(tmpdir), args.format)
+        print(
+            f"{big['lines']:,} lines to a dataset: wall {big['wall_s']:.1f} s, client peak RSS "
+            f"{big['client_peak_rss_mb']:.0f} MB, CPU {big['client_cpu_s']:.2f} s; Redis peak "
+            f"{big['redis_peak_mb']:.1f} MB; {big['parts']} parts; every line once: {big['every_line_once']}"
+        )
+        report.update(big=big, load_after=os.getloadavg())
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        return
+    if args.dataset:
+        with tempfile.TemporaryDirectory() as tmpdir:
+            figures = dataset_runs(paths, Path(tmpdir), [args.format], args.rounds)
+        for key, data in figures.items():
+            us = data["per_puzzle_us"]
+            print(
+                f"{key:40s} dataset per puzzle: client {us['client']:.3f} us, workers "
+                f"{us['workers']:.2f} us, "
+                f"redis {us['redis']:.3f} us; workers/client x{data['workers_over_client']:.0f}, "
+                f"workers/redis x{data['workers_over_redis']:.0f}; Redis calls a chunk "
+                f"{data['redis_calls_per_chunk']:.0f}, {data['puzzles_per_chunk']:,.0f} puzzles a chunk, "
+                f"{data['bytes_per_record']:.0f} B a record"
+            )
+        report.update(dataset=figures, load_after=os.getloadavg())
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        return
     if args.marginal:
         with tempfile.TemporaryDirectory() as tmpdir:
             figures = marginal_runs(paths, Path(tmpdir), ["jsonl", "csv", "parquet"], args.rounds)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from client.config import ClientSettings, check_broker_url
+from pipeline.storage import is_url
 from pipeline.tasks import JOB_ID_PATTERN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -103,6 +104,21 @@ def resume_command(job: str, inputs: list[str], broker: str = " --broker URL") -
     return f"sudoku-batch submit --resume {job} {names}{broker}"
 
 
+def _check_url(name: str) -> None:
+    """UsageError (one line) unless `name` is a file an installed fsspec backend finds."""
+    from pipeline.storage import StorageError, reason, storage_for
+
+    try:
+        store = storage_for(name)
+        store.size(name)
+    except StorageError as exc:
+        raise UsageError(str(exc)) from None
+    except FileNotFoundError:
+        raise UsageError(f"{name}: no such file") from None
+    except Exception as exc:  # noqa: BLE001 - a backend's own errors (credentials, network): one line
+        raise UsageError(f"{name}: {reason(exc)}") from None
+
+
 def input_sources(names: list[str]) -> list[tuple[str, str]]:
     """Check the inputs are readable files (a usage error naming the input if not); `-` is stdin, once.
 
@@ -114,6 +130,9 @@ def input_sources(names: list[str]) -> list[tuple[str, str]]:
     for name in names:
         path = Path(name)
         if name == "-" or path.is_file() and os.access(path, os.R_OK):
+            continue
+        if is_url(name):  # fsspec: s3://, gs://, ... (a usage error when no backend or no such object)
+            _check_url(name)
             continue
         if path.is_dir():
             raise UsageError(f"{name}: is a directory, not a file of puzzles")

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
-from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id
-from client.reader import peek_stdin
+from client.dataset import check_directory, dataset_url, mark_directory
+from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id, splittable
 from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, Superseded, submission_state
 from client.transport import (
     INLINE_BYTES,
@@ -30,15 +30,20 @@ from client.transport import (
     default_workers,
     max_workers,
 )
+from pipeline.dataset import zstd_codec
 from pipeline.outbox import parse_task
+from pipeline.reader import peek_stdin
 from pipeline.render.record import Record
 from pipeline.tasks import (
+    COMPRESSIONS,
+    DATASET_FORMATS,
     DEFAULT_ESCALATE_AFTER_S,
     DEFAULT_TIME_LIMIT_S,
     FORMATS,
     MAX_ESCALATE_AFTER_S,
     MAX_TIME_LIMIT_S,
 )
+from solvers.frame import need, to_pandas, to_polars
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -93,6 +98,9 @@ class BatchClient:
         seed: int | None = None,
         escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
         format: str = "columns",
+        dataset: str | None = None,
+        compression: str = "none",
+        splits: bool | None = None,
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
@@ -101,13 +109,14 @@ class BatchClient:
         (the same seed, the same random choices); None draws them from the job id, so every job
         tries differently. A puzzle still unanswered after
         `escalate_after` seconds is raced by idle workers (or local processes) too, each with
-        another seed; 0 never.
+        another seed; 0 never. `dataset`, `compression`, `splits`: see `submit_inputs`.
         """
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs(
             [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed,
-            escalate_after=escalate_after, format=format,
+            escalate_after=escalate_after, format=format, dataset=dataset, compression=compression,
+            splits=splits,
         )  # fmt: skip
 
     def submit_inputs(
@@ -121,6 +130,9 @@ class BatchClient:
         seed: int | None = None,
         escalate_after: float = DEFAULT_ESCALATE_AFTER_S,
         format: str = "columns",
+        dataset: str | None = None,
+        compression: str = "none",
+        splits: bool | None = None,
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
@@ -129,9 +141,15 @@ class BatchClient:
         `format` is what the processes that solve the chunks render the records in (`jsonl`, `csv`,
         `parquet`: a collector then moves their bytes into its output without reading them;
         `columns`, the default: the result columns, which `Job.results()` and any output format read).
+        `dataset`: a directory (path or URL) the solving processes write the records to as part files
+        (`pipeline.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the first
+        two), committed by whoever collects the job. `splits`: with a broker and a dataset, the workers
+        read plain file inputs themselves in byte ranges (None: whenever every input allows it; False:
+        never; True: or a ValueError saying why not).
         """
         if format not in FORMATS:
             raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
+        url, split_urls = self._dataset_plan(inputs, dataset, format, compression, splits, box)
         as_box(box)  # a bad box shape is the caller's error, raised here
         if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
             raise ValueError(
@@ -149,9 +167,12 @@ class BatchClient:
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
         spec = JobSpec(
-            new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None, format
-        )
+            new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None,
+            format, url, compression, split_urls,
+        )  # fmt: skip
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
+        if url is not None:
+            mark_directory(url, spec.job)
         self.store.create(spec.job, spec.meta())
         transport: Transport
         if self.embedded:
@@ -166,6 +187,47 @@ class BatchClient:
         consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
         producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
         return Job(self, spec.job, producer, inputs, collected=collected)
+
+    def _dataset_plan(
+        self,
+        inputs: list[tuple[str, Source]],
+        dataset: str | None,
+        format: str,
+        compression: str,
+        splits: bool | None,
+        box: str | None,
+    ) -> tuple[str | None, list[str] | None]:
+        """The dataset's directory (checked, made ready) and the inputs the workers read in splits, if any;
+        ValueError (one line) for options that do not go together."""
+        if dataset is None:
+            if splits:
+                raise ValueError("splits need a dataset output (a directory: -o DIR/)")
+            if compression != "none":
+                raise ValueError(
+                    "compression applies to a dataset's parts (-o DIR/); name a file .gz instead"
+                )
+            return None, None
+        if format not in DATASET_FORMATS:
+            raise ValueError(f"a dataset's format is one of {', '.join(DATASET_FORMATS)}, not {format!r}")
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression {compression!r}: use one of {', '.join(COMPRESSIONS)}")
+        if compression == "zstd" and format != "parquet":
+            zstd_codec()
+        if format == "parquet":
+            from pipeline.render.parquet import INSTALL_HINT, installed
+
+            if not installed():
+                raise ValueError(f"Parquet needs pyarrow: {INSTALL_HINT}")
+        url = dataset_url(dataset)
+        check_directory(url)
+        if self.embedded or splits is False:
+            if splits:
+                raise ValueError("splits need a broker: local processes read what this process reads")
+            return url, None
+        urls, why = splittable(inputs, box)
+        if urls is None and splits:
+            raise ValueError(f"cannot read the inputs in splits: {why}")
+        return url, urls
 
     def resume(
         self,
@@ -197,7 +259,7 @@ class BatchClient:
                     "a resume keeps the job's options"
                 )
         if sources is None:
-            sources = _recorded(spec)
+            sources = list(spec.splits) if spec.splits is not None else _recorded(spec)
         if len(sources) != len(spec.inputs):
             raise ResumeRefused(
                 f"job {job_id} has {len(spec.inputs)} inputs ({', '.join(spec.inputs)}), not {len(sources)}"
@@ -562,9 +624,48 @@ class Job:
         embedded, they stay in this process's memory until then or `purge()`); `keep=False`
         drops each as it is read.
         """
+        dataset = self.client.store.meta(self.id).get("dataset")
+        if dataset:
+            raise ValueError(
+                f"job {self.id} writes a dataset to {dataset}/: read it there (pandas, pyarrow, DuckDB)"
+            )
         for result, start, stop in self.chunks(ordered, keep=keep):
             for line in result.lines()[start:stop]:
                 yield Record.from_json(line)
+
+    def to_arrow(self, ordered: bool = True, *, keep: bool = True) -> Any:
+        """Every record of the job as one Arrow table, once every puzzle is answered: the fields and types
+        of the Parquet output (pyarrow: `pip install 'sudoku-batch[parquet]'`).
+
+        Read from the parts as they are stored, whatever the job's format (`client.frame`): result
+        columns tabulated as they are, an Arrow IPC part as it came, CSV or JSON Lines rows through
+        pyarrow's readers; no Record per row. `ordered`: in input order (else as the parts came).
+        Readable again for `result_ttl` like `results()`; `keep=False` drops each part as it is read.
+        """
+        need("pyarrow", "Job.to_arrow()", "parquet")  # before a part is read: keep=False would drop it
+        return self._table("Job.to_arrow()", ordered, keep)
+
+    def to_pandas(self, ordered: bool = True, *, keep: bool = True) -> Any:
+        """Every record of the job as a pandas DataFrame (`to_arrow`'s table): what `pandas.read_parquet`
+        reads from the Parquet output (`pip install 'sudoku-batch[dataframe]'`)."""
+        need("pandas", "Job.to_pandas()", "dataframe")
+        need("pyarrow", "Job.to_pandas()", "dataframe")
+        return to_pandas(self._table("Job.to_pandas()", ordered, keep))
+
+    def to_polars(self, ordered: bool = True, *, keep: bool = True) -> Any:
+        """Every record of the job as a polars DataFrame, from `to_arrow`'s table
+        (`pip install 'sudoku-batch[polars]'`)."""
+        need("polars", "Job.to_polars()", "polars")
+        need("pyarrow", "Job.to_polars()", "polars")
+        return to_polars(self._table("Job.to_polars()", ordered, keep))
+
+    def _table(self, what: str, ordered: bool, keep: bool) -> Any:
+        """The job's records as an Arrow table (ValueError, one line, for a generate job: it has none)."""
+        from client.frame import slices_table
+
+        if self._taken is not None or self.client.store.meta(self.id).get("kind") == "generate":
+            raise ValueError(f"{what}: job {self.id} generates puzzles; read them with Job.generated()")
+        return slices_table(self.chunks(ordered, keep=keep))
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
         """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.

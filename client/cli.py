@@ -71,9 +71,28 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     )
 
 
+def _dataset_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--compression",
+        choices=("none", "gzip", "zstd"),
+        default=None,
+        help="a dataset's JSON Lines or CSV parts (Parquet: inside the file): none (default), gzip, zstd",
+    )
+    p.add_argument(
+        "--no-splits",
+        action="store_true",
+        help="a dataset with a broker: read the inputs here, not in byte ranges on the workers",
+    )
+
+
 def _common_output(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "-o", "--output", default=None, metavar="FILE", help="results file; .gz compresses (default: stdout)"
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="results file, .gz compresses (default: stdout); DIR/ (a trailing slash, or a directory): a "
+        "dataset of part files the workers write, with _manifest.json and _SUCCESS (a path or an fsspec URL)",
     )
     p.add_argument(
         "--format",
@@ -98,6 +117,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="solve whole files and wait for every result")
     _common_solve(p)
     _common_output(p)
+    _dataset_options(p)
     p.add_argument(
         "--workers", type=int, default=None, metavar="N", help="local processes (default: one per core)"
     )
@@ -111,6 +131,15 @@ def parser() -> argparse.ArgumentParser:
         "writes it",
     )
     p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="DIR/",
+        help="a dataset directory (path or fsspec URL) the workers write the part files to; "
+        "collect JOB commits it (default: none, collect writes the records)",
+    )
+    _dataset_options(p)
+    p.add_argument(
         "--resume",
         default=None,
         metavar="JOB",
@@ -118,7 +147,7 @@ def parser() -> argparse.ArgumentParser:
         "default: a new job)",
     )
     p = sub.add_parser("collect", help="wait for a job's results and write them")
-    p.add_argument("job")
+    p.add_argument("job", help="the job's id; or a committed dataset directory DIR/ to merge with -o FILE")
     p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
     p.add_argument(
         "--timeout",

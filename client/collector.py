@@ -16,6 +16,7 @@ from pipeline.result import ChunkResult, VersionMismatch
 from pipeline.tasks import VERSION, version_refusal
 
 FETCH_CHUNKS = 1  # chunk results fetched per round trip (each can be tens of MB)
+META_S = 0.5  # a collector with nothing arriving reads the job's metadata (failed? complete?) this often
 
 
 class JobFailed(RuntimeError):
@@ -52,10 +53,12 @@ def stream_chunks(
     rows = rows_written  # puzzles answered by the parts seen (a generate run: chunks seen)
     cursor = 0
     last_progress = time.monotonic()
+    meta_due = 0.0  # when the job's metadata is read next (at once after parts arrived)
     while True:
         ids, cursor = store.arrivals(job, cursor)
         fresh = [c for c in dict.fromkeys(ids) if c not in seen]
         if fresh:
+            meta_due = 0.0
             for at in range(0, len(fresh), FETCH_CHUNKS):  # a few parts at a time: bounded memory
                 part = fresh[at : at + FETCH_CHUNKS]
                 for name, result in zip(part, _fetched(store, job, part, decode), strict=True):
@@ -68,6 +71,11 @@ def stream_chunks(
                     store.mark_collected(job, part, result_ttl)  # after the caller has written them
             last_progress = time.monotonic()
             continue
+        if time.monotonic() < meta_due:  # nothing arrived since the last look: nothing can have completed
+            if _idle(store, job, on_wait, sweep, last_progress, poll):
+                meta_due = 0.0
+            continue
+        meta_due = time.monotonic() + META_S
         meta = store.meta(job)
         if not meta or "created" not in meta:
             raise JobFailed(f"no job {job} (never created, purged, or expired)")
@@ -75,6 +83,13 @@ def stream_chunks(
         if state == "failed":
             raise JobFailed(meta.get("error") or "the job failed")
         want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
+        if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
+            total = store.split_total(job)  # known once the workers counted every split
+            if total is None:
+                want = rows + 1  # not yet
+            else:
+                store.update(job, {"total": str(total), "submitted": str(total)})
+                want = total
         if state == "produced" and rows >= want:
             return
         if state == "producing":  # not complete until the producer says so, however many chunks are in
@@ -84,11 +99,26 @@ def stream_chunks(
                 raise JobFailed(f"the producer stopped after submitting {done} puzzles, not the whole input")
         if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
             raise JobFailed(f"no result arrived for {idle_timeout:g} s")
-        if on_wait is not None:
-            on_wait()
-        if sweep is not None:
-            sweep(time.monotonic() - last_progress)
-        store.wait(job, poll)
+        if _idle(store, job, on_wait, sweep, last_progress, poll):
+            meta_due = 0.0
+
+
+def _idle(
+    store: JobStore,
+    job: str,
+    on_wait: Callable[[], None] | None,
+    sweep: Callable[[float], object] | None,
+    last_progress: float,
+    poll: float,
+) -> bool:
+    """Wait for the next arrival or change of the job's state (a Redis store blocks on the job's wake list,
+    a memory store on its condition), at most META_S; False after a timeout. Between waits the caller's
+    `on_wait` and the resend `sweep` run."""
+    if on_wait is not None:
+        on_wait()
+    if sweep is not None:
+        sweep(time.monotonic() - last_progress)
+    return store.wait_arrival(job, max(poll, META_S) if poll > 0 else 0)
 
 
 def _fetched(store: JobStore, job: str, names: list[Any], decode: Decode) -> list[Any]:

@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.keys import KEY_PREFIX
-from pipeline.tasks import DEFAULT_QUEUE, MAX_TASK_CHARS
+from pipeline.tasks import DEFAULT_QUEUE, MAX_SPLIT_BYTES, MAX_TASK_CHARS
 
 
 class ClientSettings(BaseSettings):
@@ -24,6 +24,7 @@ class ClientSettings(BaseSettings):
     job_ttl: int = 7 * 86400  # seconds an uncollected result or a job's metadata may wait
     chunk_seconds: float = 1.0  # target solving time of one chunk
     max_chunk_bytes: int = Field(default=1 << 20, ge=1, le=MAX_TASK_CHARS)  # task puzzle text; results ~5x
+    max_split_bytes: int = Field(default=8 << 20, ge=1, le=MAX_SPLIT_BYTES // 2)  # input read by one worker
     connect_timeout: float = 2.0  # seconds to reach the broker before giving up
     socket_timeout: float = 10.0
     visibility_timeout: int = 4 * 3600  # seconds before an unacknowledged chunk is redelivered

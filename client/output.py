@@ -159,6 +159,17 @@ class Output:
             self.stream.flush()
             self._flushed = now
 
+    def write_rows(self, rows: bytes) -> None:
+        """Write JSON Lines or CSV rows rendered elsewhere (a dataset's part, its CSV header cut off)."""
+        if self.fmt == "csv" and not self._csv_header:
+            self.stream.write(CSV_HEADER.encode())
+            self._csv_header = True
+        self.stream.write(rows)
+
+    def parquet_writer(self) -> Any:
+        """The Parquet writer of a Parquet output (None for another format): tables are appended to it."""
+        return self._parquet
+
     @property
     def resumable(self) -> bool:
         """True when a collection killed half way can go on writing this output: a regular file, of

@@ -24,18 +24,20 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
 
 from client.config import ClientSettings
-from client.reader import SlabTexts, read_blocks
 from client.store import Checkpoint, JobStore, Superseded
 from client.transport import Transport
+from pipeline.dataset import commit_part, stage_part
+from pipeline.reader import SlabTexts, has_grid_rows, read_blocks
 from pipeline.result import ChunkResult
 from pipeline.runs import join_texts, to_runs
 from pipeline.solve import answered_chunk
-from pipeline.tasks import MAX_CHUNK_PUZZLES, ChunkTask, solver_seed
+from pipeline.storage import Storage, absolute, is_url, storage_for
+from pipeline.tasks import MAX_CHUNK_PUZZLES, MAX_SPLIT_ENTRIES, ChunkTask, Dataset, Split, solver_seed
 
 if TYPE_CHECKING:
     from pipeline.generate import GenerateTask
@@ -68,11 +70,38 @@ def fingerprint(source: Source) -> InputPrint | None:
     if not isinstance(source, (str, Path)) or str(source) == "-":
         return None
     try:
+        if isinstance(source, str) and is_url(source):
+            store = storage_for(source)
+            with store.open_read(source) as f:
+                head = f.read(HEAD_BYTES)
+            return InputPrint(size=store.size(source), head=hashlib.sha256(head).hexdigest()[:32])
         with open(source, "rb") as f:
             head = f.read(HEAD_BYTES)
         return InputPrint(size=os.path.getsize(source), head=hashlib.sha256(head).hexdigest()[:32])
     except OSError:
         return None
+
+
+def splittable(inputs: list[tuple[str, Source]], box: str | None) -> tuple[list[str] | None, str]:
+    """The inputs as the workers would read them in splits (absolute paths or URLs), or None and why they
+    cannot be: stdin, a stream, a compressed file, or one holding grids written over several lines."""
+    urls = []
+    for name, src in inputs:
+        if not isinstance(src, (str, Path)) or str(src) == "-":
+            return None, f"{name} is not a file the workers can read"
+        text = str(src)
+        try:
+            store = storage_for(text)
+            with store.open_read(text) as f:
+                head = f.read(HEAD_BYTES)
+        except OSError as exc:
+            return None, f"{name}: {exc}"
+        if head[:2] == b"\x1f\x8b":
+            return None, f"{name} is compressed: workers read plain lines only"
+        if has_grid_rows(head, box):
+            return None, f"{name} holds grids written over several lines (splits need one puzzle a line)"
+        urls.append(absolute(text))
+    return urls, ""
 
 
 def digest(text: str) -> str:
@@ -98,6 +127,9 @@ class JobSpec:
     seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
     escalate_after: float | None = None  # seconds before a slow puzzle is raced by idle processes too
     format: str = "columns"  # what the solving processes render the records in (`pipeline.tasks.FORMATS`)
+    dataset: str | None = None  # the directory the solving processes write their parts to (`-o DIR/`)
+    compression: str = "none"  # of a dataset's JSON Lines or CSV parts
+    splits: list[str] | None = None  # the inputs as the workers read them, in splits (None: read here)
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
@@ -105,11 +137,21 @@ class JobSpec:
         out["prints"] = PRINTS.dump_json(self.prints).decode()
         out["checkpoint"] = Checkpoint().model_dump_json()
         out["format"] = self.format
-        for key in ("box", "time_limit", "portfolio", "seed", "escalate_after"):
+        for key in ("box", "time_limit", "portfolio", "seed", "escalate_after", "dataset"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = str(value)
+        if self.dataset is not None:
+            out["compression"] = self.compression
+        if self.splits is not None:
+            out["splits"] = "\n".join(self.splits)
         return out
+
+    def task_dataset(self) -> Dataset | None:
+        """Where a task's parts go (None: back through the job store)."""
+        if self.dataset is None:
+            return None
+        return Dataset(url=self.dataset, format=self.format, compression=self.compression)  # type: ignore[arg-type]
 
     @classmethod
     def from_meta(cls, job: str, meta: dict[str, str]) -> JobSpec:
@@ -119,9 +161,11 @@ class JobSpec:
         prints = PRINTS.validate_json(meta["prints"]) if meta.get("prints") else []
         prints += [None] * (len(inputs) - len(prints))
         seed, escalate = meta.get("seed"), meta.get("escalate_after")
+        splits = meta["splits"].split("\n") if meta.get("splits") else None
         return cls(
             job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
             int(seed) if seed else None, float(escalate) if escalate else None, meta.get("format", "columns"),
+            meta.get("dataset"), meta.get("compression", "none"), splits,
         )  # fmt: skip
 
 
@@ -133,9 +177,10 @@ class ChunkSizer:
     chunk (so small jobs still spread over the workers) and bounded by the payload size.
     """
 
-    def __init__(self, target_s: float, max_bytes: int) -> None:
+    def __init__(self, target_s: float, max_bytes: int, most: int = MAX_CHUNK_PUZZLES) -> None:
         self.target_s = target_s
         self.max_bytes = max_bytes
+        self.most = most  # puzzles a chunk holds at most (a split: what a worker reads, not a message)
         self.last = 0
 
     @staticmethod
@@ -152,7 +197,7 @@ class ChunkSizer:
             size = min(want, 2 * self.last if self.last else start)
         else:  # no feedback yet: grow blindly, but only so far
             size = min(2 * self.last, 8 * start) if self.last else start
-        size = max(1, min(size, self.max_bytes // (text_len + 1), MAX_CHUNK_PUZZLES))
+        size = max(1, min(size, self.max_bytes // (text_len + 1), self.most))
         self.last = size
         return size
 
@@ -284,6 +329,10 @@ class Producer:
         self.window = window  # max chunks in flight (None: send everything at once)
         self.consumed = consumed  # chunks taken off the window (None: those whose result arrived)
         self.sizer = ChunkSizer(settings.chunk_seconds, settings.max_chunk_bytes)
+        self.split_sizer = ChunkSizer(
+            settings.chunk_seconds, settings.max_split_bytes, MAX_SPLIT_ENTRIES // 2
+        )
+        self.storage: Storage | None = None  # a dataset job's: where the producer's own answers are written
         self.resume = resume
         self.checkpoint = resume or Checkpoint()  # the last one committed
         self.token = token
@@ -308,6 +357,10 @@ class Producer:
         A producer taken over by a resume (Superseded) or given the wrong inputs to resume
         (ResumeRefused) leaves the job as it is, for the right producer to finish.
         """
+
+        if self.spec.splits is not None:
+            self._produce(lambda: self._split_all([name for name, _ in sources]))
+            return self.index
 
         def read() -> dict[str, str]:
             for name, source in sources:
@@ -431,6 +484,60 @@ class Producer:
             self._heartbeat()
         self._flush(name, pending)
 
+    def _split_all(self, names: list[str]) -> dict[str, str]:
+        """Send every input as byte-range splits the workers read (`pipeline.splits`): nothing is read here
+        but the first megabyte of each input, for the length of its lines. The job's total is known once
+        the workers have counted every split (`JobStore.split_total`)."""
+        assert self.spec.splits is not None
+        at_input, at_byte = (self.checkpoint.input, self.checkpoint.offset) if self.resume else (0, 0)
+        for i, (name, url) in enumerate(zip(names, self.spec.splits, strict=True)):
+            if i < at_input:
+                continue
+            store = storage_for(url)
+            size = store.size(url)
+            with store.open_read(url) as f:
+                head = f.read(HEAD_BYTES)
+            line_bytes = max(1.0, len(head) / max(1, head.count(b"\n")))
+            at = at_byte if i == at_input else 0
+            while at < size:
+                if self.stopping.is_set():
+                    raise JobCancelled("the job was cancelled")
+                self._wait_for_room()
+                want = self._split_bytes(line_bytes)
+                end = size if size - at <= want + want // 4 else at + want
+                chunk = self._next_chunk()
+                task = ChunkTask(
+                    job=self.spec.job, chunk=chunk, input=name, index_runs=[], line_runs=[], puzzles="",
+                    split=Split(url=url, input=i, start=at, end=end, size=size), **self._options(chunk),
+                )  # fmt: skip
+                self._emit(task, Checkpoint(chunks=self.chunks, input=i, offset=end))
+                at = end
+            self._heartbeat()
+        return {"submitted_bytes": "1"}
+
+    def _split_bytes(self, line_bytes: float) -> int:
+        """The next split's bytes: the puzzles the sizer wants (from the workers' feedback) times the lines'
+        length; at most `max_split_bytes`."""
+        n, cpu = self.store.hint(self.spec.job) if self.sent or self.resume else (0, 0.0)
+        text_len = max(1, round(line_bytes) - 1)
+        puzzles = self.split_sizer.next(text_len, cpu / n if n and cpu > 0 else None)
+        return max(1, min(self.settings.max_split_bytes, int(puzzles * line_bytes)))
+
+    def _options(self, chunk: int) -> dict[str, Any]:
+        """What every task of the job carries beside its puzzles."""
+        dataset = self.spec.task_dataset()
+        return {
+            "box": self.spec.box,
+            "time_limit": self.spec.time_limit,
+            "portfolio": self.spec.portfolio,
+            "seed": solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
+            "escalate_after": self.spec.escalate_after or None,
+            "format": "columns"
+            if dataset is not None
+            else self.spec.format,  # a dataset's parts: in the file
+            "dataset": dataset,
+        }
+
     def _check_tail(self, text: str, where: str) -> None:
         """Refuse to resume unless the puzzle just before the checkpoint is the one submitted there."""
         if self.resume is not None and digest(text) != self.resume.tail:
@@ -457,20 +564,11 @@ class Producer:
         joined, spans = _joined(runs)
         chunk = self._next_chunk()
         task = ChunkTask(
-            job=self.spec.job,
-            chunk=chunk,
-            input=name,
+            job=self.spec.job, chunk=chunk, input=name,
             index_runs=_merged_runs([r.indices for r in runs]),
             line_runs=_merged_runs([r.lines for r in runs]),
-            puzzles=joined,
-            spans=spans,
-            box=self.spec.box,
-            time_limit=self.spec.time_limit,
-            portfolio=self.spec.portfolio,
-            seed=solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
-            escalate_after=self.spec.escalate_after or None,
-            format=self.spec.format,
-        )
+            puzzles=joined, spans=spans, **self._options(chunk),
+        )  # fmt: skip
         self._emit(
             task, Checkpoint(index=last_index + 1, chunks=self.chunks, tail=digest(last_text)), answered
         )
@@ -498,6 +596,7 @@ class Producer:
         k = bisect.bisect_left(pending.bad_indices, below)
         if k == 0:
             return None
+        dataset = self.spec.task_dataset()
         result = answered_chunk(
             self.spec.job,
             self._next_chunk(),
@@ -506,7 +605,7 @@ class Producer:
             pending.bad_lines[:k],
             pending.bad_texts[:k],
             pending.bad_errors[:k],
-            self.spec.format,
+            "columns" if dataset is not None else self.spec.format,
         )
         del pending.bad_indices[:k], pending.bad_lines[:k], pending.bad_texts[:k], pending.bad_errors[:k]
         return result
@@ -520,7 +619,16 @@ class Producer:
     ) -> None:
         """Store answered results, keep the task, move the checkpoint: at once (Superseded if taken over)."""
         assert self.token is not None
+        staged = None
+        dataset = self.spec.task_dataset()
+        if answered is not None and dataset is not None:  # the producer's own answers: a part file too
+            if self.storage is None:
+                self.storage = storage_for(dataset.url)
+            staged = stage_part(self.storage, dataset, answered)
+            answered = staged.part
         self.store.commit(self.spec.job, self.token, checkpoint, fields, answered, task)
+        if staged is not None and dataset is not None and self.storage is not None:
+            commit_part(self.storage, dataset.url, staged.temp, staged.name)
         self.checkpoint = checkpoint
 
     def _next_chunk(self) -> int:

@@ -21,7 +21,16 @@ from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
-from pipeline.keys import JobKeys, current_key, job_stopped, part_commands, result_commands, workers_key
+from pipeline.keys import (
+    Frontier,
+    JobKeys,
+    current_key,
+    job_stopped,
+    part_commands,
+    result_commands,
+    wake_commands,
+    workers_key,
+)
 from pipeline.outbox import outbox_entry, read_outbox_entry
 from pipeline.result import ChunkResult, ChunkStats
 from pipeline.tasks import JOB_ID_PATTERN, ChunkTask
@@ -108,6 +117,9 @@ class RedisJobStore(JobStore):
                     pipe.multi()
                     pipe.hset(k.meta, mapping=fields)
                     pipe.expire(k.meta, self.settings.job_ttl)
+                    if "state" in fields or "total" in fields:  # a collector waiting on it looks again
+                        for command in wake_commands(k, self.settings.job_ttl):
+                            pipe.execute_command(*command)
                     pipe.execute()
                     return
                 except redis.WatchError:
@@ -145,6 +157,8 @@ class RedisJobStore(JobStore):
             commands += [("HSET", k.outbox, str(task.chunk), entry), ("EXPIRE", k.outbox, ttl)]
         meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
         commands += [("HSET", k.meta, *[x for kv in meta.items() for x in kv]), ("EXPIRE", k.meta, ttl)]
+        if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
+            commands += wake_commands(k, ttl)
         commands.append(("EXPIRE", k.producer, ttl))
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
@@ -265,12 +279,24 @@ class RedisJobStore(JobStore):
                 except redis.WatchError:
                     continue
 
-    def part_stats(self, job: str, parts: Sequence[Any]) -> list[ChunkStats]:
-        """The statistics of the given parts (those still recorded)."""
+    def part_stats(self, job: str, parts: Sequence[Any]) -> list[tuple[Any, ChunkStats]]:
+        """(part, statistics) of the given parts (those still recorded)."""
         if not parts:
             return []
         raw = self.r.hmget(self.keys(job).stats, [f"{c}:{r}" for c, r in parts])
-        return [ChunkStats.model_validate_json(v) for v in raw if v is not None]
+        return [
+            (p, ChunkStats.model_validate_json(v)) for p, v in zip(parts, raw, strict=True) if v is not None
+        ]
+
+    def split_total(self, job: str) -> int | None:
+        """The puzzles of a job read in splits once its workers have counted every split (the frontier
+        passed the last one the producer sent), else None."""
+        k = self.keys(job)
+        raw, chunks = self.r.get(k.frontier), self.r.hget(k.meta, "chunks_total")
+        if chunks is None:
+            return None
+        front = Frontier.parse(raw)
+        return front.index if front.chunk >= int(chunks) else None
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
         k = self.keys(job)
@@ -288,6 +314,11 @@ class RedisJobStore(JobStore):
 
     def wait(self, job: str, timeout: float) -> None:
         time.sleep(timeout)
+
+    def wait_arrival(self, job: str, timeout: float) -> bool:
+        """Block on the job's wake list (a part's publication, or a change of the job's state, pushes its one
+        token): a collector then costs nothing while it waits, however long the job runs."""
+        return self.r.blpop([self.keys(job).wake], timeout=max(0.01, timeout)) is not None
 
     def live_workers(self) -> list[str]:
         return list(self.worker_beats())

@@ -25,6 +25,7 @@ from client.args import (
 from client.batch import BatchClient, Job
 from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
+from client.dataset import DatasetOutput, dataset_url, is_dataset
 from client.interrupts import held
 from client.notice import NoWorkerNotice
 from client.output import Output, ReaderGone, named_format, output_format
@@ -45,6 +46,10 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     (a failed collection no longer waits for it), and an interrupt kills the local
     processes at once and, in broker mode, leaves the job resumable and says how to go on.
     """
+    if args.command == "collect" and is_dataset(
+        args.job
+    ):  # `collect DIR/ -o FILE`: merge a committed dataset
+        return _merge_dataset(args)
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
     if resume is not None:
@@ -58,6 +63,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     else:
         check_job_id(args.job)
         check_seconds("--timeout", args.timeout, MAX_WAIT_S)
+    dataset = is_dataset(getattr(args, "output", None))
+    _check_dataset_options(args, dataset)
     if args.command != "submit" and not (
         args.command == "collect" and args.format is None and named_format(args.output) is None
     ):  # collect: the job's own
@@ -66,8 +73,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.format == "parquet":
-            check_parquet(args.output)
-    if getattr(args, "output", None) not in (None, "-"):
+            check_parquet(args.output, dataset)
+    if getattr(args, "output", None) not in (None, "-") and not dataset:
         try:
             check_target(args.output)
         except ValueError as exc:
@@ -91,7 +98,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                 job = client.submit_inputs(
                     sources, time_limit=limit, portfolio=args.portfolio, box=args.box,
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
-                    format=args.format or "jsonl",
+                    format=args.format or "jsonl", dataset=args.output if dataset else None,
+                    compression=args.compression or "none", splits=False if args.no_splits else None,
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -117,11 +125,28 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         client.close()
 
 
-def check_parquet(output: str | None) -> None:
-    """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to."""
-    from pipeline.render.parquet import INSTALL_HINT, available
+def _check_dataset_options(args: argparse.Namespace, dataset: bool) -> None:
+    """UsageError for options that do not go with the output: a dataset (`-o DIR/`) or a file."""
+    output = getattr(args, "output", None)
+    if args.command == "submit" and output is not None and not dataset:
+        raise UsageError(
+            f"submit -o {output}: submit writes no file (collect does); -o names a dataset: DIR/"
+        )
+    compression = getattr(args, "compression", None)
+    if args.command in ("solve", "submit") and not dataset and compression not in (None, "none"):
+        raise UsageError("--compression applies to a dataset (-o DIR/); a file is compressed when named .gz")
+    if dataset and getattr(args, "ordered", False):
+        raise UsageError("--ordered: a dataset is one table, its manifest lists the parts in input order")
+    if dataset and args.format is None and args.command != "collect":
+        args.format = "jsonl"
 
-    if not available():
+
+def check_parquet(output: str | None, dataset: bool = False) -> None:
+    """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to (a
+    dataset's parts are written by the workers: pyarrow is not imported here for them)."""
+    from pipeline.render.parquet import INSTALL_HINT, available, installed
+
+    if not (installed() if dataset else available()):
         raise UsageError(f"--format parquet needs pyarrow: {INSTALL_HINT}")
     if output in (None, "-") and sys.stdout is not None and sys.stdout.isatty():
         raise UsageError("--format parquet writes binary: give a file with -o FILE (or pipe stdout)")
@@ -152,23 +177,41 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     that cannot be gone on with (stdout, a FIFO, Parquet). `purge` then deletes the job.
     Interrupted, the records written so far are kept in the output (whole records).
     """
-    if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
-        job_format = job.client.store.meta(job.id).get("format", "columns")
-        args.format = "jsonl" if job_format == "columns" else job_format
     store = job.client.store
+    job_meta = store.meta(job.id)
+    if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
+        job_format = job_meta.get("format", "columns")
+        args.format = "jsonl" if job_format == "columns" else job_format
     earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
+    dataset, merge_to = job_meta.get("dataset"), None
     try:
-        resume = _resume_from(earlier, args) if earlier else None
+        if dataset:
+            merge_to = _dataset_collection(job.id, dataset, job_meta, args)
+            resume = None
+        else:
+            resume = _resume_from(earlier, args) if earlier else None
     except JobFailed as exc:
         print(f"error: job {job.id}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
-    output = Output(args.output, args.format, progress.say, *(resume or (None, 0)))
-    acking = not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
-    if resume is not None:
-        for stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
-            summary.add(stats, "")
+    output: Output | DatasetOutput
+    if dataset:
+        output = DatasetOutput(dataset, job_meta.get("format", "jsonl"), job.id, job_meta, summary)
+        acking = not job.client.embedded  # its parts are durable where the workers wrote them
+        if earlier.get("dataset") and parts_done:  # an earlier collection took these parts: known again
+            resume = ("", 0)
+            for (chunk, row), stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
+                summary.add(stats, stats.file.input if stats.file else "")
+                output.take(chunk, row, stats.file.input if stats.file else "", stats)
+    else:
+        output = Output(args.output, args.format, progress.say, *(resume or (None, 0)))
+        acking = (
+            not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
+        )
+        if resume is not None:
+            for _, stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
+                summary.add(stats, "")
     notice = None
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
@@ -245,7 +288,11 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         complete = True
         with held():
             ack(force=True)
-    except (JobFailed, ConnectionError, OSError, RuntimeError) as exc:  # FormatMismatch too
+        if isinstance(output, DatasetOutput):
+            output.commit()
+            if merge_to is not None:
+                _merge(output.url, merge_to, args.format, progress.say)
+    except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
         progress.close()
         print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
     except KeyboardInterrupt:
@@ -261,7 +308,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             progress.update(written, written, written, force=True)
         progress.close()
         if interrupted:
-            where = args.output or "stdout"
+            where = (dataset + "/") if dataset else args.output or "stdout"
             print(f"interrupted: {_how_far(job, written)} written to {where}", file=sys.stderr)
     if not complete:
         return EXIT_FAILED
@@ -278,6 +325,61 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         facts = report_facts(job.id, meta, job.client.embedded)
         write_report(summary, args.report, f"sudoku-batch report: {facts['inputs']}", facts)
     return EXIT_OK
+
+
+def _dataset_collection(job: str, dataset: str, meta: dict[str, str], args: argparse.Namespace) -> str | None:
+    """Where a dataset job's collection writes besides committing the dataset: None, or the file its
+    records are merged into (`-o FILE`); JobFailed (one line) for another directory or format."""
+    output = args.output
+    if output is None or (is_dataset(output) and dataset_url(output) == dataset):
+        return None
+    if is_dataset(output):
+        raise JobFailed(
+            f"the job writes its dataset to {dataset}/: collect it with -o {dataset}/ (or -o FILE)"
+        )
+    have = meta.get("format", "jsonl")
+    if args.format != have:
+        raise JobFailed(f"the job's dataset holds {have} records: merge them with --format {have}")
+    return output
+
+
+def _merge_dataset(args: argparse.Namespace) -> int:
+    """`collect DIR/ -o FILE`: a committed dataset's parts merged into one file (no broker needed)."""
+    from client.dataset import read_manifest
+
+    url = dataset_url(args.job)
+    if args.output is None or is_dataset(args.output):
+        raise UsageError(f"collect {args.job}: name the file to merge the dataset into with -o FILE")
+    try:
+        manifest = read_manifest(url)
+        have = str(manifest.options.get("format", "jsonl"))
+        args.format = output_format(args.output, args.format or named_format(args.output) or have)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.format != have:
+        raise UsageError(f"the dataset {url}/ holds {have} records: merge them with --format {have}")
+    if args.output != "-":
+        try:
+            check_target(args.output)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    _merge(url, args.output, args.format, Progress(False).say)
+    if not args.quiet:
+        print(f"{manifest.records:,} records of {url}/ merged into {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _merge(url: str, output: str, fmt: str, say: Any) -> None:
+    """Merge a committed dataset's parts into one file (or stdout for `-`)."""
+    from client.dataset import merge
+
+    out = Output(None if output == "-" else output, fmt, say)
+    keep = False
+    try:
+        merge(url, out, fmt)
+        keep = True
+    finally:
+        out.close(keep=keep)
 
 
 def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str, int]:

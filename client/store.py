@@ -39,6 +39,8 @@ class Checkpoint(BaseModel):
 
     index: int = 0
     chunks: int = 0
+    input: int = 0  # a job read in splits: the input, and its bytes, submitted so far (`index` stays 0)
+    offset: int = 0
     tail: str = ""  # digest of puzzle index-1's text: a resumed reader checks it meets the same puzzle there
 
     @classmethod
@@ -166,6 +168,11 @@ class JobStore(ABC):
     def wait(self, job: str, timeout: float) -> None:
         """Sleep until a result may have arrived, at most `timeout` seconds."""
 
+    def wait_arrival(self, job: str, timeout: float) -> bool:
+        """Block until a part arrives or the job's state changes, at most `timeout` s; False on a timeout."""
+        self.wait(job, timeout)
+        return True
+
     @abstractmethod
     def live_workers(self) -> list[str]:
         """Name the worker processes seen recently."""
@@ -182,6 +189,10 @@ class JobStore(ABC):
         """The parts are safely in the output (flushed and fsync'd): drop them from the store, and record
         how far the output got (`checkpoint`: what a resumed collection needs to go on writing it)."""
         self.mark_collected(job, parts, 0)
+
+    def split_total(self, job: str) -> int | None:
+        """A job read in splits: its puzzles once every split is counted, else None (no split here)."""
+        return None
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
         """The last checkpoint `ack` recorded and the parts it dropped (nothing in this process's store:
@@ -213,6 +224,8 @@ class JobStore(ABC):
         elif meta.get("state") != "produced" or done < int(meta.get("total", -1)):
             elapsed = max(elapsed, time.time() - float(meta["created"]))
         total = int(meta["total"]) if "total" in meta else None
+        if total is None and meta.get("splits") and meta.get("state") == "produced":
+            total = self.split_total(job)  # read in splits: known once its workers counted every split
         rate = done / elapsed if done else 0.0
         checkpoint = Checkpoint.of(meta)
         # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
@@ -447,6 +460,10 @@ class MemoryStore(JobStore):
     def wait(self, job: str, timeout: float) -> None:
         with self._cond:
             self._cond.wait(timeout)
+
+    def wait_arrival(self, job: str, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait(timeout)
 
     def live_workers(self) -> list[str]:
         return list(self.workers)

@@ -85,6 +85,9 @@ class StorePort:
     def stopped(self, job: str) -> bool:
         return bool(self.flag is not None and self.flag[0])
 
+    def fail_job(self, job: str, reason: str) -> None:
+        self.store.update(job, {"state": "failed", "error": reason[:500]})
+
 
 class _QueuePort:
     """A chunk run in a local process publishes its parts to the command through the pool's queue: a part
@@ -111,6 +114,9 @@ class _QueuePort:
 
     def stopped(self, job: str) -> bool:
         return False  # the command kills its processes to stop them
+
+    def fail_job(self, job: str, reason: str) -> None:
+        raise RuntimeError(reason)  # the process's task fails: the command fails the job with it
 
 
 def failed_result(task: Task, reason: str) -> GenerateResult:
@@ -284,22 +290,27 @@ class LocalPool:
                 return
             job, payload = message
             try:
-                if not job:  # a chunk whose process died: answered after its last part
-                    job, task, reason = payload
-                    failed = self._failed.get(job)
-                    if failed is not None:
-                        failed(task, reason)
-                    continue
-                if isinstance(payload, tuple):  # its records are in the process's ring (freed once dropped)
-                    slot, start, used, head = payload
-                    part = self._readers[slot].part(head, start, used)
-                else:
-                    part = ChunkResult.decode(bytearray(payload))
-                store = self._routes.get(job)
-                if store is not None:
-                    store.put_result(job, part)
+                self._deliver(job, payload)
             except Exception as exc:  # noqa: BLE001 - one job's broken part must not stop the others'
                 log.error("job %s: a local part could not be stored: %s", job, exc)
+            del message, payload  # nothing of a part outlives its delivery here: its ring bytes go back
+
+    def _deliver(self, job: str, payload: Any) -> None:
+        """Store one message of a local process: a part (in its ring, or encoded whole), or a dead chunk."""
+        if not job:  # a chunk whose process died: answered after its last part
+            job, task, reason = payload
+            failed = self._failed.get(job)
+            if failed is not None:
+                failed(task, reason)
+            return
+        if isinstance(payload, tuple):  # its records are in the process's ring (freed once dropped)
+            slot, start, used, head = payload
+            part = self._readers[slot].part(head, start, used)
+        else:
+            part = ChunkResult.decode(bytearray(payload))
+        store = self._routes.get(job)
+        if store is not None:
+            store.put_result(job, part)
 
     def pids(self) -> list[int]:
         """The ids of the processes (none before `start`)."""
@@ -480,7 +491,10 @@ class CeleryTransport(Transport):
     def _hard_limit(self, task: ChunkTask) -> int:
         """Celery's time limit for a chunk: a safety net well above the solvers' own deadlines."""
         per = task.time_limit if task.time_limit else 60.0
-        want = max(self.settings.task_time_limit_floor, 2 * per * len(task) + 60)
+        n = (
+            len(task) or (task.split.end - task.split.start) // 17 + 1 if task.split else len(task)
+        )  # 4x4 lines
+        want = max(self.settings.task_time_limit_floor, 2 * per * n + 60)
         return int(min(want, max(self.settings.task_time_limit_floor, self.settings.visibility_timeout - 60)))
 
     def close(self) -> None:

@@ -33,6 +33,11 @@ class JobKeys:
         )
         self.race_prefix = f"{base}:race:"
         self.collected = f"{base}:collected"  # set: parts a `solve` wrote into its output and dropped
+        # input splits (`pipeline.splits`): what each split read holds, until the frontier passes it
+        self.counts = f"{base}:counts"  # hash: chunk -> "input lines entries"
+        self.offsets = f"{base}:offsets"  # hash: chunk -> "first_line first_index", until the chunk is done
+        self.frontier = f"{base}:frontier"  # string: the first split not counted yet (`Frontier`)
+        self.wake = f"{base}:wake"  # list of at most one token: something arrived (a collector blocks on it)
 
     def result(self, chunk: int) -> str:
         """Key of one chunk's encoded ChunkResult."""
@@ -66,6 +71,10 @@ class JobKeys:
             self.outbox,
             self.producer,
             self.collected,
+            self.counts,
+            self.offsets,
+            self.frontier,
+            self.wake,
         ]
 
 
@@ -136,6 +145,7 @@ def result_commands(
         ("SET", keys.result(chunk), payload, "EX", ttl),
         ("HSET", keys.stats, chunk, stats_json),
         ("RPUSH", keys.arrivals, chunk),
+        *wake_commands(keys, ttl),
         ("HDEL", keys.outbox, chunk),
         ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
         ("HINCRBY", keys.meta, "hint_n", n),
@@ -144,6 +154,11 @@ def result_commands(
         ("EXPIRE", keys.arrivals, ttl),
         ("EXPIRE", keys.meta, ttl),
     ]
+
+
+def wake_commands(keys: JobKeys, ttl: int) -> list[tuple[Any, ...]]:
+    """Wake the job's collector (blocked on `wake`): one token at most, whatever arrived meanwhile."""
+    return [("LPUSH", keys.wake, 1), ("LTRIM", keys.wake, 0, 0), ("EXPIRE", keys.wake, ttl)]
 
 
 def part_arrival(chunk: int, row: int) -> str:
@@ -177,6 +192,7 @@ def part_commands(
         ("EXPIRE", keys.parts(chunk), ttl),
         ("HSET", keys.stats, arrival, stats_json),
         ("RPUSH", keys.arrivals, arrival),
+        *wake_commands(keys, ttl),
         ("HINCRBY", keys.meta, "hint_n", n),
         ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
         ("EXPIRE", keys.stats, ttl),
@@ -186,6 +202,7 @@ def part_commands(
     if complete:
         commands += [
             ("HSET", keys.parts(chunk), "done", 1),
+            ("HDEL", keys.offsets, chunk),
             ("HDEL", keys.outbox, chunk),
             ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
             ("HINCRBY", keys.meta, "chunks_done", 1),
@@ -202,3 +219,53 @@ def published_rows(raw: dict[Any, Any]) -> list[tuple[int, int]] | None:
             return None
         out.append((int(name), int(value)))
     return sorted(out)
+
+
+class Frontier:
+    """How far a job's splits are counted: split `chunk` is the first not counted; it starts at line `line`
+    and index `index` if it belongs to input `input` (line 1 of its input otherwise).
+
+    The offsets of a split are the sums of the counts of the splits before it, so they are known once every
+    one of those was read: each worker publishes its split's counts as soon as it has read it, and whoever
+    publishes moves the frontier over every split counted by then (`advance`).
+    """
+
+    __slots__ = ("chunk", "input", "line", "index")
+
+    def __init__(self, chunk: int = 0, input_no: int = 0, line: int = 1, index: int = 0) -> None:
+        self.chunk, self.input, self.line, self.index = chunk, input_no, line, index
+
+    @classmethod
+    def parse(cls, raw: Any) -> Frontier:
+        """The frontier as stored (the start when there is none)."""
+        if not raw:
+            return cls()
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        chunk, input_no, line, index = (int(x) for x in text.split())
+        return cls(chunk, input_no, line, index)
+
+    def text(self) -> str:
+        return f"{self.chunk} {self.input} {self.line} {self.index}"
+
+    def advance(self, counts: list[tuple[int, int, int] | None]) -> list[tuple[int, int, int]]:
+        """Move over the splits from `chunk` on whose counts (input, lines, entries) are known, in order,
+        stopping at the first unknown; return the (chunk, first line, first index) of each split passed."""
+        out = []
+        for count in counts:
+            if count is None:
+                break
+            input_no, lines, entries = count
+            if input_no != self.input:  # a new input: its lines start at 1 again
+                self.input, self.line = input_no, 1
+            out.append((self.chunk, self.line, self.index))
+            self.chunk, self.line, self.index = self.chunk + 1, self.line + lines, self.index + entries
+        return out
+
+
+def split_count(raw: Any) -> tuple[int, int, int] | None:
+    """A split's stored counts (input, lines, entries), or None."""
+    if raw is None:
+        return None
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    input_no, lines, entries = (int(x) for x in text.split())
+    return input_no, lines, entries

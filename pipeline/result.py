@@ -32,6 +32,19 @@ class Problem(BaseModel):
     error: str
 
 
+class PartFile(BaseModel):
+    """Where a part of a dataset job is (`pipeline.dataset`): its file, and the lines and puzzles it holds."""
+
+    name: str  # the file in the dataset's directory, once renamed into place
+    temp: str  # where it was written first (`_temporary/...`): the client renames it if its worker could not
+    input: str = ""  # the input its records are lines of
+    bytes: int = 0
+    first_line: int = 0  # the lowest and highest input line of its records
+    last_line: int = 0
+    first_index: int = 0  # the lowest and highest index (position among the job's puzzles)
+    last_index: int = 0
+
+
 class ChunkStats(BaseModel):
     """A part's tallies: enough for progress, the summary and chunk sizing without the records."""
 
@@ -51,6 +64,7 @@ class ChunkStats(BaseModel):
     worker: str = ""
     problems: list[Problem] = []
     problems_dropped: int = 0
+    file: PartFile | None = None  # a dataset job's part: its file (the records are there, not in the part)
 
 
 class ChunkHeader(BaseModel):

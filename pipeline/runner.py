@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from pipeline.result import ChunkResult
-from pipeline.solve import failed_parts, solve_parts
+from pipeline.solve import failed_parts, invalid_parts, solve_parts, worker_name
 from pipeline.stop import StopPoller
 from pipeline.tasks import ChunkTask
 from solvers.result import Status
+
+if TYPE_CHECKING:
+    from pipeline.dataset import Prepared
 
 STOP_POLL_S = 0.25
 
@@ -40,6 +43,9 @@ class ChunkPort(Protocol):
 
     def stopped(self, job: str) -> bool:
         """True once the job was stopped (purged): its solvers give up."""
+
+    def fail_job(self, job: str, reason: str) -> None:
+        """End the job failed with `reason` (one line): this process cannot run its chunks (its storage)."""
 
     # A port may also have `arena` (`pipeline.render.Arena`): where its parts' records are rendered.
 
@@ -76,6 +82,12 @@ def run_chunk(
     published = port.answered(task.job, task.chunk)
     if published is None:
         return 0  # complete: a delivery after every part was published
+    valid, reasons = len(task), []
+    if task.split is not None or task.dataset is not None:
+        prepared = _prepared(port, task)
+        if prepared is None:
+            return 0
+        task, port, valid, reasons = prepared.task, prepared.port, prepared.valid, prepared.reasons
     rows = unanswered(len(task), published)
     if not rows:
         return 0
@@ -90,6 +102,11 @@ def run_chunk(
         for part in failed_parts(task, reason, Status.ERROR, rows):
             publish(part)
         return answered[0]
+    bad = [r for r in rows if r >= valid]  # a split's invalid lines: answered at once, not solved
+    if bad:
+        for part in invalid_parts(task, bad, {r: reasons[r - valid] for r in bad}):
+            publish(part)
+        rows = [r for r in rows if r < valid]
     with StopPoller(lambda: port.stopped(task.job), poll_s) as poller:
         races = escalation(task, poller.flag) if escalation is not None and task.escalate_after else None
         with races if races is not None else contextlib.nullcontext() as running:
@@ -97,11 +114,29 @@ def run_chunk(
     return answered[0]
 
 
+def _prepared(port: ChunkPort, task: ChunkTask) -> Prepared | None:
+    """A split or dataset chunk made ready (`pipeline.dataset.prepare`); None when this process cannot reach
+    the job's storage: the job is failed in one line naming this process, the path and the reason."""
+    from pipeline.dataset import prepare
+    from pipeline.storage import StorageError
+
+    try:
+        return prepare(port, task)
+    except StorageError as exc:
+        port.fail_job(task.job, f"worker {worker_name()} cannot reach the job's storage: {exc}")
+        return None
+
+
 def fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status = Status.ERROR) -> int:
     """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit)."""
     published = port.answered(task.job, task.chunk)
     if published is None:
         return 0
+    if task.split is not None or task.dataset is not None:
+        prepared = _prepared(port, task)  # a split is read again: its rows are its lines
+        if prepared is None:
+            return 0
+        task, port = prepared.task, prepared.port
     rows = unanswered(len(task), published)
     return sum(len(p) for p in failed_parts(task, reason, status, rows) if port.publish(p)) if rows else 0
 
@@ -124,3 +159,6 @@ class ListPort:
 
     def stopped(self, job: str) -> bool:
         return False
+
+    def fail_job(self, job: str, reason: str) -> None:
+        raise RuntimeError(reason)

@@ -338,6 +338,18 @@ def failed_parts(task: ChunkTask, reason: str, status: Status, rows: list[int]) 
     return parts
 
 
+def invalid_parts(task: ChunkTask, rows: list[int], reasons: dict[int, str]) -> list[ChunkResult]:
+    """Answer rows `rows` of a chunk `invalid`, each with its reason (a split's lines its worker's reader
+    rejected): a part per run of consecutive rows, in its format."""
+    texts = task.texts()
+    parts = []
+    for a, b in _segments(list(range(len(rows))), rows):
+        chosen = rows[a:b]
+        results = [SolveResult(Status.INVALID, texts[r], error=reasons[r]) for r in chosen]
+        parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
+    return parts
+
+
 def warm() -> None:
     """Load the compiled solvers and renderers (numba cache) once, so the first chunk pays no compile time."""
     from pipeline.render.jsonl import counters_texts, render_csv

@@ -41,6 +41,48 @@ MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask f
 DEFAULT_TIME_LIMIT_S = 20.0  # per puzzle when a job names none (`solve`, `submit`, `BatchClient`); 0: none
 DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is raced by idle processes too
 MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
+MAX_SPLIT_BYTES = 64 << 20  # input bytes of one split a worker reads (the producer plans 8 MB at most)
+MAX_SPLIT_ENTRIES = (
+    4 * MAX_CHUNK_PUZZLES
+)  # puzzle lines a worker takes from one split (shorter lines: refused)
+MAX_FILE_BYTES = 1 << 62
+DATASET_FORMATS = ("jsonl", "csv", "parquet")
+COMPRESSIONS = ("none", "gzip", "zstd")
+
+
+class Split(BaseModel):
+    """Bytes `[start, end)` of an input the workers read themselves (`pipeline.splits`): the split owns every
+    line whose first byte falls in that range, so consecutive splits hold each line once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(
+        min_length=1, max_length=MAX_NAME_CHARS
+    )  # an absolute path or a URL (`pipeline.storage`)
+    input: int = Field(
+        default=0, ge=0, lt=1 << 20
+    )  # the input's position among the job's (lines restart at 1)
+    start: int = Field(ge=0, lt=MAX_FILE_BYTES)
+    end: int = Field(ge=0, lt=MAX_FILE_BYTES)
+    size: int = Field(ge=0, lt=MAX_FILE_BYTES)  # the file's size when submitted: another is refused
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Split:
+        if not self.start <= self.end <= self.size:
+            raise ValueError("a split must lie within its file: start <= end <= size")
+        if self.end - self.start > MAX_SPLIT_BYTES:
+            raise ValueError(f"a split of {self.end - self.start} bytes; at most {MAX_SPLIT_BYTES} are read")
+        return self
+
+
+class Dataset(BaseModel):
+    """Where the process that solves a chunk writes its parts as files (`pipeline.dataset`), and how."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(min_length=1, max_length=MAX_NAME_CHARS)  # the dataset's directory: a path or a URL
+    format: Literal["jsonl", "csv", "parquet"] = "jsonl"
+    compression: Literal["none", "gzip", "zstd"] = "none"
 
 
 class ChunkTask(BaseModel):
@@ -66,10 +108,18 @@ class ChunkTask(BaseModel):
     escalate_after: float | None = Field(default=None, ge=0, le=MAX_ESCALATE_AFTER_S)
     # what the solving process renders the records in (`columns`: the result columns, rendered by the reader)
     format: Format = "columns"
+    # the puzzles are lines of an input the worker reads itself (index and line runs, text: empty until read)
+    split: Split | None = None
+    # the parts go to files there (the part published to the job holds their header and statistics only)
+    dataset: Dataset | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ChunkTask:
         """Refuse a message whose runs, spans and text disagree (a hand-made one could ask for huge lists)."""
+        if self.split is not None:
+            if self.index_runs or self.line_runs or self.puzzles or self.spans is not None:
+                raise ValueError("a split task carries no puzzles: its worker reads them")
+            return self
         counts = [n for _, n in self.index_runs]
         if any(n < 1 for n in counts) or any(n < 1 for _, n in self.line_runs):
             raise ValueError("runs must have positive counts")

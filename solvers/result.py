@@ -300,6 +300,34 @@ class Results(Sequence[SolveResult]):
                 {} if name is None else {name: {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}},
             )
 
+    def to_arrow(self, input_name: str = "<strings>") -> Any:
+        """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
+        index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`).
+
+        Made from the columns as they are (`solvers.frame`): no SolveResult and no JSON per row; rows
+        already read as objects (or born so: invalid lines, raced puzzles) are taken from the objects.
+        """
+        from solvers.frame import results_table
+
+        return results_table(self, input_name, STATUS_NAMES)
+
+    def to_pandas(self, input_name: str = "<strings>") -> Any:
+        """The records as a pandas DataFrame: what `pandas.read_parquet` reads from the Parquet output
+        (`pip install 'sudoku-batch[dataframe]'`)."""
+        from solvers.frame import need, results_table, to_pandas
+
+        need("pandas", "Results.to_pandas()", "dataframe")
+        need("pyarrow", "Results.to_pandas()", "dataframe")
+        return to_pandas(results_table(self, input_name, STATUS_NAMES))
+
+    def to_polars(self, input_name: str = "<strings>") -> Any:
+        """The records as a polars DataFrame, from the Arrow table (`pip install 'sudoku-batch[polars]'`)."""
+        from solvers.frame import need, results_table, to_polars
+
+        need("polars", "Results.to_polars()", "polars")
+        need("pyarrow", "Results.to_polars()", "polars")
+        return to_polars(results_table(self, input_name, STATUS_NAMES))
+
     def born_rows(self) -> list[int]:
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""
         if not self.born and not any(self.items):

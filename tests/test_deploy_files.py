@@ -219,6 +219,20 @@ def test_the_k8s_worker_deployment_has_resources_a_cpu_autoscaler_and_valid_argu
     assert [m["resource"]["name"] for m in hpa["spec"]["metrics"]] == ["cpu"]
 
 
+def test_the_k8s_workers_share_one_read_write_many_volume_at_the_path_the_docs_use():
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in k8s_docs()}
+    pod = docs[("Deployment", "sudoku-batch-worker")]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+    claim = docs[("PersistentVolumeClaim", claims["shared-data"])]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert f"-o {mounts['shared-data']}/results/" in (REPO / "docs" / "scaling.md").read_text()
+    compose = yaml.safe_load(COMPOSE.read_text())
+    assert "shared-data:/shared" in compose["services"]["worker"]["volumes"]
+    assert "shared-data:/shared" in compose["services"]["client"]["volumes"]
+
+
 def test_the_k8s_redis_persists_with_aof_on_a_volume_and_requires_the_password():
     docs = {(d["kind"], d["metadata"]["name"]): d for d in k8s_docs()}
     redis_set = docs[("StatefulSet", "redis")]

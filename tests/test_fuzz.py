@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from client.reader import read_blocks
+from pipeline.reader import read_blocks
 from pipeline.solve import solve_chunk
 from pipeline.tasks import ChunkTask
 from solvers.api import solve_many

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from client.config import ClientSettings
 from client.producer import ChunkSizer
-from client.reader import read_blocks
+from pipeline.reader import read_blocks
 from pipeline.tasks import MAX_CHUNK_PUZZLES, MAX_NAME_CHARS, MAX_TASK_CHARS, ChunkTask
 from solvers.parse import MAX_LINE_CHARS
 from tests.conftest import SAMPLE

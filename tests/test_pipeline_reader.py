@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.checks import clashes, compact_ok
-from client.reader import read_blocks
+from pipeline.checks import clashes, compact_ok
+from pipeline.reader import read_blocks
 from solvers.parse import clash_mask, parse_compact_batch, read_entries
 from solvers.puzzle import ALPHABET, Box
 from tests.conftest import CORPORA, SAMPLE

@@ -136,3 +136,19 @@ def test_the_sizing_hint_adds_up_the_solved_puzzles(store):
     store.put_result(JOB, chunk(3, 4, 1))
     assert store.hint(JOB)[0] == 7
     assert store.arrived_count(JOB) == 2
+
+
+def test_a_waiting_collector_wakes_when_a_part_arrives_or_the_job_changes_and_not_otherwise(store):
+    import threading
+
+    store.create(JOB, {"created": str(time.time()), "state": "producing"})
+    start = time.monotonic()
+    assert not store.wait_arrival(JOB, 0.3)  # nothing happened: a timeout, no wake
+    assert time.monotonic() - start >= 0.25
+    for event in (lambda: store.put_result(JOB, chunk(1, 0, 0)), lambda: produced(store, 1, 1)):
+        timer = threading.Timer(0.2, event)
+        timer.start()
+        start = time.monotonic()
+        assert store.wait_arrival(JOB, 10)
+        assert time.monotonic() - start < 5  # woken, not timed out
+        timer.join()

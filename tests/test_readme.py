@@ -84,6 +84,9 @@ def test_the_readme_ten_lines_of_use_run_as_written(workers, tmp_path):
     assert proc.returncode == 0, proc.stderr
     results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert len(results) == 306 and {r["status"] for r in results} == {"solved"}
+    manifest = json.loads((tmp_path / "results" / "_manifest.json").read_text())  # the dataset's
+    assert manifest["records"] == 306 and (tmp_path / "results" / "_SUCCESS").exists()
+    assert manifest["options"]["splits"]  # the workers read corpus.txt themselves
     assert (tmp_path / "report.html").exists()
     assert len((tmp_path / "puzzles.txt").read_text().splitlines()) == 1000
     assert "time limit 20 s per puzzle" in proc.stderr  # the default, said in the summary

@@ -256,7 +256,7 @@ def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(
 
 def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):
     """`cat a.gz b.gz`: the upload gets every member's puzzles, as `solve` of the same bytes does."""
-    from client.reader import read_blocks
+    from pipeline.reader import read_blocks
 
     data = b"".join(gzip.compress(("\n".join(part) + "\n").encode()) for part in (LINES[:50], LINES[50:95]))
     job = api.post("/api/jobs", content=data).json()["job"]
@@ -487,3 +487,12 @@ def test_the_bound_never_drops_a_running_job_or_the_newest():
     assert keep_one.over(rows) == (rows[1], "jobs")
     assert keep_one.over([rows[0], rows[2]]) is None  # a running job and the newest: nothing can go
     assert Retention(max_jobs=10, max_memory_mb=1 << 20).over(rows) is None
+
+
+def test_the_records_of_a_job_that_writes_a_dataset_are_not_downloaded_but_said_where_they_are(
+    api, backend, tmp_path
+):
+    job = backend.client.submit(str(SAMPLE), dataset=f"{tmp_path}/out/", format="jsonl")
+    for _ in job.chunks(keep=True):
+        pass
+    assert_error(api.get(f"/api/jobs/{job.id}/results"), 404, f"writes a dataset to {tmp_path}/out/")

@@ -18,10 +18,10 @@ from typing import Any
 
 from client.args import resume_command
 from client.batch import BatchClient, Job
-from client.reader import TooLarge, read_upload
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
+from pipeline.reader import TooLarge, read_upload
 from pipeline.render.csv_text import HEADER, render_csv
 from pipeline.tasks import DEFAULT_TIME_LIMIT_S
 from web.errors import ApiError
@@ -193,8 +193,11 @@ class Backend:
         check_job_id(job)
         if "created" not in self.client.store.meta(job):
             raise self._missing(job)
-        if self.client.store.meta(job).get("kind", "solve") != "solve":
+        meta = self.client.store.meta(job)
+        if meta.get("kind", "solve") != "solve":
             raise ApiError(404, f"job {job} is a generate run: it has no records")
+        if meta.get("dataset"):  # its workers wrote the records as part files
+            raise ApiError(404, f"job {job} writes a dataset to {meta['dataset']}/: read its records there")
         answered = self._answered(job)
         present = [c for c, ok in zip(answered, self.client.store.stored(job, answered), strict=True) if ok]
         if answered and not present:

@@ -20,7 +20,16 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from pipeline.generate import GenerateResult, GenerateTask, generate_result
-from pipeline.keys import JobKeys, current_key, job_stopped, part_commands, published_rows, result_commands
+from pipeline.keys import (
+    Frontier,
+    JobKeys,
+    current_key,
+    job_stopped,
+    part_commands,
+    published_rows,
+    result_commands,
+    split_count,
+)
 from pipeline.outbox import read_outbox_entry
 from pipeline.result import ChunkResult
 from pipeline.runner import fail_rest, run_chunk
@@ -131,6 +140,79 @@ class RedisPort:
 
     def stopped(self, job: str) -> bool:
         return job_stopped(self.client, JobKeys(job, settings.key_prefix))
+
+    def fail_job(self, job: str, reason: str) -> None:
+        keys = JobKeys(job, settings.key_prefix)
+        log.error("job %s failed: %s", job, reason)
+        write_unless_stopped(
+            self.client, keys, [("HSET", keys.meta, "state", "failed", "error", reason[:500])]
+        )
+
+    def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
+        """Record a split's counts, then move the job's frontier over every split counted by now."""
+        keys = JobKeys(job, settings.key_prefix)
+        counts = f"{input_no} {lines} {entries}"
+        write_unless_stopped(
+            self.client,
+            keys,
+            [("HSET", keys.counts, chunk, counts), ("EXPIRE", keys.counts, settings.job_ttl)],
+        )
+        advance_frontier(self.client, keys, settings.job_ttl)
+
+    def split_offsets(self, job: str, chunk: int) -> tuple[int, int] | None:
+        raw = self.client.hget(JobKeys(job, settings.key_prefix).offsets, chunk)
+        if raw is None:
+            return None
+        line, index = (int(x) for x in raw.split())
+        return line, index
+
+    def count_frontier(self, job: str) -> bool:
+        """Count the first split nobody has counted (its worker is slow, dead, or its message queued behind
+        this one) from its outbox task; False when there is none to count."""
+        from pipeline.splits import read_split
+
+        keys = JobKeys(job, settings.key_prefix)
+        front = Frontier.parse(self.client.get(keys.frontier))
+        if self.client.hexists(keys.counts, front.chunk):  # counted meanwhile: move on
+            advance_frontier(self.client, keys, settings.job_ttl)
+            return True
+        task = outbox_task(self.client, keys, ChunkRef(job=job, chunk=front.chunk))
+        if task is None or task.split is None:
+            return False
+        read = read_split(task)
+        log.info("counted split %s:%s for the splits after it (its own worker is late)", job, front.chunk)
+        self.split_read(job, task.chunk, task.split.input, read.lines, read.entries)
+        return True
+
+
+FRONTIER_BATCH = 256  # splits' counts read per round when the frontier moves
+
+
+def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
+    """Move the job's split frontier over every split counted (`pipeline.keys.Frontier`), writing the
+    offsets of each split passed; a compare-and-set on the frontier (two workers moving it at once: the
+    later one goes again from where the first left it)."""
+    while True:
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.frontier, keys.stop)
+                if job_stopped(pipe, keys):
+                    return
+                front = Frontier.parse(pipe.get(keys.frontier))
+                fields = list(range(front.chunk, front.chunk + FRONTIER_BATCH))
+                passed = front.advance([split_count(v) for v in pipe.hmget(keys.counts, fields)])
+                if not passed:
+                    return
+                pipe.multi()
+                pipe.hset(keys.offsets, mapping={c: f"{line} {index}" for c, line, index in passed})
+                pipe.hdel(keys.counts, *[c for c, _, _ in passed])
+                pipe.set(keys.frontier, front.text(), ex=ttl)
+                pipe.expire(keys.offsets, ttl)
+                pipe.execute()
+            except redis.WatchError:
+                continue
+        if len(passed) < FRONTIER_BATCH:
+            return
 
 
 def publish_part(client: Any, part: ChunkResult, ttl: int) -> bool:

@@ -33,12 +33,20 @@ def available() -> bool:
     return True
 
 
-def schema() -> Any:
-    """The Arrow schema of the records."""
-    import pyarrow as pa
+def installed() -> bool:
+    """True when pyarrow is installed, without importing it (~35 MB): what a client that writes no Parquet
+    itself (a dataset's parts are the workers') checks before its job starts."""
+    import importlib.util
 
-    types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
-    return pa.schema([(f.name, types[f.parquet]) for f in RECORD_FIELDS])
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def schema() -> Any:
+    """The Arrow schema of the records: the field table's (`solvers.frame.schema`, which `Job.to_arrow` and
+    `Results.to_arrow` use too)."""
+    from solvers.frame import schema as records_schema
+
+    return records_schema()
 
 
 class ParquetSink:
@@ -60,6 +68,10 @@ class ParquetSink:
         """Append rows `start:stop` of a chunk result (an IPC body as it came, or columns tabulated here)."""
         data = table(result, self.schema) if result.columns is not None else read_ipc(result.body)
         self._writer.write_table(data.slice(start, stop - start))
+
+    def write_table(self, data: Any) -> None:
+        """Append a table of the records' schema (a dataset's Parquet part) as a row group."""
+        self._writer.write_table(data.cast(self.schema))
 
     def close(self) -> None:
         """Write the footer (a file cut short before it is not a Parquet file)."""

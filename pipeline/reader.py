@@ -22,7 +22,8 @@ from typing import IO, Any, overload
 
 import numpy as np
 
-from client.checks import cells_ok, compact_ok
+from pipeline.checks import cells_ok, compact_ok
+from pipeline.storage import is_url, storage_for
 from solvers.parse import MAX_LINE_CHARS, infer_box, parse_puzzle, row_side, split_tokens, too_long
 from solvers.puzzle import ALPHABET, Box, PuzzleError, as_box
 
@@ -63,6 +64,9 @@ class SlabTexts(Sequence[str]):
         width = self.length + 1
         return self.text[start * width : stop * width - 1] if stop > start else ""
 
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.text.split("\n") if self.count else ())
+
     @overload
     def __getitem__(self, i: int) -> str: ...
     @overload
@@ -92,7 +96,7 @@ def read_blocks(
     answers a bad symbol or clashing givens `invalid` with the same reason), so the pipeline
     checks each puzzle once, where it is parsed, not also here.
     """
-    state = _LineReader(as_box(box), check)
+    state = _LineReader(as_box(box), check=check)
     if hasattr(source, "read"):
         yield from _read_stream(unpacked(source), state)  # type: ignore[arg-type]
         return
@@ -112,8 +116,13 @@ def read_blocks(
 
 
 def _open(source: str | Path) -> IO[bytes]:
-    """Open a path (or `-` for stdin) as bytes, gunzipping when it starts with the gzip magic."""
-    return unpacked(sys.stdin.buffer if str(source) == "-" else open(source, "rb"))  # noqa: SIM115
+    """Open a path, a URL (`pipeline.storage`: fsspec) or `-` for stdin as bytes, gunzipping when it starts
+    with the gzip magic."""
+    if str(source) == "-":
+        return unpacked(sys.stdin.buffer)
+    if isinstance(source, str) and is_url(source):
+        return unpacked(storage_for(source).open_read(source))
+    return unpacked(open(source, "rb"))  # noqa: SIM115
 
 
 def unpacked(raw: IO[bytes]) -> IO[bytes]:
@@ -171,10 +180,11 @@ def peek_stdin(limit: int) -> tuple[IO[bytes], bool]:
     return io.BufferedReader(_Prefixed(head, sys.stdin.buffer), buffer_size=SLAB), False  # type: ignore[arg-type]
 
 
-def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
+def _read_stream(stream: IO[bytes], state: _LineReader, opening: bool = True) -> Iterator[Block]:
     """Read slabs ending at a newline; check uniform slabs at once, the rest line by line.
 
-    A byte-order mark opening the input is skipped. Of an over-long line only its head is
+    A byte-order mark opening the input is skipped (`opening`: the stream starts the input; a split
+    of it starting later does not). Of an over-long line only its head is
     held; the characters dropped are counted so its message gives its true length. A slab
     of nothing but line ends is skipped whole (blank lines give no entry).
     """
@@ -182,7 +192,7 @@ def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
     carry = b""
     done = 0  # lines consumed so far
     dropped = 0  # characters of the current line not held (an over-long line's middle)
-    opening = True  # the first bytes are still to be checked for a byte-order mark
+    # `opening`: the first bytes are still to be checked for a byte-order mark
     while True:
         try:
             data = read(SLAB)
@@ -230,17 +240,53 @@ def _read_stream(stream: IO[bytes], state: _LineReader) -> Iterator[Block]:
     yield from state.finish()
 
 
+def read_lines(
+    stream: IO[bytes], box: Box | str | None = None, *, opening: bool = True, rows: bool = True
+) -> Iterator[Block]:
+    """`read_blocks` of a stream of plain lines (no gzip): `opening` when it starts the input (a byte-order
+    mark is skipped), `rows` False for a split of an input (a row of a grid written over several lines is
+    answered `invalid`: the grid may have started in the split before)."""
+    yield from _read_stream(stream, _LineReader(as_box(box), rows), opening)
+
+
+def has_grid_rows(head: bytes, box: Box | str | None = None) -> bool:
+    """True when a line of `head` is a row of a grid written over several lines (one puzzle per line is
+    what splits need)."""
+    state = _LineReader(as_box(box))
+    if not any(sep in head for sep in (b" ", b",", b";", b"\t", b"#")):  # plain symbols: a kind per length
+        lengths = {len(raw.rstrip(b"\r")) for raw in head.split(b"\n")}
+        return any(n and state.kind(n)[0] == "row" for n in lengths)
+    for raw in head.split(b"\n"):
+        s = raw.decode("utf-8", "replace").strip()
+        if s and s[0] != "#" and state.line_kind(s)[1][0] == "row":
+            return True
+    return False
+
+
 def _characters(data: bytes) -> int:
     """How many UTF-8 characters `data` holds (every byte but continuation bytes 10xxxxxx)."""
     codes = np.frombuffer(data, dtype=np.uint8)
     return len(data) - int(np.count_nonzero((codes & 0xC0) == 0x80))
 
 
-class _LineReader:
-    """`read_entries`' line-by-line state machine, plus the slab fast path."""
+ROW_IN_SPLIT = (
+    "a row of a grid written over several lines, in an input read in splits (one puzzle per line): "
+    "solve this input with --no-splits"
+)
 
-    def __init__(self, box: Box | None, check: bool = True) -> None:
+
+class _LineReader:
+    """`read_entries`' line-by-line state machine, plus the slab fast path.
+
+    `rows`: False for a split of an input (`pipeline.splits`), where a grid written over several
+    lines could start in the split before: each such row is answered `invalid`, saying why, instead
+    of being joined to the wrong rows. `check`: False leaves one-line compact puzzles to the
+    solver's parse (`read_blocks`).
+    """
+
+    def __init__(self, box: Box | None, rows: bool = True, check: bool = True) -> None:
         self.box = box
+        self.rows_allowed = rows
         self.check = check  # False: one-line compact puzzles are left to the solver's parse
         self.kinds: dict[int, tuple[str, object]] = {}
         self.block = Block()
@@ -254,6 +300,11 @@ class _LineReader:
         if found is None:
             found = self.kinds[length] = _classify(length, self.box)
         return found
+
+    def line_kind(self, s: str) -> tuple[bool, tuple[str, object]]:
+        """Whether a stripped line is plain symbols (no separators), and its kind (`kind`)."""
+        plain = s.isascii() and s.isprintable() and " " not in s and "," not in s and ";" not in s
+        return plain, self.kind(len(s) if plain else len(split_tokens(s)[0]))
 
     def uniform(self, body: bytes, count: int, done: int) -> Block | None:
         """Return the slab (`count` lines, if it is uniform) as one Block when it is all equal-length plain
@@ -309,8 +360,10 @@ class _LineReader:
         s = text.strip()
         if not s or s[0] == "#":
             return
-        plain = s.isascii() and s.isprintable() and " " not in s and "," not in s and ";" not in s
-        kind, arg = self.kind(len(s) if plain else len(split_tokens(s)[0]))
+        plain, (kind, arg) = self.line_kind(s)
+        if kind == "row" and not self.rows_allowed:
+            self._add(n, s, ROW_IN_SPLIT)
+            return
         if kind == "row":
             if not self.rows:
                 self.start, self.side = n, int(arg)  # type: ignore[call-overload]

@@ -1,0 +1,331 @@
+"""A job's output as a dataset: each part written as a file by the process that solved it.
+
+`-o DIR/` makes the records of a job one table spread over part files, `part-<chunk>-<row>.<ext>`
+(JSON Lines or CSV, gzip or zstd compressed when asked, or real Parquet files), which pandas,
+polars, DuckDB, pyarrow.dataset or `cat` read as one; the client writes `_manifest.json` (every
+committed part with its lines and records) and `_SUCCESS` last (`client.dataset`).
+
+A part is written under `_temporary/` (a name of its own), then published to the job (its header
+and statistics only: Redis carries coordination, not records), and only a part the job accepted
+is renamed into place: a part refused because its rows were answered already (a chunk delivered
+twice at once) is deleted, so no two part files cover the same lines. A process killed between
+the publication and the rename leaves the file under `_temporary/`: the client renames it when it
+commits. The rows of a split task (`pipeline.splits`) are numbered from its start until the split's
+offsets are known: its parts wait for them (a few milliseconds at most, normally: every split before
+it was counted when its worker started) and count the splits before it themselves after a while.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from pipeline.columns import ResultColumns
+from pipeline.result import ChunkResult, PartFile
+from pipeline.solve import worker_name
+from pipeline.storage import Storage, StorageError, reason, storage_for
+from pipeline.tasks import ChunkTask, Dataset
+from solvers.fields import CSV_HEADER
+
+if TYPE_CHECKING:
+    from pipeline.runner import ChunkPort
+
+TEMP_DIR = "_temporary"  # where parts are written before they are renamed into place (readers skip `_` names)
+MANIFEST = "_manifest.json"
+SUCCESS = "_SUCCESS"
+EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "parquet": "parquet"}
+SUFFIXES = {"none": "", "gzip": ".gz", "zstd": ".zst"}
+GZIP_LEVEL = 1  # 11 ms of CPU per MB of records against 100 ms at level 6, for 2.4x against 2.7x smaller
+HELP_AFTER_S = 2.0  # a split waiting this long for its offsets counts the splits before it itself
+WAIT_MAX_S = 0.2  # the longest pause between two looks at a split's offsets
+CHECKED_JOBS = 1024  # jobs whose storage this process has checked, remembered
+
+
+class SplitPort(Protocol):
+    """What a split's run needs beyond `ChunkPort`: publishing its counts, and reading its offsets."""
+
+    def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
+        """Record how many lines and entries split `chunk` (of input `input_no`) holds."""
+
+    def split_offsets(self, job: str, chunk: int) -> tuple[int, int] | None:
+        """(first line, first index) of split `chunk`, once every split before it is counted."""
+
+    def count_frontier(self, job: str) -> bool:
+        """Count the first split nobody has counted yet (its worker is slow or gone); False when none."""
+
+
+def part_name(chunk: int, row: int, dataset: Dataset) -> str:
+    """The file name of the part of `chunk` starting at `row`."""
+    return f"part-{chunk:06d}-{row:06d}.{EXTENSIONS[dataset.format]}{SUFFIXES[dataset.compression]}"
+
+
+def part_bytes(
+    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, dataset: Dataset
+) -> list[bytes]:
+    """A part file's bytes, in pieces written one after the other (no copy of megabytes to join them): its
+    records in the dataset's format (CSV with its header: each file is a table), compressed as asked
+    (Parquet compresses inside the file)."""
+    if dataset.format == "parquet":
+        import pyarrow.parquet as pq
+
+        from pipeline.render.parquet import DICTIONARY, STATISTICS, columns_table, schema
+
+        sink = io.BytesIO()
+        table = columns_table(columns, input_name, index, line, schema())
+        codec = {"none": "none", "gzip": "gzip", "zstd": "zstd"}[dataset.compression]
+        level = GZIP_LEVEL if codec == "gzip" else None  # pyarrow's gzip default took 88 µs a record
+        pq.write_table(
+            table, sink, compression=codec, compression_level=level, use_dictionary=DICTIONARY,
+            write_statistics=STATISTICS,
+        )  # fmt: skip
+        return [sink.getvalue()]
+    if dataset.format == "csv":
+        from pipeline.render.jsonl import render_csv
+
+        pieces = [CSV_HEADER.encode(), render_csv(columns, input_name, index, line)]
+    else:
+        from pipeline.render.jsonl import render
+
+        body = render(columns, input_name, index, line)
+        pieces = [body, b"\n"] if body else []
+    if dataset.compression == "none":
+        return pieces
+    return [compress(b"".join(pieces), dataset.compression)]
+
+
+def compress(data: bytes, compression: str) -> bytes:
+    """`data` gzip- or zstd-compressed (a standard frame `gzip -d` / `zstd -d` reads), or as it is."""
+    if compression == "gzip":
+        return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+    if compression == "zstd":
+        return zstd_codec().compress(data, asbytes=True)
+    return data
+
+
+def decompress(data: bytes, compression: str) -> bytes:
+    """Invert `compress`."""
+    if compression == "gzip":
+        return gzip.decompress(data)
+    if compression == "zstd":
+        import pyarrow as pa
+
+        return pa.input_stream(pa.py_buffer(data), compression="zstd").read()
+    return data
+
+
+def zstd_codec() -> Any:
+    """The zstd codec at hand: pyarrow's (the `parquet` extra); ValueError (one line) without it."""
+    try:
+        import pyarrow as pa
+
+        return pa.Codec("zstd")
+    except (ImportError, ValueError, NotImplementedError) as exc:
+        raise ValueError(
+            f"zstd needs pyarrow (pip install 'sudoku-batch[parquet]'), not at hand here: {exc}"
+        ) from None
+
+
+_checked: OrderedDict[str, None] = OrderedDict()
+
+
+def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
+    """Check once per job and process that this process can reach the job's storage: write (and delete) a
+    file in the dataset's `_temporary/`, and find the split's input at its submitted size. StorageError
+    naming the path and the reason when it cannot."""
+    if task.job in _checked:
+        return
+    if task.dataset is not None:
+        store = storage or storage_for(task.dataset.url)
+        temp = store.join(task.dataset.url, TEMP_DIR)
+        probe = store.join(temp, f".probe-{worker_name().replace(':', '-')}-{uuid.uuid4().hex[:8]}")
+        try:
+            seen = store.exists(store.join(temp, job_marker(task.job)))
+            if seen:
+                store.put(probe, b"")
+                store.remove(probe)
+        except OSError as exc:
+            raise StorageError(f"cannot write the dataset {task.dataset.url}/: {reason(exc)}") from None
+        if not seen:  # another directory under the same name: a mount missing on this host
+            raise StorageError(
+                f"cannot see the dataset {task.dataset.url}/ its client made (no "
+                f"{TEMP_DIR}/{job_marker(task.job)} there: is the shared storage mounted on this host?)"
+            )
+    if task.split is not None:
+        store = storage or storage_for(task.split.url)
+        try:
+            size = store.size(task.split.url)
+        except OSError as exc:
+            raise StorageError(f"cannot read the input {task.split.url}: {reason(exc)}") from None
+        if size != task.split.size:
+            raise StorageError(
+                f"the input {task.split.url} is {size:,} bytes, not the {task.split.size:,} submitted: "
+                "it changed"
+            )
+    _checked[task.job] = None
+    while len(_checked) > CHECKED_JOBS:
+        _checked.popitem(last=False)
+
+
+def job_marker(job: str) -> str:
+    """The file the client leaves in the dataset's `_temporary/` for a job: a worker that finds it sees the
+    same directory (a host whose shared mount is missing would write to a directory of its own)."""
+    return f"job-{job}"
+
+
+@dataclass
+class Prepared:
+    """A chunk ready to run: its rows known (a split read), its parts going to the dataset when it has one."""
+
+    task: ChunkTask
+    port: ChunkPort
+    valid: int  # rows [0, valid) are puzzles; the rest are invalid lines (`reasons`)
+    reasons: list[str]
+
+
+def prepare(port: ChunkPort, task: ChunkTask, storage: Storage | None = None) -> Prepared:
+    """Check the storage, read a split task's lines (publishing its counts at once) and wrap the port so
+    each part is written to the dataset (StorageError when the storage cannot be reached)."""
+    check_storage(task, storage)
+    valid, reasons = len(task), []
+    if task.split is not None:
+        from pipeline.splits import read_split
+
+        read = read_split(task, storage)
+        port.split_read(task.job, task.chunk, task.split.input, read.lines, read.entries)  # type: ignore[attr-defined]
+        task, valid, reasons = read.task, read.valid, read.reasons
+    if task.dataset is not None:
+        port = DatasetPort(port, task, storage or storage_for(task.dataset.url))
+    return Prepared(task, port, valid, reasons)
+
+
+class JobStopped(RuntimeError):
+    """The job was stopped (purged) while a part waited for its split's offsets."""
+
+
+class DatasetPort:
+    """A `ChunkPort` that writes each part to the dataset, then publishes its header (`pipeline.runner`)."""
+
+    def __init__(self, port: ChunkPort, task: ChunkTask, storage: Storage) -> None:
+        assert task.dataset is not None
+        self.port = port
+        self.task = task
+        self.dataset = task.dataset
+        self.storage = storage
+        self._offsets: tuple[int, int] | None = None if task.split is not None else (0, 0)
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return self.port.count_delivery(job, chunk)
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return self.port.answered(job, chunk)
+
+    def stopped(self, job: str) -> bool:
+        return self.port.stopped(job)
+
+    def offsets(self) -> tuple[int, int]:
+        """What is added to the task's lines and indices: (first line - 1, first index) of a split (waited
+        for), nothing for a task whose producer numbered its puzzles; JobStopped when the job stops."""
+        if self._offsets is None:
+            self._offsets = wait_offsets(self.port, self.task)  # type: ignore[arg-type]
+        return self._offsets
+
+    def publish(self, part: ChunkResult) -> bool:
+        """Render the part into a file under `_temporary/`, publish its header, then rename the file into
+        place; a part refused (rows answered already, the job stopped) leaves no file."""
+        start = time.process_time()
+        try:
+            dl, di = self.offsets()
+        except JobStopped:
+            return False
+        staged = stage_part(self.storage, self.dataset, part, dl, di, start)
+        if not self.port.publish(staged.part):
+            self.storage.remove(self.storage.join(self.dataset.url, staged.temp))
+            return False
+        commit_part(self.storage, self.dataset.url, staged.temp, staged.name)
+        return True
+
+
+@dataclass
+class Staged:
+    """A part written under `_temporary/`: the header-only part to publish, its temporary and final names."""
+
+    part: ChunkResult
+    temp: str
+    name: str
+
+
+def stage_part(
+    storage: Storage, dataset: Dataset, part: ChunkResult, dl: int = 0, di: int = 0, cpu0: float | None = None
+) -> Staged:
+    """Write a part (held as columns; its lines and indices `dl` and `di` from where they belong) as a file
+    under the dataset's `_temporary/`, and make the header-only part that says where it is (its statistics
+    charged with the CPU since `cpu0`)."""
+    if part.columns is None:
+        raise ValueError("a dataset part is written from its columns")
+    start = time.process_time() if cpu0 is None else cpu0
+    head = part.header
+    index, lines = part.row_indices() + di, part.row_lines() + dl
+    data = part_bytes(part.columns, head.input, index, lines, dataset)
+    name = part_name(head.chunk, head.row, dataset)
+    temp = f"{TEMP_DIR}/{name}.{uuid.uuid4().hex[:12]}"
+    storage.put(storage.join(dataset.url, temp), data)
+    size = sum(map(len, data))
+    stats = head.stats
+    problems = [p.model_copy(update={"index": p.index + di, "line": p.line + dl}) for p in stats.problems]
+    lo_line, hi_line = (int(lines.min()), int(lines.max())) if len(lines) else (0, 0)
+    lo_index, hi_index = (int(index.min()), int(index.max())) if len(index) else (0, 0)
+    file = PartFile(
+        name=name, temp=temp, input=head.input, bytes=size, first_line=lo_line, last_line=hi_line,
+        first_index=lo_index, last_index=hi_index,
+    )  # fmt: skip
+    stats = stats.model_copy(
+        update={"problems": problems, "cpu_s": stats.cpu_s + time.process_time() - start, "file": file}
+    )
+    header = head.model_copy(
+        update={
+            "format": dataset.format,
+            "index_runs": [(f + di, c) for f, c in head.index_runs],
+            "line_runs": [(f + dl, c) for f, c in head.line_runs],
+            "run_bytes": [],
+            "stats": stats,
+        }
+    )
+    return Staged(ChunkResult(header, b""), temp, name)
+
+
+def commit_part(storage: Storage, root: str, temp: str, name: str) -> bool:
+    """Rename a published part into place (the worker right after publishing it, or the client committing
+    the dataset when its worker died first); True when the file is in place."""
+    try:
+        storage.rename(storage.join(root, temp), storage.join(root, name))
+        return True
+    except FileNotFoundError:  # renamed already (the worker and the client both tried)
+        return storage.exists(storage.join(root, name))
+
+
+def wait_offsets(port: SplitPort, task: ChunkTask) -> tuple[int, int]:
+    """(first line - 1, first index) of a split task's split, once every split before it is counted.
+
+    Normally at once: each worker publishes its split's counts as soon as it has read it, long before it
+    has solved it. A split before this one whose worker died (or waits in the queue behind this one) is
+    counted here after HELP_AFTER_S, so no wait depends on another worker. JobStopped when the job stops.
+    """
+    began = time.monotonic()
+    pause = 0.005
+    while True:
+        got = port.split_offsets(task.job, task.chunk)
+        if got is not None:
+            return got[0] - 1, got[1]
+        if port.stopped(task.job):  # type: ignore[attr-defined]
+            raise JobStopped(f"job {task.job} was stopped")
+        if time.monotonic() - began > HELP_AFTER_S and port.count_frontier(task.job):
+            continue
+        time.sleep(pause)
+        pause = min(WAIT_MAX_S, 2 * pause)

@@ -1,0 +1,235 @@
+"""Where a job's inputs are read in splits and its dataset parts written: a path or an fsspec URL.
+
+A local path (a disk, or a shared filesystem every worker mounts at the same path: NFS, a
+Kubernetes ReadWriteMany volume) is read and written with the operating system's calls, files
+fsync'd before they are renamed into place. Any other URL (`s3://`, `gs://`, `abfs://`, ...) goes
+through `fsspec` and the backend the user installed for it (`s3fs`, `gcsfs`, `adlfs`), configured
+as that backend is (its environment variables, or fsspec's `FSSPEC_<PROTOCOL>_<OPTION>`). On an
+object store a rename is a server-side copy and a delete, and a PUT is whole or absent, so a
+reader never sees half an object either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from abc import ABC, abstractmethod
+from functools import lru_cache
+from typing import IO, Any
+
+URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+class StorageError(OSError):
+    """Storage could not be reached, read or written (the message names the path and the reason)."""
+
+
+def is_url(text: str) -> bool:
+    """True when `text` is a URL (`scheme://...`) rather than a local path."""
+    return bool(URL.match(text))
+
+
+def local_path(text: str) -> str | None:
+    """The local path `text` names (a plain path, or a `file://` URL), or None for another URL."""
+    if text.startswith("file://"):
+        return text[len("file://") :]
+    return None if is_url(text) else text
+
+
+def absolute(text: str) -> str:
+    """A location the workers can use as it is: a local path made absolute (they run elsewhere), a URL
+    as given. A trailing slash is kept (it names a directory)."""
+    path = local_path(text)
+    if path is None:
+        return text
+    full = os.path.abspath(os.path.expanduser(path))
+    return full + "/" if text.endswith("/") and not full.endswith("/") else full
+
+
+class Storage(ABC):
+    """The few operations the pipeline needs on one filesystem; paths are full paths or URLs."""
+
+    @abstractmethod
+    def size(self, path: str) -> int:
+        """Bytes of a file (StorageError when it cannot be read)."""
+
+    @abstractmethod
+    def open_read(self, path: str) -> IO[bytes]:
+        """A seekable binary stream of a file."""
+
+    @abstractmethod
+    def put(self, path: str, data: bytes | list[bytes]) -> None:
+        """Write a whole file (`data`, or its pieces in order), durably (fsync'd on a filesystem), replacing
+        any file there."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Move a file into place, replacing `dst` (atomic on a filesystem)."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """True when a file or directory is there."""
+
+    @abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """The names (not paths) in a directory; [] when there is none."""
+
+    @abstractmethod
+    def remove(self, path: str) -> None:
+        """Delete a file; nothing when it is not there."""
+
+    @abstractmethod
+    def remove_tree(self, path: str) -> None:
+        """Delete a directory and what it holds; nothing when it is not there."""
+
+    @abstractmethod
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents (nothing on an object store: prefixes need none)."""
+
+    def join(self, base: str, *names: str) -> str:
+        """`base/name/...` (one slash between)."""
+        return "/".join([base.rstrip("/"), *names])
+
+    def read(self, path: str) -> bytes:
+        """A whole file's bytes."""
+        with self.open_read(path) as f:
+            return f.read()
+
+
+class LocalStorage(Storage):
+    """A local or shared filesystem, through the operating system."""
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(_plain(path))
+
+    def open_read(self, path: str) -> IO[bytes]:
+        return open(_plain(path), "rb")  # noqa: SIM115 - the caller closes it
+
+    def put(self, path: str, data: bytes | list[bytes]) -> None:
+        fd = os.open(_plain(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for piece in data if isinstance(data, list) else [data]:
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(_plain(src), _plain(dst))
+        with contextlib.suppress(OSError):  # the rename itself made durable (a filesystem that allows it)
+            fd = os.open(os.path.dirname(_plain(dst)) or ".", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(_plain(path))
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return os.listdir(_plain(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def remove(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(_plain(path))
+
+    def remove_tree(self, path: str) -> None:
+        shutil.rmtree(_plain(path), ignore_errors=True)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(_plain(path), exist_ok=True)
+
+
+def _plain(path: str) -> str:
+    local = local_path(path)
+    if local is None:
+        raise StorageError(f"{path}: not a local path")
+    return local
+
+
+class FsspecStorage(Storage):
+    """A filesystem fsspec knows by the URL's protocol (`s3://`: s3fs, `gs://`: gcsfs, ...)."""
+
+    def __init__(self, fs: Any) -> None:
+        self.fs = fs
+
+    def _path(self, url: str) -> str:
+        return self.fs._strip_protocol(url)
+
+    def size(self, path: str) -> int:
+        return int(self.fs.size(self._path(path)))
+
+    def open_read(self, path: str) -> IO[bytes]:
+        return self.fs.open(self._path(path), "rb")
+
+    def put(self, path: str, data: bytes | list[bytes]) -> None:
+        self.fs.pipe_file(self._path(path), b"".join(data) if isinstance(data, list) else data)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.fs.mv(self._path(src), self._path(dst))
+
+    def exists(self, path: str) -> bool:
+        self.fs.invalidate_cache(self._path(path))
+        return bool(self.fs.exists(self._path(path)))
+
+    def listdir(self, path: str) -> list[str]:
+        base = self._path(path).rstrip("/")
+        self.fs.invalidate_cache(base)
+        try:
+            found = self.fs.ls(base, detail=False)
+        except FileNotFoundError:
+            return []
+        return [str(p).rstrip("/").rsplit("/", 1)[-1] for p in found if str(p).rstrip("/") != base]
+
+    def remove(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._path(path))
+
+    def remove_tree(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._path(path), recursive=True)
+
+    def makedirs(self, path: str) -> None:
+        with contextlib.suppress(FileExistsError):
+            self.fs.makedirs(self._path(path), exist_ok=True)
+
+    def join(self, base: str, *names: str) -> str:
+        return "/".join([base.rstrip("/"), *names])
+
+
+@lru_cache(maxsize=16)
+def storage_for(location: str) -> Storage:
+    """The storage holding `location` (a path, `file://`, or a URL of an installed fsspec backend);
+    StorageError (one line) when no backend handles it."""
+    if local_path(location) is not None:
+        return LocalStorage()
+    protocol = location.split("://", 1)[0]
+    try:
+        import fsspec
+    except ImportError as exc:  # pragma: no cover - fsspec is a dependency
+        raise StorageError(f"{location}: fsspec is not installed ({exc})") from None
+    try:
+        fs = fsspec.filesystem(protocol)
+    except (ImportError, ValueError) as exc:
+        raise StorageError(
+            f"{location}: no fsspec backend for {protocol}:// ({_reason(exc)}; e.g. pip install s3fs, "
+            "gcsfs or adlfs)"
+        ) from None
+    return FsspecStorage(fs)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def reason(exc: BaseException) -> str:
+    """An exception as one short line for a user (its type and first line)."""
+    return f"{type(exc).__name__}: {_reason(exc)}"
