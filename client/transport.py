@@ -24,7 +24,7 @@ import numpy as np
 
 from client.config import ClientSettings, mask_url
 from client.processes import die_with_parent, kill_pool
-from client.ring import Ring, RingArena, RingReader
+from client.ring import Ring, RingArena, RingReader, ring_bytes
 from client.store import JobStore
 from pipeline.memory import frozen, reuse_freed_memory
 from pipeline.result import ChunkResult
@@ -234,7 +234,8 @@ class LocalPool:
         warm()
         ctx = multiprocessing.get_context("fork")
         self._parts = ctx.SimpleQueue()
-        rings = [Ring() for _ in range(self.workers)]  # made before the fork: shared with the processes
+        size = ring_bytes(self.workers)
+        rings = [Ring(size) for _ in range(self.workers)]  # made before the fork: shared with the processes
         self._readers = [RingReader(ring) for ring in rings]
         with frozen():  # the warm objects stay out of the children's garbage collector (no copy on write)
             if races and self.workers > 1:

@@ -10,7 +10,7 @@ import numpy as np
 
 from client import BatchClient
 from client.output import Output
-from client.ring import Ring, RingArena, RingReader
+from client.ring import RING_MB, RINGS_MB, Ring, RingArena, RingReader, ring_bytes
 from pipeline.memory import frozen, reuse_freed_memory
 from pipeline.runs import runs_array
 from pipeline.solve import build_part
@@ -105,3 +105,8 @@ def test_forked_children_keep_the_warm_objects_frozen_and_the_parent_collects_ag
     os.waitpid(child, 0)
     assert int(os.read(read, 32)) > 1000 and gc.get_freeze_count() == 0
     assert np.zeros(1).size  # still a working process
+
+
+def test_the_processes_share_the_ring_budget_evenly_and_each_ring_holds_two_full_chunks_at_least():
+    assert ring_bytes(2) == (RINGS_MB // 2) << 20 == 32 << 20  # every part of a 1M kaggle run fits
+    assert ring_bytes(64) == RING_MB << 20 and ring_bytes(0) == RINGS_MB << 20
