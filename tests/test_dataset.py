@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -387,6 +388,9 @@ def test_submit_to_a_dataset_then_collect_into_one_file_merges_every_part(worker
 
     frame = pd.read_csv(merged, dtype={"puzzle": str})
     assert sorted(frame["index"]) == list(range(len(puzzles))) and len(frame.columns) == 14
+    job = submit.stdout.strip()
+    assert run_cli("purge", job, "--broker", workers).returncode == 0  # collect keeps a job: the tests after
+    redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop")  # see the session's redis clean
 
 
 def children(pid: int) -> list[int]:
