@@ -32,7 +32,16 @@ from pipeline.runner import ListPort, run_chunk
 from pipeline.runs import runs_array
 from pipeline.splits import read_split
 from pipeline.tasks import ChunkTask, Dataset, Split
-from tests.conftest import CORPORA, SAMPLE, RedisServer, check_records, cli_command, start_workers, stop_all
+from tests.conftest import (
+    CORPORA,
+    SAMPLE,
+    RedisServer,
+    check_records,
+    cli_command,
+    run_cli,
+    start_workers,
+    stop_all,
+)
 
 JOB = "ab" * 8
 PUZZLES = [ln for ln in SAMPLE.read_text().splitlines() if len(ln) == 81]
@@ -302,18 +311,6 @@ def check_dataset(root: Path, puzzles: list[str], fmt: str = "jsonl") -> None:
     assert sorted(p["file"] for p in manifest["parts"]) == sorted(p.name for p in root.glob("part-*"))
     assert manifest["records"] == len(puzzles) == sum(p["records"] for p in manifest["parts"])
     assert not (root / TEMP_DIR).exists()
-
-
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*cli_command(), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.mark.parametrize(("fmt", "compression"), [("jsonl", "none"), ("csv", "gzip"), ("parquet", "zstd")])
