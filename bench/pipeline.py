@@ -32,7 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -112,6 +114,47 @@ def baseline(lines: list[str], chunk: int = 10_000) -> float:
 FORMAT = "jsonl"  # the records' format (`--format`)
 
 
+@contextlib.contextmanager
+def fleet(tmp: Path, name: str) -> Iterator[tuple[str, subprocess.Popen, Any, list[int]]]:
+    """A real redis-server and two warm `sudoku-batch worker --concurrency 1` (logs: tmp/<name>worker<i>.log);
+    yields the broker URL, the server's process, a redis client and the workers' process ids (long-lived:
+    listed once, outside any clock); everything is stopped on the way out."""
+    import redis
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = start_redis(port, tmp)
+    workers: list[subprocess.Popen] = []
+    try:
+        time.sleep(0.3)
+        for i in range(2):
+            log = open(tmp / f"{name}worker{i}.log", "wb")  # noqa: SIM115
+            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
+            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        r = redis.Redis.from_url(url)
+        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
+            time.sleep(0.2)
+        yield url, server, r, [p for w in workers for p in tree(w.pid)]
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(30)
+        server.terminate()
+        server.wait(10)
+
+
+def per_puzzle(small: list[dict], large: list[dict]) -> dict[str, float]:
+    """Each role's CPU seconds per puzzle of the larger job minus the smaller, median over the rounds."""
+    per = {}
+    for role in ("client", "workers", "redis"):
+        diffs = [
+            (b[role] - a[role]) / (b["puzzles"] - a["puzzles"]) for a, b in zip(small, large, strict=True)
+        ]
+        per[role] = statistics.median(diffs)
+    return per
+
+
 def run_job(client, path: Path, out: Path) -> dict:
     """Submit and collect one corpus through a BatchClient, writing FORMAT records; return the counters."""
     from client.output import Output
@@ -137,27 +180,13 @@ def broker_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, dict
     Each corpus runs `repeat` times back to back and the figures are per run: other processes'
     CPU is read from /proc in 10 ms ticks, too coarse for one run of an easy corpus.
     """
-    import redis
 
     from client import BatchClient
 
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    server = start_redis(port, tmp)
-    workers = []
-    try:
-        time.sleep(0.3)
-        for i in range(2):
-            log = open(tmp / f"worker{i}.log", "wb")  # noqa: SIM115
-            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
-            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-        r = redis.Redis.from_url(url)
-        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
-            time.sleep(0.2)
+    with fleet(tmp, "") as (url, server, r, pids):
         client = BatchClient(url)
         run_job(client, SAMPLE, tmp / "warm.jsonl")["job"].purge()  # connections and imports, untimed
         out: dict[str, dict] = {}
-        pids = [p for w in workers for p in tree(w.pid)]  # long-lived: listed once, outside the clock
         for path in paths:
             for _ in range(2):  # untimed: steady state (memory and page cache this VM has touched before)
                 run_job(client, path, tmp / "broker.jsonl")["job"].purge()
@@ -182,13 +211,6 @@ def broker_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, dict
             }
         client.close()
         return out
-    finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(30)
-        server.terminate()
-        server.wait(10)
 
 
 def embedded_runs(paths: list[Path], tmp: Path, repeat: int = 3) -> dict[str, dict]:
@@ -358,27 +380,12 @@ def marginal_runs(paths: list[Path], tmp: Path, formats: list[str], rounds: int 
     interleaved rounds. Redis's peak memory (used_memory, polled every 20 ms) is kept per run."""
     import threading
 
-    import redis
-
     from client import BatchClient
 
     global FORMAT
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    server = start_redis(port, tmp)
-    workers = []
-    try:
-        time.sleep(0.3)
-        for i in range(2):
-            log = open(tmp / f"mworker{i}.log", "wb")  # noqa: SIM115
-            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
-            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-        r = redis.Redis.from_url(url)
-        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
-            time.sleep(0.2)
+    with fleet(tmp, "m") as (url, server, r, pids):
         client = BatchClient(url)
         run_job(client, SAMPLE, tmp / "warm.jsonl")["job"].purge()
-        pids = [p for w in workers for p in tree(w.pid)]
         sizes = (100_000, 1_000_000)
         figures: dict[str, dict[str, list[dict]]] = {}
         for _ in range(rounds):
@@ -408,22 +415,10 @@ def marginal_runs(paths: list[Path], tmp: Path, formats: list[str], rounds: int 
                         run["job"].purge()
                         figures.setdefault(f"{path.name} {fmt}", {}).setdefault(str(size), []).append(row)
         client.close()
-    finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(30)
-        server.terminate()
-        server.wait(10)
     out: dict[str, dict] = {}
     for key, by_size in figures.items():
         small, large = by_size["100000"], by_size["1000000"]
-        per = {}
-        for role in ("client", "workers", "redis"):
-            diffs = [
-                (b[role] - a[role]) / (b["puzzles"] - a["puzzles"]) for a, b in zip(small, large, strict=True)
-            ]
-            per[role] = statistics.median(diffs)
+        per = per_puzzle(small, large)
         out[key] = {
             "per_puzzle_us": {k: v * 1e6 for k, v in per.items()},
             "workers_over_client": per["workers"] / per["client"] if per["client"] > 0 else float("inf"),
@@ -472,26 +467,12 @@ def dataset_runs(
     the parts; the client and Redis only coordinate): a 1M-line job minus a 100k one, through a real
     redis-server and two warm workers, medians of `rounds` interleaved rounds. Redis's peak memory and the
     client's peak RSS are measured in separate runs (a poller costs both some CPU)."""
-    import redis
 
     from client import BatchClient
 
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    server = start_redis(port, tmp)
-    workers = []
-    try:
-        time.sleep(0.3)
-        for i in range(2):
-            log = open(tmp / f"dworker{i}.log", "wb")  # noqa: SIM115
-            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
-            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-        r = redis.Redis.from_url(url)
-        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
-            time.sleep(0.2)
+    with fleet(tmp, "d") as (url, server, r, pids):
         client = BatchClient(url)
         run_dataset_job(client, SAMPLE, tmp / "warm-ds", "jsonl")["job"].purge()
-        pids = [p for w in workers for p in tree(w.pid)]
         figures: dict[str, dict[str, list[dict]]] = {}
         for _ in range(rounds):
             for path in paths:
@@ -516,22 +497,10 @@ def dataset_runs(
                         run["job"].purge()
                         figures.setdefault(f"{path.name} {fmt}", {}).setdefault(str(size), []).append(row)
         client.close()
-    finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(30)
-        server.terminate()
-        server.wait(10)
     out: dict[str, dict] = {}
     for key, by_size in figures.items():
         small, large = by_size[str(sizes[0])], by_size[str(sizes[-1])]
-        per = {}
-        for role in ("client", "workers", "redis"):
-            diffs = [
-                (b[role] - a[role]) / (b["puzzles"] - a["puzzles"]) for a, b in zip(small, large, strict=True)
-            ]
-            per[role] = statistics.median(diffs)
+        per = per_puzzle(small, large)
         big = large[0]
         out[key] = {
             "per_puzzle_us": {k: v * 1e6 for k, v in per.items()},
@@ -557,22 +526,9 @@ def big_dataset_run(path: Path, lines: int, tmp: Path, fmt: str = "parquet") -> 
     import threading
 
     import pyarrow.dataset as ds
-    import redis
 
     corpus = repeated(path, lines, tmp)
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    server = start_redis(port, tmp)
-    workers = []
-    try:
-        time.sleep(0.3)
-        for i in range(2):
-            log = open(tmp / f"bworker{i}.log", "wb")  # noqa: SIM115
-            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
-            workers.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-        r = redis.Redis.from_url(url)
-        while len(r.zrangebyscore("sbatch:workers", time.time() - 10, "+inf")) < 2:
-            time.sleep(0.2)
+    with fleet(tmp, "b") as (url, server, r, pids):
         peak, done = [0], threading.Event()
         watcher = threading.Thread(target=_poll_memory, args=(r, peak, done, 0.05), daemon=True)
         watcher.start()
@@ -587,7 +543,7 @@ def big_dataset_run(path: Path, lines: int, tmp: Path, fmt: str = "parquet") -> 
         watcher.join()
         if status:
             raise RuntimeError(f"solve exited {status}")
-        table = ds.dataset(str(out), format=fmt).to_table(columns=["index", "line"])
+        table = ds.dataset(str(out), format={"jsonl": "json"}.get(fmt, fmt)).to_table(columns=["index", "line"])
         index = table.column("index").to_numpy()
         line = table.column("line").to_numpy()
         import numpy as np
@@ -599,13 +555,6 @@ def big_dataset_run(path: Path, lines: int, tmp: Path, fmt: str = "parquet") -> 
             "client_cpu_s": usage.ru_utime + usage.ru_stime, "redis_peak_mb": peak[0] / 1e6,
             "every_line_once": bool(once), "parts": len(list(out.glob("part-*"))),
         }  # fmt: skip
-    finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait(30)
-        server.terminate()
-        server.wait(10)
 
 
 def _poll_memory(client, peak: list[int], done, every: float = 0.02) -> None:  # noqa: ANN001 - redis, Event

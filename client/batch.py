@@ -624,11 +624,7 @@ class Job:
         embedded, they stay in this process's memory until then or `purge()`); `keep=False`
         drops each as it is read.
         """
-        dataset = self.client.store.meta(self.id).get("dataset")
-        if dataset:
-            raise ValueError(
-                f"job {self.id} writes a dataset to {dataset}/: read it there (pandas, pyarrow, DuckDB)"
-            )
+        self._refuse_dataset("Job.results()")
         for result, start, stop in self.chunks(ordered, keep=keep):
             for line in result.lines()[start:stop]:
                 yield Record.from_json(line)
@@ -665,7 +661,18 @@ class Job:
 
         if self._taken is not None or self.client.store.meta(self.id).get("kind") == "generate":
             raise ValueError(f"{what}: job {self.id} generates puzzles; read them with Job.generated()")
+        self._refuse_dataset(what)
         return slices_table(self.chunks(ordered, keep=keep))
+
+    def _refuse_dataset(self, what: str) -> None:
+        """ValueError, one line, for a job whose records are part files in a dataset: its parts here hold
+        only statistics, so reading them as records would give nothing (or fail in Arrow's reader)."""
+        dataset = self.client.store.meta(self.id).get("dataset")
+        if dataset:
+            raise ValueError(
+                f"{what}: job {self.id} writes a dataset to {dataset}/: "
+                "read it there (pandas, pyarrow, DuckDB)"
+            )
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
         """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.

@@ -20,7 +20,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from client.config import ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
 from client.transport import Transport
 from pipeline.dataset import commit_part, stage_part
-from pipeline.reader import has_grid_rows, read_blocks
+from pipeline.reader import SlabTexts, has_grid_rows, read_blocks
 from pipeline.result import ChunkResult
 from pipeline.runs import join_texts, to_runs
 from pipeline.solve import answered_chunk
@@ -202,16 +203,100 @@ class ChunkSizer:
 
 
 @dataclass
+class _Run:
+    """Consecutive puzzles read, waiting to be sent: texts (a slab's `SlabTexts` or a list), their
+    positions among the job's puzzles and their lines (ranges for a slab: no number per puzzle)."""
+
+    texts: Sequence[str]
+    indices: Sequence[int]
+    lines: Sequence[int]
+
+    def cut(self, k: int) -> tuple[_Run, _Run]:
+        """The first k puzzles, and the rest."""
+        texts = self.texts
+        if isinstance(texts, SlabTexts):
+            head: Sequence[str] = SlabTexts(texts.joined(0, k), texts.length, k)
+            tail: Sequence[str] = SlabTexts(texts.joined(k), texts.length, texts.count - k)
+        else:
+            head, tail = texts[:k], texts[k:]
+        return _Run(head, self.indices[:k], self.lines[:k]), _Run(tail, self.indices[k:], self.lines[k:])
+
+    def joined(self) -> tuple[str, list[int] | None]:
+        """The texts joined by newlines, and the rows per text when some text has several."""
+        if isinstance(self.texts, SlabTexts):
+            return self.texts.text, None
+        return join_texts(list(self.texts))
+
+
+@dataclass
 class _Pending:
     """Puzzles read but not yet sent (valid) or answered (invalid), of one input."""
 
-    texts: list[str] = field(default_factory=list)
-    indices: list[int] = field(default_factory=list)
-    lines: list[int] = field(default_factory=list)
+    runs: deque[_Run] = field(default_factory=deque)  # valid puzzles, in input order
+    count: int = 0  # puzzles in `runs`
     bad_texts: list[str] = field(default_factory=list)
     bad_indices: list[int] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)
     bad_errors: list[str] = field(default_factory=list)
+
+    def add(self, texts: Sequence[str], indices: Sequence[int], lines: Sequence[int]) -> None:
+        """Queue consecutive valid puzzles (single ones join the last run when it is a list)."""
+        if not len(texts):
+            return
+        last = self.runs[-1] if self.runs else None
+        if isinstance(texts, list) and last is not None and isinstance(last.texts, list):
+            last.texts.extend(texts)
+            last.indices.extend(indices)  # type: ignore[attr-defined]
+            last.lines.extend(lines)  # type: ignore[attr-defined]
+        elif isinstance(texts, SlabTexts):  # a slab's indices and lines are ranges
+            self.runs.append(_Run(texts, indices, lines))
+        else:
+            self.runs.append(_Run(list(texts), list(indices), list(lines)))
+        self.count += len(texts)
+
+    def first_length(self) -> int:
+        """The length of the first pending puzzle's text (chunk sizes follow it)."""
+        texts = self.runs[0].texts
+        return texts.length if isinstance(texts, SlabTexts) else len(texts[0])
+
+    def take(self, size: int) -> list[_Run]:
+        """The first `size` pending puzzles (all there are, if fewer), as runs."""
+        out: list[_Run] = []
+        while size > 0 and self.runs:
+            run = self.runs.popleft()
+            n = len(run.texts)
+            if n > size:
+                run, rest = run.cut(size)
+                self.runs.appendleft(rest)
+                n = size
+            out.append(run)
+            self.count -= n
+            size -= n
+        return out
+
+
+def _joined(runs: list[_Run]) -> tuple[str, list[int] | None]:
+    """The texts of runs joined by newlines, and the rows per text when some text has several."""
+    parts = [run.joined() for run in runs]
+    joined = parts[0][0] if len(parts) == 1 else "\n".join(text for text, _ in parts)
+    if all(spans is None for _, spans in parts):
+        return joined, None
+    return joined, [
+        n for run, (_, spans) in zip(runs, parts, strict=True) for n in spans or [1] * len(run.texts)
+    ]
+
+
+def _merged_runs(values: list[Sequence[int]]) -> list[tuple[int, int]]:
+    """`to_runs` of sequences laid end to end (a range is one run: no number per puzzle)."""
+    out: list[tuple[int, int]] = []
+    for seq in values:
+        pieces = [(seq.start, len(seq))] if isinstance(seq, range) and seq.step == 1 else to_runs(seq)
+        for first, count in pieces:
+            if out and out[-1][0] + out[-1][1] == first:
+                out[-1] = (out[-1][0], out[-1][1] + count)
+            elif count:
+                out.append((first, count))
+    return out
 
 
 class Producer:
@@ -363,7 +448,7 @@ class Producer:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""
         pending = _Pending()
         skip = self.resume.index if self.resume is not None else 0
-        for block in read_blocks(source, self.spec.box):
+        for block in read_blocks(source, self.spec.box, check=False):  # checked where parsed: once
             if self.stopping.is_set():
                 raise JobCancelled("the job was cancelled")
             first = self.index
@@ -376,22 +461,23 @@ class Producer:
                 self._heartbeat()
                 continue
             if block.all_valid:
-                pending.texts.extend(block.texts[lo:])
-                pending.indices.extend(range(first + lo, self.index))
-                pending.lines.extend(block.lines[lo:])
+                texts = block.texts
+                if isinstance(texts, SlabTexts):  # a slab of lines: passed on as one text
+                    texts = SlabTexts(texts.joined(lo), texts.length, len(texts) - lo) if lo else texts
+                else:
+                    texts = texts[lo:]
+                pending.add(texts, range(first + lo, self.index), block.lines[lo:])
             else:
                 rows = zip(block.lines[lo:], block.texts[lo:], block.errors[lo:], strict=True)
                 for i, (line, text, error) in enumerate(rows, start=first + lo):
                     if error is None:
-                        pending.texts.append(text)
-                        pending.indices.append(i)
-                        pending.lines.append(line)
+                        pending.add([text], [i], [line])
                     else:
                         pending.bad_texts.append(text)
                         pending.bad_indices.append(i)
                         pending.bad_lines.append(line)
                         pending.bad_errors.append(error)
-            while pending.texts and len(pending.texts) >= self._next_size(pending):
+            while pending.count and pending.count >= self._next_size(pending):
                 self._send(name, pending)
             if len(pending.bad_texts) >= MAX_ANSWERED:
                 self._flush(name, pending)
@@ -461,7 +547,7 @@ class Producer:
         """The next chunk's size, from the workers' feedback so far (one store read per chunk)."""
         if self._size is None:
             n, cpu = self.store.hint(self.spec.job) if self.sent or self.resume else (0, 0.0)
-            self._size = self.sizer.next(len(pending.texts[0]), cpu / n if n and cpu > 0 else None)
+            self._size = self.sizer.next(pending.first_length(), cpu / n if n and cpu > 0 else None)
         return self._size
 
     def _send(self, name: str, pending: _Pending) -> None:
@@ -472,17 +558,19 @@ class Producer:
         self._wait_for_room()
         size = self._next_size(pending)
         self._size = None
-        texts, indices, lines = pending.texts[:size], pending.indices[:size], pending.lines[:size]
-        del pending.texts[:size], pending.indices[:size], pending.lines[:size]
-        answered = self._answered(name, pending, below=indices[-1])
-        joined, spans = join_texts(texts)
+        runs = pending.take(size)
+        last_index, last_text = runs[-1].indices[-1], runs[-1].texts[-1]
+        answered = self._answered(name, pending, below=last_index)
+        joined, spans = _joined(runs)
         chunk = self._next_chunk()
         task = ChunkTask(
-            job=self.spec.job, chunk=chunk, input=name, index_runs=to_runs(indices), line_runs=to_runs(lines),
+            job=self.spec.job, chunk=chunk, input=name,
+            index_runs=_merged_runs([r.indices for r in runs]),
+            line_runs=_merged_runs([r.lines for r in runs]),
             puzzles=joined, spans=spans, **self._options(chunk),
         )  # fmt: skip
         self._emit(
-            task, Checkpoint(index=indices[-1] + 1, chunks=self.chunks, tail=digest(texts[-1])), answered
+            task, Checkpoint(index=last_index + 1, chunks=self.chunks, tail=digest(last_text)), answered
         )
 
     def _emit(
@@ -496,7 +584,7 @@ class Producer:
 
     def _flush(self, name: str, pending: _Pending) -> None:
         """Send every pending puzzle, then answer the invalid lines after it: all read is submitted."""
-        while pending.texts:
+        while pending.count:
             self._send(name, pending)
         if pending.bad_texts:
             last, tail = pending.bad_indices[-1], pending.bad_texts[-1]

@@ -24,7 +24,9 @@ import numpy as np
 
 from client.config import ClientSettings, mask_url
 from client.processes import die_with_parent, kill_pool
+from client.ring import Ring, RingArena, RingReader, ring_bytes
 from client.store import JobStore
+from pipeline.memory import frozen, reuse_freed_memory
 from pipeline.result import ChunkResult
 from pipeline.runner import fail_rest, run_chunk
 from pipeline.tasks import VERSION, ChunkTask
@@ -88,10 +90,13 @@ class StorePort:
 
 
 class _QueuePort:
-    """A chunk run in a local process publishes its parts to the command through the pool's queue."""
+    """A chunk run in a local process publishes its parts to the command through the pool's queue: a part
+    rendered into the process's shared ring (`arena`, `client.ring`) as its header and where its records
+    lie, any other part encoded whole."""
 
-    def __init__(self, parts: Any) -> None:
+    def __init__(self, parts: Any, arena: RingArena | None = None) -> None:
         self.parts = parts
+        self.arena = arena
 
     def count_delivery(self, job: str, chunk: int) -> int | None:
         return 1
@@ -100,7 +105,11 @@ class _QueuePort:
         return []  # a chunk goes to one local process once
 
     def publish(self, part: ChunkResult) -> bool:
-        self.parts.put((part.header.job, part.encode()))
+        where = self.arena.locate(part.body) if self.arena is not None else None
+        if where is not None:
+            self.parts.put((part.header.job, (self.arena.slot, *where, part.encode_head())))  # type: ignore[union-attr]
+        else:
+            self.parts.put((part.header.job, part.encode()))
         return True
 
     def stopped(self, job: str) -> bool:
@@ -119,6 +128,7 @@ def failed_result(task: Task, reason: str) -> GenerateResult:
 
 _BOARD: LocalBoard | None = None  # in a local process: the board its races meet on (None: one process)
 _PARTS: Any = None  # in a local process: the queue its parts go to the command by
+_ARENA: RingArena | None = None  # in a local process: its shared ring, where its parts' records are rendered
 STOP_POLL_S = 0.25  # how often a local owner or helper looks at its race (as workers do)
 
 
@@ -135,7 +145,7 @@ def _run_payload(task: Task) -> bytes | int:
             return generate_result(task).encode()
         with _BOARD.for_job(task.job).busy():
             return generate_result(task).encode()
-    port = _QueuePort(_PARTS)
+    port = _QueuePort(_PARTS, _ARENA)
     if _BOARD is None:
         return run_chunk(port, task)
     board = _BOARD.for_job(task.job)
@@ -163,11 +173,18 @@ def _run_race(text: str) -> int:
     return int(result is not None and result.status.value == "solved")
 
 
-def _init_process(parent: int, warm: Callable[[], None], board: LocalBoard | None, parts: Any) -> None:
-    """Die with the parent, leave interrupts to it, and warm the compiled kernels once per local process."""
-    global _BOARD, _PARTS
+def _init_process(
+    parent: int, warm: Callable[[], None], board: LocalBoard | None, parts: Any, rings: list[Ring], taken: Any
+) -> None:
+    """Die with the parent, leave interrupts to it, take a shared ring of its own (the first free one, by
+    the shared counter `taken`), and warm the compiled kernels once per local process."""
+    global _BOARD, _PARTS, _ARENA
     die_with_parent(parent)
     _BOARD, _PARTS = board, parts
+    with taken.get_lock():
+        slot = taken.value
+        taken.value += 1
+    _ARENA = RingArena(rings[slot], slot) if slot < len(rings) else None
     warm()
 
 
@@ -197,6 +214,7 @@ class LocalPool:
         self._board: LocalBoard | None = None
         self._dispatching = threading.Event()
         self._parts: Any = None  # the queue local processes send their parts by
+        self._readers: list[RingReader] = []  # each process's shared ring, read where its parts' records are
         self._routes: dict[str, JobStore] = {}  # job -> the store its parts go to
         self._failed: dict[str, Callable[[ChunkTask, str], None]] = {}
 
@@ -212,20 +230,25 @@ class LocalPool:
         an idle process may race another's slow puzzle (`--escalate-after`)."""
         if self._pool is not None:
             return
+        reuse_freed_memory()  # this process's and its children's chunk buffers are reused, not re-faulted
         warm()
-        if races and self.workers > 1:
-            from client.local_board import LocalBoard, start_manager
-
-            self._manager = start_manager()
-            self._board = LocalBoard(self._manager.dict(), self._manager.Queue(), self.workers)
         ctx = multiprocessing.get_context("fork")
         self._parts = ctx.SimpleQueue()
+        size = ring_bytes(self.workers)
+        rings = [Ring(size) for _ in range(self.workers)]  # made before the fork: shared with the processes
+        self._readers = [RingReader(ring) for ring in rings]
+        with frozen():  # the warm objects stay out of the children's garbage collector (no copy on write)
+            if races and self.workers > 1:
+                from client.local_board import LocalBoard, start_manager
+
+                self._manager = start_manager()
+                self._board = LocalBoard(self._manager.dict(), self._manager.Queue(), self.workers)
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=ctx, initializer=_init_process,
+                initargs=(os.getpid(), warm, self._board, self._parts, rings, ctx.Value("i", 0)),
+            )  # fmt: skip
+            self._pool.submit(os.getpid).result()  # forks every process now, from this thread
         threading.Thread(target=self._receive, args=(self._parts,), name="parts", daemon=True).start()
-        self._pool = ProcessPoolExecutor(
-            self.workers, mp_context=ctx, initializer=_init_process,
-            initargs=(os.getpid(), warm, self._board, self._parts),
-        )  # fmt: skip
-        self._pool.submit(os.getpid).result()  # forks every process now, from this thread
         if self._board is not None:
             self._dispatching.set()
             threading.Thread(
@@ -268,17 +291,27 @@ class LocalPool:
                 return
             job, payload = message
             try:
-                if not job:  # a chunk whose process died: answered after its last part
-                    job, task, reason = payload
-                    failed = self._failed.get(job)
-                    if failed is not None:
-                        failed(task, reason)
-                    continue
-                store = self._routes.get(job)
-                if store is not None:
-                    store.put_result(job, ChunkResult.decode(bytearray(payload)))
+                self._deliver(job, payload)
             except Exception as exc:  # noqa: BLE001 - one job's broken part must not stop the others'
                 log.error("job %s: a local part could not be stored: %s", job, exc)
+            del message, payload  # nothing of a part outlives its delivery here: its ring bytes go back
+
+    def _deliver(self, job: str, payload: Any) -> None:
+        """Store one message of a local process: a part (in its ring, or encoded whole), or a dead chunk."""
+        if not job:  # a chunk whose process died: answered after its last part
+            job, task, reason = payload
+            failed = self._failed.get(job)
+            if failed is not None:
+                failed(task, reason)
+            return
+        if isinstance(payload, tuple):  # its records are in the process's ring (freed once dropped)
+            slot, start, used, head = payload
+            part = self._readers[slot].part(head, start, used)
+        else:
+            part = ChunkResult.decode(bytearray(payload))
+        store = self._routes.get(job)
+        if store is not None:
+            store.put_result(job, part)
 
     def pids(self) -> list[int]:
         """The ids of the processes (none before `start`)."""

@@ -89,11 +89,16 @@ class Texts:
         return cls(np.zeros(0, np.uint8), np.zeros(n + 1, np.uint64))
 
     @classmethod
-    def of_block(cls, symbols: np.ndarray, has: np.ndarray) -> Texts:
-        """Texts of a block of ASCII symbols (u8[n, width]): row i is its row where `has`, else empty."""
-        off = np.zeros(len(has) + 1, np.uint64)
-        np.cumsum(has.astype(np.uint64) * np.uint64(symbols.shape[1]), out=off[1:])
-        return cls(np.ascontiguousarray(symbols[has]).ravel(), off)
+    def of_block(cls, symbols: np.ndarray, has: np.ndarray | None = None) -> Texts:
+        """Texts of a block of ASCII symbols (u8[n, width]): row i is its row where `has` (None: every
+        row), else empty."""
+        n, width = symbols.shape
+        if has is None or has.all():
+            off = np.arange(0, (n + 1) * width, width, dtype=np.uint64)
+            return cls(np.ascontiguousarray(symbols).reshape(-1), off)
+        off = np.zeros(n + 1, np.uint64)
+        np.cumsum(has.astype(np.uint64) * np.uint64(width), out=off[1:])
+        return cls(np.ascontiguousarray(symbols[has]).reshape(-1), off)
 
     def __len__(self) -> int:
         return int(self.off.shape[0]) - 1
@@ -183,22 +188,24 @@ class ResultColumns:
         """Count statuses, wins, approximate costs and the log-binned times (vectorised)."""
         codes = self.status
         counts = np.bincount(codes, minlength=len(STATUS_NAMES))
-        answered = np.isin(codes, ANSWERED) & (self.solver >= 0)
+        answered = ((codes == ANSWERED[0]) | (codes == ANSWERED[1])) & (self.solver >= 0)
         wins = np.bincount(self.solver[answered].astype(np.int64), minlength=len(self.names))
         approx = (codes == STATUS_CODE[Status.APPROXIMATE]) & self.has_cost
         cost_values, cost_counts = np.unique(self.cost[approx], return_counts=True)
         timed = self.time_ok & (codes != STATUS_CODE[Status.INVALID])
         ms = self.time_q[timed] / 10.0**TIME_DECIMALS
         bins = np.floor(TIME_BINS_PER_DECADE * np.log10(np.maximum(ms, 1e-4))).astype(np.int64)
-        bin_values, bin_counts = np.unique(bins, return_counts=True)
+        low = int(bins.min()) if bins.size else 0
+        per_bin = np.bincount(bins - low)  # a few hundred bins at most: counting beats sorting
+        filled = np.flatnonzero(per_bin)
         return Tally(
             counts={STATUS_NAMES[i]: int(c) for i, c in enumerate(counts) if c},
             wins={self.names[i]: int(c) for i, c in enumerate(wins) if c},
             approx_costs={int(v): int(c) for v, c in zip(cost_values, cost_counts, strict=True)},
-            time_bins={int(v): int(c) for v, c in zip(bin_values, bin_counts, strict=True)},
+            time_bins=dict(zip((filled + low).tolist(), per_bin[filled].tolist(), strict=True)),
             time_max_ms=float(ms.max()) if ms.size else 0.0,
             solve_s=float(ms.sum()) / 1000.0,
-            problem_rows=np.flatnonzero(np.isin(codes, PROBLEMS)).tolist(),
+            problem_rows=np.flatnonzero((codes == PROBLEMS[0]) | (codes == PROBLEMS[1])).tolist(),
         )
 
 
@@ -298,8 +305,10 @@ class _Rows:
         error = Texts.of([e or "" for e in errors]) if errors is not None and any(errors) else Texts.empty(b)
         raw = self.counters_raw
         counters = Texts.of(raw) if raw is not None and any(raw) else Texts.empty(b)
+        symbols = getattr(texts, "symbols", None)  # `solvers.parse.Lines` read at once: its bytes
+        puzzle = Texts.of_block(symbols) if symbols is not None else Texts.of(texts)
         return ResultColumns(
-            names=list(self.names), puzzle=Texts.of(texts), solution=solution, error=error,
+            names=list(self.names), puzzle=puzzle, solution=solution, error=error,
             counters_raw=counters, status=self.status, cost=self.cost, solver=self.solver,
             time_q=self.time_q, nodes=self.nodes, guesses=self.guesses, restarts=self.restarts,
             counter_kind=self.counter_kind, counter_solver=self.counter_solver,

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, overload
 
 import numpy as np
 
@@ -36,16 +36,53 @@ class Block:
     """Consecutive puzzles of one input: start lines, texts, and None or why each is invalid."""
 
     lines: Sequence[int] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    errors: list[str | None] = field(default_factory=list)
+    texts: Sequence[str] = field(default_factory=list)
+    errors: Sequence[str | None] = field(default_factory=list)
     all_valid: bool = False  # set when every error is None (lets the producer skip a scan)
 
     def __len__(self) -> int:
         return len(self.texts)
 
 
+class SlabTexts(Sequence[str]):
+    """The texts of a slab of equal-length lines, held as one string (lines joined by newlines): a line
+    becomes a str of its own only when it is read. The producer sends such runs of lines on as they are."""
+
+    __slots__ = ("text", "length", "count")
+
+    def __init__(self, text: str, length: int, count: int) -> None:
+        self.text = text  # `count` lines of `length` characters, joined by "\n"
+        self.length = length
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def joined(self, start: int = 0, stop: int | None = None) -> str:
+        """Lines `start:stop` joined by newlines (a slice of the text: no str per line)."""
+        stop = self.count if stop is None else stop
+        width = self.length + 1
+        return self.text[start * width : stop * width - 1] if stop > start else ""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.text.split("\n") if self.count else ())
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self.count)
+            if step != 1:
+                return [self[k] for k in range(start, stop, step)]
+            return self.joined(start, stop).split("\n") if stop > start else []
+        k = range(self.count)[i]
+        return self.text[k * (self.length + 1) : k * (self.length + 1) + self.length]
+
+
 def read_blocks(
-    source: str | Path | IO[bytes] | Iterable[str], box: Box | str | None = None
+    source: str | Path | IO[bytes] | Iterable[str], box: Box | str | None = None, *, check: bool = True
 ) -> Iterator[Block]:
     """Yield the puzzles of an input in order, streaming: a path (`-` for stdin), a binary
     stream (gzip or not), or an iterable of strings (one line each).
@@ -53,8 +90,13 @@ def read_blocks(
     Same entries as `read_entries` (line, text, verdict); blank and `#` lines are skipped.
     Empty blocks come between them, at least one per slab read (~1 MB): a consumer that beats
     while it reads (the producer) keeps beating through gigabytes of blank lines.
+
+    `check` False leaves the one-line compact puzzles unchecked (their verdict None; a slab
+    of them comes as `SlabTexts`): the solver that parses them checks them anyway (`solve_many`
+    answers a bad symbol or clashing givens `invalid` with the same reason), so the pipeline
+    checks each puzzle once, where it is parsed, not also here.
     """
-    state = _LineReader(as_box(box))
+    state = _LineReader(as_box(box), check=check)
     if hasattr(source, "read"):
         yield from _read_stream(unpacked(source), state)  # type: ignore[arg-type]
         return
@@ -176,9 +218,11 @@ def _read_stream(stream: IO[bytes], state: _LineReader, opening: bool = True) ->
             yield Block()  # a tick: the consumer (the producer's heartbeat) knows the reading goes on
             continue
         body, carry = data[:cut], data[cut:]
-        count = body.count(b"\n")
-        blank = not dropped and not body.translate(None, b"\r\n")
-        fast = state.uniform(body, count, done) if not dropped and not blank else None
+        width = body.find(b"\n") + 1  # a uniform slab's lines are all this wide: no count needed
+        even = not dropped and len(body) % width == 0
+        fast = state.uniform(body, len(body) // width, done) if even else None
+        count = len(fast) if fast is not None else body.count(b"\n")
+        blank = fast is None and not dropped and count + body.count(b"\r") == len(body)  # only line ends
         if blank:
             yield Block()  # only empty lines (a gzip of gigabytes of newlines): nothing to parse, a tick
         elif fast is not None:
@@ -236,12 +280,14 @@ class _LineReader:
 
     `rows`: False for a split of an input (`pipeline.splits`), where a grid written over several
     lines could start in the split before: each such row is answered `invalid`, saying why, instead
-    of being joined to the wrong rows.
+    of being joined to the wrong rows. `check`: False leaves one-line compact puzzles to the
+    solver's parse (`read_blocks`).
     """
 
-    def __init__(self, box: Box | None, rows: bool = True) -> None:
+    def __init__(self, box: Box | None, rows: bool = True, check: bool = True) -> None:
         self.box = box
         self.rows_allowed = rows
+        self.check = check  # False: one-line compact puzzles are left to the solver's parse
         self.kinds: dict[int, tuple[str, object]] = {}
         self.block = Block()
         self.fast: dict[Box, list[int]] = {}  # positions in `block` awaiting the vectorised check
@@ -261,7 +307,9 @@ class _LineReader:
         return plain, self.kind(len(s) if plain else len(split_tokens(s)[0]))
 
     def uniform(self, body: bytes, count: int, done: int) -> Block | None:
-        """Return the slab as one checked Block when it is all valid equal-length plain lines, else None."""
+        """Return the slab (`count` lines, if it is uniform) as one Block when it is all equal-length plain
+        lines, checked unless `check` is off; else None. A line break inside a line is no symbol: a Block
+        returned holds exactly `count` lines."""
         if self.rows or count == 0 or len(body) % count:
             return None
         width = len(body) // count
@@ -273,12 +321,15 @@ class _LineReader:
         arr = np.frombuffer(body, dtype=np.uint8).reshape(count, width)
         if not (arr[:, -1] == 10).all() or (crlf and not (arr[:, -2] == 13).all()):
             return None
-        if not cells_ok(arr[:, :length], grid_box).all():  # type: ignore[arg-type]
+        if self.check and not cells_ok(arr[:, :length], grid_box).all():  # type: ignore[arg-type]
+            return None
+        if not self.check and not _plain_lines(body, arr[:, :length]):
             return None
         text = body.decode("ascii")
-        texts = text.split("\r\n" if crlf else "\n", count - 1)
-        texts[-1] = texts[-1][:length]
-        return Block(range(done + 1, done + count + 1), texts, [None] * count, all_valid=True)
+        if crlf:
+            text = text.replace("\r\n", "\n")
+        slab = SlabTexts(text[:-1], length, count)
+        return Block(range(done + 1, done + count + 1), slab, [None] * count, all_valid=True)
 
     def flush_lines(self, done: int, body: bytes, dropped: int = 0) -> Iterator[Block]:
         """Feed a slab line by line (decoding each), yielding full blocks; its first line had
@@ -346,7 +397,7 @@ class _LineReader:
     def take(self) -> Block:
         """Check the fast-lane lines of the current block and hand it over."""
         block = self.block
-        for grid_box, positions in self.fast.items():
+        for grid_box, positions in self.fast.items() if self.check else ():
             texts = [block.texts[p] for p in positions]
             ok = compact_ok(texts, grid_box)
             for p, good in zip(positions, ok.tolist(), strict=True):
@@ -364,6 +415,15 @@ class _LineReader:
         """Close an unfinished multi-row grid and yield what is left."""
         self._flush_rows()
         yield from self.pending()
+
+
+def _plain_lines(body: bytes, cells: np.ndarray) -> bool:
+    """Whether every line of a slab (`cells`: its lines' characters, uint8[count, length]) is one plain
+    token, as `_LineReader.feed` would read it: printable ASCII, no space, comma or semicolon, no `#`
+    opening it (a comment). Then the slab is puzzles one per line, whatever their symbols."""
+    if b"," in body or b";" in body or (cells[:, 0] == 35).any():
+        return False
+    return bool(cells.min() > 32 and cells.max() < 127)
 
 
 def _classify(length: int, box: Box | None) -> tuple[str, object]:

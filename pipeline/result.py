@@ -148,11 +148,21 @@ class ChunkResult:
 
     def encode(self) -> bytes:
         """Serialise as the header's JSON, a newline, then the body as it is or the columns' wire form."""
-        head = self.header.model_dump_json().encode() + b"\n"
+        head = self.encode_head()
         if self.columns is not None:
             return to_bytes(self.columns, head)
         assert self.body is not None
         return b"".join([head, self.body])
+
+    def encode_head(self) -> bytes:
+        """The header's JSON and a newline: what `encode` puts before the body."""
+        return self.header.model_dump_json().encode() + b"\n"
+
+    @classmethod
+    def with_head(cls, head: bytes, body: bytes | bytearray | memoryview) -> ChunkResult:
+        """The part of an encoded header (`encode_head`) and its records, held apart (a local process's
+        shared memory: `client.ring`); VersionMismatch as `decode`."""
+        return cls(_header(head), body)
 
     @classmethod
     def decode(cls, payload: bytes | bytearray) -> ChunkResult:
@@ -161,11 +171,7 @@ class ChunkResult:
         cut = payload.find(b"\n")
         if cut < 0:
             cut = len(payload)
-        head = ChunkHeader.model_validate_json(payload[:cut])
-        if head.v != VERSION:
-            raise VersionMismatch(
-                f"part {head.chunk}:{head.row} is of protocol version {head.v}, not {VERSION}"
-            )
+        head = _header(payload[:cut])
         if head.format == "columns":
             return cls(head, columns=from_bytes(memoryview(payload)[cut + 1 :], head.stats.n))
         if isinstance(payload, bytearray):  # deleting a bytearray's head moves a pointer, not the bytes
@@ -189,6 +195,14 @@ class ChunkResult:
         """The records, one JSON text per puzzle."""
         records = bytes(self.records)
         return records.split(b"\n") if records else []
+
+
+def _header(text: bytes | bytearray) -> ChunkHeader:
+    """A part's header from its JSON; VersionMismatch for a part of another protocol version."""
+    head = ChunkHeader.model_validate_json(text)
+    if head.v != VERSION:
+        raise VersionMismatch(f"part {head.chunk}:{head.row} is of protocol version {head.v}, not {VERSION}")
+    return head
 
 
 def time_bin_ms(time_bin: int) -> float:

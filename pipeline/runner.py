@@ -47,6 +47,8 @@ class ChunkPort(Protocol):
     def fail_job(self, job: str, reason: str) -> None:
         """End the job failed with `reason` (one line): this process cannot run its chunks (its storage)."""
 
+    # A port may also have `arena` (`pipeline.render.Arena`): where its parts' records are rendered.
+
 
 def unanswered(n: int, published: list[tuple[int, int]]) -> list[int]:
     """The rows of a chunk of `n` puzzles no published part holds."""
@@ -108,7 +110,7 @@ def run_chunk(
     with StopPoller(lambda: port.stopped(task.job), poll_s) as poller:
         races = escalation(task, poller.flag) if escalation is not None and task.escalate_after else None
         with races if races is not None else contextlib.nullcontext() as running:
-            solve_parts(task, rows, publish, poller.flag, running)
+            solve_parts(task, rows, publish, poller.flag, running, arena=getattr(port, "arena", None))
     return answered[0]
 
 

@@ -15,15 +15,16 @@ import numpy as np
 Runs = list[tuple[int, int]]
 
 
-def to_runs(values: Sequence[int]) -> Runs:
-    """Compress increasing integers into (first, count) runs of consecutive values."""
-    if not values:
+def to_runs(values: Sequence[int] | np.ndarray) -> Runs:
+    """Compress increasing integers (a sequence or an int array) into (first, count) runs of consecutive
+    values."""
+    if len(values) == 0:
         return []
     arr = np.asarray(values, dtype=np.int64)
     breaks = np.flatnonzero(np.diff(arr) != 1) + 1
     starts = np.concatenate(([0], breaks))
     counts = np.diff(np.concatenate((starts, [len(arr)])))
-    return [(int(arr[s]), int(c)) for s, c in zip(starts, counts, strict=True)]
+    return list(zip(arr[starts].tolist(), counts.tolist(), strict=True))
 
 
 def expand_runs(runs: Runs) -> list[int]:

@@ -28,6 +28,7 @@ from solvers.result import Results, SolveResult, Status
 
 if TYPE_CHECKING:
     from pipeline.escalation import Escalation
+    from pipeline.render import Arena
 
 MAX_PROBLEMS = 1000  # invalid/error lines listed per part; the rest are only counted
 Publish = Callable[[ChunkResult], object]
@@ -57,6 +58,7 @@ def solve_parts(
     stop: np.ndarray | None = None,
     escalation: Escalation | None = None,
     whole: bool = False,
+    arena: Arena | None = None,
 ) -> None:
     """Solve rows `rows` of a chunk (increasing: all of them, or a redelivered chunk's unanswered ones) and
     hand each part to `publish` as soon as its answers are final: the first pass (the kernel's answers:
@@ -74,28 +76,36 @@ def solve_parts(
     counters (`pipeline.race.merge`).
     """
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
+    from solvers.parse import Lines
 
-    if not rows:
+    at = np.asarray(rows, dtype=np.int64)
+    if not len(at):
         return
-    all_texts = task.texts()
-    texts = [all_texts[r] for r in rows] if len(rows) != len(all_texts) else all_texts
+    every = len(at) == len(task)  # increasing and unique: all of them
+    texts: Sequence[str]
+    if every and task.spans is None:  # one puzzle a line: read at once, no str per puzzle
+        texts = Lines(task.puzzles, len(task))
+    else:
+        all_texts = task.texts()
+        texts = all_texts if every else [all_texts[r] for r in at.tolist()]
+    runs = (runs_array(task.index_runs), runs_array(task.line_runs))
     clock = _Clock()
-    done = np.zeros(len(rows), dtype=bool)
+    done = np.zeros(len(at), dtype=bool)
     first: list[ResultColumns] = []  # every row's columns as the first pass left them (built once)
 
-    def emit(results: Results, positions: list[int]) -> None:
+    def emit(results: Results, positions: Sequence[int] | np.ndarray) -> None:
         """Publish the results at `positions` (of `texts`), final now, as parts of consecutive rows."""
         clock.solved()
         raced = bool(first)  # the first call is the first pass; each later one a raced puzzle
         if not first:
-            first.append(ResultColumns.build(texts, results))
-        for a, b in _segments(positions, rows):
+            first.append(ResultColumns.build(texts, results))  # type: ignore[arg-type]
+        for a, b in _segments(positions, at):
             if raced:
-                merged = [_merged(results, i, rows[i], escalation) for i in range(a, b)]
-                columns = ResultColumns.build(texts[a:b], merged)
+                merged = [_merged(results, i, int(at[i]), escalation) for i in range(a, b)]
+                columns = ResultColumns.build([texts[i] for i in range(a, b)], merged)
             else:
                 columns = first[0].slice(a, b)
-            publish(_part(task, rows[a:b], columns, clock))
+            publish(_part(task, at[a:b], columns, clock, runs, arena))
             done[a:b] = True
 
     was_enabled = gc.isenabled()
@@ -104,7 +114,7 @@ def solve_parts(
         try:
             out = solve_many(
                 texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
-                stop=stop, racing=None if escalation is None else _racing(escalation, rows),
+                stop=stop, racing=None if escalation is None else _racing(escalation, at.tolist()),
                 on_final=None if whole else emit,
             )  # fmt: skip
             if len(out) != len(texts):
@@ -113,14 +123,14 @@ def solve_parts(
             left = np.flatnonzero(~done).tolist()
             alone = [_solve_alone(texts[i], task, stop) for i in left]
             clock.solved()
-            for a, b in _segments(list(range(len(left))), [rows[i] for i in left]):
+            for a, b in _segments(list(range(len(left))), at[left]):
                 columns = ResultColumns.build([texts[left[k]] for k in range(a, b)], alone[a:b])
-                publish(_part(task, [rows[left[k]] for k in range(a, b)], columns, clock))
+                publish(_part(task, at[left[a:b]], columns, clock, runs, arena))
             return
         if whole:
-            merged = [_merged(out, i, rows[i], escalation) for i in range(len(rows))] if escalation else out
+            merged = [_merged(out, i, int(at[i]), escalation) for i in range(len(at))] if escalation else out
             clock.solved()
-            publish(_part(task, rows, ResultColumns.build(texts, merged), clock))
+            publish(_part(task, at, ResultColumns.build(texts, merged), clock, runs, arena))  # type: ignore[arg-type]
     finally:
         if was_enabled:
             gc.enable()
@@ -147,15 +157,19 @@ class _Clock:
         self.cpu, self.wall, self.solver_cpu, self.solver_at = now, wall, 0.0, now
 
 
-def _segments(positions: list[int], rows: list[int]) -> list[tuple[int, int]]:
+def _segments(
+    positions: Sequence[int] | np.ndarray, rows: Sequence[int] | np.ndarray
+) -> list[tuple[int, int]]:
     """Cut `positions` into (a, b) runs where both the positions and their chunk rows are consecutive."""
-    out: list[tuple[int, int]] = []
-    for p in sorted(positions):
-        if out and out[-1][1] == p and rows[p] == rows[p - 1] + 1:
-            out[-1] = (out[-1][0], p + 1)
-        else:
-            out.append((p, p + 1))
-    return out
+    p = np.sort(np.asarray(positions, dtype=np.int64))
+    if not p.size:
+        return []
+    r = np.asarray(rows, dtype=np.int64)
+    joined = (np.diff(p) == 1) & (r[p[1:]] == r[p[1:] - 1] + 1)
+    breaks = np.flatnonzero(~joined) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [p.size])) - 1
+    return list(zip(p[starts].tolist(), (p[ends] + 1).tolist(), strict=True))
 
 
 def _racing(escalation: Escalation, rows: list[int]) -> Callable[[int], Any]:
@@ -174,12 +188,23 @@ def _merged(results: Sequence[SolveResult], i: int, row: int, escalation: Escala
 
 
 def _part(
-    task: ChunkTask, rows: list[int], columns: ResultColumns, clock: _Clock | None = None
+    task: ChunkTask,
+    rows: Sequence[int] | np.ndarray,
+    columns: ResultColumns,
+    clock: _Clock | None = None,
+    runs: tuple[np.ndarray, np.ndarray] | None = None,
+    arena: Arena | None = None,
 ) -> ChunkResult:
-    """The part of consecutive chunk rows `rows`, rendered in the task's format, charged by `clock`."""
-    a, b = rows[0], rows[-1] + 1
-    index, lines = runs_array(task.index_runs)[a:b], runs_array(task.line_runs)[a:b]
-    part = build_part(task.job, task.chunk, a, len(task), task.input, index, lines, columns, task.format)
+    """The part of consecutive chunk rows `rows`, rendered in the task's format, charged by `clock`
+    (`runs`: the task's index and line runs expanded, when the caller has them)."""
+    a, b = int(rows[0]), int(rows[-1]) + 1
+    if runs is None:
+        runs = (runs_array(task.index_runs), runs_array(task.line_runs))
+    index_all, lines_all = runs
+    index, lines = index_all[a:b], lines_all[a:b]
+    part = build_part(
+        task.job, task.chunk, a, len(task), task.input, index, lines, columns, task.format, arena
+    )
     if clock is not None:
         clock.charge(part.header.stats)
     return part
@@ -209,9 +234,11 @@ def build_part(
     lines: np.ndarray,
     columns: ResultColumns,
     fmt: str,
+    arena: Arena | None = None,
 ) -> ChunkResult:
     """The part of rows `row`.. of a chunk of `chunk_n` puzzles holding `columns` (their puzzles at `index`,
-    from `lines`), with its statistics, its records rendered in `fmt` (`columns`: kept as columns)."""
+    from `lines`), with its statistics, its records rendered in `fmt` (`columns`: kept as columns; JSON
+    Lines and CSV into `arena`'s buffer when it has one free)."""
     t = columns.tally()
     problems = []
     if t.problem_rows:
@@ -229,26 +256,22 @@ def build_part(
         end=time.time(), worker=worker_name(), problems=problems,
         problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
     )  # fmt: skip
-    index_runs, line_runs = to_runs(index.tolist()), to_runs(lines.tolist())
+    index_runs, line_runs = to_runs(index), to_runs(lines)
     header = ChunkHeader(
         job=job, chunk=chunk, row=row, input=input_name, format=fmt, index_runs=index_runs,
         line_runs=line_runs, stats=stats,
     )  # fmt: skip
     if fmt == "columns":
         return ChunkResult(header, columns=columns)
-    from pipeline.render import render_columns
-
     if fmt == "parquet":
+        from pipeline.render import render_columns
+
         return ChunkResult(header, render_columns(columns, input_name, index, lines, fmt))
-    pieces, offsets, at = [], [0], 0
-    for first, count in _run_bounds(index_runs):  # rendered run by run: a reader may cut at their edges
-        piece = render_columns(columns.slice(first, first + count), input_name, index[first : first + count],
-                               lines[first : first + count], fmt)  # fmt: skip
-        pieces.append(piece)
-        at += len(piece)
-        offsets.append(at)
-    header.run_bytes = offsets
-    return ChunkResult(header, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+    from pipeline.render import render_runs
+
+    runs = _run_bounds(index_runs)  # rendered run by run: a reader may cut at their edges
+    body, header.run_bytes = render_runs(columns, input_name, index, lines, fmt, runs, arena)
+    return ChunkResult(header, memoryview(body))
 
 
 def _run_bounds(runs: Runs) -> list[tuple[int, int]]:

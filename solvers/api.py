@@ -19,7 +19,7 @@ from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
 from solvers.exchange import Raced
 from solvers.outcome import BUDGET, Outcome
-from solvers.parse import parse_compact_batch, parse_puzzle
+from solvers.parse import Lines, clash_mask, parse_compact_batch, parse_puzzle, read_framed
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.registry import Kind
@@ -45,18 +45,23 @@ class _Groups:
     """Puzzles gathered by (box, notation): input indices and their givens rows."""
 
     def __init__(self) -> None:
-        self.indices: dict[GroupKey, list[int]] = {}
+        self.indices: dict[GroupKey, list[np.ndarray]] = {}
         self.givens: dict[GroupKey, list[np.ndarray]] = {}
 
-    def add(self, key: GroupKey, indices: list[int], givens: np.ndarray) -> None:
+    def add(self, key: GroupKey, indices: Sequence[int] | np.ndarray, givens: np.ndarray) -> None:
         """Add puzzles (givens: uint8[k, N*N]) found at `indices` of the input."""
-        self.indices.setdefault(key, []).extend(indices)
+        self.indices.setdefault(key, []).append(np.asarray(indices, dtype=np.int64).reshape(-1))
         self.givens.setdefault(key, []).append(givens)
 
-    def items(self) -> Iterable[tuple[GroupKey, list[int], np.ndarray]]:
-        """Yield each group with its indices and stacked givens."""
+    def items(self) -> Iterable[tuple[GroupKey, np.ndarray, np.ndarray]]:
+        """Yield each group with its indices (int64) and stacked givens."""
         for key, indices in self.indices.items():
-            yield key, indices, np.concatenate(self.givens[key])
+            one = len(indices) == 1
+            yield (
+                key,
+                indices[0] if one else np.concatenate(indices),
+                self.givens[key][0] if one else np.concatenate(self.givens[key]),
+            )
 
 
 def solve(
@@ -116,34 +121,81 @@ def solve_many(
     raced puzzle's position as its race ends. Every group's first pass runs before any race.
     """
     box = as_box(box)
-    items = lines if isinstance(lines, list) else list(lines)
+    items = lines if isinstance(lines, (list, Lines)) else list(lines)
     exact, spec = _plan(solver, portfolio, limit)
     if spec is None and racing is not None and limit == 1:  # one exact member: searched puzzle by puzzle
         spec = PortfolioSpec(name=exact.name, members=(MemberSpec(solver=exact.name, randomised=False),))
-    all_text = set(map(type, items)) <= {str}
-    texts = list(map(str.strip, items)) if all_text else [_strip(item) for item in items]
-    results = Results(texts)
-    groups = _parse_all(items, texts, box, results, all_text)
+    framed = _read_framed(items, box)
+    if framed is not None:  # one compact puzzle a line, every line alike: read at once
+        texts, results, groups = framed
+    else:
+        if isinstance(items, Lines):
+            items = list(items)
+        all_text = set(map(type, items)) <= {str}
+        texts = list(map(str.strip, items)) if all_text else [_strip(item) for item in items]
+        results = Results(texts)
+        groups = _parse_all(items, texts, box, results, all_text)
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
     races: list[_Leftovers] = []
     for (group_box, notation), indices, givens in groups.items():
         if spec is not None:  # the batch fast path with a node budget; the leftovers are raced below
             races.append(
                 _first_pass(
-                    spec, exact, givens, group_box, notation, indices, results, time_limit, seed, stop
+                    spec, exact, givens, group_box, notation, indices, results, time_limit, seed, stop, box
                 )
             )
             continue
         batch = exact.solve_batch(
             givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed, stop=stop
         )
-        _collect(batch, givens, group_box, notation, indices, results, exact.name, limit)
+        _collect(batch, givens, group_box, notation, indices, results, exact.name, limit, box)
     if on_final is not None:
-        waiting = {left.indices[k] for left in races for k in left.rows}
-        on_final(results, [i for i in range(len(texts)) if i not in waiting])
+        final = np.ones(len(texts), dtype=bool)
+        for left in races:
+            final[np.asarray(left.indices)[left.rows]] = False
+        on_final(results, np.flatnonzero(final))
     for left in races:
         _race_left(spec, left, texts, results, time_limit, seed, stop, racing, variant, on_final)  # type: ignore[arg-type]
     return results
+
+
+def _read_framed(items: Sequence[object], box: Box | None) -> tuple[Sequence[str], Results, _Groups] | None:
+    """The batch read at once when it is compact puzzles of one length, one per text (`Lines` or strs; the
+    pipeline's chunks and most corpora): no Python per puzzle. None for anything else (`_parse_all`)."""
+    if isinstance(items, Lines):
+        text, count = items.text, len(items)
+        cells = text.find("\n") if count > 1 else len(text)
+    else:
+        try:
+            text = "\n".join(items)  # type: ignore[arg-type]  # TypeError: not all str
+        except TypeError:
+            return None
+        count = len(items)
+        cells = len(items[0]) if count else 0  # type: ignore[arg-type]
+    group_box = box if box is not None else _inferred_box(cells)
+    if count == 0 or group_box is None or group_box.cells != cells or group_box.n > len(ALPHABET):
+        return None
+    read = read_framed(text, count, cells, group_box.n)
+    if read is None:
+        return None
+    givens, bad, symbols = read
+    if isinstance(items, Lines):
+        items.symbols = symbols  # the pipeline's puzzle column is cut from it, not from strs
+    texts: Sequence[str] = items if isinstance(items, Lines) else list(items)  # type: ignore[arg-type]
+    groups = _Groups()
+    if not bad.any():
+        results = Results(texts)  # type: ignore[arg-type]
+        groups.add((group_box, COMPACT), np.arange(count), givens)
+        return texts, results, groups
+    slow = np.flatnonzero(bad)
+    texts = list(texts)
+    for i in slow.tolist():
+        texts[i] = texts[i].strip()
+    results = Results(texts)
+    good = np.flatnonzero(~bad)
+    groups.add((group_box, COMPACT), good, givens[good])
+    _parse_slow(slow.tolist(), texts, texts, box, results, groups)
+    return texts, results, groups
 
 
 def _plan(solver: str | None, portfolio: str | None, limit: int) -> tuple[KernelSolver, PortfolioSpec | None]:
@@ -172,11 +224,11 @@ class _Leftovers:
 
     box: Box
     notation: Notation
-    indices: list[int]
+    indices: np.ndarray
     givens: np.ndarray
     rows: list[int]
-    spent: list[float]
-    nodes: list[int]
+    spent: np.ndarray  # seconds, per row of the group
+    nodes: np.ndarray
 
 
 def _first_pass(
@@ -185,26 +237,30 @@ def _first_pass(
     givens: np.ndarray,
     box: Box,
     notation: Notation,
-    indices: list[int],
+    indices: np.ndarray,
     results: Results,
     time_limit: float | None,
     seed: int,
     stop: np.ndarray,
+    user_box: Box | None,
 ) -> _Leftovers:
     """A group's first pass through a portfolio: one batch kernel call with the fast path's node budget
     (easy puzzles cost what the plain exact solver costs); the puzzles it leaves, to race. The fast path
     takes the seed as the plain path does (value order randomised), so another seed finds another
-    solution of a puzzle with several, whatever the portfolio."""
+    solution of a puzzle with several, whatever the portfolio. A puzzle with clashing givens is
+    answered `invalid`, never raced."""
+    k = len(indices)
     if spec.exact_solver is None:  # stochastic only: nothing to run the fast path
-        k = len(indices)
-        return _Leftovers(box, notation, indices, givens, list(range(k)), [0.0] * k, [0] * k)
+        invalid = _invalid(np.arange(k), givens, box, indices, results, user_box)
+        left = np.flatnonzero(~invalid).tolist()
+        return _Leftovers(box, notation, indices, givens, left, np.zeros(k), np.zeros(k, np.int64))
     budget = spec.fast_budget(box.n)
     batch = exact.solve_batch(
         givens, box, limit=1, keep=1, max_nodes=budget, time_limit=time_limit, seed=seed, stop=stop
     )
-    _collect(batch, givens, box, notation, indices, results, exact.name, 1)
-    left = np.flatnonzero(batch.status == BUDGET).tolist()
-    return _Leftovers(box, notation, indices, givens, left, (batch.ns / 1e9).tolist(), batch.nodes.tolist())
+    invalid = _collect(batch, givens, box, notation, indices, results, exact.name, 1, user_box)
+    left = np.flatnonzero((batch.status == BUDGET) & ~invalid).tolist()
+    return _Leftovers(box, notation, indices, givens, left, batch.ns / 1e9, batch.nodes)
 
 
 def _race_left(
@@ -222,8 +278,8 @@ def _race_left(
     """Race each puzzle a first pass left, one by one, with the rest of its time limit (none once `stop`
     is raised), inside `racing` when given (its flag stops that race alone)."""
     for k in left.rows:
-        i = left.indices[k]
-        spent = left.spent[k]
+        i = int(left.indices[k])
+        spent = float(left.spent[k])
         if stop[0] != 0:
             results.put(i, SolveResult(Status.TIMEOUT, texts[i], error=STOPPED_ERROR, elapsed=spent))
         else:
@@ -235,7 +291,7 @@ def _race_left(
                     time_limit=None if time_limit is None else max(1e-3, time_limit - spent),
                     seed=seed,
                     text=texts[i],
-                    fast_nodes_done=left.nodes[k],
+                    fast_nodes_done=int(left.nodes[k]),
                     spent=spent,
                     stop=flag,
                     variant=variant,
@@ -286,7 +342,20 @@ def _parse_all(
         good = np.flatnonzero(ok)
         groups.add((group_box, COMPACT), [indices[k] for k in good.tolist()], givens[good])
         slow.extend(indices[k] for k in np.flatnonzero(~ok).tolist())
-    for i in sorted(slow):
+    _parse_slow(sorted(slow), items, texts, box, results, groups)
+    return groups
+
+
+def _parse_slow(
+    rows: list[int],
+    items: Sequence[object],
+    texts: Sequence[str],
+    box: Box | None,
+    results: Results,
+    groups: _Groups,
+) -> None:
+    """Parse the items at `rows` one by one: a puzzle joins its group, anything else is `invalid` with why."""
+    for i in rows:
         item = items[i]
         if not isinstance(item, str):
             results.put(
@@ -299,7 +368,6 @@ def _parse_all(
             results.put(i, SolveResult(Status.INVALID, texts[i], error=str(exc)))
             continue
         groups.add((puzzle.box, puzzle.notation), [i], puzzle.givens[None, :])
-    return groups
 
 
 def _by_length(texts: list[str]) -> dict[int, list[int]]:
@@ -322,17 +390,23 @@ def _collect(
     givens: np.ndarray,
     box: Box,
     notation: Notation,
-    indices: list[int],
+    indices: np.ndarray,
     results: Results,
     solver: str,
     limit: int,
-) -> None:
-    """Write a kernel's output arrays into `results`' columns; the verifier has the last word."""
+    user_box: Box | None,
+) -> np.ndarray:
+    """Write a kernel's output arrays into `results`' columns; the verifier has the last word. Rows that
+    end without a verified grid are checked for clashing givens (those are `invalid`, with the reason):
+    -> bool[k], the rows found invalid."""
     first = batch.solutions[:, 0, :]
     found = batch.counts > 0
-    verified = np.zeros(len(indices), dtype=bool)
-    if found.any():
-        verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
+    if found.all():
+        verified = verify_batch(givens, first, box.rows, box.cols)
+    else:
+        verified = np.zeros(len(indices), dtype=bool)
+        if found.any():
+            verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
     rendered = _render_rows(first, box, notation, verified)
     status = batch.status.astype(np.int64)
     codes = _END_CODE[status]  # the status table (`solvers.result.UNANSWERED`), by kernel outcome
@@ -347,6 +421,33 @@ def _collect(
     results.fill(
         indices, codes, solver, rendered, errors, error_texts, batch.ns, batch.nodes, batch.guesses, counts
     )
+    if verified.all():
+        return ~verified
+    return _invalid(np.flatnonzero(~verified), givens, box, indices, results, user_box)
+
+
+def _invalid(
+    rows: np.ndarray,
+    givens: np.ndarray,
+    box: Box,
+    indices: np.ndarray,
+    results: Results,
+    user_box: Box | None,
+) -> np.ndarray:
+    """Answer `invalid` (with the parser's reason) the rows among `rows` of a group whose givens clash:
+    -> bool[len(givens)], the rows so answered. Parsing reads symbols only: this is where a clash is found."""
+    out = np.zeros(len(givens), dtype=bool)
+    if not len(rows):
+        return out
+    for k in rows[clash_mask(givens[rows], box)].tolist():
+        i = int(indices[k])
+        text = results.texts[i]
+        try:
+            parse_puzzle(text, user_box)
+        except PuzzleError as exc:
+            results.put(i, SolveResult(Status.INVALID, text, error=str(exc)))
+            out[k] = True
+    return out
 
 
 _END_ERRORS = list(dict.fromkeys(e for _, e in UNANSWERED.values() if e))  # ids 2.. (1: rejected grid)
@@ -359,11 +460,12 @@ for _outcome, (_status, _error) in UNANSWERED.items():
 
 def _render_rows(
     grids: np.ndarray, box: Box, notation: Notation, mask: np.ndarray
-) -> list[str | None] | tuple[np.ndarray, np.ndarray]:
-    """Write each grid where `mask` holds in `notation`: for compact notation as one block of
-    ASCII symbols with the mask (texts are cut from it only when read), else as texts."""
+) -> list[str | None] | tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Each grid where `mask` holds in `notation`: for compact notation the block of values with the mask
+    and the table of their symbols (None: "1".."9"; symbols and texts are made only when read), else
+    as texts."""
     if notation.kind is NotationKind.COMPACT and box.n <= len(ALPHABET):
-        return (grids + np.uint8(48) if box.n <= 9 else _RENDER[grids]), mask  # "1".."9" = 48 + value
+        return grids, mask, None if box.n <= 9 else _RENDER
     out: list[str | None] = [None] * grids.shape[0]
     for row in np.flatnonzero(mask).tolist():
         out[row] = notation.render(grids[row], box)

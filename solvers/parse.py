@@ -13,10 +13,10 @@ import io
 import math
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, overload
 
 import numba as nb
 import numpy as np
@@ -252,6 +252,81 @@ def _read_rows(
         if not good:
             givens[b, :] = 0
         ok[b] = good
+
+
+def read_framed(text: str, rows: int, cells: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Read `rows` compact puzzles of `cells` symbols, one per line of `text` (joined by single newlines):
+    -> (givens uint8[rows, cells], bad bool[rows], the lines' bytes uint8[rows, cells] as a view), or
+    None when `text` is not so framed (a line of another length, a newline inside a puzzle, a
+    character beyond ASCII).
+
+    A bad row holds a byte that is no symbol of a grid of side `n` (a space too: its line is
+    read again the slow way, stripped, for its reason). Clashing givens are not looked for here:
+    a kernel cannot return a verified grid for them, so `solvers.api` checks only the rows it
+    did not solve, where the pipeline used to check every row twice (producer, then worker)."""
+    if rows <= 0 or len(text) != rows * (cells + 1) - 1:
+        return None
+    try:
+        data = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    except UnicodeEncodeError:
+        return None
+    givens = np.empty((rows, cells), dtype=np.uint8)
+    bad = np.empty(rows, dtype=np.bool_)
+    if not _read_framed(data, rows, cells, _SYMBOL_VALUE, n, givens, bad):
+        return None
+    lines = np.lib.stride_tricks.as_strided(data, (rows, cells), (cells + 1, 1), writeable=False)
+    return givens, bad, lines
+
+
+@nb.njit(cache=True, nogil=True)
+def _read_framed(
+    data: np.ndarray, rows: int, cells: int, table: np.ndarray, n: int, givens: np.ndarray, bad: np.ndarray
+) -> bool:
+    """Map each row's symbol bytes to values (`table`: 255 for no symbol); False when a separator is
+    not a newline or a newline sits inside a row (the lines are not one puzzle each)."""
+    stride = cells + 1
+    framed = True
+    for r in range(rows):
+        base = r * stride
+        for k in range(cells):
+            givens[r, k] = table[data[base + k]]
+        top = np.uint8(0)
+        for k in range(cells):
+            top = max(top, givens[r, k])
+        bad[r] = top > n
+        if top == 255:  # a newline in the row is framing gone wrong, not a bad symbol
+            for k in range(cells):
+                framed &= data[base + k] != 10
+        if r + 1 < rows:
+            framed &= data[base + cells] == 10
+    return framed
+
+
+class Lines(Sequence[str]):
+    """Puzzle texts held as one string, joined by newlines (a pipeline chunk's form): `solve_many` reads
+    it at once (`read_framed`), and a line becomes a str only when it is read."""
+
+    __slots__ = ("text", "count", "_lines", "symbols")
+
+    def __init__(self, text: str, count: int) -> None:
+        self.text = text
+        self.count = count
+        self._lines: list[str] | None = None
+        self.symbols: np.ndarray | None = None  # the lines as a block of bytes u8[count, cells], once framed
+
+    def __len__(self) -> int:
+        return self.count
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if self._lines is None:
+            self._lines = self.text.split("\n") if self.count else []
+            if len(self._lines) != self.count:
+                raise ValueError(f"{len(self._lines)} lines for {self.count} puzzles")
+        return self._lines[i]
 
 
 def parse_slow_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndarray]:

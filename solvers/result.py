@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from enum import StrEnum
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, overload
 
 import numpy as np
@@ -112,7 +114,8 @@ class Results(Sequence[SolveResult]):
         "error_id",
         "error_texts",
         "solutions",
-        "symbols",
+        "_symbols",
+        "_values",
         "items",
         "born",
     )
@@ -131,7 +134,8 @@ class Results(Sequence[SolveResult]):
         self.error_id = np.zeros(n, np.int16)  # index into `error_texts` (0: no error)
         self.error_texts: list[str | None] = [None]
         self.solutions: list[str | None] = [None] * n  # as texts (rows not in `symbols`)
-        self.symbols: tuple[np.ndarray, np.ndarray] | None = None  # (ASCII u8[n, NN], has one: bool[n])
+        self._symbols: tuple[np.ndarray, np.ndarray] | None = None  # (ASCII u8[n, NN], has one: bool[n])
+        self._values: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None  # see `fill`
         self.items: list[SolveResult | None] = [None] * n  # built or born objects
         self.born = 0  # rows stored as objects by `put` (they override the columns)
 
@@ -142,10 +146,10 @@ class Results(Sequence[SolveResult]):
 
     def fill(
         self,
-        indices: list[int],
+        indices: Sequence[int] | np.ndarray,
         code: np.ndarray,
         solver: str,
-        solutions: list[str | None] | tuple[np.ndarray, np.ndarray],
+        solutions: list[str | None] | tuple[np.ndarray, np.ndarray, np.ndarray | None],
         errors: np.ndarray,
         error_texts: list[str | None],
         ns: np.ndarray,
@@ -155,13 +159,15 @@ class Results(Sequence[SolveResult]):
     ) -> None:
         """Write one kernel batch's rows (aligned with `indices`); `errors` index `error_texts`.
 
-        `solutions` are texts, or (ASCII symbols u8[k, NN], has one bool[k]) for a compact
-        batch: kept as they are when the batch is the whole input, so no string is made
-        for a row nobody reads.
+        `solutions` are texts, or (grid values u8[k, NN], has one bool[k], table value -> ASCII
+        symbol or None for "1".."9") for a compact batch: kept as they are when the batch is the
+        whole input, so no symbol and no string is made for a row nobody reads.
         """
         if solver not in self.names:
             self.names.append(solver)
-        rows = np.asarray(indices, dtype=np.int64)
+        at = np.asarray(indices, dtype=np.int64)
+        whole = len(at) == len(self.texts) and bool((at == np.arange(len(at))).all())
+        rows: np.ndarray | slice = slice(None) if whole else at
         self.code[rows] = code
         self.solver[rows] = self.names.index(solver)
         self.ns[rows] = ns
@@ -175,17 +181,23 @@ class Results(Sequence[SolveResult]):
             if self.counts is None:
                 self.counts = np.full(len(self.texts), -1, np.int64)
             self.counts[rows] = counts
-        whole = len(indices) == len(self.texts) and bool((rows == np.arange(len(rows))).all())
         if isinstance(solutions, tuple):
             if whole:
-                self.symbols = solutions
+                self._values, self._symbols = solutions, None
                 return
-            solutions = symbol_texts(*solutions)
+            solutions = symbol_texts(*_ascii(*solutions))
         if whole:
             self.solutions = solutions
             return
-        for i, text in zip(indices, solutions, strict=True):
+        for i, text in zip(at.tolist(), solutions, strict=True):
             self.solutions[i] = text
+
+    @property
+    def symbols(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(ASCII symbols u8[n, NN], has one bool[n]) when the solutions are held as a block, else None."""
+        if self._values is not None:
+            self._symbols, self._values = _ascii(*self._values), None
+        return self._symbols
 
     def solution(self, i: int) -> str | None:
         """Row i's solution text, or None."""
@@ -320,7 +332,12 @@ class Results(Sequence[SolveResult]):
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""
         if not self.born and not any(self.items):
             return []
-        return [i for i, item in enumerate(self.items) if item is not None]
+        return list(compress(range(len(self.items)), map(is_not, self.items, repeat(None))))
+
+
+def _ascii(values: np.ndarray, has: np.ndarray, table: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Grid values as ASCII symbols (`table[value]`, or "1".."9" for None), with their mask."""
+    return (values + np.uint8(48) if table is None else table[values]), has
 
 
 def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:

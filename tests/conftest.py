@@ -37,6 +37,16 @@ def cli_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "client.cli"]
 
 
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `sudoku-batch ARGS` to completion (this environment plus `env`), its output captured as text."""
+    return subprocess.run(
+        [*cli_command(), *args], input=stdin, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -87,3 +87,34 @@ def test_results_turn_into_json_ready_dicts():
     import json
 
     json.dumps(d)
+
+
+@pytest.mark.parametrize("portfolio", [None, "race"])
+def test_clashing_givens_among_solvable_lines_are_invalid_and_never_solved_or_raced(portfolio):
+    clash = "55" + EXAMPLE[2:]
+    twice = EXAMPLE[:-2] + "99"  # the last row and box hold two 9s
+    lines = [EXAMPLE, clash, NO_SOLUTION, twice, EXAMPLE]
+    results = solve_many(lines, portfolio=portfolio, time_limit=5)
+    assert [r.status for r in results] == ["solved", "invalid", "unsolvable", "invalid", "solved"]
+    assert results[1].error == "row 1 has two 5s" and results[3].error == "row 9 has two 9s"
+    for r in (results[1], results[3]):
+        assert r.solver is None and r.nodes == 0 and r.counters == {} and r.solution is None
+
+
+def test_lines_joined_in_one_text_read_as_the_list_of_them():
+    from solvers.parse import Lines
+
+    lines = [EXAMPLE, " " + EXAMPLE[1:], "55" + EXAMPLE[2:], NO_SOLUTION, "x" * 81, EXAMPLE.replace(".", "0")]
+    joined = solve_many(Lines("\n".join(lines), len(lines)))
+
+    def untimed(r):  # noqa: ANN001, ANN202 - a result's fields but its times
+        return {k: v for k, v in r.to_dict().items() if k not in ("elapsed", "counters")}
+
+    assert [untimed(r) for r in joined] == [untimed(r) for r in solve_many(lines)]
+    assert [r.status for r in joined] == ["solved", "invalid", "invalid", "unsolvable", "invalid", "solved"]
+    assert joined[1].puzzle == EXAMPLE[1:]  # stripped, as every line is
+    assert [r.status for r in solve_many(Lines("\n".join([EXAMPLE, EXAMPLE[:40], EXAMPLE]), 3))] == [
+        "solved",
+        "invalid",
+        "solved",
+    ]

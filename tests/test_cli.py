@@ -13,15 +13,9 @@ import pytest
 
 from client.cli import main
 from client.config import mask_url
-from tests.conftest import SAMPLE, check_records, cli_command
+from tests.conftest import SAMPLE, check_records, cli_command, run_cli
 
 LINES = SAMPLE.read_text().splitlines()
-
-
-def run_cli(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*cli_command(), *args], input=stdin, capture_output=True, text=True, timeout=timeout
-    )
 
 
 @pytest.fixture

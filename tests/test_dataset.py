@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,16 @@ from pipeline.runner import ListPort, run_chunk
 from pipeline.runs import runs_array
 from pipeline.splits import read_split
 from pipeline.tasks import ChunkTask, Dataset, Split
-from tests.conftest import CORPORA, SAMPLE, RedisServer, check_records, cli_command, start_workers, stop_all
+from tests.conftest import (
+    CORPORA,
+    SAMPLE,
+    RedisServer,
+    check_records,
+    cli_command,
+    run_cli,
+    start_workers,
+    stop_all,
+)
 
 JOB = "ab" * 8
 PUZZLES = [ln for ln in SAMPLE.read_text().splitlines() if len(ln) == 81]
@@ -303,18 +313,6 @@ def check_dataset(root: Path, puzzles: list[str], fmt: str = "jsonl") -> None:
     assert not (root / TEMP_DIR).exists()
 
 
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*cli_command(), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-
-
 @pytest.mark.parametrize(("fmt", "compression"), [("jsonl", "none"), ("csv", "gzip"), ("parquet", "zstd")])
 def test_an_embedded_solve_writes_a_dataset_pandas_and_pyarrow_read_as_one_table(tmp_path, fmt, compression):
     out = tmp_path / "out"
@@ -387,6 +385,9 @@ def test_submit_to_a_dataset_then_collect_into_one_file_merges_every_part(worker
 
     frame = pd.read_csv(merged, dtype={"puzzle": str})
     assert sorted(frame["index"]) == list(range(len(puzzles))) and len(frame.columns) == 14
+    job = submit.stdout.strip()
+    assert run_cli("purge", job, "--broker", workers).returncode == 0  # collect keeps a job: the tests after
+    redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop")  # see the session's redis clean
 
 
 def children(pid: int) -> list[int]:

@@ -3,16 +3,10 @@ before any process is forked or any job exists."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from client.transport import max_workers
-from tests.conftest import SAMPLE, cli_command, url_of
-
-
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cli_command(), *args], capture_output=True, text=True, timeout=timeout)
+from tests.conftest import SAMPLE, run_cli, url_of
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from tests.conftest import (
     check_records,
     chunk_task,
     cli_command,
+    run_cli,
     start_workers,
     stop_all,
 )
@@ -35,19 +36,6 @@ KAGGLE = CORPORA / "9x9" / "kaggle_bryanpark_first20000.txt"
 HARD = CORPORA / "25x25" / "sudoku_acs_general_25x25.txt"
 SMALL_CHUNKS = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(82 * 40)}  # 40 puzzles a chunk: many chunks, a long job
 FAST_RESEND = {"SUDOKU_BATCH_RESEND_AFTER": "3"}  # a chunk task the broker lost is re-sent within seconds
-
-
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """Run `sudoku-batch` to completion."""
-    return subprocess.run(
-        [*cli_command(), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

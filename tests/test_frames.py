@@ -219,6 +219,16 @@ def test_a_generate_job_has_no_table_and_says_so_in_one_line():
             client.job("a" * 16).to_arrow()
 
 
+@pytest.mark.parametrize("method", ["to_arrow", "to_pandas", "to_polars", "results"])
+def test_a_dataset_jobs_records_are_refused_in_one_line_naming_its_directory(method, tmp_path):
+    with BatchClient(workers=1) as client:
+        job = client.submit(LINES[:20], time_limit=5, dataset=str(tmp_path / "out") + "/", format="parquet")
+        with pytest.raises(
+            ValueError, match=rf"job {job.id} writes a dataset to {tmp_path}/out/: read it there"
+        ):
+            list(getattr(job, method)())
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_a_broker_job_reads_as_its_parquet_output_from_collect_in_every_format_again_later(workers, tmp_path):

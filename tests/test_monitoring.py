@@ -3,7 +3,6 @@ named with its job and chunk; without it workers send no events (the default cos
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -11,13 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLE, RedisServer, cli_command, start_workers, stop_all
+from tests.conftest import SAMPLE, RedisServer, run_cli, start_workers, stop_all
 
 pytestmark = pytest.mark.integration
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cli_command(), *args], capture_output=True, text=True, timeout=120)
 
 
 class Events:

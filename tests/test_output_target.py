@@ -68,13 +68,13 @@ def test_a_dangling_symlink_gets_its_target_created_and_stays_a_link(tmp_path):
     assert link.is_symlink() and (tmp_path / "new.jsonl").read_bytes() == b"{}\n"
 
 
-def test_an_output_into_a_directory_is_a_one_line_usage_error(tmp_path):
+def test_an_output_into_a_directory_holding_other_files_is_a_one_line_usage_error(tmp_path):
     path = _corpus(tmp_path, 3)
     proc = subprocess.run(
         [*cli_command(), "solve", str(path), "-o", str(tmp_path)], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "is a directory" in proc.stderr
+    assert "holds 'corpus.txt', which is not part of a dataset" in proc.stderr  # a directory: a dataset
 
 
 def test_a_part_file_left_by_a_dead_writer_is_removed_by_the_next_one(tmp_path):

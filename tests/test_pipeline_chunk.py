@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers.api
@@ -83,6 +83,46 @@ def test_the_compiled_renderer_writes_exactly_the_bytes_of_the_python_one():
     assert records[4]["time_ms"] is None and records[4]["counters"] == {"a": {"b": 1.25}}
     assert records[5]["time_ms"] == 0.0 and records[5]["counters"]["dlx"]["time_ms"] == 0.000001
     assert records[0]["time_ms"] == 0.015 and records[2]["time_ms"] == 5000.0
+
+
+_TEXT = st.text(max_size=12)
+_COUNT = st.integers(-(2**62), 2**62)
+_RESULT = st.builds(
+    SolveResult,
+    status=st.sampled_from(list(Status)),
+    puzzle=_TEXT,
+    solution=st.none() | _TEXT,
+    cost=st.none() | _COUNT,
+    solver=st.none() | st.sampled_from(["propagation", 'an"neal', "é", ""]),
+    elapsed=st.floats(allow_nan=True, allow_infinity=True) | st.floats(0, 1e6),
+    nodes=_COUNT,
+    guesses=_COUNT,
+    restarts=_COUNT,
+    error=st.none() | _TEXT,
+    counters=st.sampled_from(
+        [{}, {"propagation": {"nodes": 3, "guesses": 1, "time_ms": 0.015}}, {"x": {"y": "z\n"}}]
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_RESULT, min_size=1, max_size=8), st.text(max_size=20), st.integers(0, 2**40))
+def test_records_rendered_into_a_buffer_of_their_bound_fill_it_at_most_and_match_the_python_ones(
+    results, input_name, first
+):
+    from pipeline.render.jsonl import csv_bound, csv_into, jsonl_bound, render_csv, render_into
+
+    cols = columns([r.puzzle for r in results], results)
+    index = np.arange(first, first + len(results), dtype=np.int64)
+    line = index * 3 + 1
+    for bound, into, expect in (
+        (jsonl_bound, render_into, render_py(input_name, index.tolist(), line.tolist(), cols) + b"\n"),
+        (csv_bound, csv_into, render_csv(cols, input_name, index, line)),
+    ):
+        size = bound(cols, input_name, index, line)
+        out = np.full(size + 64, 0xAB, dtype=np.uint8)  # a guard past the bound: never written
+        used = into(cols, input_name, index, line, out[:size])
+        assert out[:used].tobytes() == expect and (out[size:] == 0xAB).all()
 
 
 def test_a_solved_result_whose_cost_is_not_zero_is_written_as_an_error():

@@ -9,30 +9,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 import redis
 
-from tests.conftest import CORPORA, SAMPLE, check_records, cli_command
+from tests.conftest import CORPORA, SAMPLE, check_records, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 LINES = SAMPLE.read_text().splitlines()
 # a 9x9 puzzle with no solution, from the tdoku test set
 NO_SOLUTION = "1...5.2.9..7.......6.......2...........5.1..2....2.39.3.4.9...15...1...3...8...4."
-
-
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*cli_command(), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from client.producer import ChunkSizer, JobSpec, Producer
 from client.store import MemoryStore
 from client.transport import Transport
 from pipeline.runs import expand_runs
-from pipeline.solve import answered_chunk
+from pipeline.solve import answered_chunk, solve_chunk
 from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE
 
@@ -41,15 +41,19 @@ def run(sources, settings=None, window=None, transport=None):
     return producer, producer.run(sources), store, transport
 
 
-def test_invalid_lines_are_answered_by_the_producer_and_never_sent_to_workers():
+def test_lines_that_are_no_puzzle_are_answered_by_the_producer_and_compact_ones_checked_where_parsed():
     lines = LINES[:10] + ["nonsense", "1" * 81] + LINES[10:20] + ["", "# note"]
     producer, total, store, transport = run([("a.txt", lines)])
     assert total == 22
     sent = [i for t in transport.tasks for i in expand_runs(t.index_runs)]
-    assert sent == list(range(10)) + list(range(12, 22))
+    assert sent == list(range(10)) + list(range(11, 22))  # "1" * 81: the solver's parse answers it
     answered = [r for r in store.stats(JOB)]
-    assert sum(s.counts.get("invalid", 0) for s in answered) == 2
-    assert [(p.index, p.line) for s in answered for p in s.problems] == [(10, 11), (11, 12)]
+    assert sum(s.counts.get("invalid", 0) for s in answered) == 1
+    assert [(p.index, p.line) for s in answered for p in s.problems] == [(10, 11)]
+    (task,) = [t for t in transport.tasks if 11 in expand_runs(t.index_runs)]
+    solved = solve_chunk(task)
+    assert solved.header.stats.counts["invalid"] == 1
+    assert [(p.index, p.line, p.error) for p in solved.header.stats.problems] == [(11, 12, "row 1 has 9 1s")]
     meta = store.meta(JOB)
     assert meta["state"] == "produced" and meta["total"] == "22"
     assert int(meta["chunks_total"]) == len(transport.tasks) + 1

@@ -98,3 +98,27 @@ def test_both_verifiers_and_the_cost_agree_on_any_grid(shape, swaps, relabel):
     verdict = is_solution(puzzle, grid)
     assert verify_batch(puzzle.givens[None], grid[None], box.rows, box.cols)[0] == verdict
     assert (grid_cost(puzzle, grid) == 0) == verdict
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    writes=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 255)), max_size=3),
+    swaps=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 80)), max_size=2),
+    given_cells=st.lists(st.integers(0, 80), max_size=20),
+    given_shift=st.integers(0, 9),
+)
+def test_the_9x9_verifier_agrees_with_the_plain_one_on_any_grid_and_givens(
+    writes, swaps, given_cells, given_shift
+):
+    box = Box(3, 3)
+    grid = pattern_grid(box)
+    givens = np.zeros(81, np.uint8)
+    for cell in given_cells:  # givens from the grid, some of them changed
+        givens[cell] = (int(grid[cell]) + given_shift - 1) % 9 + 1
+    for a, b in swaps:
+        grid[a], grid[b] = grid[b], grid[a]
+    for cell, value in writes:
+        grid[cell] = value
+    batch = np.stack([grid, pattern_grid(box)])  # a second, valid row: each row is judged alone
+    verdicts = verify_batch(np.stack([givens, np.zeros(81, np.uint8)]), batch, 3, 3).tolist()
+    assert verdicts == [is_solution(puzzle_of(box, givens), grid), True]

@@ -16,23 +16,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.conftest import SAMPLE, RedisServer, check_records, cli_command, start_workers, stop_all
+from tests.conftest import SAMPLE, RedisServer, check_records, cli_command, run_cli, start_workers, stop_all
 
 STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
 EASY = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 ONE_PER_CHUNK = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": "82"}  # one 9x9 puzzle per chunk
-
-
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*cli_command(), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def job_keys(client: redis.Redis, job: str) -> list[bytes]:

@@ -69,11 +69,16 @@ if settings.broker.startswith("rediss://") and "ssl_cert_reqs" not in settings.b
 def _warm_main(**_: Any) -> None:
     """Load the compiled solvers in the main process, so forked pool processes start warm (and say so
     in the log when a cold cache makes that a compile)."""
+    import gc
+
+    from pipeline.memory import reuse_freed_memory
     from pipeline.solve import warm
     from solvers.warm import on_first_compile
 
+    reuse_freed_memory()  # inherited by the pool processes: a chunk's buffers are reused, not re-faulted
     on_first_compile(logging.getLogger(__name__).warning)
     warm()
+    gc.freeze()  # the warm objects stay out of the collector here and in the forked pool processes
 
 
 @worker_process_init.connect

@@ -9,7 +9,7 @@ moves the bytes into its output. Every renderer writes the record fields of the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -39,6 +39,49 @@ def render_columns(
 
         return ipc_bytes(columns, input_name, index, line)
     raise ValueError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
+
+
+class Arena(Protocol):
+    """Where a part's records are rendered when they should not land in a fresh buffer: a local process's
+    shared memory, which its command writes to the output from (`client.ring`), no copy in between."""
+
+    def take(self, size: int) -> np.ndarray | None:
+        """A writable uint8 buffer of at least `size` bytes, or None (none free: a fresh one is used)."""
+
+    def done(self, buffer: np.ndarray, used: int) -> None:
+        """The records took the first `used` bytes of `buffer` (the last one `take` gave)."""
+
+
+def render_runs(
+    columns: ResultColumns,
+    input_name: str,
+    index: np.ndarray,
+    line: np.ndarray,
+    fmt: str,
+    runs: list[tuple[int, int]],
+    arena: Arena | None = None,
+) -> tuple[np.ndarray, list[int]]:
+    """JSON Lines or CSV records of `columns` rendered run by run into one buffer (`arena`'s, else a fresh
+    one): -> (the records, uint8; where each run's rows start in it, then its end). `runs`: (first row,
+    rows) covering the columns in order; a reader may cut the body at their edges."""
+    from pipeline.render.jsonl import csv_bound, csv_into, jsonl_bound, plain_texts, render_into
+
+    bound, into = (jsonl_bound, render_into) if fmt == "jsonl" else (csv_bound, csv_into)
+    plain = plain_texts(columns) if fmt == "jsonl" else None  # once for every run
+    pieces = [
+        (columns.slice(first, first + count), index[first : first + count], line[first : first + count])
+        for first, count in runs
+    ]
+    size = sum(bound(c, input_name, i, ln, plain) for c, i, ln in pieces)
+    buffer = arena.take(size) if arena is not None and size else None
+    out = buffer if buffer is not None else np.empty(size, dtype=np.uint8)
+    offsets, at = [0], 0
+    for c, i, ln in pieces:
+        at += into(c, input_name, i, ln, out[at:], plain)
+        offsets.append(at)
+    if buffer is not None:
+        arena.done(buffer, at)  # type: ignore[union-attr]
+    return out[:at], offsets
 
 
 def render(result: ChunkResult, fmt: str) -> bytes:
