@@ -1,25 +1,40 @@
-"""One hard puzzle across the fleet: its wall time as a broker job on 1 and on 2 workers (issue 16, item 3).
+"""One hard puzzle, N workers: the wall of a broker job of one puzzle on fleets of 1, 2, 4 and 8 workers,
+beside OR-Tools CP-SAT with 1, 2 and 8 workers (issue 27, item 3).
 
-    python bench/escalation.py [--puzzle frisch:15 | qwh:2 | q64:0 ...] [--runs 3] [--escalate-after 2]
+    python bench/escalation.py run [--sets frisch,q49,q64] [--fleets 1,2,4,8] [--rounds 3]
+                                   [--escalate-after 0.5]
+    python bench/escalation.py cpsat [--sets ...] [--workers 1,2,8]  # pip install ortools (this venv)
+    python bench/escalation.py table                                  # medians, PAR-2, the targets
+    python bench/escalation.py run --puzzle q49:0 --puzzle frisch:9   # named puzzles only
 
-A job holding one hard puzzle (`--portfolio race`, a fixed `seed`, so every run starts the
-same search) runs on 1 worker process, then on 2 (`--concurrency 1` each); with 2, the
-puzzle unsolved after `--escalate-after` s is raced by the idle worker too, with another
-seed and search order. Wall time from submit to the record, median of `--runs`,
-the runs alternating between the two fleets (the machine is shared: noise hits both).
-Beside it, the CPU seconds each worker (with its pool process) spent on the job: on a
-machine whose cores are taken by others the wall time mostly measures the others, while
-the busiest worker's CPU is the wall the job would take with a free core per worker.
-Puzzles: `frisch:I` is line I (0-based) of gecode's frisch 25x25 set in the shared
-corpora; `qwh:S` a 36x36 grid with 60% of its cells blanked, made from seed S here;
-`q36:I`, `q49:I`, `q64:I` grid I of that hard set of bench/hard_sets.py (`train-q64:I`:
-of its training set). Several `--puzzle` options are measured in turn.
-The load average is printed beside the figures.
+Sets (bench/hard_sets.py): `frisch` is every puzzle of gecode's frisch 25x25 set whose 1-worker
+runs took more than `--frisch-over` (2) s of the busiest worker's CPU (all 18 run on 1 worker in
+the first round; the rest only on those); `q49` and `q64` are the 10 evidence grids of each
+(49x49 at 60% blanked, 64x64 at 75%, held apart from the training grids the shares were
+learned on). Each set keeps its time limit (frisch 60 s, q49 30 s, q64 60 s); `--limit-scale F` gives
+the jobs F times it on a loaded machine, and PAR-2 still cuts each run at the set's limit.
+
+A run is a job of one puzzle (`--portfolio race`, seed 7, `--escalate-after S`) on a fleet of
+W worker processes (`--concurrency 1` each) started for it; wall seconds from submit to the
+record, and each worker's CPU seconds on it (main and pool process, /proc). Rounds are
+interleaved: each round runs every fleet once on every puzzle, fleets alternating.
+
+Fleets of 4 and 8 are simulated: on this machine (2 cores) their processes time-share the cores,
+so the wall measures the sharing. Each worker's CPU is its own clock: with the scheduler sharing
+the cores fairly, every process advances at the same rate, and the busiest worker's CPU (the
+owner's: it started first) is the wall the job would take with a core per worker. For 1 and 2
+workers the wall is measured (quiet machine: load printed beside every figure) and the
+busiest worker's CPU printed beside it. CP-SAT runs in this process (`bench/cpsat.py`, AllDifferent
+model, `num_workers` W, the set's time limit); its 8 workers time-share the 2 cores the same
+way, so its simulated wall is its process CPU / 8 (measured wall printed beside).
+
+Records: bench/out/escalation.jsonl (appended); `table` reads the latest round of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -30,21 +45,28 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")
 CLI = [str(Path(sys.executable).with_name("sudoku-batch"))]
+OUT = REPO / "bench" / "out" / "escalation.jsonl"
 SEED = 7
+SETS = ("frisch", "q49", "q64")
+TIME_LIMITS = {"frisch": 60.0, "q49": 30.0, "q64": 60.0, "qwh": 60.0}
 
 
 def puzzle_text(name: str) -> str:
-    """The puzzle named `frisch:I`, `qwh:S`, `SET:I` or `train-SET:I` (see the module docstring)."""
+    """The puzzle named `frisch:I`, `qwh:S`, `SET:I` or `train-SET:I`: line I (0-based) of gecode's frisch
+    set, a 36x36 grid with 60% blanked from seed S, grid I of a hard set of bench/hard_sets.py (or of
+    its training set)."""
     kind, _, arg = name.partition(":")
     if kind.removeprefix("train-") in ("q36", "q49", "q64"):
-        from bench.hard_sets import SETS, TRAINING
+        from bench.hard_sets import SETS as HARD
+        from bench.hard_sets import TRAINING
 
-        sets = TRAINING if kind.startswith("train-") else SETS
+        sets = TRAINING if kind.startswith("train-") else HARD
         return sets[kind.removeprefix("train-")].lines()[int(arg)]
     if kind == "frisch":
         return (CORPORA / "25x25" / "gecode_frisch_25x25.txt").read_text().split()[int(arg)]
@@ -60,34 +82,45 @@ def puzzle_text(name: str) -> str:
     return Puzzle(box, grid.astype(np.uint8)).render()
 
 
+def set_names(name: str) -> list[str]:
+    """The puzzle names of a set (frisch: all 18; `select` keeps the slow ones)."""
+    count = 18 if name == "frisch" else 10
+    return [f"{name}:{i}" for i in range(count)]
+
+
+def limit_of(name: str) -> float:
+    return TIME_LIMITS[name.partition(":")[0].removeprefix("train-")]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def start_workers(url: str, count: int, logs: Path) -> list[subprocess.Popen]:
+def start_workers(url: str, count: int, logs: Path) -> list[subprocess.Popen[bytes]]:
     """`count` workers of one process each, beating (and warm) before this returns."""
     import redis
 
     env = dict(os.environ, SUDOKU_BATCH_HEARTBEAT_S="1")
     procs = []
     for i in range(count):
-        log = open(logs / f"worker{count}-{i}.log", "wb")  # noqa: SIM115 - the process holds it
-        cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1", "--loglevel", "warning"]
-        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
+        with open(logs / f"worker{count}-{i}.log", "ab") as log:
+            cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1", "--loglevel", "warning"]
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
     client = redis.Redis.from_url(url)
     client.delete("sbatch:workers")
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while len(client.zrangebyscore("sbatch:workers", time.time() - 3, "+inf")) < count:
         if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
             stop(procs)
             raise SystemExit("workers did not start")
         time.sleep(0.2)
+    client.close()
     return procs
 
 
-def stop(procs: list[subprocess.Popen]) -> None:
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         p.terminate()
     for p in procs:
@@ -98,14 +131,14 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def worker_cpu(procs: list[subprocess.Popen]) -> list[float]:
+def worker_cpu(procs: list[subprocess.Popen[bytes]]) -> list[float]:
     """CPU seconds so far of each worker: its main process and its pool process."""
     from bench.pipeline import pids_cpu, tree
 
     return [pids_cpu(tree(p.pid)) for p in procs]
 
 
-def one_run(url: str, text: str, escalate_after: float, time_limit: float) -> tuple[float, dict]:
+def one_run(url: str, text: str, escalate_after: float, time_limit: float) -> tuple[float, dict[str, Any]]:
     """Wall seconds from submit to the record, and the record."""
     from client.batch import BatchClient
 
@@ -121,61 +154,236 @@ def one_run(url: str, text: str, escalate_after: float, time_limit: float) -> tu
     return wall, record
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--puzzle", action="append", help="repeat for several (default frisch:15, or qwh:2)")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--escalate-after", type=float, default=2.0)
-    ap.add_argument("--time-limit", type=float, default=120.0)
-    args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed bench stops its server and workers too
-    names = args.puzzle or ["frisch:15" if (CORPORA / "25x25").exists() else "qwh:2"]
-    tmp = Path(tempfile.mkdtemp(prefix="bench-escalation-"))
-    port = free_port()
-    server = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", str(tmp)],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
+def append(rec: dict[str, Any]) -> None:
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    with OUT.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def commit() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+class Server:
+    """A redis-server of this bench's own, on a free port, in a temporary directory."""
+
+    def __enter__(self) -> Server:
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-escalation-"))
+        port = free_port()
+        self.proc = subprocess.Popen(
+            [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", str(self.tmp)],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = f"redis://127.0.0.1:{port}/0"
         time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def fleet_runs(
+    url: str, logs: Path, fleet: int, names: list[str], args: argparse.Namespace, rnd: int
+) -> list[dict[str, Any]]:
+    """Every puzzle of `names` once on a fleet of `fleet` workers started for them; their records."""
+    procs = start_workers(url, fleet, logs)
+    out = []
+    try:
         for name in names:
-            measure(url, tmp, name, args)
+            load = os.getloadavg()[0]
+            before = worker_cpu(procs)
+            job_limit = limit_of(name) * args.limit_scale
+            wall, record = one_run(url, puzzle_text(name), args.escalate_after, job_limit)
+            cpu = [b - a for a, b in zip(before, worker_cpu(procs), strict=True)]
+            rec = {
+                "kind": "fleet", "puzzle": name, "set": name.partition(":")[0], "fleet": fleet, "round": rnd,
+                "wall": round(wall, 3), "cpu": [round(c, 3) for c in cpu], "busiest": round(max(cpu), 3),
+                "status": record["status"], "solver": record["solver"], "limit": limit_of(name),
+                "job_limit": job_limit,
+                "escalate_after": args.escalate_after, "load1": round(load, 2), "commit": commit(),
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }  # fmt: skip
+            append(rec)
+            out.append(rec)
+            print(
+                f"round {rnd} {name} on {fleet}: {wall:.2f} s wall, busiest CPU {max(cpu):.2f} s, "
+                f"{record['status']} by {record['solver']}, load {load:.2f}",
+                flush=True,
+            )
     finally:
-        server.terminate()
-        server.wait(10)
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop(procs)
+    return out
+
+
+def select(names: list[str], records: list[dict[str, Any]], over: float) -> list[str]:
+    """Frisch: the puzzles whose 1-worker runs took more than `over` s (the busiest worker's CPU, median)."""
+    keep = []
+    for name in names:
+        if not name.startswith("frisch:"):
+            keep.append(name)
+            continue
+        cpus = [r["busiest"] for r in records if r["puzzle"] == name and r["fleet"] == 1]
+        if cpus and statistics.median(cpus) > over:
+            keep.append(name)
+    return keep
+
+
+def section_run(args: argparse.Namespace) -> None:
+    """Rounds of every fleet on every puzzle (frisch on fleets above 1: the slow ones only)."""
+    names = args.puzzle or [n for s in args.sets.split(",") for n in set_names(s)]
+    fleets = [int(f) for f in args.fleets.split(",")]
+    with Server() as server:
+        logs = server.tmp
+        for rnd in range(1, args.rounds + 1):
+            ones: list[dict[str, Any]] = []
+            for fleet in fleets:
+                todo = (
+                    names
+                    if fleet == 1 or args.puzzle
+                    else select(names, ones or latest_ones(), args.frisch_over)
+                )
+                got = fleet_runs(server.url, logs, fleet, todo, args, rnd)
+                if fleet == 1:
+                    ones = got
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
 
 
-def measure(url: str, tmp: Path, name: str, args: argparse.Namespace) -> None:
-    """One puzzle's runs on 1 and on 2 workers, alternating; print each run and the medians."""
-    text = puzzle_text(name)
-    walls: dict[int, list[float]] = {1: [], 2: []}
-    busiest: dict[int, list[float]] = {1: [], 2: []}
-    for run in range(args.runs):
-        for count in (1, 2):
-            procs = start_workers(url, count, tmp)
-            try:
+def latest_ones() -> list[dict[str, Any]]:
+    """The 1-worker records kept so far (selecting frisch when a round runs no 1-worker fleet)."""
+    return [r for r in records() if r.get("kind") == "fleet" and r["fleet"] == 1]
+
+
+def section_cpsat(args: argparse.Namespace) -> None:
+    """CP-SAT with `--workers` on the same puzzles (frisch: those `run` selected), each set's time limit."""
+    from bench.cpsat import solve as cpsat_solve
+    from solvers.parse import parse_puzzle
+
+    names = args.puzzle or [n for s in args.sets.split(",") for n in set_names(s)]
+    names = select(names, latest_ones(), args.frisch_over)
+    for rnd in range(1, args.rounds + 1):
+        for workers in [int(w) for w in args.workers.split(",")]:
+            for name in names:
+                puzzle = parse_puzzle(puzzle_text(name))
+                box = puzzle.box
                 load = os.getloadavg()[0]
-                before = worker_cpu(procs)
-                wall, record = one_run(url, text, args.escalate_after, args.time_limit)
-                cpu = [b - a for a, b in zip(before, worker_cpu(procs), strict=True)]
-            finally:
-                stop(procs)
-            walls[count].append(wall)
-            busiest[count].append(max(cpu))
-            print(
-                f"{name} run {run + 1}, {count} worker(s): {wall:.2f} s wall, {record['status']} by "
-                f"{record['solver']}, worker CPU {' + '.join(f'{c:.2f}' for c in cpu)} s, "
-                f"load {load:.2f}",
-                flush=True,
+                cpu, wall = time.process_time(), time.perf_counter()
+                job_limit = limit_of(name) * args.limit_scale
+                out = cpsat_solve(puzzle.givens.tolist(), "int", job_limit, workers, box.rows, box.cols)
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                status = "solved" if out["solved"] and out["verified"] else str(out["status"]).lower()
+                rec = {
+                    "kind": "cpsat", "puzzle": name, "set": name.partition(":")[0], "workers": workers,
+                    "round": rnd, "wall": round(wall, 3), "cpu": round(cpu, 3), "status": status,
+                    "limit": limit_of(name), "job_limit": job_limit, "load1": round(load, 2),
+                    "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                }  # fmt: skip
+                append(rec)
+                print(
+                    f"round {rnd} {name} CP-SAT {workers} workers: {wall:.2f} s wall, {cpu:.2f} s CPU, "
+                    f"{status}, load {load:.2f}",
+                    flush=True,
+                )
+
+
+def records() -> list[dict[str, Any]]:
+    return [json.loads(x) for x in OUT.read_text().splitlines()] if OUT.exists() else []
+
+
+def seconds(rec: dict[str, Any], simulated: bool) -> float:
+    """A run's time as PAR-2 counts it: its (simulated) wall when solved or refuted within the set's limit,
+    else twice the limit (a run given a longer limit by `--limit-scale` is cut at the set's limit here)."""
+    if rec["status"] not in ("solved", "unsolvable"):
+        return 2 * rec["limit"]
+    if rec["kind"] == "cpsat":
+        took = rec["cpu"] / rec["workers"] if simulated else rec["wall"]
+    else:
+        took = rec["busiest"] if simulated else rec["wall"]
+    return took if took <= rec["limit"] else 2 * rec["limit"]
+
+
+def section_table(args: argparse.Namespace) -> None:
+    """Per set: each fleet's and CP-SAT's median over the set's puzzles (each puzzle: the median of its
+    rounds), PAR-2, solved, the load; the targets."""
+    recs = records()
+    fleets = sorted({r["fleet"] for r in recs if r.get("kind") == "fleet"})
+    workers = sorted({r["workers"] for r in recs if r.get("kind") == "cpsat"})
+    print("| set | config | solved | median wall s | median busiest CPU s | PAR-2 s | load |")
+    print("|---|---|---|---|---|---|---|")
+    for sname in SETS:
+        ones = [r for r in recs if r.get("kind") == "fleet" and r["set"] == sname and r["fleet"] == 1]
+        names = sorted(select(sorted({r["puzzle"] for r in ones}), ones, args.frisch_over))
+        if not names:
+            continue
+        rows: dict[str, tuple[list[float], list[float], int, list[float], float]] = {}
+        configs = [
+            (f"{f} worker{'s' * (f > 1)}", [r for r in recs if r.get("kind") == "fleet" and r["fleet"] == f])
+            for f in fleets
+        ]
+        configs += [
+            (f"CP-SAT {w}", [r for r in recs if r.get("kind") == "cpsat" and r["workers"] == w])
+            for w in workers
+        ]
+        for label, sub in configs:
+            per = [[r for r in sub if r["puzzle"] == n] for n in names]
+            if any(not p for p in per):
+                continue
+            walls = [statistics.median(seconds(r, False) for r in p) for p in per]
+            sims = [statistics.median(seconds(r, True) for r in p) for p in per]
+            ok = sum(
+                statistics.median([r["status"] in ("solved", "unsolvable") for r in p]) >= 0.5 for p in per
             )
-    one, two = statistics.median(walls[1]), statistics.median(walls[2])
-    print(f"{name}: median wall 1 worker {one:.2f} s, 2 workers {two:.2f} s: x{two / one:.2f}", flush=True)
-    one, two = statistics.median(busiest[1]), statistics.median(busiest[2])
-    print(f"{name}: median CPU of the busiest worker 1: {one:.2f} s, 2: {two:.2f} s: x{two / one:.2f}")
+            loads = [r["load1"] for p in per for r in p]
+            rows[label] = (walls, sims, ok, loads, statistics.mean(walls))
+            print(
+                f"| {sname} ({len(names)}) | {label} | {ok}/{len(names)} | {statistics.median(walls):.2f} "
+                f"| {statistics.median(sims):.2f} | {statistics.mean(walls):.1f} / "
+                f"{statistics.mean(sims):.1f} | {min(loads):.1f}-{max(loads):.1f} |"
+            )
+        one, two = rows.get("1 worker"), rows.get("2 workers")
+        if one and two:
+            wall = statistics.median(two[0]) / statistics.median(one[0])
+            cpu = statistics.median(two[1]) / statistics.median(one[1])
+            print(
+                f"  {sname}: 2 workers / 1 worker: median wall x{wall:.2f}, busiest CPU x{cpu:.2f} "
+                "(target <= 0.6)"
+            )
+        cp2 = rows.get("CP-SAT 2")
+        if two and cp2:
+            print(f"  {sname}: PAR-2 2 workers / CP-SAT 2 workers x{two[4] / cp2[4]:.2f} (target <= 0.5)")
+        cp1 = rows.get("CP-SAT 1")
+        if one and cp1:
+            print(f"  {sname}: PAR-2 1 worker / CP-SAT 1 worker x{one[4] / cp1[4]:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("section", choices=("run", "cpsat", "table"))
+    ap.add_argument("--puzzle", action="append", help="run these puzzles only (repeat)")
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--fleets", default="1,2,4,8")
+    ap.add_argument("--workers", default="1,2,8", help="cpsat: its num_workers")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--escalate-after", type=float, default=0.5)
+    ap.add_argument(
+        "--limit-scale", type=float, default=1.0,
+        help="give each job this many times its set's limit (a loaded machine: the wall limit would cut runs "
+        "at a fraction of their CPU); PAR-2 still cuts at the set's limit, in wall or busiest CPU",
+    )  # fmt: skip
+    ap.add_argument("--frisch-over", type=float, default=2.0)
+    ap.add_argument(
+        "--out", type=Path, default=OUT, help="the records' file (default bench/out/escalation.jsonl)"
+    )
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed bench stops its server and workers too
+    if args.out is not None:
+        globals()["OUT"] = args.out
+    {"run": section_run, "cpsat": section_cpsat, "table": section_table}[args.section](args)
 
 
 if __name__ == "__main__":

@@ -543,7 +543,8 @@ def big_dataset_run(path: Path, lines: int, tmp: Path, fmt: str = "parquet") -> 
         watcher.join()
         if status:
             raise RuntimeError(f"solve exited {status}")
-        table = ds.dataset(str(out), format={"jsonl": "json"}.get(fmt, fmt)).to_table(columns=["index", "line"])
+        dataset = ds.dataset(str(out), format={"jsonl": "json"}.get(fmt, fmt))
+        table = dataset.to_table(columns=["index", "line"])
         index = table.column("index").to_numpy()
         line = table.column("line").to_numpy()
         import numpy as np

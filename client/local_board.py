@@ -6,11 +6,15 @@ like them (PR_SET_PDEATHSIG). The dict holds each race's lease (a CLOCK_MONOTONI
 deadline, the same clock in every process of the machine), its stop mark, the helpers'
 entries, and which processes are busy; the queue carries the helper tasks an owner calls,
 which a thread of the command hands to the pool (a pool process cannot submit work).
+A split race also keeps there its cubes, each cube's claim (attempt k of cube i is taken by
+`setdefault` of its claim key, atomic in the manager: a lapsed hold is taken again as attempt
+k+1), the refuted cubes and the shared clauses (batch j appended by `setdefault` of key j).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from multiprocessing.managers import SyncManager
@@ -19,7 +23,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from client.processes import die_with_parent
-from pipeline.race import RaceEntry, RaceTask
+from pipeline.race import MAX_BATCH_CLAUSES, MAX_SHARED_BATCHES, RaceEntry, RaceTask, read_clauses
+from solvers.cubes import MAX_CUBE_CELLS, MAX_CUBES
 
 LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop this long after
 
@@ -82,7 +87,7 @@ class LocalBoard:
 
     def drop(self, chunk: int, row: int) -> None:
         for key in self.state.keys():  # noqa: SIM118
-            if key[1:4] == (self.job, chunk, row) and key[0] in ("entry", "lease"):
+            if key[1:4] == (self.job, chunk, row) and key[0] != "stop":
                 self.state.pop(key, None)
 
     def idle(self) -> int:
@@ -91,6 +96,63 @@ class LocalBoard:
 
     def call(self, task: RaceTask) -> None:
         self.calls.put(task.model_dump_json())
+
+    def publish_cubes(self, chunk: int, row: int, cubes: list[Any], units: list[Any]) -> list[Any] | None:
+        text = json.dumps([list(c) for c in cubes])
+        if self.state.setdefault(("cubes", self.job, chunk, row), text) == text and units:
+            self._push(chunk, row, units)
+        return self.cubes(chunk, row)
+
+    def cubes(self, chunk: int, row: int) -> list[Any] | None:
+        raw = self.state.get(("cubes", self.job, chunk, row))
+        return None if raw is None else read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
+
+    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
+        refuted = self.refuted(chunk, row)
+        now = time.monotonic()
+        for index in range(min(count, MAX_CUBES)):
+            if index in refuted:
+                continue
+            held = self.state.get(("hold", self.job, chunk, row, index))
+            if held is not None and held[1] >= now:
+                continue
+            attempt = 0 if held is None else held[2] + 1
+            if self.state.setdefault(("claim", self.job, chunk, row, index, attempt), helper) == helper:
+                self.state[("hold", self.job, chunk, row, index)] = (helper, now + LEASE_S, attempt)
+                return index
+        return None
+
+    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
+        key = ("hold", self.job, chunk, row, index)
+        held = self.state.get(key)
+        if held is not None and held[0] == helper:
+            self.state[key] = (helper, time.monotonic() + LEASE_S, held[2])
+
+    def refute_cube(self, chunk: int, row: int, index: int, clause: Any) -> None:
+        self.state[("refuted", self.job, chunk, row, index)] = True
+        self._push(chunk, row, [clause])
+
+    def refuted(self, chunk: int, row: int) -> set[int]:
+        head = ("refuted", self.job, chunk, row)
+        return {int(key[4]) for key in self.state.keys() if key[:4] == head}  # noqa: SIM118
+
+    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Any], int]:
+        out = []
+        at = since
+        while (raw := self.state.get(("clauses", self.job, chunk, row, at))) is not None:
+            out += read_clauses(raw, MAX_BATCH_CLAUSES) or []  # a malformed batch is no clause
+            at += 1
+        return out, at
+
+    def _push(self, chunk: int, row: int, clauses: list[Any]) -> None:
+        """Append batches of shared clauses: each at the first free position (at most MAX_SHARED_BATCHES)."""
+        at = 0
+        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
+            text = json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
+            while at < MAX_SHARED_BATCHES:
+                if self.state.setdefault(("clauses", self.job, chunk, row, at), text) == text:
+                    break
+                at += 1
 
     @contextlib.contextmanager
     def busy(self) -> Any:

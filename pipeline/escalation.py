@@ -30,9 +30,12 @@ import numpy as np
 from pipeline.race import MAX_HELPERS, Outcome, RaceEntry, RaceTask, race_seed
 from pipeline.stop import StopPoller
 from pipeline.tasks import ChunkTask
+from solvers.cubes import Clause, Cube, Split, valid_clause, valid_cube
+from solvers.exchange import Exchange, Raced
 from solvers.parse import parse_puzzle
 from solvers.puzzle import PuzzleError
 from solvers.result import SolveResult, Status
+from solvers.shares import helper_splits
 from solvers.stop import new_flag, raise_flag
 from solvers.verify import is_solution
 
@@ -68,6 +71,30 @@ class Board(Protocol):
     def call(self, task: RaceTask) -> None:
         """Send one helper task."""
 
+    def publish_cubes(
+        self, chunk: int, row: int, cubes: list[Cube], units: list[Clause]
+    ) -> list[Cube] | None:
+        """Helper: offer a split (and the unit clauses found making it); return the race's cubes, the
+        first split offered (None: unreadable)."""
+
+    def cubes(self, chunk: int, row: int) -> list[Cube] | None:
+        """The race's cubes (None: not split yet, or unreadable)."""
+
+    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
+        """Helper: claim the first of `count` cubes neither refuted nor held (a lease `hold_cube` keeps)."""
+
+    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
+        """Helper: keep its claim on cube `index` alive."""
+
+    def refute_cube(self, chunk: int, row: int, index: int, clause: Clause) -> None:
+        """Helper: cube `index` has no solution; `clause` (why) is shared with every search."""
+
+    def refuted(self, chunk: int, row: int) -> set[int]:
+        """The cubes refuted so far."""
+
+    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Clause], int]:
+        """The clauses shared from position `since` on, and the position after them."""
+
 
 @dataclass
 class _Race:
@@ -77,10 +104,15 @@ class _Race:
     text: str
     started: float
     flag: np.ndarray
+    exchange: Exchange
     escalated: bool = False
     called: int = 0
     winner: int | None = None
+    unsolvable: bool = False  # the helpers proved it: every cube refuted (`split`), or one helper's own proof
+    split: bool = False
     entries: dict[int, RaceEntry] = field(default_factory=dict)
+    side: int = 0  # the grid's side, read at the first escalation
+    cursor: int = 0  # shared clauses read so far
 
 
 class Escalation:
@@ -114,18 +146,19 @@ class Escalation:
         self._entered = False  # the thread runs only inside `with` (tests drive `tick` by hand)
 
     @contextlib.contextmanager
-    def racing(self, row: int) -> Iterator[np.ndarray]:
-        """`solve_many`'s hook: the stop flag of row `row`'s search, watched (and escalated) while it runs."""
+    def racing(self, row: int) -> Iterator[Raced]:
+        """`solve_many`'s hook: the stop flag of row `row`'s search, watched (and escalated) while it runs,
+        and its exchange (the clauses the helpers share, imported by the owner's SAT members)."""
         if self._texts is None:
             self._texts = self.task.texts()
-        race = _Race(row, self._texts[row], self.clock(), new_flag())
+        race = _Race(row, self._texts[row], self.clock(), new_flag(), Exchange())
         if self.stop[0]:
             raise_flag(race.flag)
         with self._lock:
             self._current = race
             self._start()
         try:
-            yield race.flag
+            yield Raced(race.flag, race.exchange)
         finally:
             with self._lock:
                 self._current = None
@@ -145,11 +178,12 @@ class Escalation:
                 return
             race.escalated = True
             chunk = self.task.chunk
-            if race.called:  # the race is open: keep its lease, look for a verified grid
+            if race.called:  # the race is open: keep its lease, look for a verified grid or a proof
                 self.board.open(chunk, race.row)
                 race.entries = self.board.entries(chunk, race.row)
                 race.winner = self._verified(race)
-                if race.winner is not None:
+                self._trade(race)
+                if race.winner is not None or race.unsolvable:
                     raise_flag(race.flag)
                     self.board.close(chunk, race.row)  # the other helpers stop now
                     return
@@ -157,13 +191,36 @@ class Escalation:
             wanted = min(MAX_HELPERS - race.called, self.board.idle() - waiting)
             if wanted > 0 and not race.called:  # opened only once there is a helper to call
                 self.board.open(chunk, race.row)
+            total = race.called + max(0, wanted)  # helpers called once this round's are
             for _ in range(max(0, wanted)):
                 race.called += 1
-                self.board.call(self._task(race))
+                self.board.call(self._task(race, total))
 
-    def _task(self, race: _Race) -> RaceTask:
-        """The task of the next helper of `race`: another seed, another variant."""
+    def _trade(self, race: _Race) -> None:
+        """Hand the owner's search the clauses the helpers shared; note a proof that there is no solution
+        (every cube of the split refuted, or a helper's own)."""
+        chunk = self.task.chunk
+        clauses, race.cursor = self.board.shared(chunk, race.row, race.cursor)
+        race.exchange.offer([c for c in clauses if valid_clause(c, race.side)])
+        cubes = self.board.cubes(chunk, race.row)
+        if cubes and self.board.refuted(chunk, race.row) >= set(range(len(cubes))):
+            race.unsolvable = race.split = True
+        if any(e.state == "done" and e.status == Status.UNSOLVABLE for e in race.entries.values()):
+            race.unsolvable = True
+
+    def _side(self, race: _Race) -> int:
+        """The side of the raced puzzle's grid (0: unreadable, which makes no split)."""
+        try:
+            return parse_puzzle(race.text, self.task.box).box.n
+        except (PuzzleError, ValueError):
+            return 0
+
+    def _task(self, race: _Race, helpers: int) -> RaceTask:
+        """The task of the next helper of `race`: another seed, another variant, and whether it searches
+        cubes of a split (`solvers.shares.helper_splits`), of at least how many."""
         t = self.task
+        if not race.side:
+            race.side = self._side(race)
         return RaceTask(
             job=t.job,
             chunk=t.chunk,
@@ -174,6 +231,7 @@ class Escalation:
             time_limit=t.time_limit,
             portfolio=t.portfolio,
             seed=race_seed(t.job, t.chunk, race.row, race.called),
+            cubes=helper_splits(race.side, race.called, helpers),
         )
 
     def _verified(self, race: _Race) -> int | None:
@@ -205,10 +263,13 @@ class Escalation:
             race.entries = {**race.entries, **entries} if entries else race.entries
             if race.winner is None:
                 race.winner = self._verified(race)
+            if race.winner is None and not race.unsolvable:
+                self._trade(race)
             self.board.drop(chunk, race.row)
         except Exception as exc:  # noqa: BLE001 - the owner's own answer stands; the record is written
             log.warning("race of chunk %s row %s: helpers' answers lost: %s", chunk, race.row, exc)
-        return Outcome(dict(race.entries), race.winner)
+        proved = race.unsolvable and race.winner is None
+        return Outcome(dict(race.entries), race.winner, proved, proved and race.split)
 
     def _run(self) -> None:
         while not self._done.wait(self.poll_s):
@@ -237,6 +298,81 @@ class Escalation:
             self._thread = None
 
 
+class BoardCubes:
+    """A helper's `solvers.exchange.CubeSource`: the race's cubes on its board. A board that fails is
+    logged and read as "no cube" (the helper searches the whole puzzle instead); cubes that are no
+    cubes of this grid are none."""
+
+    def __init__(self, board: Board, task: RaceTask, side: int) -> None:
+        self.board, self.task, self.side = board, task, side
+        self.count = 0
+
+    def _safely(self, what: str, call: Callable[[], object]) -> object:
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 - the search goes on without the board
+            log.warning("race of chunk %s row %s: %s: %s", self.task.chunk, self.task.row, what, exc)
+            return None
+
+    def _checked(self, cubes: object) -> list[Cube] | None:
+        if not isinstance(cubes, list) or not all(valid_cube(c, self.side) for c in cubes):
+            return None
+        self.count = len(cubes)
+        return cubes
+
+    def published(self) -> list[Cube] | None:
+        t = self.task
+        return self._checked(self._safely("reading the cubes", lambda: self.board.cubes(t.chunk, t.row)))
+
+    def publish(self, split: Split) -> list[Cube]:
+        t = self.task
+        stored = self._safely(
+            "publishing the cubes",
+            lambda: self.board.publish_cubes(t.chunk, t.row, list(split.cubes), list(split.units)),
+        )
+        return self._checked(stored) or []
+
+    def take(self) -> int | None:
+        t = self.task
+        if not self.count:
+            return None
+        taken = self._safely(
+            "taking a cube", lambda: self.board.take_cube(t.chunk, t.row, t.helper, self.count)
+        )
+        return taken if isinstance(taken, int) else None
+
+    def refute(self, index: int, clause: Clause) -> None:
+        t = self.task
+        self._safely(
+            "handing back a refuted cube", lambda: self.board.refute_cube(t.chunk, t.row, index, clause)
+        )
+
+
+class _Trade:
+    """A helper's poll: keep its cube's claim alive, hand its search the clauses shared since the last
+    poll, and say whether the race is over (the `StopPoller` condition)."""
+
+    def __init__(self, board: Board, task: RaceTask, exchange: Exchange, side: int) -> None:
+        self.board, self.task, self.exchange, self.side = board, task, exchange, side
+        self.cursor = 0
+
+    def __call__(self) -> bool:
+        t = self.task
+        if self.exchange.holding is not None:
+            self.board.hold_cube(t.chunk, t.row, t.helper, self.exchange.holding)
+        clauses, self.cursor = self.board.shared(t.chunk, t.row, self.cursor)
+        self.exchange.offer([c for c in clauses if valid_clause(c, self.side)])
+        return self.board.over(t.chunk, t.row)
+
+
+def _side(task: RaceTask) -> int:
+    """The side of a helper's puzzle (0: unreadable; its race answers `invalid` as the owner's does)."""
+    try:
+        return parse_puzzle(task.puzzle, task.box).box.n
+    except (PuzzleError, ValueError):
+        return 0
+
+
 def help_race(task: RaceTask, board: Board, poll_s: float) -> SolveResult | None:
     """Race one puzzle as helper `task.helper` until it is answered anywhere (what a worker or a local
     process runs for a `RaceTask`); its result, or None when the race was over before it started.
@@ -244,19 +380,25 @@ def help_race(task: RaceTask, board: Board, poll_s: float) -> SolveResult | None
     The helper writes no record: it posts `started`, races under a stop poller watching the
     board (closed, the owner's lease lapsed, the job stopped: it gives up at its solvers' next
     slice), then posts its answer and counters; a solved grid also closes the race, so the
-    other helpers stop within a poll. The owner verifies the grid before it takes it.
+    other helpers stop within a poll. The owner verifies the grid before it takes it. Every
+    poll also hands its SAT members the clauses the others shared; with `task.cubes` > 0 they
+    search cubes of the race's split (`solvers.exchange`), refuted ones shared as clauses.
     """
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
 
     if board.over(task.chunk, task.row):
         return None
     board.post(task.chunk, task.row, task.helper, RaceEntry(state="started"))
-    with StopPoller(lambda: board.over(task.chunk, task.row), poll_s) as poller:
+    side = _side(task)
+    cubes = BoardCubes(board, task, side) if task.cubes and side else None
+    exchange = Exchange(cubes, want=task.cubes)
+    with StopPoller(_Trade(board, task, exchange, side), poll_s) as poller:
         (result,) = solve_many(
             [task.puzzle], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio,
             seed=task.seed, stop=poller.flag, variant=task.helper,
+            racing=lambda _: contextlib.nullcontext(Raced(poller.flag, exchange)),
         )  # fmt: skip
     board.post(task.chunk, task.row, task.helper, RaceEntry.of(result))
-    if result.status == Status.SOLVED:
+    if result.status in (Status.SOLVED, Status.UNSOLVABLE):
         board.close(task.chunk, task.row)
     return result

@@ -85,16 +85,28 @@ class RaceKeys:
     the owner finished or died). `stop`: set by whoever ends the race (a helper's verified
     answer, the owner's end). A helper races while the lease holds and the stop key is absent.
     `entries`: hash helper number -> `RaceEntry` JSON (started, then its answer and counters).
+    The split search (`pipeline.escalation`, `solvers.cubes`): `cubes` the cubes' JSON (set once, by
+    the first helper to split), `hold:<i>` the helper searching cube i (a lease it refreshes: a
+    killed helper's cube is free again once it lapses), `refuted` hash cube -> the clause its
+    refutation proved, `clauses` list of JSON batches of shared clauses (refutations and units).
     """
 
     def __init__(self, base: str) -> None:
         self.lease = f"{base}:lease"
         self.stop = f"{base}:stop"
         self.entries = f"{base}:entries"
+        self.cubes = f"{base}:cubes"
+        self.refuted = f"{base}:refuted"
+        self.clauses = f"{base}:clauses"
+        self.hold_prefix = f"{base}:hold:"
+
+    def hold(self, index: int) -> str:
+        """The key holding cube `index`'s searcher."""
+        return f"{self.hold_prefix}{index}"
 
     def all(self) -> list[str]:
-        """Every key of the race."""
-        return [self.lease, self.stop, self.entries]
+        """Every key of the race but the holds (those lapse by themselves)."""
+        return [self.lease, self.stop, self.entries, self.cubes, self.refuted, self.clauses]
 
 
 def race_over(client: Any, keys: JobKeys, race: RaceKeys) -> bool:

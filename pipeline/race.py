@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, StrictInt, TypeAdapter, ValidationError, create_model
 from pydantic import Field as PydanticField
 
 from pipeline.tasks import (
@@ -27,10 +27,14 @@ from pipeline.tasks import (
     MAX_TIME_LIMIT_S,
     RACE_TASK_NAME,
 )
+from solvers.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause
 from solvers.fields import FIELDS, Field
 from solvers.result import SolveResult, Status
 
 MAX_HELPERS = 64  # helpers called for one puzzle (a fleet of more idle processes lends it no more)
+MAX_SHARED_BATCHES = 4096  # batches of clauses one race's board holds (more are not shared)
+MAX_BATCH_CLAUSES = 256  # clauses in one shared batch
+SPLIT_HELPER = "split"  # the record's solver when every cube was refuted (`merge`)
 MAX_PUZZLE_CHARS = 1 << 16  # one puzzle's text in a race message (64x64 in grid notation: ~25 KB)
 MAX_COUNTER_MEMBERS = 64  # members in one helper's counters
 
@@ -50,6 +54,7 @@ class RaceTask(BaseModel):
     time_limit: float | None = PydanticField(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     portfolio: str | None = PydanticField(default=None, max_length=MAX_NAME_CHARS)
     seed: int = PydanticField(default=0, ge=0, lt=2**63)
+    cubes: int = PydanticField(default=0, ge=0, le=MAX_CUBES)  # > 0: search cubes, a split into >= this many
 
 
 class _Entry(BaseModel):
@@ -92,10 +97,28 @@ RaceEntry = create_model(
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """The end of one escalated puzzle: every helper's last entry, and the helper whose grid won (if any)."""
+    """The end of one escalated puzzle: every helper's last entry, the helper whose grid won (if any), and
+    whether the helpers proved it has no solution (`split`: every cube refuted; else a helper's own proof)."""
 
     entries: dict[int, RaceEntry]
     winner: int | None = None
+    unsolvable: bool = False
+    split: bool = False  # every cube of the race's split refuted
+
+
+_TERM_LISTS = TypeAdapter(list[list[StrictInt]])
+
+
+def read_clauses(raw: str | bytes, limit: int, width: int = MAX_CLAUSE_TERMS) -> list[Clause] | None:
+    """Clauses (or cubes) from a board's JSON: a list of at most `limit` lists of 1..`width` int terms
+    (their range is checked by the search that imports them); None when malformed."""
+    try:
+        lists = _TERM_LISTS.validate_json(raw)
+    except ValidationError:
+        return None
+    if len(lists) > limit or any(not 0 < len(c) <= width for c in lists):
+        return None
+    return [tuple(c) for c in lists]
 
 
 def helper_name(member: str, helper: int) -> str:
@@ -111,12 +134,24 @@ def race_seed(job: str, chunk: int, row: int, helper: int) -> int:
 
 def merge(owner: SolveResult, outcome: Outcome) -> SolveResult:
     """The puzzle's one result: the owner's own answer when it solved or refuted it, else the winning
-    helper's verified grid; `counters` gain every helper's members either way."""
+    helper's verified grid, else `unsolvable` when the helpers proved it (`solver` names the helper
+    whose search proved it, or `split` when every cube of the split was refuted); `counters` gain
+    every helper's members either way."""
     counters = dict(owner.counters)
     for helper, entry in sorted(outcome.entries.items()):
         for member, values in entry.counters.items():
             counters[helper_name(member, helper)] = values
     own = owner.status in (Status.SOLVED, Status.UNSOLVABLE, Status.INVALID)
+    if not own and outcome.winner is None and outcome.unsolvable:  # a helper's proof, or every cube refuted
+        proofs = [(k, e) for k, e in sorted(outcome.entries.items()) if e.status == Status.UNSOLVABLE]
+        solver = (
+            helper_name(proofs[0][1].solver or "?", proofs[0][0])
+            if proofs and not outcome.split
+            else SPLIT_HELPER
+        )
+        return SolveResult(
+            Status.UNSOLVABLE, puzzle=owner.puzzle, solver=solver, elapsed=owner.elapsed, counters=counters
+        )
     if own or outcome.winner is None:
         return dataclasses.replace(owner, counters=counters)
     entry = outcome.entries[outcome.winner]

@@ -17,6 +17,7 @@ import numpy as np
 from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
+from solvers.exchange import Raced
 from solvers.outcome import BUDGET, Outcome
 from solvers.parse import Lines, clash_mask, parse_compact_batch, parse_puzzle, read_framed
 from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
@@ -36,7 +37,8 @@ from solvers.verify import verify_batch
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
 GroupKey = tuple[Box, Notation]
-Racing = Callable[[int], AbstractContextManager[np.ndarray]]  # input position -> that search's stop flag
+# input position -> that search's stop flag, or the flag and its exchange with other processes (`Raced`)
+Racing = Callable[[int], AbstractContextManager[np.ndarray | Raced]]
 
 
 class _Groups:
@@ -108,7 +110,8 @@ def solve_many(
     `racing` (the pipeline's fleet escalation) is entered around the search of each puzzle
     the batch's first pass (a small node budget) left unsolved, with its input position,
     and yields the stop flag of that search alone: raised when another process answered
-    the puzzle (the caller raises it too when `stop` goes up). With it, even the plain
+    the puzzle (the caller raises it too when `stop` goes up), or that flag with the search's
+    exchange with the other processes racing it (`solvers.exchange.Raced`). With it, even the plain
     exact path searches such puzzles one at a time. `variant` > 0 is a helper's search of
     a puzzle raced in another process too (`solvers.portfolio.race`).
 
@@ -280,7 +283,8 @@ def _race_left(
         if stop[0] != 0:
             results.put(i, SolveResult(Status.TIMEOUT, texts[i], error=STOPPED_ERROR, elapsed=spent))
         else:
-            with racing(i) if racing is not None else nullcontext(stop) as flag:
+            with racing(i) if racing is not None else nullcontext(stop) as link:
+                flag, exchange = (link, None) if isinstance(link, np.ndarray) else link
                 raced = race(
                     Puzzle(left.box, left.givens[k], left.notation),
                     spec,
@@ -291,6 +295,7 @@ def _race_left(
                     spent=spent,
                     stop=flag,
                     variant=variant,
+                    exchange=exchange,
                 )
             results.put(i, raced)
         if on_final is not None:

@@ -36,6 +36,7 @@ from solvers.clock import monotonic_ns
 from solvers.cost import grid_cost
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, KernelSolver
+from solvers.exchange import Exchange
 from solvers.outcome import Outcome
 from solvers.puzzle import Box, Puzzle
 from solvers.registry import Kind
@@ -53,7 +54,7 @@ from solvers.restarts import (
 )
 from solvers.result import SolveResult, Status
 from solvers.sat import PLAIN, PLAIN_FEWEST, ROWS, SAT_SOLVER
-from solvers.shares import HelperMix, helper_shares, late_starts, learned_shares
+from solvers.shares import HelperMix, helper_shares, late_starts, learned_shares, split_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.verify import is_solution
 
@@ -112,10 +113,13 @@ class PortfolioSpec(BaseModel):
     learned: bool = False
     endgame: float = Field(default=ENDGAME, ge=0, lt=1)
 
-    def mix(self, n: int, variant: int = 0) -> HelperMix:
+    def mix(self, n: int, variant: int = 0, split: bool = False) -> HelperMix:
         """Return the shares for grid side n (None: the members' own weights), whether the complete
         members renumber their literals (the owner never; a helper always, unless the learned shares
-        move it to another member: `solvers.shares.helper_shares`) and the owner's late starts."""
+        move it to another member: `solvers.shares.helper_shares`, or it searches cubes of a split:
+        `split_shares`) and the owner's late starts."""
+        if self.learned and variant > 0 and split and (mix := split_shares(n)) is not None:
+            return mix
         if self.learned and (helper := helper_shares(n, variant)) is not None:
             return helper
         if not self.learned:
@@ -211,14 +215,17 @@ def _literal_order(renumber: bool, variant: int, child: np.random.SeedSequence) 
     return child_seed(np.random.SeedSequence([variant, child_seed(child)])) if renumber else 0
 
 
-def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> list[Member]:
+def _build(
+    spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0, exchange: Exchange | None = None
+) -> list[Member]:
     """Instantiate the members with independent child seeds (spawned, in member order); `variant` > 0
-    also gives the exact members' complete search and the SAT member's variables their own order."""
+    also gives the exact members' complete search and the SAT member's variables their own order;
+    the complete (SAT) members trade through `exchange` when given."""
     children = np.random.SeedSequence(seed).spawn(len(spec.members))
     members: list[Member] = []
     seen: dict[str, int] = {}
     fast_given = False
-    mix = spec.mix(puzzle.box.n, variant)
+    mix = spec.mix(puzzle.box.n, variant, exchange is not None and exchange.cubes is not None)
     weights = spec._weights(puzzle.box.n, mix.shares)
     for m, child, weight in zip(spec.members, children, weights, strict=True):
         fast_path = m.kind is Kind.EXACT and not fast_given and m.races(puzzle.box.n)
@@ -247,7 +254,7 @@ def _build(spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0) -> 
             )
         elif entry.kind is Kind.COMPLETE:  # the mode's own literal order, unless a helper renumbers
             order = _literal_order(mix.renumber, variant, child)
-            members.append(entry.solver(puzzle, weight=weight, name=name, seed=order))
+            members.append(entry.solver(puzzle, weight=weight, name=name, seed=order, exchange=exchange))
         else:
             solver = entry.solver
             members.append(
@@ -291,6 +298,7 @@ def race(
     spent: float = 0.0,
     trace: list[tuple[str, Outcome, int]] | None = None,
     variant: int = 0,
+    exchange: Exchange | None = None,
 ) -> SolveResult:
     """Race the portfolio's members on one puzzle until a verified solution, a proof of
     none, the deadline or the `stop` flag (int64[1], raised by another thread).
@@ -301,17 +309,19 @@ def race(
     (member, outcome, monotonic ns at its end) for every slice, in order. `variant` > 0 (a helper
     racing the same puzzle in another process, with another `seed`) also reorders the exact members'
     complete search and the SAT member's variables: the seed alone changes only their restarts.
+    `exchange` (`solvers.exchange`): what the SAT members trade with the other processes racing the puzzle.
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
-    weights = spec.weights(puzzle.box.n, variant)
+    split = exchange is not None and exchange.cubes is not None
+    weights = spec._weights(puzzle.box.n, spec.mix(puzzle.box.n, variant, split).shares)
     has_exact = any(
         m.kind in (Kind.EXACT, Kind.COMPLETE) and w > 0 for m, w in zip(spec.members, weights, strict=True)
     )
     limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
     deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
-    members = _build(spec, puzzle, seed, variant)
+    members = _build(spec, puzzle, seed, variant, exchange)
     if not members:
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)

@@ -47,7 +47,9 @@ from pysat.solvers import Solver
 
 from solvers import registry
 from solvers.clock import monotonic_ns
+from solvers.cubes import Clause, Cube, cell_value, negation, split, term, valid_clause
 from solvers.exact.propagation import root_candidates
+from solvers.exchange import Exchange
 from solvers.outcome import Outcome
 from solvers.puzzle import Puzzle
 from solvers.registry import Kind
@@ -64,6 +66,7 @@ LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x6
 # solved all 6 64x64 training grids in at most 4.8 s of search, with them 5 (docs/decisions.md).
 INPROCESSING_MAX_CLAUSES = 500_000
 HEAVY_INPROCESSING = {"elim": 0, "probe": 0}
+RETAKE_STEPS = 64  # with no cube free, a helper's member asks again after this many steps of its own search
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,57 @@ SAT_MODES: dict[str, SatMode] = {m.name: m for m in (STABLE, ROWS, PLAIN, PLAIN_
 SAT_SOLVER = STABLE.name  # the default SAT member's name
 
 
+class _Search:
+    """One CNF a SAT member searches: its puzzle's, or one cube's (the puzzle with the cube's cells given).
+
+    Built in one step, loaded a block of clauses a step, then searched in steps of conflicts;
+    `var_of` maps a term (`solvers.cubes`) to this CNF's variable (0: decided at the root)."""
+
+    def __init__(self, cnf: Cnf, options: dict[str, int], cube: int | None = None) -> None:
+        self.cnf = cnf
+        self.cube = cube
+        self.solver: Solver | None = Solver(name=BACKEND)
+        self.solver.configure(options)  # before any clause: its configuring state
+        self.loading: Iterator[list[list[int]]] | None = cnf.blocks(LOAD_PER_STEP)
+        self.var_of: np.ndarray | None = None
+        self.read = 0  # shared clauses imported so far
+        self.stats: dict[str, int] = {}
+
+    def lits(self, clause: Clause, n: int) -> list[int] | None:
+        """`clause` in this CNF's numbering, its literals decided at the root left out (None: a literal
+        is true at the root, the clause holds already; []: every one is false)."""
+        if self.var_of is None:
+            self.var_of = np.zeros(n**3 + 1, dtype=np.int32)
+            cells = self.cnf.cell.astype(np.int64)
+            self.var_of[cells * n + self.cnf.value] = np.arange(1, len(cells) + 1)
+        out = []
+        for t in clause:
+            cell, value = cell_value(t, n)
+            fixed = int(self.cnf.fixed[cell])
+            var = int(self.var_of[abs(t)])
+            if fixed or not var:  # decided at the root: the cell holds `fixed` (0: the value was removed)
+                if (fixed == value) == (t > 0):
+                    return None
+                continue
+            out.append(var if t > 0 else -var)
+        return out
+
+    def terms(self, lits: list[int], n: int) -> Clause:
+        """Literals of this CNF (cell/value variables only) as terms."""
+        out = []
+        for lit in lits:
+            k = abs(lit) - 1
+            t = term(int(self.cnf.cell[k]), int(self.cnf.value[k]), n)
+            out.append(t if lit > 0 else -t)
+        return tuple(out)
+
+    def close(self) -> None:
+        """Free the solver's memory."""
+        if self.solver is not None:
+            self.solver.delete()
+        self.solver, self.loading = None, None
+
+
 class SatMember(CompleteMember):
     """The SAT solver raced in steps of conflicts; complete, so UNSAT ends the race.
 
@@ -134,7 +188,17 @@ class SatMember(CompleteMember):
     CNF starts only once the others have done that much work, in proportion to the weights:
     a grid so open that the exact member settles it in its first slices never pays for a
     CNF of millions of clauses. `seed` != 0 numbers the literals in another
-    order (another search of the same CNF: a second worker racing the same puzzle)."""
+    order (another search of the same CNF: a second worker racing the same puzzle).
+
+    `exchange` (a puzzle raced in several processes, `solvers.exchange`): between steps the member
+    imports the clauses the others shared, in its own numbering. A helper's member also searches
+    cubes (parts of the search, `solvers.cubes`; the first member to find the race unsplit splits
+    it): each cube is the puzzle with the cube's cells given, encoded afresh (root propagation
+    prunes it first), its own CNF searched in the member's mode; a refuted cube goes back as a
+    clause and the member takes the next; with none free it searches the whole puzzle and asks
+    again every `RETAKE_STEPS` steps. Why not one solver under assumptions: on a 49x49 evidence
+    grid (q49 #0, `sat-rows` 8.5 s whole) no cube of 8 was settled in 30 s under assumptions,
+    each was solved in 2-27 s given (docs/decisions.md)."""
 
     def __init__(
         self,
@@ -144,18 +208,43 @@ class SatMember(CompleteMember):
         weight: float = 1.0,
         name: str | None = None,
         seed: int = 0,
+        exchange: Exchange | None = None,
     ) -> None:
         super().__init__(name or mode.name, weight, puzzle)
         self.mode = mode
         self.seed = seed
+        self.exchange = exchange
         self.slice_conflicts = mode.conflicts_per_slice(puzzle.box.n)
-        self.stats: dict[str, int] = {}
+        self.closed: dict[str, int] = {}  # the counters of the CNFs searched and freed
         self.cand = root_candidates(puzzle.box, puzzle.givens)
         self.clauses = estimate(puzzle, self.cand, mode.pairwise_up_to)
         self.vtime = 2 * self.clauses / CLAUSES_PER_SLICE  # building and loading, charged up front
-        self.cnf: Cnf | None = None
-        self.solver: Solver | None = None
-        self.loading: Iterator[list[list[int]]] | None = None  # clause blocks still to hand over
+        self.whole: _Search | None = None  # the puzzle's own CNF
+        self.search: _Search | None = None  # the CNF searched now: `whole` or a cube's
+        self.cubes: list[Cube] | None = None  # the race's split (a helper's member)
+        self.retake_at = 0  # the step from which a member searching the whole puzzle asks for a cube again
+        self.imported = 0
+        self.refuted = 0
+
+    @property
+    def cnf(self) -> Cnf | None:
+        """The CNF searched now (None before the first step and once done)."""
+        return None if self.search is None else self.search.cnf
+
+    @property
+    def solver(self) -> Solver | None:
+        """The solver searching now."""
+        return None if self.search is None else self.search.solver
+
+    @property
+    def loading(self) -> Iterator[list[list[int]]] | None:
+        """The clause blocks still to hand to the solver searching now."""
+        return None if self.search is None else self.search.loading
+
+    @loading.setter
+    def loading(self, value: Iterator[list[list[int]]] | None) -> None:
+        if self.search is not None:
+            self.search.loading = value
 
     def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Build, load, or run the solver for one step of conflicts; report a verified grid
@@ -163,50 +252,152 @@ class SatMember(CompleteMember):
         if self.failed or self.status != "running":
             return IDLE
         t0 = monotonic_ns()
-        if self.cnf is None:  # first step: the encoding
-            self.cnf = encode(
-                self.puzzle,
-                pairwise_up_to=self.mode.pairwise_up_to,
-                fewest_first=self.mode.fewest_first,
-                order_seed=self.seed,
-                cand=self.cand,
-            )
+        try:
+            return self._step(deadline_ns)
+        finally:
             self.used_ns += monotonic_ns() - t0
-            if self.cnf is None:  # root propagation refutes the puzzle
+
+    def _step(self, deadline_ns: int) -> Outcome:
+        if self.search is None:  # a step builds the next CNF
+            if not self._next_search():  # root propagation refutes the puzzle itself
                 self.status = "unsolvable"
                 return NO_SOLUTION
-            self.clauses = self.cnf.clauses
-            self.solver = Solver(name=BACKEND)
-            self.solver.configure(self.options(self.cnf.clauses))  # before any clause: its configuring state
-            self.loading = self.cnf.blocks(LOAD_PER_STEP)
             return PROGRESS
-        if self.loading is not None:  # next steps: the solver takes the clauses, a block per step
-            block = next(self.loading, None)
-            if block is None:
-                self.loading = None
-            else:
-                self.solver.append_formula(block)
-                self.used_ns += monotonic_ns() - t0
+        search = self.search
+        assert search is not None and search.solver is not None
+        if search.loading is not None:  # the solver takes the clauses, a block per step
+            block = next(search.loading, None)
+            if block is not None:
+                search.solver.append_formula(block)
                 return PROGRESS
-        assert self.solver is not None  # made with the encoding
-        self.solver.conf_budget(SLICES_PER_STEP * self.slice_conflicts)
-        answer = self.solver.solve_limited()
-        self.used_ns += monotonic_ns() - t0
-        before = self.stats.get("conflicts", 0)
-        self.stats = {k: int(v) for k, v in self.solver.accum_stats().items()}
-        self.vtime += max(1, self.stats.get("conflicts", 0) - before) / self.slice_conflicts
+            search.loading = None
+        if self.exchange is not None:
+            self._trade(search)
+            if self.search is not search:  # it took a cube: searched from the next step on
+                return PROGRESS
+        search.solver.conf_budget(SLICES_PER_STEP * self.slice_conflicts)
+        answer = search.solver.solve_limited()
+        before = search.stats.get("conflicts", 0)
+        search.stats = {k: int(v) for k, v in search.solver.accum_stats().items()}
+        self.vtime += max(1, search.stats.get("conflicts", 0) - before) / self.slice_conflicts
         self.restarts += 1
         if answer is True:
-            grid = decode(self.solver.get_model() or [], self.cnf)
-            self._close()
+            grid = decode(search.solver.get_model() or [], search.cnf)
+            self._done(search)
             return self.accept(grid)
-        if answer is False:
-            self._close()
+        if answer is False and search.cube is not None:  # the cube is refuted, not the puzzle
+            self._refuted(search)
+        elif answer is False:
+            self._done(search)
             self.status = "unsolvable"
             return NO_SOLUTION
         if deadline_ns and monotonic_ns() >= deadline_ns:
             return OUT_OF_TIME
         return PROGRESS
+
+    def _next_search(self) -> bool:
+        """Start the next CNF: a free cube's (a helper), else the whole puzzle's; False when root
+        propagation refutes the whole puzzle."""
+        if self.exchange is not None and self.exchange.cubes is not None and self._take_cube():
+            return True
+        if self.whole is None:
+            cnf = self._encode(self.puzzle, self.cand)
+            if cnf is None:
+                return False
+            self.clauses = cnf.clauses
+            self.whole = _Search(cnf, self.options(cnf.clauses))
+        self.search = self.whole
+        return True
+
+    def _encode(self, puzzle: Puzzle, cand: np.ndarray | None) -> Cnf | None:
+        return encode(
+            puzzle,
+            pairwise_up_to=self.mode.pairwise_up_to,
+            fewest_first=self.mode.fewest_first,
+            order_seed=self.seed,
+            cand=cand,
+        )
+
+    def _take_cube(self) -> bool:
+        """Take a free cube of the race's split (splitting it first if nobody has) and start its CNF;
+        a cube root propagation refutes is handed back at once. False: no cube is free."""
+        source = self.exchange.cubes if self.exchange is not None else None
+        if source is None:
+            return False
+        n = self.puzzle.box.n
+        if self.cubes is None:
+            self.cubes = source.published()
+        if self.cubes is None:
+            self.cubes = source.publish(split(self.puzzle, self.exchange.want, self.cand))  # type: ignore[union-attr]
+        while (index := source.take()) is not None and 0 <= index < len(self.cubes):
+            givens = self.puzzle.givens.copy()
+            for t in self.cubes[index]:
+                cell, value = cell_value(t, n)
+                givens[cell] = value if givens[cell] in (0, value) else 0
+            cube = Puzzle(self.puzzle.box, givens, self.puzzle.notation)
+            cand = root_candidates(cube.box, cube.givens)
+            cnf = self._encode(cube, cand) if cand is not None else None
+            if cnf is None or any(cube.givens[cell_value(t, n)[0]] == 0 for t in self.cubes[index]):
+                self._hand_back(index)  # no grid holds these cells' values
+                continue
+            self.search = _Search(cnf, self.options(cnf.clauses), index)
+            self.vtime += 2 * cnf.clauses / CLAUSES_PER_SLICE
+            self.exchange.holding = index  # type: ignore[union-attr]
+            return True
+        self.retake_at = self.restarts + RETAKE_STEPS
+        return False
+
+    def _trade(self, search: _Search) -> None:
+        """Import the clauses shared since the last step; a member searching the whole puzzle asks for
+        a cube again every `RETAKE_STEPS` steps."""
+        assert self.exchange is not None and search.solver is not None
+        n = self.puzzle.box.n
+        new = self.exchange.since(search.read)
+        search.read += len(new)
+        for clause in new:
+            if not valid_clause(clause, n):  # not a clause of a grid of this side
+                continue
+            lits = search.lits(clause, n)
+            if lits is not None:
+                search.solver.add_clause(lits)  # []: the formula is unsatisfiable, as the clause says
+                self.imported += 1
+        if search.cube is None and self.exchange.cubes is not None and self.restarts >= self.retake_at:
+            self._take_cube()
+
+    def _hand_back(self, index: int) -> None:
+        """Cube `index` has no solution: say so (its clause goes to every search) and count it."""
+        assert self.exchange is not None and self.cubes is not None
+        self.refuted += 1
+        self.exchange.refuted += 1
+        self.exchange.holding = None
+        if self.exchange.cubes is not None:
+            self.exchange.cubes.refute(index, negation(self.cubes[index]))
+
+    def _refuted(self, search: _Search) -> None:
+        """The cube searched now has no solution: hand it back; the next step takes another."""
+        assert search.cube is not None
+        self._done(search)
+        self._hand_back(search.cube)
+
+    def _done(self, search: _Search) -> None:
+        """Free a CNF's solver (its answer is taken), keeping its counters in the member's."""
+        for key, value in search.stats.items():
+            self.closed[key] = self.closed.get(key, 0) + value
+        search.stats = {}
+        search.close()
+        if search is self.whole:
+            self.whole = None
+        self.search = None
+
+    def _terms(self, lits: list[int]) -> Clause:
+        """Literals of the CNF searched now as terms (tests read a member's numbering through it)."""
+        assert self.search is not None
+        return self.search.terms(lits, self.puzzle.box.n)
+
+    def _lits(self, clause: Clause) -> list[int] | None:
+        """A clause in the numbering of the CNF searched now (`_Search.lits`)."""
+        assert self.search is not None
+        return self.search.lits(clause, self.puzzle.box.n)
 
     def options(self, clauses: int) -> dict[str, int]:
         """The mode's CaDiCaL options for a CNF of so many clauses (no long inprocessing on huge ones)."""
@@ -214,20 +405,30 @@ class SatMember(CompleteMember):
             return {**self.mode.options, **HEAVY_INPROCESSING}
         return dict(self.mode.options)
 
-    def _close(self) -> None:
-        """Free the solver's memory (its answer is taken); the member is done."""
-        if self.solver is not None:
-            self.solver.delete()
-        self.solver, self.cnf, self.loading = None, None, None
+    @property
+    def stats(self) -> dict[str, int]:
+        """The solvers' counters, summed over every CNF searched."""
+        stats = dict(self.closed)
+        for search in {id(s): s for s in (self.whole, self.search) if s is not None}.values():
+            for key, value in search.stats.items():
+                stats[key] = stats.get(key, 0) + value
+        return stats
 
     def counters(self) -> dict[str, Any]:
         """Return time, solver calls beyond the first, decisions (as nodes and guesses), conflicts."""
-        decisions = self.stats.get("decisions", 0)
-        return {
+        stats = self.stats
+        decisions = stats.get("decisions", 0)
+        out = {
             **self.search_counters(decisions, decisions),
-            "conflicts": self.stats.get("conflicts", 0),
+            "conflicts": stats.get("conflicts", 0),
             "clauses": self.clauses,
         }
+        if self.exchange is not None:
+            out["imported"] = self.imported
+            out["cubes_refuted"] = self.refuted
+            if self.cubes is not None:
+                out["cubes"] = len(self.cubes)
+        return out
 
 
 for _mode in SAT_MODES.values():  # one registered solver per mode; its factory makes members in that mode

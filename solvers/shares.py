@@ -103,6 +103,39 @@ class HelperMix(NamedTuple):
     starts: dict[str, float] | None = None
 
 
+# side -> the first helper that searches cubes of a split (`solvers.cubes`) instead of racing another SAT
+# mode: the helpers before it race the modes of `helper_shares`, those from it on split the search
+SPLIT_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 1}
+CUBES_PER_HELPER = 2  # a split makes at least this many cubes per helper searching cubes
+MIN_CUBES = 2
+
+
+def helper_splits(n: int, helper: int, helpers: int | None = None) -> int:
+    """The cubes helper `helper` of a race on grid side n asks a split for (0: it races another mode,
+    `helper_shares`), when `helpers` are called in all (default: `helper`)."""
+    side = _nearest_side(n)
+    if side is None or helper < SPLIT_FROM.get(side, 1 << 30):
+        return 0
+    splitting = max(helper, helpers or helper) - SPLIT_FROM[side] + 1
+    return min(64, max(MIN_CUBES, CUBES_PER_HELPER * splitting))
+
+
+def split_shares(n: int) -> HelperMix | None:
+    """The mix of a helper searching cubes on grid side n (None below the learned sides): the owner's
+    own SAT mode (the one racing from the start) in its own literal order, with every SAT share of
+    the owner, from the start. Why the owner's mode: the cubes already make the searches differ, and
+    the owner's mode is the one learned fastest at that side (docs/decisions.md, the split)."""
+    side = _nearest_side(n)
+    if side is None:
+        return None
+    shares = LEARNED[side]
+    late = [m for m in LATE_START.get(side, {}) if m in shares]
+    own = max(shares, key=lambda m: (m not in late, shares[m], m))
+    moved = {m: s for m, s in shares.items() if m != own and m not in late}
+    moved[own] = shares[own] + sum(shares[m] for m in late)
+    return HelperMix(moved, False)
+
+
 def helper_shares(n: int, variant: int) -> HelperMix | None:
     """Return helper `variant`'s mix for grid side n (None below the learned sides). Why: a helper
     running the owner's own members searches nearly the same way (a SAT mode's conflicts to a

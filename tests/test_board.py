@@ -1,5 +1,7 @@
 """One board contract (`pipeline.escalation.Board`), held by both of its forms: the workers' `RedisBoard`
-(Redis keys, helpers called through Celery) and the local processes' `LocalBoard` (a manager's dict)."""
+(Redis keys, helpers called through Celery; on fakeredis and on the real redis-server) and the local
+processes' `LocalBoard` (a manager's dict). The split search's side of it too: cubes, their claims
+(a lapsed hold is taken again), refutations and the shared clauses."""
 
 from __future__ import annotations
 
@@ -17,32 +19,38 @@ GRID = "534678912672195348198342567859761423426853791713924856961537284287419635
 
 
 class Form:
-    """One form of the board, with what the contract cannot say itself: how helpers are seen and called."""
+    """One form of the board, with what the contract cannot say itself: how helpers are seen and called,
+    and how a helper's claim on a cube lapses (its holder killed: nobody refreshes it)."""
 
-    def __init__(self, board: Any, called: Any, make_idle: Any) -> None:
-        self.board, self.called, self.make_idle = board, called, make_idle
+    def __init__(self, board: Any, called: Any, make_idle: Any, lapse: Any) -> None:
+        self.board, self.called, self.make_idle, self.lapse = board, called, make_idle, lapse
 
 
-@pytest.fixture(params=["redis", "local"])
-def form(request, fake_redis, monkeypatch) -> Iterator[Form]:
-    if request.param == "redis":
+@pytest.fixture(params=["redis", "real-redis", "local"])
+def form(request, monkeypatch) -> Iterator[Form]:
+    if request.param in ("redis", "real-redis"):
         tasks = pytest.importorskip("worker.board")
         from pipeline.keys import JobKeys, current_key, workers_key
 
+        client = request.getfixturevalue("fake_redis" if request.param == "redis" else "redis_client")
         calls: list[RaceTask] = []
         monkeypatch.setattr(
             tasks.app, "send_task", lambda name, kwargs, **kw: calls.append(RaceTask(**kwargs["task"]))
         )
-        fake_redis.hset(JobKeys(JOB).meta, "created", "0")
+        client.hset(JobKeys(JOB).meta, "created", "0")
 
         def idle(n: int) -> None:
-            fake_redis.delete(workers_key(), current_key())
+            client.delete(workers_key(), current_key())
             for i in range(3):
-                fake_redis.zadd(workers_key(), {f"host:{i}": time.time()})
+                client.zadd(workers_key(), {f"host:{i}": time.time()})
             for i in range(3 - n):
-                fake_redis.hset(current_key(), f"host:{i}", f"{JOB}:0")
+                client.hset(current_key(), f"host:{i}", f"{JOB}:0")
 
-        yield Form(tasks.RedisBoard(fake_redis, JOB), lambda: calls, idle)
+        def lapse() -> None:
+            for key in client.keys("*:hold:*"):
+                client.delete(key)
+
+        yield Form(tasks.RedisBoard(client, JOB), lambda: calls, idle, lapse)
         return
     from client.local_board import LocalBoard, start_manager
 
@@ -62,7 +70,12 @@ def form(request, fake_redis, monkeypatch) -> Iterator[Form]:
                 got.append(RaceTask.model_validate_json(board.calls.get()))
             return got
 
-        yield Form(board, called, idle)
+        def lapse() -> None:
+            for key in [k for k in board.state.keys() if k[0] == "hold"]:  # noqa: SIM118 - a proxy
+                helper, _, attempt = board.state[key]
+                board.state[key] = (helper, time.monotonic() - 1, attempt)
+
+        yield Form(board, called, idle, lapse)
     finally:
         manager.shutdown()
 
@@ -104,3 +117,43 @@ def test_idle_processes_are_counted_and_called_helpers_are_handed_over(form):
         form.board.call(task(helper))
     called = form.called()
     assert [t.helper for t in called] == [1, 2] and all(t.job == JOB for t in called)
+
+
+CUBES = [(1, 10), (1, 11), (2, 10), (2, 11)]
+
+
+def test_the_first_split_published_is_the_races_and_its_units_are_shared(form):
+    board = form.board
+    assert board.cubes(0, 3) is None
+    assert board.publish_cubes(0, 3, CUBES, [(-7,)]) == CUBES
+    assert board.publish_cubes(0, 3, [(5,)], [(-8,)]) == CUBES  # a later split is not taken
+    assert board.shared(0, 3, 0) == ([(-7,)], 1)
+    assert board.cubes(0, 4) is None  # another puzzle's race is another race
+
+
+def test_each_cube_is_claimed_once_until_its_hold_lapses_then_it_is_taken_again(form):
+    board = form.board
+    board.open(0, 3)
+    board.publish_cubes(0, 3, CUBES, [])
+    taken = [board.take_cube(0, 3, helper, len(CUBES)) for helper in (1, 2, 3, 4)]
+    assert taken == [0, 1, 2, 3]
+    assert board.take_cube(0, 3, 5, len(CUBES)) is None  # every cube is held
+    board.hold_cube(0, 3, 1, 0)
+    form.lapse()  # the helpers holding them were killed: nobody refreshes their holds
+    assert board.take_cube(0, 3, 5, len(CUBES)) == 0
+
+
+def test_a_refuted_cube_is_never_taken_again_and_its_clause_is_shared_with_every_search(form):
+    board = form.board
+    board.open(0, 3)
+    board.publish_cubes(0, 3, CUBES, [(-7,)])
+    assert board.take_cube(0, 3, 1, len(CUBES)) == 0
+    board.refute_cube(0, 3, 0, (-1, -10))
+    form.lapse()
+    assert board.refuted(0, 3) == {0}
+    assert board.take_cube(0, 3, 2, len(CUBES)) == 1
+    clauses, at = board.shared(0, 3, 0)
+    assert clauses == [(-7,), (-1, -10)] and at == 2
+    assert board.shared(0, 3, at) == ([], at)
+    board.drop(0, 3)
+    assert board.cubes(0, 3) is None and board.refuted(0, 3) == set() and board.shared(0, 3, 0) == ([], 0)

@@ -57,6 +57,12 @@ class MemoryBoard:
         self.posted: dict[tuple[int, int], dict[int, RaceEntry]] = {}
         self.called: list[RaceTask] = []
         self.idle_processes = idle
+        self.split: dict[tuple[int, int], list] = {}
+        self.clauses: dict[tuple[int, int], list] = {}
+        self.holds: dict[tuple[int, int, int], tuple[int, float]] = {}
+        self.refutations: dict[tuple[int, int], dict[int, tuple]] = {}
+        self.taken: list[tuple[int, int]] = []  # (helper, cube) claims, in order
+        self.hold_s = 3.0
 
     def open(self, chunk: int, row: int) -> None:
         self.leases.add((chunk, row))
@@ -82,6 +88,40 @@ class MemoryBoard:
 
     def call(self, task: RaceTask) -> None:
         self.called.append(task)
+
+    def publish_cubes(self, chunk: int, row: int, cubes: list, units: list) -> list | None:
+        if (chunk, row) not in self.split:
+            self.split[(chunk, row)] = [tuple(c) for c in cubes]
+            self.clauses.setdefault((chunk, row), []).extend(tuple(u) for u in units)
+        return self.cubes(chunk, row)
+
+    def cubes(self, chunk: int, row: int) -> list | None:
+        return self.split.get((chunk, row))
+
+    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
+        now = time.monotonic()
+        for index in range(count):
+            held = self.holds.get((chunk, row, index))
+            if index not in self.refuted(chunk, row) and (held is None or held[1] < now):
+                self.holds[(chunk, row, index)] = (helper, now + self.hold_s)
+                self.taken.append((helper, index))
+                return index
+        return None
+
+    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
+        if self.holds.get((chunk, row, index), (None,))[0] == helper:
+            self.holds[(chunk, row, index)] = (helper, time.monotonic() + self.hold_s)
+
+    def refute_cube(self, chunk: int, row: int, index: int, clause: tuple) -> None:
+        self.refutations.setdefault((chunk, row), {})[index] = tuple(clause)
+        self.clauses.setdefault((chunk, row), []).append(tuple(clause))
+
+    def refuted(self, chunk: int, row: int) -> set[int]:
+        return set(self.refutations.get((chunk, row), {}))
+
+    def shared(self, chunk: int, row: int, since: int) -> tuple[list, int]:
+        clauses = self.clauses.get((chunk, row), [])
+        return clauses[since:], len(clauses)
 
 
 class Clock:

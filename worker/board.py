@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from typing import Any
@@ -13,9 +14,10 @@ from pydantic import ValidationError
 
 from pipeline.escalation import Board, Escalation
 from pipeline.keys import JobKeys, RaceKeys, current_key, job_stopped, race_over, workers_key
-from pipeline.race import RaceEntry, RaceTask
+from pipeline.race import MAX_BATCH_CLAUSES, MAX_SHARED_BATCHES, RaceEntry, RaceTask, read_clauses
 from pipeline.solve import worker_name
 from pipeline.tasks import ChunkTask
+from solvers.cubes import MAX_CUBE_CELLS, MAX_CUBES
 from worker.app import app
 from worker.config import settings
 
@@ -24,6 +26,7 @@ LEASE_S = 3.0  # the owner refreshes its lease every poll; a dead owner's helper
 RACE_TTL_S = 60  # a race's entries (the owner drops them once merged)
 STOP_TTL_S = 10  # a race's stop key: longer than a lease an owner may refresh as a helper closes the race
 MAX_ENTRY_BYTES = 1 << 20  # one helper's posted entry
+MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the race's cubes, as JSON
 
 
 class RedisBoard(Board):
@@ -37,7 +40,12 @@ class RedisBoard(Board):
         return self.keys.race(chunk, row)
 
     def open(self, chunk: int, row: int) -> None:
-        self.client.set(self._race(chunk, row).lease, worker_name(), px=int(LEASE_S * 1000))
+        race = self._race(chunk, row)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.set(race.lease, worker_name(), px=int(LEASE_S * 1000))
+            for key in (race.cubes, race.refuted, race.clauses):  # a split lives as long as its race
+                pipe.expire(key, RACE_TTL_S)
+            pipe.execute()
 
     def over(self, chunk: int, row: int) -> bool:
         return race_over(self.client, self.keys, self._race(chunk, row))
@@ -71,7 +79,8 @@ class RedisBoard(Board):
         return out
 
     def drop(self, chunk: int, row: int) -> None:
-        self.client.delete(self._race(chunk, row).entries)
+        race = self._race(chunk, row)
+        self.client.delete(race.entries, race.cubes, race.refuted, race.clauses)
 
     def idle(self) -> int:
         now = time.time()
@@ -87,6 +96,67 @@ class RedisBoard(Board):
             kwargsrepr=f"job={task.job} chunk={task.chunk} row={task.row} helper={task.helper}",
             queue=settings.queue,
         )
+
+    def publish_cubes(self, chunk: int, row: int, cubes: list[Any], units: list[Any]) -> list[Any] | None:
+        race = self._race(chunk, row)
+        if job_stopped(self.client, self.keys):
+            return None
+        text = json.dumps([list(c) for c in cubes])
+        if self.client.set(race.cubes, text, nx=True, ex=RACE_TTL_S) and units:
+            self._push(race, units)
+        return self.cubes(chunk, row)
+
+    def cubes(self, chunk: int, row: int) -> list[Any] | None:
+        raw = self.client.get(self._race(chunk, row).cubes)
+        if raw is None or len(raw) > MAX_CLAUSES_BYTES:
+            return None
+        return read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
+
+    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
+        race = self._race(chunk, row)
+        refuted = {int(i) for i in self.client.hkeys(race.refuted) if i.isdigit()}
+        for index in range(min(count, MAX_CUBES)):
+            if index not in refuted and self.client.set(
+                race.hold(index), str(helper), nx=True, px=int(LEASE_S * 1000)
+            ):
+                return index
+        return None
+
+    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
+        self.client.set(self._race(chunk, row).hold(index), str(helper), xx=True, px=int(LEASE_S * 1000))
+
+    def refute_cube(self, chunk: int, row: int, index: int, clause: Any) -> None:
+        race = self._race(chunk, row)
+        if job_stopped(self.client, self.keys):
+            return
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(race.refuted, str(index), json.dumps(list(clause)))
+            pipe.expire(race.refuted, RACE_TTL_S)
+            pipe.delete(race.hold(index))
+            pipe.execute()
+        self._push(race, [clause])
+
+    def refuted(self, chunk: int, row: int) -> set[int]:
+        return {int(i) for i in self.client.hkeys(self._race(chunk, row).refuted) if i.isdigit()}
+
+    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Any], int]:
+        raws = self.client.lrange(self._race(chunk, row).clauses, since, -1)
+        out = []
+        for raw in raws:  # a malformed batch is no clause
+            clauses = read_clauses(raw, MAX_BATCH_CLAUSES) if len(raw) <= MAX_CLAUSES_BYTES else None
+            out += clauses or []
+        return out, since + len(raws)
+
+    def _push(self, race: RaceKeys, clauses: list[Any]) -> None:
+        """Append a batch of shared clauses (at most MAX_SHARED_BATCHES per race: more are not shared)."""
+        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
+            if self.client.llen(race.clauses) >= MAX_SHARED_BATCHES:
+                return
+            batch = json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.rpush(race.clauses, batch)
+                pipe.expire(race.clauses, RACE_TTL_S)
+                pipe.execute()
 
 
 def escalation_for(task: ChunkTask, client: Any, stop: Any) -> contextlib.AbstractContextManager[Any]:

@@ -1,0 +1,389 @@
+"""One puzzle's search split between the processes racing it (`solvers.cubes`, `solvers.exchange`): the split,
+the SAT member's cubes and imported clauses, the owner's verdict, and the split race on two real workers
+(the board's side of it, in every form, is in tests/test_board.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pytest
+
+from solvers.cubes import MAX_CUBES, Split, cell_value, negation, split, term, valid_clause, valid_cube
+from solvers.exchange import Exchange
+from solvers.parse import parse_puzzle
+from solvers.puzzle import Puzzle
+
+JOB = "5c" * 16
+
+
+@cache
+def holed(side: int = 6, seed: int = 3, holes: float = 0.6) -> str:
+    """A side**2 x side**2 grid with `holes` of its cells blanked (solvable: cut from a full grid); the
+    default, 36x36, takes the race ~430 SAT conflicts (0.3 s): past the fast path, not long."""
+    from solvers.fill import random_grids
+    from solvers.puzzle import Box
+
+    box = Box(side, side)
+    rng = np.random.default_rng(seed)
+    grid = random_grids(box, 1, rng)[0].copy()
+    grid[rng.choice(box.cells, int(holes * box.cells), replace=False)] = 0
+    return Puzzle(box, grid.astype(np.uint8)).render()
+
+
+def solution_of(text: str) -> np.ndarray:
+    from solvers.api import solve
+
+    result = solve(text, portfolio="race", seed=1)
+    assert result.solution is not None
+    return parse_puzzle(result.solution).givens
+
+
+class ListCubes:
+    """A `CubeSource` in this process: cubes claimed in order, refutations recorded."""
+
+    def __init__(self) -> None:
+        self.cubes: list | None = None
+        self.units: list = []
+        self.held: list[int] = []
+        self.refutations: dict[int, tuple] = {}
+
+    def published(self) -> list | None:
+        return self.cubes
+
+    def publish(self, made: Split) -> list:
+        if self.cubes is None:
+            self.cubes, self.units = list(made.cubes), list(made.units)
+        return self.cubes
+
+    def take(self) -> int | None:
+        for index in range(len(self.cubes or [])):
+            if index not in self.held and index not in self.refutations:
+                self.held.append(index)
+                return index
+        return None
+
+    def refute(self, index: int, clause: tuple) -> None:
+        self.refutations[index] = clause
+
+
+def test_a_term_names_a_cell_and_value_whatever_the_grid_and_reads_back():
+    for n in (4, 9, 25, 64):
+        for cell, value in ((0, 1), (n * n - 1, n), (n + 2, 2)):
+            t = term(cell, value, n)
+            assert 1 <= t <= n**3 and cell_value(t, n) == (cell, value) == cell_value(-t, n)
+    assert negation((5, 9)) == (-5, -9)
+
+
+@pytest.mark.parametrize(
+    ("clause", "ok"),
+    [
+        ((1, -2), True),
+        ((0,), False),
+        ((), False),
+        ((126,), False),
+        ((1.0,), False),
+        ([3], True),
+        ("12", False),
+    ],
+)
+def test_a_clause_from_another_process_is_checked_against_the_grid(clause, ok):
+    assert valid_clause(clause, 5) is ok
+
+
+def test_a_cube_fixes_distinct_cells_to_values():
+    n = 9
+    assert valid_cube((term(3, 1, n), term(4, 1, n)), n)
+    assert not valid_cube((term(3, 1, n), term(3, 2, n)), n)  # one cell, two values
+    assert not valid_cube((-term(3, 1, n),), n)
+
+
+def test_a_split_covers_every_candidate_of_its_cells_and_its_units_hold_in_the_solution():
+    text = holed()
+    puzzle = parse_puzzle(text)
+    solved = solution_of(text)
+    n = puzzle.box.n
+    made = split(puzzle, want=6)
+    assert 6 <= len(made.cubes) <= MAX_CUBES
+    cells = sorted({cell_value(t, n)[0] for t in made.cubes[0]})
+    assert all(sorted(cell_value(t, n)[0] for t in c) == cells for c in made.cubes)
+    assert len(set(made.cubes)) == len(made.cubes)
+    holding = [c for c in made.cubes if all(solved[cell_value(t, n)[0]] == cell_value(t, n)[1] for t in c)]
+    assert len(holding) == 1  # the solution is in exactly one cube
+    for (t,) in made.units:  # a refuted candidate is in no solution
+        cell, value = cell_value(t, n)
+        assert t < 0 and solved[cell] != value
+    assert split(puzzle, want=6) == made  # the same on every machine
+
+
+def test_a_puzzle_propagation_settles_has_no_cubes():
+    from solvers.api import solve
+
+    easy = solve(holed(holes=0.2)).solution
+    assert easy is not None
+    assert split(parse_puzzle(easy), want=4).cubes == ()
+
+
+def sat_member(text: str, mode: str, exchange: Exchange | None = None, seed: int = 0) -> Any:
+    """A SAT member of `mode` with its CNF built and loaded, not searched yet (its first step builds it)."""
+    from solvers.sat import SAT_MODES, SatMember
+
+    member = SatMember(parse_puzzle(text), mode=SAT_MODES[mode], exchange=exchange, seed=seed)
+    member.step(0, np.zeros(1, dtype=np.int64))
+    for block in member.loading:
+        member.solver.append_formula(block)
+    member.loading = None
+    return member
+
+
+def test_a_clause_shared_in_terms_is_imported_in_the_importers_own_literal_order():
+    text = holed()
+    solved = solution_of(text)
+    n = parse_puzzle(text).box.n
+    exchange = Exchange()
+    owner = sat_member(text, "sat", exchange)  # fewest candidates first
+    helper = sat_member(text, "sat-rows", seed=12345)  # cell by cell, renumbered
+    cell = next(c for c in range(n * n) if not owner.cnf.fixed[c])
+    wrong = next(v for v in range(1, n + 1) if v != solved[cell] and helper._lits((term(cell, v, n),)))
+    clause = helper._terms(helper._lits((-term(cell, wrong, n),)))  # the helper's literal, back to a term
+    assert clause == (-term(cell, wrong, n),)
+    exchange.offer([clause])
+    owner._trade(owner.search)  # what its next step does first
+    assert owner.imported == 1
+    (lit,) = owner._lits((term(cell, wrong, n),))
+    assert lit != helper._lits((term(cell, wrong, n),))[0]  # another numbering ...
+    ok, _ = owner.solver.propagate(assumptions=[lit])
+    assert not ok  # ... and the owner now knows the cell does not hold that value
+
+
+def test_a_helper_member_searches_cubes_refutes_the_wrong_ones_and_finds_the_solution_in_its_cube():
+    from solvers.portfolio import race
+
+    text = holed()
+    source = ListCubes()
+    result = race(parse_puzzle(text), "race", seed=3, variant=2, exchange=Exchange(source, want=4))
+    assert result.status.value == "solved"
+    n = parse_puzzle(text).box.n
+    assert source.cubes and len(source.cubes) >= 4
+    winner = source.held[-1]  # the cube searched when the solution came
+    solved = parse_puzzle(result.solution).givens
+    assert all(solved[cell_value(t, n)[0]] == cell_value(t, n)[1] for t in source.cubes[winner])
+    for index, clause in source.refutations.items():  # each refutation: the cube's terms (or some), negated
+        assert set(clause) <= set(negation(source.cubes[index])) and clause
+    sat = [c for c in result.counters.values() if "cubes_refuted" in c]
+    assert sat and sum(c["cubes_refuted"] for c in sat) == len(source.refutations)
+
+
+def test_a_member_importing_every_refuted_cube_of_a_split_proves_there_is_no_solution():
+    text = holed()
+    puzzle = parse_puzzle(text)
+    made = split(puzzle, want=4)
+    exchange = Exchange()
+    member = sat_member(text, "sat-plain", exchange)
+    exchange.offer([negation(c) for c in made.cubes])  # every part refuted: no grid is left
+    member.step(0, np.zeros(1, dtype=np.int64))
+    assert member.status == "unsolvable" and member.imported == len(made.cubes)
+
+
+def test_the_owner_takes_unsolvable_only_once_every_cube_is_refuted_and_shares_the_refutations():
+    from pipeline.race import merge
+    from solvers.api import STOPPED_ERROR
+    from solvers.result import SolveResult, Status
+    from tests.test_escalation import EASY, Clock, MemoryBoard, escalation
+
+    board, clock = MemoryBoard(idle=2), Clock()
+    esc = escalation(board, clock)
+    with esc.racing(0) as raced:
+        clock.now += 3
+        esc.tick()  # two helpers called
+        board.publish_cubes(0, 0, [(1,), (2,)], [(-3,)])
+        board.refute_cube(0, 0, 0, (-1,))
+        esc.tick()
+        assert raced.flag[0] == 0 and raced.exchange.since(0) == [(-3,), (-1,)]  # for the owner's SAT members
+        board.refute_cube(0, 0, 1, (-2,))
+        esc.tick()
+        assert raced.flag[0] != 0  # the owner's search stops: there is nothing left to find
+    owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR)
+    record = merge(owner, esc.outcomes[0])
+    assert record.status == Status.UNSOLVABLE and record.solver == "split"
+
+
+# ---- real worker processes on a real redis-server --------------------------------------------------------
+# The test plays the chunk's owner: the real `Escalation` on the real board calls the helpers (two real
+# worker processes), but searches nothing itself, so only the helpers' parts of the search decide.
+
+
+@cache
+def unsolvable() -> str:
+    """A 36x36 grid with no solution: `holed(6, 1, 0.47)` with cell 1277 set to 4. Root propagation does
+    not refute it; the race proves it in ~0.6 s CPU; its split is 3 cubes."""
+    from solvers.exact.propagation import root_candidates
+
+    puzzle = parse_puzzle(holed(6, 1, 0.47))
+    givens = puzzle.givens.copy()
+    givens[1277] = 4
+    assert root_candidates(puzzle.box, givens) is not None
+    return Puzzle(puzzle.box, givens).render()
+
+
+class OwnerBoard:
+    """The workers' Redis board, its helper tasks sent from this test (the owner) to the real workers."""
+
+    def __new__(cls, client: Any, url: str) -> Any:
+        from celery import Celery
+
+        from worker.board import RedisBoard
+        from worker.config import settings
+
+        class Board(RedisBoard):
+            app = Celery("owner", broker=url, set_as_current=False)
+
+            def call(self, task: Any) -> None:
+                kwargs = {"task": task.model_dump(mode="json")}
+                self.app.send_task(task.NAME, kwargs=kwargs, queue=settings.queue)
+
+        return Board(client, JOB)
+
+
+def watch_holds(client: Any, done: Any, holders: dict[int, list[str]]) -> None:
+    """Record, for each cube, the helpers that held it, in order."""
+    while not done.is_set():
+        for key in client.keys(f"sbatch:job:{JOB}:race:0:0:hold:*"):
+            value = client.get(key)
+            index = int(key.decode().rsplit(":", 1)[1])
+            if value is not None and holders.setdefault(index, [])[-1:] != [value.decode()]:
+                holders[index].append(value.decode())
+        time.sleep(0.01)
+
+
+def race_as_owner(client: Any, text: str, during: Any = None) -> tuple[Any, Any]:
+    """Escalate a chunk of one puzzle at once to the idle workers and wait for the helpers' answer; the
+    record (`merge` of an owner that found nothing) and the outcome. `during(client)` runs every poll."""
+    from pipeline.escalation import Escalation
+    from pipeline.keys import JobKeys
+    from pipeline.race import merge
+    from solvers.api import STOPPED_ERROR
+    from solvers.result import SolveResult, Status
+    from solvers.stop import new_flag
+    from tests.conftest import chunk_task, url_of
+
+    client.hset(JobKeys(JOB).meta, mapping={"created": str(time.time()), "state": "producing"})
+    task = chunk_task(JOB, [text], escalate_after=0.01, portfolio="race", time_limit=120)
+    board = OwnerBoard(client, url_of(client))
+    with Escalation(task, board, new_flag(), poll_s=0.1) as esc, esc.racing(0) as raced:
+        deadline = time.monotonic() + 120
+        while not raced.flag[0] and time.monotonic() < deadline:
+            if during is not None:
+                during(client)
+            time.sleep(0.05)
+    owner = SolveResult(Status.TIMEOUT, text, error=STOPPED_ERROR)
+    return merge(owner, esc.outcomes[0]), esc.outcomes[0]
+
+
+@pytest.fixture
+def two_workers(redis_client, tmp_path) -> Iterator[Any]:
+    """Two real `sudoku-batch worker --concurrency 1` processes on the test's own database."""
+    from tests.conftest import start_workers, stop_all, url_of
+
+    procs = start_workers(url_of(redis_client), 2, tmp_path)
+    try:
+        yield redis_client
+    finally:
+        stop_all(procs)
+
+
+def helper_members(outcome: Any) -> dict[str, dict[str, Any]]:
+    """Every helper's SAT members' counters, by `member@helperK`."""
+    return {
+        f"{m}@helper{k}": c
+        for k, e in outcome.entries.items()
+        for m, c in e.counters.items()
+        if "imported" in c
+    }
+
+
+def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_workers):
+    record, outcome = race_as_owner(two_workers, unsolvable())
+    assert record.status.value == "unsolvable"
+    members = helper_members(outcome)
+    assert {name.split("@")[1] for name in members} == {"helper1", "helper2"}
+    assert all(c["cubes_refuted"] >= 1 for c in members.values())  # both workers refuted cubes
+    (cubes,) = {c["cubes"] for c in members.values()}
+    refuted = sum(c["cubes_refuted"] for c in members.values())
+    if record.solver == "split":  # every cube refuted
+        assert refuted == cubes
+    else:  # the last cubes: a helper left without one proved the rest, importing the others' refutations
+        prover = members[record.solver]
+        assert refuted < cubes and prover["imported"] >= refuted - prover["cubes_refuted"]
+
+
+def test_a_clause_one_helper_refutes_is_imported_by_a_helper_with_another_literal_order(
+    two_workers, monkeypatch
+):
+    from pipeline import escalation
+
+    monkeypatch.setattr(escalation, "helper_splits", lambda n, helper, helpers=None: 0 if helper == 1 else 2)
+    record, outcome = race_as_owner(two_workers, unsolvable())
+    assert record.status.value == "unsolvable"
+    members = helper_members(outcome)
+    (whole,) = [name for name in members if name.endswith("@helper1")]  # the whole puzzle, `sat-rows`
+    (cubes,) = [name for name in members if name.endswith("@helper2")]  # cubes, in the owner's `sat`
+    assert whole.split("@")[0] == "sat-rows" and cubes.split("@")[0] == "sat"  # cell by cell / fewest first
+    assert members[cubes]["cubes_refuted"] >= 1
+    assert members[whole]["imported"] >= 1
+
+
+def test_a_helper_killed_mid_cube_leaves_its_cube_to_be_taken_again_once_its_hold_lapses(two_workers):
+    """The test holds the race's lease itself and sends the helper tasks (so it chooses when), to two
+    real workers: helper 1 takes cube 0 and is killed (SIGKILL) searching it; once its hold lapses,
+    helper 2 takes cube 0 again."""
+    import os
+    import signal
+    import threading
+
+    from pipeline.keys import JobKeys
+    from pipeline.race import RaceTask, race_seed
+    from tests.conftest import url_of
+    from tests.test_escalation import slow_puzzle
+
+    client = two_workers
+    client.hset(JobKeys(JOB).meta, mapping={"created": str(time.time()), "state": "producing"})
+    board = OwnerBoard(client, url_of(client))
+    done, holders = threading.Event(), {}
+    watcher = threading.Thread(target=watch_holds, args=(client, done, holders))
+    watcher.start()
+
+    def helper(k: int) -> RaceTask:
+        seed = race_seed(JOB, 0, 0, k)
+        return RaceTask(
+            job=JOB, chunk=0, row=0, helper=k, puzzle=slow_puzzle(), portfolio="race", seed=seed, cubes=2
+        )
+
+    def until(condition: Any, what: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            board.open(0, 0)  # the owner's lease: the helpers race while it holds
+            assert time.monotonic() < deadline, what
+            time.sleep(0.02)
+
+    try:
+        board.open(0, 0)
+        board.call(helper(1))
+        until(lambda: holders.get(0) == ["1"], "helper 1 took no cube")
+        (pid,) = [
+            int(name.decode().rsplit(":", 1)[1])
+            for name, value in client.hgetall("sbatch:current").items()
+            if value.endswith(b":race")
+        ]
+        os.kill(pid, signal.SIGKILL)
+        until(lambda: not client.exists(board.keys.race(0, 0).hold(0)), "the dead helper's hold never lapsed")
+        board.call(helper(2))
+        until(lambda: holders.get(0) == ["1", "2"], "cube 0 was not taken again")
+    finally:
+        board.close(0, 0)
+        done.set()
+        watcher.join()
+    assert holders[0] == ["1", "2"]
