@@ -27,7 +27,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pipeline.race import MAX_HELPERS, Outcome, RaceEntry, RaceTask, race_seed
+from pipeline.race import MAX_HELPERS, RaceEnd, RaceEntry, RaceTask, race_seed
 from pipeline.stop import StopPoller
 from pipeline.tasks import ChunkTask
 from solvers.cubes import Clause, Cube, Split, valid_clause, valid_cube
@@ -138,7 +138,7 @@ class Escalation:
         self.grace_s = grace_s
         self.clock = clock
         self._texts: list[str] | None = None  # split once a puzzle is searched: easy chunks never are
-        self.outcomes: dict[int, Outcome] = {}
+        self.ends: dict[int, RaceEnd] = {}
         self._current: _Race | None = None
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -163,7 +163,7 @@ class Escalation:
             with self._lock:
                 self._current = None
             if race.called:
-                self.outcomes[row] = self._settle(race)
+                self.ends[row] = self._settle(race)
 
     def tick(self) -> None:
         """One poll: follow the chunk's stop, escalate when due, take a verified answer, call helpers."""
@@ -250,7 +250,7 @@ class Escalation:
             return False
         return grid.box == puzzle.box and is_solution(puzzle, grid.givens)
 
-    def _settle(self, race: _Race) -> Outcome:
+    def _settle(self, race: _Race) -> RaceEnd:
         """Close the race, wait (up to `grace_s`) for every started helper's last entry, and forget it."""
         chunk = self.task.chunk
         try:
@@ -269,7 +269,7 @@ class Escalation:
         except Exception as exc:  # noqa: BLE001 - the owner's own answer stands; the record is written
             log.warning("race of chunk %s row %s: helpers' answers lost: %s", chunk, race.row, exc)
         proved = race.unsolvable and race.winner is None
-        return Outcome(dict(race.entries), race.winner, proved, proved and race.split)
+        return RaceEnd(dict(race.entries), race.winner, proved, proved and race.split)
 
     def _run(self) -> None:
         while not self._done.wait(self.poll_s):

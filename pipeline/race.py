@@ -96,7 +96,7 @@ RaceEntry = create_model(
 
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
+class RaceEnd:
     """The end of one escalated puzzle: every helper's last entry, the helper whose grid won (if any), and
     whether the helpers proved it has no solution (`split`: every cube refuted; else a helper's own proof)."""
 
@@ -132,35 +132,35 @@ def race_seed(job: str, chunk: int, row: int, helper: int) -> int:
     return (int.from_bytes(digest, "big") & (2**62 - 1)) | 1
 
 
-def merge(owner: SolveResult, outcome: Outcome) -> SolveResult:
+def merge(owner: SolveResult, end: RaceEnd) -> SolveResult:
     """The puzzle's one result: the owner's own answer when it solved or refuted it, else the winning
     helper's verified grid, else `unsolvable` when the helpers proved it (`solver` names the helper
     whose search proved it, or `split` when every cube of the split was refuted); `counters` gain
     every helper's members either way."""
     counters = dict(owner.counters)
-    for helper, entry in sorted(outcome.entries.items()):
+    for helper, entry in sorted(end.entries.items()):
         for member, values in entry.counters.items():
             counters[helper_name(member, helper)] = values
     own = owner.status in (Status.SOLVED, Status.UNSOLVABLE, Status.INVALID)
-    if not own and outcome.winner is None and outcome.unsolvable:  # a helper's proof, or every cube refuted
-        proofs = [(k, e) for k, e in sorted(outcome.entries.items()) if e.status == Status.UNSOLVABLE]
+    if not own and end.winner is None and end.unsolvable:  # a helper's proof, or every cube refuted
+        proofs = [(k, e) for k, e in sorted(end.entries.items()) if e.status == Status.UNSOLVABLE]
         solver = (
             helper_name(proofs[0][1].solver or "?", proofs[0][0])
-            if proofs and not outcome.split
+            if proofs and not end.split
             else SPLIT_HELPER
         )
         return SolveResult(
             Status.UNSOLVABLE, puzzle=owner.puzzle, solver=solver, elapsed=owner.elapsed, counters=counters
         )
-    if own or outcome.winner is None:
+    if own or end.winner is None:
         return dataclasses.replace(owner, counters=counters)
-    entry = outcome.entries[outcome.winner]
+    entry = end.entries[end.winner]
     return SolveResult(
         Status.SOLVED,
         puzzle=owner.puzzle,
         solution=entry.solution,
         cost=0,
-        solver=helper_name(entry.solver or "?", outcome.winner),
+        solver=helper_name(entry.solver or "?", end.winner),
         elapsed=owner.elapsed,
         nodes=entry.nodes,
         guesses=entry.guesses,

@@ -180,10 +180,10 @@ def _racing(escalation: Escalation, rows: list[int]) -> Callable[[int], Any]:
 def _merged(results: Sequence[SolveResult], i: int, row: int, escalation: Escalation | None) -> SolveResult:
     """Result i (chunk row `row`), with its helpers' verified answer and counters when it was escalated."""
     result = results[i]
-    if escalation is not None and row in escalation.outcomes:
+    if escalation is not None and row in escalation.ends:
         from pipeline.race import merge
 
-        result = merge(result, escalation.outcomes[row])
+        result = merge(result, escalation.ends[row])
     return result
 
 

@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.escalation import Escalation, help_race
-from pipeline.race import MAX_HELPERS, Outcome, RaceEntry, RaceTask, merge, race_seed
+from pipeline.race import MAX_HELPERS, RaceEnd, RaceEntry, RaceTask, merge, race_seed
 from pipeline.tasks import ChunkTask
 from solvers.api import STOPPED_ERROR, solve, solve_many
 from solvers.result import SolveResult, Status
@@ -151,7 +151,7 @@ def test_a_puzzle_is_escalated_only_after_escalate_after_seconds_to_one_helper_p
         assert len(board.called) == 3
     assert {(t.row, t.puzzle) for t in board.called} == {(1, EASY)}
     assert len({t.seed for t in board.called}) == 3
-    assert (0, 1) in board.closed and esc.outcomes[1].winner is None
+    assert (0, 1) in board.closed and esc.ends[1].winner is None
 
 
 def test_the_first_verified_helper_grid_stops_the_owner_and_becomes_the_record_with_everyones_counters():
@@ -166,7 +166,7 @@ def test_the_first_verified_helper_grid_stops_the_owner_and_becomes_the_record_w
         assert flag[0] != 0  # the owner's search of this puzzle stops at its next slice
         owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR, solver=None, elapsed=3.2,
                             counters={"propagation": {"nodes": 9}})  # fmt: skip
-    record = merge(owner, esc.outcomes[0])
+    record = merge(owner, esc.ends[0])
     assert record.status == Status.SOLVED and record.solution == helper.solution
     assert record.solver == f"{helper.solver}@helper1" and record.elapsed == 3.2
     assert set(record.counters) == {"propagation", *(f"{m}@helper1" for m in helper.counters)}
@@ -196,7 +196,7 @@ def test_a_helper_grid_the_verifier_rejects_is_never_taken():
         esc.tick()
         assert flag[0] == 0
     owner = SolveResult(Status.TIMEOUT, EASY, error="no solution within the time limit")
-    assert esc.outcomes[0].winner is None and merge(owner, esc.outcomes[0]).status == Status.TIMEOUT
+    assert esc.ends[0].winner is None and merge(owner, esc.ends[0]).status == Status.TIMEOUT
 
 
 def race_task(text: str = EASY) -> RaceTask:
@@ -235,7 +235,7 @@ def test_a_helper_gives_up_and_posts_its_counters_once_the_race_is_closed():
 def test_the_owners_own_answer_stands_and_takes_the_helpers_counters():
     own = solve(EASY)
     entry = RaceEntry(state="done", status=Status.TIMEOUT, solver=None, counters={"sat": {"conflicts": 3}})
-    record = merge(own, Outcome({2: entry}))
+    record = merge(own, RaceEnd({2: entry}))
     assert record.solution == own.solution and record.solver == own.solver
     assert record.counters["sat@helper2"] == {"conflicts": 3}
 

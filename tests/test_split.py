@@ -207,7 +207,7 @@ def test_the_owner_takes_unsolvable_only_once_every_cube_is_refuted_and_shares_t
         esc.tick()
         assert raced.flag[0] != 0  # the owner's search stops: there is nothing left to find
     owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR)
-    record = merge(owner, esc.outcomes[0])
+    record = merge(owner, esc.ends[0])
     assert record.status == Status.UNSOLVABLE and record.solver == "split"
 
 
@@ -280,7 +280,7 @@ def race_as_owner(client: Any, text: str, during: Any = None) -> tuple[Any, Any]
                 during(client)
             time.sleep(0.05)
     owner = SolveResult(Status.TIMEOUT, text, error=STOPPED_ERROR)
-    return merge(owner, esc.outcomes[0]), esc.outcomes[0]
+    return merge(owner, esc.ends[0]), esc.ends[0]
 
 
 @pytest.fixture
