@@ -576,6 +576,13 @@ def cold_start(puzzle: str, runs: int = 5) -> list[float]:
     return times
 
 
+def save(report: dict[str, object], path: str | None, **figures: object) -> None:
+    """Add `figures` and the load after the runs to `report`; write it as JSON to `path` if one was given."""
+    report.update(figures, load_after=os.getloadavg())
+    if path:
+        Path(path).write_text(json.dumps(report, indent=2, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", action="append", help="corpus under shared/corpora (repeatable)")
@@ -615,9 +622,7 @@ def main() -> None:
             f"{big['client_peak_rss_mb']:.0f} MB, CPU {big['client_cpu_s']:.2f} s; Redis peak "
             f"{big['redis_peak_mb']:.1f} MB; {big['parts']} parts; every line once: {big['every_line_once']}"
         )
-        report.update(big=big, load_after=os.getloadavg())
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        save(report, args.json, big=big)
         return
     if args.dataset:
         with tempfile.TemporaryDirectory() as tmpdir:
@@ -632,9 +637,7 @@ def main() -> None:
                 f"{data['redis_calls_per_chunk']:.0f}, {data['puzzles_per_chunk']:,.0f} puzzles a chunk, "
                 f"{data['bytes_per_record']:.0f} B a record"
             )
-        report.update(dataset=figures, load_after=os.getloadavg())
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        save(report, args.json, dataset=figures)
         return
     if args.marginal:
         with tempfile.TemporaryDirectory() as tmpdir:
@@ -647,9 +650,7 @@ def main() -> None:
                 f"workers/redis x{data['workers_over_redis']:.1f}; "
                 f"redis peak {data['redis_peak_mb_1m']:.0f} MB"
             )
-        report.update(marginal=figures, load_after=os.getloadavg())
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        save(report, args.json, marginal=figures)
         return
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -691,16 +692,7 @@ def main() -> None:
     if cold:
         print(f"\ncold start, one puzzle on stdin: median {statistics.median(cold):.2f} s (runs: "
               + ", ".join(f"{t:.2f}" for t in cold) + ")")  # fmt: skip
-    report.update(
-        baseline=base,
-        broker=broker,
-        embedded=embedded,
-        floor=floors,
-        cold_start_s=cold,
-        load_after=os.getloadavg(),
-    )
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+    save(report, args.json, baseline=base, broker=broker, embedded=embedded, floor=floors, cold_start_s=cold)
 
 
 if __name__ == "__main__":
