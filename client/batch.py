@@ -47,6 +47,7 @@ from solvers.frame import need, to_pandas, to_polars
 from solvers.puzzle import as_box
 
 if TYPE_CHECKING:
+    from client.dataset import Manifest
     from client.redis_store import RedisJobStore
     from client.resend import Resender
     from pipeline.generate import GenerateOptions, GenerateResult, GenerateTask
@@ -663,6 +664,35 @@ class Job:
             raise ValueError(f"{what}: job {self.id} generates puzzles; read them with Job.generated()")
         self._refuse_dataset(what)
         return slices_table(self.chunks(ordered, keep=keep))
+
+    def commit(self, *, on_wait: Callable[[], None] | None = None) -> Manifest:
+        """Wait for every part of a dataset job, then commit the dataset (`_manifest.json`, then `_SUCCESS`)
+        and return its manifest: what `sudoku-batch collect JOB -o DIR/` does, for a job submitted here
+        with `dataset=`. ValueError (one line) for a job that writes no dataset; JobFailed-like
+        RuntimeError when lines are missing at the end (nothing is committed then)."""
+        from client.dataset import DatasetOutput
+        from client.summary import Summary
+
+        meta = self.client.store.meta(self.id)
+        dataset = meta.get("dataset")
+        if not dataset:
+            raise ValueError(f"Job.commit(): job {self.id} writes no dataset: read it with Job.results()")
+        summary = Summary()
+        output = DatasetOutput(dataset, meta.get("format", "jsonl"), self.id, meta, summary)
+        seen: set[tuple[int, int]] = set()
+        rows = 0
+        for result, start, stop in self.chunks(on_wait=on_wait):
+            rows += stop - start
+            if result.part not in seen:  # a part's statistics once (a part may come in slices)
+                seen.add(result.part)
+                output.write(result, start, stop)
+                summary.add(result.header.stats, result.header.input)
+        self.wait_submitted()
+        total = int(self.client.store.meta(self.id).get("total", rows))
+        if rows != total:
+            raise RuntimeError(f"job {self.id}: {total - rows} of {total} results are missing: not committed")
+        summary.finish()
+        return output.commit()
 
     def _refuse_dataset(self, what: str) -> None:
         """ValueError, one line, for a job whose records are part files in a dataset: its parts here hold

@@ -229,6 +229,19 @@ def test_a_dataset_jobs_records_are_refused_in_one_line_naming_its_directory(met
             list(getattr(job, method)())
 
 
+def test_a_dataset_job_submitted_from_python_is_committed_by_job_commit_and_reads_as_one_table(tmp_path):
+    out = tmp_path / "out"
+    with BatchClient(workers=1) as client:
+        job = client.submit(LINES, time_limit=5, dataset=f"{out}/", format="parquet")
+        manifest = job.commit()
+        with pytest.raises(ValueError, match=r"^Job.commit\(\): job \w+ writes no dataset"):
+            client.submit(LINES[:2], time_limit=5).commit()
+    assert (out / "_SUCCESS").exists() and manifest.records == len(LINES)
+    table = pq.read_table(out).sort_by("index")
+    assert table.column("index").to_pylist() == list(range(len(LINES)))
+    assert table.column("status").to_pylist().count("invalid") == len(ODD)
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_a_broker_job_reads_as_its_parquet_output_from_collect_in_every_format_again_later(workers, tmp_path):
