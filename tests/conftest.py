@@ -47,10 +47,26 @@ def run_cli(
     )  # fmt: skip
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port nobody listens on now (the kernel's pick)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid` (from /proc)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def _need_redis() -> str:
@@ -97,7 +113,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real redis-server on a free port, without persistence, for the whole session."""
     server = _need_redis()
     workdir = tmp_path_factory.mktemp("redis")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             server,
@@ -240,7 +256,7 @@ class RedisServer:
         self.server = _need_redis()
         self.workdir = workdir
         self.bind = bind
-        self.port = _free_port()
+        self.port = free_port()
         self.args = ["--appendonly", "yes" if appendonly else "no", "--appendfsync", "always", *args]
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -37,7 +37,9 @@ from tests.conftest import (
     SAMPLE,
     RedisServer,
     check_records,
+    children,
     cli_command,
+    free_port,
     run_cli,
     start_workers,
     stop_all,
@@ -390,12 +392,6 @@ def test_submit_to_a_dataset_then_collect_into_one_file_merges_every_part(worker
     redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop")  # see the session's redis clean
 
 
-def children(pid: int) -> list[int]:
-    """The live child processes of `pid`."""
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(x) for x in path.read_text().split()] if path.exists() else []
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(240)
 def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resumed_has_each_line_once(
@@ -453,14 +449,6 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
         client.close()
         stop_all(procs)
         server.stop()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cannot(reason: str) -> None:

@@ -25,6 +25,7 @@ from tests.conftest import (
     SAMPLE,
     RedisServer,
     check_records,
+    children,
     chunk_task,
     cli_command,
     run_cli,
@@ -419,12 +420,6 @@ def test_a_generate_delivery_past_the_attempt_limit_keeps_the_chunk_already_gene
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)
     assert tasks.handle_generate(payload, fake_redis) == 0
     assert fake_redis.get(f"sbatch:job:{JOB}:result:0") == first and json.loads(first)["error"] is None
-
-
-def children(pid: int) -> list[int]:
-    """The child processes of `pid` (from /proc)."""
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(c) for c in path.read_text().split()] if path.exists() else []
 
 
 @pytest.mark.integration

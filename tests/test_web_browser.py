@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from solvers import is_solution, parse_puzzle
-from tests.conftest import REPO, SAMPLE, SCREENSHOTS
+from tests.conftest import REPO, SAMPLE, SCREENSHOTS, free_port
 from tests.test_interrupts import kill_session, start, wait_until_gone
 from tests.test_portfolio import FRISCH
-from tests.test_web_serve import free_port, wait_served
+from tests.test_web_serve import wait_served
 from web.puzzles import samples
 
 CHROMIUM = "/usr/bin/chromium"

@@ -14,14 +14,8 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import cli_command
+from tests.conftest import cli_command, free_port
 from tests.test_interrupts import STUCK, kill_session, session_processes, start, wait_until_gone
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_served(proc: subprocess.Popen[str], port: int, timeout: float = 90.0) -> None:

@@ -16,7 +16,17 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.conftest import SAMPLE, RedisServer, check_records, cli_command, run_cli, start_workers, stop_all
+from tests.conftest import (
+    SAMPLE,
+    RedisServer,
+    alive,
+    check_records,
+    children,
+    cli_command,
+    run_cli,
+    start_workers,
+    stop_all,
+)
 
 STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
 EASY = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
@@ -213,12 +223,6 @@ def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
     client.close()
 
 
-def children(pid: int) -> list[int]:
-    """The child processes of `pid` (from /proc)."""
-    path = f"/proc/{pid}/task/{pid}/children"
-    return [int(c) for c in open(path).read().split()] if os.path.exists(path) else []
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(240)
 def test_a_worker_survives_a_full_redis_says_so_and_goes_on_when_there_is_room(tmp_path_factory, tmp_path):
@@ -299,15 +303,6 @@ def test_a_solve_whose_producer_meets_a_full_redis_ends_within_seconds_with_exit
     finally:
         client.close()
         server.stop()
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie is dead)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_until(condition, timeout: float, what: str) -> None:

@@ -9,19 +9,10 @@ import time
 import pytest
 
 from pipeline.keys import current_key, workers_key
-from tests.conftest import start_workers, stop_all, url_of
+from tests.conftest import alive, start_workers, stop_all, url_of
 from tests.test_escalation import hard_puzzle
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` still runs (a zombie not yet reaped counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_pool_process_busy_solving_dies_with_its_sigkilled_worker(redis_client, tmp_path):
