@@ -252,6 +252,7 @@ def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(
     assert wait_done(api, job)["options"]["time_limit"] == "10.0"  # 20 s, capped by --max-time-limit 10
     job = api.post("/api/jobs", params={"time_limit": "3"}, content=LINES[0].encode()).json()["job"]
     assert wait_done(api, job)["options"]["time_limit"] == "3.0"
+    assert 'placeholder="10 (default)"' in api.get("/jobs").text  # what a blank field gets
 
 
 def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):

@@ -23,7 +23,6 @@ from client.store import JobStatus
 from client.summary import Summary
 from pipeline.reader import TooLarge, read_upload
 from pipeline.render.csv_text import HEADER, render_csv
-from pipeline.tasks import DEFAULT_TIME_LIMIT_S
 from web.errors import ApiError
 from web.pool import PuzzlePool
 from web.retention import Retention, release_memory
@@ -226,8 +225,8 @@ class Backend:
         if not text.strip():
             raise ApiError(422, "the upload holds no puzzle")
         name = (name or "upload")[:MAX_NAME_CHARS]
-        if time_limit is None:  # the command line's default, within this server's cap
-            time_limit = min(DEFAULT_TIME_LIMIT_S, self.settings.max_time_limit)
+        if time_limit is None:
+            time_limit = self.settings.job_time_limit
         try:
             job = self.client.submit_inputs(
                 [(name, io.BytesIO(text))], time_limit=time_limit, portfolio=portfolio, box=box,

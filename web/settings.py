@@ -6,6 +6,8 @@ import ipaddress
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pipeline.tasks import DEFAULT_TIME_LIMIT_S
+
 MAX_TOKEN_CHARS = 256
 MIN_TOKEN_CHARS = 16  # a token guessable in a few tries protects nothing
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -42,6 +44,11 @@ class ServeSettings(BaseModel):
                 "SUDOKU_BATCH_TOKEN), which every request must then carry"
             )
         return self
+
+    @property
+    def job_time_limit(self) -> float:
+        """Seconds per puzzle of an uploaded job naming none: the command line's default, within the cap."""
+        return min(DEFAULT_TIME_LIMIT_S, self.max_time_limit)
 
     @property
     def loopback(self) -> bool:
