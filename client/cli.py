@@ -287,32 +287,34 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.state == "unknown":
         print(f"error: {status.error}", file=sys.stderr)
         return EXIT_FAILED
-    from client.summary import per_second
+    from client import numbers
 
     stopped = status.submission == "stopped"
     reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(
         status.submission, "still reading input"
     )
-    total = status.total if status.total is not None else f"{status.submitted}+ ({reading})"
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items())) or "none yet"
+    submitted = f"{numbers.count(status.submitted)}+ ({reading})"
+    total = numbers.count(status.total) if status.total is not None else submitted
+    counts = ", ".join(f"{k} {numbers.count(v)}" for k, v in sorted(status.counts.items())) or "none yet"
     eta = (
-        f", ETA {status.eta_s:.0f} s"
+        f", ETA {numbers.duration(status.eta_s)}"
         if status.eta_s is not None and status.done < (status.total or 0)
         else ""
     )
-    rate = per_second(status.rate)
-    print(f"job {status.job}: {status.phase}, {status.done}/{total} puzzles, {rate} puzzles/s{eta}")
+    rate, done = numbers.per_second(status.rate), numbers.count(status.done)
+    print(f"job {status.job}: {status.phase}, {done}/{total} puzzles, {rate} puzzles/s{eta}")
     print(f"counts: {counts}")
     live = len(status.workers)
-    resent = f"; re-sent after a broker loss: {status.resent}" if status.resent else ""
-    print(f"chunks: {status.chunks_done}/{status.chunks_sent} done; live worker processes: {live}{resent}")
+    resent = f"; re-sent after a broker loss: {numbers.count(status.resent)}" if status.resent else ""
+    chunks = f"{numbers.count(status.chunks_done)}/{numbers.count(status.chunks_sent)}"
+    print(f"chunks: {chunks} done; live worker processes: {live}{resent}")
     if status.error:
         print(f"error: {status.error}")
     if stopped:
         silent = status.producer_silent_s
-        why = "its producer stopped" if silent is None else f"producer silent for {silent:.0f} s"
+        why = "its producer stopped" if silent is None else f"producer silent for {numbers.duration(silent)}"
         print(
-            f"submission incomplete: {status.checkpoint} puzzles submitted, {why}; "
+            f"submission incomplete: {numbers.count(status.checkpoint)} puzzles submitted, {why}; "
             f"resume it: {resume_command(status.job, status.inputs, broker_option(args))}"
         )
     return EXIT_OK

@@ -2,51 +2,62 @@
 
 Counts get thousands separators (8,035); measured values three significant digits, trailing
 zeros dropped, in the unit that fits (0.00246 ms is 2.46 us; us, ms, s, min, h), from 100 on
-whole numbers with separators (12,345). `web/static/common.js` holds the same
-rules for the page (`count`, `sig`, `duration`), tested against these.
+whole numbers with separators (12,345). A value half way rounds away from zero (1.125 -> 1.13,
+100.5 -> 101) as JavaScript's `toPrecision` rounds it; a value that is not finite reads "-".
+`web/static/common.js` holds the same rules for the page (`count`, `sig`, `duration`, `rate`):
+tests/test_numbers.py runs one table of numbers through both and compares the strings.
 """
 
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_UP, Decimal
 
 
-def count(value: int) -> str:
+def _rounded(value: float) -> int:
+    """`value` to the nearest whole number, half away from zero (Python's round() goes to the even one)."""
+    return int(Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def count(value: float) -> str:
     """A count with thousands separators: 8,035."""
-    return f"{int(value):,}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{_rounded(value):,}" if math.isfinite(value) else "-"
 
 
 def sig(value: float, digits: int = 3) -> str:
     """A measured value: `digits` significant digits below 100, trailing zeros dropped (0.0123, 2.5,
     45.6), whole numbers with separators from 100 on (12,345); never an exponent."""
     if not math.isfinite(value):
-        return str(value)
-    rounded = float(f"{value:.{digits}g}")
-    if rounded == 0:
+        return "-"
+    exact = Decimal(value)  # the float's exact value, rounded once (as toPrecision rounds it)
+    if exact == 0:
         return "0"
+    rounded = exact.quantize(Decimal(1).scaleb(exact.adjusted() - digits + 1), rounding=ROUND_HALF_UP)
     if abs(rounded) >= 100:
-        return f"{round(value):,}"
-    text = f"{rounded:.{max(0, digits - 1 - math.floor(math.log10(abs(rounded))))}f}"
+        return f"{_rounded(value):,}"
+    text = f"{rounded:.{max(0, digits - 1 - rounded.adjusted())}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def duration(seconds: float) -> str:
-    """A time in the unit that fits: 2.46 us, 12.3 ms, 3.21 s, 2 min 5 s, 1 h 3 min."""
+    """A time in the unit that fits: 2.46 us, 12.3 ms, 3.21 s, 2 min 5 s, 2 min, 1 h 3 min, 1 h."""
     if not math.isfinite(seconds) or seconds < 0:
         return "-"
     if seconds == 0:
         return "0 s"
-    if seconds < 1e-3:
+    if seconds < 0.9995e-3:  # what would read 1,000 us is 1 ms (and 1,000 ms is 1 s)
         return f"{sig(seconds * 1e6)} us"
-    if seconds < 1:
+    if seconds < 0.9995:
         return f"{sig(seconds * 1e3)} ms"
     if seconds < 59.95:
         return f"{sig(seconds)} s"
-    if seconds < 3600:
-        minutes, rest = divmod(round(seconds), 60)
-        return f"{minutes} min {rest} s"
-    hours, rest = divmod(round(seconds / 60), 60)
-    return f"{hours} h {rest} min"
+    if seconds < 3599.5:
+        minutes, rest = divmod(_rounded(seconds), 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, rest = divmod(_rounded(seconds / 60), 60)
+    return f"{hours:,} h {rest} min" if rest else f"{hours:,} h"
 
 
 def duration_ms(ms: float) -> str:
@@ -56,4 +67,6 @@ def duration_ms(ms: float) -> str:
 
 def per_second(rate: float) -> str:
     """A rate as people read it: thousands separated, but two significant digits below 10 (0.38, 2.5)."""
-    return f"{rate:,.0f}" if rate >= 10 or rate == 0 else sig(rate, 2)
+    if not math.isfinite(rate):
+        return "-"
+    return f"{_rounded(rate):,}" if rate >= 10 or rate == 0 else sig(rate, 2)

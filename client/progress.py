@@ -6,13 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from client.summary import per_second
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    h, rest = divmod(seconds, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+from client import numbers
 
 
 class Progress:
@@ -41,13 +35,13 @@ class Progress:
         if total:
             filled = int(self.width * min(1.0, done / total))
             bar = "#" * filled + "." * (self.width - filled)
-            eta = f"ETA {_clock((total - done) / rate)}" if rate > 0 and done < total else ""
-            count = f"{done}/{total}"
+            eta = f"ETA {numbers.duration((total - done) / rate)}" if rate > 0 and done < total else ""
+            count = f"{numbers.count(done)}/{numbers.count(total)}"
         else:
             bar = "." * self.width
             eta = ""
-            count = f"{done}/{max(done, submitted)}+"
-        line = f"\r[{bar}] {count} puzzles  {per_second(rate)}/s  {eta} {note}".rstrip()
+            count = f"{numbers.count(done)}/{numbers.count(max(done, submitted))}+"
+        line = f"\r[{bar}] {count} puzzles  {numbers.per_second(rate)}/s  {eta} {note}".rstrip()
         self.stream.write(line + "\x1b[K")
         self.stream.flush()
         self._shown = True

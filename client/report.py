@@ -27,11 +27,11 @@ def plots(summary: Summary) -> dict[str, str]:
             for b, count in sorted(summary.time_bins.items())
         ]
         out["Solve time histogram"] = svg_chart.histogram(
-            bins, "solve time (log scale)", "puzzles", log_x=True, label=numbers.duration_ms
+            bins, "solve time (log scale)", "puzzles", log_x=True, time_ms=True, top=summary.time_max_ms
         )
         out["Cactus plot: puzzles done within a time"] = svg_chart.cactus(
             summary.done_within(), "puzzles done (all but invalid lines)", "time each, at most (log)",
-            label=numbers.duration_ms,
+            time_ms=True,
         )  # fmt: skip
     if summary.wins:
         wins = sorted(summary.wins.items(), key=lambda kv: -kv[1])
@@ -115,7 +115,7 @@ def write_report(
     if summary.problems_total:
         problems = sorted(summary.problems, key=lambda ip: ip[1].index)[:MAX_ROWS]
         bad = "".join(
-            f"<tr><td>{e(i)}</td><td>{p.line:,}</td><td>{e(p.status)}</td><td>{e(p.error)}</td></tr>"
+            f"<tr><td>{e(i)}</td><td>{numbers.count(p.line)}</td><td>{e(p.status)}</td><td>{e(p.error)}</td></tr>"
             for i, p in problems
         )
         more = summary.problems_total - len(problems)

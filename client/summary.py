@@ -1,8 +1,8 @@
 """The end-of-job summary: counts, throughput, time percentiles, wins, costs, invalid lines.
 
 Built from the chunks' statistics only (never from the records), in bounded memory: the
-solve times are kept as a log-binned histogram (bins 4.7% wide), so the percentiles are
-exact to within a bin whatever the corpus size; the maximum is exact.
+solve times are kept as a log-binned histogram (bins 4.7% wide), so the percentiles (nearest
+rank) are exact to within a bin whatever the corpus size; the maximum is exact.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 from client import numbers
-from client.numbers import per_second
 from pipeline.result import ChunkStats, Problem, time_bin_ms
 
 MAX_PROBLEMS = 1000
+PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 STATUS_ORDER = ("solved", "approximate", "unsolvable", "timeout", "invalid", "error")
 
 
@@ -61,7 +61,7 @@ class Summary:
 
     def set_time_limit(self, seconds: float | None) -> None:
         """Say the job's time limit per puzzle in the summary (None: the job had none)."""
-        self.limit = "no time limit" if not seconds else f"time limit {seconds:g} s per puzzle"
+        self.limit = "no time limit" if not seconds else f"time limit {numbers.duration(seconds)} per puzzle"
 
     def finish(self) -> None:
         """Stop the wall clock."""
@@ -86,18 +86,22 @@ class Summary:
         return self.n / self.wall_s if self.wall_s > 0 else 0.0
 
     def percentiles(self) -> dict[str, float]:
-        """p50, p90, p99 (to within a histogram bin) and the exact max of the solve times, in ms."""
+        """p50, p90, p99 and the exact max of the solve times, in ms, by nearest rank: the p-th percentile
+        of n times is the ceil(p*n/100)-th smallest, read as its histogram bin's middle (to within a bin)
+        but never above the max, and the max itself when that rank is n: a p99 of fewer than 100
+        puzzles is the max exactly. The summary, the report and the job page all read these."""
         total = sum(self.time_bins.values())
         out: dict[str, float] = {}
         if not total:
             return out
         ordered = sorted(self.time_bins.items())
-        for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
-            rank, seen = q * total, 0
+        for name, percent in PERCENTILES:
+            rank = max(1, -(-percent * total // 100))  # ceil in integers: 0.29 * 100 is 28.999...
+            seen = 0
             for b, count in ordered:
                 seen += count
                 if seen >= rank:
-                    out[name] = min(time_bin_ms(b), self.time_max_ms)
+                    out[name] = self.time_max_ms if rank == total else min(time_bin_ms(b), self.time_max_ms)
                     break
         out["max"] = self.time_max_ms
         return out
@@ -130,9 +134,9 @@ class Summary:
         """The human summary printed on stderr."""
         counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
         limit = f"; {self.limit}" if self.limit else ""
-        rate = per_second(self.rate)
+        rate = numbers.per_second(self.rate)
         n = numbers.count(self.n)
-        lines = [f"{n} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}{limit}"]
+        lines = [f"{n} puzzles in {numbers.duration(self.wall_s)} ({rate} puzzles/s): {counts}{limit}"]
         if not self.n:  # every other line is a puzzle or an invalid record: say why there is none
             lines.append("the input holds no puzzle: its lines are all blank or # comments")
         pct = self.percentiles()
@@ -150,14 +154,10 @@ class Summary:
             for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:max_problems]:
                 lines.append(f"  {input_name}:{p.line}: {p.status}: {p.error}")
             if self.problems_total > max_problems:
-                lines.append(
-                    f"  ... and {self.problems_total - max_problems} more (see the output's error field)"
-                )
+                more = numbers.count(self.problems_total - max_problems)
+                lines.append(f"  ... and {more} more (see the output's error field)")
         return "\n".join(lines)
 
 
 def _ordered(counts: dict[str, int]) -> list[str]:
     return [k for k in STATUS_ORDER if k in counts] + sorted(k for k in counts if k not in STATUS_ORDER)
-
-
-__all__ = ["Summary", "per_second"]  # per_second: the rate's format, kept here for its callers

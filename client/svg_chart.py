@@ -17,6 +17,17 @@ WIDTH, HEIGHT = 640, 240  # the frame, in CSS pixels
 LEFT, RIGHT, TOP, BOTTOM = 64, 24, 12, 44  # margins around the plot area
 FILL = "#4878a8"
 MIN_BAR = 2.0  # pixels: a bar of 1 puzzle among 50,000 is still seen (its <title> holds the count)
+CHAR_PX = 0.6 * 11  # a label character's width at most, about, in the 11 px sans-serif of the charts
+NICE = (1.0, 1.5, 2.0, 3.0, 5.0)  # a log axis ends at one of these times a power of ten
+MINUTE_MS, HOUR_MS = 60e3, 3.6e6
+TIME_ENDS_MS = sorted(  # where a time axis ends: nice seconds, then whole minutes, then whole hours
+    [m * 10.0**e for e in range(-4, 5) for m in NICE if m * 10.0**e < MINUTE_MS]
+    + [m * MINUTE_MS for m in (1, 2, 3, 5, 10, 15, 20, 30)]
+    + [m * 10.0**e * HOUR_MS for e in range(4) for m in (1, 2, 3, 5)]
+)
+TIME_TICKS_MS = (
+    [10.0**e for e in range(-4, 5)] + [MINUTE_MS, 10 * MINUTE_MS] + [10.0**e * HOUR_MS for e in range(4)]
+)
 
 
 def nice_ticks(top: float, most: int = 5, whole: bool = False) -> list[float]:
@@ -30,6 +41,27 @@ def nice_ticks(top: float, most: int = 5, whole: bool = False) -> list[float]:
     step = max(step, 1) if whole else step
     count = math.ceil(top / step - 1e-9)
     return [i * step for i in range(count + 1)]
+
+
+def log_axis(low: float, high: float, time_ms: bool = False) -> tuple[float, float, list[float]]:
+    """A log axis over [low, high] (> 0): (start, end, ticks). It starts at the power of ten at or below
+    `low` and ends at the first nice number at or above `high`, 1, 1.5, 2, 3 or 5 times a power of ten
+    (`time_ms`: past a minute, whole minutes, then hours); the ticks are the powers of ten between
+    (`time_ms`: 1 min, 10 min, 1 h, 10 h past 10 s, never "1 min 40 s"). Why: an axis to the next
+    power of ten drew 10 s of data on an axis to 100 s."""
+    lo = 10.0 ** math.floor(math.log10(low) + 1e-9)
+    if time_ms:
+        ends, marks = TIME_ENDS_MS, TIME_TICKS_MS
+    else:
+        powers = [10.0**e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 2)]
+        ends, marks = [m * p for p in powers for m in NICE], powers
+    hi = next((e for e in ends if e >= high * (1 - 1e-9) and e > lo * (1 + 1e-9)), max(high, lo * 10))
+    return lo, hi, [t for t in marks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+
+
+def label_px(label: str) -> float:
+    """A label's width in pixels, about (at most CHAR_PX a character)."""
+    return len(label) * CHAR_PX
 
 
 def _number(value: float) -> str:
@@ -79,27 +111,55 @@ def _y_axis(top: float, height: int) -> tuple[list[str], float]:
     return out, scale
 
 
+def _placed(
+    ticks: Sequence[float],
+    end: float,
+    at: Callable[[float], float],
+    label: Callable[[float], str],
+    vertical: bool = False,
+) -> list[tuple[float, str]]:
+    """(pixel, label) of each tick and of the axis' end (when it is no tick); a label that would overlap
+    the one kept before it, or leave the frame, is left out (the end's first)."""
+    values = [*ticks, *([end] if not ticks or abs(ticks[-1] - end) > end * 1e-9 else [])]
+    out: list[tuple[float, str]] = []
+    for value in values:
+        pos, text = at(value), label(value)
+        half = label_px(text) / 2
+        if not vertical and (pos < half or pos + half > WIDTH):
+            continue
+        if out and abs(pos - out[-1][0]) < (12.0 if vertical else half + label_px(out[-1][1]) / 2 + 4):
+            continue
+        out.append((pos, text))
+    return out
+
+
 def histogram(
     bins: Sequence[tuple[float, float, int]],
     x_label: str,
     y_label: str,
     log_x: bool = False,
-    label: Callable[[float], str] = _number,
+    time_ms: bool = False,
+    top: float | None = None,
 ) -> str:
-    """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin;
-    `label` writes the x values (ticks and each bar's title)."""
+    """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin.
+
+    `time_ms`: the values are milliseconds, written as durations (`client.numbers`, ticks and each
+    bar's title) on a time axis; `top`: the largest value (default: the last bin's high edge), which
+    the axis reaches (`log_axis`: to a nice number just above it); a bin past the end stops there.
+    """
+    label = numbers.duration_ms if time_ms else _number
     bins = [b for b in bins if b[2] > 0]
     if not bins:
         return _frame([], x_label, y_label)
-    lo, hi = min(b[0] for b in bins), max(b[1] for b in bins)
+    lo, hi = min(b[0] for b in bins), top if top is not None else max(b[1] for b in bins)
+    ticks = [lo, hi]
     if log_x:
-        lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
-        if lo == hi:
-            hi = lo * 10
+        lo, hi, ticks = log_axis(lo, hi, time_ms)
+    right = WIDTH - RIGHT
 
     def x(value: float) -> float:
         span = (math.log10(value / lo) / math.log10(hi / lo)) if log_x else (value - lo) / ((hi - lo) or 1.0)
-        return LEFT + span * (WIDTH - LEFT - RIGHT)
+        return min(right, LEFT + span * (right - LEFT))
 
     body, scale = _y_axis(max(b[2] for b in bins), HEIGHT)
     bottom = HEIGHT - BOTTOM
@@ -110,9 +170,8 @@ def histogram(
             f'<rect x="{x0:.2f}" y="{bottom - h:.2f}" width="{max(x1 - x0, 1.0):.2f}" height="{h:.2f}" '
             f'fill="{FILL}"><title>{escape(label(low))} to {escape(label(high))}: {count:,}</title></rect>'
         )
-    ticks = [10**e for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1)] if log_x else [lo, hi]
-    for value in ticks:
-        body.append(_text(x(value), bottom + 14, label(value)))
+    for at, text in _placed(ticks, hi, x, label):
+        body.append(_text(at, bottom + 14, text))
     return _frame(body, x_label, y_label)
 
 
@@ -156,22 +215,19 @@ def rows(items: Sequence[tuple[str, int]], x_label: str) -> str:
     return _frame(body, x_label, "", height, left)
 
 
-def cactus(
-    points: Sequence[tuple[int, float]], x_label: str, y_label: str, label: Callable[[float], str] = _number
-) -> str:
+def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str, time_ms: bool = False) -> str:
     """A cactus plot: a step line through (puzzles answered, time each took at most), time on a log axis
-    (written by `label`).
+    (`time_ms`: milliseconds, written as durations; the axis as `log_axis` draws it).
 
     `points` rise in both coordinates (cumulative counts against the upper edges of time bins):
     the further right and the lower the line, the more puzzles were answered and the faster.
     """
+    label = numbers.duration_ms if time_ms else _number
     points = [(n, t) for n, t in points if n > 0 and t > 0]
     if not points:
         return _frame([], x_label, y_label)
     most = max(n for n, _ in points)
-    lo = 10 ** math.floor(math.log10(min(t for _, t in points)))
-    hi = 10 ** math.ceil(math.log10(max(t for _, t in points)))
-    hi = hi if hi > lo else lo * 10
+    lo, hi, ticks = log_axis(min(t for _, t in points), max(t for _, t in points), time_ms)
     bottom = HEIGHT - BOTTOM
     x_ticks = nice_ticks(most, whole=True)
 
@@ -182,10 +238,9 @@ def cactus(
         return bottom - math.log10(t / lo) / math.log10(hi / lo) * (bottom - TOP)
 
     body = []
-    for e in range(round(math.log10(lo)), round(math.log10(hi)) + 1):
-        at = y(10**e)
+    for at, text in _placed(ticks, hi, y, label, vertical=True):
         body.append(f'<line x1="{LEFT}" y1="{at:.1f}" x2="{WIDTH - RIGHT}" y2="{at:.1f}" stroke="#ddd"/>')
-        body.append(_text(LEFT - 4, at + 4, label(10**e), "end"))
+        body.append(_text(LEFT - 4, at + 4, text, "end"))
     for value in x_ticks:
         body.append(_text(x(value), bottom + 14, _number(value)))
     path = [f"M{x(0):.2f},{y(points[0][1]):.2f}"]

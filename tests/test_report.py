@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 
-from client import numbers, svg_chart
-from client.report import write_report
+from client import svg_chart
+from client.report import plots, write_report
 from client.summary import Summary
+from pipeline.columns import TIME_BINS_PER_DECADE
 from pipeline.result import ChunkStats, Problem
 
 
@@ -66,7 +68,7 @@ def test_a_cactus_plot_rises_through_the_cumulative_counts_on_a_log_time_axis():
     points = s.done_within()
     assert [n for n, _ in points] == [10, 30, 38] and [t for _, t in points] == sorted(t for _, t in points)
     assert points[-1][1] == 10.5  # the last bin's time is the exact maximum
-    chart = svg_chart.cactus(points, "puzzles", "ms", label=numbers.duration_ms)
+    chart = svg_chart.cactus(points, "puzzles", "ms", time_ms=True)
     ys = [float(y) for y in re.findall(r"L[\d.]+,([\d.]+)", chart)]
     assert len(ys) == 3 and ys == sorted(ys, reverse=True)  # slower puzzles plot higher
     assert "38 puzzles within 10.5 ms" in chart and svg_chart.cactus([], "x", "y").count("<path") == 0
@@ -104,3 +106,67 @@ def test_a_count_axis_has_whole_ticks_and_a_bar_of_one_is_seen_beside_fifty_thou
     widths = [float(w) for w in re.findall(r'<rect [^>]*width="([\d.]+)"', chart)]
     assert widths[1] >= svg_chart.MIN_BAR and widths[0] > 100
     assert svg_chart.nice_ticks(3, whole=True) == [0, 1, 2, 3]
+
+
+CHAR_PX = 0.6 * 11  # an 11 px sans-serif character's width, at most, about
+UNITS_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "min": 6e4, "h": 3.6e6}
+
+
+def ms_of(label: str) -> float:
+    """A duration label as `client.numbers` writes it ("1.5 ms", "2 min 5 s") in milliseconds."""
+    parts = re.findall(r"([\d,.]+) (us|ms|s|min|h)", label)
+    assert parts and " ".join(f"{v} {u}" for v, u in parts) == label, label
+    return sum(float(v.replace(",", "")) * UNITS_MS[u] for v, u in parts)
+
+
+def texts_of(svg: str) -> list[tuple[float, float, str, str]]:
+    """(x, y, anchor, text) of every positioned <text> of a chart."""
+    found = re.findall(r'<text x="([\d.-]+)" y="([\d.-]+)" text-anchor="(\w+)">([^<]*)</text>', svg)
+    return [(float(x), float(y), anchor, text) for x, y, anchor, text in found]
+
+
+def check_labels_fit(svg: str) -> None:
+    """Every label lies inside the viewBox at its font's approximate width (11 px sans-serif)."""
+    width, height = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
+    for x, y, anchor, text in texts_of(svg):
+        w = len(text) * CHAR_PX
+        left = {"start": x, "middle": x - w / 2, "end": x - w}[anchor]
+        assert left >= 0 and left + w <= width and 0 <= y <= height, (text, left, left + w, width)
+
+
+def axis_end_ms(svg: str) -> float:
+    """Where the time histogram's x axis ends, from its tick labels' places on the log scale."""
+    bottom = svg_chart.HEIGHT - svg_chart.BOTTOM + 14
+    ticks = [(x, ms_of(t)) for x, y, _, t in texts_of(svg) if abs(y - bottom) < 0.1]
+    (x0, v0), (x1, v1) = ticks[0], ticks[-1]
+    per_decade = (x1 - x0) / math.log10(v1 / v0)
+    return v0 * 10 ** ((svg_chart.WIDTH - svg_chart.RIGHT - x0) / per_decade)
+
+
+def timed_summary(times_ms: list[float], limit_s: float | None) -> Summary:
+    bins: dict[int, int] = {}
+    for t in times_ms:
+        b = math.floor(TIME_BINS_PER_DECADE * math.log10(t))
+        bins[b] = bins.get(b, 0) + 1
+    s = Summary()
+    stats = ChunkStats(
+        n=len(times_ms), counts={"solved": len(times_ms)}, time_bins=bins, time_max_ms=max(times_ms)
+    )
+    s.add(stats, "")
+    s.set_time_limit(limit_s)
+    return s
+
+
+def test_the_time_histogram_ends_just_above_the_slowest_puzzle_and_every_label_fits():
+    times = [0.05, 0.2, 3.0, 40.0, 900.0, 10_000.0, 10_300.0]  # a 10 s limit: timeouts end at 10.3 s
+    charts = plots(timed_summary(times, 10.0))
+    histogram, cactus = charts["Solve time histogram"], charts["Cactus plot: puzzles done within a time"]
+    for svg in (histogram, cactus):
+        check_labels_fit(svg)
+    assert 10_300 <= axis_end_ms(histogram) <= 20_000 * 1.001  # a nice number just above max(limit, max)
+    long = [2.0, 90_000.0, 1_500_000.0]  # no limit: up to 25 min
+    for svg in plots(timed_summary(long, None)).values():
+        check_labels_fit(svg)
+        assert not re.search(r">\d+ min \d+ s<", svg)  # ticks on whole minutes or hours, not "1 min 40 s"
+    long_histogram = plots(timed_summary(long, None))["Solve time histogram"]
+    assert 1_500_000 <= axis_end_ms(long_histogram) <= 1_800_000 * 1.001 and ">1 min<" in long_histogram

@@ -255,6 +255,17 @@ def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(
     assert 'placeholder="10 (default)"' in api.get("/jobs").text  # what a blank field gets
 
 
+def test_a_single_puzzle_without_a_time_limit_gets_the_command_lines_20_s_within_the_cap(api):
+    from pipeline.tasks import DEFAULT_TIME_LIMIT_S
+    from web.solving import SolveRequest, check_request
+
+    asked = SolveRequest(puzzle=LINES[0])
+    assert check_request(asked, ServeSettings()).time_limit == DEFAULT_TIME_LIMIT_S == 20
+    assert check_request(asked, ServeSettings(max_time_limit=10)).time_limit == 10  # the server's cap
+    page = api.get("/").text  # the page's field shows it (this server's cap: 10 s)
+    assert 'id="time-limit" type="number" min="0.01" max="10.0" step="any" value="10"' in page
+
+
 def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):
     """`cat a.gz b.gz`: the upload gets every member's puzzles, as `solve` of the same bytes does."""
     from pipeline.reader import read_blocks

@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 from solvers import is_solution, parse_puzzle
 from tests.conftest import REPO, SAMPLE, SCREENSHOTS, free_port
 from tests.test_interrupts import kill_session, start, wait_until_gone
+from tests.test_numbers import EDGES, SEEN, TIES
 from tests.test_portfolio import FRISCH
 from tests.test_web_serve import wait_served
 from web.puzzles import samples
@@ -129,6 +131,12 @@ def test_a_puzzle_typed_into_the_grid_is_solved_on_the_page(browser, server):
         for k, ch in zip(classes, PUZZLE, strict=True)
     )
     assert browser.find_element(By.ID, "a-solver").text == "propagation"
+    winner_time = browser.find_element(By.CSS_SELECTOR, "#a-members tr td:nth-child(2)").text
+    assert winner_time == browser.find_element(By.ID, "a-time").text  # one time, read the same in both tables
+    record = {"solver": "propagation", "status": "solved", "time_ms": 0.0088,  # 0.1 us; its counter 1 ns
+              "counters": {"propagation": {"time_ms": 0.00884, "nodes": 1}}}  # fmt: skip
+    row = browser.execute_script("return members(arguments[0])[0].children[1].textContent", record)
+    assert row == "8.8 us"  # as the record's time (and the summary) read it, not 8.84 us
     assert "solved" in browser.find_element(By.ID, "message").text
     screenshot(browser, "solve.png")
     line = browser.find_element(By.ID, "line")  # a pasted line, loaded with Enter: a 16x16 grid
@@ -193,7 +201,7 @@ def test_a_running_jobs_page_shows_its_progress_advance(browser, server):
     screenshot(browser, "jobs.png")
 
 
-NUMBERS = [0, 1, 2.0, 2.456, 0.002455, 9.996, 45.61, 99.96, 123.4, 8035, 12345.6, 1234567, 3.5e-7]
+NUMBERS = [*SEEN, *TIES, *EDGES]  # tests/test_numbers.py runs many more under node
 
 
 def test_the_page_writes_numbers_as_the_summary_and_the_report_do(browser, server):
@@ -201,10 +209,10 @@ def test_the_page_writes_numbers_as_the_summary_and_the_report_do(browser, serve
 
     browser.get(f"{server}/jobs")
     wait_for(lambda: browser.execute_script("return typeof sig === 'function'"), what="common.js")
-    script = "return arguments[0].map((v) => [sig(v), duration(v), count(Math.round(v)), rate(v)])"
+    script = "return arguments[0].map((v) => [sig(v), duration(v), count(v), rate(v)])"
     seen = browser.execute_script(script, NUMBERS)
     expected = [
-        [numbers.sig(v), numbers.duration(v), numbers.count(round(v)), numbers.per_second(v)] for v in NUMBERS
+        [numbers.sig(v), numbers.duration(v), numbers.count(v), numbers.per_second(v)] for v in NUMBERS
     ]
     assert seen == expected
     resume = "sudoku-batch submit --resume 5b5b big.txt --broker URL"
@@ -214,8 +222,7 @@ def test_the_page_writes_numbers_as_the_summary_and_the_report_do(browser, serve
         "53,721 / 53,721+ (submission stopped)"
     )
     assert browser.execute_script("return resumeText(arguments[0])", stopped) == (
-        "The submission stopped after 53,721 puzzles, its producer silent for 10 min 0 s; "
-        f"resume it: {resume}"
+        f"The submission stopped after 53,721 puzzles, its producer silent for 10 min; resume it: {resume}"
     )
 
 
@@ -403,3 +410,110 @@ def test_the_race_shows_one_row_per_solver_winner_first_and_its_raw_counters_beh
     raw = browser.find_elements(By.CSS_SELECTOR, "#a-counters tr")
     assert len(raw) > len(rows) and browser.find_element(By.ID, "a-counters").is_displayed()
     assert not any('"' in td.text for td in browser.find_elements(By.CSS_SELECTOR, "#a-counters td"))
+
+
+def test_a_new_grid_clears_the_status_an_answer_left(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.set_window_size(1280, 1100)
+    browser.get(server + "/")
+    line = wait_for(lambda: browser.find_element(By.ID, "line"), what="the page")
+    message = browser.find_element(By.ID, "message")
+    for change in ("box", "clear"):
+        line.clear()
+        line.send_keys(PUZZLE + "\n")
+        assert solve_on_page(browser, "solve", message.text) == "solved"
+        if change == "box":  # another box size: an empty 4x4 grid, which nothing solved
+            Select(browser.find_element(By.ID, "box")).select_by_value("2x2")
+            wait_for(
+                lambda: browser.find_element(By.ID, "grid").get_attribute("data-box") == "2x2", what="4x4"
+            )
+        else:
+            browser.find_element(By.ID, "clear").click()
+        cells = browser.find_elements(By.CSS_SELECTOR, "#grid input")
+        assert not any(c.get_attribute("value") for c in cells)
+        assert message.text == "", (change, message.text)
+
+
+def test_a_typed_conflict_is_marked_red_on_the_grid_and_named_as_the_server_names_it(browser, server):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server + "/")
+    Select(wait_for(lambda: browser.find_element(By.ID, "box"), what="the page")).select_by_value("3x3")
+    cells = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#grid input"), what="the grid")
+    message = browser.find_element(By.ID, "message")
+
+    def marked() -> list[int]:
+        return [i for i, c in enumerate(cells) if "conflict" in (c.get_attribute("class") or "").split()]
+
+    cells[0].click()
+    ActionChains(browser).send_keys("33").perform()  # cells 1 and 2 of row 1: two 3s
+    assert marked() == [0, 1] and message.text == "row 1 has two 3s", (marked(), message.text)
+    red = browser.execute_script("return getComputedStyle(arguments[0]).backgroundColor", cells[0])
+    assert red == "rgb(255, 212, 212)"  # as an approximate grid's conflicts (style.css)
+    cells[1].click()
+    ActionChains(browser).send_keys(Keys.DELETE).perform()
+    assert marked() == [] and message.text == ""
+    cells[9].click()
+    ActionChains(browser).send_keys("3").perform()  # row 2, column 1: column 1 and box 1 have two 3s
+    assert marked() == [0, 9], marked()
+    screenshot(browser, "conflict.png")
+    line = browser.find_element(By.ID, "line").get_attribute("value")
+    request = urllib.request.Request(
+        f"{server}/api/solve", data=json.dumps({"puzzle": line}).encode(), method="POST",
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert (
+        json.loads(refused.value.read())["error"]
+        == f"not a puzzle: {message.text}"
+        == ("not a puzzle: column 1 has two 3s")
+    )
+
+
+def set_viewport(browser, width: int, height: int) -> None:
+    """Size the window so that the page's viewport is width x height (the window's frame aside)."""
+    browser.set_window_size(width, height)
+    inner = browser.execute_script("return [window.innerWidth, window.innerHeight]")
+    browser.set_window_size(2 * width - inner[0], 2 * height - inner[1])
+    assert browser.execute_script("return [window.innerWidth, window.innerHeight]") == [width, height]
+
+
+def pattern_puzzle(rows: int, cols: int, every: int) -> str:
+    """A puzzle of rows x cols boxes as integers: a pattern solution with every `every`-th cell emptied."""
+    n = rows * cols
+    values = [
+        0 if (r * n + c) % every == 0 else (cols * (r % rows) + r // rows + c) % n + 1
+        for r in range(n)
+        for c in range(n)
+    ]
+    return " ".join(map(str, values))
+
+
+def test_a_64x64_solve_keeps_its_status_in_view_at_1366x768_and_the_time_limit_is_20_s(browser, server):
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/")
+    set_viewport(browser, 1366, 768)
+    limit = wait_for(lambda: browser.find_element(By.ID, "time-limit"), what="the page")
+    assert limit.get_attribute("value") == "20"  # as `solve`, `submit` and an upload (DEFAULT_TIME_LIMIT_S)
+    line = browser.find_element(By.ID, "line")
+    browser.execute_script("arguments[0].value = arguments[1]", line, pattern_puzzle(8, 8, 7))
+    browser.find_element(By.ID, "load").click()
+    wait_for(lambda: browser.find_element(By.ID, "grid").get_attribute("data-box") == "8x8", what="64x64")
+    assert solve_on_page(browser, "solve", browser.find_element(By.ID, "message").text) == "solved"
+    seen = browser.execute_script(
+        "const m = document.getElementById('message'), r = m.getBoundingClientRect();"
+        "const hit = document.elementFromPoint(r.left + 4, (r.top + r.bottom) / 2);"
+        "return [r.top, r.bottom, innerHeight, scrollY, hit === m || m.contains(hit),"
+        " document.getElementById('grid').getBoundingClientRect().bottom];"
+    )
+    top, bottom, height, scrolled, on_top, grid_bottom = seen
+    assert grid_bottom > height, seen  # the grid runs below the fold...
+    assert top >= 0 and bottom <= height and on_top, seen  # ...and its status is seen, over it
+    screenshot(browser, "solve-64.png")

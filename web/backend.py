@@ -226,7 +226,7 @@ class Backend:
             raise ApiError(422, "the upload holds no puzzle")
         name = (name or "upload")[:MAX_NAME_CHARS]
         if time_limit is None:
-            time_limit = self.settings.job_time_limit
+            time_limit = self.settings.default_time_limit
         try:
             job = self.client.submit_inputs(
                 [(name, io.BytesIO(text))], time_limit=time_limit, portfolio=portfolio, box=box,

@@ -23,8 +23,10 @@ class ServeSettings(BaseModel):
     token: str | None = Field(  # URL- and cookie-safe characters: it travels in both
         default=None, min_length=MIN_TOKEN_CHARS, max_length=MAX_TOKEN_CHARS, pattern=r"^[A-Za-z0-9._~-]+$"
     )
-    max_time_limit: float = Field(default=60.0, gt=0, le=3600)  # seconds per single puzzle
-    default_time_limit: float = Field(default=5.0, gt=0, le=3600)
+    max_time_limit: float = Field(default=60.0, gt=0, le=3600)  # seconds per puzzle a request may ask
+    # seconds per puzzle of a request naming none, single puzzles and uploads alike: the command line's
+    # default (`solve`, `submit`), within max_time_limit (the page's field shows it)
+    default_time_limit: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0, le=3600)
     max_upload_bytes: int = Field(default=32 << 20, ge=1024, le=1 << 30)  # after decompression too
     max_puzzle_chars: int = Field(default=16384, ge=16, le=1 << 20)  # one puzzle's text (64x64 as integers)
     solve_processes: int = Field(default=1, ge=1, le=64)  # local processes for single puzzles
@@ -44,11 +46,6 @@ class ServeSettings(BaseModel):
                 "SUDOKU_BATCH_TOKEN), which every request must then carry"
             )
         return self
-
-    @property
-    def job_time_limit(self) -> float:
-        """Seconds per puzzle of an uploaded job naming none: the command line's default, within the cap."""
-        return min(DEFAULT_TIME_LIMIT_S, self.max_time_limit)
 
     @property
     def loopback(self) -> bool:

@@ -40,18 +40,25 @@ function fill(tbody, rows) {
 }
 
 // Numbers as client/numbers.py writes them (the summary and the HTML report): counts with
-// separators, measured values to 3 significant digits in the unit that fits.
+// separators, measured values to 3 significant digits in the unit that fits; half way rounds away
+// from zero (toPrecision's way, which numbers.py follows); not finite reads "-". tests/test_numbers.py
+// compares these with numbers.py over one table of values.
+function whole(value) {
+  const r = Math.sign(value) * Math.round(Math.abs(value));
+  return (r || 0).toLocaleString("en"); // never "-0"
+}
+
 function count(value) {
-  return value === null || value === undefined ? "-" : Math.round(value).toLocaleString("en");
+  if (value === null || value === undefined || !Number.isFinite(value)) return "-";
+  return whole(value);
 }
 
 function sig(value, digits) {
-  if (value === null || value === undefined) return "-";
-  if (!Number.isFinite(value)) return String(value);
+  if (value === null || value === undefined || !Number.isFinite(value)) return "-";
   digits = digits || 3;
   const rounded = Number(value.toPrecision(digits));
   if (rounded === 0) return "0";
-  if (Math.abs(rounded) >= 100) return Math.round(value).toLocaleString("en");
+  if (Math.abs(rounded) >= 100) return whole(value);
   const text = rounded.toFixed(Math.max(0, digits - 1 - Math.floor(Math.log10(Math.abs(rounded)))));
   return text.includes(".") ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
 }
@@ -59,15 +66,17 @@ function sig(value, digits) {
 function duration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds < 0) return "-";
   if (seconds === 0) return "0 s";
-  if (seconds < 1e-3) return sig(seconds * 1e6) + " us";
-  if (seconds < 1) return sig(seconds * 1e3) + " ms";
+  if (seconds < 0.9995e-3) return sig(seconds * 1e6) + " us"; // what would read 1,000 us is 1 ms
+  if (seconds < 0.9995) return sig(seconds * 1e3) + " ms";
   if (seconds < 59.95) return sig(seconds) + " s";
-  if (seconds < 3600) {
-    const whole = Math.round(seconds);
-    return Math.floor(whole / 60) + " min " + (whole % 60) + " s";
+  if (seconds < 3599.5) {
+    const secs = Math.round(seconds);
+    const rest = secs % 60;
+    return (secs - rest) / 60 + " min" + (rest ? " " + rest + " s" : "");
   }
   const minutes = Math.round(seconds / 60);
-  return Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+  const rest = minutes % 60;
+  return ((minutes - rest) / 60).toLocaleString("en") + " h" + (rest ? " " + rest + " min" : "");
 }
 
 function durationMs(ms) {
@@ -75,8 +84,9 @@ function durationMs(ms) {
 }
 
 function rate(value) {
-  if (!value) return "0";
-  return value >= 10 ? Math.round(value).toLocaleString("en") : sig(value, 2);
+  if (value === null || value === undefined || value === 0) return "0";
+  if (!Number.isFinite(value)) return "-";
+  return value >= 10 ? whole(value) : sig(value, 2);
 }
 
 function counts(map) {

@@ -34,7 +34,7 @@ function show(job) {
   document.getElementById("downloads").hidden = job.results.stored === 0;
   document.getElementById("problems-total").textContent = count(job.summary.problems_total);
   document.getElementById("problems-section").hidden = !job.summary.problems_total;
-  fill(document.getElementById("problems"), job.summary.problems.map((p) => row([cell(p.line), cell(p.status), cell(p.error)])));
+  fill(document.getElementById("problems"), job.summary.problems.map((p) => row([cell(count(p.line)), cell(p.status), cell(p.error)])));
 }
 
 async function refreshPlots() {
@@ -66,7 +66,7 @@ document.getElementById("purge").addEventListener("click", async () => {
   if (!window.confirm("Purge job " + JOB + "? Its results are deleted; workers solving it stop.")) return;
   try {
     const done = await api("/api/jobs/" + JOB, { method: "DELETE" });
-    document.getElementById("purge-message").textContent = "purged (" + done.removed + " keys removed)";
+    document.getElementById("purge-message").textContent = "purged (" + count(done.removed) + " keys removed)";
     window.location.href = "/jobs";
   } catch (e) {
     document.getElementById("purge-message").textContent = e.message;
