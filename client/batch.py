@@ -397,7 +397,7 @@ class _Collected:
         """Pass the parts through, counting the chunks they complete."""
         for part in parts:
             stats = part.header.stats
-            if stats.chunk_n:
+            if stats.chunk >= 0:  # a chunk of no rows (a split owning no puzzle line): done by its part
                 got = self._rows.get(stats.chunk, 0) + stats.n
                 if got >= stats.chunk_n:
                     self._rows.pop(stats.chunk, None)
