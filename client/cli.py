@@ -290,9 +290,10 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.summary import per_second
 
     stopped = status.submission == "stopped"
-    reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(
-        status.submission, "still reading input"
-    )
+    going = "still reading input"
+    if status.splits:  # read in splits, the workers count the puzzles
+        going = "workers counting" if status.submission == "complete" else "still submitting splits"
+    reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(status.submission, going)
     total = status.total if status.total is not None else f"{status.submitted}+ ({reading})"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status.counts.items())) or "none yet"
     eta = (
@@ -302,6 +303,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     )
     rate = per_second(status.rate)
     print(f"job {status.job}: {status.phase}, {status.done}/{total} puzzles, {rate} puzzles/s{eta}")
+    if status.splits and status.total is None:  # the workers count the puzzles as they read the splits
+        print(f"input: submitted {status.split_submission()}; {status.submitted:,} puzzles counted so far")
     print(f"counts: {counts}")
     live = len(status.workers)
     resent = f"; re-sent after a broker loss: {status.resent}" if status.resent else ""
@@ -311,8 +314,9 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if stopped:
         silent = status.producer_silent_s
         why = "its producer stopped" if silent is None else f"producer silent for {silent:.0f} s"
+        submitted = status.split_submission() if status.splits else f"{status.checkpoint} puzzles"
         print(
-            f"submission incomplete: {status.checkpoint} puzzles submitted, {why}; "
+            f"submission incomplete: {submitted} submitted, {why}; "
             f"resume it: {resume_command(status.job, status.inputs, broker_option(args))}"
         )
     return EXIT_OK
