@@ -91,6 +91,11 @@ LINES = st.lists(
             "." * 81 + "\r",
             "\ufeffx",
             "1" * 81,
+            PUZZLES[0] + "\r" + PUZZLES[1],  # CR-only line ends: one line
+            "\x00" + "." * 80,
+            "é" * 81,
+            "." * 256,  # a 16x16 grid among 9x9 ones
+            "x" * 5000,
         ]
     ),
     min_size=0,
