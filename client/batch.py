@@ -20,7 +20,16 @@ from client.collector import Slice, arrival_order, chunk_order, in_order, stream
 from client.config import ClientSettings, check_broker_url
 from client.dataset import check_directory, dataset_url, mark_directory
 from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id, splittable
-from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, Superseded, submission_state
+from client.store import (
+    Checkpoint,
+    JobStatus,
+    JobStore,
+    MemoryStore,
+    Superseded,
+    sent_bytes,
+    split_words,
+    submission_state,
+)
 from client.transport import (
     INLINE_BYTES,
     CeleryTransport,
@@ -397,7 +406,7 @@ class _Collected:
         """Pass the parts through, counting the chunks they complete."""
         for part in parts:
             stats = part.header.stats
-            if stats.chunk_n:
+            if stats.chunk >= 0:  # a chunk of no rows (a split owning no puzzle line): done by its part
                 got = self._rows.get(stats.chunk, 0) + stats.n
                 if got >= stats.chunk_n:
                     self._rows.pop(stats.chunk, None)
@@ -546,6 +555,19 @@ class Job:
         if self.producing or self._error is not None:
             return self._producer.checkpoint.index
         return None
+
+    def stopped_words(self) -> str | None:
+        """How far this process's producer got, in words, if it stopped short (as `stopped_at`): `860,903
+        puzzles`, or for inputs read in splits (their puzzles counted by the workers) `7 splits (3.1 MB of
+        9.2 MB)`."""
+        done = self.stopped_at()
+        if done is None or self._producer is None:
+            return None
+        spec, checkpoint = self._producer.spec, self._producer.checkpoint
+        if spec.splits is None:
+            return f"{done:,} puzzles"
+        sizes = [p.size if p is not None else 0 for p in spec.prints]
+        return split_words(checkpoint.chunks, sent_bytes(checkpoint, sizes), sum(sizes))
 
     @property
     def producing(self) -> bool:

@@ -290,9 +290,10 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client import numbers
 
     stopped = status.submission == "stopped"
-    reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(
-        status.submission, "still reading input"
-    )
+    going = "still reading input"
+    if status.splits:  # read in splits, the workers count the puzzles
+        going = "workers counting" if status.submission == "complete" else "still submitting splits"
+    reading = {"stopped": "submission stopped", "cancelled": "cancelled"}.get(status.submission, going)
     submitted = f"{numbers.count(status.submitted)}+ ({reading})"
     total = numbers.count(status.total) if status.total is not None else submitted
     counts = ", ".join(f"{k} {numbers.count(v)}" for k, v in sorted(status.counts.items())) or "none yet"
@@ -303,6 +304,9 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     )
     rate, done = numbers.per_second(status.rate), numbers.count(status.done)
     print(f"job {status.job}: {status.phase}, {done}/{total} puzzles, {rate} puzzles/s{eta}")
+    if status.splits and status.total is None:  # the workers count the puzzles as they read the splits
+        counted = numbers.count(status.submitted)
+        print(f"input: submitted {status.split_submission()}; {counted} puzzles counted so far")
     print(f"counts: {counts}")
     live = len(status.workers)
     resent = f"; re-sent after a broker loss: {numbers.count(status.resent)}" if status.resent else ""
@@ -313,8 +317,11 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if stopped:
         silent = status.producer_silent_s
         why = "its producer stopped" if silent is None else f"producer silent for {numbers.duration(silent)}"
+        submitted = (
+            status.split_submission() if status.splits else f"{numbers.count(status.checkpoint)} puzzles"
+        )
         print(
-            f"submission incomplete: {numbers.count(status.checkpoint)} puzzles submitted, {why}; "
+            f"submission incomplete: {submitted} submitted, {why}; "
             f"resume it: {resume_command(status.job, status.inputs, broker_option(args))}"
         )
     return EXIT_OK

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from client.store import Checkpoint, Decode, JobStore, decode_solve
+from client.store import Decode, JobStore, decode_solve, submitted_words
 from pipeline.result import ChunkResult, VersionMismatch
 from pipeline.tasks import VERSION, version_refusal
 
@@ -95,8 +95,8 @@ def stream_chunks(
         if state == "producing":  # not complete until the producer says so, however many chunks are in
             beat = float(meta.get("producer_beat") or meta["created"])
             if time.time() - beat > stale_after:
-                done = Checkpoint.of(meta).index
-                raise JobFailed(f"the producer stopped after submitting {done} puzzles, not the whole input")
+                done = submitted_words(meta)
+                raise JobFailed(f"the producer stopped after submitting {done}, not the whole input")
         if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
             raise JobFailed(f"no result arrived for {idle_timeout:g} s")
         if _idle(store, job, on_wait, sweep, last_progress, poll):

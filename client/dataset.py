@@ -127,8 +127,11 @@ class DatasetOutput:
         self.take(result.header.chunk, result.header.row, result.header.input, result.header.stats)
 
     def take(self, chunk: int, row: int, input_name: str, stats: ChunkStats) -> None:
-        """Keep one part's entry (from its header, or its statistics when an earlier collection took it)."""
+        """Keep one part's entry (from its header, or its statistics when an earlier collection took it); a
+        part of no records (a split owning no puzzle line) has no file and no entry."""
         f = stats.file
+        if f is None and not stats.n:
+            return
         if f is None:
             raise ValueError(f"part {chunk}:{row} names no file: the job does not write a dataset")
         self.entries[(chunk, row)] = PartEntry(

@@ -1,8 +1,11 @@
-"""A notice on stderr while a broker job waits with no live worker: said once, with how to start one.
+"""Notices on stderr while a broker job waits: no live worker (said once, with how to start one), or a
+submission that stopped half way (said once, with what the wait is for and how to resume it).
 
 Nothing else in a waiting `solve`, `collect` or `generate` tells a user that no worker
 listens (the progress bar only stands still), so after `after` seconds without a live
-worker process one line says so and the wait goes on; a worker that beats resets it.
+worker process one line says so and the wait goes on; a worker that beats resets it. A `collect`
+of a job whose `submit` was killed waits for the rest of the input until its producer has been
+silent `producer_stale_s` (120 s): `StoppedNotice` says so as soon as the producer is found silent.
 """
 
 from __future__ import annotations
@@ -51,4 +54,37 @@ class NoWorkerNotice:
             return False
         self._said = True
         self.say(f"waiting: no live worker on the broker for {self.after:g} s; start one: {START_WORKER}")
+        return True
+
+
+class StoppedNotice:
+    """Says once the line `explain()` gives (None while there is nothing to say: the submission goes on),
+    reading it at most every CHECK_EVERY_S; a broker that does not answer says nothing."""
+
+    def __init__(
+        self,
+        explain: Callable[[], str | None],
+        say: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.explain = explain
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.clock = clock
+        self._checked = -1e18
+        self._said = False
+
+    def check(self) -> bool:
+        """Say the line if there is one now and it was not said; True when it was said now."""
+        now = self.clock()
+        if self._said or now - self._checked < CHECK_EVERY_S:
+            return False
+        self._checked = now
+        try:
+            line = self.explain()
+        except Exception:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
+            return False
+        if line is None:
+            return False
+        self._said = True
+        self.say(line)
         return True

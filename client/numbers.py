@@ -70,3 +70,11 @@ def per_second(rate: float) -> str:
     if not math.isfinite(rate):
         return "-"
     return f"{_rounded(rate):,}" if rate >= 10 or rate == 0 else sig(rate, 2)
+
+
+def byte_size(n: int) -> str:
+    """A size in the unit that fits, three significant digits: 512 bytes, 16.6 kB, 3.1 MB, 1.2 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{sig(n / scale)} {unit}"
+    return f"{int(n)} bytes"

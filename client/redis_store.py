@@ -298,6 +298,11 @@ class RedisJobStore(JobStore):
         front = Frontier.parse(raw)
         return front.index if front.chunk >= int(chunks) else None
 
+    def split_counted(self, job: str) -> int:
+        """The puzzles of a job read in splits its workers have counted so far: those of the splits the
+        frontier has passed (the splits before the first one not counted yet)."""
+        return Frontier.parse(self.r.get(self.keys(job).frontier)).index
+
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
         k = self.keys(job)
         raw = self.r.hget(k.meta, "collected")

@@ -27,10 +27,10 @@ from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.dataset import DatasetOutput, dataset_url, is_dataset
 from client.interrupts import held
-from client.notice import NoWorkerNotice
+from client.notice import NoWorkerNotice, StoppedNotice
 from client.output import Output, ReaderGone, named_format, output_format
 from client.progress import Progress
-from client.store import Checkpoint, Superseded, submission_state
+from client.store import Checkpoint, Superseded, submission_state, submitted_words
 from client.summary import Summary
 from client.target import check_target
 from pipeline.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
@@ -212,10 +212,11 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         if resume is not None:
             for _, stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
                 summary.add(stats, "")
-    notice = None
+    notices: list[NoWorkerNotice | StoppedNotice] = []
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
-        notice = NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after)
+        notices.append(NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after))
+        notices.append(StoppedNotice(lambda: _stopped_submission(job, args), progress.say))
     seen: set[tuple[int, int]] = set()
     written = int(earlier.get("rows", 0)) if resume is not None else 0
     pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
@@ -244,7 +245,9 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             last_meta[0] = now
             meta = store.meta(job.id)
             total[0] = int(meta["total"]) if "total" in meta else None
-            total[1] = int(meta.get("submitted", 0))
+            total[1] = max(int(meta.get("submitted", 0)), Checkpoint.of(meta).index)  # a beat is a second old
+            if total[0] is None and meta.get("splits"):  # read in splits: the workers count the puzzles
+                total[1] = store.split_counted(job.id)
         progress.update(written, total[0], total[1])
 
     def wait() -> None:
@@ -252,7 +255,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         if failed is not None and not isinstance(failed, Superseded):  # ours died (not: a resume took over)
             raise JobFailed(f"the producer stopped: {type(failed).__name__}: {failed}")
         refresh()
-        if notice is not None:
+        for notice in notices:
             notice.check()
 
     complete = interrupted = False
@@ -404,6 +407,25 @@ def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str
     raise JobFailed(f"the output of the earlier collection ({size:,} bytes, {rows:,} results) is gone")
 
 
+def _stopped_submission(job: Job, args: argparse.Namespace) -> str | None:
+    """What a collection waits for when the job's submission stopped half way (its producer killed: a
+    `collect` after a `submit` that died), or None while the submission goes on or is complete."""
+    if job.producing:  # this process's own producer reads on (one that died fails the collection)
+        return None
+    meta = job.client.store.meta(job.id)
+    submission, silent = submission_state(meta)
+    if submission != "stopped" or meta.get("state") != "producing" or silent is None:
+        return None  # a producer that said it left, or a failed job: the collection ends at once
+    done = submitted_words(meta)
+    inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
+    left = max(0.0, job.client.settings.producer_stale_s - silent)
+    return (
+        f"waiting: the job's submission stopped after {done} (its producer "
+        f"silent for {silent:.0f} s: killed?); what it sent is collected, then this gives up in {left:.0f} s "
+        f"unless it is resumed: {resume_command(job.id, inputs, broker_option(args))}"
+    )
+
+
 def _meta_after_interrupt(job: Job) -> dict[str, str]:
     """The job's metadata, or {} when the broker cannot say. Idle pooled connections are dropped
     first: the interrupt may have cut a command off between its send and its reply."""
@@ -415,12 +437,20 @@ def _meta_after_interrupt(job: Job) -> dict[str, str]:
 
 
 def _how_far(job: Job, written: int) -> str:
-    """`N of M puzzles` (`of M+ read so far` while the input is still read), from the job's metadata."""
+    """`N of M puzzles` (`of M+ read so far` while the input is still read or its submission stopped, `of
+    M+ counted so far` while the workers count the splits they read), from the job's metadata."""
     meta = _meta_after_interrupt(job)
     if "total" in meta:
         return f"{written:,} of {int(meta['total']):,} puzzles"
-    if "submitted" in meta:
-        return f"{written:,} of {int(meta['submitted']):,}+ puzzles read so far"
+    if meta.get("splits"):  # the producer reads no puzzle: the workers count them
+        try:
+            counted = job.client.store.split_counted(job.id)
+        except Exception:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+            counted = 0
+        return f"{written:,} of {max(counted, written):,}+ puzzles counted so far"
+    if "submitted" in meta:  # the producer's beat may be a second old: its checkpoint is not
+        read = max(int(meta["submitted"]), Checkpoint.of(meta).index, written)
+        return f"{written:,} of {read:,}+ puzzles read so far"
     return f"{written:,} puzzles"
 
 
@@ -430,13 +460,13 @@ def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
     broker = broker_option(args)
     lines = [f"job {job.id} goes on without this command"]
     meta = _meta_after_interrupt(job)  # the broker may be away: the commands still apply
-    done = job.stopped_at()  # this process's own producer: known without the broker
+    done = job.stopped_words()  # this process's own producer: known without the broker
     if done is None and not job.submitted_here and meta.get("state") != "produced" and "checkpoint" in meta:
-        done = Checkpoint.of(meta).index  # `collect` interrupted: its job's submission stopped earlier
+        done = submitted_words(meta)  # `collect` interrupted: its job's submission stopped earlier
     if done is not None:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else job.input_names
         resume = resume_command(job.id, inputs, broker)
-        lines.append(f"its submission stopped after {done:,} puzzles: {resume}")
+        lines.append(f"its submission stopped after {done}: {resume}")
     if args.command != "submit":
         lines.append(f"collect it: sudoku-batch collect {job.id}{broker}{out}")
     lines.append(f"or delete it: sudoku-batch purge {job.id}{broker}")

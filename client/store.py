@@ -8,6 +8,7 @@ on either, and tests run the same cases against both.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from client.numbers import byte_size, count
 from pipeline.result import ChunkResult, ChunkStats
 from pipeline.tasks import ChunkTask
 
@@ -59,9 +61,9 @@ class JobStatus(BaseModel):
 
     job: str
     state: str  # producing | produced | failed | unknown (the stored state; `phase` is what users read)
-    phase: str = ""  # submitting | solving | done | failed | cancelled | unknown
+    phase: str = ""  # submitting | stopped | solving | done | failed | cancelled | unknown
     inputs: list[str] = []
-    submitted: int = 0  # puzzles read so far (the total once state is produced)
+    submitted: int = 0  # puzzles read so far (read in splits: counted by the workers so far; then the total)
     total: int | None = None
     done: int = 0
     counts: dict[str, int] = {}
@@ -76,6 +78,13 @@ class JobStatus(BaseModel):
     submission: str = ""  # complete | running | stopped (died or failed: resumable) | cancelled | ""
     checkpoint: int = 0  # puzzles safely submitted (a resume goes on from there)
     producer_silent_s: float | None = None  # seconds since the producer last beat (while not complete)
+    splits: bool = False  # the workers read the inputs in byte ranges: they count the puzzles, not the client
+    submitted_bytes: int = 0  # read in splits: bytes of the inputs sent as splits so far
+    input_bytes: int = 0  # read in splits: the inputs' bytes (0: not known)
+
+    def split_submission(self) -> str:
+        """How far a submission in splits got, in words: `7 splits (3.1 MB of 9.2 MB)`."""
+        return split_words(self.chunks_sent, self.submitted_bytes, self.input_bytes)
 
 
 class JobStore(ABC):
@@ -194,6 +203,10 @@ class JobStore(ABC):
         """A job read in splits: its puzzles once every split is counted, else None (no split here)."""
         return None
 
+    def split_counted(self, job: str) -> int:
+        """A job read in splits: the puzzles its workers have counted so far (0 here: no split)."""
+        return 0
+
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
         """The last checkpoint `ack` recorded and the parts it dropped (nothing in this process's store:
         an embedded job is not resumed)."""
@@ -215,22 +228,20 @@ class JobStore(ABC):
                 counts[k] = counts.get(k, 0) + v
         done = sum(s.n for s in stats)  # puzzles answered: a chunk's parts count as they are published
         chunks_done = _chunks_done(stats)
-        last = max((s.end for s in stats), default=0.0)
-        elapsed = max(1e-9, (last or time.time()) - float(meta["created"]))
         submission, silent = submission_state(meta)
-        if submission == "stopped":  # nothing more comes until a resume: the rate of what it did
-            beat = float(meta.get("producer_beat") or 0.0)
-            elapsed = max(1e-9, max(last, beat) - float(meta["created"])) if last or beat else elapsed
-        elif meta.get("state") != "produced" or done < int(meta.get("total", -1)):
-            elapsed = max(elapsed, time.time() - float(meta["created"]))
+        elapsed = _elapsed(meta, done, max((s.end for s in stats), default=0.0), submission)
         total = int(meta["total"]) if "total" in meta else None
-        if total is None and meta.get("splits") and meta.get("state") == "produced":
+        splits = bool(meta.get("splits"))
+        if total is None and splits and meta.get("state") == "produced":
             total = self.split_total(job)  # read in splits: known once its workers counted every split
         rate = done / elapsed if done else 0.0
         checkpoint = Checkpoint.of(meta)
         # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
-        # never show fewer puzzles or chunks submitted than are answered or checkpointed
-        submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done)
+        # never show fewer puzzles or chunks submitted than are answered or checkpointed; read in
+        # splits, the workers count the puzzles (the producer reads none)
+        counted = self.split_counted(job) if splits and total is None else 0
+        submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done, counted)
+        sent, size = split_bytes(meta) if splits else (0, 0)
         return JobStatus(
             job=job,
             state=meta.get("state", "unknown"),
@@ -251,7 +262,51 @@ class JobStore(ABC):
             submission=submission,
             checkpoint=checkpoint.index,
             producer_silent_s=silent,
+            splits=splits,
+            submitted_bytes=sent,
+            input_bytes=size,
         )
+
+
+def _elapsed(meta: dict[str, str], done: int, last: float, submission: str) -> float:
+    """Seconds a job's rate is counted over: to its last answer (`last`, epoch s), to now while it runs,
+    to its producer's last beat when its submission stopped (the rate of what it did)."""
+    created = float(meta["created"])
+    elapsed = max(1e-9, (last or time.time()) - created)
+    if submission == "stopped":  # nothing more comes until a resume
+        beat = float(meta.get("producer_beat") or 0.0)
+        return max(1e-9, max(last, beat) - created) if last or beat else elapsed
+    if meta.get("state") != "produced" or done < int(meta.get("total", -1)):
+        return max(elapsed, time.time() - created)
+    return elapsed
+
+
+def split_bytes(meta: dict[str, str]) -> tuple[int, int]:
+    """A job read in splits: (bytes of its inputs sent as splits so far, the inputs' bytes, 0 if unknown),
+    from its checkpoint and its inputs' fingerprints."""
+    sizes = [int(p["size"]) if p else 0 for p in json.loads(meta.get("prints") or "[]")]
+    return sent_bytes(Checkpoint.of(meta), sizes), sum(sizes)
+
+
+def sent_bytes(checkpoint: Checkpoint, sizes: list[int]) -> int:
+    """Bytes of inputs (of `sizes` bytes) a submission in splits has sent up to `checkpoint`."""
+    return sum(sizes[: checkpoint.input]) + checkpoint.offset
+
+
+def submitted_words(meta: dict[str, str]) -> str:
+    """How far a job's submission got, from its metadata: `860,903 puzzles`, or read in splits (the workers
+    count the puzzles) `7 splits (3.1 MB of 9.2 MB)`."""
+    checkpoint = Checkpoint.of(meta)
+    if meta.get("splits"):
+        return split_words(checkpoint.chunks, *split_bytes(meta))
+    return f"{checkpoint.index:,} puzzles"
+
+
+def split_words(splits: int, sent: int, size: int = 0) -> str:
+    """How far a submission in splits got, in words: `7 splits (3.1 MB of 9.2 MB)` (`size` 0: unknown). Its
+    puzzles are counted by the workers, not by the client."""
+    of = f" of {byte_size(size)}" if size else ""
+    return f"{count(splits)} splits ({byte_size(sent)}{of})"
 
 
 def _chunks_done(stats: list[ChunkStats]) -> int:
@@ -269,10 +324,13 @@ def _chunks_done(stats: list[ChunkStats]) -> int:
 
 
 def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
-    """Where a job is, as a user reads it: submitting, solving, done, failed or cancelled."""
+    """Where a job is, as a user reads it: submitting, stopped (a submission that died half way),
+    solving, done, failed or cancelled."""
     state = meta.get("state")
     if meta.get("cancelled"):
         return "cancelled"
+    if state == "producing" and submission_state(meta)[0] == "stopped":  # resumable: the page's word too
+        return "stopped"
     if state == "produced":
         return "done" if total is not None and done >= total else "solving"
     return {"producing": "submitting", "failed": "failed"}.get(state or "", "unknown")

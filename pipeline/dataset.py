@@ -238,7 +238,11 @@ class DatasetPort:
 
     def publish(self, part: ChunkResult) -> bool:
         """Render the part into a file under `_temporary/`, publish its header, then rename the file into
-        place; a part refused (rows answered already, the job stopped) leaves no file."""
+        place; a part refused (rows answered already, the job stopped) leaves no file. A part of no rows
+        (a split owning no puzzle line) is published with no file: it only completes its chunk."""
+        if not len(part):
+            head = part.header.model_copy(update={"format": self.dataset.format, "run_bytes": []})
+            return self.port.publish(ChunkResult(head, b""))
         start = time.process_time()
         try:
             dl, di = self.offsets()

@@ -11,6 +11,7 @@ and a line the fast check rejects is re-parsed by `parse_puzzle` for its reason.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import sys
@@ -24,7 +25,15 @@ import numpy as np
 
 from pipeline.checks import cells_ok, compact_ok
 from pipeline.storage import is_url, storage_for
-from solvers.parse import MAX_LINE_CHARS, infer_box, parse_puzzle, row_side, split_tokens, too_long
+from solvers.parse import (
+    CR_INSIDE,
+    MAX_LINE_CHARS,
+    infer_box,
+    parse_puzzle,
+    row_side,
+    split_tokens,
+    too_long,
+)
 from solvers.puzzle import ALPHABET, Box, PuzzleError, as_box
 
 SLAB = 1 << 20
@@ -184,23 +193,32 @@ def _read_stream(stream: IO[bytes], state: _LineReader, opening: bool = True) ->
     """Read slabs ending at a newline; check uniform slabs at once, the rest line by line.
 
     A byte-order mark opening the input is skipped (`opening`: the stream starts the input; a split
-    of it starting later does not). Of an over-long line only its head is
-    held; the characters dropped are counted so its message gives its true length. A slab
-    of nothing but line ends is skipped whole (blank lines give no entry).
+    of it starting later does not). A line longer than HOLD bytes is not held (`_LongLine`: its head
+    kept, the rest counted and checked as it streams by). A slab of nothing but line ends is skipped
+    whole (blank lines give no entry).
     """
     read = getattr(stream, "read1", stream.read)
     carry = b""
     done = 0  # lines consumed so far
-    dropped = 0  # characters of the current line not held (an over-long line's middle)
-    # `opening`: the first bytes are still to be checked for a byte-order mark
+    long: _LongLine | None = None  # the over-long line being read past, if any
     while True:
         try:
             data = read(SLAB)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             state.feed(done + 1, None, f"the file cannot be read further: {exc}")
             break
-        if not data:
-            yield from state.flush_lines(done, carry.removeprefix(BOM) if opening else carry, dropped)
+        if long is not None:
+            end = data.find(b"\n")
+            long.skip(data if end < 0 else data[:end])
+            if data and end < 0:
+                yield Block()  # a tick: the consumer (the producer's heartbeat) knows the reading goes on
+                continue
+            state.feed(done + 1, *long.verdict())
+            done, long, data = done + 1, None, data[end + 1 :]
+            if end < 0:
+                break  # the input ends with the long line
+        elif not data:
+            yield from state.flush_lines(done, carry.removeprefix(BOM) if opening else carry)
             break
         data = carry + data
         if opening:
@@ -209,35 +227,69 @@ def _read_stream(stream: IO[bytes], state: _LineReader, opening: bool = True) ->
                 continue
             data, opening = data.removeprefix(BOM), False
         cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            # no line end yet: keep reading, but never hold more than an over-long line's head
-            if len(data) > 2 * MAX_LINE_CHARS:
-                dropped += _characters(data[2 * MAX_LINE_CHARS :])
-                data = data[: 2 * MAX_LINE_CHARS]
-            carry = data
-            yield Block()  # a tick: the consumer (the producer's heartbeat) knows the reading goes on
+        if cut == 0:  # no line end yet: keep reading, holding at most HOLD bytes of a line
+            long, carry = (_LongLine(data), b"") if len(data) > HOLD else (None, data)
+            yield Block()  # a tick
             continue
         body, carry = data[:cut], data[cut:]
         width = body.find(b"\n") + 1  # a uniform slab's lines are all this wide: no count needed
-        even = not dropped and len(body) % width == 0
-        fast = state.uniform(body, len(body) // width, done) if even else None
+        fast = state.uniform(body, len(body) // width, done) if len(body) % width == 0 else None
         count = len(fast) if fast is not None else body.count(b"\n")
-        blank = fast is None and not dropped and count + body.count(b"\r") == len(body)  # only line ends
-        if blank:
+        if fast is None and count + body.count(b"\r") == len(body):  # only line ends
             yield Block()  # only empty lines (a gzip of gigabytes of newlines): nothing to parse, a tick
         elif fast is not None:
             yield from state.pending()
             yield fast
         else:
             ticked = False
-            for block in state.flush_lines(done, body, dropped):
+            for block in state.flush_lines(done, body):
                 ticked = True
                 yield block
             if not ticked:
                 yield Block()  # blank lines, comments or a grid's first rows: no puzzle yet, a tick
         done += count
-        dropped = 0
     yield from state.finish()
+
+
+HOLD = 4 * MAX_LINE_CHARS  # bytes of one line held at most: a longer line has more characters than allowed
+
+
+class _LongLine:
+    """A line longer than HOLD bytes, so longer than MAX_LINE_CHARS characters whatever they are: its first
+    characters are kept for its record, the rest counted and checked as UTF-8 as it streams by, so its
+    verdict (too long, or not UTF-8 text) and length are `read_entries`' wherever reads or splits cut it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.head = ""  # the line's first 200 characters
+        self.chars = 0  # characters counted so far
+        self.crs = 0  # carriage returns ending what was counted (the line's last ones are no characters)
+        self.bad = False
+        self.skip(data)
+
+    def skip(self, data: bytes, final: bool = False) -> None:
+        """Count the next bytes of the line."""
+        if self.bad:
+            return
+        try:
+            text = self.decoder.decode(data, final)
+        except UnicodeDecodeError:
+            self.bad = True
+            return
+        if len(self.head) < 200:
+            self.head += text[: 200 - len(self.head)]
+        kept = len(text.rstrip("\r"))
+        self.crs = self.crs + len(text) if not kept else len(text) - kept
+        self.chars += len(text)
+
+    def verdict(self) -> tuple[str | None, str | None, int]:
+        """The arguments of `_LineReader.feed` for the line, once its end was reached: (text held, why it is
+        bad, characters not held)."""
+        self.skip(b"", final=True)
+        if self.bad:
+            return None, "the line is not UTF-8 text", 0
+        length = self.chars - self.crs  # without its last carriage returns, as `read_entries` strips them
+        return self.head[:length], None, max(0, length - len(self.head))
 
 
 def read_lines(
@@ -261,12 +313,6 @@ def has_grid_rows(head: bytes, box: Box | str | None = None) -> bool:
         if s and s[0] != "#" and state.line_kind(s)[1][0] == "row":
             return True
     return False
-
-
-def _characters(data: bytes) -> int:
-    """How many UTF-8 characters `data` holds (every byte but continuation bytes 10xxxxxx)."""
-    codes = np.frombuffer(data, dtype=np.uint8)
-    return len(data) - int(np.count_nonzero((codes & 0xC0) == 0x80))
 
 
 ROW_IN_SPLIT = (
@@ -331,9 +377,8 @@ class _LineReader:
         slab = SlabTexts(text[:-1], length, count)
         return Block(range(done + 1, done + count + 1), slab, [None] * count, all_valid=True)
 
-    def flush_lines(self, done: int, body: bytes, dropped: int = 0) -> Iterator[Block]:
-        """Feed a slab line by line (decoding each), yielding full blocks; its first line had
-        `dropped` more characters than it holds (an over-long line's middle, not kept)."""
+    def flush_lines(self, done: int, body: bytes) -> Iterator[Block]:
+        """Feed a slab line by line (decoding each), yielding full blocks."""
         if not body:
             return
         raw_lines = body.split(b"\n")
@@ -341,7 +386,7 @@ class _LineReader:
             raw_lines.pop()
         for k, raw in enumerate(raw_lines, start=done + 1):
             try:
-                self.feed(k, raw.decode("utf-8").rstrip("\r\n"), None, dropped if k == done + 1 else 0)
+                self.feed(k, raw.decode("utf-8").rstrip("\r\n"), None)
             except UnicodeDecodeError:
                 self.feed(k, None, "the line is not UTF-8 text")
             if len(self.block) >= 4096:
@@ -355,9 +400,13 @@ class _LineReader:
             return
         if len(text) + dropped > MAX_LINE_CHARS:
             self._flush_rows()
-            self._add(n, text[:200], too_long(len(text) + dropped))
+            self._add(n, text[:200], too_long(len(text) + dropped, text))
             return
         s = text.strip()
+        if "\r" in s:  # a carriage return ends no line: CR-only line ends are answered, never skipped
+            self._flush_rows()
+            self._add(n, s[:200], CR_INSIDE)
+            return
         if not s or s[0] == "#":
             return
         plain, (kind, arg) = self.line_kind(s)

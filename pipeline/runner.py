@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from pipeline.result import ChunkResult
-from pipeline.solve import failed_parts, invalid_parts, solve_parts, worker_name
+from pipeline.solve import empty_part, failed_parts, invalid_parts, solve_parts, worker_name
 from pipeline.stop import StopPoller
 from pipeline.tasks import ChunkTask
 from solvers.result import Status
@@ -88,6 +88,9 @@ def run_chunk(
         if prepared is None:
             return 0
         task, port, valid, reasons = prepared.task, prepared.port, prepared.valid, prepared.reasons
+    if not len(task):
+        port.publish(empty_part(task))  # a split owning no puzzle line: complete with no record
+        return 0
     rows = unanswered(len(task), published)
     if not rows:
         return 0
@@ -137,6 +140,9 @@ def fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status = St
         if prepared is None:
             return 0
         task, port = prepared.task, prepared.port
+    if not len(task):
+        port.publish(empty_part(task))
+        return 0
     rows = unanswered(len(task), published)
     return sum(len(p) for p in failed_parts(task, reason, status, rows) if port.publish(p)) if rows else 0
 

@@ -338,6 +338,15 @@ def failed_parts(task: ChunkTask, reason: str, status: Status, rows: list[int]) 
     return parts
 
 
+def empty_part(task: ChunkTask) -> ChunkResult:
+    """The one part of a chunk of no rows (a split owning no puzzle line: only blank or comment lines, or
+    the middle of a line begun in a split before): published, it completes the chunk, so no job waits
+    for a chunk that has nothing to answer."""
+    none = np.zeros(0, dtype=np.int64)
+    columns = ResultColumns.build([], [])
+    return build_part(task.job, task.chunk, 0, 0, task.input, none, none, columns, task.format)
+
+
 def invalid_parts(task: ChunkTask, rows: list[int], reasons: dict[int, str]) -> list[ChunkResult]:
     """Answer rows `rows` of a chunk `invalid`, each with its reason (a split's lines its worker's reader
     rejected): a part per run of consecutive rows, in its format."""

@@ -410,9 +410,17 @@ def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | 
         yield n, (text.removeprefix(BOM) if n == 1 else text).rstrip("\r\n"), None
 
 
-def too_long(length: int) -> str:
-    """The reason a line of `length` characters is refused."""
-    return f"{length:,} characters is longer than the {MAX_LINE_CHARS:,} allowed"
+CR_INSIDE = (
+    "the line holds a carriage return, which ends no line (a newline or CRLF does): a file with CR-only "
+    "line ends? convert it, e.g. tr '\\r' '\\n' < IN > OUT"
+)
+
+
+def too_long(length: int, head: str = "") -> str:
+    """The reason a line of `length` characters is refused (`head`: its first characters; a carriage return
+    among the first 200 says why it is so long: CR-only line ends, the whole file one line)."""
+    reason = f"{length:,} characters is longer than the {MAX_LINE_CHARS:,} allowed"
+    return f"{reason}; {CR_INSIDE}" if "\r" in head[:200] else reason
 
 
 def row_side(tokens: int, box: Box | None) -> int | None:
@@ -452,9 +460,15 @@ def read_entries(source: str | Path | Iterable[str], box: Box | str | None = Non
             if pending:
                 yield _partial(start, pending, side)
                 pending = []
-            yield Entry(n, text[:200], error=too_long(len(text)))
+            yield Entry(n, text[:200], error=too_long(len(text), text))
             continue
         stripped = text.strip()
+        if "\r" in stripped:  # a carriage return ends no line: CR-only line ends are answered, not skipped
+            if pending:
+                yield _partial(start, pending, side)
+                pending = []
+            yield Entry(n, stripped[:200], error=CR_INSIDE)
+            continue
         if not stripped or stripped.startswith("#"):
             continue
         row = row_side(len(split_tokens(stripped)[0]), box)

@@ -9,6 +9,7 @@ S3-compatible server, `moto_server`, through s3fs).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -30,7 +31,7 @@ from pipeline.keys import Frontier, JobKeys
 from pipeline.reader import ROW_IN_SPLIT, read_blocks
 from pipeline.runner import ListPort, run_chunk
 from pipeline.runs import runs_array
-from pipeline.splits import read_split
+from pipeline.splits import SplitRead, read_split
 from pipeline.tasks import ChunkTask, Dataset, Split
 from tests.conftest import (
     CORPORA,
@@ -61,9 +62,15 @@ def split_task(path: Path, start: int, end: int, chunk: int = 0, **fields: objec
 def entries_by_splits(path: Path, cuts: list[int]) -> list[tuple[int, str, str | None]]:
     """(line, text, error) of every entry the splits at `cuts` read, numbered by the counts before each."""
     bounds = [0, *cuts, path.stat().st_size]
+    return entries_of(
+        [read_split(split_task(path, a, b, k)) for k, (a, b) in enumerate(itertools.pairwise(bounds))]
+    )
+
+
+def entries_of(reads: list[SplitRead]) -> list[tuple[int, str, str | None]]:
+    """(line, text, error) of every entry of consecutive splits read, numbered by the counts before each."""
     out, first_line = [], 1
-    for k, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        read = read_split(split_task(path, a, b, k))
+    for read in reads:
         errors = [None] * read.valid + read.reasons
         index, lines = runs_array(read.task.index_runs), runs_array(read.task.line_runs)
         rows = zip(index, lines, read.task.texts(), errors, strict=True)
@@ -84,6 +91,11 @@ LINES = st.lists(
             "." * 81 + "\r",
             "\ufeffx",
             "1" * 81,
+            PUZZLES[0] + "\r" + PUZZLES[1],  # CR-only line ends: one line
+            "\x00" + "." * 80,
+            "é" * 81,
+            "." * 256,  # a 16x16 grid among 9x9 ones
+            "x" * 5000,
         ]
     ),
     min_size=0,
@@ -108,6 +120,125 @@ def test_every_line_is_read_once_by_the_split_it_starts_in_wherever_the_cuts_fal
         for ln, t, e in zip(b.lines, b.texts, b.errors, strict=True)
     ]
     assert entries_by_splits(path, cuts) == want
+
+
+def sixteen(seed: int) -> str:
+    """A 16x16 puzzle on one line (256 cells)."""
+    from solvers.puzzle import ALPHABET, Box
+    from tests.grids import blank, pattern_grid
+
+    return "".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(4, 4)), 0.5, seed))
+
+
+def odd_input(kind: str) -> bytes:
+    """A small input of one odd kind: what a split may cut anywhere."""
+    p = PUZZLES
+    comments = ["", "# a comment run", "#", "   ", "# " + "x" * 120, ""]
+    return {
+        "crlf-bom-comments-no-final-newline": b"\xef\xbb\xbf"
+        + "\r\n".join([*comments, p[0], *comments, *comments, p[1], p[2], *comments]).encode(),
+        "cr-only": "\r".join(p[:6]).encode() + b"\r",
+        "nul-and-bad-utf8": b"\n".join(
+            [
+                p[0].encode(),
+                b"\x00" + p[1][1:].encode(),
+                b"\xff\xfe" + b"." * 79,
+                "é".encode() * 81,
+                p[2].encode(),
+            ]
+        ),
+        "mixed-9x9-16x16": "\n".join([p[0], sixteen(1), p[1], sixteen(2), sixteen(3), p[2]]).encode() + b"\n",
+        "a-line-of-5000-characters": "\n".join([p[0], "x" * 5000, p[1], "# end"]).encode(),
+    }[kind]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["crlf-bom-comments-no-final-newline", "cr-only", "nul-and-bad-utf8", "mixed-9x9-16x16",
+     "a-line-of-5000-characters"],
+)  # fmt: skip
+def test_splits_of_every_size_read_each_line_of_an_odd_input_once_as_the_unsplit_reader_does(tmp_path, kind):
+    path = tmp_path / "in.txt"
+    path.write_bytes(odd_input(kind))
+    size = path.stat().st_size
+    want = [
+        (ln, t, e)
+        for b in read_blocks(str(path))
+        for ln, t, e in zip(b.lines, b.texts, b.errors, strict=True)
+    ]
+    data = path.read_bytes()
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    steps = (
+        range(1, size + 1) if size < 2000 else [*range(1, 200), *range(200, size + 1, 97), 4999, 5000, 5001]
+    )
+    empty = 0
+    for step in steps:
+        reads = [
+            read_split(split_task(path, a, min(a + step, size), k))
+            for k, a in enumerate(range(0, size, step))
+        ]
+        assert entries_of(reads) == want, step
+        assert sum(r.lines for r in reads) == lines, step
+        empty += sum(not r.entries for r in reads)
+    assert empty  # splits that own no puzzle line were read: they hold nothing, each line is read once
+
+
+def test_splits_cutting_lines_of_one_to_three_megabytes_read_them_once_as_the_unsplit_reader_does(tmp_path):
+    path = tmp_path / "in.txt"
+    wide = "é€" * 350_000  # 1.75 MB of two- and three-byte characters: a read may end inside one
+    path.write_bytes("\n".join([PUZZLES[0], wide, PUZZLES[1], "x" * 3_000_000, "# end", PUZZLES[2]]).encode())
+    want = [
+        (ln, t, e)
+        for b in read_blocks(str(path))
+        for ln, t, e in zip(b.lines, b.texts, b.errors, strict=True)
+    ]
+    assert [e is None for _, _, e in want] == [True, False, True, False, True]
+    wide_at, long_at, size = 82, 82 + 1_750_001 + 82, path.stat().st_size  # where the long lines start
+    for cuts in (
+        [41], [83], [1000], [1001], [wide_at + 1_000_000], [wide_at + 1_000_001], [long_at + 1],
+        [long_at + 2_999_999], [long_at - 1, long_at + (1 << 20)], list(range(97, size, 1 << 20)),
+        list(range(1000, size, 333_333)),
+    ):  # fmt: skip
+        assert entries_by_splits(path, cuts) == want, cuts
+
+
+def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no_file(fake_redis, tmp_path):
+    from pipeline.outbox import outbox_entry
+    from pipeline.result import ChunkResult
+    from pipeline.tasks import VERSION, ChunkRef
+    from worker.tasks import handle
+
+    path = tmp_path / "in.txt"
+    path.write_text(PUZZLES[0] + "\n" + "# a comment run\n" * 20 + PUZZLES[1] + "\n")
+    out = tmp_path / "out"
+    mark_directory(str(out), JOB)
+    keys = JobKeys(JOB)
+    fake_redis.hset(keys.meta, "created", "1")
+    bounds = [(0, 100), (100, 300), (300, path.stat().st_size)]  # the middle split: comments only
+    for k, (a, b) in enumerate(bounds):
+        task = split_task(path, a, b, k, dataset=Dataset(url=str(out), format="jsonl"))
+        fake_redis.hset(keys.outbox, k, outbox_entry(time.time(), task.model_dump_json()))
+    assert handle(ChunkRef(v=VERSION, job=JOB, chunk=1).model_dump(), fake_redis) == 0
+    assert fake_redis.hget(keys.parts(1), "done") == b"1" and not fake_redis.hexists(keys.outbox, 1)
+    assert fake_redis.hget(keys.meta, "chunks_done") == b"1" and fake_redis.lrange(keys.arrivals, 0, -1) == [
+        b"1:0"
+    ]
+    assert (
+        handle(ChunkRef(v=VERSION, job=JOB, chunk=1).model_dump(), fake_redis) == 0
+    )  # delivered again: nothing to do
+    assert handle(ChunkRef(v=VERSION, job=JOB, chunk=2).model_dump(), fake_redis) == 1
+    assert handle(ChunkRef(v=VERSION, job=JOB, chunk=0).model_dump(), fake_redis) == 1
+    assert not list(out.glob("part-000001-*"))  # no file for no record
+    summary = Summary()
+    dataset = DatasetOutput(str(out), "jsonl", JOB, {"inputs": str(path), "created": "1"}, summary)
+    for name in fake_redis.lrange(keys.arrivals, 0, -1):
+        chunk, row = (int(x) for x in name.split(b":"))
+        part = ChunkResult.decode(fake_redis.get(keys.part(chunk, row)))
+        summary.add(part.header.stats, part.header.input)
+        dataset.write(part, 0, len(part))
+    manifest = dataset.commit()
+    assert [(p.chunk, p.first_line, p.first_index) for p in manifest.parts] == [(0, 1, 0), (2, 22, 1)]
+    assert [(r["line"], r["status"]) for r in read_back(out, "jsonl")] == [(1, "solved"), (22, "solved")]
 
 
 def test_a_row_of_a_grid_written_over_several_lines_is_answered_invalid_in_a_split_not_joined(tmp_path):
@@ -366,6 +497,71 @@ def test_a_broker_job_read_in_splits_numbers_every_line_of_every_input_as_the_pr
     assert [(r["input"], r["line"], str(r["puzzle"])) for r in records] == want
     assert [r["index"] for r in records] == list(range(len(want)))
     assert sum(r["status"] == "invalid" for r in records) == 1
+
+
+def split_and_whole(workers: str, path: Path, tmp_path: Path, split_bytes: int | None) -> tuple[list, list]:
+    """(index, line, status, error) of every record of `path` solved by workers reading it in splits of
+    `split_bytes` (None: the default size) into a dataset, and solved whole by the embedded pipeline."""
+    env = {"SUDOKU_BATCH_MAX_SPLIT_BYTES": str(split_bytes)} if split_bytes else {}
+    out = tmp_path / "out"
+    run = run_cli("solve", str(path), "--broker", workers, "-o", f"{out}/", "-q", env=env)
+    assert run.returncode == 0, run.stderr
+    manifest = json.loads((out / "_manifest.json").read_text())
+    chunks = {part["chunk"] for part in manifest["parts"]}
+    assert manifest["options"]["splits"] and len(chunks) < max(chunks) + 1  # splits that own no line: no part
+    whole = tmp_path / "whole.jsonl"
+    embedded = run_cli("solve", str(path), "-o", str(whole), "-q")
+    assert embedded.returncode == 0, embedded.stderr
+    fields = ("index", "line", "status", "error")
+    split = [tuple(r[f] for f in fields) for r in read_back(out, "jsonl")]
+    one = [tuple(r[f] for f in fields) for r in map(json.loads, whole.read_text().splitlines())]
+    return split, sorted(one)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_300_puzzles_among_comment_runs_in_97_byte_splits_give_300_records_and_exit_0(workers, tmp_path):
+    path = tmp_path / "in.txt"
+    rng = random.Random(7)
+    lines: list[str] = []
+    for puzzle in corpus_lines(300):
+        lines.append(puzzle)
+        if rng.random() < 0.5:  # most splits of 97 bytes own no puzzle line
+            lines += ["# a comment " + "x" * rng.randint(0, 150) for _ in range(rng.randint(1, 4))]
+            lines += [""] * rng.randint(0, 3)
+    path.write_text("\n".join(lines) + "\n")
+    split, whole = split_and_whole(workers, path, tmp_path, 97)
+    assert len(split) == 300 and split == whole
+    assert [line for _, line, _, _ in split] == [k + 1 for k, t in enumerate(lines) if t and t[0] != "#"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_an_odd_input_read_in_97_byte_splits_gives_every_line_the_record_it_gets_read_whole(
+    workers, tmp_path
+):
+    path = tmp_path / "in.txt"
+    path.write_bytes(
+        b"\r\n".join(odd_input(kind) for kind in ("crlf-bom-comments-no-final-newline", "nul-and-bad-utf8"))
+        + b"\n" + odd_input("mixed-9x9-16x16") + odd_input("a-line-of-5000-characters") + b"\n"
+        + odd_input("cr-only")[:200]  # a line holding carriage returns, no final newline
+    )  # fmt: skip
+    split, whole = split_and_whole(workers, path, tmp_path, 97)
+    assert split == whole
+    assert {s for _, _, s, _ in split} == {"solved", "invalid"} and sum(
+        s == "invalid" for _, _, s, _ in split
+    ) == 5
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_a_three_megabyte_line_read_in_splits_of_the_default_size_is_one_invalid_record(workers, tmp_path):
+    path = tmp_path / "in.txt"
+    puzzles = corpus_lines(4000)
+    path.write_text("\n".join([*puzzles[:2000], "7" * 3_000_000, *puzzles[2000:]]) + "\n")
+    split, whole = split_and_whole(workers, path, tmp_path, None)
+    assert split == whole and len(split) == 4001
+    assert split[2000][1:3] == (2001, "invalid") and split[2000][3].startswith("3,000,000 characters")
 
 
 @pytest.mark.integration

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline.checks import clashes, compact_ok
 from pipeline.reader import read_blocks
-from solvers.parse import clash_mask, parse_compact_batch, read_entries
+from solvers.parse import CR_INSIDE, clash_mask, parse_compact_batch, read_entries, too_long
 from solvers.puzzle import ALPHABET, Box
 from tests.conftest import CORPORA, SAMPLE
 from tests.grids import blank, pattern_grid
@@ -123,6 +123,55 @@ def test_an_over_long_line_is_refused_with_its_true_length(tmp_path):
     wide = tmp_path / "wide.txt"  # two bytes a character: the length counts characters
     wide.write_text(SAMPLE_LINES[0] + "\n" + "é" * 2_000_000 + "\n", encoding="utf-8")
     assert fast(wide) == entries(wide) and fast(wide)[1][2].startswith("2,000,000 characters")
+
+
+class Steps(io.RawIOBase):
+    """A raw stream handing out at most `step` bytes a read: the reader's reads cut lines where it says."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self.data = memoryview(data)
+        self.step = step
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001
+        n = min(len(buffer), self.step, len(self.data))
+        buffer[:n], self.data = self.data[:n], self.data[n:]
+        return n
+
+
+@pytest.mark.parametrize("step", [1 << 20, 98_303, 98_304, 98_305, 262_143, 333_333])
+def test_an_over_long_line_gets_read_entries_verdict_and_length_wherever_the_reads_cut_it(tmp_path, step):
+    path = tmp_path / "long.txt"
+    wide = "é€" * 500_001  # two- and three-byte characters: a read may end inside one
+    bad = b"x" * 700_000 + b"\xff" + b"x" * 700_000  # not UTF-8 in the middle: not only its head is checked
+    tail = "." * 300_000 + "\r\r"  # a CRLF line's carriage returns are no characters of it
+    path.write_bytes(
+        b"\n".join([SAMPLE_LINES[0].encode(), wide.encode(), bad, tail.encode(), SAMPLE_LINES[1].encode()])
+    )
+    want = entries(path)
+    assert [e for _, _, e in want] == [
+        None, too_long(1_000_002), "the line is not UTF-8 text", too_long(300_000), None
+    ]  # fmt: skip
+    assert fast(io.BufferedReader(Steps(path.read_bytes(), step), buffer_size=1 << 20)) == want
+
+
+def test_a_file_with_cr_only_line_ends_is_one_line_answered_invalid_saying_so_never_skipped(tmp_path):
+    for name, text in [
+        ("puzzles", "\r".join(SAMPLE_LINES[:3]) + "\r"),
+        ("comment-first", "# my puzzles\r" + "\r".join(SAMPLE_LINES[:3])),  # was a comment: dropped unsaid
+        ("large", "\r".join(SAMPLE_LINES[:3] * 300)),  # longer than a line may be
+    ]:
+        path = tmp_path / f"{name}.txt"
+        path.write_bytes(text.encode())
+        got = fast(path)
+        assert got == entries(path), name
+        ((line, shown, error),) = got
+        assert line == 1 and CR_INSIDE in error and len(shown) <= 200, name
+    one = tmp_path / "one.txt"  # a lone puzzle ended by a CR is a puzzle
+    one.write_bytes(SAMPLE_LINES[0].encode() + b"\r")
+    assert fast(one) == entries(one) == [(1, SAMPLE_LINES[0], None)]
 
 
 def test_bytes_that_are_not_utf8_become_an_invalid_entry_naming_the_line(tmp_path):

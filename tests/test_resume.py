@@ -352,3 +352,28 @@ def test_a_finished_or_collect_only_job_names_no_stopped_submission(broker, tmp_
     assert job.stopped_at() is None and job.submitted_here and job.input_names == [str(path)]
     collecting = batch.job(job.id)
     assert collecting.stopped_at() is None and not collecting.submitted_here
+
+
+def test_an_interrupted_submission_in_splits_says_how_many_splits_and_bytes_it_sent_not_0_puzzles(
+    fake_redis, monkeypatch, tmp_path, capsys
+):
+    import argparse
+
+    from client.run import _say_how_to_go_on
+
+    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    batch = BatchClient("redis://fake:6379/0", settings=ClientSettings(max_split_bytes=820))
+    recorder = Recorder(die_at=3)
+    monkeypatch.setattr(batch, "_celery_transport", lambda: recorder)
+    path = tmp_path / "a.txt"
+    path.write_text("\n".join(LINES[:100]) + "\n")
+    job = batch.submit_inputs(
+        [(str(path), str(path))], bounded=False, format="jsonl", dataset=f"{tmp_path}/out/"
+    )
+    with pytest.raises(Killed):
+        job.wait_submitted()
+    checkpoint = Checkpoint.of(batch.store.meta(job.id))  # the third split committed, its send killed
+    assert (checkpoint.index, checkpoint.chunks, checkpoint.offset) == (0, 3, 3 * 820)
+    assert job.stopped_words() == "3 splits (2.46 kB of 8.2 kB)"
+    _say_how_to_go_on(job, argparse.Namespace(command="submit", output=None, broker=None))
+    assert "its submission stopped after 3 splits (2.46 kB of 8.2 kB): " in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -18,7 +19,9 @@ from client.cli import main
 from client.config import ClientSettings
 from client.producer import ResumeRefused
 from client.redis_store import RedisJobStore
+from client.store import Checkpoint
 from client.transport import Transport
+from pipeline.keys import Frontier, JobKeys
 from pipeline.solve import solve_chunk
 from pipeline.tasks import ChunkTask
 from tests.conftest import SAMPLE, chunk_task
@@ -128,7 +131,9 @@ def test_a_stopped_submission_keeps_the_rate_it_had_and_is_offered_a_resume(stor
     meta["checkpoint"] = '{"index": 10, "chunks": 2, "tail": ""}'
     answered(store, created, meta, [LINES[:5], LINES[5:10]])  # both answered 10 s after the start
     out = status_text(capsys)
-    assert f"job {JOB}: submitting, 10/10+ (submission stopped) puzzles, 1 puzzles/s" in out, out
+    assert f"job {JOB}: stopped, 10/10+ (submission stopped) puzzles, 1 puzzles/s" in out, (
+        out
+    )  # the page's word
     assert f"resume it: sudoku-batch submit --resume {JOB} in.txt" in out
 
 
@@ -162,3 +167,71 @@ def test_status_and_the_progress_bar_write_counts_with_separators_and_times_in_t
     bar = Progress(True, stream)
     bar.update(214200, 214200, 214200, force=True)
     assert "] 214,200/214,200 puzzles" in stream.getvalue(), stream.getvalue()
+
+
+def split_job(store: RedisJobStore, beat: float) -> None:
+    """JOB read in 7 splits so far (3.1 MB of a 9.2 MB input), its workers having counted 214,200 puzzles and
+    answered 10, its producer's last beat at `beat`."""
+    checkpoint = Checkpoint(chunks=7, input=0, offset=3_100_000)
+    meta = {"state": "producing", "producer_beat": f"{beat:.3f}", "splits": "/data/big.txt", "submitted": "0"}
+    meta.update(
+        prints=json.dumps([{"size": 9_200_000, "head": "0" * 32}]), checkpoint=checkpoint.model_dump_json()
+    )
+    answered(store, time.time() - 20, {**meta, "inputs": "big.txt"}, [LINES[:10]])
+    store.r.set(JobKeys(JOB).frontier, Frontier(7, 0, 250_001, 214_200).text())
+
+
+def test_status_of_a_job_read_in_splits_says_what_was_sent_and_what_the_workers_counted(store, capsys):
+    split_job(store, time.time())
+    out = status_text(capsys)
+    assert f"job {JOB}: submitting, 10/214,200+ (still submitting splits) puzzles" in out, out
+    assert "input: submitted 7 splits (3.1 MB of 9.2 MB); 214,200 puzzles counted so far" in out, out
+
+
+def test_a_stopped_submission_in_splits_is_stopped_in_status_and_interrupts_not_0_puzzles(store, capsys):
+    import argparse
+
+    from client.run import _how_far, _say_how_to_go_on
+
+    split_job(store, time.time() - 15)  # its producer was killed 15 s ago
+    status = store.status(JOB)
+    assert (status.phase, status.submission, status.submitted) == ("stopped", "stopped", 214_200)
+    out = status_text(capsys)
+    assert f"job {JOB}: stopped, 10/214,200+ (submission stopped) puzzles" in out, out
+    assert "submission incomplete: 7 splits (3.1 MB of 9.2 MB) submitted, producer silent for 15 s" in out
+    job = BatchClient(URL, settings=SETTINGS).job(JOB)
+    assert _how_far(job, 10) == "10 of 214,200+ puzzles counted so far"
+    _say_how_to_go_on(job, argparse.Namespace(command="collect", output=None, broker=URL))
+    err = capsys.readouterr().err
+    assert (
+        f"its submission stopped after 7 splits (3.1 MB of 9.2 MB): sudoku-batch submit --resume {JOB}" in err
+    )
+
+
+def test_an_interrupt_counts_what_the_submission_checkpointed_not_its_last_heartbeat(store):
+    from client.run import _how_far
+
+    meta = {"state": "producing", "producer_beat": f"{time.time():.3f}", "submitted": "265"}
+    meta["checkpoint"] = Checkpoint(index=138_635, chunks=20).model_dump_json()  # beaten after the beat
+    answered(store, time.time() - 5, meta, [LINES[:10]])
+    assert _how_far(BatchClient(URL, settings=SETTINGS).job(JOB), 10) == "10 of 138,635+ puzzles read so far"
+
+
+def test_collect_of_a_killed_submission_says_what_it_waits_for_then_gives_up_when_the_producer_is_stale(
+    store, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("SUDOKU_BATCH_PRODUCER_STALE_S", "9")
+    meta = {"state": "producing", "producer_beat": f"{time.time() - 6:.3f}", "inputs": "big.txt"}
+    meta["checkpoint"] = Checkpoint(index=10, chunks=1).model_dump_json()  # `submit` killed 6 s ago
+    answered(store, time.time() - 7, meta, [LINES[:10]])
+    began = time.monotonic()
+    assert main(["collect", JOB, "--broker", URL, "-o", str(tmp_path / "out.jsonl"), "-q"]) == 1
+    waited = time.monotonic() - began
+    err = capsys.readouterr().err.splitlines()
+    resume = f"sudoku-batch submit --resume {JOB} big.txt --broker {URL}"
+    assert err[0].startswith(
+        "waiting: the job's submission stopped after 10 puzzles (its producer silent for 6 s"
+    )
+    assert err[0].endswith(f"then this gives up in 3 s unless it is resumed: {resume}"), err
+    assert err[1].startswith(f"error: job {JOB}: the producer stopped after submitting 10 puzzles"), err
+    assert 2 < waited < 6  # 9 s after the producer's last beat
