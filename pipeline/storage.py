@@ -17,6 +17,7 @@ into one that does not exist is a `StorageError` naming it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import inspect
 import io
@@ -276,10 +277,14 @@ class FsspecStorage(Storage):
         p = self._path(path)
         try:
             if "mode" in inspect.signature(self.fs.pipe_file).parameters:  # fsspec's exclusive write
-                self._written(path, self.fs.pipe_file, p, data, mode="create")
-                return True
-            self.fs.invalidate_cache(p)
-            if self._call(path, self.fs.exists, p):  # an older backend: a check, then the write
+                try:
+                    self._written(path, self.fs.pipe_file, p, data, mode="create")
+                    return True
+                except StorageError as exc:
+                    if not _unsupported(exc.__cause__):
+                        raise
+            self.fs.invalidate_cache(p)  # a backend without conditional writes: a check, then the write
+            if self._call(path, self.fs.exists, p):
                 return False
             self._written(path, self.fs.pipe_file, p, data)
             return True
@@ -318,6 +323,12 @@ class FsspecStorage(Storage):
 
     def join(self, base: str, *names: str) -> str:
         return "/".join([base.rstrip("/"), *names])
+
+
+def _unsupported(exc: BaseException | None) -> bool:
+    """True for a store's "not implemented" answer (HTTP 501: an S3-compatible store without conditional
+    writes), which s3fs raises as OSError ENOSYS."""
+    return isinstance(exc, NotImplementedError) or (isinstance(exc, OSError) and exc.errno == errno.ENOSYS)
 
 
 class _Guarded(io.RawIOBase):

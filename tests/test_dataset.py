@@ -350,9 +350,7 @@ def test_whether_a_claims_job_lives_is_told_by_its_broker_or_by_its_process_on_t
     assert claim_lives(on_ours, {"created": "1", "state": "produced"}, broker)  # submitted, not collected yet
     assert not claim_lives(on_ours, {"created": "1", "state": "failed"}, broker)
     assert not claim_lives(on_ours, {}, broker)  # purged or expired from our broker
-    assert claim_lives(
-        Claim(job=JOB, broker="10.0.0.9:6379/0"), {}, broker
-    )  # another broker's: unknown
+    assert claim_lives(Claim(job=JOB, broker="10.0.0.9:6379/0"), {}, broker)  # another broker's: unknown
     assert not claim_lives(Claim(job=JOB, host=here, pid=gone.pid), {}, "")
     assert claim_lives(Claim(job=JOB, host=here, pid=os.getpid()), {}, "")
     assert claim_lives(Claim(job=JOB, host="elsewhere", pid=gone.pid), {}, "")
@@ -445,6 +443,20 @@ def test_every_error_of_an_fsspec_backend_is_an_oserror_naming_the_path():
     with pytest.raises(StorageError, match="BackendError"):
         store.create("memory://b/x", b"1")
     assert FsspecStorage(MemoryFileSystem()).listdir("memory://nowhere") == []  # not found: as it was
+
+
+def test_a_store_without_conditional_writes_still_creates_a_claim_once():
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class Plain(MemoryFileSystem):  # an S3-compatible store answering 501 to If-None-Match
+        def pipe_file(self, path, value, mode="overwrite", **kwargs):  # noqa: ANN001, ANN003, ANN201
+            if mode == "create":
+                raise OSError(errno.ENOSYS, "NotImplemented: If-None-Match")
+            return super().pipe_file(path, value, **kwargs)
+
+    store = FsspecStorage(Plain())
+    assert store.create("memory://plain/_CLAIM", b"first") and not store.create("memory://plain/_CLAIM", b"2")
+    assert store.read("memory://plain/_CLAIM") == b"first"
 
 
 def test_a_split_of_an_input_rewritten_at_the_same_size_is_refused_without_its_size(tmp_path):
