@@ -760,6 +760,19 @@ def test_a_full_disk_ends_the_job_within_a_minute_in_one_line_naming_the_worker_
     assert not (out / "_SUCCESS").exists()
 
 
+@pytest.mark.timeout(240)
+def test_a_full_disk_under_local_processes_ends_the_command_in_one_line_without_a_traceback(
+    small_disk, tmp_path
+):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(corpus_lines(80000)) + "\n")  # chunks still queued when the first fails
+    out = small_disk / "out"
+    run = run_cli("solve", str(path), "-o", f"{out}/", "-q", timeout=90)
+    assert run.returncode == 1
+    line = one_line(run.stderr)
+    assert "No space left on device" in line and str(out) in line, line
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_an_input_rewritten_at_the_same_size_mid_job_fails_the_job_in_one_line_not_mixing_versions(
