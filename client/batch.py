@@ -148,9 +148,10 @@ class BatchClient:
         `columns`, the default: the result columns, which `Job.results()` and any output format read).
         `dataset`: a directory (path or URL) the solving processes write the records to as part files
         (`pipeline.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the first
-        two), committed by whoever collects the job. `splits`: with a broker and a dataset, the workers
-        read plain file inputs themselves in byte ranges (None: whenever every input allows it; False:
-        never; True: or a ValueError saying why not).
+        two), committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
+        ValueError naming the owner, while another job does). `splits`: with a broker and a dataset, the
+        workers read plain file inputs themselves in byte ranges (None: whenever every input allows it;
+        False: never; True: or a ValueError saying why not).
         """
         if format not in FORMATS:
             raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
