@@ -10,15 +10,18 @@ producer, chunk function and collector, with local processes and an in-memory st
 from __future__ import annotations
 
 import io
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
-from client.dataset import check_directory, dataset_url, mark_directory
+from client.dataset import check_directory, claim_directory, claim_lives, dataset_url
 from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id, splittable
 from client.store import (
     Checkpoint,
@@ -39,7 +42,8 @@ from client.transport import (
     default_workers,
     max_workers,
 )
-from pipeline.dataset import zstd_codec
+from pipeline.dataset import Claim, zstd_codec
+from pipeline.keys import KEY_PREFIX
 from pipeline.outbox import parse_task
 from pipeline.reader import peek_stdin
 from pipeline.render.record import Record
@@ -153,9 +157,10 @@ class BatchClient:
         `columns`, the default: the result columns, which `Job.results()` and any output format read).
         `dataset`: a directory (path or URL) the solving processes write the records to as part files
         (`pipeline.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the first
-        two), committed by whoever collects the job. `splits`: with a broker and a dataset, the workers
-        read plain file inputs themselves in byte ranges (None: whenever every input allows it; False:
-        never; True: or a ValueError saying why not).
+        two), committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
+        ValueError naming the owner, while another job does). `splits`: with a broker and a dataset, the
+        workers read plain file inputs themselves in byte ranges (None: whenever every input allows it;
+        False: never; True: or a ValueError saying why not).
         """
         if format not in FORMATS:
             raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
@@ -181,9 +186,9 @@ class BatchClient:
             format, url, compression, split_urls,
         )  # fmt: skip
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
-        if url is not None:
-            mark_directory(url, spec.job)
         self.store.create(spec.job, spec.meta())
+        if url is not None:
+            self._claim(url, spec.job)
         transport: Transport
         if self.embedded:
             if not _small(inputs):
@@ -197,6 +202,34 @@ class BatchClient:
         consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
         producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
         return Job(self, spec.job, producer, inputs, collected=collected)
+
+    def _claim(self, url: str, job: str) -> None:
+        """Make `job` the one owner of its dataset directory (`client.dataset.claim_directory`: after the job
+        exists in the store, so another client sees it lives); a job refused leaves the store again."""
+        claim = Claim(
+            job=job,
+            broker=self._broker_place(),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            claimed=time.time(),
+        )
+        try:
+            claim_directory(
+                url, claim, lambda held: claim_lives(held, self.store.meta(held.job), claim.broker)
+            )
+        except BaseException:
+            self.store.purge(job, stop=False)
+            raise
+
+    def _broker_place(self) -> str:
+        """Where this client's jobs live, without credentials (`host:port/db`, and a key prefix not the
+        default); "" embedded."""
+        if self.url is None:
+            return ""
+        parts = urlsplit(self.url)
+        place = f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or '0'}"
+        prefix = self.settings.key_prefix
+        return place if prefix == KEY_PREFIX else f"{place} prefix {prefix}"
 
     def _dataset_plan(
         self,

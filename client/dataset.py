@@ -1,32 +1,47 @@
 """The client's side of a dataset output (`-o DIR/`): take the parts' headers, commit the dataset, merge it.
 
-The workers write the part files (`pipeline.dataset`); the client never reads a record. It keeps
-one entry per part from the headers the workers publish (file, lines, records, statistics), and
-when every input line is answered it commits: renames the parts whose worker died between
-publishing and renaming, deletes what is not the dataset (parts of an earlier run in the same
-directory, of a delivery refused, `_temporary/`), writes `_manifest.json` (inputs, options, version,
-every part with its lines and records, the summary figures) and `_SUCCESS` last. A reader that
-waits for `_SUCCESS`, or reads the manifest's files, sees every input line once; after the commit
-the directory holds nothing else.
+The workers write the part files (`pipeline.dataset`); the client never reads a record. A job owns its
+directory from its submission to its commit (`claim_directory`: `_CLAIM`, created exclusively; a second
+job naming the directory while the first lives is refused in one line naming it), and only then clears
+what an earlier job left there. It keeps one entry per part from the headers the workers publish (file,
+lines, records, statistics), and when every input line is answered it commits: renames the parts whose
+worker died between publishing and renaming, deletes its own parts no entry names (a delivery refused),
+writes `_manifest.json` (inputs, options, version, every part with its lines and records, the summary
+figures) and `_SUCCESS`, then deletes `_temporary/` and its claim. A reader that waits for `_SUCCESS`, or
+reads the manifest's files, sees every input line once; after the commit the directory holds nothing else.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
 from client.summary import Summary
-from pipeline.dataset import MANIFEST, SUCCESS, TEMP_DIR, commit_part, decompress, job_marker
+from pipeline.dataset import (
+    CLAIM,
+    MANIFEST,
+    SUCCESS,
+    TEMP_DIR,
+    Claim,
+    check_claim,
+    commit_part,
+    decompress,
+    read_claim,
+)
 from pipeline.result import ChunkResult, ChunkStats
-from pipeline.storage import Storage, StorageError, absolute, local_path, reason, storage_for
+from pipeline.storage import Storage, StorageError, absolute, local_path, storage_errors, storage_for
 
 MANIFEST_VERSION = 1
 PART = re.compile(r"^part-\d+-\d+\.(jsonl|csv|parquet)(\.gz|\.zst)?$")
-OURS = {MANIFEST, SUCCESS, TEMP_DIR}
+TOKEN = re.compile(rf"^{CLAIM}\.\d+$")  # a takeover's token: `_CLAIM.<generation>`
+OURS = {MANIFEST, SUCCESS, TEMP_DIR, CLAIM}
+CLAIM_TRIES = 3  # a claim released between our create and our read: tried again
 
 
 def is_dataset(output: str | None) -> bool:
@@ -75,34 +90,100 @@ class Manifest(BaseModel):
     summary: dict[str, Any]
 
 
-def mark_directory(url: str, job: str) -> None:
-    """Leave the job's marker in the dataset's `_temporary/`: workers check they see it before writing."""
-    store = storage_for(url)
-    try:
-        store.makedirs(store.join(url, TEMP_DIR))
-        store.put(store.join(url, TEMP_DIR, job_marker(job)), b"")
-    except OSError as exc:
-        raise StorageError(f"cannot write the dataset {url}/: {reason(exc)}") from None
+class DirectoryClaimed(ValueError):
+    """A dataset directory another job owns while it lives (the message names it and how to free it)."""
 
 
 def check_directory(url: str) -> Storage:
-    """Make the dataset directory ready for a new job: created if missing; ValueError (one line) when it
-    holds anything but a dataset (a dataset's files are replaced by this job's when it commits). The
-    earlier dataset's `_SUCCESS` and manifest go first, so nobody takes the mix for a finished table."""
+    """ValueError (one line) when the dataset directory holds anything but a dataset: a job writes only into
+    a new, empty or dataset directory (what an earlier job left is cleared once this one owns it)."""
     store = storage_for(url)
-    try:
+    with storage_errors(f"cannot write the dataset {url}/"):
         names = store.listdir(url)
-        others = sorted(n for n in names if n not in OURS and not PART.match(n))
-        if others:
-            raise ValueError(
-                f"{url}/ holds {others[0]!r}, which is not part of a dataset: give an empty or new directory"
-            )
-        store.makedirs(url)
-        for name in (SUCCESS, MANIFEST):
-            store.remove(store.join(url, name))
-    except OSError as exc:
-        raise StorageError(f"cannot write the dataset {url}/: {reason(exc)}") from None
+    others = sorted(n for n in names if n not in OURS and not PART.match(n) and not TOKEN.match(n))
+    if others:
+        raise ValueError(
+            f"{url}/ holds {others[0]!r}, which is not part of a dataset: give an empty or new directory"
+        )
     return store
+
+
+def claim_directory(url: str, claim: Claim, lives: Callable[[Claim], bool]) -> None:
+    """Make `claim`'s job the one owner of the dataset directory, then clear what an earlier job left there
+    (parts, manifest, `_SUCCESS`, `_temporary/`).
+
+    `_CLAIM` is created exclusively (O_EXCL; a conditional PUT on S3). A claim whose job no longer `lives`
+    (failed, purged or expired from our broker, its process gone) is taken over through the exclusive
+    token `_CLAIM.<generation>`, so of two jobs taking it over only one wins. DirectoryClaimed (one line
+    naming the owner and how to free the directory) while its job lives.
+    """
+    store = storage_for(url)
+    path = store.join(url, CLAIM)
+    with storage_errors(f"cannot write the dataset {url}/"):
+        store.makedirs(url)
+        for _ in range(CLAIM_TRIES):
+            if store.create(path, claim.model_dump_json().encode()):
+                break
+            held = read_claim(store, url)
+            if held is None:
+                continue  # its job committed meanwhile
+            if lives(held):
+                raise DirectoryClaimed(claimed_by(url, held))
+            ours = claim.model_copy(update={"generation": held.generation + 1})
+            if not store.create(
+                store.join(url, f"{CLAIM}.{ours.generation}"), ours.model_dump_json().encode()
+            ):
+                raise DirectoryClaimed(f"{url}/: another job is taking it over from job {held.job}")
+            store.put(path, ours.model_dump_json().encode())
+            break
+        else:
+            raise DirectoryClaimed(f"{url}/: jobs keep claiming and committing it; give another directory")
+        for name in store.listdir(url):
+            if name in (SUCCESS, MANIFEST) or PART.match(name):
+                store.remove(store.join(url, name))
+        store.remove_tree(store.join(url, TEMP_DIR))
+        store.makedirs(store.join(url, TEMP_DIR))
+
+
+def claim_lives(held: Claim, meta: dict[str, str], broker: str) -> bool:
+    """Whether the job of a claim may still write its directory, as this client can tell: known to its store
+    (`meta`) and not failed; else gone only when its broker is ours (purged or expired there) or its
+    process, on this host, is gone. What cannot be told counts as alive."""
+    if meta:
+        return meta.get("state") != "failed"
+    if held.broker:
+        return held.broker != broker
+    if held.host == socket.gethostname() and held.pid > 0:
+        try:
+            os.kill(held.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # another user's process
+            return True
+    return True
+
+
+def claimed_by(url: str, held: Claim) -> str:
+    """The one line refusing a second job: whose the directory is, and how to free it."""
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(held.claimed))
+    what = f"{url}/ belongs to job {held.job} (since {since}"
+    if not held.broker:
+        return (
+            f"{what}, run without a broker by process {held.pid} on {held.host}): wait for it, give another "
+            f"directory, or delete {url}/{CLAIM} if that process is gone"
+        )
+    return (
+        f"{what}, broker {held.broker}): wait for it, collect it (sudoku-batch collect {held.job} -o {url}/) "
+        f"or give it up (sudoku-batch purge {held.job}), or give another directory"
+    )
+
+
+def release_claim(store: Storage, url: str) -> None:
+    """Delete the directory's takeover tokens, then its claim: the next job may have it."""
+    for name in store.listdir(url):
+        if TOKEN.match(name):
+            store.remove(store.join(url, name))
+    store.remove(store.join(url, CLAIM))
 
 
 class DatasetOutput:
@@ -150,20 +231,29 @@ class DatasetOutput:
             self.commit()
 
     def commit(self) -> Manifest:
-        """Put every part in place, delete what is not the dataset, write the manifest, then `_SUCCESS`."""
+        """Put every part in place, delete this job's parts no entry names, write the manifest, then
+        `_SUCCESS`, then release the directory. StorageError (nothing deleted) when the directory is no longer
+        this job's; a dataset this job committed already is left as it is."""
         store, url = self.store, self.url
-        names = set(store.listdir(url))
-        for key, entry in self.entries.items():
-            if entry.file not in names and not commit_part(store, url, self.temps[key], entry.file):
-                raise StorageError(f"part {entry.file} of the dataset {url}/ is missing")
-        keep = {e.file for e in self.entries.values()}
-        for name in names - keep:
-            if PART.match(name):
-                store.remove(store.join(url, name))  # an earlier run's part, or one refused
-        store.remove_tree(store.join(url, TEMP_DIR))
-        manifest = self.manifest()
-        store.put(store.join(url, MANIFEST), manifest.model_dump_json(indent=1).encode())
-        store.put(store.join(url, SUCCESS), b"")
+        with storage_errors(f"cannot commit the dataset {url}/"):
+            if read_claim(store, url) is None and store.exists(store.join(url, SUCCESS)):
+                done = read_manifest(url)
+                if done.job == self.job:
+                    return done  # a collection run again
+            check_claim(store, url, self.job)
+            names = set(store.listdir(url))
+            for key, entry in self.entries.items():
+                if entry.file not in names and not commit_part(store, url, self.temps[key], entry.file):
+                    raise StorageError(f"part {entry.file} of the dataset {url}/ is missing")
+            keep = {e.file for e in self.entries.values()}
+            for name in names - keep:
+                if PART.match(name):  # a refused delivery's (the directory held no other part once claimed)
+                    store.remove(store.join(url, name))
+            manifest = self.manifest()
+            store.put(store.join(url, MANIFEST), manifest.model_dump_json(indent=1).encode())
+            store.put(store.join(url, SUCCESS), b"")
+            store.remove_tree(store.join(url, TEMP_DIR))
+            release_claim(store, url)
         return manifest
 
     def manifest(self) -> Manifest:
@@ -223,11 +313,13 @@ def merge(url: str, output: Any, fmt: str) -> int:
 
 __all__ = [
     "DatasetOutput",
+    "DirectoryClaimed",
     "Manifest",
     "check_directory",
+    "claim_directory",
+    "claim_lives",
     "dataset_url",
     "is_dataset",
-    "mark_directory",
     "merge",
     "read_manifest",
 ]

@@ -494,7 +494,8 @@ class Producer:
             if i < at_input:
                 continue
             store = storage_for(url)
-            size = store.size(url)
+            stat = store.stat(url)  # size and stamp: a worker refuses to read another version of the file
+            size = stat.size
             with store.open_read(url) as f:
                 head = f.read(HEAD_BYTES)
             line_bytes = max(1.0, len(head) / max(1, head.count(b"\n")))
@@ -508,7 +509,8 @@ class Producer:
                 chunk = self._next_chunk()
                 task = ChunkTask(
                     job=self.spec.job, chunk=chunk, input=name, index_runs=[], line_runs=[], puzzles="",
-                    split=Split(url=url, input=i, start=at, end=end, size=size), **self._options(chunk),
+                    split=Split(url=url, input=i, start=at, end=end, size=size, stamp=stat.stamp or None),
+                    **self._options(chunk),
                 )  # fmt: skip
                 self._emit(task, Checkpoint(chunks=self.chunks, input=i, offset=end))
                 at = end

@@ -388,7 +388,10 @@ class LocalTransport(Transport):
 
     def _done(self, task: Task, future: Future[bytes | int]) -> None:
         """A generate chunk's result is stored; a crashed process breaks the job (its chunks cannot be
-        answered): a solve chunk's unanswered rows are answered `error` behind the parts it sent."""
+        answered): a solve chunk's unanswered rows are answered `error` behind the parts it sent. A chunk the
+        pool cancelled unrun (the command ends: the job failed or was interrupted) needs nothing."""
+        if future.cancelled():
+            return
         exc = future.exception()
         if exc is None:
             if not isinstance(task, ChunkTask):

@@ -13,6 +13,11 @@ the publication and the rename leaves the file under `_temporary/`: the client r
 commits. The rows of a split task (`pipeline.splits`) are numbered from its start until the split's
 offsets are known: its parts wait for them (a few milliseconds at most, normally: every split before
 it was counted when its worker started) and count the splits before it themselves after a while.
+
+One job owns a directory: its client creates `_CLAIM` (a `Claim`) exclusively before the first chunk
+(`client.dataset.claim_directory`) and deletes it after `_SUCCESS`; every process checks the claim names
+its job before it writes a part and again before it renames one into place, so a directory deleted,
+committed or taken over by another job fails this job in one line instead of mixing two jobs' parts.
 """
 
 from __future__ import annotations
@@ -26,12 +31,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.columns import ResultColumns
 from pipeline.result import ChunkResult, PartFile
 from pipeline.solve import worker_name
-from pipeline.storage import Storage, StorageError, reason, storage_for
-from pipeline.tasks import ChunkTask, Dataset
+from pipeline.storage import Storage, StorageError, storage_errors, storage_for
+from pipeline.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask, Dataset
 from solvers.fields import CSV_HEADER
 
 if TYPE_CHECKING:
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
 TEMP_DIR = "_temporary"  # where parts are written before they are renamed into place (readers skip `_` names)
 MANIFEST = "_manifest.json"
 SUCCESS = "_SUCCESS"
+CLAIM = "_CLAIM"  # the job that owns the directory until it commits (`Claim`)
+MAX_CLAIM_BYTES = 4096  # a claim read is at most this long (it is a few hundred bytes)
 EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "parquet": "parquet"}
 SUFFIXES = {"none": "", "gzip": ".gz", "zstd": ".zst"}
 GZIP_LEVEL = 1  # 11 ms of CPU per MB of records against 100 ms at level 6, for 2.4x against 2.7x smaller
@@ -136,47 +144,77 @@ _checked: OrderedDict[str, None] = OrderedDict()
 
 
 def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
-    """Check once per job and process that this process can reach the job's storage: write (and delete) a
-    file in the dataset's `_temporary/`, and find the split's input at its submitted size. StorageError
-    naming the path and the reason when it cannot."""
+    """Check that this process can reach the job's storage: at every delivery, that the dataset's claim names
+    the job (its directory may have gone, or changed hands, since); once per job and process, that a file
+    can be written (and deleted) in its `_temporary/`, and that the split's input is the file submitted.
+    StorageError naming the path and the reason when it cannot."""
+    url = task.dataset.url if task.dataset is not None else None
+    if url is not None:
+        check_claim(storage or storage_for(url), url, task.job)
     if task.job in _checked:
         return
-    if task.dataset is not None:
-        store = storage or storage_for(task.dataset.url)
-        temp = store.join(task.dataset.url, TEMP_DIR)
-        probe = store.join(temp, f".probe-{worker_name().replace(':', '-')}-{uuid.uuid4().hex[:8]}")
-        try:
-            seen = store.exists(store.join(temp, job_marker(task.job)))
-            if seen:
-                store.put(probe, b"")
-                store.remove(probe)
-        except OSError as exc:
-            raise StorageError(f"cannot write the dataset {task.dataset.url}/: {reason(exc)}") from None
-        if not seen:  # another directory under the same name: a mount missing on this host
-            raise StorageError(
-                f"cannot see the dataset {task.dataset.url}/ its client made (no "
-                f"{TEMP_DIR}/{job_marker(task.job)} there: is the shared storage mounted on this host?)"
-            )
+    if url is not None:
+        store = storage or storage_for(url)
+        probe = store.join(url, TEMP_DIR, f".probe-{worker_name().replace(':', '-')}-{uuid.uuid4().hex[:8]}")
+        with storage_errors(f"cannot write the dataset {url}/"):
+            store.put(probe, b"")
+            store.remove(probe)
     if task.split is not None:
-        store = storage or storage_for(task.split.url)
-        try:
-            size = store.size(task.split.url)
-        except OSError as exc:
-            raise StorageError(f"cannot read the input {task.split.url}: {reason(exc)}") from None
-        if size != task.split.size:
-            raise StorageError(
-                f"the input {task.split.url} is {size:,} bytes, not the {task.split.size:,} submitted: "
-                "it changed"
-            )
+        from pipeline.splits import check_input
+
+        check_input(storage or storage_for(task.split.url), task.split)
     _checked[task.job] = None
     while len(_checked) > CHECKED_JOBS:
         _checked.popitem(last=False)
 
 
-def job_marker(job: str) -> str:
-    """The file the client leaves in the dataset's `_temporary/` for a job: a worker that finds it sees the
-    same directory (a host whose shared mount is missing would write to a directory of its own)."""
-    return f"job-{job}"
+class Claim(BaseModel):
+    """`_CLAIM`: the job that owns a dataset directory, and what tells whether it still lives (its broker, or
+    the host and process of a job without one). `generation` counts the takeovers of the directory."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    generation: int = Field(default=0, ge=0, lt=1 << 31)
+    broker: str = Field(default="", max_length=MAX_NAME_CHARS)  # host:port/db of the job's broker; "" none
+    host: str = Field(default="", max_length=255)
+    pid: int = Field(default=0, ge=0, lt=1 << 31)
+    claimed: float = Field(default=0.0, ge=0)
+
+
+def read_claim(storage: Storage, url: str) -> Claim | None:
+    """The claim of the dataset directory `url`; None when it has none; StorageError (one line) when it
+    cannot be read or is no claim."""
+    path = storage.join(url, CLAIM)
+    with storage_errors(f"cannot read {path}"):
+        try:
+            with storage.open_read(path) as f:
+                data = f.read(MAX_CLAIM_BYTES + 1)
+        except FileNotFoundError:
+            return None
+    try:
+        if len(data) > MAX_CLAIM_BYTES:
+            raise ValueError("too long")
+        return Claim.model_validate_json(data)
+    except (ValueError, ValidationError):
+        raise StorageError(
+            f"{path} is no claim of sudoku-batch's: delete it if no job writes {url}/"
+        ) from None
+
+
+def check_claim(storage: Storage, url: str, job: str) -> None:
+    """StorageError (one line) unless the directory's claim names `job`: its directory was deleted,
+    committed or taken over by another job (or is not the client's: a shared mount missing on this host)."""
+    claim = read_claim(storage, url)
+    if claim is None:
+        raise StorageError(
+            f"cannot see the dataset {url}/ as its client made it (no {CLAIM} there: is the shared storage "
+            "mounted on this host? or the directory was deleted, or committed)"
+        )
+    if claim.job != job:
+        raise StorageError(
+            f"the dataset {url}/ was taken over by job {claim.job}: job {job} writes no more there"
+        )
 
 
 @dataclass
@@ -248,11 +286,15 @@ class DatasetPort:
             dl, di = self.offsets()
         except JobStopped:
             return False
+        url, job = self.dataset.url, self.task.job
+        check_claim(self.storage, url, job)  # another job's directory now: nothing of this job goes there
         staged = stage_part(self.storage, self.dataset, part, dl, di, start)
         if not self.port.publish(staged.part):
-            self.storage.remove(self.storage.join(self.dataset.url, staged.temp))
+            with storage_errors(f"cannot delete a part refused from the dataset {url}/"):
+                self.storage.remove(self.storage.join(url, staged.temp))
             return False
-        commit_part(self.storage, self.dataset.url, staged.temp, staged.name)
+        check_claim(self.storage, url, job)
+        commit_part(self.storage, url, staged.temp, staged.name)
         return True
 
 
@@ -279,7 +321,8 @@ def stage_part(
     data = part_bytes(part.columns, head.input, index, lines, dataset)
     name = part_name(head.chunk, head.row, dataset)
     temp = f"{TEMP_DIR}/{name}.{uuid.uuid4().hex[:12]}"
-    storage.put(storage.join(dataset.url, temp), data)
+    with storage_errors(f"cannot write {storage.join(dataset.url, temp)}"):
+        storage.put(storage.join(dataset.url, temp), data)
     size = sum(map(len, data))
     stats = head.stats
     problems = [p.model_copy(update={"index": p.index + di, "line": p.line + dl}) for p in stats.problems]
@@ -307,11 +350,12 @@ def stage_part(
 def commit_part(storage: Storage, root: str, temp: str, name: str) -> bool:
     """Rename a published part into place (the worker right after publishing it, or the client committing
     the dataset when its worker died first); True when the file is in place."""
-    try:
-        storage.rename(storage.join(root, temp), storage.join(root, name))
-        return True
-    except FileNotFoundError:  # renamed already (the worker and the client both tried)
-        return storage.exists(storage.join(root, name))
+    with storage_errors(f"cannot rename a part into place in the dataset {root}/"):
+        try:
+            storage.rename(storage.join(root, temp), storage.join(root, name))
+            return True
+        except FileNotFoundError:  # renamed already (the worker and the client both tried)
+            return storage.exists(storage.join(root, name))
 
 
 def wait_offsets(port: SplitPort, task: ChunkTask) -> tuple[int, int]:

@@ -20,6 +20,7 @@ import numpy as np
 from pipeline.result import ChunkResult
 from pipeline.solve import empty_part, failed_parts, invalid_parts, solve_parts, worker_name
 from pipeline.stop import StopPoller
+from pipeline.storage import StorageError
 from pipeline.tasks import ChunkTask
 from solvers.result import Status
 
@@ -67,13 +68,42 @@ def run_chunk(
     poll_s: float = STOP_POLL_S,
     attempts: int | None = None,
 ) -> int:
+    """Run one delivery of a chunk (`_run_chunk`); an error of the job's storage (`StorageError`: a full
+    disk, an endpoint that does not answer, the dataset's directory gone or taken over) fails the job
+    through the port alone, in one line naming this process, the path and the reason: no storage is
+    needed to say so, and nothing is resent."""
+    try:
+        return _run_chunk(
+            port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts
+        )
+    except StorageError as exc:
+        port.fail_job(task.job, storage_failure(exc))
+        return 0
+
+
+def storage_failure(exc: StorageError) -> str:
+    """The one line a job fails with when this process cannot use its storage."""
+    return f"worker {worker_name()} cannot reach the job's storage: {exc}"
+
+
+def _run_chunk(
+    port: ChunkPort,
+    task: ChunkTask,
+    *,
+    max_attempts: int | None = None,
+    escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
+    poll_s: float = STOP_POLL_S,
+    attempts: int | None = None,
+) -> int:
     """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left).
 
     The delivery is counted first (unless the caller did: `attempts`): a chunk whose process
     died `max_attempts` times is answered with `error` for its unanswered rows instead of being
-    tried forever. While it is solved, a poller watches the job's stop (a purge): the solvers
-    give up at their next slice and the port writes nothing more. `escalation` (task, stop flag)
-    is the context of a chunk racing its slow puzzles on idle processes too (`pipeline.escalation`).
+    tried forever; one with storage (a split, a dataset) whose `error` answer did not get through
+    either (its storage hangs) fails the job, without touching the storage. While it is solved, a
+    poller watches the job's stop (a purge): the solvers give up at their next slice and the port
+    writes nothing more. `escalation` (task, stop flag) is the context of a chunk racing its slow
+    puzzles on idle processes too (`pipeline.escalation`).
     """
     if attempts is None:
         attempts = port.count_delivery(task.job, task.chunk)
@@ -84,6 +114,13 @@ def run_chunk(
         return 0  # complete: a delivery after every part was published
     valid, reasons = len(task), []
     if task.split is not None or task.dataset is not None:
+        if max_attempts is not None and attempts > max_attempts + 1:
+            port.fail_job(
+                task.job,
+                f"chunk {task.chunk} was started {attempts - 1} times without an answer, its `error` answer "
+                "too (a worker crash, or the job's storage hangs?)",
+            )
+            return 0
         prepared = _prepared(port, task)
         if prepared is None:
             return 0
@@ -121,17 +158,25 @@ def _prepared(port: ChunkPort, task: ChunkTask) -> Prepared | None:
     """A split or dataset chunk made ready (`pipeline.dataset.prepare`); None when this process cannot reach
     the job's storage: the job is failed in one line naming this process, the path and the reason."""
     from pipeline.dataset import prepare
-    from pipeline.storage import StorageError
 
     try:
         return prepare(port, task)
     except StorageError as exc:
-        port.fail_job(task.job, f"worker {worker_name()} cannot reach the job's storage: {exc}")
+        port.fail_job(task.job, storage_failure(exc))
         return None
 
 
 def fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status = Status.ERROR) -> int:
-    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit)."""
+    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit); the
+    storage failing meanwhile fails the job through the port, as in `run_chunk`."""
+    try:
+        return _fail_rest(port, task, reason, status)
+    except StorageError as exc:
+        port.fail_job(task.job, storage_failure(exc))
+        return 0
+
+
+def _fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status) -> int:
     published = port.answered(task.job, task.chunk)
     if published is None:
         return 0

@@ -109,23 +109,37 @@ def first_line_start(raw: IO[bytes], start: int, end: int) -> int:
 
 def read_split(task: ChunkTask, storage: Storage | None = None) -> SplitRead:
     """Read and check the lines split `task.split` owns; StorageError (one line naming the input) when it
-    cannot be read or changed size since it was submitted, SplitTooLarge past MAX_SPLIT_ENTRIES lines."""
+    cannot be read or is not the input submitted (`check_input`, before and after the read), SplitTooLarge
+    past MAX_SPLIT_ENTRIES lines."""
     split = task.split
     if split is None:
         raise ValueError("not a split task")
     store = storage or storage_for(split.url)
+    check_input(store, split)
     try:
-        size = store.size(split.url)
-        if size != split.size:
-            raise StorageError(
-                f"{split.url} is {size:,} bytes, not the {split.size:,} submitted: the input changed"
-            )
         with store.open_read(split.url) as raw:
-            return _read(task, split, raw)
+            read = _read(task, split, raw)
     except StorageError:
         raise
     except OSError as exc:
         raise StorageError(f"cannot read {split.url}: {reason(exc)}") from None
+    check_input(store, split)  # rewritten while it was read: the lines read may mix both versions
+    return read
+
+
+def check_input(store: Storage, split: Split) -> None:
+    """StorageError (one line naming the input, never its size) unless the input is the file submitted: its
+    size and, when the producer recorded it, its stamp (modification time, ETag or version id) unchanged. A
+    file rewritten in place at the same size would otherwise mix both versions in one job."""
+    try:
+        stat = store.stat(split.url)
+    except OSError as exc:
+        raise StorageError(f"cannot read the input {split.url}: {reason(exc)}") from None
+    if stat.size != split.size or (split.stamp is not None and stat.stamp != split.stamp):
+        raise StorageError(
+            f"the input {split.url} changed since the job was submitted (its size or modification time "
+            "differs): its lines can no longer be read as submitted"
+        )
 
 
 def _read(task: ChunkTask, split: Split, raw: IO[bytes]) -> SplitRead:

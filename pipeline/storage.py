@@ -7,23 +7,48 @@ through `fsspec` and the backend the user installed for it (`s3fs`, `gcsfs`, `ad
 as that backend is (its environment variables, or fsspec's `FSSPEC_<PROTOCOL>_<OPTION>`). On an
 object store a rename is a server-side copy and a delete, and a PUT is whole or absent, so a
 reader never sees half an object either way.
+
+Every error of a backend (botocore's, aiohttp's, ... not only OSError) leaves this module as an
+OSError: `FileNotFoundError` and `FileExistsError` as they are, any other as `StorageError` naming
+the path, so a caller's one `except OSError` sees them all. No bucket is ever created: writing
+into one that does not exist is a `StorageError` naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
+import inspect
+import io
 import os
 import re
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import IO, Any
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class StorageError(OSError):
     """Storage could not be reached, read or written (the message names the path and the reason)."""
+
+
+@contextlib.contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Any OSError inside as a StorageError of one line: `what` (the operation and its path), then the
+    reason; a StorageError (which names its path already) as it is."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"{what}: {reason(exc)}") from None
 
 
 def is_url(text: str) -> bool:
@@ -48,12 +73,25 @@ def absolute(text: str) -> str:
     return full + "/" if text.endswith("/") and not full.endswith("/") else full
 
 
+@dataclass(frozen=True)
+class Stat:
+    """What tells one version of a file from another: its size, and its `stamp` (the modification time in
+    nanoseconds on a filesystem; the version id or ETag on an object store; "" when it keeps none)."""
+
+    size: int
+    stamp: str
+
+
 class Storage(ABC):
     """The few operations the pipeline needs on one filesystem; paths are full paths or URLs."""
 
     @abstractmethod
+    def stat(self, path: str) -> Stat:
+        """Size and stamp of a file (FileNotFoundError, or StorageError when it cannot be read)."""
+
     def size(self, path: str) -> int:
-        """Bytes of a file (StorageError when it cannot be read)."""
+        """Bytes of a file."""
+        return self.stat(path).size
 
     @abstractmethod
     def open_read(self, path: str) -> IO[bytes]:
@@ -63,6 +101,12 @@ class Storage(ABC):
     def put(self, path: str, data: bytes | list[bytes]) -> None:
         """Write a whole file (`data`, or its pieces in order), durably (fsync'd on a filesystem), replacing
         any file there."""
+
+    @abstractmethod
+    def create(self, path: str, data: bytes) -> bool:
+        """Write a whole file only where none is: False (nothing written) when one is there. Exclusive on a
+        filesystem (O_EXCL, NFS too) and on S3 (a conditional PUT); on a backend without conditional writes a
+        check then a write (two creators at the same instant may both succeed)."""
 
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
@@ -101,22 +145,23 @@ class Storage(ABC):
 class LocalStorage(Storage):
     """A local or shared filesystem, through the operating system."""
 
-    def size(self, path: str) -> int:
-        return os.path.getsize(_plain(path))
+    def stat(self, path: str) -> Stat:
+        st = os.stat(_plain(path))
+        return Stat(st.st_size, str(st.st_mtime_ns))
 
     def open_read(self, path: str) -> IO[bytes]:
         return open(_plain(path), "rb")  # noqa: SIM115 - the caller closes it
 
     def put(self, path: str, data: bytes | list[bytes]) -> None:
-        fd = os.open(_plain(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        _write(os.open(_plain(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), _plain(path), data)
+
+    def create(self, path: str, data: bytes) -> bool:
         try:
-            for piece in data if isinstance(data, list) else [data]:
-                view = memoryview(piece)
-                while view:
-                    view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(_plain(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        _write(fd, _plain(path), data)
+        return True
 
     def rename(self, src: str, dst: str) -> None:
         os.replace(_plain(src), _plain(dst))
@@ -147,6 +192,22 @@ class LocalStorage(Storage):
         os.makedirs(_plain(path), exist_ok=True)
 
 
+def _write(fd: int, path: str, data: bytes | list[bytes]) -> None:
+    """Write `data` to the open file `fd` and fsync it; a file left half written (a full disk) is deleted."""
+    try:
+        for piece in data if isinstance(data, list) else [data]:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        raise
+    finally:
+        os.close(fd)
+
+
 def _plain(path: str) -> str:
     local = local_path(path)
     if local is None:
@@ -157,51 +218,154 @@ def _plain(path: str) -> str:
 class FsspecStorage(Storage):
     """A filesystem fsspec knows by the URL's protocol (`s3://`: s3fs, `gs://`: gcsfs, ...)."""
 
+    STAMPS = ("VersionId", "ETag", "etag", "generation", "md5Hash", "mtime", "LastModified", "last_modified")
+
     def __init__(self, fs: Any) -> None:
         self.fs = fs
 
     def _path(self, url: str) -> str:
         return self.fs._strip_protocol(url)
 
-    def size(self, path: str) -> int:
-        return int(self.fs.size(self._path(path)))
+    def _call(self, url: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`call(*args, **kwargs)` with the backend's errors as OSError (FileNotFoundError and FileExistsError
+        as they are, any other a StorageError naming `url`): botocore, aiohttp or gcsfs errors are no
+        OSError, and a caller must not hang or crash on one it does not know."""
+        try:
+            return call(*args, **kwargs)
+        except (FileNotFoundError, FileExistsError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - every backend error becomes one line naming the path
+            raise StorageError(f"{url}: {reason(exc)}") from exc
+
+    def _bucket(self, url: str) -> str | None:
+        """The bucket (container) `url` lies in, on an object store (s3fs, gcsfs, adlfs); None elsewhere."""
+        split = getattr(self.fs, "split_path", None)
+        return str(split(self._path(url))[0]) if callable(split) else None
+
+    def _written(self, url: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A write: on an object store, "not found" can only mean a missing bucket, which is named (never
+        created)."""
+        try:
+            return self._call(url, call, *args, **kwargs)
+        except FileNotFoundError:
+            bucket = self._bucket(url)
+            if bucket is None:
+                raise
+            raise StorageError(
+                f"{url}: the bucket {bucket} does not exist (sudoku-batch creates no bucket: create it, "
+                "or name another)"
+            ) from None
+
+    def stat(self, path: str) -> Stat:
+        p = self._path(path)
+        self.fs.invalidate_cache(p)
+        info = self._call(path, self.fs.info, p)
+        stamp = next((str(info[k]) for k in self.STAMPS if info.get(k) not in (None, "")), "")
+        if len(stamp) > 64:  # a backend's long version token: its digest is as telling, and bounded
+            stamp = hashlib.sha256(stamp.encode()).hexdigest()
+        return Stat(int(info["size"]), stamp)
 
     def open_read(self, path: str) -> IO[bytes]:
-        return self.fs.open(self._path(path), "rb")
+        return _Guarded(self, path, self._call(path, self.fs.open, self._path(path), "rb"))  # type: ignore[return-value]
 
     def put(self, path: str, data: bytes | list[bytes]) -> None:
-        self.fs.pipe_file(self._path(path), b"".join(data) if isinstance(data, list) else data)
+        self._written(
+            path, self.fs.pipe_file, self._path(path), b"".join(data) if isinstance(data, list) else data
+        )
+
+    def create(self, path: str, data: bytes) -> bool:
+        p = self._path(path)
+        try:
+            if "mode" in inspect.signature(self.fs.pipe_file).parameters:  # fsspec's exclusive write
+                try:
+                    self._written(path, self.fs.pipe_file, p, data, mode="create")
+                    return True
+                except StorageError as exc:
+                    if not _unsupported(exc.__cause__):
+                        raise
+            self.fs.invalidate_cache(p)  # a backend without conditional writes: a check, then the write
+            if self._call(path, self.fs.exists, p):
+                return False
+            self._written(path, self.fs.pipe_file, p, data)
+            return True
+        except FileExistsError:
+            return False
 
     def rename(self, src: str, dst: str) -> None:
-        self.fs.mv(self._path(src), self._path(dst))
+        self._call(dst, self.fs.mv, self._path(src), self._path(dst))
 
     def exists(self, path: str) -> bool:
         self.fs.invalidate_cache(self._path(path))
-        return bool(self.fs.exists(self._path(path)))
+        return bool(self._call(path, self.fs.exists, self._path(path)))
 
     def listdir(self, path: str) -> list[str]:
         base = self._path(path).rstrip("/")
         self.fs.invalidate_cache(base)
         try:
-            found = self.fs.ls(base, detail=False)
+            found = self._call(path, self.fs.ls, base, detail=False)
         except FileNotFoundError:
             return []
         return [str(p).rstrip("/").rsplit("/", 1)[-1] for p in found if str(p).rstrip("/") != base]
 
     def remove(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            self.fs.rm_file(self._path(path))
+            self._call(path, self.fs.rm_file, self._path(path))
 
     def remove_tree(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            self.fs.rm(self._path(path), recursive=True)
+            self._call(path, self.fs.rm, self._path(path), recursive=True)
 
     def makedirs(self, path: str) -> None:
+        if self._bucket(path) is not None:
+            return  # an object store: a prefix needs no directory (and fsspec's makedirs creates buckets)
         with contextlib.suppress(FileExistsError):
-            self.fs.makedirs(self._path(path), exist_ok=True)
+            self._call(path, self.fs.makedirs, self._path(path), exist_ok=True)
 
     def join(self, base: str, *names: str) -> str:
         return "/".join([base.rstrip("/"), *names])
+
+
+def _unsupported(exc: BaseException | None) -> bool:
+    """True for a store's "not implemented" answer (HTTP 501: an S3-compatible store without conditional
+    writes), which s3fs raises as OSError ENOSYS."""
+    return isinstance(exc, NotImplementedError) or (isinstance(exc, OSError) and exc.errno == errno.ENOSYS)
+
+
+class _Guarded(io.RawIOBase):
+    """A backend's open file whose reads and seeks raise OSError only (`FsspecStorage._call`)."""
+
+    def __init__(self, storage: FsspecStorage, url: str, file: Any) -> None:
+        super().__init__()
+        self.storage = storage
+        self.url = url
+        self.file = file
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return bytes(self.storage._call(self.url, self.file.read, size))
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return int(self.storage._call(self.url, self.file.seek, offset, whence))
+
+    def tell(self) -> int:
+        return int(self.file.tell())
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self.storage._call(self.url, self.file.close)
+            finally:
+                super().close()
 
 
 @lru_cache(maxsize=16)
@@ -231,5 +395,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def reason(exc: BaseException) -> str:
-    """An exception as one short line for a user (its type and first line)."""
+    """An exception as one short line for a user (its type and first line; a StorageError's line as it is)."""
+    if isinstance(exc, StorageError):
+        return _reason(exc)
     return f"{type(exc).__name__}: {_reason(exc)}"

@@ -46,6 +46,7 @@ MAX_SPLIT_ENTRIES = (
     4 * MAX_CHUNK_PUZZLES
 )  # puzzle lines a worker takes from one split (shorter lines: refused)
 MAX_FILE_BYTES = 1 << 62
+MAX_STAMP_CHARS = 256  # an input's stamp: a modification time, an ETag or a version id
 DATASET_FORMATS = ("jsonl", "csv", "parquet")
 COMPRESSIONS = ("none", "gzip", "zstd")
 
@@ -65,6 +66,9 @@ class Split(BaseModel):
     start: int = Field(ge=0, lt=MAX_FILE_BYTES)
     end: int = Field(ge=0, lt=MAX_FILE_BYTES)
     size: int = Field(ge=0, lt=MAX_FILE_BYTES)  # the file's size when submitted: another is refused
+    # and its stamp (`pipeline.storage.Stat`: modification time, ETag or version id): another is refused;
+    # None (older clients): the size alone is checked
+    stamp: str | None = Field(default=None, max_length=MAX_STAMP_CHARS)
 
     @model_validator(mode="after")
     def _bounded(self) -> Split:

@@ -9,11 +9,14 @@ S3-compatible server, `moto_server`, through s3fs).
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
 import random
+import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -24,14 +27,22 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.dataset import DatasetOutput, check_directory, is_dataset, mark_directory
+from client.dataset import (
+    DatasetOutput,
+    DirectoryClaimed,
+    check_directory,
+    claim_directory,
+    claim_lives,
+    is_dataset,
+)
 from client.summary import Summary
-from pipeline.dataset import TEMP_DIR, job_marker, part_name
+from pipeline.dataset import TEMP_DIR, Claim, part_name, read_claim
 from pipeline.keys import Frontier, JobKeys
 from pipeline.reader import ROW_IN_SPLIT, read_blocks
 from pipeline.runner import ListPort, run_chunk
 from pipeline.runs import runs_array
 from pipeline.splits import SplitRead, read_split
+from pipeline.storage import FsspecStorage, LocalStorage, StorageError
 from pipeline.tasks import ChunkTask, Dataset, Split
 from tests.conftest import (
     CORPORA,
@@ -51,9 +62,11 @@ PUZZLES = [ln for ln in SAMPLE.read_text().splitlines() if len(ln) == 81]
 KAGGLE = CORPORA / "9x9" / "kaggle_bryanpark_first20000.txt"
 
 
-def split_task(path: Path, start: int, end: int, chunk: int = 0, **fields: object) -> ChunkTask:
+def split_task(
+    path: Path, start: int, end: int, chunk: int = 0, stamp: str | None = None, **fields: object
+) -> ChunkTask:
     size = path.stat().st_size
-    split = Split(url=str(path), start=start, end=end, size=size)
+    split = Split(url=str(path), start=start, end=end, size=size, stamp=stamp)
     return ChunkTask(
         job=JOB, chunk=chunk, input=str(path), index_runs=[], line_runs=[], puzzles="", split=split, **fields
     )  # type: ignore[arg-type]
@@ -211,7 +224,7 @@ def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no
     path = tmp_path / "in.txt"
     path.write_text(PUZZLES[0] + "\n" + "# a comment run\n" * 20 + PUZZLES[1] + "\n")
     out = tmp_path / "out"
-    mark_directory(str(out), JOB)
+    claim_directory(str(out), Claim(job=JOB, host="test", pid=os.getpid()), lambda held: True)
     keys = JobKeys(JOB)
     fake_redis.hset(keys.meta, "created", "1")
     bounds = [(0, 100), (100, 300), (300, path.stat().st_size)]  # the middle split: comments only
@@ -342,8 +355,13 @@ def dataset_task(root: Path, texts: list[str], job: str = JOB, fmt: str = "jsonl
     )  # fmt: skip
 
 
+def claim(root: Path, job: str = JOB, lives: bool = True) -> None:
+    """Make `job` the owner of the dataset directory `root`, as its client does (an earlier owner `lives`)."""
+    claim_directory(str(root), Claim(job=job, host="test", pid=os.getpid()), lambda held: lives)
+
+
 def test_a_part_accepted_is_renamed_into_place_and_one_refused_leaves_no_file(tmp_path):
-    mark_directory(str(tmp_path), JOB)
+    claim(tmp_path)
     task = dataset_task(tmp_path, PUZZLES[:5])
     accepted = ListPort()
     assert run_chunk(accepted, task) == 5
@@ -355,7 +373,7 @@ def test_a_part_accepted_is_renamed_into_place_and_one_refused_leaves_no_file(tm
     (tmp_path / name).unlink()
     assert run_chunk(RefusingPort(), task) == 0
     assert not (tmp_path / name).exists()
-    assert os.listdir(tmp_path / TEMP_DIR) == [job_marker(JOB)]
+    assert os.listdir(tmp_path / TEMP_DIR) == []
 
 
 def test_a_process_that_cannot_see_the_clients_directory_fails_the_job_in_one_line_naming_itself(tmp_path):
@@ -365,7 +383,7 @@ def test_a_process_that_cannot_see_the_clients_directory_fails_the_job_in_one_li
         def fail_job(self, job: str, reason: str) -> None:
             failed.append(reason)
 
-    task = dataset_task(tmp_path, PUZZLES[:3], "cd" * 8)  # no marker: another directory under the same name
+    task = dataset_task(tmp_path, PUZZLES[:3], "cd" * 8)  # no claim: another directory under the same name
     assert run_chunk(Port(), task) == 0
     (reason,) = failed
     assert reason.startswith("worker ") and "cannot see the dataset" in reason and "\n" not in reason
@@ -373,14 +391,14 @@ def test_a_process_that_cannot_see_the_clients_directory_fails_the_job_in_one_li
 
 
 def test_the_commit_renames_parts_whose_worker_died_first_and_deletes_what_is_not_the_dataset(tmp_path):
-    mark_directory(str(tmp_path), JOB)
+    claim(tmp_path)
     port = ListPort()
     run_chunk(port, dataset_task(tmp_path, PUZZLES[:4]))
     (part,) = port.parts
     file = part.header.stats.file
     assert file is not None
     os.replace(tmp_path / file.name, tmp_path / file.temp)  # its worker died between publishing and renaming
-    (tmp_path / "part-000009-000000.jsonl").write_text("{}\n")  # an earlier run's, or a refused delivery's
+    (tmp_path / "part-000009-000000.jsonl").write_text("{}\n")  # a refused delivery's
     summary = Summary()
     summary.add(part.header.stats, "in.txt")
     out = DatasetOutput(str(tmp_path), "jsonl", JOB, {"inputs": "in.txt", "created": "1"}, summary)
@@ -396,6 +414,199 @@ def test_a_dataset_directory_must_be_new_empty_or_a_dataset(tmp_path):
     with pytest.raises(ValueError, match="notes.txt"):
         check_directory(str(tmp_path))
     assert is_dataset(str(tmp_path)) and is_dataset("s3://bucket/out/") and not is_dataset("out.jsonl")
+
+
+OTHER = "cd" * 8
+
+
+class FailingPort(ListPort):
+    """A port that records why its job failed (a worker's `fail_job` writes it to Redis)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed: list[str] = []
+
+    def fail_job(self, job: str, reason: str) -> None:
+        self.failed.append(reason)
+
+
+def test_a_second_job_naming_a_directory_whose_job_lives_is_refused_in_one_line_naming_that_job(tmp_path):
+    claim(tmp_path)
+    (tmp_path / "part-000000-000000.jsonl").write_text("{}\n")
+    with pytest.raises(DirectoryClaimed, match=f"belongs to job {JOB}") as refused:
+        claim(tmp_path, OTHER, lives=True)
+    assert "\n" not in str(refused.value) and f"purge {JOB}" not in str(refused.value)  # no broker: no purge
+    held = read_claim(LocalStorage(), str(tmp_path))
+    assert held is not None and held.job == JOB
+    assert (tmp_path / "part-000000-000000.jsonl").exists()  # nothing of the first job was touched
+
+
+def test_a_directory_whose_job_is_gone_is_taken_over_by_exactly_one_of_two_jobs_and_cleared(tmp_path):
+    claim(tmp_path)
+    for name in (
+        "part-000000-000000.jsonl",
+        "_SUCCESS",
+        "_manifest.json",
+        f"{TEMP_DIR}/part-000001-000000.x",
+    ):
+        (tmp_path / name).write_text("{}\n")
+    barrier, won, refused = threading.Barrier(2), [], []
+
+    def take(job: str) -> None:
+        barrier.wait()
+        try:  # the first job is gone; the other taker lives
+            claim_directory(str(tmp_path), Claim(job=job, pid=os.getpid()), lambda held: held.job != JOB)
+            won.append(job)
+        except DirectoryClaimed as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=take, args=(job,)) for job in (OTHER, "ef" * 8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(won) == 1 and len(refused) == 1, (won, refused)
+    held = read_claim(LocalStorage(), str(tmp_path))
+    assert held is not None and (held.job, held.generation) == (won[0], 1)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("_CLAIM")) == [TEMP_DIR]
+    assert os.listdir(tmp_path / TEMP_DIR) == []
+
+
+def test_whether_a_claims_job_lives_is_told_by_its_broker_or_by_its_process_on_this_host():
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    here, broker = socket.gethostname(), "127.0.0.1:6379/0"
+    on_ours = Claim(job=JOB, broker=broker)
+    assert claim_lives(on_ours, {"created": "1", "state": "producing"}, broker)
+    assert claim_lives(on_ours, {"created": "1", "state": "produced"}, broker)  # submitted, not collected yet
+    assert not claim_lives(on_ours, {"created": "1", "state": "failed"}, broker)
+    assert not claim_lives(on_ours, {}, broker)  # purged or expired from our broker
+    assert claim_lives(Claim(job=JOB, broker="10.0.0.9:6379/0"), {}, broker)  # another broker's: unknown
+    assert not claim_lives(Claim(job=JOB, host=here, pid=gone.pid), {}, "")
+    assert claim_lives(Claim(job=JOB, host=here, pid=os.getpid()), {}, "")
+    assert claim_lives(Claim(job=JOB, host="elsewhere", pid=gone.pid), {}, "")
+
+
+def test_a_chunk_of_a_job_whose_directory_was_taken_over_fails_the_job_in_one_line_and_writes_nothing(
+    tmp_path,
+):
+    claim(tmp_path)
+    assert run_chunk(ListPort(), dataset_task(tmp_path, PUZZLES[:3])) == 3  # checked by this process
+    claim(tmp_path, OTHER, lives=False)  # the first job failed; another took the directory over
+    port = FailingPort()
+    assert run_chunk(port, dataset_task(tmp_path, PUZZLES[:3])) == 0
+    (reason,) = port.failed
+    assert reason.startswith("worker ") and f"taken over by job {OTHER}" in reason and "\n" not in reason
+    assert not list(tmp_path.glob("part-*")) and os.listdir(tmp_path / TEMP_DIR) == []
+
+
+def test_a_commit_of_a_job_whose_directory_was_taken_over_deletes_nothing_and_says_so(tmp_path):
+    claim(tmp_path)
+    port = ListPort()
+    run_chunk(port, dataset_task(tmp_path, PUZZLES[:4]))
+    (part,) = port.parts
+    claim(tmp_path, OTHER, lives=False)
+    (tmp_path / "part-000001-000000.jsonl").write_text("{}\n")  # the new owner's
+    out = DatasetOutput(str(tmp_path), "jsonl", JOB, {"inputs": "in.txt", "created": "1"}, Summary())
+    out.write(part, 0, len(part))
+    with pytest.raises(StorageError, match=f"taken over by job {OTHER}"):
+        out.commit()
+    assert (tmp_path / "part-000001-000000.jsonl").exists() and not (tmp_path / "_SUCCESS").exists()
+
+
+def test_a_commit_releases_the_directory_and_a_collection_run_again_leaves_the_dataset_as_it_is(tmp_path):
+    claim(tmp_path)
+    port = ListPort()
+    run_chunk(port, dataset_task(tmp_path, PUZZLES[:4]))
+    (part,) = port.parts
+    out = DatasetOutput(str(tmp_path), "jsonl", JOB, {"inputs": "in.txt", "created": "1"}, Summary())
+    out.write(part, 0, len(part))
+    first = out.commit()
+    assert read_claim(LocalStorage(), str(tmp_path)) is None
+    assert out.commit() == first
+    claim(tmp_path, OTHER)  # free: the next job has it at once
+    assert sorted(os.listdir(tmp_path)) == ["_CLAIM", TEMP_DIR]
+
+
+def test_a_full_disk_under_a_chunk_fails_the_job_in_one_line_naming_the_worker_the_path_and_the_reason(
+    tmp_path, monkeypatch
+):
+    job = "ef" * 8
+    claim(tmp_path, job)
+    assert run_chunk(ListPort(), dataset_task(tmp_path, PUZZLES[:3], job)) == 3  # checked: the disk had room
+
+    def full(self, path, data):  # noqa: ANN001, ANN202 - what a write to a full disk raises
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(LocalStorage, "put", full)
+    port = FailingPort()
+    assert run_chunk(port, dataset_task(tmp_path, PUZZLES[:3], job)) == 0
+    (reason,) = port.failed
+    assert reason.startswith("worker ") and str(tmp_path) in reason and "No space left on device" in reason
+    assert "\n" not in reason and not port.parts
+
+
+def test_a_chunk_whose_error_answer_did_not_get_through_either_fails_the_job_without_its_storage(tmp_path):
+    port = FailingPort()  # the dataset's directory does not even exist: the storage is not touched
+    assert run_chunk(port, dataset_task(tmp_path / "gone", PUZZLES[:3]), max_attempts=3, attempts=5) == 0
+    (reason,) = port.failed
+    assert "started 4 times without an answer" in reason and "\n" not in reason and not port.parts
+
+
+class BackendError(Exception):
+    """What a storage backend raises that is no OSError (botocore's, aiohttp's)."""
+
+
+def test_every_error_of_an_fsspec_backend_is_an_oserror_naming_the_path():
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class Broken(MemoryFileSystem):
+        def info(self, path, **kwargs):  # noqa: ANN001, ANN003, ANN201
+            raise BackendError("Could not connect to the endpoint URL")
+
+        def pipe_file(self, path, value, mode="overwrite", **kwargs):  # noqa: ANN001, ANN003, ANN201
+            raise BackendError("Could not connect to the endpoint URL")
+
+    store = FsspecStorage(Broken())
+    for call in (lambda: store.stat("memory://b/in.txt"), lambda: store.put("memory://b/x", b"1")):
+        with pytest.raises(StorageError, match="memory://b/.*BackendError: Could not connect"):
+            call()
+    with pytest.raises(StorageError, match="BackendError"):
+        store.create("memory://b/x", b"1")
+    assert FsspecStorage(MemoryFileSystem()).listdir("memory://nowhere") == []  # not found: as it was
+
+
+def test_a_store_without_conditional_writes_still_creates_a_claim_once():
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class Plain(MemoryFileSystem):  # an S3-compatible store answering 501 to If-None-Match
+        def pipe_file(self, path, value, mode="overwrite", **kwargs):  # noqa: ANN001, ANN003, ANN201
+            if mode == "create":
+                raise OSError(errno.ENOSYS, "NotImplemented: If-None-Match")
+            return super().pipe_file(path, value, **kwargs)
+
+    store = FsspecStorage(Plain())
+    assert store.create("memory://plain/_CLAIM", b"first") and not store.create("memory://plain/_CLAIM", b"2")
+    assert store.read("memory://plain/_CLAIM") == b"first"
+
+
+def test_a_split_of_an_input_rewritten_at_the_same_size_is_refused_without_its_size(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text(PUZZLES[0] + "\n" + PUZZLES[1] + "\n")
+    stat = LocalStorage().stat(str(path))
+    task = split_task(path, 0, stat.size, stamp=stat.stamp)
+    assert read_split(task).entries == 2
+    path.write_text(PUZZLES[1] + "\n" + PUZZLES[0] + "\n")  # the same size, other lines
+    os.utime(path, ns=(stat_ns(path), stat_ns(path) + 1_000_000_000))  # a second later, whatever the clock
+    with pytest.raises(StorageError, match="changed since the job was submitted") as changed:
+        read_split(task)
+    assert str(stat.size) not in str(changed.value)
+    old = split_task(path, 0, stat.size)  # an older client's split: no stamp, the size alone is checked
+    assert read_split(old).entries == 2
+
+
+def stat_ns(path: Path) -> int:
+    return path.stat().st_mtime_ns
 
 
 def read_back(root: Path, fmt: str) -> list[dict]:
@@ -647,6 +858,148 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
         server.stop()
 
 
+def one_line(stderr: str) -> str:
+    """The one line a command failed with (its stderr holds nothing else)."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_a_second_job_naming_a_directory_the_first_job_owns_is_refused_and_the_first_dataset_stays_exact(
+    workers, tmp_path
+):
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    a, b = corpus_lines(3000), corpus_lines(3300)[3000:]
+    first.write_text("\n".join(a) + "\n")
+    second.write_text("\n".join(b) + "\n")
+    out = tmp_path / "out"
+    submit = run_cli("submit", str(first), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    try:
+        refused = run_cli("solve", str(second), "--broker", workers, "-o", f"{out}/", "-q")
+        assert refused.returncode != 0
+        line = one_line(refused.stderr)
+        assert f"belongs to job {job}" in line and f"purge {job}" in line, line
+        collect = run_cli("collect", job, "--broker", workers, "-o", f"{out}/", "-q")
+        assert collect.returncode == 0, collect.stderr
+        check_dataset(out, a)  # every line of the first job's input once, nothing of the second's
+    finally:
+        assert run_cli("purge", job, "--broker", workers).returncode == 0
+    gone = run_cli("submit", str(first), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
+    assert gone.returncode == 0, gone.stderr  # committed: the directory was free again
+    assert run_cli("purge", gone.stdout.strip(), "--broker", workers).returncode == 0
+    taken = run_cli("solve", str(second), "--broker", workers, "-o", f"{out}/", "-q")
+    assert taken.returncode == 0, taken.stderr  # its owner purged: taken over, its parts cleared
+    check_dataset(out, b)
+    redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop", f"sbatch:job:{gone.stdout.strip()}:stop")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_a_job_whose_dataset_directory_vanished_fails_in_one_line_instead_of_resending_for_ever(
+    workers, tmp_path
+):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(corpus_lines(12000)) + "\n")
+    out = tmp_path / "out"
+    submit = run_cli("submit", str(path), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob("part-*")):  # the workers are writing it: delete it under them
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        out.rename(tmp_path / "moved")  # gone at once, as a `rm -r` racing the workers' writes is not
+        began = time.monotonic()
+        collect = run_cli("collect", job, "--broker", workers, "-o", f"{out}/", "-q", timeout=90)
+        assert collect.returncode == 1 and time.monotonic() - began < 60, collect.stderr
+        line = one_line(collect.stderr)
+        assert "cannot see the dataset" in line and str(out) in line, line
+    finally:
+        assert run_cli("purge", job, "--broker", workers).returncode == 0
+        redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # noqa: ANN201 - yields the mount point
+    """A 256 KB tmpfs (root can mount one; elsewhere the test is skipped, saying why)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (it needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_a_full_disk_ends_the_job_within_a_minute_in_one_line_naming_the_worker_the_path_and_the_reason(
+    workers, small_disk, tmp_path
+):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(corpus_lines(4000)) + "\n")  # ~1.5 MB of records for 256 KB
+    out = small_disk / "out"
+    began = time.monotonic()
+    run = run_cli("solve", str(path), "--broker", workers, "-o", f"{out}/", "-q", timeout=90)
+    assert run.returncode == 1 and time.monotonic() - began < 60, run.stderr
+    line = one_line(run.stderr)
+    assert "worker " in line and str(out) in line and "No space left on device" in line, line
+    assert not (out / "_SUCCESS").exists()
+
+
+@pytest.mark.timeout(240)
+def test_a_full_disk_under_local_processes_ends_the_command_in_one_line_without_a_traceback(
+    small_disk, tmp_path
+):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(corpus_lines(80000)) + "\n")  # chunks still queued when the first fails
+    out = small_disk / "out"
+    run = run_cli("solve", str(path), "-o", f"{out}/", "-q", timeout=90)
+    assert run.returncode == 1
+    line = one_line(run.stderr)
+    assert "No space left on device" in line and str(out) in line, line
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_an_input_rewritten_at_the_same_size_mid_job_fails_the_job_in_one_line_not_mixing_versions(
+    workers, tmp_path
+):
+    path = tmp_path / "in.txt"
+    puzzles = corpus_lines(6000)
+    path.write_text("\n".join(puzzles) + "\n")
+    out = tmp_path / "out"
+    submit = run_cli("submit", str(path), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob("part-*")):  # the first splits are read: rewrite the rest under the workers
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        before = path.stat()
+        path.write_text("\n".join(reversed(puzzles)) + "\n")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))  # whatever the clock
+        assert path.stat().st_size == before.st_size
+        collect = run_cli("collect", job, "--broker", workers, "-o", f"{out}/", "-q", timeout=90)
+        assert collect.returncode == 1, collect.stderr
+        line = one_line(collect.stderr)
+        assert "worker " in line and f"the input {path} changed since the job was submitted" in line, line
+        assert str(before.st_size) not in line and not (out / "_SUCCESS").exists()
+    finally:
+        assert run_cli("purge", job, "--broker", workers).returncode == 0
+        redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop")
+
+
 def _cannot(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"the S3 test must run under CI=true: {reason}")
@@ -657,7 +1010,6 @@ def _cannot(reason: str) -> None:
 def s3(tmp_path: Path):  # noqa: ANN201 - yields (environment, s3fs filesystem)
     """A real S3-compatible server (`moto_server`, the moto[server] package's) on a free port, with a bucket;
     yields the environment that points fsspec (s3fs) at it, and a filesystem of this process."""
-    import shutil
     import sys
     import urllib.request
 
@@ -726,3 +1078,45 @@ def test_a_job_reads_its_input_from_s3_in_splits_and_writes_its_dataset_there(s3
     records = sorted(table.to_pylist(), key=lambda r: r["index"])
     check_records(records, puzzles)
     assert [r["line"] for r in records] == list(range(1, len(puzzles) + 1))
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_an_s3_endpoint_the_workers_cannot_reach_ends_the_job_within_a_minute_in_one_line(
+    s3, tmp_path_factory
+):
+    env, fs = s3
+    fs.pipe("jobs/in.txt", ("\n".join(corpus_lines(600)) + "\n").encode())
+    server = RedisServer(tmp_path_factory.mktemp("s3-down-redis"), appendonly=False)
+    server.start()
+    closed = {**env, "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    procs = start_workers(server.url, 1, tmp_path_factory.mktemp("s3-down-workers"), env=closed)
+    try:
+        began = time.monotonic()
+        run = run_cli(
+            "solve", "s3://jobs/in.txt", "--broker", server.url, "-o", "s3://jobs/out/", "-q", env=env,
+            timeout=90,
+        )  # fmt: skip
+        elapsed = time.monotonic() - began
+    finally:
+        stop_all(procs)
+        server.stop()
+    assert run.returncode == 1 and elapsed < 60, run.stderr
+    line = one_line(run.stderr)
+    assert "worker " in line and "s3://jobs/" in line and "EndpointConnectionError" in line, line
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_dataset_in_a_bucket_that_does_not_exist_is_refused_in_one_line_naming_it_and_never_created(
+    s3, tmp_path
+):
+    env, fs = s3
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(PUZZLES[:20]) + "\n")
+    run = run_cli("solve", str(path), "-o", "s3://nobucket/out/", "-q", env=env)
+    assert run.returncode == 1, run.stderr
+    line = one_line(run.stderr)
+    assert "the bucket nobucket does not exist" in line, line
+    fs.invalidate_cache()
+    assert "nobucket" not in [b.rstrip("/") for b in fs.ls("")]
