@@ -30,7 +30,7 @@ import numpy as np
 from pipeline.columns import ResultColumns
 from pipeline.result import ChunkResult, PartFile
 from pipeline.solve import worker_name
-from pipeline.storage import Storage, StorageError, reason, storage_for
+from pipeline.storage import DataRoots, Storage, StorageError, reason, storage_for
 from pipeline.tasks import ChunkTask, Dataset
 from solvers.fields import CSV_HEADER
 
@@ -163,11 +163,8 @@ def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
             size = store.size(task.split.url)
         except OSError as exc:
             raise StorageError(f"cannot read the input {task.split.url}: {reason(exc)}") from None
-        if size != task.split.size:
-            raise StorageError(
-                f"the input {task.split.url} is {size:,} bytes, not the {task.split.size:,} submitted: "
-                "it changed"
-            )
+        if size != task.split.size:  # its size unsaid: a job's error shows no file's size
+            raise StorageError(f"the input {task.split.url} changed since it was submitted (another size)")
     _checked[task.job] = None
     while len(_checked) > CHECKED_JOBS:
         _checked.popitem(last=False)
@@ -189,9 +186,25 @@ class Prepared:
     reasons: list[str]
 
 
-def prepare(port: ChunkPort, task: ChunkTask, storage: Storage | None = None) -> Prepared:
-    """Check the storage, read a split task's lines (publishing its counts at once) and wrap the port so
-    each part is written to the dataset (StorageError when the storage cannot be reached)."""
+def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
+    """Refuse a split or dataset outside this worker's data roots (OutsideRoots), before anything is opened:
+    a queue message names them. `roots` None: a process of the user's own command (embedded), which reads
+    and writes what its user can."""
+    if roots is None:
+        return
+    if task.split is not None:
+        roots.check(task.split.url, "read the input")
+    if task.dataset is not None:
+        roots.check(task.dataset.url, "write the dataset")
+
+
+def prepare(
+    port: ChunkPort, task: ChunkTask, storage: Storage | None = None, roots: DataRoots | None = None
+) -> Prepared:
+    """Check the task's locations against the data roots, then the storage, read a split task's lines
+    (publishing its counts at once) and wrap the port so each part is written to the dataset (StorageError
+    when the storage cannot be reached, OutsideRoots when a location lies outside `roots`)."""
+    check_roots(task, roots)
     check_storage(task, storage)
     valid, reasons = len(task), []
     if task.split is not None:

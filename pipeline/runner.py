@@ -25,6 +25,7 @@ from solvers.result import Status
 
 if TYPE_CHECKING:
     from pipeline.dataset import Prepared
+    from pipeline.storage import DataRoots
 
 STOP_POLL_S = 0.25
 
@@ -66,6 +67,7 @@ def run_chunk(
     escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
     poll_s: float = STOP_POLL_S,
     attempts: int | None = None,
+    roots: DataRoots | None = None,
 ) -> int:
     """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left).
 
@@ -74,6 +76,8 @@ def run_chunk(
     tried forever. While it is solved, a poller watches the job's stop (a purge): the solvers
     give up at their next slice and the port writes nothing more. `escalation` (task, stop flag)
     is the context of a chunk racing its slow puzzles on idle processes too (`pipeline.escalation`).
+    `roots`: a worker's data roots, outside which no split is read and no dataset written (None: the user's
+    own processes, which read and write what the user can).
     """
     if attempts is None:
         attempts = port.count_delivery(task.job, task.chunk)
@@ -84,7 +88,7 @@ def run_chunk(
         return 0  # complete: a delivery after every part was published
     valid, reasons = len(task), []
     if task.split is not None or task.dataset is not None:
-        prepared = _prepared(port, task)
+        prepared = _prepared(port, task, roots)
         if prepared is None:
             return 0
         task, port, valid, reasons = prepared.task, prepared.port, prepared.valid, prepared.reasons
@@ -114,26 +118,37 @@ def run_chunk(
     return answered[0]
 
 
-def _prepared(port: ChunkPort, task: ChunkTask) -> Prepared | None:
+def _prepared(port: ChunkPort, task: ChunkTask, roots: DataRoots | None) -> Prepared | None:
     """A split or dataset chunk made ready (`pipeline.dataset.prepare`); None when this process cannot reach
-    the job's storage: the job is failed in one line naming this process, the path and the reason."""
+    the job's storage or refuses a location outside its data roots: the job is failed in one line naming
+    this process, the path and the reason."""
     from pipeline.dataset import prepare
-    from pipeline.storage import StorageError
+    from pipeline.storage import OutsideRoots, StorageError
 
     try:
-        return prepare(port, task)
+        return prepare(port, task, roots=roots)
+    except OutsideRoots as exc:
+        port.fail_job(task.job, f"worker {worker_name()} {exc}")
+        return None
     except StorageError as exc:
         port.fail_job(task.job, f"worker {worker_name()} cannot reach the job's storage: {exc}")
         return None
 
 
-def fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status = Status.ERROR) -> int:
-    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit)."""
+def fail_rest(
+    port: ChunkPort,
+    task: ChunkTask,
+    reason: str,
+    status: Status = Status.ERROR,
+    roots: DataRoots | None = None,
+) -> int:
+    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit); `roots`
+    as in `run_chunk`."""
     published = port.answered(task.job, task.chunk)
     if published is None:
         return 0
     if task.split is not None or task.dataset is not None:
-        prepared = _prepared(port, task)  # a split is read again: its rows are its lines
+        prepared = _prepared(port, task, roots)  # a split is read again: its rows are its lines
         if prepared is None:
             return 0
         task, port = prepared.task, prepared.port

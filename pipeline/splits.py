@@ -117,9 +117,7 @@ def read_split(task: ChunkTask, storage: Storage | None = None) -> SplitRead:
     try:
         size = store.size(split.url)
         if size != split.size:
-            raise StorageError(
-                f"{split.url} is {size:,} bytes, not the {split.size:,} submitted: the input changed"
-            )
+            raise StorageError(f"{split.url} changed since it was submitted (its size differs)")
         with store.open_read(split.url) as raw:
             return _read(task, split, raw)
     except StorageError:
