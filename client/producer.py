@@ -36,7 +36,7 @@ from pipeline.reader import SlabTexts, has_grid_rows, read_blocks
 from pipeline.result import ChunkResult
 from pipeline.runs import join_texts, to_runs
 from pipeline.solve import answered_chunk
-from pipeline.storage import Storage, absolute, is_url, storage_for
+from pipeline.storage import DataRoots, Storage, absolute, is_url, storage_for
 from pipeline.tasks import MAX_CHUNK_PUZZLES, MAX_SPLIT_ENTRIES, ChunkTask, Dataset, Split, solver_seed
 
 if TYPE_CHECKING:
@@ -102,6 +102,24 @@ def splittable(inputs: list[tuple[str, Source]], box: str | None) -> tuple[list[
             return None, f"{name} holds grids written over several lines (splits need one puzzle a line)"
         urls.append(absolute(text))
     return urls, ""
+
+
+def uncovered(fleet: dict[str, DataRoots], location: str) -> str | None:
+    """The first live worker (of `fleet`: name -> its data roots) that may not read or write `location`, or
+    None when every one may (and when no worker is live)."""
+    return next((name for name, roots in fleet.items() if not roots.allows(location)), None)
+
+
+def fleet_roots(published: dict[str, list[str]]) -> dict[str, DataRoots]:
+    """Live worker -> its data roots, from what each published (`RedisJobStore.worker_roots`); a worker whose
+    roots do not parse here has none."""
+    fleet = {}
+    for name, texts in published.items():
+        try:
+            fleet[name] = DataRoots.parse(texts)
+        except ValueError:
+            fleet[name] = DataRoots.parse([])
+    return fleet
 
 
 def digest(text: str) -> str:
