@@ -185,7 +185,7 @@ DATA_ROOTS: list[str] = []  # the tests' workers' data roots: the session's temp
 
 
 @pytest.fixture(scope="session", autouse=True)
-def data_roots(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+def worker_data_roots(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """What the tests' workers read inputs and write datasets under (`--data-root`): every temporary directory
     of the session (`tmp_path`, `tmp_path_factory.mktemp`), where the tests put their inputs and datasets."""
     DATA_ROOTS[:] = [str(tmp_path_factory.getbasetemp())]

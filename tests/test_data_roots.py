@@ -503,3 +503,40 @@ def test_a_worker_without_roots_takes_no_dataset_job_but_answers_every_line_of_a
     finally:
         stop_all(procs)
         server.stop()
+
+
+def test_published_roots_are_read_bounded_and_anything_but_a_list_of_texts_counts_as_none(fake_redis):
+    from client.redis_store import RedisJobStore
+
+    heartbeat = pytest.importorskip("worker.heartbeat")
+    heartbeat.beat(fake_redis, "host:1")  # this process's settings: no roots
+    assert json.loads(fake_redis.get("sbatch:roots:host:1")) == []
+    assert fake_redis.ttl("sbatch:roots:host:1") > 0  # gone with the worker
+    now = time.time()
+    fake_redis.zadd("sbatch:workers", {"host:2": now, "host:3": now, "host:4": now, "gone:5": now - 3600})
+    fake_redis.set("sbatch:roots:host:2", json.dumps(["/data", "s3://bucket"]))
+    fake_redis.set("sbatch:roots:host:3", "not json")
+    fake_redis.set("sbatch:roots:host:4", json.dumps([1, 2]))
+    fake_redis.set("sbatch:roots:gone:5", json.dumps(["/"]))
+    published = RedisJobStore(fake_redis, ClientSettings()).worker_roots()
+    assert published == {"host:1": [], "host:2": ["/data", "s3://bucket"], "host:3": [], "host:4": []}
+
+
+def test_with_no_live_worker_the_client_reads_the_inputs_itself_and_says_so(redis_client, tmp_path):
+    from client.batch import BatchClient
+    from tests.conftest import url_of
+
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(PUZZLES[:5]) + "\n")
+    client = BatchClient(url_of(redis_client), settings=ClientSettings(queue="sbatch-nobody"))
+    job = client.submit(str(path), dataset=f"{tmp_path}/out/", format="jsonl")
+    try:
+        job.wait_submitted(30)
+        assert job.note == (
+            f"workers read no files under {tmp_path}: this machine reads it; start workers with --data-root "
+            f"{tmp_path} to let them read splits"
+        )
+        assert not redis_client.hget(f"sbatch:job:{job.id}:meta", "splits")
+    finally:
+        job.purge()
+        client.close()
