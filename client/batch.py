@@ -24,11 +24,11 @@ from client.producer import (
     Producer,
     ResumeRefused,
     Source,
+    check_writable,
     fingerprint,
     fleet_roots,
     new_job_id,
-    splittable,
-    uncovered,
+    split_plan,
 )
 from client.store import Checkpoint, JobStatus, JobStore, MemoryStore, Superseded, submission_state
 from client.transport import (
@@ -241,35 +241,12 @@ class BatchClient:
             check_directory(url)
             return url, None, None
         fleet = fleet_roots(self._redis_store().worker_roots())
-        refused = uncovered(fleet, url)
-        if refused is not None:  # before the directory is touched: a dataset there stays as it is
-            raise ValueError(
-                f"the dataset {url}/ lies outside the data roots of live worker {refused} "
-                f"({', '.join(fleet[refused].texts) or 'none'}): start the workers with --data-root {url} "
-                "(or a directory above it) to let them write it"
-            )
+        check_writable(fleet, url)  # before the directory is touched: a dataset there stays as it is
         check_directory(url)
         if splits is False:
             return url, None, None
-        urls, why = splittable(inputs, box)
-        if urls is None:
-            if splits:
-                raise ValueError(f"cannot read the inputs in splits: {why}")
-            return url, None, None
-        unread = next((u for u in urls if not fleet or uncovered(fleet, u) is not None), None)
-        if unread is None:
-            return url, urls, None
-        where = unread.rsplit("/", 1)[0] or "/"
-        if splits:
-            raise ValueError(
-                f"cannot read the inputs in splits: workers read no files under {where} (start them with "
-                f"--data-root {where})"
-            )
-        note = (
-            f"workers read no files under {where}: this machine reads it; start workers with --data-root "
-            f"{where} to let them read splits"
-        )
-        return url, None, note
+        urls, note = split_plan(inputs, box, splits, fleet)
+        return url, urls, note
 
     def resume(
         self,
