@@ -142,3 +142,25 @@ def input_sources(names: list[str]) -> list[tuple[str, str]]:
             raise UsageError(f"{name}: not a regular file (pipe it to `-` instead)")
         raise UsageError(f"{name}: no such file")
     return [(name, name) for name in names]
+
+
+def data_roots(given: list[str] | None) -> str:
+    """A worker's data roots as SUDOKU_BATCH_DATA_ROOTS holds them: each --data-root made absolute, or else
+    the variable as it is; UsageError (one line) for a root that cannot be one."""
+    from pipeline.storage import DataRoots, absolute
+
+    if given is None:
+        texts = os.environ.get("SUDOKU_BATCH_DATA_ROOTS", "").split(",")
+    else:
+        for root in given:
+            if not root.strip() or "," in root:
+                raise UsageError(
+                    f"--data-root {root!r}: give a path or URL without commas "
+                    "(SUDOKU_BATCH_DATA_ROOTS separates roots with commas)"
+                )
+        texts = [absolute(root.strip()) for root in given]
+    try:
+        DataRoots.parse(texts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return ",".join(t.strip() for t in texts if t.strip())

@@ -22,7 +22,17 @@ from urllib.parse import urlsplit
 from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
 from client.dataset import check_directory, claim_directory, claim_lives, dataset_url
-from client.producer import JobSpec, Producer, ResumeRefused, Source, fingerprint, new_job_id, splittable
+from client.producer import (
+    JobSpec,
+    Producer,
+    ResumeRefused,
+    Source,
+    check_writable,
+    fingerprint,
+    fleet_roots,
+    new_job_id,
+    split_plan,
+)
 from client.store import (
     Checkpoint,
     JobStatus,
@@ -158,13 +168,15 @@ class BatchClient:
         `dataset`: a directory (path or URL) the solving processes write the records to as part files
         (`pipeline.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the first
         two), committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
-        ValueError naming the owner, while another job does). `splits`: with a broker and a dataset, the
-        workers read plain file inputs themselves in byte ranges (None: whenever every input allows it;
-        False: never; True: or a ValueError saying why not).
+        ValueError naming the owner, while another job does); with a broker, a directory outside the data
+        roots of a live worker (`sudoku-batch worker --data-root`) is a ValueError. `splits`: with a broker
+        and a dataset, the workers read plain file inputs themselves in byte ranges (None: whenever every
+        input allows it and lies under the data roots of every live worker, else this machine reads them
+        and `Job.note` says so; False: never; True: or a ValueError saying why not).
         """
         if format not in FORMATS:
             raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
-        url, split_urls = self._dataset_plan(inputs, dataset, format, compression, splits, box)
+        url, split_urls, note = self._dataset_plan(inputs, dataset, format, compression, splits, box)
         as_box(box)  # a bad box shape is the caller's error, raised here
         if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
             raise ValueError(
@@ -201,7 +213,9 @@ class BatchClient:
         collected = _Collected()
         consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
         producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
-        return Job(self, spec.job, producer, inputs, collected=collected)
+        job = Job(self, spec.job, producer, inputs, collected=collected)
+        job.note = note
+        return job
 
     def _claim(self, url: str, job: str) -> None:
         """Make `job` the one owner of its dataset directory (`client.dataset.claim_directory`: after the job
@@ -239,9 +253,10 @@ class BatchClient:
         compression: str,
         splits: bool | None,
         box: str | None,
-    ) -> tuple[str | None, list[str] | None]:
-        """The dataset's directory (checked, made ready) and the inputs the workers read in splits, if any;
-        ValueError (one line) for options that do not go together."""
+    ) -> tuple[str | None, list[str] | None, str | None]:
+        """The dataset's directory (checked, made ready), the inputs the workers read in splits, if any, and a
+        note when this machine reads them because the live workers' data roots do not hold them; ValueError
+        (one line) for options that do not go together, or a dataset outside a live worker's data roots."""
         if dataset is None:
             if splits:
                 raise ValueError("splits need a dataset output (a directory: -o DIR/)")
@@ -249,7 +264,7 @@ class BatchClient:
                 raise ValueError(
                     "compression applies to a dataset's parts (-o DIR/); name a file .gz instead"
                 )
-            return None, None
+            return None, None, None
         if format not in DATASET_FORMATS:
             raise ValueError(f"a dataset's format is one of {', '.join(DATASET_FORMATS)}, not {format!r}")
         if compression not in COMPRESSIONS:
@@ -262,15 +277,18 @@ class BatchClient:
             if not installed():
                 raise ValueError(f"Parquet needs pyarrow: {INSTALL_HINT}")
         url = dataset_url(dataset)
-        check_directory(url)
-        if self.embedded or splits is False:
+        if self.embedded:
             if splits:
                 raise ValueError("splits need a broker: local processes read what this process reads")
-            return url, None
-        urls, why = splittable(inputs, box)
-        if urls is None and splits:
-            raise ValueError(f"cannot read the inputs in splits: {why}")
-        return url, urls
+            check_directory(url)
+            return url, None, None
+        fleet = fleet_roots(self._redis_store().worker_roots())
+        check_writable(fleet, url)  # before the directory is touched: a dataset there stays as it is
+        check_directory(url)
+        if splits is False:
+            return url, None, None
+        urls, note = split_plan(inputs, box, splits, fleet)
+        return url, urls, note
 
     def resume(
         self,
@@ -539,6 +557,7 @@ class Job:
         self._producer = producer
         self._taken = taken
         self._collected = collected or _Collected()
+        self.note: str | None = None  # one line for the user about how the job runs (a command prints it)
         if producer is None:
             self._done.set()
         else:

@@ -23,6 +23,7 @@ from client.args import (
     broker_url,
     check_job_id,
     check_processes,
+    data_roots,
     resume_command,
     time_limit,
 )
@@ -167,6 +168,14 @@ def parser() -> argparse.ArgumentParser:
         "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
     )
     p.add_argument("--loglevel", default="warning", help="Celery's log level (default: warning)")
+    p.add_argument(
+        "--data-root",
+        action="append",
+        default=None,
+        metavar="PATH|URL",
+        help="read inputs in splits and write datasets only under this directory or URL prefix (repeatable; "
+        "replaces SUDOKU_BATCH_DATA_ROOTS, comma-separated); none: it reads no split, writes no dataset",
+    )
     p.add_argument(
         "-E",
         "--events",
@@ -377,6 +386,7 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     from client.redis_store import connect
 
     check_processes("--concurrency", args.concurrency)
+    roots = data_roots(args.data_root)
     url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
     connect(url, settings).close()  # fail fast, in one line, if the broker is not there
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
@@ -385,8 +395,9 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     argv += ["--task-events"] if args.events else ["--without-heartbeat"]  # monitors need the beats too
     if args.concurrency:
         argv += ["--concurrency", str(args.concurrency)]
-    env = dict(os.environ, SUDOKU_BATCH_BROKER=url)
-    print(f"starting a worker for {mask_url(url)}", file=sys.stderr)
+    env = dict(os.environ, SUDOKU_BATCH_BROKER=url, SUDOKU_BATCH_DATA_ROOTS=roots)
+    where = f"data roots {roots}" if roots else "no data roots: it reads no split and writes no dataset"
+    print(f"starting a worker for {mask_url(url)} ({where})", file=sys.stderr)
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)
     return EXIT_FAILED  # pragma: no cover - execve does not return

@@ -36,7 +36,7 @@ from pipeline.reader import SlabTexts, has_grid_rows, read_blocks
 from pipeline.result import ChunkResult
 from pipeline.runs import join_texts, to_runs
 from pipeline.solve import answered_chunk
-from pipeline.storage import Storage, absolute, is_url, storage_for
+from pipeline.storage import DataRoots, Storage, absolute, is_url, storage_for
 from pipeline.tasks import MAX_CHUNK_PUZZLES, MAX_SPLIT_ENTRIES, ChunkTask, Dataset, Split, solver_seed
 
 if TYPE_CHECKING:
@@ -102,6 +102,64 @@ def splittable(inputs: list[tuple[str, Source]], box: str | None) -> tuple[list[
             return None, f"{name} holds grids written over several lines (splits need one puzzle a line)"
         urls.append(absolute(text))
     return urls, ""
+
+
+def uncovered(fleet: dict[str, DataRoots], location: str) -> str | None:
+    """The first live worker (of `fleet`: name -> its data roots) that may not read or write `location`, or
+    None when every one may (and when no worker is live)."""
+    return next((name for name, roots in fleet.items() if not roots.allows(location)), None)
+
+
+def check_writable(fleet: dict[str, DataRoots], url: str) -> None:
+    """ValueError (one line, saying how to allow it) when a live worker may not write the dataset `url`: it
+    would fail the job at its first chunk. With no live worker, nothing to check (one that joins later
+    and may not write it fails the job in one line)."""
+    refused = uncovered(fleet, url)
+    if refused is not None:
+        raise ValueError(
+            f"the dataset {url}/ lies outside the data roots of live worker {refused} "
+            f"({', '.join(fleet[refused].texts) or 'none'}): start the workers with --data-root {url} "
+            "(or a directory above it) to let them write it"
+        )
+
+
+def split_plan(
+    inputs: list[tuple[str, Source]], box: str | None, splits: bool | None, fleet: dict[str, DataRoots]
+) -> tuple[list[str] | None, str | None]:
+    """The inputs the workers read in splits (`splittable`, each under every live worker's data roots; at
+    least one worker live), or None and, when only the roots stand in the way, a note for the user that
+    this machine reads them; ValueError (one line) when `splits` is True and they cannot be."""
+    urls, why = splittable(inputs, box)
+    if urls is None:
+        if splits:
+            raise ValueError(f"cannot read the inputs in splits: {why}")
+        return None, None
+    unread = next((u for u in urls if not fleet or uncovered(fleet, u) is not None), None)
+    if unread is None:
+        return urls, None
+    where = unread.rsplit("/", 1)[0] or "/"
+    if splits:
+        raise ValueError(
+            f"cannot read the inputs in splits: workers read no files under {where} (start them with "
+            f"--data-root {where})"
+        )
+    note = (
+        f"workers read no files under {where}: this machine reads it; start workers with --data-root "
+        f"{where} to let them read splits"
+    )
+    return None, note
+
+
+def fleet_roots(published: dict[str, list[str]]) -> dict[str, DataRoots]:
+    """Live worker -> its data roots, from what each published (`RedisJobStore.worker_roots`); a worker whose
+    roots do not parse here has none."""
+    fleet = {}
+    for name, texts in published.items():
+        try:
+            fleet[name] = DataRoots.parse(texts)
+        except ValueError:
+            fleet[name] = DataRoots.parse([])
+    return fleet
 
 
 def digest(text: str) -> str:

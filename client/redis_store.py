@@ -28,12 +28,14 @@ from pipeline.keys import (
     job_stopped,
     part_commands,
     result_commands,
+    roots_key,
     wake_commands,
     workers_key,
 )
 from pipeline.outbox import outbox_entry, read_outbox_entry
 from pipeline.result import ChunkResult, ChunkStats
-from pipeline.tasks import JOB_ID_PATTERN, ChunkTask
+from pipeline.storage import MAX_ROOTS
+from pipeline.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask
 
 if TYPE_CHECKING:
     from pipeline.generate import GenerateResult, GenerateTask
@@ -336,6 +338,15 @@ class RedisJobStore(JobStore):
         beats = self.r.zrangebyscore(key, now - LIVE_WORKER_S, "+inf", withscores=True)
         return {_s(w): float(at) for w, at in beats}
 
+    def worker_roots(self) -> dict[str, list[str]]:
+        """Live worker process -> the data roots it says it has (`worker.heartbeat`; [] for none, or for what
+        is no list of at most MAX_ROOTS texts): where the client may send it splits and datasets."""
+        names = list(self.worker_beats())
+        if not names:
+            return {}
+        raws = self.r.mget([roots_key(name, self.prefix) for name in names])
+        return {name: _roots(raw) for name, raw in zip(names, raws, strict=True)}
+
     def current(self) -> dict[str, str]:
         """Live worker process -> the `job:chunk` it is solving now (a process between chunks is absent)."""
         live = set(self.live_workers())
@@ -503,6 +514,16 @@ def run_commands(client: Any, commands: list[tuple[Any, ...]]) -> None:
     for command in commands:
         pipe.execute_command(*command)
     pipe.execute()
+
+
+def _roots(raw: bytes | None) -> list[str]:
+    """A worker's published data roots (a JSON list of strings, bounded); [] for anything else."""
+    try:
+        roots = json.loads(raw) if raw is not None and len(raw) <= MAX_ROOTS * (MAX_NAME_CHARS + 8) else []
+    except ValueError:
+        return []
+    ok = isinstance(roots, list) and len(roots) <= MAX_ROOTS and all(isinstance(r, str) for r in roots)
+    return roots if ok else []
 
 
 def _s(value: Any) -> str:

@@ -103,6 +103,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        if job.note:  # this machine reads inputs the workers may not: said even with -q (how to change it)
+            print(job.note, file=sys.stderr, flush=True)
         if args.command == "submit":
             return _submit(job, args)
         return _collect(job, args, purge=not client.embedded, idle_timeout=None)

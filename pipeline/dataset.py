@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pipeline.columns import ResultColumns
 from pipeline.result import ChunkResult, PartFile
 from pipeline.solve import worker_name
-from pipeline.storage import Storage, StorageError, storage_errors, storage_for
+from pipeline.storage import DataRoots, Storage, StorageError, storage_errors, storage_for
 from pipeline.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask, Dataset
 from solvers.fields import CSV_HEADER
 
@@ -227,9 +227,25 @@ class Prepared:
     reasons: list[str]
 
 
-def prepare(port: ChunkPort, task: ChunkTask, storage: Storage | None = None) -> Prepared:
-    """Check the storage, read a split task's lines (publishing its counts at once) and wrap the port so
-    each part is written to the dataset (StorageError when the storage cannot be reached)."""
+def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
+    """Refuse a split or dataset outside this worker's data roots (OutsideRoots), before anything is opened:
+    a queue message names them. `roots` None: a process of the user's own command (embedded), which reads
+    and writes what its user can."""
+    if roots is None:
+        return
+    if task.split is not None:
+        roots.check(task.split.url, "read the input")
+    if task.dataset is not None:
+        roots.check(task.dataset.url, "write the dataset")
+
+
+def prepare(
+    port: ChunkPort, task: ChunkTask, storage: Storage | None = None, roots: DataRoots | None = None
+) -> Prepared:
+    """Check the task's locations against the data roots, then the storage, read a split task's lines
+    (publishing its counts at once) and wrap the port so each part is written to the dataset (StorageError
+    when the storage cannot be reached, OutsideRoots when a location lies outside `roots`)."""
+    check_roots(task, roots)
     check_storage(task, storage)
     valid, reasons = len(task), []
     if task.split is not None:

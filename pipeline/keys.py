@@ -128,6 +128,11 @@ def workers_key(prefix: str = KEY_PREFIX) -> str:
     return f"{prefix}:workers"
 
 
+def roots_key(name: str, prefix: str = KEY_PREFIX) -> str:
+    """A live worker process's data roots (JSON, expiring): where clients may send it splits and datasets."""
+    return f"{prefix}:roots:{name}"
+
+
 def current_key(prefix: str = KEY_PREFIX) -> str:
     """Hash: worker process name -> `job:chunk` it is solving now (to tell lost chunks from running ones)."""
     return f"{prefix}:current"

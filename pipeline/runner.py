@@ -26,6 +26,7 @@ from solvers.result import Status
 
 if TYPE_CHECKING:
     from pipeline.dataset import Prepared
+    from pipeline.storage import DataRoots
 
 STOP_POLL_S = 0.25
 
@@ -67,6 +68,7 @@ def run_chunk(
     escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
     poll_s: float = STOP_POLL_S,
     attempts: int | None = None,
+    roots: DataRoots | None = None,
 ) -> int:
     """Run one delivery of a chunk (`_run_chunk`); an error of the job's storage (`StorageError`: a full
     disk, an endpoint that does not answer, the dataset's directory gone or taken over) fails the job
@@ -74,8 +76,9 @@ def run_chunk(
     needed to say so, and nothing is resent."""
     try:
         return _run_chunk(
-            port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts
-        )
+            port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts,
+            roots=roots,
+        )  # fmt: skip
     except StorageError as exc:
         port.fail_job(task.job, storage_failure(exc))
         return 0
@@ -94,6 +97,7 @@ def _run_chunk(
     escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
     poll_s: float = STOP_POLL_S,
     attempts: int | None = None,
+    roots: DataRoots | None = None,
 ) -> int:
     """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left).
 
@@ -103,7 +107,9 @@ def _run_chunk(
     either (its storage hangs) fails the job, without touching the storage. While it is solved, a
     poller watches the job's stop (a purge): the solvers give up at their next slice and the port
     writes nothing more. `escalation` (task, stop flag) is the context of a chunk racing its slow
-    puzzles on idle processes too (`pipeline.escalation`).
+    puzzles on idle processes too (`pipeline.escalation`). `roots`: a worker's data roots, outside
+    which no split is read and no dataset written (None: the user's own processes, which read and
+    write what the user can).
     """
     if attempts is None:
         attempts = port.count_delivery(task.job, task.chunk)
@@ -121,7 +127,7 @@ def _run_chunk(
                 "too (a worker crash, or the job's storage hangs?)",
             )
             return 0
-        prepared = _prepared(port, task)
+        prepared = _prepared(port, task, roots)
         if prepared is None:
             return 0
         task, port, valid, reasons = prepared.task, prepared.port, prepared.valid, prepared.reasons
@@ -154,34 +160,45 @@ def _run_chunk(
     return answered[0]
 
 
-def _prepared(port: ChunkPort, task: ChunkTask) -> Prepared | None:
+def _prepared(port: ChunkPort, task: ChunkTask, roots: DataRoots | None) -> Prepared | None:
     """A split or dataset chunk made ready (`pipeline.dataset.prepare`); None when this process cannot reach
-    the job's storage: the job is failed in one line naming this process, the path and the reason."""
+    the job's storage or refuses a location outside its data roots: the job is failed in one line naming
+    this process, the path and the reason."""
     from pipeline.dataset import prepare
+    from pipeline.storage import OutsideRoots
 
     try:
-        return prepare(port, task)
+        return prepare(port, task, roots=roots)
+    except OutsideRoots as exc:
+        port.fail_job(task.job, f"worker {worker_name()} {exc}")
+        return None
     except StorageError as exc:
         port.fail_job(task.job, storage_failure(exc))
         return None
 
 
-def fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status = Status.ERROR) -> int:
+def fail_rest(
+    port: ChunkPort,
+    task: ChunkTask,
+    reason: str,
+    status: Status = Status.ERROR,
+    roots: DataRoots | None = None,
+) -> int:
     """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit); the
-    storage failing meanwhile fails the job through the port, as in `run_chunk`."""
+    storage failing meanwhile fails the job through the port, as in `run_chunk`; `roots` as there."""
     try:
-        return _fail_rest(port, task, reason, status)
+        return _fail_rest(port, task, reason, status, roots)
     except StorageError as exc:
         port.fail_job(task.job, storage_failure(exc))
         return 0
 
 
-def _fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status) -> int:
+def _fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status, roots: DataRoots | None) -> int:
     published = port.answered(task.job, task.chunk)
     if published is None:
         return 0
     if task.split is not None or task.dataset is not None:
-        prepared = _prepared(port, task)  # a split is read again: its rows are its lines
+        prepared = _prepared(port, task, roots)  # a split is read again: its rows are its lines
         if prepared is None:
             return 0
         task, port = prepared.task, prepared.port

@@ -181,17 +181,31 @@ def fake_redis() -> Iterator[object]:
     client.flushall()
 
 
+DATA_ROOTS: list[str] = []  # the tests' workers' data roots: the session's temporary directories
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_data_roots(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """What the tests' workers read inputs and write datasets under (`--data-root`): every temporary directory
+    of the session (`tmp_path`, `tmp_path_factory.mktemp`), where the tests put their inputs and datasets."""
+    DATA_ROOTS[:] = [str(tmp_path_factory.getbasetemp())]
+    return DATA_ROOTS
+
+
 @pytest.fixture(scope="session")
 def workers(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Two real `sudoku-batch worker --concurrency 1` processes on the session's redis; yields the URL."""
+    """Two real `sudoku-batch worker --concurrency 1 --data-root TMP` processes on the session's redis (TMP:
+    the session's temporary directories); yields the URL."""
     import redis
 
     logs = tmp_path_factory.mktemp("workers")
     procs = []
     env = dict(os.environ, SUDOKU_BATCH_HEARTBEAT_S="1")
+    roots = [arg for root in DATA_ROOTS for arg in ("--data-root", root)]
     for i in range(2):
         log = open(logs / f"worker{i}.log", "wb")  # noqa: SIM115 - closed at teardown
         cmd = [*cli_command(), "worker", "--broker", redis_url, "--concurrency", "1", "--loglevel", "info"]
+        cmd += roots
         procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO), log))
     client = redis.Redis.from_url(redis_url)
     deadline = time.monotonic() + 120
@@ -295,11 +309,13 @@ class RedisServer:
 def start_workers(
     url: str, count: int, logs: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> list[subprocess.Popen[bytes]]:
-    """Start `count` `sudoku-batch worker --concurrency 1 ARGS` processes and wait until each beats."""
+    """Start `count` `sudoku-batch worker --concurrency 1 ARGS` processes and wait until each beats; their
+    data roots are the session's temporary directories unless `env` sets SUDOKU_BATCH_DATA_ROOTS."""
     import redis
 
     procs: list[subprocess.Popen[bytes]] = []
-    full_env = dict(os.environ, SUDOKU_BATCH_HEARTBEAT_S="1", **(env or {}))
+    roots = {"SUDOKU_BATCH_DATA_ROOTS": ",".join(DATA_ROOTS)}
+    full_env = dict(os.environ, SUDOKU_BATCH_HEARTBEAT_S="1", **{**roots, **(env or {})})
     for i in range(count):
         with open(logs / f"worker{i}.log", "wb") as log:
             cmd = [*cli_command(), "worker", "--broker", url, "--concurrency", "1", "--loglevel", "info"]

@@ -1059,7 +1059,8 @@ def test_a_job_reads_its_input_from_s3_in_splits_and_writes_its_dataset_there(s3
     fs.pipe("jobs/in.txt", ("\n".join(puzzles) + "\n").encode())
     server = RedisServer(tmp_path_factory.mktemp("s3-redis"), appendonly=False)
     server.start()
-    procs = start_workers(server.url, 2, tmp_path_factory.mktemp("s3-workers"), env=env)
+    roots = {"SUDOKU_BATCH_DATA_ROOTS": "s3://jobs"}  # the bucket: the input and the dataset are in it
+    procs = start_workers(server.url, 2, tmp_path_factory.mktemp("s3-workers"), env={**env, **roots})
     try:
         run = run_cli(
             "solve", "s3://jobs/in.txt", "--broker", server.url, "-o", "s3://jobs/out/", "--format",

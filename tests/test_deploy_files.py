@@ -272,3 +272,18 @@ def test_the_systemd_unit_runs_the_worker_as_a_user_after_warming_and_restarts_i
     assert service["Environment"].startswith("NUMBA_CACHE_DIR=")
     assert "SUDOKU_BATCH_BROKER" in UNIT.read_text()  # documented in the EnvironmentFile note
     assert unit["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_every_deployment_makes_its_workers_shared_mount_their_data_root():
+    compose = yaml.safe_load(COMPOSE.read_text())["services"]["worker"]
+    args = parser().parse_args(["worker", *[substitute(str(a), env_example()) for a in compose["command"]]])
+    mounts = [v.split(":")[1] for v in compose["volumes"]]
+    assert args.data_root == ["/shared"] and "/shared" in mounts
+    pod = {(d["kind"], d["metadata"]["name"]): d for d in k8s_docs()}[("Deployment", "sudoku-batch-worker")]
+    (container,) = pod["spec"]["template"]["spec"]["containers"]
+    args = parser().parse_args(["worker", *container["args"]])
+    assert args.data_root == [m["mountPath"] for m in container["volumeMounts"] if m["name"] == "shared-data"]
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string(UNIT.read_text())
+    args = parser().parse_args(shlex.split(unit["Service"]["ExecStart"])[1:])
+    assert args.data_root and unit["Service"]["ReadWritePaths"].lstrip("-") == args.data_root[0]

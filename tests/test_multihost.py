@@ -162,6 +162,7 @@ def start_cluster(
     procs = []
     for i, ns in enumerate(workers, start=1):
         cmd = [*cli_command(), "worker", "--broker", url, "--concurrency", "1", "--loglevel", "info"]
+        cmd += ["--data-root", str(tmp_path)]  # the shared directory of the tests below is in it
         log = tmp_path / f"worker{i}.log"
         procs.append(network.run(ns, f"sb-worker{i}", cmd, log, (hide or {}).get(i), env))
     deadline = time.monotonic() + 120

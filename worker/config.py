@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
+from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.keys import KEY_PREFIX
+from pipeline.storage import DataRoots
 from pipeline.tasks import DEFAULT_QUEUE
 
 
@@ -26,6 +30,18 @@ class WorkerSettings(BaseSettings):
     stop_poll_s: float = 0.25  # how often a chunk being solved checks its job's stop key (purge)
     connect_timeout: float = 3.0
     socket_timeout: float = 30.0
+    data_roots: str = ""  # comma-separated paths or URLs: inputs read and datasets written only there
+
+    @field_validator("data_roots")
+    @classmethod
+    def _roots(cls, value: str) -> str:
+        DataRoots.parse(value.split(","))  # a bad root stops the worker at start, in one line
+        return value
+
+    @cached_property
+    def roots(self) -> DataRoots:
+        """Where this worker reads inputs in splits and writes datasets (none: no split, no dataset)."""
+        return DataRoots.parse(self.data_roots.split(","))
 
 
 settings = (

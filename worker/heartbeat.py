@@ -20,6 +20,7 @@ entry stayed for ever. The same sweep drops entries of processes silent `orphan_
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import threading
@@ -28,7 +29,7 @@ from typing import Any
 
 import redis
 
-from pipeline.keys import current_key, deliveries_key, workers_key
+from pipeline.keys import current_key, deliveries_key, roots_key, workers_key
 from pipeline.solve import worker_name
 from pipeline.tasks import JOB_ID_PATTERN
 from worker.config import settings
@@ -40,8 +41,16 @@ _beat_started = False
 
 
 def beat(client: Any, name: str) -> None:
-    """Record that worker process `name` is alive now."""
+    """Record that worker process `name` is alive now, and its data roots."""
     client.zadd(workers_key(settings.key_prefix), {name: time.time()})
+    publish_roots(client, name)
+
+
+def publish_roots(client: Any, name: str) -> None:
+    """Say which data roots worker process `name` has (`settings.roots`; expiring, renewed each beat): a
+    client sends splits only of inputs under every live worker's roots, and a dataset only under them."""
+    ttl = max(60, int(4 * settings.heartbeat_s))
+    client.set(roots_key(name, settings.key_prefix), json.dumps(settings.roots.texts), ex=ttl)
 
 
 def start_heartbeat(app: Any) -> None:

@@ -179,10 +179,24 @@ class RedisPort:
         task = outbox_task(self.client, keys, ChunkRef(job=job, chunk=front.chunk))
         if task is None or task.split is None:
             return False
+        refuse_outside_roots(self, task)
         read = read_split(task)
         log.info("counted split %s:%s for the splits after it (its own worker is late)", job, front.chunk)
         self.split_read(job, task.chunk, task.split.input, read.lines, read.entries)
         return True
+
+
+def refuse_outside_roots(port: RedisPort, task: ChunkTask) -> None:
+    """Fail the job in one line and stop waiting on it (JobStopped) when a split counted for the splits after
+    it lies outside this worker's data roots: it is not opened."""
+    from pipeline.dataset import JobStopped, check_roots
+    from pipeline.storage import OutsideRoots
+
+    try:
+        check_roots(task, settings.roots)
+    except OutsideRoots as exc:
+        port.fail_job(task.job, f"worker {worker_name()} {exc}")
+        raise JobStopped(f"job {task.job} failed: a split outside the data roots") from None
 
 
 FRONTIER_BATCH = 256  # splits' counts read per round when the frontier moves
@@ -294,9 +308,11 @@ def handle(payload: dict[str, Any], client: Any) -> int:
             return run_chunk(
                 port, task, attempts=attempts, max_attempts=settings.max_attempts,
                 escalation=lambda t, flag: escalation_for(t, client, flag), poll_s=settings.stop_poll_s,
+                roots=settings.roots,
             )  # fmt: skip
         except SoftTimeLimitExceeded:
-            return fail_rest(port, task, "the chunk exceeded the worker's time limit", Status.TIMEOUT)
+            reason = "the chunk exceeded the worker's time limit"
+            return fail_rest(port, task, reason, Status.TIMEOUT, roots=settings.roots)
     finally:
         client.hdel(current_key(settings.key_prefix), worker_name())
 
