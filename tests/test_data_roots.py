@@ -28,7 +28,7 @@ import redis
 from client.args import UsageError, data_roots
 from client.config import ClientSettings
 from client.transport import celery_app
-from pipeline.dataset import CLAIM, Claim
+from pipeline.dataset import CLAIM, TEMP_DIR, Claim
 from pipeline.outbox import outbox_entry, read_outbox_entry
 from pipeline.runner import ListPort, run_chunk
 from pipeline.storage import DataRoots, LocalStorage, OutsideRoots
@@ -414,7 +414,7 @@ def test_a_crafted_split_or_dataset_outside_the_roots_fails_the_job_in_one_line_
     send(fleet, job, 0)
     check_refused(fleet, job, path, offset, outbox_holds_size=case is not file_outside_of_another_size)
     if case is dataset_outside:
-        assert os.listdir(Path(path)) == [CLAIM]
+        assert sorted(os.listdir(Path(path))) == [CLAIM, TEMP_DIR] and not os.listdir(Path(path) / TEMP_DIR)
 
 
 @pytest.mark.integration

@@ -215,11 +215,16 @@ def test_splits_cutting_lines_of_one_to_three_megabytes_read_them_once_as_the_un
         assert entries_by_splits(path, cuts) == want, cuts
 
 
-def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no_file(fake_redis, tmp_path):
+def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no_file(
+    fake_redis, tmp_path, monkeypatch
+):
     from pipeline.outbox import outbox_entry
     from pipeline.result import ChunkResult
     from pipeline.tasks import VERSION, ChunkRef
+    from worker.config import settings
     from worker.tasks import handle
+
+    monkeypatch.setattr(settings, "data_roots", str(tmp_path))  # this process reads and writes as a worker
 
     path = tmp_path / "in.txt"
     path.write_text(PUZZLES[0] + "\n" + "# a comment run\n" * 20 + PUZZLES[1] + "\n")
@@ -1090,7 +1095,11 @@ def test_an_s3_endpoint_the_workers_cannot_reach_ends_the_job_within_a_minute_in
     fs.pipe("jobs/in.txt", ("\n".join(corpus_lines(600)) + "\n").encode())
     server = RedisServer(tmp_path_factory.mktemp("s3-down-redis"), appendonly=False)
     server.start()
-    closed = {**env, "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    closed = {
+        **env,
+        "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+        "SUDOKU_BATCH_DATA_ROOTS": "s3://jobs",
+    }  # nothing listens there
     procs = start_workers(server.url, 1, tmp_path_factory.mktemp("s3-down-workers"), env=closed)
     try:
         began = time.monotonic()
