@@ -23,8 +23,9 @@ GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
 RACE_TASK_NAME = "sudoku_batch.race_puzzle"  # a helper racing one puzzle of another's chunk (`pipeline.race`)
 DEFAULT_QUEUE = "sudoku_batch"
 VERSION = (
-    3  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
+    4  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
 )
+# (4: a split carries its input's stamp, a dataset is owned through its `_CLAIM`, workers publish their roots)
 FORMATS = (
     "jsonl",
     "csv",
