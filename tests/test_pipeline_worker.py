@@ -117,10 +117,31 @@ def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
     assert RedisJobStore(fake_redis, ClientSettings()).live_workers() == ["host:42"]
 
 
-def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving(fake_redis, worker_tasks):
-    from contextlib import nullcontext
-    from types import SimpleNamespace
+class FakeBroker:
+    """What the orphan sweep meets of the broker: kombu's QoS (its unacknowledged hash, `restore_by_tag`)
+    and the app's `send_task`, each call recorded."""
 
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        self.restored: list[tuple[str, bool]] = []
+        self.sent: list[tuple[str, dict]] = []
+        qos = SimpleNamespace(
+            unacked_key="unacked",
+            restore_by_tag=lambda tag, leftmost=False: self.restored.append((tag, leftmost)),
+        )
+        self.connection = SimpleNamespace(default_channel=SimpleNamespace(qos=qos))
+
+    def connection_for_write(self):
+        from contextlib import nullcontext
+
+        return nullcontext(self.connection)
+
+    def send_task(self, name: str, kwargs: dict, queue: str) -> None:
+        self.sent.append((name, kwargs["task"]))
+
+
+def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving(fake_redis, worker_tasks):
     from pipeline.keys import current_key, deliveries_key
     from worker.heartbeat import beat, chunk_of, record_delivery, restore_orphans
 
@@ -130,17 +151,46 @@ def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving
     record_delivery(fake_redis, "running", f"{JOB}:1", now - 120)  # its worker is alive and solving it
     record_delivery(fake_redis, "young", f"{JOB}:2", now - 1)
     record_delivery(fake_redis, "answered", f"{JOB}:3", now - 120)
+    fake_redis.hset("unacked", mapping={tag: '[{}, "", "q"]' for tag in ("old", "running", "young")})
     worker_tasks.handle(payload(LINES[:2], 3, 0), fake_redis)  # its result write drops the record
     assert store.fetch(JOB, [(3, 0)]) != [None]
     beat(fake_redis, "host:7")
     fake_redis.hset(current_key(), "host:7", f"{JOB}:1")
-    restored: list[tuple[str, bool]] = []
-    qos = SimpleNamespace(restore_by_tag=lambda tag, leftmost=False: restored.append((tag, leftmost)))
-    connection = SimpleNamespace(default_channel=SimpleNamespace(qos=qos))
-    app = SimpleNamespace(connection_for_write=lambda: nullcontext(connection))
-    assert restore_orphans(fake_redis, app) == 1 and restored == [("old", True)]
+    broker = FakeBroker()
+    assert restore_orphans(fake_redis, broker) == 1 and broker.restored == [("old", True)] and not broker.sent
     assert sorted(fake_redis.hkeys(deliveries_key())) == [f"{JOB}:1".encode(), f"{JOB}:2".encode()]
     assert chunk_of({"job": "not a job id", "chunk": 0}) is None and chunk_of(["x"]) is None
+
+
+def test_the_orphan_sweep_sends_a_chunk_whose_message_was_dropped_again_from_its_outbox(
+    fake_redis, worker_tasks
+):
+    """A delivery record whose message is in no unacknowledged hash (rejected without requeue as Redis
+    restarted, or lost with it): once the queue is empty the sweep sends the chunk again, once, as a
+    `ChunkRef` (never for a job failed, stopped, or a chunk past its attempts)."""
+    from pipeline.keys import deliveries_key
+    from pipeline.tasks import VERSION
+    from worker.config import settings
+    from worker.heartbeat import record_delivery, restore_orphans
+
+    store = new_job(fake_redis)
+    for chunk in range(3):
+        store.put_outbox(JOB, chunk_task(JOB, LINES[:2], chunk=chunk))
+    old = time.time() - 120
+    for chunk in range(3):
+        record_delivery(fake_redis, f"dropped-{chunk}", f"{JOB}:{chunk}", old)
+    fake_redis.hset(JobKeys(JOB).attempts, 2, settings.max_attempts + 1)  # its last delivery answered it
+    broker = FakeBroker()
+    fake_redis.rpush(settings.queue, "a message of another chunk")  # it may be this chunk's: not yet
+    assert restore_orphans(fake_redis, broker) == 0 and fake_redis.hlen(deliveries_key()) == 3
+    fake_redis.delete(settings.queue)
+    assert restore_orphans(fake_redis, broker) == 2 and not broker.restored
+    ref = {"v": VERSION, "job": JOB, "chunk": 0, "ref": "outbox"}
+    assert broker.sent == [(TASK_NAME, ref), (TASK_NAME, {**ref, "chunk": 1})]
+    assert fake_redis.hlen(deliveries_key()) == 0 and restore_orphans(fake_redis, broker) == 0
+    record_delivery(fake_redis, "dropped-again", f"{JOB}:0", old)
+    store.update(JOB, {"state": "failed"})
+    assert restore_orphans(fake_redis, broker) == 0 and len(broker.sent) == 2
 
 
 @pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.integration)])
