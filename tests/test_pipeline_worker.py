@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from client.collector import stream_chunks
@@ -90,7 +91,7 @@ def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_re
     publish, published = worker_tasks.publish_part, []
 
     def dies_after_the_first_pass(client, part, ttl):
-        if len(published) == 2:  # the first pass is out (rows 0-4 and 6-10); row 5 is being raced
+        if len(published) == 1:  # the first pass is out (one part: rows 0-4 and 6-10); row 5 is being raced
             raise SystemExit("killed between parts")
         published.append(part.part)
         return publish(client, part, ttl)
@@ -98,13 +99,13 @@ def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_re
     monkeypatch.setattr(worker_tasks, "publish_part", dies_after_the_first_pass)
     with pytest.raises(SystemExit):
         worker_tasks.handle(message, fake_redis)
-    assert published == [(0, 0), (0, 6)]
+    assert published == [(0, 0)]
     monkeypatch.setattr(worker_tasks, "publish_part", publish)
     assert worker_tasks.handle(message, fake_redis) == 1  # the redelivery solves the one row left
     assert worker_tasks.handle(message, fake_redis) == 0  # and a third delivery nothing
     store.update(JOB, {"state": "produced", "total": "11", "chunks_total": "1"})
     parts = list(stream_chunks(store, JOB, result_ttl=60, poll=0.01))
-    assert sorted(p.part for p in parts) == [(0, 0), (0, 5), (0, 6)]
+    assert sorted(p.part for p in parts) == [(0, 0), (0, 5)]
     records = [json.loads(line) for p in parts for line in p.lines()]
     assert sorted(r["index"] for r in records) == list(range(11))
     assert store.status(JOB).done == 11 and store.status(JOB).chunks_done == 1
@@ -231,3 +232,40 @@ def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redi
         "print(sorted(top & {'celery', 'kombu', 'redis', 'client', 'worker'}))"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answer_its_rows(
+    fake_redis, worker_tasks
+):
+    """A chunk's first pass is one part around the puzzles left to race, and the raced puzzles one more: the
+    parts hash holds their row runs, so a part meeting any of them is refused, and the chunk is complete
+    when they add up to it (in Redis as in the embedded store)."""
+    from client.store import MemoryStore
+    from pipeline.columns import ResultColumns
+    from pipeline.runs import to_runs
+    from pipeline.solve import build_part
+    from solvers.result import SolveResult, Status
+
+    texts = LINES[:8]
+
+    def part(rows: list[int]) -> ChunkResult:
+        results = [SolveResult(Status.TIMEOUT, texts[r], error="x") for r in rows]
+        columns = ResultColumns.build([texts[r] for r in rows], results)
+        at = np.asarray(rows)
+        runs = to_runs(rows)
+        return build_part(JOB, 0, rows[0], 8, "in.txt", at, at + 1, columns, "jsonl", rows=runs)
+
+    first, raced = part([0, 1, 3, 4, 5, 7]), part([2, 6])
+    assert first.row_runs() == [(0, 2), (3, 3), (7, 1)] and raced.row_runs() == [(2, 1), (6, 1)]
+    store = new_job(fake_redis)
+    assert worker_tasks.publish_part(fake_redis, first, 60)
+    assert not worker_tasks.publish_part(fake_redis, part([5, 6]), 60)  # row 5 is answered
+    assert worker_tasks.RedisPort(fake_redis).answered(JOB, 0) == [(0, 2), (3, 3), (7, 1)]
+    assert worker_tasks.publish_part(fake_redis, raced, 60)
+    assert worker_tasks.RedisPort(fake_redis).answered(JOB, 0) is None  # done
+    assert not fake_redis.hexists(JobKeys(JOB).outbox, 0) and store.status(JOB).chunks_done == 1
+    embedded = MemoryStore()
+    embedded.create(JOB, {"created": "0", "state": "producing"})
+    assert embedded.put_result(JOB, first) and not embedded.put_result(JOB, part([6, 7]))
+    assert embedded.answered(JOB, 0) == [(0, 2), (3, 3), (7, 1)]
+    assert embedded.put_result(JOB, raced) and embedded.answered(JOB, 0) is None

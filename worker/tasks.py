@@ -33,6 +33,7 @@ from pipeline.keys import (
 from pipeline.outbox import read_outbox_entry
 from pipeline.result import ChunkResult
 from pipeline.runner import fail_rest, run_chunk
+from pipeline.runs import overlaps
 from pipeline.tasks import (
     GENERATE_TASK_NAME,
     JOB_ID_PATTERN,
@@ -231,15 +232,13 @@ def publish_part(client: Any, part: ChunkResult, ttl: int) -> bool:
                 if job_stopped(pipe, keys):
                     return False
                 published = published_rows(pipe.hgetall(keys.parts(head.chunk)))
-                if published is None or any(
-                    row < head.row + len(part) and head.row < row + count for row, count in published
-                ):
+                if published is None or overlaps(part.row_runs(), published):
                     return False  # answered already: every row keeps its first record
                 complete = sum(c for _, c in published) + len(part) >= stats.chunk_n
                 pipe.multi()
                 commands = part_commands(
                     keys, head.chunk, head.row, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl,
-                    complete,
+                    complete, part.row_runs(),
                 )  # fmt: skip
                 for command in commands:
                     pipe.execute_command(*command)
