@@ -269,3 +269,23 @@ def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answ
     assert embedded.put_result(JOB, first) and not embedded.put_result(JOB, part([6, 7]))
     assert embedded.answered(JOB, 0) == [(0, 2), (3, 3), (7, 1)]
     assert embedded.put_result(JOB, raced) and embedded.answered(JOB, 0) is None
+
+
+def test_a_chunk_task_that_cannot_reach_redis_puts_its_message_back_instead_of_a_retry_with_a_countdown(
+    worker_tasks, monkeypatch
+):
+    """Celery's autoretry sent a copy with a countdown (which workers now drop as a message asking to run
+    later), and when the broker was away that send failed and Celery rejected the message without requeue:
+    the chunk was gone (issue 31). Now the message itself goes back to the queue."""
+    import redis
+    from celery.exceptions import Reject
+
+    def unreachable(*_):
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(worker_tasks, "handle", unreachable)
+    monkeypatch.setattr(worker_tasks, "handle_generate", unreachable)
+    for task in (worker_tasks.solve_chunk_task, worker_tasks.generate_chunk_task):
+        with pytest.raises(Reject) as rejected:
+            task(task={"v": 3, "job": JOB, "chunk": 0, "ref": "outbox"})
+        assert rejected.value.requeue and "Connection refused" in str(rejected.value.reason)
