@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from client.numbers import byte_size, count
 from pipeline.result import ChunkResult, ChunkStats
+from pipeline.runs import overlaps
 from pipeline.tasks import ChunkTask
 
 if TYPE_CHECKING:
@@ -436,10 +437,10 @@ class MemoryStore(JobStore):
             key: Any = result.header.chunk
             if isinstance(result, ChunkResult):
                 parts = self._parts[job].setdefault(key, {})
-                row, n = result.header.row, len(result)
-                if -1 in parts or any(r < row + n and row < r + c for r, c in parts.items()):
+                runs = result.row_runs()
+                if -1 in parts or overlaps(runs, sorted(parts.items())):
                     return False
-                parts[row] = n
+                parts.update(runs)
                 if sum(parts.values()) >= stats.chunk_n:
                     parts[-1] = 0  # done
                     self._done[job] += 1

@@ -109,6 +109,16 @@ class Texts:
         base = off[0] if off.size else np.uint64(0)
         return Texts(self.buf[int(base) : int(off[-1])] if off.size else self.buf[:0], off - base)
 
+    def take(self, rows: np.ndarray) -> Texts:
+        """Rows `rows` (increasing positions), copied into a buffer of their own."""
+        starts, ends = self.off[rows], self.off[rows + 1]
+        off = np.zeros(len(rows) + 1, np.uint64)
+        np.cumsum(ends - starts, out=off[1:])
+        gather = np.repeat(
+            starts.astype(np.int64) - off[:-1].astype(np.int64), (ends - starts).astype(np.int64)
+        )
+        return Texts(self.buf[gather + np.arange(int(off[-1]), dtype=np.int64)], off)
+
     def to_list(self, start: int = 0, stop: int | None = None) -> list[str]:
         """Rows `start:stop` as str."""
         stop = len(self) if stop is None else stop
@@ -157,6 +167,20 @@ class ResultColumns:
             col.name: getattr(self, col.name).slice(start, stop)
             if col.kind == "text"
             else getattr(self, col.name)[start:stop]
+            for col in COLUMNS
+        }
+        return ResultColumns(names=self.names, **parts)
+
+    def take(self, rows: np.ndarray) -> ResultColumns:
+        """Rows `rows` (increasing positions): a view when they are one run, else a copy."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows) or int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            start = int(rows[0]) if len(rows) else 0
+            return self.slice(start, start + len(rows))
+        parts = {
+            col.name: getattr(self, col.name).take(rows)
+            if col.kind == "text"
+            else getattr(self, col.name)[rows]
             for col in COLUMNS
         }
         return ResultColumns(names=self.names, **parts)

@@ -193,19 +193,21 @@ def part_commands(
     cpu_s: float,
     ttl: int,
     complete: bool,
+    runs: list[tuple[int, int]] | None = None,
 ) -> list[tuple[Any, ...]]:
     """The commands that publish one part of a solve chunk, to run in one MULTI/EXEC (under WATCH of the
     chunk's parts hash and the stop key, after checking that none of its rows is answered: the caller's
     compare-and-set keeps every row answered once).
 
-    The part's payload, its entry in the chunk's parts hash and its stats, its arrival; once it
+    The part's payload, its row runs in the chunk's parts hash (first row -> rows; `runs`, default the one
+    run of `n` rows from `row`; the part is named by its first) and its stats, its arrival; once it
     `complete`s the chunk, the chunk leaves the outbox and the workers' deliveries (no resend, no
     orphan sweep) and the job's count of finished chunks (the producer's window) goes up.
     """
     arrival = part_arrival(chunk, row)
     commands: list[tuple[Any, ...]] = [
         ("SET", keys.part(chunk, row), payload, "EX", ttl),
-        ("HSET", keys.parts(chunk), row, n),
+        ("HSET", keys.parts(chunk), *[x for run in runs or [(row, n)] for x in run]),
         ("EXPIRE", keys.parts(chunk), ttl),
         ("HSET", keys.stats, arrival, stats_json),
         ("RPUSH", keys.arrivals, arrival),

@@ -1,7 +1,9 @@
 """A part of a solve chunk's answers as it is published: a JSON header, then its records.
 
 A chunk is answered in parts (`pipeline.solve`): its first pass (the kernel's answers) at once,
-then each puzzle raced past it as it ends, each part a run of consecutive rows of the chunk.
+then the puzzles raced past it, gathered as they end; a part holds any rows of its chunk, one run
+or several (`ChunkResult.row_runs`: the first pass around the puzzles left to race, raced puzzles
+apart from each other).
 The header (`ChunkHeader`) says which rows and puzzles the part answers and carries their
 statistics (`ChunkStats`: what progress, the summary and chunk sizing read without the
 records). The body is the records rendered in the job's format where they were solved
@@ -74,6 +76,7 @@ class ChunkHeader(BaseModel):
     job: str
     chunk: int
     row: int = 0  # the part's first row in its chunk
+    rows: Runs = []  # its rows as (first, count) runs when they are not the one run from `row`
     input: str
     format: str = "columns"  # jsonl, csv, parquet (rendered records follow) or columns (wire columns follow)
     index_runs: Runs
@@ -107,12 +110,19 @@ class ChunkResult:
             raise ValueError("a part's lines must match its rows")
         if columns is not None and len(columns) != header.stats.n:
             raise ValueError("result columns must match the header's rows")
+        runs = header.rows
+        if runs and (sum(c for _, c in runs) != header.stats.n or runs[0][0] != header.row):
+            raise ValueError("a part's row runs must start at its first row and hold its rows")
         self.header = header
         self.body = body
         self.columns = columns
 
     def __len__(self) -> int:
         return self.header.stats.n
+
+    def row_runs(self) -> Runs:
+        """The rows of its chunk the part answers, as (first row, count) runs."""
+        return self.header.rows or [(self.header.row, self.header.stats.n)]
 
     @property
     def part(self) -> PartId:

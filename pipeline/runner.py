@@ -219,7 +219,7 @@ class ListPort:
         return 1
 
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
-        return [(p.header.row, len(p)) for p in self.parts if p.header.chunk == chunk]
+        return sorted(run for p in self.parts if p.header.chunk == chunk for run in p.row_runs())
 
     def publish(self, part: ChunkResult) -> bool:
         self.parts.append(part)

@@ -44,6 +44,21 @@ def runs_array(runs: Runs) -> np.ndarray:
     return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(firsts - starts, counts)
 
 
+def overlaps(runs: Runs, others: Runs) -> bool:
+    """True when any integer lies in a run of both (each list sorted, its runs disjoint): a part some of
+    whose rows are answered already."""
+    i = j = 0
+    while i < len(runs) and j < len(others):
+        (a, n), (b, m) = runs[i], others[j]
+        if a < b + m and b < a + n:
+            return True
+        if a + n <= b + m:
+            i += 1
+        else:
+            j += 1
+    return False
+
+
 def join_texts(texts: list[str]) -> tuple[str, list[int] | None]:
     """Join puzzle texts with newlines; return the rows per text when some text has several."""
     joined = "\n".join(texts)

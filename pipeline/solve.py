@@ -3,7 +3,8 @@
 Celery workers, the embedded local processes and the web page's one-puzzle solve all run
 `solve_parts` (through `pipeline.runner`), so no transport can drift from another: it runs
 `solve_many` on the chunk's rows not answered yet, and hands each part to its publisher as soon
-as its answers are final: the first pass (the kernel's answers) at once, then each raced puzzle.
+as its answers are final: the first pass (the kernel's answers) at once, as one part, then the
+raced puzzles gathered (`Gather`: those that end within `GATHER_S` of each other in one part).
 A part is rendered where it is made (`build_part`: the job's format, and its statistics), so a
 client only moves its bytes. The producer answers invalid lines itself (`answered_chunk`) and a
 chunk that cannot be solved at all is answered with `failed_chunk`, for its unanswered rows.
@@ -12,8 +13,10 @@ chunk that cannot be solved at all is answered with `failed_chunk`, for its unan
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -30,7 +33,9 @@ if TYPE_CHECKING:
     from pipeline.escalation import Escalation
     from pipeline.render import Arena
 
+log = logging.getLogger(__name__)
 MAX_PROBLEMS = 1000  # invalid/error lines listed per part; the rest are only counted
+GATHER_S = 1.0  # raced puzzles ending within this many seconds of the first gathered go in one part
 Publish = Callable[[ChunkResult], object]
 
 
@@ -62,9 +67,9 @@ def solve_parts(
 ) -> None:
     """Solve rows `rows` of a chunk (increasing: all of them, or a redelivered chunk's unanswered ones) and
     hand each part to `publish` as soon as its answers are final: the first pass (the kernel's answers:
-    every row but the puzzles left to race) at once, then each raced puzzle as its race ends. A part is a
-    run of consecutive rows, rendered in the task's format with its statistics. `whole`: one part of all
-    the rows, at the end.
+    every row but the puzzles left to race) at once, as one part, then the raced puzzles as their races
+    end, gathered (`Gather`). A part holds rows of the chunk in one run or several (`ChunkResult.row_runs`),
+    rendered in the task's format with its statistics. `whole`: one part of all the rows, at the end.
 
     `solve_many` verifies every solved grid; a `solved` with a non-zero cost is still refused
     (`ResultColumns.build`). A solver that raises is answered puzzle by puzzle (the rows not
@@ -93,39 +98,49 @@ def solve_parts(
     done = np.zeros(len(at), dtype=bool)
     first: list[ResultColumns] = []  # every row's columns as the first pass left them (built once)
 
-    def emit(results: Results, positions: Sequence[int] | np.ndarray) -> None:
-        """Publish the results at `positions` (of `texts`), final now, as parts of consecutive rows."""
+    def put(positions: np.ndarray, columns: ResultColumns) -> None:
+        """Publish the answers at `positions` (increasing, of `texts`) as one part."""
+        publish(_part(task, at[positions], columns, clock, runs, arena))
+        done[positions] = True
+
+    def gathered(positions: np.ndarray, merged: list[SolveResult]) -> None:
         clock.solved()
-        raced = bool(first)  # the first call is the first pass; each later one a raced puzzle
-        if not first:
-            first.append(ResultColumns.build(texts, results))  # type: ignore[arg-type]
-        for a, b in _segments(positions, at):
-            if raced:
-                merged = [_merged(results, i, int(at[i]), escalation) for i in range(a, b)]
-                columns = ResultColumns.build([texts[i] for i in range(a, b)], merged)
-            else:
-                columns = first[0].slice(a, b)
-            publish(_part(task, at[a:b], columns, clock, runs, arena))
-            done[a:b] = True
+        put(positions, ResultColumns.build([texts[i] for i in positions.tolist()], merged))
+
+    gather = Gather(gathered)
+
+    def emit(results: Results, positions: Sequence[int] | np.ndarray) -> None:
+        """The answers at `positions` (of `texts`) are final: the first pass's go out at once, as one part;
+        each raced puzzle's is gathered (`Gather`)."""
+        if first:
+            gather.add(
+                [(i, _merged(results, i, int(at[i]), escalation)) for i in np.asarray(positions).tolist()]
+            )
+            return
+        clock.solved()
+        first.append(ResultColumns.build(texts, results))  # type: ignore[arg-type]
+        final = np.sort(np.asarray(positions, dtype=np.int64))
+        if len(final):
+            put(final, first[0].take(final))
 
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         try:
-            out = solve_many(
-                texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
-                stop=stop, racing=None if escalation is None else _racing(escalation, at.tolist()),
-                on_final=None if whole else emit,
-            )  # fmt: skip
+            with gather:
+                out = solve_many(
+                    texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
+                    stop=stop, racing=None if escalation is None else _racing(escalation, at.tolist()),
+                    on_final=None if whole else emit,
+                )  # fmt: skip
             if len(out) != len(texts):
                 raise RuntimeError(f"the solver returned {len(out)} results for {len(texts)} puzzles")
         except Exception:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
-            left = np.flatnonzero(~done).tolist()
-            alone = [_solve_alone(texts[i], task, stop) for i in left]
+            left = np.flatnonzero(~done)
+            alone = [_solve_alone(texts[i], task, stop) for i in left.tolist()]
             clock.solved()
-            for a, b in _segments(list(range(len(left))), at[left]):
-                columns = ResultColumns.build([texts[left[k]] for k in range(a, b)], alone[a:b])
-                publish(_part(task, at[left[a:b]], columns, clock, runs, arena))
+            if len(left):
+                put(left, ResultColumns.build([texts[i] for i in left.tolist()], alone))
             return
         if whole:
             merged = [_merged(out, i, int(at[i]), escalation) for i in range(len(at))] if escalation else out
@@ -134,6 +149,61 @@ def solve_parts(
     finally:
         if was_enabled:
             gc.enable()
+
+
+class Gather:
+    """Raced puzzles' final answers gathered into parts (`flush`: positions, increasing, and their results):
+    what ends within `window` seconds of the first gathered goes out together, when the window closes (a
+    thread watches it while the next puzzle is searched) or the block ends. One puzzle a part, as before,
+    made a part file per raced puzzle: 2,296 of them for 4,000 rows."""
+
+    def __init__(
+        self, flush: Callable[[np.ndarray, list[SolveResult]], None], window: float = GATHER_S
+    ) -> None:
+        self.flush = flush
+        self.window = window
+        self._lock = threading.Lock()  # one part published at a time, from either thread
+        self._pending: dict[int, SolveResult] = {}
+        self._since = 0.0
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, answers: list[tuple[int, SolveResult]]) -> None:
+        """Gather final answers (position, result); the watching thread starts with the first."""
+        with self._lock:
+            if not self._pending:
+                self._since = time.monotonic()
+            self._pending.update(answers)
+            if self._thread is None and not self._done.is_set():
+                self._thread = threading.Thread(target=self._watch, name="gather", daemon=True)
+                self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.window / 4):
+            with self._lock:
+                if self._pending and time.monotonic() - self._since >= self.window:
+                    try:
+                        self._out()
+                    except Exception as exc:  # noqa: BLE001 - kept; the block's end publishes them or raises
+                        log.warning("chunk answers wait for the end of the chunk: %s", exc)
+                        return
+
+    def _out(self) -> None:
+        """Publish what is gathered (the lock held); kept when publishing raises."""
+        positions = sorted(self._pending)
+        self.flush(np.asarray(positions, dtype=np.int64), [self._pending[i] for i in positions])
+        self._pending.clear()
+
+    def __enter__(self) -> Gather:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            if self._pending:
+                self._out()
 
 
 class _Clock:
@@ -195,16 +265,22 @@ def _part(
     runs: tuple[np.ndarray, np.ndarray] | None = None,
     arena: Arena | None = None,
 ) -> ChunkResult:
-    """The part of consecutive chunk rows `rows`, rendered in the task's format, charged by `clock`
-    (`runs`: the task's index and line runs expanded, when the caller has them)."""
-    a, b = int(rows[0]), int(rows[-1]) + 1
+    """The part of chunk rows `rows` (increasing: one run or several), rendered in the task's format, charged
+    by `clock` (`runs`: the task's index and line runs expanded, when the caller has them)."""
+    at = np.asarray(rows, dtype=np.int64)
     if runs is None:
         runs = (runs_array(task.index_runs), runs_array(task.line_runs))
     index_all, lines_all = runs
-    index, lines = index_all[a:b], lines_all[a:b]
+    row_runs = to_runs(at)
+    if len(row_runs) == 1:  # one run: views of the task's arrays
+        a, b = int(at[0]), int(at[-1]) + 1
+        index, lines = index_all[a:b], lines_all[a:b]
+    else:
+        index, lines = index_all[at], lines_all[at]
     part = build_part(
-        task.job, task.chunk, a, len(task), task.input, index, lines, columns, task.format, arena
-    )
+        task.job, task.chunk, int(at[0]), len(task), task.input, index, lines, columns, task.format, arena,
+        rows=row_runs if len(row_runs) > 1 else None,
+    )  # fmt: skip
     if clock is not None:
         clock.charge(part.header.stats)
     return part
@@ -235,10 +311,11 @@ def build_part(
     columns: ResultColumns,
     fmt: str,
     arena: Arena | None = None,
+    rows: Runs | None = None,
 ) -> ChunkResult:
-    """The part of rows `row`.. of a chunk of `chunk_n` puzzles holding `columns` (their puzzles at `index`,
-    from `lines`), with its statistics, its records rendered in `fmt` (`columns`: kept as columns; JSON
-    Lines and CSV into `arena`'s buffer when it has one free)."""
+    """The part of rows `row`.. of a chunk of `chunk_n` puzzles (or the row runs `rows`, from `row`) holding
+    `columns` (their puzzles at `index`, from `lines`), with its statistics, its records rendered in `fmt`
+    (`columns`: kept as columns; JSON Lines and CSV into `arena`'s buffer when it has one free)."""
     t = columns.tally()
     problems = []
     if t.problem_rows:
@@ -258,7 +335,7 @@ def build_part(
     )  # fmt: skip
     index_runs, line_runs = to_runs(index), to_runs(lines)
     header = ChunkHeader(
-        job=job, chunk=chunk, row=row, input=input_name, format=fmt, index_runs=index_runs,
+        job=job, chunk=chunk, row=row, rows=rows or [], input=input_name, format=fmt, index_runs=index_runs,
         line_runs=line_runs, stats=stats,
     )  # fmt: skip
     if fmt == "columns":

@@ -339,6 +339,8 @@ def race(
             active.remove(current)
     if first_exact is not None and first_exact.weight <= 0 and first_exact in active:
         active.remove(first_exact)  # it ran the fast path only: no share of the race at this size
+    if active == [first_exact] and first_exact.complete_share >= 1.0:  # nothing to share the time with
+        first_exact.alone = True
     endgame_at = _endgame_at(spec, members, deadline, limit, has_exact and variant == 0)
     while active and outcome not in (FOUND, NO_SOLUTION, OUT_OF_TIME):
         now = monotonic_ns()

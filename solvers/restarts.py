@@ -219,6 +219,9 @@ class ExactMember(CompleteMember):
             self.search_seeds += [child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
             self.carries = [solver.new_carry(puzzle.box) for _ in self.search_seeds]
             self.search_nodes = [0] * len(self.carries)
+        # the race's only member (`portfolio.race`): its complete search is one call, as the plain exact
+        # path makes it; budgets doubling from scratch repeated up to 3x the nodes of a non-resuming kernel
+        self.alone = False
         self.complete_nodes = 0
         self.random_nodes = 0
         self.nodes = 0
@@ -244,7 +247,7 @@ class ExactMember(CompleteMember):
             search = self.search_nodes.index(min(self.search_nodes))
             budget, seed, carry = 0, self.search_seeds[search], self.carries[search]
         elif complete:
-            budget, seed = self.complete_budget, self.first_seed
+            budget, seed = 0 if self.alone else self.complete_budget, self.first_seed
         else:
             self.luby_index += 1
             budget = self.restart_base * luby(self.luby_index)

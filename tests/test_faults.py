@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,44 @@ def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnec
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_a_redis_restart_while_a_raced_chunk_runs_loses_no_message_and_the_job_ends_within_90_s(
+    stack, corpus, tmp_path
+):
+    """Issue 31: Redis (AOF) restarted while a chunk raced its slow puzzle on the other worker. The owner's
+    run, cut short by Celery on the lost connection, met the dead Redis again removing its `sbatch:current`
+    entry; Celery's retry could not be sent and the message was rejected without requeue, and the entry
+    stayed, so both resend sweeps took the chunk for running: "solving 0/1" for 6+ minutes. The client's
+    resend is off here: the workers alone find the chunk again."""
+    from tests.test_escalation import slow_puzzle
+
+    puzzles = [slow_puzzle(), *corpus[1][:20]]
+    path = corpus_path(puzzles, tmp_path)
+    out = tmp_path / "out.jsonl"
+    client = stack.client()
+    race = ("--portfolio", "race", "--escalate-after", "0.2", "--time-limit", "60")
+    solve = start_cli(
+        "solve", str(path), "--broker", stack.url, "-o", str(out), "--ordered", "-q", *race,
+        env={"SUDOKU_BATCH_RESEND_AFTER": "600"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(v.endswith(b":race") for v in client.hvals("sbatch:current")):  # a helper races it
+            assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
+            time.sleep(0.01)
+        stack.server.stop()
+        time.sleep(1.5)  # Redis away as long as a restart takes
+        stack.server.start()
+        _, err = solve.communicate(timeout=90)
+        assert solve.returncode == 0, err
+        check_records(records_of(out), puzzles)
+    finally:
+        solve.kill()
+        solve.wait(10)
+        client.close()
+
+
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_chunk_tasks_lost_from_the_broker_queue_are_resent_by_the_collector_and_each_puzzle_answered_once(
     stack, corpus, tmp_path
@@ -198,6 +237,38 @@ def test_chunk_tasks_lost_from_the_broker_queue_are_resent_by_the_collector_and_
     assert int(client.hget(f"sbatch:job:{job}:meta", "resent")) == sent
     assert client.hlen(f"sbatch:job:{job}:outbox") == 0
     client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_chunk_whose_message_is_gone_while_a_live_process_is_named_solving_it_is_sent_again_by_the_workers(
+    stack, corpus, tmp_path
+):
+    """The state a Redis restart left (issue 31): the chunk's message is nowhere (not queued, not
+    unacknowledged), its delivery record is old, and a live pool process is still named solving it. The
+    process's beat drops the entry it is not running, and the workers' sweep sends the chunk again from
+    the outbox; no collector resends (its sweep is off)."""
+    puzzles = corpus[1][:30]
+    nobody = {"SUDOKU_BATCH_QUEUE": "sbatch-test-nobody"}  # the job and its outbox; no worker takes it
+    submitted = run_cli("submit", str(corpus_path(puzzles, tmp_path)), "--broker", stack.url, env=nobody)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    client = stack.client()
+    try:
+        client.delete("sbatch-test-nobody")  # the message is gone
+        live = client.zrangebyscore("sbatch:workers", time.time() - 3, "+inf")
+        client.hset("sbatch:current", live[0], f"{job}:0")  # what the process ran when Redis went away
+        client.hset("sbatch:deliveries", f"{job}:0", f"{uuid.uuid4()}|{time.time() - 60:.3f}")
+        out = tmp_path / "out.jsonl"
+        proc = run_cli(
+            "collect", job, "--broker", stack.url, "-o", str(out), "-q", "--ordered",
+            env={"SUDOKU_BATCH_RESEND_AFTER": "600"}, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        check_records(records_of(out), puzzles)
+        assert client.hget(f"sbatch:job:{job}:attempts", 0) == b"1" and not client.hlen("sbatch:deliveries")
+    finally:
+        client.close()
 
 
 def corpus_path(puzzles: list[str], tmp_path: Path) -> Path:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from client.collector import stream_chunks
@@ -90,7 +91,7 @@ def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_re
     publish, published = worker_tasks.publish_part, []
 
     def dies_after_the_first_pass(client, part, ttl):
-        if len(published) == 2:  # the first pass is out (rows 0-4 and 6-10); row 5 is being raced
+        if len(published) == 1:  # the first pass is out (one part: rows 0-4 and 6-10); row 5 is being raced
             raise SystemExit("killed between parts")
         published.append(part.part)
         return publish(client, part, ttl)
@@ -98,13 +99,13 @@ def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_re
     monkeypatch.setattr(worker_tasks, "publish_part", dies_after_the_first_pass)
     with pytest.raises(SystemExit):
         worker_tasks.handle(message, fake_redis)
-    assert published == [(0, 0), (0, 6)]
+    assert published == [(0, 0)]
     monkeypatch.setattr(worker_tasks, "publish_part", publish)
     assert worker_tasks.handle(message, fake_redis) == 1  # the redelivery solves the one row left
     assert worker_tasks.handle(message, fake_redis) == 0  # and a third delivery nothing
     store.update(JOB, {"state": "produced", "total": "11", "chunks_total": "1"})
     parts = list(stream_chunks(store, JOB, result_ttl=60, poll=0.01))
-    assert sorted(p.part for p in parts) == [(0, 0), (0, 5), (0, 6)]
+    assert sorted(p.part for p in parts) == [(0, 0), (0, 5)]
     records = [json.loads(line) for p in parts for line in p.lines()]
     assert sorted(r["index"] for r in records) == list(range(11))
     assert store.status(JOB).done == 11 and store.status(JOB).chunks_done == 1
@@ -117,10 +118,31 @@ def test_workers_announce_themselves_for_status(fake_redis, worker_tasks):
     assert RedisJobStore(fake_redis, ClientSettings()).live_workers() == ["host:42"]
 
 
-def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving(fake_redis, worker_tasks):
-    from contextlib import nullcontext
-    from types import SimpleNamespace
+class FakeBroker:
+    """What the orphan sweep meets of the broker: kombu's QoS (its unacknowledged hash, `restore_by_tag`)
+    and the app's `send_task`, each call recorded."""
 
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        self.restored: list[tuple[str, bool]] = []
+        self.sent: list[tuple[str, dict]] = []
+        qos = SimpleNamespace(
+            unacked_key="unacked",
+            restore_by_tag=lambda tag, leftmost=False: self.restored.append((tag, leftmost)),
+        )
+        self.connection = SimpleNamespace(default_channel=SimpleNamespace(qos=qos))
+
+    def connection_for_write(self):
+        from contextlib import nullcontext
+
+        return nullcontext(self.connection)
+
+    def send_task(self, name: str, kwargs: dict, queue: str) -> None:
+        self.sent.append((name, kwargs["task"]))
+
+
+def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving(fake_redis, worker_tasks):
     from pipeline.keys import current_key, deliveries_key
     from worker.heartbeat import beat, chunk_of, record_delivery, restore_orphans
 
@@ -130,17 +152,46 @@ def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving
     record_delivery(fake_redis, "running", f"{JOB}:1", now - 120)  # its worker is alive and solving it
     record_delivery(fake_redis, "young", f"{JOB}:2", now - 1)
     record_delivery(fake_redis, "answered", f"{JOB}:3", now - 120)
+    fake_redis.hset("unacked", mapping={tag: '[{}, "", "q"]' for tag in ("old", "running", "young")})
     worker_tasks.handle(payload(LINES[:2], 3, 0), fake_redis)  # its result write drops the record
     assert store.fetch(JOB, [(3, 0)]) != [None]
     beat(fake_redis, "host:7")
     fake_redis.hset(current_key(), "host:7", f"{JOB}:1")
-    restored: list[tuple[str, bool]] = []
-    qos = SimpleNamespace(restore_by_tag=lambda tag, leftmost=False: restored.append((tag, leftmost)))
-    connection = SimpleNamespace(default_channel=SimpleNamespace(qos=qos))
-    app = SimpleNamespace(connection_for_write=lambda: nullcontext(connection))
-    assert restore_orphans(fake_redis, app) == 1 and restored == [("old", True)]
+    broker = FakeBroker()
+    assert restore_orphans(fake_redis, broker) == 1 and broker.restored == [("old", True)] and not broker.sent
     assert sorted(fake_redis.hkeys(deliveries_key())) == [f"{JOB}:1".encode(), f"{JOB}:2".encode()]
     assert chunk_of({"job": "not a job id", "chunk": 0}) is None and chunk_of(["x"]) is None
+
+
+def test_the_orphan_sweep_sends_a_chunk_whose_message_was_dropped_again_from_its_outbox(
+    fake_redis, worker_tasks
+):
+    """A delivery record whose message is in no unacknowledged hash (rejected without requeue as Redis
+    restarted, or lost with it): once the queue is empty the sweep sends the chunk again, once, as a
+    `ChunkRef` (never for a job failed, stopped, or a chunk past its attempts)."""
+    from pipeline.keys import deliveries_key
+    from pipeline.tasks import VERSION
+    from worker.config import settings
+    from worker.heartbeat import record_delivery, restore_orphans
+
+    store = new_job(fake_redis)
+    for chunk in range(3):
+        store.put_outbox(JOB, chunk_task(JOB, LINES[:2], chunk=chunk))
+    old = time.time() - 120
+    for chunk in range(3):
+        record_delivery(fake_redis, f"dropped-{chunk}", f"{JOB}:{chunk}", old)
+    fake_redis.hset(JobKeys(JOB).attempts, 2, settings.max_attempts + 1)  # its last delivery answered it
+    broker = FakeBroker()
+    fake_redis.rpush(settings.queue, "a message of another chunk")  # it may be this chunk's: not yet
+    assert restore_orphans(fake_redis, broker) == 0 and fake_redis.hlen(deliveries_key()) == 3
+    fake_redis.delete(settings.queue)
+    assert restore_orphans(fake_redis, broker) == 2 and not broker.restored
+    ref = {"v": VERSION, "job": JOB, "chunk": 0, "ref": "outbox"}
+    assert broker.sent == [(TASK_NAME, ref), (TASK_NAME, {**ref, "chunk": 1})]
+    assert fake_redis.hlen(deliveries_key()) == 0 and restore_orphans(fake_redis, broker) == 0
+    record_delivery(fake_redis, "dropped-again", f"{JOB}:0", old)
+    store.update(JOB, {"state": "failed"})
+    assert restore_orphans(fake_redis, broker) == 0 and len(broker.sent) == 2
 
 
 @pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.integration)])
@@ -181,3 +232,60 @@ def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redi
         "print(sorted(top & {'celery', 'kombu', 'redis', 'client', 'worker'}))"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answer_its_rows(
+    fake_redis, worker_tasks
+):
+    """A chunk's first pass is one part around the puzzles left to race, and the raced puzzles one more: the
+    parts hash holds their row runs, so a part meeting any of them is refused, and the chunk is complete
+    when they add up to it (in Redis as in the embedded store)."""
+    from client.store import MemoryStore
+    from pipeline.columns import ResultColumns
+    from pipeline.runs import to_runs
+    from pipeline.solve import build_part
+    from solvers.result import SolveResult, Status
+
+    texts = LINES[:8]
+
+    def part(rows: list[int]) -> ChunkResult:
+        results = [SolveResult(Status.TIMEOUT, texts[r], error="x") for r in rows]
+        columns = ResultColumns.build([texts[r] for r in rows], results)
+        at = np.asarray(rows)
+        runs = to_runs(rows)
+        return build_part(JOB, 0, rows[0], 8, "in.txt", at, at + 1, columns, "jsonl", rows=runs)
+
+    first, raced = part([0, 1, 3, 4, 5, 7]), part([2, 6])
+    assert first.row_runs() == [(0, 2), (3, 3), (7, 1)] and raced.row_runs() == [(2, 1), (6, 1)]
+    store = new_job(fake_redis)
+    assert worker_tasks.publish_part(fake_redis, first, 60)
+    assert not worker_tasks.publish_part(fake_redis, part([5, 6]), 60)  # row 5 is answered
+    assert worker_tasks.RedisPort(fake_redis).answered(JOB, 0) == [(0, 2), (3, 3), (7, 1)]
+    assert worker_tasks.publish_part(fake_redis, raced, 60)
+    assert worker_tasks.RedisPort(fake_redis).answered(JOB, 0) is None  # done
+    assert not fake_redis.hexists(JobKeys(JOB).outbox, 0) and store.status(JOB).chunks_done == 1
+    embedded = MemoryStore()
+    embedded.create(JOB, {"created": "0", "state": "producing"})
+    assert embedded.put_result(JOB, first) and not embedded.put_result(JOB, part([6, 7]))
+    assert embedded.answered(JOB, 0) == [(0, 2), (3, 3), (7, 1)]
+    assert embedded.put_result(JOB, raced) and embedded.answered(JOB, 0) is None
+
+
+def test_a_chunk_task_that_cannot_reach_redis_puts_its_message_back_instead_of_a_retry_with_a_countdown(
+    worker_tasks, monkeypatch
+):
+    """Celery's autoretry sent a copy with a countdown (which workers now drop as a message asking to run
+    later), and when the broker was away that send failed and Celery rejected the message without requeue:
+    the chunk was gone (issue 31). Now the message itself goes back to the queue."""
+    import redis
+    from celery.exceptions import Reject
+
+    def unreachable(*_):
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(worker_tasks, "handle", unreachable)
+    monkeypatch.setattr(worker_tasks, "handle_generate", unreachable)
+    for task in (worker_tasks.solve_chunk_task, worker_tasks.generate_chunk_task):
+        with pytest.raises(Reject) as rejected:
+            task(task={"v": 3, "job": JOB, "chunk": 0, "ref": "outbox"})
+        assert rejected.value.requeue and "Connection refused" in str(rejected.value.reason)

@@ -349,3 +349,20 @@ def test_no_member_says_running_once_the_race_is_over_and_each_names_its_share()
     won = race(parse_puzzle(HARD), spec, time_limit=20, seed=1)
     assert won.status == "solved" and won.counters[won.solver]["status"] == "solved"
     assert {c["status"] for name, c in won.counters.items() if name != won.solver} == {"lost"}
+
+
+def test_a_puzzle_raced_by_one_exact_solver_that_cannot_resume_costs_the_plain_paths_nodes():
+    """Issue 31: with escalation on, a puzzle the fast path leaves is searched alone (`racing`), by a race of
+    its one exact member. A kernel that cannot resume searched again from scratch at each doubled budget:
+    up to 3x the plain path's nodes (`--portfolio backtracking`: 2x the workers' CPU). Alone in its race,
+    the member searches once, as the plain path does, past the fast path's budget."""
+    from contextlib import nullcontext
+
+    from solvers.stop import new_flag
+
+    plain = solve_many([HARD], solver="backtracking")[0]
+    raced = solve_many([HARD], portfolio="backtracking", racing=lambda _: nullcontext(new_flag()))[0]
+    assert plain.status == raced.status == "solved" and raced.solution == plain.solution
+    budget = PRESETS["fast"].fast_budget(9)
+    assert plain.nodes > 4 * budget  # left by the fast path, and searched well past it
+    assert raced.nodes <= plain.nodes + budget  # the fast path's nodes, then the plain path's search

@@ -368,3 +368,21 @@ def test_what_a_killed_pool_process_was_solving_is_forgotten_and_its_chunk_solve
     finally:
         stop_all([worker])
         client.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+def test_an_entry_naming_a_chunk_a_live_process_is_not_solving_goes_with_its_next_beat(workers):
+    """What a process is solving (`sbatch:current`) is written again by each of its beats: an entry whose
+    removal met a Redis restart (or that Redis brought back from its AOF) stayed for ever, and both resend
+    sweeps took its chunk for running (issue 31: "solving 0/1" for 6+ minutes)."""
+    client = redis.Redis.from_url(workers)
+    try:
+        live = client.zrangebyscore("sbatch:workers", time.time() - 3, "+inf")
+        assert len(live) == 2 and not client.hlen("sbatch:current")  # the session's two, idle
+        stale = f"{'5e' * 16}:0"
+        client.hset("sbatch:current", mapping=dict.fromkeys(live, stale))
+        wait_until(lambda: not client.hlen("sbatch:current"), 10, "stale entries gone (beats every 1 s)")
+        assert set(client.zrangebyscore("sbatch:workers", time.time() - 3, "+inf")) == set(live)  # alive
+    finally:
+        client.close()

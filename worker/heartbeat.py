@@ -7,14 +7,23 @@ visibility timeout (hours). The worker's main process records each chunk message
 chunk's result write drops the record in its MULTI (`pipeline.keys.result_commands`). A
 record older than `orphan_after_s` whose chunk no live worker process is solving is an
 orphan: the sweep asks kombu's Redis QoS to put that delivery back on its queue
-(`restore_by_tag`, a no-op for a message already acknowledged: a chunk dropped unsolved)
-and drops the record. Chunk results are idempotent, so a rare false orphan costs a second
-solve, never a second result. Nothing here reads kombu's own keys.
+(`restore_by_tag`) and drops the record. Chunk results are idempotent, so a rare false
+orphan costs a second solve, never a second result. Of kombu's keys only its unacknowledged
+hash is asked whether it holds a tag (HEXISTS; no message is parsed).
 
-Each process names the chunk it is solving in `sbatch:current` and removes the entry when
-done; a process killed outright (SIGKILL, the out-of-memory killer) never does, and its
-entry stayed for ever. The same sweep drops entries of processes silent `orphan_after_s`
-(`sweep_current`).
+A record whose message is no longer in that hash was dropped, not lost with a worker: a task
+that met a Redis restart (its message rejected without requeue: Celery does so when the retry
+it sends cannot reach the broker), or a message Redis lost with its restart. Once the workers'
+queue is empty (else the message may be waiting in it, put back by kombu), the sweep sends
+that chunk again from the job's outbox (`resend`), at most until its deliveries pass
+`max_attempts` (the next delivery answers `error`), never for a job stopped, gone or failed.
+
+Each process names the chunk it is solving in `sbatch:current` (`Current`): set as a run starts,
+removed as it ends, and written again by every beat from what the process is really running,
+so an entry whose removal met a Redis outage (or that a Redis restarted from its AOF brought
+back) goes within a beat: the sweeps never take a chunk for running that is not. A process
+killed outright (SIGKILL, the out-of-memory killer) never beats again: the same sweep drops
+entries of processes silent `orphan_after_s` (`sweep_current`).
 """
 
 from __future__ import annotations
@@ -25,19 +34,63 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import redis
 
-from pipeline.keys import current_key, deliveries_key, roots_key, workers_key
+from pipeline.keys import JobKeys, current_key, deliveries_key, job_stopped, roots_key, workers_key
+from pipeline.outbox import parse_task, read_outbox_entry
 from pipeline.solve import worker_name
-from pipeline.tasks import JOB_ID_PATTERN
+from pipeline.tasks import JOB_ID_PATTERN, SOLVE_TASK_NAME, VERSION, ChunkRef
 from worker.config import settings
 from worker.connection import store_client
 from worker.consumer import reason
 
 log = logging.getLogger(__name__)
 _beat_started = False
+MAX_GENERATE_ENTRY_BYTES = 1 << 16  # a generate task's outbox entry (a few hundred bytes), read to resend
+
+
+class Current:
+    """This process's `sbatch:current` entry: what it is solving now, kept true by every beat."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # a beat never writes back what a run just removed
+        self._what: str | None = None
+
+    @contextlib.contextmanager
+    def solving(self, client: Any, what: str) -> Iterator[None]:
+        """Name `what` (`job:chunk`, `job:chunk:race`) as solved by this process while the block runs.
+
+        Bookkeeping only: a Redis away or full neither refuses the run nor, as it ends, replaces
+        the exception that ends it (a cancel's SystemExit); the next beat writes the entry right.
+        """
+        self._write(client, what)
+        try:
+            yield
+        finally:
+            self._write(client, None)
+
+    def _write(self, client: Any, what: str | None) -> None:
+        with self._lock:
+            self._what = what
+            with contextlib.suppress(redis.RedisError):  # the next beat writes it (`sync`)
+                self._put(client)
+
+    def sync(self, client: Any) -> None:
+        """Write this process's entry as it is now (none while it runs nothing)."""
+        with self._lock:
+            self._put(client)
+
+    def _put(self, client: Any) -> None:
+        if self._what is None:
+            client.hdel(current_key(settings.key_prefix), worker_name())
+        else:
+            client.hset(current_key(settings.key_prefix), worker_name(), self._what)
+
+
+CURRENT = Current()  # this process's (each pool process runs one task at a time)
 
 
 def beat(client: Any, name: str) -> None:
@@ -67,6 +120,7 @@ def start_heartbeat(app: Any) -> None:
         while True:
             with contextlib.suppress(redis.RedisError):  # the broker is away; the task path reports that
                 beat(store_client(), name)
+                CURRENT.sync(store_client())
                 if time.monotonic() - last_sweep >= settings.orphan_after_s / 2:
                     last_sweep = time.monotonic()
                     try:
@@ -95,8 +149,8 @@ def record_delivery(client: Any, tag: str, chunk: str, now: float) -> None:
 
 
 def orphans(client: Any, now: float) -> dict[str, str]:
-    """`job:chunk` -> delivery tag of chunk messages taken over `orphan_after_s` ago, still without a result,
-    whose chunk no live worker is solving."""
+    """`job:chunk` -> its delivery record (`tag|epoch s`) of chunk messages taken over `orphan_after_s` ago,
+    still without a result, whose chunk no live worker is solving."""
     records = client.hgetall(deliveries_key(settings.key_prefix))
     if not records:
         return {}
@@ -104,10 +158,10 @@ def orphans(client: Any, now: float) -> dict[str, str]:
     running = {v for k, v in client.hgetall(current_key(settings.key_prefix)).items() if k in live}
     out = {}
     for chunk, raw in records.items():
-        tag, _, at = raw.decode().rpartition("|")
+        _, _, at = raw.decode().rpartition("|")
         with contextlib.suppress(ValueError):
             if now - float(at) >= settings.orphan_after_s and chunk not in running:
-                out[chunk.decode()] = tag
+                out[chunk.decode()] = raw.decode()
     return out
 
 
@@ -128,14 +182,84 @@ def sweep_current(client: Any, now: float) -> int:
 
 
 def restore_orphans(client: Any, app: Any) -> int:
-    """Put orphaned chunk messages back on their queue (kombu's `restore_by_tag`); return how many records."""
+    """Put orphaned chunk messages back on their queue (kombu's `restore_by_tag`), or send a chunk whose
+    message was dropped again from its job's outbox (`resend`); return how many records were handled."""
     found = orphans(client, time.time())
     if not found:
         return 0
+    restored = resent = 0
     with app.connection_for_write() as conn:
         qos = conn.default_channel.qos
-        for chunk, tag in found.items():
-            qos.restore_by_tag(tag, leftmost=True)
-            client.hdel(deliveries_key(settings.key_prefix), chunk)
-    log.warning("requeued %d chunk message(s) left unacknowledged by a lost connection or worker", len(found))
-    return len(found)
+        for chunk, record in found.items():
+            tag = record.rpartition("|")[0]
+            held = bool(client.hexists(qos.unacked_key, tag))  # unacknowledged: kombu can put it back
+            if not held and client.llen(settings.queue):
+                continue  # it may be waiting in the queue, put back by kombu: looked at once the queue drains
+            if not forget(client, chunk, record):
+                continue  # another process's sweep took it, or the chunk was delivered again meanwhile
+            if held:
+                qos.restore_by_tag(tag, leftmost=True)
+                restored += 1
+            elif resend(client, app, chunk):
+                resent += 1
+    if restored:
+        log.warning(
+            "requeued %d chunk message(s) left unacknowledged by a lost connection or worker", restored
+        )
+    if resent:
+        log.warning("sent %d chunk(s) again whose message was dropped (a Redis restart?)", resent)
+    return restored + resent
+
+
+def forget(client: Any, chunk: str, record: str) -> bool:
+    """Drop `chunk`'s delivery record if it is still `record`; True for the one sweep that dropped it."""
+    key = deliveries_key(settings.key_prefix)
+    with client.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(key)
+            if pipe.hget(key, chunk) != record.encode():
+                return False
+            pipe.multi()
+            pipe.hdel(key, chunk)
+            pipe.execute()
+        except redis.WatchError:  # another delivery recorded meanwhile: the next sweep looks again
+            return False
+    return True
+
+
+def resend(client: Any, app: Any, chunk: str) -> bool:
+    """Send `chunk` (`job:chunk`) again, as its client did, from the job's outbox; False when there is nothing
+    to send (answered, purged, failed, or past `max_attempts`: its last delivery answered it `error`).
+
+    A solve chunk goes as a `ChunkRef` without the client's time limits (the task's defaults apply);
+    a generate chunk as its task, read from the outbox.
+    """
+    job, _, number = chunk.rpartition(":")
+    keys = JobKeys(job, settings.key_prefix)
+    if job_stopped(client, keys) or client.hget(keys.meta, "state") == b"failed":
+        return False
+    if int(client.hget(keys.attempts, number) or 0) > settings.max_attempts or not client.hexists(
+        keys.outbox, number
+    ):
+        return False
+    if client.hget(keys.meta, "kind") != b"generate":
+        payload = ChunkRef(v=VERSION, job=job, chunk=int(number)).model_dump(mode="json")
+        app.send_task(SOLVE_TASK_NAME, kwargs={"task": payload}, queue=settings.queue)
+        return True
+    try:
+        task = parse_task(read_outbox_entry(generate_entry(client, keys, number))[1])
+    except ValueError as exc:  # pydantic's ValidationError too: not a task, never sent
+        log.error(
+            "chunk %s is not sent again: its outbox entry is not a generate task (%s)", chunk, reason(exc)
+        )
+        return False
+    app.send_task(task.NAME, kwargs={"task": task.model_dump(mode="json")}, queue=settings.queue)
+    return True
+
+
+def generate_entry(client: Any, keys: JobKeys, number: str) -> bytes:
+    """A generate chunk's outbox entry, read only when it is no larger than one (ValueError otherwise)."""
+    size = int(client.hstrlen(keys.outbox, number))
+    if size > MAX_GENERATE_ENTRY_BYTES:
+        raise ValueError(f"{size} bytes, over {MAX_GENERATE_ENTRY_BYTES}")
+    return bytes(client.hget(keys.outbox, number) or b"")

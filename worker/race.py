@@ -8,7 +8,6 @@ which writes the record, races on; it waits for a started helper's last counters
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
@@ -16,14 +15,13 @@ import redis
 from pydantic import ValidationError
 
 from pipeline.escalation import help_race
-from pipeline.keys import current_key
 from pipeline.race import RaceTask
-from pipeline.solve import worker_name
 from pipeline.tasks import RACE_TASK_NAME
 from solvers.result import Status
 from worker.app import app
 from worker.board import RedisBoard
 from worker.config import settings
+from worker.heartbeat import CURRENT
 from worker.tasks import BadArguments, one_line, only_task, validation_reasons
 
 log = logging.getLogger(__name__)
@@ -32,12 +30,8 @@ log = logging.getLogger(__name__)
 def handle_race(payload: Any, client: Any) -> int:
     """Race one puzzle as helper `task.helper` (`pipeline.escalation.help_race`); 1 if it solved it."""
     task = RaceTask.model_validate(payload)
-    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping: not idle while it races
-        client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}:race")
-    try:
+    with CURRENT.solving(client, f"{task.job}:{task.chunk}:race"):  # not idle while it races
         result = help_race(task, RedisBoard(client, task.job), settings.stop_poll_s)
-    finally:
-        client.hdel(current_key(settings.key_prefix), worker_name())
     return int(result is not None and result.status == Status.SOLVED)
 
 

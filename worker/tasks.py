@@ -13,17 +13,17 @@ import contextlib
 import logging
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import redis
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from pipeline.generate import GenerateResult, GenerateTask, generate_result
 from pipeline.keys import (
     Frontier,
     JobKeys,
-    current_key,
     job_stopped,
     part_commands,
     published_rows,
@@ -33,6 +33,7 @@ from pipeline.keys import (
 from pipeline.outbox import read_outbox_entry
 from pipeline.result import ChunkResult
 from pipeline.runner import fail_rest, run_chunk
+from pipeline.runs import overlaps
 from pipeline.solve import worker_name
 from pipeline.tasks import (
     GENERATE_TASK_NAME,
@@ -49,6 +50,7 @@ from worker.board import escalation_for
 from worker.broker import say_full
 from worker.config import settings
 from worker.connection import store_client
+from worker.heartbeat import CURRENT
 
 log = logging.getLogger(__name__)
 TASK_OPTIONS: dict[str, Any] = {  # both tasks: results go to the job's keys, a lost worker redelivers
@@ -56,11 +58,8 @@ TASK_OPTIONS: dict[str, Any] = {  # both tasks: results go to the job's keys, a 
     "ignore_result": True,
     "acks_late": True,
     "reject_on_worker_lost": True,
-    "autoretry_for": (redis.ConnectionError, redis.TimeoutError),
-    "retry_backoff": True,
-    "retry_backoff_max": 60,
-    "max_retries": 20,
 }
+UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)  # Redis away: the message goes back (`requeued`)
 MAX_ENTRY_BYTES = 2 * MAX_TASK_CHARS + (1 << 20)  # an outbox entry: the task's JSON (escapes included)
 
 
@@ -248,15 +247,13 @@ def publish_part(client: Any, part: ChunkResult, ttl: int) -> bool:
                 if job_stopped(pipe, keys):
                     return False
                 published = published_rows(pipe.hgetall(keys.parts(head.chunk)))
-                if published is None or any(
-                    row < head.row + len(part) and head.row < row + count for row, count in published
-                ):
+                if published is None or overlaps(part.row_runs(), published):
                     return False  # answered already: every row keeps its first record
                 complete = sum(c for _, c in published) + len(part) >= stats.chunk_n
                 pipe.multi()
                 commands = part_commands(
                     keys, head.chunk, head.row, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl,
-                    complete,
+                    complete, part.row_runs(),
                 )  # fmt: skip
                 for command in commands:
                     pipe.execute_command(*command)
@@ -301,9 +298,7 @@ def handle(payload: dict[str, Any], client: Any) -> int:
         task = outbox_task(client, keys, ref)
     if task is None:
         return 0
-    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the resend sweeps: no room, no harm
-        client.hset(current_key(settings.key_prefix), worker_name(), f"{job}:{chunk}")
-    try:
+    with CURRENT.solving(client, f"{job}:{chunk}"):  # for the resend sweeps
         try:
             return run_chunk(
                 port, task, attempts=attempts, max_attempts=settings.max_attempts,
@@ -313,8 +308,6 @@ def handle(payload: dict[str, Any], client: Any) -> int:
         except SoftTimeLimitExceeded:
             reason = "the chunk exceeded the worker's time limit"
             return fail_rest(port, task, reason, Status.TIMEOUT, roots=settings.roots)
-    finally:
-        client.hdel(current_key(settings.key_prefix), worker_name())
 
 
 def count_delivery(client: Any, keys: JobKeys, chunk: int) -> int | None:
@@ -354,7 +347,8 @@ def solve_chunk_task(*args: Any, **kwargs: Any) -> int:
     the wrong type.
     """
     try:
-        return handle(only_task(args, kwargs), store_client())
+        with requeued():
+            return handle(only_task(args, kwargs), store_client())
     except BadArguments as exc:
         log.error("dropping a malformed chunk message: %s", exc)
     except ValidationError as exc:
@@ -364,6 +358,22 @@ def solve_chunk_task(*args: Any, **kwargs: Any) -> int:
     except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
         log.error("dropping a chunk whose job keys are not the pipeline's: %s", one_line(exc))
     return 0
+
+
+@contextlib.contextmanager
+def requeued() -> Iterator[None]:
+    """Put the message back on its queue when Redis cannot be reached (Celery's `Reject` with requeue).
+
+    Not Celery's retry: it sends a copy with a countdown (the workers drop such messages,
+    `worker.consumer`), and when the broker is away that send fails and Celery rejects the
+    message without requeue (it was gone for good: issue 31). A requeue Redis cannot take now
+    leaves the message unacknowledged for the orphan sweep (`worker.heartbeat`); each delivery
+    is counted, so a chunk that keeps meeting this is answered `error` after `max_attempts`.
+    """
+    try:
+        yield
+    except UNREACHABLE as exc:
+        raise Reject(one_line(exc), requeue=True) from None
 
 
 class BadArguments(ValueError):
@@ -419,9 +429,7 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
     attempts = count_delivery(client, keys, task.chunk)
     if attempts is None:
         return 0  # purged or expired: nobody is waiting for this chunk
-    with contextlib.suppress(redis.OutOfMemoryError):  # bookkeeping for the resend sweeps: no room, no harm
-        client.hset(current_key(settings.key_prefix), worker_name(), f"{task.job}:{task.chunk}")
-    try:
+    with CURRENT.solving(client, f"{task.job}:{task.chunk}"):  # for the resend sweeps
         start = time.process_time()
         if attempts > settings.max_attempts:
             reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
@@ -433,8 +441,6 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
                 reason = "the chunk exceeded the worker's time limit"
                 result = GenerateResult.failed(task.job, task.chunk, reason, time.process_time() - start)
         store_result(client, result, settings.job_ttl, keep_answer=result.error is not None)
-    finally:
-        client.hdel(current_key(settings.key_prefix), worker_name())
     return len(result)
 
 
@@ -452,7 +458,8 @@ def _named_chunk(payload: Any) -> tuple[str, int] | None:
 def generate_chunk_task(*args: Any, **kwargs: Any) -> int:
     """Celery entry point (by name): `task=` a GenerateTask; see `handle_generate`. Refusals: one log line."""
     try:
-        return handle_generate(only_task(args, kwargs), store_client())
+        with requeued():
+            return handle_generate(only_task(args, kwargs), store_client())
     except ValidationError as exc:
         log.error("dropping a malformed generate message: %s", validation_reasons(exc)[:500])
     except BadArguments as exc:
