@@ -333,6 +333,28 @@ def test_an_embedded_solve_writes_a_dataset_pandas_and_pyarrow_read_as_one_table
     assert sorted(frame["index"]) == list(range(len(puzzles)))
 
 
+def test_merging_a_parquet_dataset_leaves_no_part_bytes_for_an_arrow_thread_to_release(tmp_path, monkeypatch):
+    """Bytes an Arrow pool thread releases after the read returned take the GIL there; when the command
+    exits meanwhile, Python ends that thread mid-unwind: `collect DIR/ -o x.parquet` died by SIGABRT."""
+    import sys
+
+    import client.dataset as dataset
+    from client.output import Output
+
+    out = tmp_path / "out"
+    assert run_cli("solve", str(SAMPLE), "-o", f"{out}/", "--format", "parquet", "-q").returncode == 0
+    read: list[bytes] = []  # every file merge reads: the manifest, then the part
+    store = dataset.storage_for(str(out))  # the one merge gets (cached)
+    plain = store.read
+    monkeypatch.setattr(store, "read", lambda path: read.append(plain(path)) or read[-1])
+    for _ in range(300):  # the bytes are free as merge returns (before the fix: not after 1 merge in 50)
+        merged = Output(str(tmp_path / "merged.parquet"), "parquet")
+        dataset.merge(str(out), merged, "parquet")
+        merged.close(keep=True)
+        assert [sys.getrefcount(read[k]) for k in range(len(read))] == [2, 2]  # the list's and the call's
+        read.clear()
+
+
 def corpus_lines(n: int) -> list[str]:
     source = KAGGLE if KAGGLE.exists() else SAMPLE
     lines = [ln for ln in source.read_text().splitlines() if len(ln.strip()) == 81]
