@@ -57,3 +57,9 @@ def duration_ms(ms: float) -> str:
 def per_second(rate: float) -> str:
     """A rate as people read it: thousands separated, but two significant digits below 10 (0.38, 2.5)."""
     return f"{rate:,.0f}" if rate >= 10 or rate == 0 else sig(rate, 2)
+
+
+def plural(value: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun, singular for exactly one: `1 puzzle`, `2,000 puzzles`, `1 local process`
+    (`nouns`: the plural when it is not `noun` + s); `plural` in web/static/common.js is the same."""
+    return f"{count(value)} {noun if value == 1 else nouns or noun + 's'}"

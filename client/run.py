@@ -21,6 +21,7 @@ from client.args import (
     check_seconds,
     input_sources,
     resume_command,
+    say_error,
 )
 from client.batch import BatchClient, Job
 from client.collector import JobFailed
@@ -28,6 +29,7 @@ from client.config import ClientSettings, mask_url
 from client.dataset import DatasetOutput, dataset_url, is_dataset
 from client.interrupts import held
 from client.notice import NoWorkerNotice
+from client.numbers import plural
 from client.output import Output, ReaderGone, named_format, output_format
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state
@@ -161,7 +163,7 @@ def _submit(job: Job, args: argparse.Namespace) -> int:
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
+        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
         return EXIT_FAILED
     return EXIT_OK
 
@@ -191,7 +193,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         else:
             resume = _resume_from(earlier, args) if earlier else None
     except JobFailed as exc:
-        print(f"error: job {job.id}: {exc}", file=sys.stderr)
+        say_error(f"job {job.id}: {exc}")
         return EXIT_FAILED
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
@@ -256,6 +258,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             notice.check()
 
     complete = interrupted = False
+    committed = ""  # a dataset's commit: where, how many records
     try:
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
         # embedded: nothing can read them again, so each is freed once written
@@ -289,12 +292,15 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         with held():
             ack(force=True)
         if isinstance(output, DatasetOutput):
-            output.commit()
+            manifest = output.commit()
+            committed = f"dataset {output.path} committed: {plural(manifest.records, 'record')} in "
+            committed += plural(len(manifest.parts), "part file")
             if merge_to is not None:
                 _merge(output.url, merge_to, args.format, progress.say)
+                committed += f", merged into {merge_to}"
     except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
         progress.close()
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
+        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
@@ -319,6 +325,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         job.purge(stop=False)  # complete: nothing of it runs any more
     if not args.quiet:
         print(summary.text(), file=sys.stderr)
+        if committed:  # where a dataset's records are: the job's directory (collect JOB may not know it)
+            print(committed, file=sys.stderr)
     if args.report:
         from client.report import report_facts, write_report
 
@@ -365,7 +373,7 @@ def _merge_dataset(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     _merge(url, args.output, args.format, Progress(False).say)
     if not args.quiet:
-        print(f"{manifest.records:,} records of {url}/ merged into {args.output}", file=sys.stderr)
+        print(f"{plural(manifest.records, 'record')} of {url}/ merged into {args.output}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -418,10 +426,10 @@ def _how_far(job: Job, written: int) -> str:
     """`N of M puzzles` (`of M+ read so far` while the input is still read), from the job's metadata."""
     meta = _meta_after_interrupt(job)
     if "total" in meta:
-        return f"{written:,} of {int(meta['total']):,} puzzles"
+        return f"{written:,} of {plural(int(meta['total']), 'puzzle')}"
     if "submitted" in meta:
         return f"{written:,} of {int(meta['submitted']):,}+ puzzles read so far"
-    return f"{written:,} puzzles"
+    return plural(written, "puzzle")
 
 
 def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
@@ -436,7 +444,7 @@ def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
     if done is not None:
         inputs = meta["inputs"].split("\n") if meta.get("inputs") else job.input_names
         resume = resume_command(job.id, inputs, broker)
-        lines.append(f"its submission stopped after {done:,} puzzles: {resume}")
+        lines.append(f"its submission stopped after {plural(done, 'puzzle')}: {resume}")
     if args.command != "submit":
         lines.append(f"collect it: sudoku-batch collect {job.id}{broker}{out}")
     lines.append(f"or delete it: sudoku-batch purge {job.id}{broker}")

@@ -131,8 +131,8 @@ class Summary:
         counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
         limit = f"; {self.limit}" if self.limit else ""
         rate = per_second(self.rate)
-        n = numbers.count(self.n)
-        lines = [f"{n} puzzles in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}{limit}"]
+        n = numbers.plural(self.n, "puzzle")
+        lines = [f"{n} in {self.wall_s:.2f} s ({rate} puzzles/s): {counts}{limit}"]
         if not self.n:  # every other line is a puzzle or an invalid record: say why there is none
             lines.append("the input holds no puzzle: its lines are all blank or # comments")
         pct = self.percentiles()
@@ -146,7 +146,7 @@ class Summary:
             costs = ", ".join(f"{c}: {numbers.count(v)}" for c, v in sorted(self.approx_costs.items()))
             lines.append(f"approximate costs (cost: puzzles): {costs}")
         if self.problems_total:
-            lines.append(f"{numbers.count(self.problems_total)} invalid or failed lines:")
+            lines.append(f"{numbers.plural(self.problems_total, 'invalid or failed line')}:")
             for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:max_problems]:
                 lines.append(f"  {input_name}:{p.line}: {p.status}: {p.error}")
             if self.problems_total > max_problems:

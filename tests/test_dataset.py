@@ -402,8 +402,15 @@ def test_submit_to_a_dataset_then_collect_into_one_file_merges_every_part(worker
     )
     assert submit.returncode == 0, submit.stderr
     merged = tmp_path / "merged.csv"
-    collect = run_cli("collect", submit.stdout.strip(), "--broker", workers, "-o", str(merged), "-q")
+    collect = run_cli("collect", submit.stdout.strip(), "--broker", workers, "-o", str(merged))
     assert collect.returncode == 0, collect.stderr
+    parts = len(
+        list(out.glob("part-*"))
+    )  # collect JOB names the directory the job committed, not only the file
+    assert (
+        f"dataset {out}/ committed: 1,200 records in {parts} part files, merged into {merged}\n"
+        in collect.stderr
+    )
     check_dataset(out, puzzles, "csv")
     import pandas as pd
 
