@@ -29,7 +29,7 @@ from client.args import (
 )
 from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
-from client.interrupts import exit_code, handled
+from client.interrupts import exit_code, handled, say_interrupted
 from client.numbers import plural
 from client.target import ReaderGone
 from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
@@ -257,9 +257,7 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
         say_error(str(exc))
         return EXIT_FAILED
     except KeyboardInterrupt as exc:
-        code = exit_code(exc)
-        print(f"sudoku-batch: interrupted ({signal.Signals(code - 128).name}), exit {code}", file=sys.stderr)
-        return code
+        return say_interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
         if os.environ.get("SUDOKU_BATCH_DEBUG"):
             raise
