@@ -29,6 +29,7 @@ from client.transport import (
     Transport,
     default_workers,
     max_workers,
+    warm_solvers,
 )
 from pipeline.dataset import zstd_codec
 from pipeline.outbox import parse_task
@@ -179,6 +180,8 @@ class BatchClient:
         if self.embedded:
             if not _small(inputs):
                 self.pool.start()  # here, before the producer thread exists: the pool is forked
+            else:
+                warm_solvers()  # what the pool's processes load: a later job or command compiles no more
             transport = LocalTransport(self.store, spec.job, self.pool)
             window: Callable[[], int] | None = lambda: 2 * self.workers + 2  # noqa: E731
         else:
