@@ -33,7 +33,7 @@ from client.transport import (
 )
 from pipeline.dataset import zstd_codec
 from pipeline.outbox import parse_task
-from pipeline.reader import peek_stdin
+from pipeline.reader import check_column, peek_stdin
 from pipeline.render.record import Record
 from pipeline.tasks import (
     COMPRESSIONS,
@@ -42,6 +42,7 @@ from pipeline.tasks import (
     DEFAULT_TIME_LIMIT_S,
     FORMATS,
     MAX_ESCALATE_AFTER_S,
+    MAX_NAME_CHARS,
     MAX_TIME_LIMIT_S,
 )
 from solvers.frame import need, to_pandas, to_polars
@@ -103,6 +104,7 @@ class BatchClient:
         dataset: str | None = None,
         compression: str = "none",
         splits: bool | None = None,
+        column: str | None = None,
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
@@ -111,14 +113,14 @@ class BatchClient:
         (the same seed, the same random choices); None draws them from the job id, so every job
         tries differently. A puzzle still unanswered after
         `escalate_after` seconds is raced by idle workers (or local processes) too, each with
-        another seed; 0 never. `dataset`, `compression`, `splits`: see `submit_inputs`.
+        another seed; 0 never. `dataset`, `compression`, `splits`, `column`: see `submit_inputs`.
         """
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs(
             [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed,
             escalate_after=escalate_after, format=format, dataset=dataset, compression=compression,
-            splits=splits,
+            splits=splits, column=column,
         )  # fmt: skip
 
     def submit_inputs(
@@ -135,6 +137,7 @@ class BatchClient:
         dataset: str | None = None,
         compression: str = "none",
         splits: bool | None = None,
+        column: str | None = None,
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
@@ -147,7 +150,9 @@ class BatchClient:
         (`pipeline.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the first
         two), committed by whoever collects the job. `splits`: with a broker and a dataset, the workers
         read plain file inputs themselves in byte ranges (None: whenever every input allows it; False:
-        never; True: or a ValueError saying why not).
+        never; True: or a ValueError saying why not). `column`: the header's name of a CSV input's puzzle
+        column (None: the first of `solvers.parse.PUZZLE_COLUMNS` a header names; an input without such a
+        header is read as plain lines); a file whose first line does not name `column` is a ValueError.
         """
         if format not in FORMATS:
             raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
@@ -168,9 +173,10 @@ class BatchClient:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
+        _check_column(inputs, column)
         spec = JobSpec(
             new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None,
-            format, url, compression, split_urls,
+            format, url, compression, split_urls, column,
         )  # fmt: skip
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         if url is not None:
@@ -242,6 +248,7 @@ class BatchClient:
         portfolio: str | None = None,
         box: str | None = None,
         bounded: bool = True,
+        column: str | None = None,
     ) -> Job:
         """Go on submitting a job whose producer died or failed half way, from its last checkpoint.
 
@@ -255,7 +262,7 @@ class BatchClient:
             raise ResumeRefused("resuming needs a broker: an embedded job lives and dies with its process")
         meta = self.store.meta(job_id)
         spec = _resumable(job_id, meta)
-        given = {"time_limit": time_limit, "portfolio": portfolio, "box": box}
+        given = {"time_limit": time_limit, "portfolio": portfolio, "box": box, "column": column}
         for key, value in given.items():
             if value is not None and value != getattr(spec, key):
                 raise ResumeRefused(
@@ -438,6 +445,17 @@ def _small(inputs: list[tuple[str, Source]]) -> bool:
         return False
     lines = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     return len(lines) <= 1 or max(map(len, lines)) <= SMALL_GRID_CHARS
+
+
+def _check_column(inputs: list[tuple[str, Source]], column: str | None) -> None:
+    """ValueError (one line) before the job starts when a file's first line does not name `column`."""
+    if column is None:
+        return
+    if not column.strip() or len(column) > MAX_NAME_CHARS:
+        raise ValueError(f"column {column[:80]!r}: a CSV header's name, 1 to {MAX_NAME_CHARS:,} characters")
+    for _, src in inputs:
+        if isinstance(src, (str, Path)) and str(src) != "-":
+            check_column(src, column)
 
 
 def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:

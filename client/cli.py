@@ -58,6 +58,13 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
         "--box", default=None, metavar="RxC", help="box shape (default: inferred, 9 cells a row: 3x3, 6: 2x3)"
     )
     p.add_argument(
+        "--column",
+        default=None,
+        metavar="NAME",
+        help="a CSV input's puzzle column, as its first line names it (default: a first line naming puzzle, "
+        "puzzles, quiz, quizzes, sudoku or sudokus; without one, one puzzle a line)",
+    )
+    p.add_argument(
         "--broker",
         default=None,
         metavar="URL",

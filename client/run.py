@@ -93,7 +93,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             if resume:  # the job's own limit, unless one is given (to be checked against it)
                 job = client.resume(
                     resume, [src for _, src in sources] or None, time_limit=args.time_limit or None,
-                    portfolio=args.portfolio, box=args.box, bounded=False,
+                    portfolio=args.portfolio, box=args.box, bounded=False, column=args.column,
                 )  # fmt: skip
             else:
                 limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
@@ -102,6 +102,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
                     format=args.format or "jsonl", dataset=args.output if dataset else None,
                     compression=args.compression or "none", splits=False if args.no_splits else None,
+                    column=args.column,
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None

@@ -46,6 +46,7 @@ MAX_SPLIT_ENTRIES = (
     4 * MAX_CHUNK_PUZZLES
 )  # puzzle lines a worker takes from one split (shorter lines: refused)
 MAX_FILE_BYTES = 1 << 62
+MAX_COLUMNS = 1 << 10  # fields of a CSV input's line: its puzzle column lies among the first
 DATASET_FORMATS = ("jsonl", "csv", "parquet")
 COMPRESSIONS = ("none", "gzip", "zstd")
 
@@ -65,6 +66,7 @@ class Split(BaseModel):
     start: int = Field(ge=0, lt=MAX_FILE_BYTES)
     end: int = Field(ge=0, lt=MAX_FILE_BYTES)
     size: int = Field(ge=0, lt=MAX_FILE_BYTES)  # the file's size when submitted: another is refused
+    column: int | None = Field(default=None, ge=0, lt=MAX_COLUMNS)  # a CSV input's puzzle field, from 0
 
     @model_validator(mode="after")
     def _bounded(self) -> Split:

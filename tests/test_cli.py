@@ -206,6 +206,22 @@ def test_a_count_of_one_takes_the_singular_on_the_command_line_and_the_page():
     assert page.returncode == 0 and json.loads(page.stdout) == written, page.stderr
 
 
+def test_column_names_a_csv_inputs_puzzle_column_and_a_first_line_without_it_is_a_usage_error(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text(f"id,Solution,Grid\n1,x,{LINES[0]}\n")  # no column of the default names
+    ok = run_cli("solve", str(path), "--column", "grid", "-q")
+    record = json.loads(ok.stdout)
+    assert ok.returncode == 0 and (record["line"], record["puzzle"], record["status"]) == (
+        2,
+        LINES[0],
+        "solved",
+    )
+    bad = run_cli("solve", str(path), "--column", "quizzes")
+    assert bad.returncode == 2 and bad.stdout == "", bad.stderr
+    said = f"{path}: its first line names no column 'quizzes' (it reads 'id,Solution,Grid')"
+    assert bad.stderr == f"sudoku-batch: error: {said}\n"
+
+
 def test_passwords_are_masked_in_every_url_form():
     assert mask_url("redis://:pw@h:6379/0") == "redis://:****@h:6379/0"
     assert mask_url("rediss://user:pw@h/1") == "rediss://user:****@h/1"

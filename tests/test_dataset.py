@@ -9,6 +9,7 @@ S3-compatible server, `moto_server`, through s3fs).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -108,6 +109,41 @@ def test_every_line_is_read_once_by_the_split_it_starts_in_wherever_the_cuts_fal
         for ln, t, e in zip(b.lines, b.texts, b.errors, strict=True)
     ]
     assert entries_by_splits(path, cuts) == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(lines=LINES, crlf=st.booleans(), seed=st.integers(0, 10**6))
+def test_a_csv_input_read_in_splits_gives_each_line_its_puzzle_field_once_wherever_the_cuts_fall(
+    tmp_path_factory, lines, crlf, seed
+):
+    """A split after the first never sees the header: the task carries the column the producer found."""
+    from pipeline.reader import csv_field
+
+    path = tmp_path_factory.mktemp("csv-splits") / "in.csv"
+    rows = [
+        ln if not ln.strip() or ln.startswith("#") else f"{k},{ln.strip()},x" for k, ln in enumerate(lines)
+    ]
+    path.write_bytes(("\r\n" if crlf else "\n").join(["id,puzzle,solution", *rows, ""]).encode())
+    size = path.stat().st_size
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, size), min(size - 1, rng.randint(0, 8))))
+    column = csv_field(path.read_bytes(), None, "in.csv", final=True)
+    assert column == 1
+    bounds, got, first = [0, *cuts, size], [], 1
+    for k, (a, b) in enumerate(itertools.pairwise(bounds)):
+        task = split_task(path, a, b, k).model_copy(
+            update={"split": Split(url=str(path), start=a, end=b, size=size, column=column)}
+        )
+        read = read_split(task)
+        errors = [None] * read.valid + read.reasons
+        index, line = runs_array(read.task.index_runs), runs_array(read.task.line_runs)
+        rows = sorted(zip(index, line, read.task.texts(), errors, strict=True))
+        got += [(int(n) + first - 1, t, e) for _, n, t, e in rows]
+        first += read.lines
+    want = [
+        (n, t, e) for b in read_blocks(str(path)) for n, t, e in zip(b.lines, b.texts, b.errors, strict=True)
+    ]
+    assert got == want
 
 
 def test_a_row_of_a_grid_written_over_several_lines_is_answered_invalid_in_a_split_not_joined(tmp_path):
