@@ -1,10 +1,28 @@
 """sudoku-batch's client: producer, collector, job stores, the `sudoku-batch` command and `BatchClient`.
 
 The client talks to workers only through the job store and task names; it never
-imports `worker`.
+imports `worker`. `BatchClient`, `Job` and `Record` load on first use: the command's entry
+point (`client.__main__`) imports this package before it can handle an interrupt.
 """
 
-from client.batch import BatchClient, Job
-from client.output import Record
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (2 ms before the handlers are in place)
+if TYPE_CHECKING:
+    from client.batch import BatchClient, Job
+    from client.output import Record
 
 __all__ = ["BatchClient", "Job", "Record"]
+
+
+def __getattr__(name: str) -> object:
+    """`client.BatchClient`, `client.Job`, `client.Record`, imported when first asked for."""
+    if name in ("BatchClient", "Job"):
+        from client import batch
+
+        return getattr(batch, name)
+    if name == "Record":
+        from client.output import Record
+
+        return Record
+    raise AttributeError(f"module 'client' has no attribute {name!r}")

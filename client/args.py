@@ -20,8 +20,16 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LOCAL_BROKER = "redis://127.0.0.1:6379/0"  # `worker` and `health` without a broker: a Redis on this machine
 
 
+ERROR_PREFIX = "sudoku-batch: error: "  # argparse's own (`prog: error:`): every error line of every command
+
+
 class UsageError(Exception):
     """A mistake in the command line (exit 2)."""
+
+
+def say_error(message: str) -> None:
+    """Print one error line on stderr, with the prefix every error of the command line has."""
+    print(f"{ERROR_PREFIX}{message}", file=sys.stderr, flush=True)
 
 
 def broker_url(args: argparse.Namespace, settings: ClientSettings, required: bool) -> str | None:

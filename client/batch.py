@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
 from client.dataset import check_directory, claim_directory, claim_lives, dataset_url
+from client.numbers import plural
 from client.producer import (
     JobSpec,
     Producer,
@@ -51,11 +52,12 @@ from client.transport import (
     Transport,
     default_workers,
     max_workers,
+    warm_solvers,
 )
 from pipeline.dataset import Claim, zstd_codec
 from pipeline.keys import KEY_PREFIX
 from pipeline.outbox import parse_task
-from pipeline.reader import peek_stdin
+from pipeline.reader import check_column, peek_stdin
 from pipeline.render.record import Record
 from pipeline.tasks import (
     COMPRESSIONS,
@@ -64,6 +66,7 @@ from pipeline.tasks import (
     DEFAULT_TIME_LIMIT_S,
     FORMATS,
     MAX_ESCALATE_AFTER_S,
+    MAX_NAME_CHARS,
     MAX_TIME_LIMIT_S,
 )
 from solvers.frame import need, to_pandas, to_polars
@@ -125,6 +128,7 @@ class BatchClient:
         dataset: str | None = None,
         compression: str = "none",
         splits: bool | None = None,
+        column: str | None = None,
     ) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings.
 
@@ -133,14 +137,14 @@ class BatchClient:
         (the same seed, the same random choices); None draws them from the job id, so every job
         tries differently. A puzzle still unanswered after
         `escalate_after` seconds is raced by idle workers (or local processes) too, each with
-        another seed; 0 never. `dataset`, `compression`, `splits`: see `submit_inputs`.
+        another seed; 0 never. `dataset`, `compression`, `splits`, `column`: see `submit_inputs`.
         """
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs(
             [(name, source)], time_limit=time_limit, portfolio=portfolio, box=box, seed=seed,
             escalate_after=escalate_after, format=format, dataset=dataset, compression=compression,
-            splits=splits,
+            splits=splits, column=column,
         )  # fmt: skip
 
     def submit_inputs(
@@ -157,6 +161,7 @@ class BatchClient:
         dataset: str | None = None,
         compression: str = "none",
         splits: bool | None = None,
+        column: str | None = None,
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
@@ -172,7 +177,10 @@ class BatchClient:
         roots of a live worker (`sudoku-batch worker --data-root`) is a ValueError. `splits`: with a broker
         and a dataset, the workers read plain file inputs themselves in byte ranges (None: whenever every
         input allows it and lies under the data roots of every live worker, else this machine reads them
-        and `Job.note` says so; False: never; True: or a ValueError saying why not).
+        and `Job.note` says so; False: never; True: or a ValueError saying why not). `column`: the header's
+        name of a CSV input's puzzle column (None: the first of `solvers.parse.PUZZLE_COLUMNS` a header
+        names; an input without such a header is read as plain lines); a file whose first line does not
+        name `column` is a ValueError.
         """
         if format not in FORMATS:
             raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
@@ -193,9 +201,10 @@ class BatchClient:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
+        _check_column(inputs, column)
         spec = JobSpec(
             new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None,
-            format, url, compression, split_urls,
+            format, url, compression, split_urls, column,
         )  # fmt: skip
         inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
         self.store.create(spec.job, spec.meta())
@@ -205,6 +214,8 @@ class BatchClient:
         if self.embedded:
             if not _small(inputs):
                 self.pool.start()  # here, before the producer thread exists: the pool is forked
+            else:
+                warm_solvers()  # what the pool's processes load: a later job or command compiles no more
             transport = LocalTransport(self.store, spec.job, self.pool)
             window: Callable[[], int] | None = lambda: 2 * self.workers + 2  # noqa: E731
         else:
@@ -299,6 +310,7 @@ class BatchClient:
         portfolio: str | None = None,
         box: str | None = None,
         bounded: bool = True,
+        column: str | None = None,
     ) -> Job:
         """Go on submitting a job whose producer died or failed half way, from its last checkpoint.
 
@@ -312,7 +324,7 @@ class BatchClient:
             raise ResumeRefused("resuming needs a broker: an embedded job lives and dies with its process")
         meta = self.store.meta(job_id)
         spec = _resumable(job_id, meta)
-        given = {"time_limit": time_limit, "portfolio": portfolio, "box": box}
+        given = {"time_limit": time_limit, "portfolio": portfolio, "box": box, "column": column}
         for key, value in given.items():
             if value is not None and value != getattr(spec, key):
                 raise ResumeRefused(
@@ -497,6 +509,17 @@ def _small(inputs: list[tuple[str, Source]]) -> bool:
     return len(lines) <= 1 or max(map(len, lines)) <= SMALL_GRID_CHARS
 
 
+def _check_column(inputs: list[tuple[str, Source]], column: str | None) -> None:
+    """ValueError (one line) before the job starts when a file's first line does not name `column`."""
+    if column is None:
+        return
+    if not column.strip() or len(column) > MAX_NAME_CHARS:
+        raise ValueError(f"column {column[:80]!r}: a CSV header's name, 1 to {MAX_NAME_CHARS:,} characters")
+    for _, src in inputs:
+        if isinstance(src, (str, Path)) and str(src) != "-":
+            check_column(src, column)
+
+
 def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:
     """The spec of a job whose submission can be resumed now; ResumeRefused saying why not otherwise."""
     if not meta or "created" not in meta:
@@ -617,7 +640,7 @@ class Job:
             return None
         spec, checkpoint = self._producer.spec, self._producer.checkpoint
         if spec.splits is None:
-            return f"{done:,} puzzles"
+            return plural(done, "puzzle")
         sizes = [p.size if p is not None else 0 for p in spec.prints]
         return split_words(checkpoint.chunks, sent_bytes(checkpoint, sizes), sum(sizes))
 

@@ -25,11 +25,13 @@ from client.args import (
     check_processes,
     data_roots,
     resume_command,
+    say_error,
     time_limit,
 )
 from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
-from client.interrupts import exit_code, handled
+from client.interrupts import exit_code, handled, say_interrupted
+from client.numbers import plural
 from client.target import ReaderGone
 from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
 
@@ -55,6 +57,13 @@ def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
     )
     p.add_argument(
         "--box", default=None, metavar="RxC", help="box shape (default: inferred, 9 cells a row: 3x3, 6: 2x3)"
+    )
+    p.add_argument(
+        "--column",
+        default=None,
+        metavar="NAME",
+        help="a CSV input's puzzle column, as its first line names it (default: a first line naming puzzle, "
+        "puzzles, quiz, quizzes, sudoku or sudokus; without one, one puzzle a line)",
     )
     p.add_argument(
         "--broker",
@@ -256,21 +265,19 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
         args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
         return _worker(args, settings)
     except UsageError as exc:
-        print(f"sudoku-batch: error: {exc}", file=sys.stderr)
+        say_error(str(exc))
         return EXIT_USAGE
     except ReaderGone:
         return _reader_gone()
     except BrokerUnreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say_error(str(exc))
         return EXIT_FAILED
     except KeyboardInterrupt as exc:
-        code = exit_code(exc)
-        print(f"sudoku-batch: interrupted ({signal.Signals(code - 128).name}), exit {code}", file=sys.stderr)
-        return code
+        return say_interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
         if os.environ.get("SUDOKU_BATCH_DEBUG"):
             raise
-        print(f"error: {type(exc).__name__}: {mask_url(str(exc))}", file=sys.stderr)
+        say_error(f"{type(exc).__name__}: {mask_url(str(exc))}")
         return EXIT_FAILED
 
 
@@ -294,7 +301,7 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
         print(status.model_dump_json(indent=2))
         return EXIT_OK if status.state != "unknown" else EXIT_FAILED
     if status.state == "unknown":
-        print(f"error: {status.error}", file=sys.stderr)
+        say_error(str(status.error))
         return EXIT_FAILED
     from client import numbers
 
@@ -341,7 +348,7 @@ def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:
 
     url, job = broker_url(args, settings, True), check_job_id(args.job)
     removed = BatchClient(url, settings=settings).job(job).purge()
-    print(f"job {args.job}: {removed} keys removed")
+    print(f"job {args.job}: {plural(removed, 'key')} removed")
     return EXIT_OK
 
 
@@ -359,9 +366,9 @@ def _health(args: argparse.Namespace, settings: ClientSettings) -> int:
     host = socket.gethostname()
     mine = [w for w in store.live_workers() if w.rsplit(":", 1)[0] == host]
     if not mine:
-        print(f"error: no live worker process on {host}", file=sys.stderr)
+        say_error(f"no live worker process on {host}")
         return EXIT_FAILED
-    print(f"ok: {len(mine)} live worker processes on {host}")
+    print(f"ok: {plural(len(mine), 'live worker process', 'live worker processes')} on {host}")
     return EXIT_OK
 
 

@@ -300,11 +300,9 @@ def merge(url: str, output: Any, fmt: str) -> int:
     for part in manifest.parts:
         data = store.read(store.join(url, part.file))
         if fmt == "parquet":
-            import io
+            from pipeline.render.parquet import read_parquet
 
-            import pyarrow.parquet as pq
-
-            output.parquet_writer().write_table(pq.read_table(io.BytesIO(data)))
+            output.parquet_writer().write_table(read_parquet(data))
             continue
         body = decompress(data, compression)
         output.write_rows(body[body.find(b"\n") + 1 :] if fmt == "csv" else body)

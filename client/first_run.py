@@ -33,11 +33,13 @@ def package_version() -> str:
 
 
 def announce_compiling(command: str, quiet: bool) -> None:
-    """Say on stderr, once, when `command` starts compiling solvers (a cold cache), unless quiet."""
-    if command in COMPILING_COMMANDS and not quiet:
+    """Say on stderr, once per command (its local processes included), when `command` starts compiling
+    solvers (a cold cache), unless quiet; either way time the compiles (the summary leaves them out)."""
+    if command in COMPILING_COMMANDS:
         from solvers.warm import on_first_compile
 
-        on_first_compile(lambda notice: print(f"sudoku-batch: {notice}", file=sys.stderr, flush=True))
+        say = lambda notice: print(f"sudoku-batch: {notice}", file=sys.stderr, flush=True)  # noqa: E731
+        on_first_compile(None if quiet else say)
 
 
 def run_warm() -> int:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from client.collector import Slice
-from pipeline.render.parquet import columns_table, read_ipc, schema
+from pipeline.render.parquet import arrow_owned, columns_table, read_ipc, schema
 from pipeline.result import ChunkResult
 from solvers.fields import NAMES, RECORD_FIELDS
 from solvers.frame import null_empty
@@ -68,7 +68,7 @@ def jsonl_table(body: bytes | bytearray | memoryview) -> Any:
     records = schema()
     fields = pa.schema([f for f in records if f.name != "counters"])
     options = pj.ParseOptions(explicit_schema=fields, unexpected_field_behavior="ignore")
-    table = pj.read_json(pa.BufferReader(data), parse_options=options)
+    table = pj.read_json(pa.BufferReader(arrow_owned(data)), parse_options=options)
     at = len(COUNTERS_KEY)
     counters = [line[line.index(COUNTERS_KEY) + at : -1].decode() for line in data.split(b"\n") if line]
     arrays = {name: table.column(name) for name in NAMES if name != "counters"}
@@ -85,7 +85,7 @@ def csv_table(body: bytes | bytearray | memoryview) -> Any:
     if not bytes(body[:1]):
         return records.empty_table()
     table = pcsv.read_csv(
-        pa.BufferReader(pa.py_buffer(body)),
+        pa.BufferReader(arrow_owned(body)),  # the threaded reader: see arrow_owned
         read_options=pcsv.ReadOptions(column_names=list(NAMES)),
         parse_options=pcsv.ParseOptions(newlines_in_values=True),
         convert_options=pcsv.ConvertOptions(

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from client.args import EXIT_OK, UsageError, broker_url, check_processes
+from client.args import EXIT_FAILED, EXIT_OK, UsageError, broker_url, check_processes, say_error
 from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
+from client.numbers import count, plural
 from client.target import FLUSH_S, ReaderGone
 
 if TYPE_CHECKING:
@@ -338,7 +339,7 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         from client.transport import default_workers, max_workers
 
         workers = min(args.workers or min(default_workers(), max_workers()), len(req.plan))
-        where = f"with {workers} local process{'es' if workers > 1 else ''}"
+        where = f"with {plural(workers, 'local process', 'local processes')}"
     else:
         workers = 1
         where = f"through {mask_url(url)}"
@@ -385,6 +386,14 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         client.close()
     if not args.quiet:
         print(summary(req, tally, where, time.monotonic() - started), file=sys.stderr)
+    if tally.produced < req.count:  # the difficulty filter met too few candidates: never a quiet success
+        o = req.options
+        levels = ",".join(sorted(o.difficulty or ()))
+        say_error(
+            f"generated {count(tally.produced)} of {plural(req.count, 'puzzle')}: too few candidates of "
+            f"level {levels} within {plural(o.attempts, 'attempt')} per puzzle (raise --attempts, add levels)"
+        )
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -403,8 +412,9 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
     if o.difficulty:
         asked.append("levels " + ",".join(sorted(o.difficulty)))
     lines = [
-        f"generated {tally.produced} of {req.count} puzzles ({req.box} boxes, {', '.join(asked)}) "
-        f"in {wall_s:.1f} s {where}, {tally.cpu_s:.1f} CPU s; seed {req.seed}, chunk size {req.chunk_size}"
+        f"generated {count(tally.produced)} of {plural(req.count, 'puzzle')} ({req.box} boxes, "
+        f"{', '.join(asked)}) in {wall_s:.1f} s {where}, {tally.cpu_s:.1f} CPU s; seed {req.seed}, "
+        f"chunk size {req.chunk_size}"
     ]
     if tally.produced:
         levels = ", ".join(
@@ -415,18 +425,14 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
     target = o.clue_target(req.box)
     if target is not None and tally.missed_clues:
         lines.append(
-            f"{tally.missed_clues} missed the target of {target} clues after {o.attempts} attempts each "
+            f"{count(tally.missed_clues)} missed the target of {plural(target, 'clue')} after "
+            f"{plural(o.attempts, 'attempt')} each "
             '(closest candidates written, "reached": false in --meta)'
         )
     if o.minimal and tally.not_minimal:
         lines.append(f'{tally.not_minimal} not proven minimal ("minimal": false in --meta)')
     if not o.unique and tally.not_unique and not o.full_grids:
         lines.append(f"{tally.not_unique} not unique or not proven unique (no --unique)")
-    if tally.produced < req.count:
-        lines.append(
-            f"difficulty filter: {req.count - tally.produced} short of {req.count} "
-            f"(no matching candidate within {o.attempts} attempts per puzzle)"
-        )
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """Interrupts of the command line: SIGINT, SIGTERM and SIGHUP end a command the same way, promptly.
 
-The handlers are installed by `client.cli.main` only (library code never sets any): the
+The handlers are installed by the entry point (`client.__main__`: `starting`, before the command's
+imports, ends the process at once) and `client.cli.main` only (library code never sets any): the
 first signal raises `Interrupted` (a KeyboardInterrupt) in the main thread, so the
 command stops its local processes, keeps what it wrote, says where the job stands and
 exits 128 + the signal number. A signal arriving inside `held()` (a write of output
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -90,3 +92,36 @@ def interrupting() -> bool:
 def exit_code(exc: KeyboardInterrupt) -> int:
     """The exit code of a command ended by `exc` (a plain KeyboardInterrupt is SIGINT's)."""
     return exc.exit_code if isinstance(exc, Interrupted) else 128 + signal.SIGINT
+
+
+def interrupted_line(code: int) -> str:
+    """The one line of a command an interrupt ended, exit `code` (128 + the signal)."""
+    return f"sudoku-batch: interrupted ({signal.Signals(code - 128).name}), exit {code}"
+
+
+def say_interrupted(exc: KeyboardInterrupt) -> int:
+    """Print the one line of a command an interrupt ended; return its exit code (128 + the signal)."""
+    code = exit_code(exc)
+    print(interrupted_line(code), file=sys.stderr, flush=True)
+    return code
+
+
+def _end_now(signum: int, frame: object) -> None:
+    os.write(2, (interrupted_line(128 + signum) + "\n").encode())
+    os._exit(128 + signum)
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """While a command loads (its imports, its arguments): SIGINT, SIGTERM and SIGHUP end the process at once,
+    with its one line and exit 128 + the signal. Nothing is started yet that could be stopped or kept, and an
+    exception raised inside an import can be swallowed or turned into another (pydantic's schema builder made
+    one a SchemaError, a traceback): `handled` takes over once the command runs."""
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    for sig in SIGNALS:
+        signal.signal(sig, _end_now)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -78,3 +78,9 @@ def byte_size(n: int) -> str:
         if n >= scale:
             return f"{sig(n / scale)} {unit}"
     return f"{int(n)} bytes"
+
+
+def plural(value: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun, singular for exactly one: `1 puzzle`, `2,000 puzzles`, `1 local process`
+    (`nouns`: the plural when it is not `noun` + s); `plural` in web/static/common.js is the same."""
+    return f"{count(value)} {noun if value == 1 else nouns or noun + 's'}"

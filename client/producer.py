@@ -32,7 +32,7 @@ from client.config import ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
 from client.transport import Transport
 from pipeline.dataset import commit_part, stage_part
-from pipeline.reader import SlabTexts, has_grid_rows, read_blocks
+from pipeline.reader import SlabTexts, csv_field, has_grid_rows, read_blocks
 from pipeline.result import ChunkResult
 from pipeline.runs import join_texts, to_runs
 from pipeline.solve import answered_chunk
@@ -188,6 +188,7 @@ class JobSpec:
     dataset: str | None = None  # the directory the solving processes write their parts to (`-o DIR/`)
     compression: str = "none"  # of a dataset's JSON Lines or CSV parts
     splits: list[str] | None = None  # the inputs as the workers read them, in splits (None: read here)
+    column: str | None = None  # a CSV input's puzzle column as named (None: a header naming one, if any)
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
@@ -195,7 +196,7 @@ class JobSpec:
         out["prints"] = PRINTS.dump_json(self.prints).decode()
         out["checkpoint"] = Checkpoint().model_dump_json()
         out["format"] = self.format
-        for key in ("box", "time_limit", "portfolio", "seed", "escalate_after", "dataset"):
+        for key in ("box", "time_limit", "portfolio", "seed", "escalate_after", "dataset", "column"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = str(value)
@@ -223,7 +224,7 @@ class JobSpec:
         return cls(
             job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
             int(seed) if seed else None, float(escalate) if escalate else None, meta.get("format", "columns"),
-            meta.get("dataset"), meta.get("compression", "none"), splits,
+            meta.get("dataset"), meta.get("compression", "none"), splits, meta.get("column"),
         )  # fmt: skip
 
 
@@ -506,7 +507,8 @@ class Producer:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""
         pending = _Pending()
         skip = self.resume.index if self.resume is not None else 0
-        for block in read_blocks(source, self.spec.box, check=False):  # checked where parsed: once
+        blocks = read_blocks(source, self.spec.box, check=False, column=self.spec.column)
+        for block in blocks:  # each puzzle is checked once: where it is parsed
             if self.stopping.is_set():
                 raise JobCancelled("the job was cancelled")
             first = self.index
@@ -557,6 +559,7 @@ class Producer:
             with store.open_read(url) as f:
                 head = f.read(HEAD_BYTES)
             line_bytes = max(1.0, len(head) / max(1, head.count(b"\n")))
+            column = csv_field(head, self.spec.column, name, len(head) < HEAD_BYTES)  # all its splits read it
             at = at_byte if i == at_input else 0
             while at < size:
                 if self.stopping.is_set():
@@ -567,7 +570,10 @@ class Producer:
                 chunk = self._next_chunk()
                 task = ChunkTask(
                     job=self.spec.job, chunk=chunk, input=name, index_runs=[], line_runs=[], puzzles="",
-                    split=Split(url=url, input=i, start=at, end=end, size=size, stamp=stat.stamp or None),
+                    split=Split(
+                        url=url, input=i, start=at, end=end, size=size, stamp=stat.stamp or None,
+                        column=column,
+                    ),
                     **self._options(chunk),
                 )  # fmt: skip
                 self._emit(task, Checkpoint(chunks=self.chunks, input=i, offset=end))

@@ -21,6 +21,7 @@ from client.args import (
     check_seconds,
     input_sources,
     resume_command,
+    say_error,
 )
 from client.batch import BatchClient, Job
 from client.collector import JobFailed
@@ -28,6 +29,7 @@ from client.config import ClientSettings, mask_url
 from client.dataset import DatasetOutput, dataset_url, is_dataset
 from client.interrupts import held
 from client.notice import NoWorkerNotice, StoppedNotice
+from client.numbers import plural
 from client.output import Output, ReaderGone, named_format, output_format
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state, submitted_words
@@ -91,7 +93,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             if resume:  # the job's own limit, unless one is given (to be checked against it)
                 job = client.resume(
                     resume, [src for _, src in sources] or None, time_limit=args.time_limit or None,
-                    portfolio=args.portfolio, box=args.box, bounded=False,
+                    portfolio=args.portfolio, box=args.box, bounded=False, column=args.column,
                 )  # fmt: skip
             else:
                 limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
@@ -100,6 +102,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
                     format=args.format or "jsonl", dataset=args.output if dataset else None,
                     compression=args.compression or "none", splits=False if args.no_splits else None,
+                    column=args.column,
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -163,7 +166,7 @@ def _submit(job: Job, args: argparse.Namespace) -> int:
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
+        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
         return EXIT_FAILED
     return EXIT_OK
 
@@ -193,7 +196,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         else:
             resume = _resume_from(earlier, args) if earlier else None
     except JobFailed as exc:
-        print(f"error: job {job.id}: {exc}", file=sys.stderr)
+        say_error(f"job {job.id}: {exc}")
         return EXIT_FAILED
     summary = Summary()
     progress = Progress(args.progress or sys.stderr.isatty())
@@ -261,6 +264,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             notice.check()
 
     complete = interrupted = False
+    committed = ""  # a dataset's commit: where, how many records
     try:
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
         # embedded: nothing can read them again, so each is freed once written
@@ -294,12 +298,15 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         with held():
             ack(force=True)
         if isinstance(output, DatasetOutput):
-            output.commit()
+            manifest = output.commit()
+            committed = f"dataset {output.path} committed: {plural(manifest.records, 'record')} in "
+            committed += plural(len(manifest.parts), "part file")
             if merge_to is not None:
                 _merge(output.url, merge_to, args.format, progress.say)
+                committed += f", merged into {merge_to}"
     except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
         progress.close()
-        print(f"error: job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}", file=sys.stderr)
+        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
@@ -324,6 +331,8 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         job.purge(stop=False)  # complete: nothing of it runs any more
     if not args.quiet:
         print(summary.text(), file=sys.stderr)
+        if committed:  # where a dataset's records are: the job's directory (collect JOB may not know it)
+            print(committed, file=sys.stderr)
     if args.report:
         from client.report import report_facts, write_report
 
@@ -370,7 +379,7 @@ def _merge_dataset(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     _merge(url, args.output, args.format, Progress(False).say)
     if not args.quiet:
-        print(f"{manifest.records:,} records of {url}/ merged into {args.output}", file=sys.stderr)
+        print(f"{plural(manifest.records, 'record')} of {url}/ merged into {args.output}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -443,7 +452,7 @@ def _how_far(job: Job, written: int) -> str:
     M+ counted so far` while the workers count the splits they read), from the job's metadata."""
     meta = _meta_after_interrupt(job)
     if "total" in meta:
-        return f"{written:,} of {int(meta['total']):,} puzzles"
+        return f"{written:,} of {plural(int(meta['total']), 'puzzle')}"
     if meta.get("splits"):  # the producer reads no puzzle: the workers count them
         try:
             counted = job.client.store.split_counted(job.id)
@@ -453,7 +462,7 @@ def _how_far(job: Job, written: int) -> str:
     if "submitted" in meta:  # the producer's beat may be a second old: its checkpoint is not
         read = max(int(meta["submitted"]), Checkpoint.of(meta).index, written)
         return f"{written:,} of {read:,}+ puzzles read so far"
-    return f"{written:,} puzzles"
+    return plural(written, "puzzle")
 
 
 def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from client.numbers import byte_size, count
+from client.numbers import byte_size, plural
 from pipeline.result import ChunkResult, ChunkStats
 from pipeline.runs import overlaps
 from pipeline.tasks import ChunkTask
@@ -300,14 +300,14 @@ def submitted_words(meta: dict[str, str]) -> str:
     checkpoint = Checkpoint.of(meta)
     if meta.get("splits"):
         return split_words(checkpoint.chunks, *split_bytes(meta))
-    return f"{checkpoint.index:,} puzzles"
+    return plural(checkpoint.index, "puzzle")
 
 
 def split_words(splits: int, sent: int, size: int = 0) -> str:
     """How far a submission in splits got, in words: `7 splits (3.1 MB of 9.2 MB)` (`size` 0: unknown). Its
     puzzles are counted by the workers, not by the client."""
     of = f" of {byte_size(size)}" if size else ""
-    return f"{count(splits)} splits ({byte_size(sent)}{of})"
+    return f"{plural(splits, 'split')} ({byte_size(sent)}{of})"
 
 
 def _chunks_done(stats: list[ChunkStats]) -> int:

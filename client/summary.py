@@ -2,7 +2,10 @@
 
 Built from the chunks' statistics only (never from the records), in bounded memory: the
 solve times are kept as a log-binned histogram (bins 4.7% wide), so the percentiles (nearest
-rank) are exact to within a bin whatever the corpus size; the maximum is exact.
+rank) are exact to within a bin whatever the corpus size; the maximum is exact. The wall time, and
+so the rate, never holds numba compiling: the command loads its kernels before the clock starts,
+and seconds some process of it compiled later (a kernel first met in a race) are taken out and
+said on a line of their own.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 
 from client import numbers
 from pipeline.result import ChunkStats, Problem, time_bin_ms
+from solvers.warm import compile_seconds
 
 MAX_PROBLEMS = 1000
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
@@ -38,6 +42,8 @@ class Summary:
         self.last_end = 0.0  # epoch seconds the last chunk was answered
         self._job_wall_s: float | None = None
         self.limit: str | None = None  # the job's time limit as said (`set_time_limit`); None: not said
+        self._compiled = compile_seconds()  # numba's compiles of this command so far (before the clock)
+        self.compile_s = 0.0  # seconds the command compiled while the clock ran: not in `wall_s`
 
     def add(self, stats: ChunkStats, input_name: str) -> None:
         """Fold one chunk's statistics in."""
@@ -64,8 +70,9 @@ class Summary:
         self.limit = "no time limit" if not seconds else f"time limit {numbers.duration(seconds)} per puzzle"
 
     def finish(self) -> None:
-        """Stop the wall clock."""
+        """Stop the wall clock; the seconds a process of the command compiled meanwhile are not the job's."""
         self.finished = time.monotonic()
+        self.compile_s = compile_seconds() - self._compiled
 
     def time_job(self, created: float) -> None:
         """Time the job itself, from its creation (epoch seconds) to its last answer, instead of this
@@ -78,7 +85,7 @@ class Summary:
         """Seconds from the start to the end (or now); the job's span once `time_job` was called."""
         if self._job_wall_s is not None:
             return self._job_wall_s
-        return (self.finished or time.monotonic()) - self.started
+        return max((self.finished or time.monotonic()) - self.started - self.compile_s, 0.0)
 
     @property
     def rate(self) -> float:
@@ -135,8 +142,12 @@ class Summary:
         counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
         limit = f"; {self.limit}" if self.limit else ""
         rate = numbers.per_second(self.rate)
-        n = numbers.count(self.n)
-        lines = [f"{n} puzzles in {numbers.duration(self.wall_s)} ({rate} puzzles/s): {counts}{limit}"]
+        n = numbers.plural(self.n, "puzzle")
+        lines = [f"{n} in {numbers.duration(self.wall_s)} ({rate} puzzles/s): {counts}{limit}"]
+        if self.compile_s >= 0.05:  # a kernel first met during the job (a race member's): once per machine
+            lines.append(
+                f"compiling the solvers took {numbers.duration(self.compile_s)} more, not counted above"
+            )
         if not self.n:  # every other line is a puzzle or an invalid record: say why there is none
             lines.append("the input holds no puzzle: its lines are all blank or # comments")
         pct = self.percentiles()
@@ -150,7 +161,7 @@ class Summary:
             costs = ", ".join(f"{c}: {numbers.count(v)}" for c, v in sorted(self.approx_costs.items()))
             lines.append(f"approximate costs (cost: puzzles): {costs}")
         if self.problems_total:
-            lines.append(f"{numbers.count(self.problems_total)} invalid or failed lines:")
+            lines.append(f"{numbers.plural(self.problems_total, 'invalid or failed line')}:")
             for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:max_problems]:
                 lines.append(f"  {input_name}:{p.line}: {p.status}: {p.error}")
             if self.problems_total > max_problems:

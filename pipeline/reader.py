@@ -28,6 +28,7 @@ from pipeline.storage import is_url, storage_for
 from solvers.parse import (
     CR_INSIDE,
     MAX_LINE_CHARS,
+    csv_column,
     infer_box,
     parse_puzzle,
     row_side,
@@ -91,7 +92,11 @@ class SlabTexts(Sequence[str]):
 
 
 def read_blocks(
-    source: str | Path | IO[bytes] | Iterable[str], box: Box | str | None = None, *, check: bool = True
+    source: str | Path | IO[bytes] | Iterable[str],
+    box: Box | str | None = None,
+    *,
+    check: bool = True,
+    column: str | None = None,
 ) -> Iterator[Block]:
     """Yield the puzzles of an input in order, streaming: a path (`-` for stdin), a binary
     stream (gzip or not), or an iterable of strings (one line each).
@@ -104,10 +109,14 @@ def read_blocks(
     of them comes as `SlabTexts`): the solver that parses them checks them anyway (`solve_many`
     answers a bad symbol or clashing givens `invalid` with the same reason), so the pipeline
     checks each puzzle once, where it is parsed, not also here.
+
+    A CSV file whose first line names its puzzle column (`column`, else one of `PUZZLE_COLUMNS`) is read as
+    that column (`ColumnStream`): the header is skipped as a comment is, the other fields are ignored.
+    ValueError (one line) when `column` is given and the first line does not name it.
     """
     state = _LineReader(as_box(box), check=check)
     if hasattr(source, "read"):
-        yield from _read_stream(unpacked(source), state)  # type: ignore[arg-type]
+        yield from _read_csv(unpacked(source), state, column, "the input")  # type: ignore[arg-type]
         return
     if not isinstance(source, (str, Path)):
         for n, text in enumerate(source, start=1):
@@ -118,10 +127,16 @@ def read_blocks(
         return
     stream = _open(source)
     try:
-        yield from _read_stream(stream, state)
+        yield from _read_csv(stream, state, column, str(source))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+
+
+def _read_csv(stream: IO[bytes], state: _LineReader, column: str | None, name: str) -> Iterator[Block]:
+    """`_read_stream` of an input, through its puzzle column when it is CSV (`csv_columns`)."""
+    stream, columns = csv_columns(stream, column, name)
+    yield from _answered(_read_stream(stream, state), columns)
 
 
 def _open(source: str | Path) -> IO[bytes]:
@@ -293,12 +308,218 @@ class _LongLine:
 
 
 def read_lines(
-    stream: IO[bytes], box: Box | str | None = None, *, opening: bool = True, rows: bool = True
+    stream: IO[bytes],
+    box: Box | str | None = None,
+    *,
+    opening: bool = True,
+    rows: bool = True,
+    column: int | None = None,
 ) -> Iterator[Block]:
     """`read_blocks` of a stream of plain lines (no gzip): `opening` when it starts the input (a byte-order
     mark is skipped), `rows` False for a split of an input (a row of a grid written over several lines is
-    answered `invalid`: the grid may have started in the split before)."""
-    yield from _read_stream(stream, _LineReader(as_box(box), rows), opening)
+    answered `invalid`: the grid may have started in the split before); `column`: the field of a CSV input
+    holding the puzzles (its header, the input's first line, is skipped when `opening`)."""
+    columns = None
+    if column is not None:
+        columns = ColumnStream(stream, column, header=opening)
+        stream = columns  # type: ignore[assignment]
+    yield from _answered(_read_stream(stream, _LineReader(as_box(box), rows), opening), columns)
+
+
+CSV_HEAD = 1 << 16  # bytes of an input read to find its first line: a CSV header is far shorter
+
+
+def csv_columns(stream: IO[bytes], column: str | None, name: str) -> tuple[IO[bytes], ColumnStream | None]:
+    """The input as its reader takes it: through its puzzle column (`ColumnStream`) when its first line (past
+    a byte-order mark, blank and # lines) is a CSV header naming it (`column`, any case, else one of
+    `solvers.parse.PUZZLE_COLUMNS`), as it is otherwise. ValueError (one line) when `column` is not named."""
+    read = getattr(stream, "read1", stream.read)
+    head = read(CSV_HEAD)
+    more = read(CSV_HEAD) if head and first_line(head) is None and len(head) < CSV_HEAD else None
+    replay = _Replay(head + (more or b""), stream)
+    index = csv_field(head + (more or b""), column, name, final=more == b"")  # b"": the input ended
+    if index is None:
+        return replay, None
+    columns = ColumnStream(replay, index, header=True)  # type: ignore[arg-type]
+    return columns, columns  # type: ignore[return-value]
+
+
+def csv_field(head: bytes, column: str | None, name: str, final: bool = False) -> int | None:
+    """The field (from 0) holding the puzzles when the first line of `head` (the input's first bytes; `final`:
+    all of it) is a CSV header naming their column (`column`, else one of `PUZZLE_COLUMNS`); None for any
+    other input. ValueError (one line, naming the input `name`) when `column` is given and not named."""
+    first = first_line(head, final)
+    index = csv_column(first, column) if first is not None else None
+    if index is None and column is not None:
+        raise ValueError(
+            f"{name}: its first line names no column {column!r} (it reads {(first or '')[:80]!r})"
+        )
+    return index
+
+
+def check_column(source: str | Path, column: str) -> None:
+    """ValueError (one line) when the first line of the input `source` (a path or a URL, gzip or not) is no
+    CSV header naming `column`: said before a job starts."""
+    stream = _open(source)
+    try:
+        csv_columns(stream, column, str(source))
+    finally:
+        stream.close()
+
+
+def first_line(head: bytes, final: bool = False) -> str | None:
+    """The first line of `head` neither blank nor a # comment (past a byte-order mark), when it is whole (its
+    line end read, or `final`: `head` is the whole input)."""
+    pieces = head.removeprefix(BOM).split(b"\n")
+    for raw in pieces if final else pieces[:-1]:
+        text = raw.decode("utf-8", "replace").strip()
+        if text and not text.startswith("#"):
+            return text
+    return None
+
+
+class _Replay(io.RawIOBase):
+    """A stream whose first bytes were read already: those, then the rest of the stream, read as it is."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
+        self._rest = getattr(rest, "read1", rest.read)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+        if self._head:
+            out, self._head = self._head, b""
+            return out
+        return self._rest(n if n > 0 else SLAB)
+
+    read1 = read
+
+
+class ColumnStream(io.RawIOBase):
+    """A CSV input seen as its puzzle column: each line becomes its field `index` (its line end kept, so line
+    numbers stay the file's), the header line (`header`: the first that is neither blank nor a comment) a
+    blank one, skipped as comments are. A line without that field is handed on whole and why is kept
+    (`reasons`, by line number) for `_answered`: it becomes an `invalid` record, never silently dropped. A
+    slab of equal lines with their commas in the same places is cut with numpy, without Python per line."""
+
+    def __init__(self, raw: IO[bytes], index: int, header: bool) -> None:
+        self.raw = raw
+        self.index = index
+        self.header = header
+        self.reasons: dict[int, str] = {}
+        self._carry = b""
+        self._out = b""
+        self._lines = 0  # lines handed on so far
+        self._long = False  # passing a line longer than any puzzle through as it is
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+        while not self._out:
+            data = self.raw.read(SLAB)
+            if not data:
+                if not self._carry:
+                    return b""
+                last, self._carry = self._carry, b""
+                self._out = self._cut(last + b"\n")[:-1]  # the last line, without a line end as it came
+                break
+            self._take(data)
+        out = self._out if n is None or n < 0 else self._out[:n]
+        self._out = self._out[len(out) :]
+        return out
+
+    read1 = read
+
+    def _take(self, data: bytes) -> None:
+        if self._long:  # the rest of an over-long line: as it is (the reader answers it "too long")
+            end = data.find(b"\n")
+            if end < 0:
+                self._out = data
+                return
+            self._out, self._long, self._lines = data[: end + 1], False, self._lines + 1
+            data = data[end + 1 :]
+        data = self._carry + data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) > 4 * MAX_LINE_CHARS:
+            self._out, self._carry, self._long = self._out + data, b"", True
+            return
+        self._carry = data[cut:]
+        self._out += self._cut(data[:cut]) if cut else b""
+
+    def _cut(self, body: bytes) -> bytes:
+        """The puzzle fields of whole lines (`body` ends with a line end)."""
+        fast = None if self.header else self._uniform(body)
+        if fast is not None:
+            return fast
+        out = []
+        for raw in body.split(b"\n")[:-1]:
+            self._lines += 1
+            out.append(self._field(raw.rstrip(b"\r")))
+        return b"\n".join(out) + b"\n"
+
+    def _field(self, line: bytes) -> bytes:
+        text = line.strip()
+        if not text or text.startswith(b"#"):
+            return line
+        if self.header:
+            self.header = False
+            return b""
+        fields = _csv_fields(text)
+        field = fields[self.index].strip() if len(fields) > self.index else b""
+        if not field:
+            what = "is empty" if len(fields) > self.index else f"is missing (the line has {len(fields)})"
+            self.reasons[self._lines] = f"the puzzle column (field {self.index + 1}) {what}"
+            return text
+        return field
+
+    def _uniform(self, body: bytes) -> bytes | None:
+        """The fields of a slab of equal lines, commas in the same places and nothing quoted, or None."""
+        width = body.find(b"\n") + 1
+        if len(body) % width:
+            return None
+        rows = np.frombuffer(body, dtype=np.uint8).reshape(-1, width)
+        commas = np.flatnonzero(rows[0] == 44)
+        crlf = width >= 2 and bool((rows[:, width - 2] == 13).all())
+        ends = [-1, *commas.tolist(), width - 1 - crlf]
+        if len(ends) < self.index + 2 or np.count_nonzero(rows == 44) != len(commas) * len(rows):
+            return None
+        a, b = ends[self.index] + 1, ends[self.index + 1]
+        field = rows[:, a:b]
+        if b <= a or not (rows[:, commas] == 44).all() or (rows == 34).any() or (rows[:, 0] == 35).any():
+            return None
+        if not (field > 32).all():  # a space or a control byte: the line by line way strips and checks
+            return None
+        out = np.empty((len(rows), b - a + 1), dtype=np.uint8)
+        out[:, :-1] = field
+        out[:, -1] = 10
+        self._lines += len(rows)
+        return out.tobytes()
+
+
+def _csv_fields(text: bytes) -> list[bytes]:
+    """The fields of a CSV line: split at commas, or by the csv module when something is quoted."""
+    if b'"' not in text:
+        return text.split(b",")
+    import csv
+
+    row = next(csv.reader([text.decode("utf-8", "replace")]), [])
+    return [f.encode("utf-8") for f in row]
+
+
+def _answered(blocks: Iterable[Block], columns: ColumnStream | None) -> Iterator[Block]:
+    """The blocks of a reader, each line a CSV input could not give a puzzle field for answered with why."""
+    for block in blocks:
+        reasons = columns.reasons if columns is not None else None
+        if reasons:
+            hit = [k for k, line in enumerate(block.lines) if line in reasons]
+            if hit:
+                block = Block(list(block.lines), list(block.texts), list(block.errors))
+                for k in hit:
+                    block.errors[k] = reasons.pop(block.lines[k])  # type: ignore[index]
+        yield block
 
 
 def has_grid_rows(head: bytes, box: Box | str | None = None) -> bool:

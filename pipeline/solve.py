@@ -437,8 +437,15 @@ def invalid_parts(task: ChunkTask, rows: list[int], reasons: dict[int, str]) -> 
 
 
 def warm() -> None:
-    """Load the compiled solvers and renderers (numba cache) once, so the first chunk pays no compile time."""
+    """Load the compiled solvers and renderers (numba cache) once, so the first chunk pays no compile time.
+
+    The one set every solving process loads before its first chunk (a worker, the local pool, the
+    in-process path of a tiny input): whichever command compiles it first, the next compiles nothing."""
     from pipeline.render.jsonl import counters_texts, render_csv
+    from solvers.parse import parse_puzzle, read_framed
+
+    parse_puzzle("." * 81)  # one puzzle's parse: a race helper's, a line the batch refused
+    read_framed("." * 81, 1, 81, 9)  # a chunk of one-length compact lines, read at once (most corpora)
 
     result = solve_chunk(
         ChunkTask(

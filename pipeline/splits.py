@@ -147,7 +147,8 @@ def _read(task: ChunkTask, split: Split, raw: IO[bytes]) -> SplitRead:
     good, bad = _Rows(), _Rows()
     reasons: list[str] = []
     k = 0
-    for block in read_lines(owned, task.box, opening=split.start == 0, rows=False):  # type: ignore[arg-type]
+    blocks = read_lines(owned, task.box, opening=split.start == 0, rows=False, column=split.column)  # type: ignore[arg-type]
+    for block in blocks:
         n = len(block)
         if block.all_valid:
             good.texts.extend(block.texts)

@@ -48,6 +48,7 @@ MAX_SPLIT_ENTRIES = (
 )  # puzzle lines a worker takes from one split (shorter lines: refused)
 MAX_FILE_BYTES = 1 << 62
 MAX_STAMP_CHARS = 256  # an input's stamp: a modification time, an ETag or a version id
+MAX_COLUMNS = 1 << 10  # fields of a CSV input's line: its puzzle column lies among the first
 DATASET_FORMATS = ("jsonl", "csv", "parquet")
 COMPRESSIONS = ("none", "gzip", "zstd")
 
@@ -70,6 +71,7 @@ class Split(BaseModel):
     # and its stamp (`pipeline.storage.Stat`: modification time, ETag or version id): another is refused;
     # None (older clients): the size alone is checked
     stamp: str | None = Field(default=None, max_length=MAX_STAMP_CHARS)
+    column: int | None = Field(default=None, ge=0, lt=MAX_COLUMNS)  # a CSV input's puzzle field, from 0
 
     @model_validator(mode="after")
     def _bounded(self) -> Split:

@@ -52,6 +52,25 @@ def level_of(guesses: int) -> str:
     return LEVELS[-1][0]
 
 
+FOUR_BY_FOUR_LEVELS = {True: frozenset({"easy"}), False: frozenset({"easy", "medium", "hard"})}  # by unique
+
+
+def possible_levels(box: Box, unique: bool, full: bool = False) -> frozenset[str]:
+    """The levels a generated puzzle of `box` can have: a filter outside them is refused before any work,
+    never tried `attempts` times for nothing (the CLI's `generate` and the page's random puzzle ask here).
+
+    A full grid needs no guess (easy). Every 4x4 puzzle was rated (the 786,432 of the 12 grids whose
+    first row is 1234: the measure ignores relabelling, so they are all of them): a unique one is
+    solved by singles alone (easy), any other takes at most 7 guesses (up to hard, never expert).
+    Other boxes: every level (none has been proven out); `tests/test_generator.py` rates them again.
+    """
+    if full:
+        return frozenset({LEVEL_NAMES[0]})
+    if (box.rows, box.cols) == (2, 2):
+        return FOUR_BY_FOUR_LEVELS[unique]
+    return frozenset(LEVEL_NAMES)
+
+
 def parse_levels(
     spec: str | list[str] | tuple[str, ...] | frozenset[str] | set[str] | None,
 ) -> frozenset[str] | None:

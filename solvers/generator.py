@@ -39,7 +39,15 @@ from typing import Any
 
 import numpy as np
 
-from solvers.difficulty import RATE_BUDGET, Rating, level_of, parse_levels, rate_batch
+from solvers.difficulty import (
+    LEVEL_NAMES,
+    RATE_BUDGET,
+    Rating,
+    level_of,
+    parse_levels,
+    possible_levels,
+    rate_batch,
+)
 from solvers.dig import dig
 from solvers.fill import random_grids
 from solvers.puzzle import COMPACT, Box
@@ -116,7 +124,8 @@ class Options:
         return self.clues
 
     def check(self, box: Box) -> None:
-        """Raise ValueError for a clue target this box shape provably cannot meet."""
+        """Raise ValueError for a clue target or a difficulty filter this box shape provably cannot meet."""
+        self._check_levels(box)
         k = self.clue_target(box)
         if k is None:
             return
@@ -146,6 +155,23 @@ class Options:
     def from_dict(cls, d: dict[str, Any]) -> Options:
         """Rebuild options from `to_dict` output (unknown keys are an error)."""
         return cls(**d)
+
+    def _check_levels(self, box: Box) -> None:
+        """ValueError (one line) when no puzzle of this kind on `box` has a level the filter keeps."""
+        possible = possible_levels(box, self.unique, self.full_grids)
+        if self.difficulty is None or self.difficulty & possible:
+            return
+        kind = f"{box.n}x{box.n} full grid" if self.full_grids else f"{box.n}x{box.n} puzzle"
+        kind = f"unique {kind}" if self.unique else kind
+        asked, can = (
+            _either([n for n in LEVEL_NAMES if n in levels]) for levels in (self.difficulty, possible)
+        )
+        raise ValueError(f"difficulty {asked}: no {kind} is {asked}, each is {can}")
+
+
+def _either(names: list[str]) -> str:
+    """`a`, `a or b`, `a, b or c`."""
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 @dataclass(frozen=True)

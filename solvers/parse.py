@@ -139,6 +139,30 @@ def infer_box(cells: int, box: Box | None) -> Box:
     return inferred
 
 
+PUZZLE_COLUMNS = ("puzzle", "puzzles", "quiz", "quizzes", "sudoku", "sudokus")  # a CSV header's, any case
+CSV_HINT = (
+    "the line looks like CSV: a first line naming its puzzle column (puzzle, quizzes, ...) or --column NAME "
+    "reads the puzzles from that column"
+)
+
+
+def looks_like_csv(text: str) -> bool:
+    """Comma-separated fields of which one is longer than any cell value (two digits): a row of a CSV file,
+    not a grid written as integers."""
+    fields = text.split(",")
+    return len(fields) > 1 and any(len(f.strip()) > 2 for f in fields)
+
+
+def csv_column(header: str, column: str | None = None) -> int | None:
+    """The field (from 0) holding the puzzles when `header` is the first line of a CSV file naming their
+    column: `column` (any case), else the first field that is one of PUZZLE_COLUMNS; None if it names none."""
+    names = [f.strip().strip('"').strip().lower() for f in header.split(",")]
+    if column is not None:
+        wanted = column.strip().lower()
+        return names.index(wanted) if wanted in names else None
+    return next((k for k, name in enumerate(names) if name in PUZZLE_COLUMNS), None)
+
+
 def find_clash(givens: np.ndarray, box: Box, notation: Notation = COMPACT) -> str | None:
     """Return `row 3 has two 5s` for the first unit holding a given twice, else None."""
     geo = geometry(box)
@@ -171,7 +195,12 @@ def parse_puzzle(text: str, box: Box | str | None = None) -> Puzzle:
     if not tokens:
         raise PuzzleError("the puzzle is empty")
     inferred = box is None
-    box = infer_box(len(tokens), box)
+    try:
+        box = infer_box(len(tokens), box)
+    except PuzzleError as exc:
+        if not looks_like_csv(text):
+            raise
+        raise PuzzleError(f"{exc}; {CSV_HINT}") from None
     try:
         givens = _values(tokens, notation, box.n)
     except PuzzleError as exc:

@@ -8,6 +8,9 @@ every kernel, which looks like a hang unless someone says so.
 
 from __future__ import annotations
 
+import mmap
+import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +24,7 @@ FAMILIES = (  # module prefix -> what a user knows it as; anything else is "the 
     ("solvers.generator", "the puzzle generator"),
     ("pipeline.render", "the output writers"),
 )
-_listener: list[Any] = []  # the one numba listener of this process, made on first use
+_listener: list[Any] = []  # the one record of compiles (`_Compiles`) of this process, made on first use
 
 
 def warm_all() -> None:
@@ -56,34 +59,84 @@ def compile_notice(module: str) -> str:
     return f"compiling {family(module)} {COMPILE_NOTICE}"
 
 
-def on_first_compile(announce: Callable[[str], None]) -> None:
-    """Call `announce(notice)` once, when numba next starts compiling a kernel in this process: a cache miss.
+class _Compiles:
+    """What every process of one command shares about numba's compiles, in anonymous shared memory made
+    before any fork (its local processes, a worker's pool): whether the notice was said (once for all of
+    them), how many compiles run now and since when, and the seconds during which any of them compiled."""
+
+    LAYOUT = struct.Struct("<qqdd")  # said, running, since (monotonic s), seconds compiled before
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        self.lock = multiprocessing.get_context("fork").Lock()
+        self.memory = mmap.mmap(-1, self.LAYOUT.size)  # MAP_SHARED: a forked process writes the same bytes
+        self.announce: Callable[[str], None] | None = None  # this process's; a fork inherits it
+
+    def start(self, module: str) -> None:
+        """A compile starts (numba nests them: a kernel's callees compile inside it)."""
+        with self.lock:
+            said, running, since, seconds = self.LAYOUT.unpack_from(self.memory)
+            say = self.announce is not None and not said
+            since = since if running else time.monotonic()
+            self.LAYOUT.pack_into(self.memory, 0, said or say, running + 1, since, seconds)
+        if say:
+            self.announce(compile_notice(module))  # type: ignore[misc]
+
+    def end(self) -> None:
+        """A compile ends: when none runs any more, its span is added to the seconds compiled."""
+        with self.lock:
+            said, running, since, seconds = self.LAYOUT.unpack_from(self.memory)
+            running = max(running - 1, 0)
+            seconds += time.monotonic() - since if not running else 0.0
+            self.LAYOUT.pack_into(self.memory, 0, said, running, since, seconds)
+
+    def arm(self, announce: Callable[[str], None] | None) -> None:
+        """Say the notice at the next compile (of this process or one forked after this)."""
+        self.announce = announce
+        with self.lock:
+            _, running, since, seconds = self.LAYOUT.unpack_from(self.memory)
+            self.LAYOUT.pack_into(self.memory, 0, False, running, since, seconds)
+
+    def seconds(self) -> float:
+        """Seconds during which some process of the command compiled, up to now."""
+        with self.lock:
+            _, running, since, seconds = self.LAYOUT.unpack_from(self.memory)
+        return seconds + (time.monotonic() - since if running else 0.0)
+
+
+def on_first_compile(announce: Callable[[str], None] | None) -> None:
+    """Call `announce(notice)` once, when numba next starts compiling a kernel in this process or one it
+    forks afterwards (a cache miss): the notice is said once however many of them compile; None: say nothing.
+    Either way the compiles are timed from now on (`compile_seconds`).
 
     numba fires its `numba:compile` event only when no cached machine code fits, so a warm
     cache never calls it. The notice names the compiling kernel's part (`compile_notice`).
-    A process forked afterwards inherits whether it was called.
     """
     from numba.core import event
 
     if not _listener:
+        compiles = _Compiles()
 
-        class FirstCompile(event.Listener):
-            """Runs the armed callback at the start of a compile, then disarms."""
-
-            announce: Callable[[str], None] | None = None
+        class Compiles(event.Listener):
+            """Hands numba's compile events to the shared record."""
 
             def on_start(self, ev: event.Event) -> None:
-                callback, self.announce = self.announce, None
-                if callback is not None:
-                    dispatcher = (ev.data or {}).get("dispatcher")
-                    callback(compile_notice(getattr(getattr(dispatcher, "py_func", None), "__module__", "")))
+                dispatcher = (ev.data or {}).get("dispatcher")
+                compiles.start(getattr(getattr(dispatcher, "py_func", None), "__module__", ""))
 
             def on_end(self, ev: event.Event) -> None:
-                """Nothing to do when the compile ends."""
+                compiles.end()
 
-        _listener.append(FirstCompile())
-        event.register("numba:compile", _listener[0])
-    _listener[0].announce = announce
+        _listener.append(compiles)
+        event.register("numba:compile", Compiles())
+    _listener[0].arm(announce)
+
+
+def compile_seconds() -> float:
+    """Seconds during which this process, or one it forked, compiled kernels since `on_first_compile` was
+    first called (0 before): what a summary takes out of a job's time."""
+    return _listener[0].seconds() if _listener else 0.0
 
 
 def cache_dir() -> str:

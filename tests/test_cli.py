@@ -111,8 +111,115 @@ def test_an_unreachable_broker_is_one_line_naming_the_masked_url_within_5_second
     proc = run_cli("solve", str(SAMPLE), "--broker", "redis://:hunter2@127.0.0.1:1/0", timeout=30)
     assert time.monotonic() - start < 5
     assert proc.returncode == 1
-    assert proc.stderr.strip() == "error: cannot reach broker redis://:****@127.0.0.1:1/0: Connection refused"
+    assert proc.stderr == (
+        "sudoku-batch: error: cannot reach broker redis://:****@127.0.0.1:1/0: Connection refused\n"
+    )
     assert "hunter2" not in proc.stderr + proc.stdout
+
+
+def stderr_prints(source: str) -> list[tuple[int, str]]:
+    """(line, opening text) of each `print(..., file=sys.stderr)` and `sys.stderr.write(...)` of `source`."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        to_stderr = any(k.arg == "file" and ast.unparse(k.value) == "sys.stderr" for k in node.keywords)
+        if ast.unparse(node.func) == "sys.stderr.write" or (ast.unparse(node.func) == "print" and to_stderr):
+            first = node.args[0]
+            if isinstance(first, ast.JoinedStr) and first.values:
+                first = first.values[0]
+            found.append((node.lineno, first.value if isinstance(first, ast.Constant) else ""))
+    return found
+
+
+def test_no_command_prints_an_error_line_but_through_the_one_prefix_argparse_uses():
+    from tests.conftest import REPO
+
+    sources = [*sorted((REPO / "client").glob("*.py")), *sorted((REPO / "web").glob("*.py"))]
+    printed = [(path.name, line, text) for path in sources for line, text in stderr_prints(path.read_text())]
+    bare = [f"{name}:{line}: {text!r}" for name, line, text in printed if "error" in text.lower()]
+    assert bare == []  # say_error(message) prints "sudoku-batch: error: message"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solve", str(SAMPLE), "--broker", "redis://127.0.0.1:1/0"],  # the broker: exit 1
+        ["health", "--broker", "redis://127.0.0.1:1/0"],
+        ["collect", "ab" * 8, "--broker", "redis://127.0.0.1:1/0"],
+        ["status", "not-a-job"],  # usage: exit 2
+        ["solve", "--frobnicate", str(SAMPLE)],  # argparse's own
+        ["generate", "--box", "2x2", "--count", "2", "--difficulty", "hard"],
+        [
+            "generate",
+            "--count",
+            "2",
+            "--difficulty",
+            "expert",
+            "--attempts",
+            "1",
+            "--seed",
+            "3",
+            "-q",
+        ],  # 0 of 2
+    ],
+)
+def test_every_error_line_of_every_command_starts_with_the_one_prefix(args, tmp_path):
+    proc = run_cli(*args, timeout=60)
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert proc.returncode in (1, 2) and errors, proc.stderr
+    assert all(line.startswith("sudoku-batch: error: ") for line in errors), proc.stderr
+
+
+PLURALS = [
+    (0, "puzzle", None),
+    (1, "puzzle", None),
+    (2, "chunk message", None),
+    (1234, "record", None),
+    (1, "live worker process", "live worker processes"),
+    (3, "live worker process", "live worker processes"),
+]
+
+
+def test_a_count_of_one_takes_the_singular_on_the_command_line_and_the_page():
+    import shutil
+
+    from client import numbers
+    from tests.conftest import REPO
+
+    written = [numbers.plural(n, noun, nouns) for n, noun, nouns in PLURALS]
+    assert written == ["0 puzzles", "1 puzzle", "2 chunk messages", "1,234 records", "1 live worker process",
+                       "3 live worker processes"]  # fmt: skip
+    one = run_cli("solve", "-", stdin=LINES[0] + "\n")
+    assert one.returncode == 0 and one.stderr.startswith("1 puzzle in "), one.stderr
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed: the page's plural is not compared")
+    run = "vm.runInThisContext(fs.readFileSync(process.argv[1], 'utf8'));"
+    run += "process.stdout.write(JSON.stringify(JSON.parse(process.argv[2]).map((a) => plural(...a))));"
+    page = subprocess.run(
+        ["node", "-e", f"const vm = require('vm'), fs = require('fs'); {run}",
+         str(REPO / "web" / "static" / "common.js"), json.dumps(PLURALS)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert page.returncode == 0 and json.loads(page.stdout) == written, page.stderr
+
+
+def test_column_names_a_csv_inputs_puzzle_column_and_a_first_line_without_it_is_a_usage_error(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text(f"id,Solution,Grid\n1,x,{LINES[0]}\n")  # no column of the default names
+    ok = run_cli("solve", str(path), "--column", "grid", "-q")
+    record = json.loads(ok.stdout)
+    assert ok.returncode == 0 and (record["line"], record["puzzle"], record["status"]) == (
+        2,
+        LINES[0],
+        "solved",
+    )
+    bad = run_cli("solve", str(path), "--column", "quizzes")
+    assert bad.returncode == 2 and bad.stdout == "", bad.stderr
+    said = f"{path}: its first line names no column 'quizzes' (it reads 'id,Solution,Grid')"
+    assert bad.stderr == f"sudoku-batch: error: {said}\n"
 
 
 def test_passwords_are_masked_in_every_url_form():

@@ -50,7 +50,7 @@ def test_status_of_a_job_that_is_not_there_names_the_id(redis_client):
     job = "0123abcd" * 4
     proc = run_cli("status", job, "--broker", url_of(redis_client))
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"error: no such job {job} (never created, purged or expired)"
+    assert proc.stderr.strip() == f"sudoku-batch: error: no such job {job} (never created, purged or expired)"
 
 
 def _newlines_gz(path, megabytes: int, tail: bytes = b"") -> None:

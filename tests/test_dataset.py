@@ -259,6 +259,41 @@ def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no
     assert [(r["line"], r["status"]) for r in read_back(out, "jsonl")] == [(1, "solved"), (22, "solved")]
 
 
+@settings(max_examples=40, deadline=None)
+@given(lines=LINES, crlf=st.booleans(), seed=st.integers(0, 10**6))
+def test_a_csv_input_read_in_splits_gives_each_line_its_puzzle_field_once_wherever_the_cuts_fall(
+    tmp_path_factory, lines, crlf, seed
+):
+    """A split after the first never sees the header: the task carries the column the producer found."""
+    from pipeline.reader import csv_field
+
+    path = tmp_path_factory.mktemp("csv-splits") / "in.csv"
+    rows = [
+        ln if not ln.strip() or ln.startswith("#") else f"{k},{ln.strip()},x" for k, ln in enumerate(lines)
+    ]
+    path.write_bytes(("\r\n" if crlf else "\n").join(["id,puzzle,solution", *rows, ""]).encode())
+    size = path.stat().st_size
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, size), min(size - 1, rng.randint(0, 8))))
+    column = csv_field(path.read_bytes(), None, "in.csv", final=True)
+    assert column == 1
+    bounds, got, first = [0, *cuts, size], [], 1
+    for k, (a, b) in enumerate(itertools.pairwise(bounds)):
+        task = split_task(path, a, b, k).model_copy(
+            update={"split": Split(url=str(path), start=a, end=b, size=size, column=column)}
+        )
+        read = read_split(task)
+        errors = [None] * read.valid + read.reasons
+        index, line = runs_array(read.task.index_runs), runs_array(read.task.line_runs)
+        rows = sorted(zip(index, line, read.task.texts(), errors, strict=True))
+        got += [(int(n) + first - 1, t, e) for _, n, t, e in rows]
+        first += read.lines
+    want = [
+        (n, t, e) for b in read_blocks(str(path)) for n, t, e in zip(b.lines, b.texts, b.errors, strict=True)
+    ]
+    assert got == want
+
+
 def test_a_row_of_a_grid_written_over_several_lines_is_answered_invalid_in_a_split_not_joined(tmp_path):
     path = tmp_path / "rows.txt"
     rows = ["5 3 0 0 7 0 0 0 0", "6 0 0 1 9 5 0 0 0"]
@@ -680,6 +715,28 @@ def test_an_embedded_solve_writes_a_dataset_pandas_and_pyarrow_read_as_one_table
     assert sorted(frame["index"]) == list(range(len(puzzles)))
 
 
+def test_merging_a_parquet_dataset_leaves_no_part_bytes_for_an_arrow_thread_to_release(tmp_path, monkeypatch):
+    """Bytes an Arrow pool thread releases after the read returned take the GIL there; when the command
+    exits meanwhile, Python ends that thread mid-unwind: `collect DIR/ -o x.parquet` died by SIGABRT."""
+    import sys
+
+    import client.dataset as dataset
+    from client.output import Output
+
+    out = tmp_path / "out"
+    assert run_cli("solve", str(SAMPLE), "-o", f"{out}/", "--format", "parquet", "-q").returncode == 0
+    read: list[bytes] = []  # every file merge reads: the manifest, then the part
+    store = dataset.storage_for(str(out))  # the one merge gets (cached)
+    plain = store.read
+    monkeypatch.setattr(store, "read", lambda path: read.append(plain(path)) or read[-1])
+    for _ in range(300):  # the bytes are free as merge returns (before the fix: not after 1 merge in 50)
+        merged = Output(str(tmp_path / "merged.parquet"), "parquet")
+        dataset.merge(str(out), merged, "parquet")
+        merged.close(keep=True)
+        assert [sys.getrefcount(read[k]) for k in range(len(read))] == [2, 2]  # the list's and the call's
+        read.clear()
+
+
 def corpus_lines(n: int) -> list[str]:
     source = KAGGLE if KAGGLE.exists() else SAMPLE
     lines = [ln for ln in source.read_text().splitlines() if len(ln.strip()) == 81]
@@ -792,8 +849,15 @@ def test_submit_to_a_dataset_then_collect_into_one_file_merges_every_part(worker
     )
     assert submit.returncode == 0, submit.stderr
     merged = tmp_path / "merged.csv"
-    collect = run_cli("collect", submit.stdout.strip(), "--broker", workers, "-o", str(merged), "-q")
+    collect = run_cli("collect", submit.stdout.strip(), "--broker", workers, "-o", str(merged))
     assert collect.returncode == 0, collect.stderr
+    parts = len(
+        list(out.glob("part-*"))
+    )  # collect JOB names the directory the job committed, not only the file
+    assert (
+        f"dataset {out}/ committed: 1,200 records in {parts} part files, merged into {merged}\n"
+        in collect.stderr
+    )
     check_dataset(out, puzzles, "csv")
     import pandas as pd
 

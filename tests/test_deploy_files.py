@@ -83,7 +83,8 @@ def env_example() -> dict[str, str]:
 
 def test_the_console_script_is_the_cli_and_the_worker_runs_the_celery_app_by_its_path():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["sudoku-batch"] == "client.cli:main"
+    assert project["project"]["scripts"]["sudoku-batch"] == "client.__main__:command"  # runs client.cli.main
+    assert "from client.cli import main" in (REPO / "client" / "__main__.py").read_text()
     from celery import Celery
 
     from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME

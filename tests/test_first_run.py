@@ -18,10 +18,11 @@ from solvers.warm import COMPILE_NOTICE, compile_notice
 from tests.conftest import REPO, SAMPLE, cli_command
 
 PUZZLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79\n"
+STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
 
 
-def run(*args: str, cache, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+def run(*args: str, cache, stdin: str | None = None, env=None) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), **(env or {}))
     return subprocess.run(
         [*cli_command(), *args], input=stdin, capture_output=True, text=True, timeout=600, env=env
     )
@@ -54,6 +55,45 @@ def test_a_first_generate_after_a_first_solve_says_it_compiles_the_puzzle_genera
     assert again.returncode == 0 and COMPILE_NOTICE not in again.stderr
 
 
+def summary_seconds(stderr: str) -> float:
+    """The seconds of the summary's first line (`N puzzles in S s (...)`)."""
+    (line,) = [ln for ln in stderr.splitlines() if " in " in ln and "puzzles/s" in ln]
+    return float(line.split(" in ", 1)[1].split(" s ", 1)[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", ["one puzzle", "a file"])
+def test_after_a_first_solve_of_either_kind_the_other_compiles_nothing(first, tmp_path):
+    """The one-puzzle path (in-process) and a file's (local processes) load the same kernels before their
+    clock starts: whichever runs first compiles them, once, and its rate leaves the compile out."""
+    cache = tmp_path / "cache"
+    one = (("solve", "-"), PUZZLE)
+    whole = (("solve", str(SAMPLE), "-o", str(tmp_path / "out.jsonl")), None)
+    (args, stdin), (then, then_stdin) = (one, whole) if first == "one puzzle" else (whole, one)
+    done = run(*args, cache=cache, stdin=stdin)
+    assert done.returncode == 0 and done.stderr.count(COMPILE_NOTICE) == 1, done.stderr
+    assert summary_seconds(done.stderr) < 5, done.stderr  # the compile (10 s and more) is not the job's
+    after = compiled(cache)
+    again = run(*then, cache=cache, stdin=then_stdin)
+    assert again.returncode == 0 and COMPILE_NOTICE not in again.stderr, again.stderr
+    assert compiled(cache) == after, compiled(cache) - after
+
+
+@pytest.mark.slow
+def test_local_processes_compiling_at_once_say_so_once_and_the_rate_leaves_their_compile_out(tmp_path):
+    cache = tmp_path / "cache"
+    assert run("solve", "-", "-q", cache=cache, stdin=PUZZLE).returncode == 0  # the kernels every solve loads
+    stuck = tmp_path / "stuck.txt"
+    stuck.write_text((STUCK + "\n") * 4)
+    env = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": "83"}  # a chunk a puzzle: two processes race (and compile) at once
+    args = ("solve", str(stuck), "--portfolio", "annealing", "--time-limit", "1", "--workers", "2")
+    done = run(*args, "-o", str(tmp_path / "out.jsonl"), cache=cache, env=env)
+    assert done.returncode == 0 and done.stderr.count(COMPILE_NOTICE) == 1, done.stderr
+    took = [ln for ln in done.stderr.splitlines() if ln.startswith("compiling the solvers took ")]
+    assert len(took) == 1 and took[0].endswith(" s more, not counted above"), done.stderr
+    assert summary_seconds(done.stderr) < 4 * 1.0 + 3, done.stderr  # four 1 s races on two processes
+
+
 @pytest.mark.parametrize(
     ("module", "part"),
     [("solvers.exact.propagation9", "the solvers"), ("solvers.parse", "the solvers"),
@@ -67,9 +107,6 @@ def test_the_compile_notice_names_the_part_whose_kernel_compiles(module, part):
 def compiled(cache) -> set[str]:
     """The numba cache's files: an index per compiled function, a file per compiled signature."""
     return {str(p.relative_to(cache)) for p in cache.rglob("*") if p.suffix in (".nbi", ".nbc")}
-
-
-STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
 
 
 @pytest.mark.slow

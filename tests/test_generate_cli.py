@@ -171,14 +171,35 @@ def test_minimal_puzzles_are_flagged_minimal_and_unique(tmp_path, capsys):
     assert all(m["minimal"] and m["unique"] for m in meta)
 
 
-def test_the_difficulty_filter_keeps_only_the_levels_asked_and_reports_a_shortfall(tmp_path, capsys):
+def test_the_difficulty_filter_keeps_only_the_levels_asked(tmp_path, capsys):
     _, files = run(tmp_path, capsys, "--count", "10", "--unique", "--difficulty", "easy", "--seed", "3")
     _, _, meta = check_valid(files, Box(3, 3), 10)
     assert {m["level"] for m in meta} == {"easy"}
-    err, files = run(tmp_path, capsys, "--box", "2x2", "--count", "3", "--unique", "--difficulty", "expert",
-                     "--seed", "3", name="none")  # fmt: skip
-    assert files["txt"] == "" and "generated 0 of 3 puzzles" in err
-    assert "difficulty filter: 3 short of 3" in err
+
+
+def test_fewer_puzzles_than_asked_exit_1_with_one_error_line_even_quiet(tmp_path, capsys):
+    out = tmp_path / "none.txt"
+    args = [
+        "generate",
+        "--count",
+        "3",
+        "--difficulty",
+        "expert",
+        "--attempts",
+        "1",
+        "--seed",
+        "3",
+        "-o",
+        str(out),
+    ]
+    assert main(args) == 1  # no 9x9 expert among three candidates: not a success
+    err = capsys.readouterr().err
+    assert "generated 0 of 3 puzzles (3x3 boxes" in err
+    assert err.endswith(
+        "sudoku-batch: error: generated 0 of 3 puzzles: too few candidates of level expert within 1 attempt "
+        "per puzzle (raise --attempts, add levels)\n"
+    ), err
+    assert main([*args, "-q"]) == 1 and capsys.readouterr().err.count("\n") == 1
 
 
 @pytest.mark.parametrize(
@@ -194,6 +215,15 @@ def test_the_difficulty_filter_keeps_only_the_levels_asked_and_reports_a_shortfa
         (["--box", "2x2", "--count", "3", "--unique", "--symmetry", "rotational", "--clues", "7"], "is even"),
         (["--count", "3", "--symmetry", "diagonal"], "symmetry 'diagonal'"),
         (["--count", "3", "--difficulty", "hardest"], "difficulty 'hardest'"),
+        (
+            ["--box", "2x2", "--count", "3", "--difficulty", "expert"],
+            "no unique 4x4 puzzle is expert, each is easy",
+        ),
+        (
+            ["--box", "2x2", "--count", "3", "--clues", "6", "--difficulty", "expert"],
+            "each is easy, medium or hard",
+        ),
+        (["--count", "3", "--full", "--difficulty", "hard,expert"], "no 9x9 full grid is hard or expert"),
         (["--count", "0"], "--count must be at least 1"),
         (["--count", "3", "--workers", "0"], "--workers must be at least 1"),
         (["--count", "3", "--broker", "http://host"], "expected redis://"),
@@ -218,7 +248,9 @@ def test_an_unreachable_broker_is_one_masked_line_and_exit_1_within_5_s(tmp_path
     )
     assert time.monotonic() - start < 5
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == "error: cannot reach broker redis://:****@127.0.0.1:1/0: Connection refused\n"
+    assert proc.stderr == (
+        "sudoku-batch: error: cannot reach broker redis://:****@127.0.0.1:1/0: Connection refused\n"
+    )
     assert os.listdir(tmp_path) == []
 
 

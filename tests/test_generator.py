@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from solvers.difficulty import LEVEL_NAMES, level_of, parse_levels, rate_puzzle
+from solvers.difficulty import LEVEL_NAMES, level_of, parse_levels, possible_levels, rate_batch, rate_puzzle
 from solvers.dig import dig
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DONE
@@ -269,9 +269,48 @@ def test_the_difficulty_filter_keeps_only_the_requested_levels():
     assert (EXACT_SOLVERS["propagation"].solve_batch(stack(easy), box).guesses == 0).all()
 
 
-def test_an_unmeetable_difficulty_filter_returns_fewer_puzzles_after_bounded_attempts():
-    items = list(generate(Box(3, 3), 5, seed=24, difficulty="expert", attempts=3))  # full grids are easy
-    assert items == []
+def test_an_unmet_difficulty_filter_returns_fewer_puzzles_after_bounded_attempts():
+    items = list(generate(Box(3, 3), 5, seed=24, unique=True, difficulty="expert", attempts=1))
+    assert items == []  # 5 candidates, none expert
+
+
+@pytest.mark.parametrize(
+    ("box", "options", "message"),
+    [
+        (Box(3, 3), {"difficulty": "expert"}, "difficulty expert: no 9x9 full grid is expert, each is easy"),
+        (Box(2, 2), {"unique": True, "difficulty": "medium,hard"}, "no unique 4x4 puzzle is medium or hard"),
+        (
+            Box(2, 2),
+            {"clues": 5, "difficulty": "expert"},
+            "no 4x4 puzzle is expert, each is easy, medium or hard",
+        ),
+    ],
+)
+def test_a_difficulty_filter_no_puzzle_of_the_box_can_meet_is_refused_before_any_candidate(
+    box, options, message
+):
+    with pytest.raises(ValueError, match=message):
+        generate(box, 3, seed=1, **options)
+
+
+@pytest.mark.slow
+def test_the_levels_a_4x4_puzzle_can_have_are_those_every_4x4_puzzle_has():
+    """Every puzzle of the 12 grids whose first row is 1234 (all 4x4 puzzles up to relabelling) rated."""
+    import itertools
+
+    box = Box(2, 2)
+    rows = [r for r in itertools.product(itertools.permutations(range(1, 5)), repeat=3)]
+    grids = [np.array([(1, 2, 3, 4), *r], dtype=np.uint8).ravel() for r in rows]
+    grids = [g for g in grids if is_solution(Puzzle(box, g, "compact"), g)]
+    assert len(grids) == 12  # 288 grids / 24 labellings
+    cells = ((np.arange(1 << 16)[:, None] >> np.arange(16)) & 1).astype(bool)
+    seen: dict[bool, set[str]] = {True: set(), False: set()}
+    for g in grids:
+        for r in rate_batch(box, np.where(cells, g, 0).astype(np.uint8)):
+            assert r.complete
+            seen[r.solutions == 1].add(r.level)
+            seen[False].add(r.level)  # without --unique a puzzle may happen to be unique
+    assert all(possible_levels(box, unique) == frozenset(seen[unique]) for unique in (True, False))
 
 
 def test_levels_are_ordered_by_guesses_and_parse_from_text():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import SAMPLE, check_records, cli_command
+from tests.conftest import REPO, SAMPLE, check_records, cli_command
 
 STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
 EASY = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
@@ -115,6 +116,41 @@ def test_an_interrupted_embedded_solve_stops_at_once_keeps_its_records_and_leave
     assert records and len({r["index"] for r in records}) == len(records)
     assert f"interrupted: {len(records)} of " in err and f"written to {out}" in err
     assert not list(tmp_path.glob(".out.jsonl.*"))
+
+
+ENTRY = ("client/__init__.py", "client/__main__.py", "client/interrupts.py")  # loaded before the handlers
+
+
+def interpreter_start_up(returncode: int, err: str) -> bool:
+    """Whether a signal ended the process before sudoku-batch's entry point ran: before Python's own handler
+    (killed outright, no word: a shell shows 130), or in the interpreter's `site` imports or the import of the
+    entry module (CPython's traceback, none of its frames in any other module of the repository)."""
+    if (returncode, err) == (-signal.SIGINT, ""):
+        return True
+    files = [f for f in re.findall(r'File "([^"]+)"', err) if f.startswith(str(REPO)) and "/.venv/" not in f]
+    return "Traceback" in err and all(f.endswith(ENTRY) for f in files)
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130_never_a_traceback():
+    """Its first second is imports (numpy, pydantic, numba): a signal there ends it as any interrupt does."""
+    ours = []
+    for delay in (0.0, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0):
+        proc = start(["solve", "-"], stdin=subprocess.PIPE)  # once started, it waits for stdin
+        try:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            kill_session(proc.pid)
+        if interpreter_start_up(proc.returncode, err):
+            continue
+        assert proc.returncode == 130 and err == "sudoku-batch: interrupted (SIGINT), exit 130\n", (
+            delay,
+            err,
+        )
+        ours.append(delay)
+    assert len(ours) >= 5, ours  # past its first tenth of a second it is the command's
 
 
 @pytest.mark.timeout(180)

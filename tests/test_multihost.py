@@ -276,7 +276,7 @@ def test_a_worker_host_that_cannot_see_the_shared_directory_fails_the_job_in_one
         capture_output=True, text=True, env={**os.environ, **SMALL_SPLITS}, timeout=120,
     )  # fmt: skip
     assert solve.returncode == 1, solve.stderr
-    (line,) = [ln for ln in solve.stderr.splitlines() if ln.startswith("error:")]
+    (line,) = [ln for ln in solve.stderr.splitlines() if ln.startswith("sudoku-batch: error:")]
     assert "worker sb-worker2:" in line and "cannot see the dataset" in line and str(out) in line, line
     assert not (out / "_SUCCESS").exists()  # no reader takes it for a finished table
     written = [json.loads(x) for p in out.glob("part-*") for x in p.read_text().splitlines()]

@@ -81,6 +81,64 @@ def test_submit_returns_a_job_id_and_collect_can_run_twice_with_the_same_output(
     assert run_cli("status", job, "--broker", workers).returncode == 1
 
 
+@pytest.fixture(scope="module")
+def kaggle_csv(tmp_path_factory):
+    """Kaggle's sudoku.csv as it is shipped (`quizzes,solutions`, then each puzzle and its solution, 0 for an
+    empty cell), 1,000 lines: the shared corpora's Kaggle puzzles and their solutions (else generated)."""
+    kaggle = CORPORA / "9x9" / "kaggle_bryanpark_first20000.txt"
+    if kaggle.exists():
+        solved = kaggle.with_name("kaggle_bryanpark_first20000.solutions.txt")
+        quizzes = [q.replace(".", "0") for q in kaggle.read_text().splitlines()[:1000]]
+        solutions = solved.read_text().splitlines()[:1000]
+    else:
+        from solvers.generator import generate_chunk
+        from solvers.puzzle import Box
+
+        made = generate_chunk(Box(3, 3), 1000, 31, unique=True)
+        quizzes = ["".join(map(str, g.puzzle.tolist())) for g in made]
+        solutions = ["".join(map(str, g.solution.tolist())) for g in made]
+    path = tmp_path_factory.mktemp("kaggle") / "sudoku.csv"
+    path.write_text(
+        "quizzes,solutions\n" + "".join(f"{q},{a}\n" for q, a in zip(quizzes, solutions, strict=True))
+    )
+    return path, quizzes, solutions
+
+
+def check_kaggle(records: list[dict], quizzes: list[str], solutions: list[str]) -> None:
+    """Every puzzle of the quizzes column solved, at its line of the file, its solution the one beside it."""
+    got = [(r["line"], r["index"], r["puzzle"], r["status"], r["solution"]) for r in records]
+    assert got == [
+        (k + 2, k, q, "solved", a) for k, (q, a) in enumerate(zip(quizzes, solutions, strict=True))
+    ]
+
+
+def test_kaggles_sudoku_csv_is_solved_from_its_quizzes_column_embedded_and_through_the_workers(
+    workers, kaggle_csv, tmp_path
+):
+    path, quizzes, solutions = kaggle_csv
+    for where in ([], ["--broker", workers]):  # the producer reads it here, or the client's for the workers
+        out = tmp_path / "out.jsonl"
+        run = run_cli("solve", str(path), *where, "--ordered", "-o", str(out))
+        assert run.returncode == 0 and "solved 1,000;" in run.stderr and "invalid" not in run.stderr, (
+            run.stderr
+        )
+        check_kaggle(records_of(out), quizzes, solutions)
+
+
+def test_kaggles_sudoku_csv_read_by_the_workers_in_splits_gives_every_puzzle_of_its_column_solved(
+    workers, kaggle_csv, tmp_path
+):
+    path, quizzes, solutions = kaggle_csv
+    out = tmp_path / "out"
+    env = {"SUDOKU_BATCH_MAX_SPLIT_BYTES": str(164 * 60)}  # 60 lines a split: most never see the header
+    run = run_cli("solve", str(path), "--broker", workers, "-o", f"{out}/", env=env)
+    assert run.returncode == 0 and "solved 1,000;" in run.stderr, run.stderr
+    manifest = json.loads((out / "_manifest.json").read_text())
+    assert manifest["options"]["splits"] and len(manifest["parts"]) > 10
+    records = [json.loads(x) for p in sorted(out.glob("part-*")) for x in p.read_text().splitlines()]
+    check_kaggle(sorted(records, key=lambda r: r["index"]), quizzes, solutions)
+
+
 def test_worker_processes_killed_mid_chunk_lose_nothing_and_duplicate_nothing(workers, tmp_path):
     # A consistent 9x9 puzzle with no solution (tdoku's test set): annealing alone cannot
     # prove that, so every puzzle runs to its time limit and each chunk takes ~1.2 s.

@@ -204,6 +204,86 @@ def test_any_mix_of_lines_is_read_exactly_like_read_entries(tmp_path_factory, li
     assert fast(path) == entries(path)
 
 
+CSV_FIELDS = st.sampled_from(
+    [
+        SAMPLE_LINES[0],
+        SAMPLE_LINES[5],
+        "1" * 81,
+        "." * 16,
+        "x" * 81,
+        "..62...8.",
+        "5 3 0 0",
+        "é" * 81,
+        " " + "." * 81,
+    ]
+)
+CSV_ROWS = st.lists(
+    st.one_of(
+        st.tuples(CSV_FIELDS, st.sampled_from(["", "s", '"a, quoted ""one"""'])), st.sampled_from(["", "# n"])
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=CSV_ROWS, column=st.sampled_from([0, 1]), newline=st.sampled_from(["\n", "\r\n"]),
+       bom=st.booleans(), end=st.booleans())  # fmt: skip
+def test_a_csv_input_whose_first_line_names_its_puzzle_column_reads_as_that_column_line_for_line(
+    tmp_path_factory, rows, column, newline, bom, end
+):
+    """Kaggle's sudoku.csv (`quizzes,solutions`) and the like: the header is skipped as a comment is, each
+    other line is its puzzle field; the entries are those of a file of that column, at the file's lines."""
+    header = ["quizzes,solutions", "id,Puzzle,solution,"][column]
+    csv, plain = [header], [""]
+    for row in rows:
+        if isinstance(row, str):  # a blank line or a comment: as in any input
+            csv.append(row)
+            plain.append(row)
+            continue
+        puzzle, other = row
+        csv.append(f"{puzzle},{other}" if column == 0 else f"7,{puzzle},{other}")
+        plain.append(puzzle)
+    folder = tmp_path_factory.mktemp("csv")
+    for name, lines in (("in.csv", csv), ("in.txt", plain)):
+        text = ("\ufeff" if bom else "") + newline.join(lines) + (newline if end else "")
+        (folder / name).write_bytes(text.encode())
+    assert fast(folder / "in.csv") == fast(folder / "in.txt")
+    with gzip.open(folder / "in.csv.gz", "wb") as gz:
+        gz.write((folder / "in.csv").read_bytes())
+    assert fast(folder / "in.csv.gz") == fast(folder / "in.txt")
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_large_uniform_csv_is_cut_slab_by_slab_into_the_same_entries_as_its_puzzle_column(
+    tmp_path, newline
+):
+    puzzles = [ln for ln in SAMPLE_LINES if len(ln) == 81] * 40  # ~12,000 lines of 164 bytes: several slabs
+    rows = [f"{p},{p.replace('.', '0')}" for p in puzzles]
+    (tmp_path / "in.csv").write_bytes(newline.join(["quizzes,solutions", *rows, ""]).encode())
+    (tmp_path / "in.txt").write_bytes(newline.join(["", *puzzles, ""]).encode())
+    assert fast(tmp_path / "in.csv") == fast(tmp_path / "in.txt")
+
+
+def test_a_csv_line_without_its_puzzle_field_is_an_invalid_entry_saying_so_never_dropped(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text(f"id,puzzle,solution\n1\n2,,x\n3,{SAMPLE_LINES[0]},y\n4")
+    assert fast(path) == [
+        (2, "1", "the puzzle column (field 2) is missing (the line has 1)"),
+        (3, "2,,x", "the puzzle column (field 2) is empty"),
+        (4, SAMPLE_LINES[0], None),
+        (5, "4", "the puzzle column (field 2) is missing (the line has 1)"),
+    ]
+
+
+def test_a_csv_line_read_as_one_puzzle_says_it_looks_like_csv_and_how_to_read_its_column(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text(f"{SAMPLE_LINES[0]},{SAMPLE_LINES[0].replace('.', '0')}\n")  # no header
+    ((line, _, error),) = fast(path)
+    assert line == 1 and error.startswith("2 cells do not make a square grid") and "--column NAME" in error
+    with pytest.raises(ValueError, match=r"in.csv: its first line names no column 'quizzes'"):
+        list(read_blocks(str(path), column="quizzes"))
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from([(2, 2), (2, 3), (3, 2), (3, 3), (2, 4), (4, 4), (3, 5), (5, 5), (4, 8), (8, 8)]),
        st.integers(0, 2**31), st.floats(0.0, 1.0))  # fmt: skip

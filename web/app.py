@@ -32,7 +32,7 @@ from web.another import MAX_EXCLUDE, excluded_grids
 from web.backend import Backend, check_job_id
 from web.errors import ApiError, on_api_error, on_http_error, on_unexpected
 from web.guard import Guard
-from web.puzzles import BOXES, LEVELS, MAX_RANDOM_SEED, RANDOM_BOXES, random_puzzle, samples
+from web.puzzles import BOXES, LEVELS, MAX_RANDOM_SEED, RANDOM_BOXES, check_random, random_puzzle, samples
 from web.settings import ServeSettings
 from web.solving import MAX_OPTION_CHARS, SolveRequest, check_portfolio, check_request
 
@@ -111,6 +111,10 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         level = q.get("level") or None
         if level is not None and level not in LEVELS:
             raise ApiError(422, f"level {level[:20]!r}: choose one of {', '.join(LEVELS)}")
+        try:
+            check_random(box, level)
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
         seed = int_param(q.get("seed"), "seed", 0, MAX_RANDOM_SEED - 1)
         seed = random_seed() if seed is None else seed
         future = asyncio.wrap_future(backend.pool.submit(random_puzzle, box, level, seed))

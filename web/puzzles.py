@@ -8,7 +8,7 @@ from pathlib import Path
 
 import client
 from solvers.difficulty import LEVEL_NAMES
-from solvers.generator import format_grid, generate_chunk
+from solvers.generator import Options, format_grid, generate_chunk
 from solvers.puzzle import Box
 
 SAMPLES = Path(__file__).with_name("samples.txt")
@@ -47,6 +47,12 @@ def samples() -> tuple[Sample, ...]:
     return (*small, *classics, *[s for s in out if s not in small])
 
 
+def check_random(box: str, level: str | None) -> None:
+    """ValueError (one line) for a level no unique puzzle of `box` has: refused before any candidate is made
+    (`solvers.generator.Options.check`, as `generate --difficulty` is)."""
+    Options(unique=True, difficulty={level} if level else None).check(Box.parse(box))
+
+
 def random_puzzle(box: str, level: str | None, seed: int) -> dict[str, object] | None:
     """A unique puzzle for `box` (of `level` when given) from `seed`; None when no candidate had the level.
 
@@ -54,7 +60,7 @@ def random_puzzle(box: str, level: str | None, seed: int) -> dict[str, object] |
     (3232294954710345700 was 3232294954710345728 there), and the rounded seed is another puzzle.
 
     Runs in a puzzle process. The candidates tried are bounded (more for small grids, where
-    each costs microseconds), so an impossible level (there are no `hard` 4x4 puzzles) ends.
+    each costs microseconds), so a rare level ends too (an impossible one is refused first: `check_random`).
     """
     shape = Box.parse(box)
     attempts = 50 if shape.n <= 12 else 10 if shape.n <= 25 else 1  # one 49x49 candidate: ~4 s

@@ -515,7 +515,7 @@ def _nonempty(buf: np.ndarray) -> np.ndarray:
 
 def _plain(buf: np.ndarray) -> bool:
     """True when `buf` (UTF-8) holds nothing to escape in JSON: no control byte, quote or backslash."""
-    return not buf.size or not _escapes(buf)
+    return not buf.size or not _escapes(_read_only(buf))  # one signature, whoever owns the bytes
 
 
 @njit(cache=True, nogil=True)

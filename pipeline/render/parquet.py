@@ -143,6 +143,29 @@ def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: 
     return sink.getvalue().to_pybytes()
 
 
+def arrow_owned(data: bytes | bytearray | memoryview) -> Any:
+    """A copy of `data` in memory Arrow owns, for a reader that may use Arrow's threads.
+
+    Such a reader's tasks may drop their last reference to its input on a pool thread after the call
+    returned. Releasing Python memory takes the GIL, and a thread asking for it while the interpreter
+    exits is ended by Python (pthread_exit), which unwinds through Arrow's noexcept code: std::terminate,
+    a SIGABRT after the command's work is done (issue 31, item 8). Arrow's own memory needs no GIL."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    sink.write(data)
+    return sink.getvalue()
+
+
+def read_parquet(data: bytes | bytearray | memoryview) -> Any:
+    """The table of a Parquet file held in memory (a dataset's part), read from a copy Arrow owns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(pa.BufferReader(arrow_owned(data))) as source:
+        return source.read()
+
+
 def read_ipc(body: bytes | bytearray | memoryview) -> Any:
     """The table of an Arrow IPC stream (`ipc_bytes`), its buffers read in place."""
     import pyarrow as pa

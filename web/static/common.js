@@ -94,6 +94,11 @@ function counts(map) {
   return parts.length ? parts.join(", ") : "none yet";
 }
 
+// A count with its noun, singular for exactly one, as client/numbers.py `plural` writes it.
+function plural(value, noun, nouns) {
+  return count(value) + " " + (value === 1 ? noun : nouns || noun + "s");
+}
+
 function progressCell(job) {
   const td = document.createElement("td");
   const bar = document.createElement("progress");

@@ -39,7 +39,8 @@ async function refreshWorkers() {
     if (data.mode === "embedded") {
       note.textContent = "Embedded: this server's own processes (jobs, and single puzzles).";
     } else {
-      note.textContent = count(data.workers.length) + " live worker processes; " + count(data.queued) + " chunk messages waiting in the queue.";
+      const live = plural(data.workers.length, "live worker process", "live worker processes");
+      note.textContent = live + "; " + plural(data.queued, "chunk message") + " waiting in the queue.";
     }
     fill(body, data.workers.map((w) => {
       const jobs = data.mode === "embedded" ? w.solving : w.job ? [w.job] : [];
