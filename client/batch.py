@@ -212,7 +212,7 @@ class BatchClient:
             self._claim(url, spec.job)
         transport: Transport
         if self.embedded:
-            if not _small(inputs):
+            if not _small(inputs, escalate=bool(escalate_after) and self.workers > 1):
                 self.pool.start()  # here, before the producer thread exists: the pool is forked
             else:
                 warm_solvers()  # what the pool's processes load: a later job or command compiles no more
@@ -485,10 +485,11 @@ def _stdin() -> Source:
     return stream
 
 
-def _small(inputs: list[tuple[str, Source]]) -> bool:
+def _small(inputs: list[tuple[str, Source]], escalate: bool = True) -> bool:
     """True when solving in-process beats starting the pool: the inputs are known to total at
-    most INLINE_BYTES and hold one puzzle, or only lines short enough for 9x9 grids (a few
-    25x25 grids fit in those bytes too, but each may take seconds: they get the pool)."""
+    most INLINE_BYTES and hold only lines short enough for 9x9 grids (a few 25x25 grids fit in
+    those bytes too, but each may take seconds: they get the pool), or one puzzle of any size when
+    no escalation could race it on the pool's idle processes (`escalate` False)."""
     texts: list[str] = []
     for _, src in inputs:
         if isinstance(src, (str, Path)):
@@ -506,7 +507,7 @@ def _small(inputs: list[tuple[str, Source]]) -> bool:
     if sum(map(len, texts)) > INLINE_BYTES:
         return False
     lines = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return len(lines) <= 1 or max(map(len, lines)) <= SMALL_GRID_CHARS
+    return max(map(len, lines), default=0) <= SMALL_GRID_CHARS or (len(lines) <= 1 and not escalate)
 
 
 def _check_column(inputs: list[tuple[str, Source]], column: str | None) -> None:

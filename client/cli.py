@@ -183,7 +183,8 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         metavar="PATH|URL",
         help="read inputs in splits and write datasets only under this directory or URL prefix (repeatable; "
-        "replaces SUDOKU_BATCH_DATA_ROOTS, comma-separated); none: it reads no split, writes no dataset",
+        "replaces SUDOKU_BATCH_DATA_ROOTS, comma-separated; default: none, so it reads no split, writes "
+        "no dataset)",
     )
     p.add_argument(
         "-E",

@@ -359,8 +359,8 @@ class LocalPool:
 class LocalTransport(Transport):
     """Embedded mode: chunks go to the client's LocalPool, their parts into its in-memory store.
 
-    With the pool not started (tiny inputs) chunks are solved in-process: nothing to
-    start up, which is what makes a one-puzzle run fast from a cold start.
+    With the pool not started (tiny inputs) chunks are solved in-process, on one thread of the
+    transport's own: nothing to start up, which is what makes a one-puzzle run fast from a cold start.
     """
 
     def __init__(self, store: JobStore, job: str, pool: LocalPool) -> None:
@@ -369,22 +369,42 @@ class LocalTransport(Transport):
         self.pool = pool
         self._broken: str | None = None
         self._stop = new_flag()  # raised by `stop`: in-process solving gives up
+        self._inline: queue.SimpleQueue[Task] | None = None  # tasks for the thread solving tiny inputs here
         if pool.started:
             pool.route(job, store, self._fail)
 
     def send(self, task: Task) -> None:
-        if not self.pool.started:
-            if isinstance(task, ChunkTask):
-                run_chunk(StorePort(self.store, self._stop), task)
-                return
-            from pipeline.generate import generate_result
-
-            result = generate_result(task)
-            if not self._stop[0]:
-                self.store.put_result(self.job, result)
+        if not self.pool.started:  # solved in this process, on a thread of its own: `send` never waits for it
+            if self._inline is None:
+                self._inline = tasks = queue.SimpleQueue()
+                loop = threading.Thread(target=self._inline_loop, args=(tasks,), name="inline", daemon=True)
+                loop.start()
+            self._inline.put(task)
             return
         future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
+
+    def _inline_loop(self, tasks: queue.SimpleQueue[Task]) -> None:
+        """Run the tasks sent in this process in order (a daemon: an abandoned job keeps no command alive)."""
+        while True:
+            task = tasks.get()
+            try:
+                self._run_inline(task)
+            except Exception as exc:  # noqa: BLE001 - the job fails in one line, as a dead process fails it
+                self._failed(task, exc)
+
+    def _run_inline(self, task: Task) -> None:
+        """Run a task in this process (the pool not started: a tiny input), its answers into the store. Not on
+        the producer's thread: a puzzle searched for minutes would stop its beat, and collectors would take
+        the submission for dead."""
+        if isinstance(task, ChunkTask):
+            run_chunk(StorePort(self.store, self._stop), task)
+            return
+        from pipeline.generate import generate_result
+
+        result = generate_result(task)
+        if not self._stop[0]:
+            self.store.put_result(self.job, result)
 
     def _done(self, task: Task, future: Future[bytes | int]) -> None:
         """A generate chunk's result is stored; a crashed process breaks the job (its chunks cannot be
@@ -394,13 +414,22 @@ class LocalTransport(Transport):
             return
         exc = future.exception()
         if exc is None:
-            if not isinstance(task, ChunkTask):
+            if not isinstance(task, ChunkTask) and future.result() is not None:  # a pool's encoded answer
                 self.store.put_result(self.job, _decode(task, future.result()))  # type: ignore[arg-type]
             return
-        self._broken = f"a local worker process failed: {type(exc).__name__}: {exc}"
+        self._failed(task, exc)
+
+    def _failed(self, task: Task, exc: BaseException) -> None:
+        """A task that could not be run: the job fails in one line; a solve chunk's unanswered rows are
+        answered `error` behind the parts it sent."""
+        where = "a local worker process" if self.pool.started else "solving in this process"
+        self._broken = f"{where} failed: {type(exc).__name__}: {exc}"
         self.store.update(self.job, {"state": "failed", "error": self._broken})
         if isinstance(task, ChunkTask):
-            self.pool.fail(self.job, task, self._broken)
+            if self.pool.started:
+                self.pool.fail(self.job, task, self._broken)
+            else:
+                self._fail(task, self._broken)
         else:
             self.store.put_result(self.job, failed_result(task, self._broken))
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from client import BatchClient, Record
-from tests.conftest import SAMPLE, check_records
+from tests.conftest import SAMPLE, check_records, run_cli
 
 LINES = SAMPLE.read_text().splitlines()
 
@@ -55,7 +57,8 @@ def test_a_small_input_of_large_grids_is_spread_over_the_pool_not_solved_in_proc
     big.write_text(("." * 625 + "\n") * 3)
     one_big = tmp_path / "one.txt"
     one_big.write_text("# a comment\n" + "." * 625 + "\n")
-    assert _small([("easy", easy)]) and _small([("one", one_big)])
+    assert _small([("easy", easy)]) and _small([("one", one_big)], escalate=False)
+    assert not _small([("one", one_big)])  # escalated, one hard puzzle is raced by the pool's idle processes
     assert not _small([("big", big)])
     assert not _small([("many", ["." * 81] * 200)])  # more bytes than INLINE_BYTES
 
@@ -96,3 +99,16 @@ def test_the_memory_store_keeps_collected_results_for_their_ttl_then_drops_them(
     assert store.fetch_results(job, [second])[0] is not None
     now[0] += 0.2
     assert store.fetch_results(job, [second]) == [None]
+
+
+def test_a_puzzle_solved_in_process_longer_than_a_silent_producer_may_be_still_gets_its_record(tmp_path):
+    """The in-process solve runs beside the producer, not in its thread: its beat goes on, so a collector
+    never takes a long search for a dead submission (a 49x49 puzzle searched for 120 s failed so)."""
+    path = tmp_path / "one.txt"
+    path.write_text("12345678." + "........9" + "." * 63 + "\n")  # no solution; stochastic solvers go on
+    env = {"SUDOKU_BATCH_PRODUCER_STALE_S": "2"}  # a producer silent 2 s has died
+    run = run_cli("solve", str(path), "--portfolio", "stochastic", "--time-limit", "4", "-o",
+                  str(tmp_path / "out.jsonl"), "-q", env=env, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (record,) = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert record["status"] == "approximate" and record["line"] == 1, record
