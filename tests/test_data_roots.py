@@ -395,7 +395,7 @@ def check_refused(fleet: Fleet, job: str, path: str, offset: int, outbox_holds_s
     assert SECRET.encode() not in written  # no record of it in any dataset
     collect = run_cli("collect", job, "--broker", fleet.url, "-q", "--timeout", "30", timeout=60)
     assert collect.returncode == 1, collect.stderr
-    (line,) = [ln for ln in collect.stderr.splitlines() if ln.startswith("error:")]
+    (line,) = [ln for ln in collect.stderr.splitlines() if ln.startswith("sudoku-batch: error:")]
     assert path in line and "refuses to" in line, collect.stderr
     assert SECRET not in collect.stdout + collect.stderr and str(SIZE) not in collect.stderr
     assert f"{SIZE:,}" not in collect.stderr

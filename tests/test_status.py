@@ -233,5 +233,7 @@ def test_collect_of_a_killed_submission_says_what_it_waits_for_then_gives_up_whe
         "waiting: the job's submission stopped after 10 puzzles (its producer silent for 6 s"
     )
     assert err[0].endswith(f"then this gives up in 3 s unless it is resumed: {resume}"), err
-    assert err[1].startswith(f"error: job {JOB}: the producer stopped after submitting 10 puzzles"), err
+    assert err[1].startswith(
+        f"sudoku-batch: error: job {JOB}: the producer stopped after submitting 10 puzzles"
+    ), err
     assert 2 < waited < 6  # 9 s after the producer's last beat
