@@ -334,8 +334,12 @@ def csv_columns(stream: IO[bytes], column: str | None, name: str) -> tuple[IO[by
     a byte-order mark, blank and # lines) is a CSV header naming it (`column`, any case, else one of
     `solvers.parse.PUZZLE_COLUMNS`), as it is otherwise. ValueError (one line) when `column` is not named."""
     read = getattr(stream, "read1", stream.read)
-    head = read(CSV_HEAD)
-    more = read(CSV_HEAD) if head and first_line(head) is None and len(head) < CSV_HEAD else None
+    head, more = b"", None
+    try:
+        head = read(CSV_HEAD)
+        more = read(CSV_HEAD) if head and first_line(head) is None and len(head) < CSV_HEAD else None
+    except (OSError, EOFError, zlib.error):  # a broken input: its reader meets the error again and says it
+        return _Replay(head, stream), None  # type: ignore[return-value]
     replay = _Replay(head + (more or b""), stream)
     index = csv_field(head + (more or b""), column, name, final=more == b"")  # b"": the input ended
     if index is None:

@@ -47,6 +47,18 @@ def run_cli(
     )  # fmt: skip
 
 
+def job_keys_now(url: str) -> set[bytes]:
+    """Every job key in the Redis at `url` now: a test that checks its run cleans up compares with it (the
+    session's Redis may hold a stop key of an earlier test's purge for its 60 s)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return set(client.keys("sbatch:job:*"))
+    finally:
+        client.close()
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now (the kernel's pick)."""
     with socket.socket() as s:

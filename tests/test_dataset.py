@@ -220,11 +220,13 @@ def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no
 ):
     from pipeline.outbox import outbox_entry
     from pipeline.result import ChunkResult
+    from pipeline.storage import DataRoots
     from pipeline.tasks import VERSION, ChunkRef
     from worker.config import settings
     from worker.tasks import handle
 
-    monkeypatch.setattr(settings, "data_roots", str(tmp_path))  # this process reads and writes as a worker
+    roots = DataRoots.parse([str(tmp_path)])  # this process reads and writes as a worker rooted there
+    monkeypatch.setitem(settings.__dict__, "roots", roots)
 
     path = tmp_path / "in.txt"
     path.write_text(PUZZLES[0] + "\n" + "# a comment run\n" * 20 + PUZZLES[1] + "\n")
@@ -1023,6 +1025,8 @@ def test_a_full_disk_ends_the_job_within_a_minute_in_one_line_naming_the_worker_
     line = one_line(run.stderr)
     assert "worker " in line and str(out) in line and "No space left on device" in line, line
     assert not (out / "_SUCCESS").exists()
+    job = line.split("job ", 1)[1].split(":", 1)[0]
+    assert run_cli("purge", job, "--broker", workers).returncode == 0  # the session's Redis as it was
 
 
 @pytest.mark.timeout(240)

@@ -55,10 +55,14 @@ def test_a_first_generate_after_a_first_solve_says_it_compiles_the_puzzle_genera
     assert again.returncode == 0 and COMPILE_NOTICE not in again.stderr
 
 
+UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+
+
 def summary_seconds(stderr: str) -> float:
-    """The seconds of the summary's first line (`N puzzles in S s (...)`)."""
+    """The seconds of the summary's first line (`N puzzles in 2.08 ms (...)`, `in 1 min 5 s (...)`)."""
     (line,) = [ln for ln in stderr.splitlines() if " in " in ln and "puzzles/s" in ln]
-    return float(line.split(" in ", 1)[1].split(" s ", 1)[0])
+    words = line.split(" in ", 1)[1].split(" (", 1)[0].split()
+    return sum(float(value) * UNITS[unit] for value, unit in zip(words[::2], words[1::2], strict=True))
 
 
 @pytest.mark.slow

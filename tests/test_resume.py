@@ -23,6 +23,7 @@ from client.producer import JobSpec, Producer, ResumeRefused, fingerprint
 from client.redis_store import RedisJobStore
 from client.store import Checkpoint, MemoryStore, Superseded
 from client.transport import Transport
+from pipeline.keys import roots_key, workers_key
 from pipeline.result import ChunkResult
 from pipeline.runs import expand_runs
 from pipeline.solve import failed_chunk
@@ -362,6 +363,8 @@ def test_an_interrupted_submission_in_splits_says_how_many_splits_and_bytes_it_s
     from client.run import _say_how_to_go_on
 
     monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    fake_redis.zadd(workers_key(), {"host:1": time.time()})  # a live worker that reads under tmp_path
+    fake_redis.set(roots_key("host:1"), json.dumps([str(tmp_path)]))
     batch = BatchClient("redis://fake:6379/0", settings=ClientSettings(max_split_bytes=820))
     recorder = Recorder(die_at=3)
     monkeypatch.setattr(batch, "_celery_transport", lambda: recorder)

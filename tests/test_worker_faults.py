@@ -202,7 +202,7 @@ def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
     finally:
         solve.kill()
         solve.communicate(timeout=30)
-    (job,) = {k.decode().split(":")[2] for k in client.keys("sbatch:job:*:meta")}
+    (job,) = {k.decode().split(":")[2] for k in client.keys("sbatch:job:*:collected")}  # this test's job
     dropped = client.smembers(f"sbatch:job:{job}:collected")
     assert dropped and not any(client.exists(f"sbatch:job:{job}:part:{p.decode()}") for p in dropped)
     deadline = time.monotonic() + 30
