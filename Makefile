@@ -38,7 +38,7 @@ bench: $(VENV)/.test-deps
 	$(BIN)/python bench/portfolio.py
 	$(BIN)/python bench/generator.py
 
-clean-cache:  ## drop numba's compiled caches (after editing a module kernels call, e.g. solvers/bits.py)
+clean-cache:  ## drop numba's compiled caches (after editing a module kernels call, e.g. solvers/kernel/bits.py)
 	find solvers pipeline -name "*.nbi" -delete -o -name "*.nbc" -delete
 
 clean:

@@ -33,7 +33,7 @@ FRISCH = CORPORA / "25x25" / "gecode_frisch_25x25.txt"
 def run(line: str, endgame: float, time_limit: float, seed: int) -> dict[str, object]:
     """Race one puzzle with the given endgame; its status, cost, winner and CPU seconds."""
     from solvers.api import solve
-    from solvers.portfolio import PRESETS
+    from solvers.race.portfolio import PRESETS
 
     spec = PRESETS["race"].model_copy(update={"endgame": endgame})
     cpu = time.process_time()

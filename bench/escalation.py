@@ -72,8 +72,8 @@ def puzzle_text(name: str) -> str:
         return (CORPORA / "25x25" / "gecode_frisch_25x25.txt").read_text().split()[int(arg)]
     import numpy as np
 
-    from solvers.fill import random_grids
-    from solvers.puzzle import Box, Puzzle
+    from solvers.generate.fill import random_grids
+    from solvers.model.puzzle import Box, Puzzle
 
     box = Box(6, 6)
     rng = np.random.default_rng(int(arg))
@@ -262,7 +262,7 @@ def latest_ones() -> list[dict[str, Any]]:
 def section_cpsat(args: argparse.Namespace) -> None:
     """CP-SAT with `--workers` on the same puzzles (frisch: those `run` selected), each set's time limit."""
     from bench.cpsat import solve as cpsat_solve
-    from solvers.parse import parse_puzzle
+    from solvers.model.parse import parse_puzzle
 
     names = args.puzzle or [n for s in args.sets.split(",") for n in set_names(s)]
     names = select(names, latest_ones(), args.frisch_over)

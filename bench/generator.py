@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from solvers.generator import Options, generate_chunk  # noqa: E402
-from solvers.puzzle import Box  # noqa: E402
+from solvers.generate.generator import Options, generate_chunk  # noqa: E402
+from solvers.model.puzzle import Box  # noqa: E402
 
 
 @dataclass(frozen=True)

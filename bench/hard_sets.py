@@ -1,7 +1,7 @@
 """The hard benchmark sets of the race (issue 16): frisch 25x25 and random grids with holes.
 
 A `holes` set is `sudoku-batch generate --box RxC --holes F --count K --seed S_k` for the
-k-th fraction F it lists, S_k = S + 10000 k (the same puzzles: `solvers.generator.generate`
+k-th fraction F it lists, S_k = S + 10000 k (the same puzzles: `solvers.generate.generator.generate`
 with the CLI's defaults): one seed for every fraction would blank nested hole patterns of
 the same K full grids (24 36x36 puzzles from 3 grids, their times correlated, so a set
 measured 3 samples, not 24), written once under bench/out/instances/ (a 64x64 full grid takes 8-25 s to
@@ -36,8 +36,8 @@ class HoleSet:
 
     def lines(self) -> list[str]:
         """Return the set's puzzle lines (made once, then read from bench/out/instances)."""
-        from solvers.generator import format_grid, generate
-        from solvers.puzzle import Box
+        from solvers.generate.generator import format_grid, generate
+        from solvers.model.puzzle import Box
 
         box = Box.parse(self.box)
         out: list[str] = []

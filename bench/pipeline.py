@@ -267,10 +267,10 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
 
     from client.output import Output
     from client.redis_store import read_large
-    from pipeline.reader import read_blocks
-    from pipeline.result import ChunkResult
-    from pipeline.solve import solve_chunk
-    from pipeline.tasks import ChunkTask
+    from pipeline.contract.part import Part
+    from pipeline.contract.tasks import ChunkTask
+    from pipeline.engine.reader import read_blocks
+    from pipeline.engine.solve import solve_chunk
 
     lines = path.read_text().splitlines()
     tasks = [
@@ -298,22 +298,22 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
         if FORMAT == "parquet":
             import io
 
-            from pipeline.render.parquet import ParquetSink
+            from pipeline.engine.render.parquet import ParquetSink
 
             sink = ParquetSink(io.BytesIO())
             for p in payloads:
-                result = ChunkResult.decode(p)
+                result = Part.decode(p)
                 sink.write(result, 0, len(result))
             sink.close()
             return
         for p in payloads:
-            ChunkResult.decode(p).records  # noqa: B018 - rendering is the point
+            Part.decode(p).records  # noqa: B018 - rendering is the point
 
-    results = [ChunkResult.decode(p) for p in payloads]
+    results = [Part.decode(p) for p in payloads]
     if FORMAT == "parquet":
         import io
 
-        from pipeline.render.parquet import ParquetSink
+        from pipeline.engine.render.parquet import ParquetSink
 
         memory = io.BytesIO()
         sink = ParquetSink(memory)

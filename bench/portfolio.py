@@ -53,11 +53,11 @@ sys.path.insert(0, str(ROOT))
 
 from solvers.api import solve_many  # noqa: E402
 from solvers.exact import EXACT_SOLVERS  # noqa: E402
-from solvers.parse import parse_puzzle  # noqa: E402
-from solvers.portfolio import PRESETS, PortfolioSpec, race  # noqa: E402
-from solvers.puzzle import Box, Puzzle  # noqa: E402
-from solvers.restarts import exact_ns_per_node  # noqa: E402
-from solvers.result import SolveResult, Status  # noqa: E402
+from solvers.model.parse import parse_puzzle  # noqa: E402
+from solvers.model.puzzle import Box, Puzzle  # noqa: E402
+from solvers.model.result import SolveResult, Status  # noqa: E402
+from solvers.race.members import exact_ns_per_node  # noqa: E402
+from solvers.race.portfolio import PRESETS, PortfolioSpec, race  # noqa: E402
 from solvers.stochastic import STOCHASTIC_SOLVERS  # noqa: E402
 from solvers.stochastic.base import WORK_NS  # noqa: E402
 
@@ -450,7 +450,7 @@ def section_calibrate(args: argparse.Namespace) -> None:
     """Measure ns per exact node, SAT conflicts per 3 ms slice and ns per stochastic work unit
     against the models that set the race's time shares."""
     from bench.hard_sets import TRAINING
-    from solvers.sat import SAT_MODES, SatMember
+    from solvers.sat.member import SAT_MODES, SatMember
 
     prop = EXACT_SOLVERS["propagation"]
     samples = {

@@ -42,10 +42,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from solvers.exact import EXACT_SOLVERS  # noqa: E402 - after the path fix above
-from solvers.outcome import TIMEOUT  # noqa: E402
-from solvers.parse import parse_compact_batch  # noqa: E402
-from solvers.puzzle import Box  # noqa: E402
-from solvers.verify import verify_batch  # noqa: E402
+from solvers.kernel.outcome import TIMEOUT  # noqa: E402
+from solvers.model.parse import parse_compact_batch  # noqa: E402
+from solvers.model.puzzle import Box  # noqa: E402
+from solvers.model.verify import verify_batch  # noqa: E402
 
 DEFAULT_CORPORA = [
     "9x9/tdoku_puzzles2_17_clue.txt",
@@ -87,7 +87,7 @@ def _first_call(solver: str, rows: int, cols: int, cache_dir: str) -> float:
     code = (
         "import json, time, numpy as np\n"
         "from solvers.exact import EXACT_SOLVERS\n"
-        "from solvers.puzzle import Box\n"
+        "from solvers.model.puzzle import Box\n"
         f"box = Box({rows}, {cols})\n"
         "n = box.n; y = np.arange(n)[:, None]; shift = (y % box.rows) * box.cols + y // box.rows\n"
         "g = (((np.arange(n)[None, :] + shift) % n) + 1).astype(np.uint8).reshape(1, -1)\n"

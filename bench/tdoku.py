@@ -42,8 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from solvers.exact import EXACT_SOLVERS  # noqa: E402 - after the path fix above
-from solvers.parse import parse_compact_batch  # noqa: E402
-from solvers.puzzle import Box  # noqa: E402
+from solvers.model.parse import parse_compact_batch  # noqa: E402
+from solvers.model.puzzle import Box  # noqa: E402
 
 SETS = [  # (label, file under the corpora dir, puzzles from the head of the file or None for all)
     ("kaggle", "9x9/kaggle_bryanpark_first20000.txt", None),
@@ -127,7 +127,7 @@ class Timing:
 _BEFORE = """
 import json, sys, time, numpy as np
 from solvers.exact import EXACT_SOLVERS
-from solvers.puzzle import Box
+from solvers.model.puzzle import Box
 givens = np.load(sys.argv[1])
 solver, box = EXACT_SOLVERS["propagation"], Box(3, 3)
 solver.solve_batch(givens[:2], box)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from client.config import ClientSettings, check_broker_url
-from pipeline.storage import is_url
-from pipeline.tasks import JOB_ID_PATTERN
+from pipeline.contract.tasks import JOB_ID_PATTERN
+from pipeline.engine.storage import is_url
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LOCAL_BROKER = "redis://127.0.0.1:6379/0"  # `worker` and `health` without a broker: a Redis on this machine
@@ -114,7 +114,7 @@ def resume_command(job: str, inputs: list[str], broker: str = " --broker URL") -
 
 def _check_url(name: str) -> None:
     """UsageError (one line) unless `name` is a file an installed fsspec backend finds."""
-    from pipeline.storage import StorageError, reason, storage_for
+    from pipeline.engine.storage import StorageError, reason, storage_for
 
     try:
         store = storage_for(name)
@@ -155,7 +155,7 @@ def input_sources(names: list[str]) -> list[tuple[str, str]]:
 def data_roots(given: list[str] | None) -> str:
     """A worker's data roots as SUDOKU_BATCH_DATA_ROOTS holds them: each --data-root made absolute, or else
     the variable as it is; UsageError (one line) for a root that cannot be one."""
-    from pipeline.storage import DataRoots, absolute
+    from pipeline.engine.storage import DataRoots, absolute
 
     if given is None:
         texts = os.environ.get("SUDOKU_BATCH_DATA_ROOTS", "").split(",")

@@ -54,12 +54,9 @@ from client.transport import (
     max_workers,
     warm_solvers,
 )
-from pipeline.dataset import Claim, zstd_codec
-from pipeline.keys import KEY_PREFIX
-from pipeline.outbox import parse_task
-from pipeline.reader import check_column, peek_stdin
-from pipeline.render.record import Record
-from pipeline.tasks import (
+from pipeline.contract.keys import KEY_PREFIX
+from pipeline.contract.outbox import parse_task
+from pipeline.contract.tasks import (
     COMPRESSIONS,
     DATASET_FORMATS,
     DEFAULT_ESCALATE_AFTER_S,
@@ -69,15 +66,18 @@ from pipeline.tasks import (
     MAX_NAME_CHARS,
     MAX_TIME_LIMIT_S,
 )
-from solvers.frame import need, to_pandas, to_polars
-from solvers.puzzle import as_box
+from pipeline.engine.dataset import Claim, zstd_codec
+from pipeline.engine.reader import check_column, peek_stdin
+from pipeline.engine.render.record import Record
+from solvers.model.frame import need, to_pandas, to_polars
+from solvers.model.puzzle import as_box
 
 if TYPE_CHECKING:
     from client.dataset import Manifest
     from client.redis_store import RedisJobStore
     from client.resend import Resender
-    from pipeline.generate import GenerateOptions, GenerateResult, GenerateTask
-    from solvers.puzzle import Box
+    from pipeline.contract.generate import GenerateOptions, GenerateResult, GenerateTask
+    from solvers.model.puzzle import Box
 
 
 class BatchClient:
@@ -171,14 +171,15 @@ class BatchClient:
         `parquet`: a collector then moves their bytes into its output without reading them;
         `columns`, the default: the result columns, which `Job.results()` and any output format read).
         `dataset`: a directory (path or URL) the solving processes write the records to as part files
-        (`pipeline.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the first
+        (`pipeline.engine.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the
+        first
         two), committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
         ValueError naming the owner, while another job does); with a broker, a directory outside the data
         roots of a live worker (`sudoku-batch worker --data-root`) is a ValueError. `splits`: with a broker
         and a dataset, the workers read plain file inputs themselves in byte ranges (None: whenever every
         input allows it and lies under the data roots of every live worker, else this machine reads them
         and `Job.note` says so; False: never; True: or a ValueError saying why not). `column`: the header's
-        name of a CSV input's puzzle column (None: the first of `solvers.parse.PUZZLE_COLUMNS` a header
+        name of a CSV input's puzzle column (None: the first of `solvers.model.parse.PUZZLE_COLUMNS` a header
         names; an input without such a header is read as plain lines); a file whose first line does not
         name `column` is a ValueError.
         """
@@ -283,7 +284,7 @@ class BatchClient:
         if compression == "zstd" and format != "parquet":
             zstd_codec()
         if format == "parquet":
-            from pipeline.render.parquet import INSTALL_HINT, installed
+            from pipeline.engine.render.parquet import INSTALL_HINT, installed
 
             if not installed():
                 raise ValueError(f"Parquet needs pyarrow: {INSTALL_HINT}")
@@ -377,8 +378,8 @@ class BatchClient:
         """
         from functools import partial
 
-        from pipeline.generate import GenerateTask
-        from pipeline.generate import warm as warm_generator
+        from pipeline.contract.generate import GenerateTask
+        from pipeline.contract.generate import warm as warm_generator
 
         spec = JobSpec(new_job_id(), [])
         shape = f"{box.rows}x{box.cols}"
@@ -695,7 +696,7 @@ class Job:
     def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
         """Stream a generate job's chunk results in plan order, each once (RuntimeError for a chunk that
         failed); each is dropped from the store once read (a generate run is not collected twice)."""
-        from pipeline.generate import GenerateResult
+        from pipeline.contract.generate import GenerateResult
 
         s = self.client.settings
         resender = self.client.resender(self.id)

@@ -33,7 +33,7 @@ from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled, say_interrupted
 from client.numbers import plural
 from client.target import ReaderGone
-from pipeline.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
+from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
 
 EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
 

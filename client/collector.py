@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from client.store import Decode, JobStore, decode_solve, submitted_words
-from pipeline.result import ChunkResult, VersionMismatch
-from pipeline.tasks import VERSION, version_refusal
+from pipeline.contract.part import Part, VersionMismatch
+from pipeline.contract.tasks import VERSION, version_refusal
 
 FETCH_CHUNKS = 1  # chunk results fetched per round trip (each can be tens of MB)
 META_S = 0.5  # a collector with nothing arriving reads the job's metadata (failed? complete?) this often
@@ -138,16 +138,16 @@ def _named(name: Any) -> str:
     return f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else str(name)
 
 
-Slice = tuple[ChunkResult, int, int]  # a part and a range of its record rows
+Slice = tuple[Part, int, int]  # a part and a range of its record rows
 
 
-def in_order(chunks: Iterable[ChunkResult], expected: int = 0) -> Iterator[Slice]:
+def in_order(chunks: Iterable[Part], expected: int = 0) -> Iterator[Slice]:
     """Reorder chunk results by puzzle index from `expected` on, holding only what arrived ahead of its turn.
 
     Records of a chunk are in index order and come in runs of consecutive indices, so
     the merge works run by run: results arriving in order pass straight through.
     """
-    heads: dict[int, tuple[ChunkResult, int, int]] = {}  # next index -> (result, run number, first row)
+    heads: dict[int, tuple[Part, int, int]] = {}  # next index -> (result, run number, first row)
     for result in chunks:
         if len(result) == 0:
             continue
@@ -167,7 +167,7 @@ def in_order(chunks: Iterable[ChunkResult], expected: int = 0) -> Iterator[Slice
         raise JobFailed(f"results are missing for puzzles from index {expected} on")
 
 
-def arrival_order(chunks: Iterable[ChunkResult]) -> Iterator[Slice]:
+def arrival_order(chunks: Iterable[Part]) -> Iterator[Slice]:
     """Pass chunk results through whole, as they arrive."""
     for result in chunks:
         yield result, 0, len(result)

@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.keys import KEY_PREFIX
-from pipeline.tasks import DEFAULT_QUEUE, MAX_SPLIT_BYTES, MAX_TASK_CHARS
+from pipeline.contract.keys import KEY_PREFIX
+from pipeline.contract.tasks import DEFAULT_QUEUE, MAX_SPLIT_BYTES, MAX_TASK_CHARS
 
 
 class ClientSettings(BaseSettings):

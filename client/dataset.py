@@ -1,6 +1,6 @@
 """The client's side of a dataset output (`-o DIR/`): take the parts' headers, commit the dataset, merge it.
 
-The workers write the part files (`pipeline.dataset`); the client never reads a record. A job owns its
+The workers write the part files (`pipeline.engine.dataset`); the client never reads a record. A job owns its
 directory from its submission to its commit (`claim_directory`: `_CLAIM`, created exclusively; a second
 job naming the directory while the first lives is refused in one line naming it), and only then clears
 what an earlier job left there. It keeps one entry per part from the headers the workers publish (file,
@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from client.summary import Summary
-from pipeline.dataset import (
+from pipeline.contract.part import Part, PartStats
+from pipeline.engine.dataset import (
     CLAIM,
     MANIFEST,
     SUCCESS,
@@ -34,8 +35,7 @@ from pipeline.dataset import (
     decompress,
     read_claim,
 )
-from pipeline.result import ChunkResult, ChunkStats
-from pipeline.storage import Storage, StorageError, absolute, local_path, storage_errors, storage_for
+from pipeline.engine.storage import Storage, StorageError, absolute, local_path, storage_errors, storage_for
 
 MANIFEST_VERSION = 1
 PART = re.compile(r"^part-\d+-\d+\.(jsonl|csv|parquet)(\.gz|\.zst)?$")
@@ -203,11 +203,11 @@ class DatasetOutput:
         self.temps: dict[tuple[int, int], str] = {}  # where each part was written first
         self.path = url + "/"
 
-    def write(self, result: ChunkResult, start: int, stop: int) -> None:
+    def write(self, result: Part, start: int, stop: int) -> None:
         """Take a part's header (its records are in its file)."""
         self.take(result.header.chunk, result.header.row, result.header.input, result.header.stats)
 
-    def take(self, chunk: int, row: int, input_name: str, stats: ChunkStats) -> None:
+    def take(self, chunk: int, row: int, input_name: str, stats: PartStats) -> None:
         """Keep one part's entry (from its header, or its statistics when an earlier collection took it); a
         part of no records (a split owning no puzzle line) has no file and no entry."""
         f = stats.file
@@ -288,7 +288,7 @@ def read_manifest(url: str) -> Manifest:
     return Manifest.model_validate_json(store.read(store.join(url, MANIFEST)))
 
 
-def merge(url: str, output: Any, fmt: str) -> int:
+def copy_dataset(url: str, output: Any, fmt: str) -> int:
     """Copy a committed dataset's records, part after part in index order, into one output (`client.output`:
     JSON Lines or CSV rows, one header; Parquet: a row group per part); return the records copied."""
     manifest = read_manifest(url)
@@ -300,7 +300,7 @@ def merge(url: str, output: Any, fmt: str) -> int:
     for part in manifest.parts:
         data = store.read(store.join(url, part.file))
         if fmt == "parquet":
-            from pipeline.render.parquet import read_parquet
+            from pipeline.engine.render.parquet import read_parquet
 
             output.parquet_writer().write_table(read_parquet(data))
             continue
@@ -318,6 +318,6 @@ __all__ = [
     "claim_lives",
     "dataset_url",
     "is_dataset",
-    "merge",
+    "copy_dataset",
     "read_manifest",
 ]

@@ -1,5 +1,5 @@
 """What a first run on a machine needs: `--version`, the notice that solvers are being compiled,
-and `sudoku-batch warm`, which compiles them ahead of time (`pipeline.solve.warm_all`)."""
+and `sudoku-batch warm`, which compiles them ahead of time (`pipeline.engine.solve.warm_all`)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def announce_compiling(command: str, quiet: bool) -> None:
 
 def run_warm() -> int:
     """Compile (or load) every solver kernel now; say which it was, how long it took and where they live."""
-    from pipeline.solve import warm_all
+    from pipeline.engine.solve import warm_all
     from solvers.warm import cache_dir, on_first_compile
 
     compiled: list[bool] = []

@@ -1,9 +1,9 @@
 """A job's records as one Arrow table (`Job.to_arrow`), from its parts in whatever format they were solved in.
 
-Why per format: since parts are rendered where they are solved (`pipeline.render`), a job's
+Why per format: since parts are rendered where they are solved (`pipeline.engine.render`), a job's
 parts reach the client as result columns (`columns`, the API's and the web's default), an
 Arrow IPC stream (`parquet`), CSV rows or JSON Lines. Each becomes the same table, of the
-Parquet output's schema (`pipeline.render.parquet.schema`, from the field table), with the
+Parquet output's schema (`pipeline.engine.render.parquet.schema`, from the field table), with the
 values the Parquet output holds: columns are tabulated as they are (the Parquet writer's
 `columns_table`), an IPC stream is read in place, and CSV and JSON Lines bodies go through
 pyarrow's readers with the schema's types (numbers parsed to the nearest double, as the
@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from client.collector import Slice
-from pipeline.render.parquet import arrow_owned, columns_table, read_ipc, schema
-from pipeline.result import ChunkResult
+from pipeline.contract.part import Part
+from pipeline.engine.render.parquet import arrow_owned, columns_table, read_ipc, schema
 from solvers.fields import NAMES, RECORD_FIELDS
-from solvers.frame import null_empty
+from solvers.model.frame import null_empty
 
 COUNTERS_KEY = b'"counters":'  # the last field of a JSON Lines record (solvers.fields order)
 NULLABLE_TEXTS = [f.name for f in RECORD_FIELDS if f.nullable and f.parquet == "string"]
@@ -34,7 +34,7 @@ def slices_table(slices: Iterable[Slice]) -> Any:
     return pa.concat_tables(tables) if tables else schema().empty_table()
 
 
-def part_table(result: ChunkResult, start: int, stop: int) -> Any:
+def part_table(result: Part, start: int, stop: int) -> Any:
     """Rows `start:stop` of a part as an Arrow table of the Parquet schema (ValueError for a format
     it cannot read: one line naming the part and the format)."""
     head = result.header

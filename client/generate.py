@@ -1,10 +1,10 @@
 """The `generate` command: make puzzles in seeded chunks, locally or on Celery workers, in chunk order.
 
-One chunk plan (`solvers.generator.plan_chunks`: sizes and per-chunk seeds from the run's
+One chunk plan (`solvers.generate.generator.plan_chunks`: sizes and per-chunk seeds from the run's
 seed) becomes a generate job (`BatchClient.generate`): the solve pipeline's producer,
 transport, window, resend sweep and collector carry its `GenerateTask`s to this process,
 a pool of forked local processes, or Celery workers, and every one of them runs
-`pipeline.generate.generate_result` on the same (box, count, chunk seed, options). The
+`pipeline.contract.generate.generate_result` on the same (box, count, chunk seed, options). The
 writer appends chunks strictly in plan order, so the files depend only on the seed, the
 options and the chunk size, never on the transport or the number of processes. The job
 is purged at the end.
@@ -32,9 +32,9 @@ from client.target import FLUSH_S, ReaderGone
 
 if TYPE_CHECKING:
     from client.target import Target
-    from pipeline.generate import GenerateResult
-    from solvers.generator import Options
-    from solvers.puzzle import Box
+    from pipeline.contract.generate import GenerateResult
+    from solvers.generate.generator import Options
+    from solvers.model.puzzle import Box
 
 MAX_SEED = 2**63 - 1
 MAX_COUNT = 10**9  # puzzles of one run
@@ -143,9 +143,9 @@ class Request:
 
 def build_request(args: argparse.Namespace) -> Request:
     """Check the command line (UsageError, exit 2, for anything the user must fix) and plan the chunks."""
-    from pipeline.generate import MAX_ATTEMPTS, max_chunk_size
-    from solvers.generator import Options, default_chunk_size, plan_chunks, random_seed
-    from solvers.puzzle import Box
+    from pipeline.contract.generate import MAX_ATTEMPTS, max_chunk_size
+    from solvers.generate.generator import Options, default_chunk_size, plan_chunks, random_seed
+    from solvers.model.puzzle import Box
 
     if args.full and (args.unique or args.clues is not None or args.holes is not None or args.min_clues):
         raise UsageError("--full writes full grids: it excludes --unique, --clues, --holes and --min-clues")
@@ -329,7 +329,7 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Run `generate`: plan, send the chunks to local processes or workers, write them in order, summarise."""
     from client.batch import BatchClient
     from client.progress import Progress
-    from pipeline.generate import GenerateOptions
+    from pipeline.contract.generate import GenerateOptions
 
     req = build_request(args)
     url = broker_url(args, settings, required=False)
@@ -437,6 +437,6 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
 
 
 def _level_rank(name: str) -> int:
-    from solvers.difficulty import LEVEL_NAMES
+    from solvers.generate.difficulty import LEVEL_NAMES
 
     return LEVEL_NAMES.index(name) if name in LEVEL_NAMES else len(LEVEL_NAMES)

@@ -1,4 +1,5 @@
-"""One puzzle across the local processes (embedded mode): the `Board` (`pipeline.escalation`) they share.
+"""One puzzle across the local processes (embedded mode): the `Board` (`pipeline.escalation.board`) they
+share.
 
 Workers meet in Redis; local processes meet in a small manager process forked with the
 pool (multiprocessing's SyncManager: one dict, one queue), which dies with the command
@@ -23,8 +24,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from client.processes import die_with_parent
-from pipeline.race import MAX_BATCH_CLAUSES, MAX_SHARED_BATCHES, RaceEntry, RaceTask, read_clauses
-from solvers.cubes import MAX_CUBE_CELLS, MAX_CUBES
+from pipeline.escalation.task import (
+    MAX_BATCH_CLAUSES,
+    MAX_SHARED_BATCHES,
+    HelperEntry,
+    HelperTask,
+    read_clauses,
+)
+from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES
 
 LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop this long after
 
@@ -50,7 +57,7 @@ class LocalBoard:
         self.state = (
             state  # dict proxy: ("lease"|"stop", chunk, row, job) and ("entry", ..., helper), ("busy", pid)
         )
-        self.calls = calls  # queue proxy: RaceTask JSON texts for the command's dispatcher thread
+        self.calls = calls  # queue proxy: HelperTask JSON texts for the command's dispatcher thread
         self.processes = processes
         self.job = ""
 
@@ -72,17 +79,17 @@ class LocalBoard:
         self.state[("stop", self.job, chunk, row)] = True
         self.state.pop(("lease", self.job, chunk, row), None)
 
-    def post(self, chunk: int, row: int, helper: int, entry: RaceEntry) -> None:
+    def post(self, chunk: int, row: int, helper: int, entry: HelperEntry) -> None:
         if self.state.get(("stop", self.job, chunk, row)) and entry.state == "started":
             return  # over before it began: nothing to wait for
         self.state[("entry", self.job, chunk, row, helper)] = entry.model_dump_json()
 
-    def entries(self, chunk: int, row: int) -> dict[int, RaceEntry]:
+    def entries(self, chunk: int, row: int) -> dict[int, HelperEntry]:
         out = {}
         for key in self.state.keys():  # noqa: SIM118 - a proxy: one round trip for the key list
             if key[:4] == ("entry", self.job, chunk, row):
                 with contextlib.suppress(KeyError, ValidationError):
-                    out[int(key[4])] = RaceEntry.model_validate_json(self.state[key])
+                    out[int(key[4])] = HelperEntry.model_validate_json(self.state[key])
         return out
 
     def drop(self, chunk: int, row: int) -> None:
@@ -94,7 +101,7 @@ class LocalBoard:
         busy = sum(1 for key in self.state.keys() if key[0] == "busy")  # noqa: SIM118
         return max(0, self.processes - busy)
 
-    def call(self, task: RaceTask) -> None:
+    def call(self, task: HelperTask) -> None:
         self.calls.put(task.model_dump_json())
 
     def publish_cubes(self, chunk: int, row: int, cubes: list[Any], units: list[Any]) -> list[Any] | None:

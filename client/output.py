@@ -1,4 +1,4 @@
-"""Where records go: a file or stdout, as JSON Lines, CSV or Parquet (`pipeline.render` renders them).
+"""Where records go: a file or stdout, as JSON Lines, CSV or Parquet (`pipeline.engine.render` renders them).
 
 A regular file is written under a temporary name and renamed when the job completes (or
 is interrupted: the records written so far are kept, a Parquet file with its footer), so
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from client.target import FLUSH_S, ReaderGone, Target
-from pipeline.render.record import Record
-from pipeline.result import ChunkResult
+from pipeline.contract.part import Part
+from pipeline.engine.render.record import Record
 from solvers.fields import CSV_HEADER
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -107,12 +107,12 @@ class Output:
         self._gone = False  # the reader of a pipe closed it: nothing more can be written
         self._parquet = None
         if fmt == "parquet":
-            from pipeline.render.parquet import ParquetSink
+            from pipeline.engine.render.parquet import ParquetSink
 
             self._parquet = ParquetSink(self.stream)
         self._flushed = time.monotonic()
 
-    def write(self, result: ChunkResult, start: int, stop: int) -> None:
+    def write(self, result: Part, start: int, stop: int) -> None:
         """Write records `start:stop` of a part (flushed at least every FLUSH_S: a reader, a FIFO's or
         `tail -f`'s, sees results as they come, not a megabyte at a time). A part rendered in this
         output's format where it was solved is copied as it came (no record is read); a part held as
@@ -133,7 +133,7 @@ class Output:
             self._gone = True
             raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
 
-    def _write(self, result: ChunkResult, start: int, stop: int) -> None:
+    def _write(self, result: Part, start: int, stop: int) -> None:
         if self.fmt == "jsonl":
             if result.columns is None:
                 self.stream.write(result.body_rows(start, stop))
@@ -150,7 +150,7 @@ class Output:
                 self._csv_header = True
             self.stream.write(result.body_rows(start, stop))
         else:
-            from pipeline.render.csv_text import render_csv
+            from pipeline.engine.render.csv_text import render_csv
 
             self.stream.write(render_csv(result, start, stop, header=not self._csv_header).encode())
             self._csv_header = True
@@ -207,7 +207,7 @@ class Output:
 
     def _close(self, keep: bool) -> None:
         if self.fmt == "csv" and not self._csv_header and keep:
-            from pipeline.render.csv_text import HEADER
+            from pipeline.engine.render.csv_text import HEADER
 
             self.stream.write(HEADER.encode())
         if self._parquet is not None:

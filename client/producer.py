@@ -31,16 +31,23 @@ from pydantic import BaseModel, TypeAdapter
 from client.config import ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
 from client.transport import Transport
-from pipeline.dataset import commit_part, stage_part
-from pipeline.reader import SlabTexts, csv_field, has_grid_rows, read_blocks
-from pipeline.result import ChunkResult
-from pipeline.runs import join_texts, to_runs
-from pipeline.solve import answered_chunk
-from pipeline.storage import DataRoots, Storage, absolute, is_url, storage_for
-from pipeline.tasks import MAX_CHUNK_PUZZLES, MAX_SPLIT_ENTRIES, ChunkTask, Dataset, Split, solver_seed
+from pipeline.contract.part import Part
+from pipeline.contract.runs import join_texts, to_runs
+from pipeline.contract.tasks import (
+    MAX_CHUNK_PUZZLES,
+    MAX_SPLIT_ENTRIES,
+    ChunkTask,
+    Dataset,
+    InputRange,
+    solver_seed,
+)
+from pipeline.engine.dataset import commit_part, stage_part
+from pipeline.engine.reader import SlabTexts, csv_field, has_grid_rows, read_blocks
+from pipeline.engine.solve import answered_chunk
+from pipeline.engine.storage import DataRoots, Storage, absolute, is_url, storage_for
 
 if TYPE_CHECKING:
-    from pipeline.generate import GenerateTask
+    from pipeline.contract.generate import GenerateTask
 
 Source = str | Path | IO[bytes] | Iterable[str]
 MAX_ANSWERED = 1000  # invalid lines buffered before the producer writes their results
@@ -184,7 +191,9 @@ class JobSpec:
     prints: list[InputPrint | None] = field(default_factory=list)
     seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
     escalate_after: float | None = None  # seconds before a slow puzzle is raced by idle processes too
-    format: str = "columns"  # what the solving processes render the records in (`pipeline.tasks.FORMATS`)
+    format: str = (
+        "columns"  # what the solving processes render the records in (`pipeline.contract.tasks.FORMATS`)
+    )
     dataset: str | None = None  # the directory the solving processes write their parts to (`-o DIR/`)
     compression: str = "none"  # of a dataset's JSON Lines or CSV parts
     splits: list[str] | None = None  # the inputs as the workers read them, in splits (None: read here)
@@ -545,7 +554,8 @@ class Producer:
         self._flush(name, pending)
 
     def _split_all(self, names: list[str]) -> dict[str, str]:
-        """Send every input as byte-range splits the workers read (`pipeline.splits`): nothing is read here
+        """Send every input as byte-range splits the workers read (`pipeline.engine.splits`): nothing is read
+        here
         but the first megabyte of each input, for the length of its lines. The job's total is known once
         the workers have counted every split (`JobStore.split_total`)."""
         assert self.spec.splits is not None
@@ -570,7 +580,7 @@ class Producer:
                 chunk = self._next_chunk()
                 task = ChunkTask(
                     job=self.spec.job, chunk=chunk, input=name, index_runs=[], line_runs=[], puzzles="",
-                    split=Split(
+                    split=InputRange(
                         url=url, input=i, start=at, end=end, size=size, stamp=stat.stamp or None,
                         column=column,
                     ),
@@ -640,7 +650,7 @@ class Producer:
         )
 
     def _emit(
-        self, task: ChunkTask | GenerateTask, checkpoint: Checkpoint, answered: ChunkResult | None = None
+        self, task: ChunkTask | GenerateTask, checkpoint: Checkpoint, answered: Part | None = None
     ) -> None:
         """Commit `task` (with the answers before it, and the checkpoint past it), then send it."""
         self._commit(checkpoint, None, answered, task)
@@ -657,7 +667,7 @@ class Producer:
             answered = self._answered(name, pending, below=last + 1)
             self._commit(Checkpoint(index=last + 1, chunks=self.chunks, tail=digest(tail)), None, answered)
 
-    def _answered(self, name: str, pending: _Pending, below: int) -> ChunkResult | None:
+    def _answered(self, name: str, pending: _Pending, below: int) -> Part | None:
         """The `invalid` results of the pending invalid lines before index `below` as one chunk, or None."""
         k = bisect.bisect_left(pending.bad_indices, below)
         if k == 0:
@@ -680,7 +690,7 @@ class Producer:
         self,
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
-        answered: ChunkResult | None = None,
+        answered: Part | None = None,
         task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """Store answered results, keep the task, move the checkpoint: at once (Superseded if taken over)."""

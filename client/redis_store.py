@@ -1,6 +1,6 @@
 """The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list.
 
-Key names and the result write come from `pipeline.keys`, which the worker uses
+Key names and the result write come from `pipeline.contract.keys`, which the worker uses
 too. Connections use short timeouts so an unreachable broker is an error within
 seconds, never a hang.
 """
@@ -21,7 +21,7 @@ from redis.retry import Retry
 
 from client.config import BrokerUnreachable, ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
-from pipeline.keys import (
+from pipeline.contract.keys import (
     Frontier,
     JobKeys,
     current_key,
@@ -32,13 +32,13 @@ from pipeline.keys import (
     wake_commands,
     workers_key,
 )
-from pipeline.outbox import outbox_entry, read_outbox_entry
-from pipeline.result import ChunkResult, ChunkStats
-from pipeline.storage import MAX_ROOTS
-from pipeline.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask
+from pipeline.contract.outbox import outbox_entry, read_outbox_entry
+from pipeline.contract.part import Part, PartStats
+from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask
+from pipeline.engine.storage import MAX_ROOTS
 
 if TYPE_CHECKING:
-    from pipeline.generate import GenerateResult, GenerateTask
+    from pipeline.contract.generate import GenerateResult, GenerateTask
 
 try:  # redis-py's own reply buffer (a private module): without it `read_large` takes the plain path
     from redis._parsers.socket import SocketBuffer
@@ -138,7 +138,7 @@ class RedisJobStore(JobStore):
         token: str,
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
-        answered: ChunkResult | None = None,
+        answered: Part | None = None,
         task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
@@ -184,14 +184,12 @@ class RedisJobStore(JobStore):
     def owns(self, job: str, token: str) -> bool:
         return _s(self.r.get(self.keys(job).producer) or b"") == token
 
-    def put_result(
-        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
-    ) -> bool:
+    def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
         """Store a generate chunk's result, or a part of a new chunk answered whole (tests, the producer)."""
         stats = result.header.stats
         data = payload if payload is not None else result.encode()
         k = self.keys(job)
-        if isinstance(result, ChunkResult):
+        if isinstance(result, Part):
             head = result.header
             commands = part_commands(
                 k, head.chunk, head.row, data, stats.model_dump_json(), stats.n, stats.cpu_s,
@@ -281,13 +279,13 @@ class RedisJobStore(JobStore):
                 except redis.WatchError:
                     continue
 
-    def part_stats(self, job: str, parts: Sequence[Any]) -> list[tuple[Any, ChunkStats]]:
+    def part_stats(self, job: str, parts: Sequence[Any]) -> list[tuple[Any, PartStats]]:
         """(part, statistics) of the given parts (those still recorded)."""
         if not parts:
             return []
         raw = self.r.hmget(self.keys(job).stats, [f"{c}:{r}" for c, r in parts])
         return [
-            (p, ChunkStats.model_validate_json(v)) for p, v in zip(parts, raw, strict=True) if v is not None
+            (p, PartStats.model_validate_json(v)) for p, v in zip(parts, raw, strict=True) if v is not None
         ]
 
     def split_total(self, job: str) -> int | None:
@@ -311,9 +309,9 @@ class RedisJobStore(JobStore):
         checkpoint = json.loads(raw) if raw else {}
         return checkpoint, {_arrival(x) for x in self.r.smembers(k.collected)} if checkpoint else set()
 
-    def stats(self, job: str) -> list[ChunkStats]:
+    def stats(self, job: str) -> list[PartStats]:
         raw = self.r.hvals(self.keys(job).stats)
-        return [ChunkStats.model_validate_json(v) for v in raw]
+        return [PartStats.model_validate_json(v) for v in raw]
 
     def hint(self, job: str) -> tuple[int, float]:
         n, cpu = self.r.hmget(self.keys(job).meta, ["hint_n", "hint_cpu"])

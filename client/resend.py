@@ -19,7 +19,7 @@ import redis
 
 from client.redis_store import RedisJobStore
 from client.transport import Transport
-from pipeline.outbox import parse_task
+from pipeline.contract.outbox import parse_task
 
 
 class Resender:

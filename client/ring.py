@@ -1,7 +1,7 @@
 """Shared memory between the command and its local processes: parts come back without being copied.
 
 A local process renders each part's records straight into a ring of shared memory the command
-made before forking it (`RingArena`, `pipeline.render.Arena`), and sends through the pipe only
+made before forking it (`RingArena`, `pipeline.engine.render.Arena`), and sends through the pipe only
 the part's header and where its records lie; the command writes them to the output from there
 and gives the bytes back once the part is gone (`RingReader.part`). Before, a part's records were
 copied six times on the way (rendered, cut, encoded, pickled, through the pipe, unpickled) into
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pipeline.result import ChunkResult
+    from pipeline.contract.part import Part
 
 RING_MB = 16  # the least per local process: two full 9x9 chunks of records (a 1 MB chunk renders ~5.5 MB)
 RINGS_MB = 64  # shared among the processes: what may be in flight while the command writes (RSS it may cost)
@@ -50,7 +50,7 @@ class Ring:
 
 
 class RingArena:
-    """The process side: parts' records are rendered into the ring (`pipeline.render.Arena`)."""
+    """The process side: parts' records are rendered into the ring (`pipeline.engine.render.Arena`)."""
 
     def __init__(self, ring: Ring, slot: int) -> None:
         self.ring = ring
@@ -94,10 +94,10 @@ class RingReader:
         self._ends: dict[int, int] = {}
         self._gone: set[int] = set()
 
-    def part(self, head: bytes, start: int, used: int) -> ChunkResult:
+    def part(self, head: bytes, start: int, used: int) -> Part:
         """The part whose header is `head` and records lie at `start`; its bytes go back to the process
         when the part (and every view of its records) is dropped."""
-        from pipeline.result import ChunkResult
+        from pipeline.contract.part import Part
 
         offset = start % self.ring.capacity
         records = self.ring.data[offset : offset + used]  # a view of its own: its finalizer frees the bytes
@@ -105,7 +105,7 @@ class RingReader:
             self._order.append(start)
             self._ends[start] = start + used
         weakref.finalize(records, self._release, start)
-        return ChunkResult.with_head(head, memoryview(records))
+        return Part.with_head(head, memoryview(records))
 
     def _release(self, start: int) -> None:
         with self._lock:

@@ -35,7 +35,7 @@ from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state, submitted_words
 from client.summary import Summary
 from client.target import check_target
-from pipeline.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.contract.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
@@ -149,7 +149,7 @@ def _check_dataset_options(args: argparse.Namespace, dataset: bool) -> None:
 def check_parquet(output: str | None, dataset: bool = False) -> None:
     """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to (a
     dataset's parts are written by the workers: pyarrow is not imported here for them)."""
-    from pipeline.render.parquet import INSTALL_HINT, available, installed
+    from pipeline.engine.render.parquet import INSTALL_HINT, available, installed
 
     if not (installed() if dataset else available()):
         raise UsageError(f"--format parquet needs pyarrow: {INSTALL_HINT}")
@@ -385,12 +385,12 @@ def _merge_dataset(args: argparse.Namespace) -> int:
 
 def _merge(url: str, output: str, fmt: str, say: Any) -> None:
     """Merge a committed dataset's parts into one file (or stdout for `-`)."""
-    from client.dataset import merge
+    from client.dataset import copy_dataset
 
     out = Output(None if output == "-" else output, fmt, say)
     keep = False
     try:
-        merge(url, out, fmt)
+        copy_dataset(url, out, fmt)
         keep = True
     finally:
         out.close(keep=keep)

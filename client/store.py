@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from client.numbers import byte_size, plural
-from pipeline.result import ChunkResult, ChunkStats
-from pipeline.runs import overlaps
-from pipeline.tasks import ChunkTask
+from pipeline.contract.part import Part, PartStats
+from pipeline.contract.runs import overlaps
+from pipeline.contract.tasks import ChunkTask
 
 if TYPE_CHECKING:
-    from pipeline.generate import GenerateResult, GenerateTask
+    from pipeline.contract.generate import GenerateResult, GenerateTask
 
 Decode = Callable[[bytes | bytearray, str, int], Any]  # (payload, job, chunk) -> a chunk result
 
 
-def decode_solve(payload: bytes | bytearray, job: str, chunk: int) -> ChunkResult:
+def decode_solve(payload: bytes | bytearray, job: str, chunk: int) -> Part:
     """A solve chunk's result from its stored bytes (what collectors read by default)."""
-    return ChunkResult.decode(payload)
+    return Part.decode(payload)
 
 
 PRODUCER_SILENT_S = 5.0  # a producer silent this long may be dead: `status` says so, a resume may take over
@@ -114,7 +114,7 @@ class JobStore(ABC):
         token: str,
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
-        answered: ChunkResult | None = None,
+        answered: Part | None = None,
         task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         """Atomically store a producer's answered chunk, keep its task, and move its checkpoint.
@@ -128,9 +128,7 @@ class JobStore(ABC):
         """True while `token` is the job's producer token."""
 
     @abstractmethod
-    def put_result(
-        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
-    ) -> bool:
+    def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
         """Store a published part, or a generate chunk's result (`payload`: its encoding, when at hand);
         False when not stored: a part any of whose rows is answered already, or a job gone."""
 
@@ -167,7 +165,7 @@ class JobStore(ABC):
         """Let collected results expire after `ttl` seconds."""
 
     @abstractmethod
-    def stats(self, job: str) -> list[ChunkStats]:
+    def stats(self, job: str) -> list[PartStats]:
         """Return the statistics of every finished chunk."""
 
     @abstractmethod
@@ -310,7 +308,7 @@ def split_words(splits: int, sent: int, size: int = 0) -> str:
     return f"{plural(splits, 'split')} ({byte_size(sent)}{of})"
 
 
-def _chunks_done(stats: list[ChunkStats]) -> int:
+def _chunks_done(stats: list[PartStats]) -> int:
     """Chunks every row of which is answered, from their parts' statistics (a generate chunk: one each)."""
     rows: dict[int, int] = {}
     whole = 0
@@ -374,7 +372,7 @@ class MemoryStore(JobStore):
         self._cond = threading.Condition()
         self._meta: dict[str, dict[str, str]] = {}
         self._results: dict[str, dict[int, tuple[Any, bytes | None]]] = {}  # result, its encoding
-        self._stats: dict[str, dict[int, ChunkStats]] = {}
+        self._stats: dict[str, dict[int, PartStats]] = {}
         self._arrivals: dict[str, list[Any]] = {}  # part ids (chunk, row), or a generate run's chunk ids
         self._parts: dict[str, dict[int, dict[int, int]]] = {}  # chunk -> first row -> rows published
         self._done: dict[str, int] = {}  # chunks every row of which is answered
@@ -411,7 +409,7 @@ class MemoryStore(JobStore):
         token: str,
         checkpoint: Checkpoint,
         fields: dict[str, str] | None = None,
-        answered: ChunkResult | None = None,
+        answered: Part | None = None,
         task: ChunkTask | GenerateTask | None = None,
     ) -> None:
         with self._cond:  # a re-entrant lock: put_result and update take it again
@@ -425,9 +423,7 @@ class MemoryStore(JobStore):
         with self._cond:
             return self._tokens.get(job) == token
 
-    def put_result(
-        self, job: str, result: ChunkResult | GenerateResult, payload: bytes | None = None
-    ) -> bool:
+    def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
         """Keep the result object itself: the collector in this process reads it without decoding. A part
         any of whose rows is answered already is refused (False), as in Redis."""
         with self._cond:
@@ -435,7 +431,7 @@ class MemoryStore(JobStore):
                 return False  # purged
             stats = result.header.stats
             key: Any = result.header.chunk
-            if isinstance(result, ChunkResult):
+            if isinstance(result, Part):
                 parts = self._parts[job].setdefault(key, {})
                 runs = result.row_runs()
                 if -1 in parts or overlaps(runs, sorted(parts.items())):
@@ -508,7 +504,7 @@ class MemoryStore(JobStore):
             del expiry[c]
             self._results.get(job, {}).pop(c, None)
 
-    def stats(self, job: str) -> list[ChunkStats]:
+    def stats(self, job: str) -> list[PartStats]:
         with self._cond:
             return list(self._stats.get(job, {}).values())
 

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from client import numbers
-from pipeline.result import ChunkStats, Problem, time_bin_ms
+from pipeline.contract.part import PartStats, Problem, time_bin_ms
 from solvers.warm import compile_seconds
 
 MAX_PROBLEMS = 1000
@@ -23,7 +23,7 @@ STATUS_ORDER = ("solved", "approximate", "unsolvable", "timeout", "invalid", "er
 
 
 class Summary:
-    """Accumulates ChunkStats into the job's summary."""
+    """Accumulates PartStats into the job's summary."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
@@ -45,7 +45,7 @@ class Summary:
         self._compiled = compile_seconds()  # numba's compiles of this command so far (before the clock)
         self.compile_s = 0.0  # seconds the command compiled while the clock ran: not in `wall_s`
 
-    def add(self, stats: ChunkStats, input_name: str) -> None:
+    def add(self, stats: PartStats, input_name: str) -> None:
         """Fold one chunk's statistics in."""
         self.n += stats.n
         for table, extra in ((self.counts, stats.counts), (self.wins, stats.wins)):

@@ -1,7 +1,7 @@
 """How chunk tasks reach a solver or a generator: local processes (embedded) or Celery workers through Redis.
 
-Both transports run the same functions on the far side (`pipeline.solve.solve_chunk`,
-`pipeline.generate.generate_result`) and put the result in the job store; the producer and
+Both transports run the same functions on the far side (`pipeline.engine.solve.solve_chunk`,
+`pipeline.contract.generate.generate_result`) and put the result in the job store; the producer and
 collector cannot tell them apart. The Celery side is reached by task name (`send_task`)
 from an app built here with the workers' JSON-only settings: the client never imports
 `worker`.
@@ -26,17 +26,17 @@ from client.config import ClientSettings, mask_url
 from client.processes import die_with_parent, kill_pool
 from client.ring import Ring, RingArena, RingReader, ring_bytes
 from client.store import JobStore
-from pipeline.memory import frozen, reuse_freed_memory
-from pipeline.result import ChunkResult
-from pipeline.runner import fail_rest, run_chunk
-from pipeline.tasks import VERSION, ChunkTask
-from solvers.stop import new_flag, raise_flag
+from pipeline.contract.part import Part
+from pipeline.contract.tasks import VERSION, ChunkTask
+from pipeline.engine.memory import frozen, reuse_freed_memory
+from pipeline.engine.runner import fail_rest, run_chunk
+from solvers.kernel.stop import new_flag, raise_flag
 
 if TYPE_CHECKING:
     from multiprocessing.managers import SyncManager
 
     from client.local_board import LocalBoard
-    from pipeline.generate import GenerateResult
+    from pipeline.contract.generate import GenerateResult
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,8 @@ class Transport(ABC):
 
 
 class StorePort:
-    """A chunk run in this process meets its job in the client's store (`pipeline.runner.ChunkPort`)."""
+    """A chunk run in this process meets its job in the client's store
+    (`pipeline.engine.runner.ChunkPort`)."""
 
     def __init__(self, store: JobStore, stop: np.ndarray | None = None) -> None:
         self.store = store
@@ -77,7 +78,7 @@ class StorePort:
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         return self.store.answered(job, chunk)  # type: ignore[attr-defined]
 
-    def publish(self, part: ChunkResult) -> bool:
+    def publish(self, part: Part) -> bool:
         if self.flag is not None and self.flag[0]:
             return False  # stopped: an interrupted command writes nothing more
         return self.store.put_result(part.header.job, part)
@@ -104,7 +105,7 @@ class _QueuePort:
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         return []  # a chunk goes to one local process once
 
-    def publish(self, part: ChunkResult) -> bool:
+    def publish(self, part: Part) -> bool:
         where = self.arena.locate(part.body) if self.arena is not None else None
         if where is not None:
             self.parts.put((part.header.job, (self.arena.slot, *where, part.encode_head())))  # type: ignore[union-attr]
@@ -121,7 +122,7 @@ class _QueuePort:
 
 def failed_result(task: Task, reason: str) -> GenerateResult:
     """The answer of a generate task that cannot be run at all."""
-    from pipeline.generate import GenerateResult
+    from pipeline.contract.generate import GenerateResult
 
     return GenerateResult.failed(task.job, task.chunk, reason)
 
@@ -135,11 +136,11 @@ STOP_POLL_S = 0.25  # how often a local owner or helper looks at its race (as wo
 def _run_payload(task: Task) -> bytes | int:
     """Worker-process entry: run a task (the validated model itself, pickled by the pool: a ChunkTask
     made by this process's producer is already valid, which skips a JSON dump and parse of ~1 MB).
-    A solve chunk is run by `pipeline.runner.run_chunk`, its parts sent to the command as they are
+    A solve chunk is run by `pipeline.engine.runner.run_chunk`, its parts sent to the command as they are
     found (the count of puzzles comes back); a generate chunk's encoded result comes back. A solve
     chunk asking for escalation races its slow puzzles on the idle local processes too."""
     if not isinstance(task, ChunkTask):
-        from pipeline.generate import generate_result
+        from pipeline.contract.generate import generate_result
 
         if _BOARD is None:
             return generate_result(task).encode()
@@ -154,22 +155,22 @@ def _run_payload(task: Task) -> bytes | int:
 
 
 def _escalation(task: ChunkTask, board: Any, stop: np.ndarray) -> Any:
-    from pipeline.escalation import Escalation
+    from pipeline.escalation.board import Escalation
 
     return Escalation(task, board, stop, poll_s=STOP_POLL_S)
 
 
 def _run_race(text: str) -> int:
     """Worker-process entry of a helper: race a puzzle of another local process's chunk; 1 if solved here."""
-    from pipeline.escalation import help_race
-    from pipeline.race import RaceTask
+    from pipeline.escalation.board import run_helper
+    from pipeline.escalation.task import HelperTask
 
-    task = RaceTask.model_validate_json(text)
+    task = HelperTask.model_validate_json(text)
     if _BOARD is None:
         return 0
     board = _BOARD.for_job(task.job)
     with board.busy():
-        result = help_race(task, board, STOP_POLL_S)
+        result = run_helper(task, board, STOP_POLL_S)
     return int(result is not None and result.status.value == "solved")
 
 
@@ -190,7 +191,7 @@ def _init_process(
 
 def warm_solvers() -> None:
     """Load the compiled solvers and the renderer (what solve chunks run)."""
-    from pipeline.solve import warm
+    from pipeline.engine.solve import warm
 
     warm()
 
@@ -308,7 +309,7 @@ class LocalPool:
             slot, start, used, head = payload
             part = self._readers[slot].part(head, start, used)
         else:
-            part = ChunkResult.decode(bytearray(payload))
+            part = Part.decode(bytearray(payload))
         store = self._routes.get(job)
         if store is not None:
             store.put_result(job, part)
@@ -400,7 +401,7 @@ class LocalTransport(Transport):
         if isinstance(task, ChunkTask):
             run_chunk(StorePort(self.store, self._stop), task)
             return
-        from pipeline.generate import generate_result
+        from pipeline.contract.generate import generate_result
 
         result = generate_result(task)
         if not self._stop[0]:
@@ -446,7 +447,7 @@ class LocalTransport(Transport):
 
 def _decode(task: Task, payload: bytes) -> GenerateResult:
     """A local process's encoded generate result of `task`, read back."""
-    from pipeline.generate import GenerateResult
+    from pipeline.contract.generate import GenerateResult
 
     return GenerateResult.decode(payload, task.job, task.chunk)
 

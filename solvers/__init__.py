@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from solvers.cost import grid_cost
-from solvers.parse import Entry, parse_puzzle, read_entries
-from solvers.puzzle import ALPHABET, Box, Puzzle, PuzzleError
-from solvers.result import Results, SolveResult, Status
-from solvers.verify import is_solution, verify_batch
+from solvers.model.cost import grid_cost
+from solvers.model.parse import Entry, parse_puzzle, read_entries
+from solvers.model.puzzle import ALPHABET, Box, Puzzle, PuzzleError
+from solvers.model.result import Results, SolveResult, Status
+from solvers.model.verify import is_solution, verify_batch
 
 if TYPE_CHECKING:
     from solvers.api import solve, solve_many

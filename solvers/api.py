@@ -17,13 +17,10 @@ import numpy as np
 from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
-from solvers.exchange import Raced
-from solvers.outcome import BUDGET, Outcome
-from solvers.parse import Lines, clash_mask, parse_compact_batch, parse_puzzle, read_framed
-from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
-from solvers.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
-from solvers.registry import Kind
-from solvers.result import (
+from solvers.kernel.outcome import BUDGET, Outcome
+from solvers.model.parse import Lines, clash_mask, parse_compact_batch, parse_puzzle, read_framed
+from solvers.model.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
+from solvers.model.result import (
     REJECTED_ERROR,
     STATUS_CODE,
     STOPPED_ERROR,
@@ -32,7 +29,10 @@ from solvers.result import (
     SolveResult,
     Status,
 )
-from solvers.verify import verify_batch
+from solvers.model.verify import verify_batch
+from solvers.race.exchange import Raced
+from solvers.race.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
+from solvers.registry import Kind
 
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
@@ -103,7 +103,7 @@ def solve_many(
     solutions are counted up to `limit` (`solution_count`), and `solved` means at
     least one was found. The answer is a list-like `Results` (index, slice, iterate,
     `len`, `list(results)`): rows become SolveResult objects only when read.
-    `stop` (int64[1], see `solvers.stop`) is a flag another thread may raise: kernels
+    `stop` (int64[1], see `solvers.kernel.stop`) is a flag another thread may raise: kernels
     and races check it between slices, and every puzzle not answered by then comes back
     `timeout`, "stopped before an answer".
 
@@ -111,9 +111,9 @@ def solve_many(
     the batch's first pass (a small node budget) left unsolved, with its input position,
     and yields the stop flag of that search alone: raised when another process answered
     the puzzle (the caller raises it too when `stop` goes up), or that flag with the search's
-    exchange with the other processes racing it (`solvers.exchange.Raced`). With it, even the plain
+    exchange with the other processes racing it (`solvers.race.exchange.Raced`). With it, even the plain
     exact path searches such puzzles one at a time. `variant` > 0 is a helper's search of
-    a puzzle raced in another process too (`solvers.portfolio.race`).
+    a puzzle raced in another process too (`solvers.race.portfolio.race`).
 
     `on_final` (the pipeline publishing answers as they are found) is called with the results and the input
     positions whose results are final, as they become so: once every group's first pass is
@@ -409,7 +409,7 @@ def _collect(
             verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
     rendered = _render_rows(first, box, notation, verified)
     status = batch.status.astype(np.int64)
-    codes = _END_CODE[status]  # the status table (`solvers.result.UNANSWERED`), by kernel outcome
+    codes = _END_CODE[status]  # the status table (`solvers.model.result.UNANSWERED`), by kernel outcome
     errors = _END_ERROR[status]
     codes[verified] = STATUS_CODE[Status.SOLVED]
     errors[verified] = 0

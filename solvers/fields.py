@@ -2,8 +2,8 @@
 
 Why one table: a result used to take four forms (`SolveResult`, the pipeline's columns, the
 rendered records, `Record`) described in seven modules, so a new field meant seven edits that
-could disagree. Now `solvers.result.SolveResult`, `pipeline.render.record.Record`, the race's
-`RaceEntry`, the wire's columns, the CSV header and the Parquet schema are built from `FIELDS`,
+could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.record.Record`, the race's
+`HelperEntry`, the wire's columns, the CSV header and the Parquet schema are built from `FIELDS`,
 and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
 Parquet, `Record`) disagrees with it. A new field is a row here, the solver that sets it, and
 (when it is a new kind of value) a case in the compiled writer.
@@ -50,7 +50,7 @@ class Field:
     result: str | None = None  # its SolveResult attribute (None: the pipeline sets it: a position)
     result_type: Any = None  # the attribute's type, as SolveResult declares it
     result_default: Any = None  # the attribute's default (SolveResult's order is RESULT_ORDER)
-    raced: bool = False  # a helper racing the puzzle for another process posts it (`RaceEntry`)
+    raced: bool = False  # a helper racing the puzzle for another process posts it (`HelperEntry`)
     doc: str = ""
 
 

@@ -3,14 +3,14 @@
 Why one registry: a name a user gives (`--portfolio`, `solve(solver=..., portfolio=...)`)
 must mean the same wherever it is read, and an unknown one must get the same answer
 listing what exists. Solver modules register themselves when imported (`solvers.exact`,
-`solvers.stochastic`, `solvers.sat`; `solvers.portfolio` imports them all), so adding a
+`solvers.stochastic`, `solvers.sat.member`; `solvers.race.portfolio` imports them all), so adding a
 solver touches its own module only. This module is a leaf: it knows kinds and names, and
 holds each solver's object without importing its package.
 
 Kinds say what a solver can do and how a race runs it:
 * `exact`: a batch kernel (`solvers.exact.base.KernelSolver`): solves, counts solutions,
   proves there is none; the first exact member of a portfolio runs the batch fast path.
-* `complete`: a complete search raced as a member only (`solvers.sat`): solves and
+* `complete`: a complete search raced as a member only (`solvers.sat.member`): solves and
   proves, one puzzle at a time; the object is its member factory.
 * `stochastic`: a local search run in slices (`solvers.stochastic.base.StochasticSolver`):
   finds solutions or the best approximate grid, proves nothing.

@@ -14,7 +14,7 @@ race has done W seconds of work (W from 0.5 to 8 s, its share up to half): the m
 median for tail (frisch: `sat-plain` median 0.93 s but PAR-2 53.7, `sat-plain-fewest` 1.35 s
 and 34.6), and a second search that ran from the start would slow every easy grid by its share.
 Held back, it costs nothing on the grids the first member settles within W and halves the tail
-of the others. The race holds it back by starting its clock late (`solvers.portfolio`).
+of the others. The race holds it back by starting its clock late (`solvers.race.portfolio`).
 
 Learned: at 36x36 and 49x49 from issue 16's first training rounds (24 and 12 grids: a SAT
 mode solved every grid any member solved; the kernel was first on 3 of the 24 36x36 grids, by
@@ -103,7 +103,7 @@ class HelperMix(NamedTuple):
     starts: dict[str, float] | None = None
 
 
-# side -> the first helper that searches cubes of a split (`solvers.cubes`) instead of racing another SAT
+# side -> the first helper that searches cubes of a split (`solvers.race.cubes`) instead of racing another SAT
 # mode: the helpers before it race the modes of `helper_shares`, those from it on split the search
 SPLIT_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 1}
 CUBES_PER_HELPER = 2  # a split makes at least this many cubes per helper searching cubes

@@ -18,11 +18,11 @@ COMPILE_NOTICE = (  # after "compiling <part> "; every notice holds it
     "for this machine (each kernel once: up to a minute; `sudoku-batch warm` compiles them all ahead)"
 )
 FAMILIES = (  # module prefix -> what a user knows it as; anything else is "the solvers"
-    ("solvers.fill", "the puzzle generator"),
-    ("solvers.dig", "the puzzle generator"),
-    ("solvers.difficulty", "the puzzle generator"),
-    ("solvers.generator", "the puzzle generator"),
-    ("pipeline.render", "the output writers"),
+    ("solvers.generate.fill", "the puzzle generator"),
+    ("solvers.generate.dig", "the puzzle generator"),
+    ("solvers.generate.difficulty", "the puzzle generator"),
+    ("solvers.generate.generator", "the puzzle generator"),
+    ("pipeline.engine.render", "the output writers"),
 )
 _listener: list[Any] = []  # the one record of compiles (`_Compiles`) of this process, made on first use
 
@@ -34,10 +34,10 @@ def warm_all() -> None:
     from solvers.api import solve_many
     from solvers.exact import EXACT_SOLVERS
     from solvers.exact.propagation import root_candidates
-    from solvers.generator import generate_chunk
-    from solvers.parse import parse_puzzle
-    from solvers.portfolio import warm_up
-    from solvers.puzzle import Box
+    from solvers.generate.generator import generate_chunk
+    from solvers.model.parse import parse_puzzle
+    from solvers.model.puzzle import Box
+    from solvers.race.portfolio import warm_up
 
     parse_puzzle("." * 81)  # one puzzle's parse (a race helper, the web page, a line the batch refused)
     solve_many(["." * 16, "." * 81, "." * 256], time_limit=1.0)  # the default solver: generic, 9x9, 16x16
@@ -141,6 +141,6 @@ def compile_seconds() -> float:
 
 def cache_dir() -> str:
     """Where this machine's compiled solvers are cached (NUMBA_CACHE_DIR, or next to the modules)."""
-    from solvers.clock import monotonic_ns
+    from solvers.kernel.clock import monotonic_ns
 
     return str(monotonic_ns._cache._cache_path)  # type: ignore[attr-defined]

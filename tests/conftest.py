@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.runs import join_texts
-from pipeline.tasks import ChunkTask, solver_seed
+from pipeline.contract.runs import join_texts
+from pipeline.contract.tasks import ChunkTask, solver_seed
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "client" / "samples" / "sample.txt"
@@ -261,8 +261,8 @@ def chunk_task(
 
 def check_records(records: list[dict], puzzles: list[str]) -> None:
     """Assert one record per puzzle, in input order, every `solved` one a verified solution."""
-    from solvers.parse import parse_puzzle
-    from solvers.verify import is_solution
+    from solvers.model.parse import parse_puzzle
+    from solvers.model.verify import is_solution
 
     assert [r["puzzle"] for r in records] == puzzles
     assert [r["index"] for r in records] == list(range(len(puzzles)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solvers.puzzle import Box
+from solvers.model.puzzle import Box
 
 
 def pattern_grid(box: Box) -> np.ndarray:

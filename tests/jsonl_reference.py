@@ -1,6 +1,6 @@
 """A plain-Python JSON Lines renderer of `ResultColumns`: the reference the compiled one is held to.
 
-Same bytes as `pipeline.render.jsonl.render`, written the obvious way (f-strings, the json
+Same bytes as `pipeline.engine.render.jsonl.render`, written the obvious way (f-strings, the json
 module's own escaping), so a test can compare the kernel against it on any columns.
 """
 
@@ -11,7 +11,7 @@ from json.encoder import encode_basestring
 
 import numpy as np
 
-from pipeline.columns import (
+from pipeline.contract.columns import (
     COUNTER_DECIMALS,
     COUNTERS_RAW,
     COUNTERS_SIMPLE,
@@ -20,8 +20,8 @@ from pipeline.columns import (
     ResultColumns,
     fixed,
 )
-from pipeline.render.jsonl import render as render_compiled
-from solvers.result import SolveResult
+from pipeline.engine.render.jsonl import render as render_compiled
+from solvers.model.result import SolveResult
 
 
 def columns(texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:

@@ -102,7 +102,7 @@ def test_clashing_givens_among_solvable_lines_are_invalid_and_never_solved_or_ra
 
 
 def test_lines_joined_in_one_text_read_as_the_list_of_them():
-    from solvers.parse import Lines
+    from solvers.model.parse import Lines
 
     lines = [EXAMPLE, " " + EXAMPLE[1:], "55" + EXAMPLE[2:], NO_SOLUTION, "x" * 81, EXAMPLE.replace(".", "0")]
     joined = solve_many(Lines("\n".join(lines), len(lines)))

@@ -1,4 +1,5 @@
-"""One board contract (`pipeline.escalation.Board`), held by both of its forms: the workers' `RedisBoard`
+"""One board contract (`pipeline.escalation.board.Board`), held by both of its forms: the workers'
+`RedisBoard`
 (Redis keys, helpers called through Celery; on fakeredis and on the real redis-server) and the local
 processes' `LocalBoard` (a manager's dict). The split search's side of it too: cubes, their claims
 (a lapsed hold is taken again), refutations and the shared clauses."""
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.race import RaceEntry, RaceTask
-from solvers.result import SolveResult, Status
+from pipeline.escalation.task import HelperEntry, HelperTask
+from solvers.model.result import SolveResult, Status
 
 JOB = "be" * 16
 GRID = "534678912672195348198342567859761423426853791713924856961537284287419635345286179"
@@ -30,12 +31,12 @@ class Form:
 def form(request, monkeypatch) -> Iterator[Form]:
     if request.param in ("redis", "real-redis"):
         tasks = pytest.importorskip("worker.board")
-        from pipeline.keys import JobKeys, current_key, workers_key
+        from pipeline.contract.keys import JobKeys, current_key, workers_key
 
         client = request.getfixturevalue("fake_redis" if request.param == "redis" else "redis_client")
-        calls: list[RaceTask] = []
+        calls: list[HelperTask] = []
         monkeypatch.setattr(
-            tasks.app, "send_task", lambda name, kwargs, **kw: calls.append(RaceTask(**kwargs["task"]))
+            tasks.app, "send_task", lambda name, kwargs, **kw: calls.append(HelperTask(**kwargs["task"]))
         )
         client.hset(JobKeys(JOB).meta, "created", "0")
 
@@ -64,10 +65,10 @@ def form(request, monkeypatch) -> Iterator[Form]:
             for pid in range(3 - n):
                 board.state[("busy", pid)] = True
 
-        def called() -> list[RaceTask]:  # the queue's tasks, as the command's dispatcher takes them
+        def called() -> list[HelperTask]:  # the queue's tasks, as the command's dispatcher takes them
             got = []
             while not board.calls.empty():
-                got.append(RaceTask.model_validate_json(board.calls.get()))
+                got.append(HelperTask.model_validate_json(board.calls.get()))
             return got
 
         def lapse() -> None:
@@ -80,8 +81,8 @@ def form(request, monkeypatch) -> Iterator[Form]:
         manager.shutdown()
 
 
-def task(helper: int) -> RaceTask:
-    return RaceTask(job=JOB, chunk=0, row=3, helper=helper, puzzle="." * 81, seed=helper)
+def task(helper: int) -> HelperTask:
+    return HelperTask(job=JOB, chunk=0, row=3, helper=helper, puzzle="." * 81, seed=helper)
 
 
 def test_a_race_is_open_while_its_lease_lives_and_over_once_closed(form):
@@ -96,10 +97,10 @@ def test_a_race_is_open_while_its_lease_lives_and_over_once_closed(form):
 def test_helpers_entries_are_read_back_last_one_each_and_dropped_with_the_race(form):
     board = form.board
     board.open(0, 3)
-    board.post(0, 3, 1, RaceEntry(state="started"))
-    board.post(0, 3, 2, RaceEntry(state="started"))
+    board.post(0, 3, 1, HelperEntry(state="started"))
+    board.post(0, 3, 2, HelperEntry(state="started"))
     solved = SolveResult(Status.SOLVED, "." * 81, GRID, 0, "sat", nodes=7)
-    board.post(0, 3, 2, RaceEntry.of(solved))
+    board.post(0, 3, 2, HelperEntry.of(solved))
     entries = board.entries(0, 3)
     assert sorted(entries) == [1, 2] and entries[1].state == "started"
     assert entries[2].state == "done" and entries[2].solution == GRID and entries[2].nodes == 7

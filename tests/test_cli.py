@@ -243,7 +243,7 @@ def test_the_results_file_gets_the_usual_permissions_not_the_temporary_files(tmp
 
 
 def test_a_file_of_6x6_puzzles_without_box_gives_one_solved_record_per_puzzle(tmp_path):
-    from solvers.puzzle import ALPHABET, Box
+    from solvers.model.puzzle import ALPHABET, Box
     from tests.grids import blank, pattern_grid
 
     puzzles = ["".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(2, 3)), 0.4, k))

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from solvers.exact import EXACT_SOLVERS
-from solvers.outcome import OUTCOME_NAMES
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Box
-from solvers.verify import is_solution
+from solvers.kernel.outcome import OUTCOME_NAMES
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box
+from solvers.model.verify import is_solution
 
 DATA = Path(__file__).parent / "data" / "conformance.txt"
 TIME_LIMIT = 10.0  # seconds per puzzle: far above every solver's time on every kept line

@@ -28,11 +28,11 @@ import redis
 from client.args import UsageError, data_roots
 from client.config import ClientSettings
 from client.transport import celery_app
-from pipeline.dataset import CLAIM, TEMP_DIR, Claim
-from pipeline.outbox import outbox_entry, read_outbox_entry
-from pipeline.runner import ListPort, run_chunk
-from pipeline.storage import DataRoots, LocalStorage, OutsideRoots
-from pipeline.tasks import VERSION, ChunkTask, Dataset, Split
+from pipeline.contract.outbox import outbox_entry, read_outbox_entry
+from pipeline.contract.tasks import VERSION, ChunkTask, Dataset, InputRange
+from pipeline.engine.dataset import CLAIM, TEMP_DIR, Claim
+from pipeline.engine.runner import ListPort, run_chunk
+from pipeline.engine.storage import DataRoots, LocalStorage, OutsideRoots
 from tests.conftest import SAMPLE, RedisServer, check_records, run_cli, start_workers, stop_all
 
 PUZZLES = [ln for ln in SAMPLE.read_text().splitlines() if len(ln) == 81]
@@ -147,7 +147,7 @@ def test_a_bad_data_root_stops_the_worker_command_in_one_line_before_it_starts()
 def split_task(path: Path, size: int, dataset: Path | None = None) -> ChunkTask:
     return ChunkTask(
         job="ab" * 16, chunk=0, input="in.txt", index_runs=[], line_runs=[], puzzles="",
-        split=Split(url=str(path), start=0, end=size, size=size),
+        split=InputRange(url=str(path), start=0, end=size, size=size),
         dataset=Dataset(url=str(dataset)) if dataset is not None else None,
     )  # fmt: skip
 
@@ -342,7 +342,7 @@ def everything_in_redis(r: redis.Redis, job: str, skip: bytes = b"") -> bytes:
 
 
 def split_to(url: str, size: int = SIZE) -> Callable[[ChunkTask], dict[str, Any]]:
-    return lambda task: {"split": Split(url=url, input=0, start=0, end=min(size, 4096), size=size)}
+    return lambda task: {"split": InputRange(url=url, input=0, start=0, end=min(size, 4096), size=size)}
 
 
 def file_outside(fleet: Fleet, _: str) -> tuple[str, Callable[[ChunkTask], dict[str, Any]]]:

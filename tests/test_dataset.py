@@ -36,14 +36,14 @@ from client.dataset import (
     is_dataset,
 )
 from client.summary import Summary
-from pipeline.dataset import TEMP_DIR, Claim, part_name, read_claim
-from pipeline.keys import Frontier, JobKeys
-from pipeline.reader import ROW_IN_SPLIT, read_blocks
-from pipeline.runner import ListPort, run_chunk
-from pipeline.runs import runs_array
-from pipeline.splits import SplitRead, read_split
-from pipeline.storage import FsspecStorage, LocalStorage, StorageError
-from pipeline.tasks import ChunkTask, Dataset, Split
+from pipeline.contract.keys import Frontier, JobKeys
+from pipeline.contract.runs import runs_array
+from pipeline.contract.tasks import ChunkTask, Dataset, InputRange
+from pipeline.engine.dataset import TEMP_DIR, Claim, part_name, read_claim
+from pipeline.engine.reader import ROW_IN_SPLIT, read_blocks
+from pipeline.engine.runner import ListPort, run_chunk
+from pipeline.engine.splits import SplitRead, read_split
+from pipeline.engine.storage import FsspecStorage, LocalStorage, StorageError
 from tests.conftest import (
     CORPORA,
     SAMPLE,
@@ -66,7 +66,7 @@ def split_task(
     path: Path, start: int, end: int, chunk: int = 0, stamp: str | None = None, **fields: object
 ) -> ChunkTask:
     size = path.stat().st_size
-    split = Split(url=str(path), start=start, end=end, size=size, stamp=stamp)
+    split = InputRange(url=str(path), start=start, end=end, size=size, stamp=stamp)
     return ChunkTask(
         job=JOB, chunk=chunk, input=str(path), index_runs=[], line_runs=[], puzzles="", split=split, **fields
     )  # type: ignore[arg-type]
@@ -137,7 +137,7 @@ def test_every_line_is_read_once_by_the_split_it_starts_in_wherever_the_cuts_fal
 
 def sixteen(seed: int) -> str:
     """A 16x16 puzzle on one line (256 cells)."""
-    from solvers.puzzle import ALPHABET, Box
+    from solvers.model.puzzle import ALPHABET, Box
     from tests.grids import blank, pattern_grid
 
     return "".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(4, 4)), 0.5, seed))
@@ -218,10 +218,10 @@ def test_splits_cutting_lines_of_one_to_three_megabytes_read_them_once_as_the_un
 def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no_file(
     fake_redis, tmp_path, monkeypatch
 ):
-    from pipeline.outbox import outbox_entry
-    from pipeline.result import ChunkResult
-    from pipeline.storage import DataRoots
-    from pipeline.tasks import VERSION, ChunkRef
+    from pipeline.contract.outbox import outbox_entry
+    from pipeline.contract.part import Part
+    from pipeline.contract.tasks import VERSION, ChunkRef
+    from pipeline.engine.storage import DataRoots
     from worker.config import settings
     from worker.tasks import handle
 
@@ -253,7 +253,7 @@ def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no
     dataset = DatasetOutput(str(out), "jsonl", JOB, {"inputs": str(path), "created": "1"}, summary)
     for name in fake_redis.lrange(keys.arrivals, 0, -1):
         chunk, row = (int(x) for x in name.split(b":"))
-        part = ChunkResult.decode(fake_redis.get(keys.part(chunk, row)))
+        part = Part.decode(fake_redis.get(keys.part(chunk, row)))
         summary.add(part.header.stats, part.header.input)
         dataset.write(part, 0, len(part))
     manifest = dataset.commit()
@@ -267,7 +267,7 @@ def test_a_csv_input_read_in_splits_gives_each_line_its_puzzle_field_once_wherev
     tmp_path_factory, lines, crlf, seed
 ):
     """A split after the first never sees the header: the task carries the column the producer found."""
-    from pipeline.reader import csv_field
+    from pipeline.engine.reader import csv_field
 
     path = tmp_path_factory.mktemp("csv-splits") / "in.csv"
     rows = [
@@ -282,7 +282,7 @@ def test_a_csv_input_read_in_splits_gives_each_line_its_puzzle_field_once_wherev
     bounds, got, first = [0, *cuts, size], [], 1
     for k, (a, b) in enumerate(itertools.pairwise(bounds)):
         task = split_task(path, a, b, k).model_copy(
-            update={"split": Split(url=str(path), start=a, end=b, size=size, column=column)}
+            update={"split": InputRange(url=str(path), start=a, end=b, size=size, column=column)}
         )
         read = read_split(task)
         errors = [None] * read.valid + read.reasons
@@ -656,7 +656,7 @@ def read_back(root: Path, fmt: str) -> list[dict]:
     import pandas as pd
     import pyarrow.dataset as ds
 
-    from pipeline.render.parquet import schema
+    from pipeline.engine.render.parquet import schema
 
     assert (root / "_SUCCESS").exists()
     files = sorted(str(p) for p in root.glob("part-*"))

@@ -87,7 +87,7 @@ def test_the_console_script_is_the_cli_and_the_worker_runs_the_celery_app_by_its
     assert "from client.cli import main" in (REPO / "client" / "__main__.py").read_text()
     from celery import Celery
 
-    from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
+    from pipeline.contract.tasks import SOLVE_TASK_NAME as TASK_NAME
     from worker.app import app
 
     app.loader.import_default_modules()  # what `celery -A worker.app worker` does: the `include`d tasks

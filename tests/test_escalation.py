@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from pipeline.escalation import Escalation, help_race
-from pipeline.race import MAX_HELPERS, RaceEnd, RaceEntry, RaceTask, merge, race_seed
-from pipeline.tasks import ChunkTask
+from pipeline.contract.tasks import ChunkTask
+from pipeline.escalation.board import Escalation, run_helper
+from pipeline.escalation.task import MAX_HELPERS, EscalationEnd, HelperEntry, HelperTask, helper_seed, merge
 from solvers.api import STOPPED_ERROR, solve, solve_many
-from solvers.result import SolveResult, Status
-from solvers.stop import new_flag, raise_flag
+from solvers.kernel.stop import new_flag, raise_flag
+from solvers.model.result import SolveResult, Status
 from tests.conftest import SAMPLE, check_records, chunk_task, cli_command, start_workers, stop_all, url_of
 
 JOB = "0e" * 16
@@ -31,8 +31,8 @@ EASY = SAMPLE.read_text().splitlines()[0]
 def hard_puzzle(side: int = 6) -> str:
     """A side**2 x side**2 grid with 60% of its cells blanked (seed 2). At 36x36 the race needs about
     2 s CPU and the fast path fails; at 49x49 (`slow_puzzle`) about 6 s."""
-    from solvers.fill import random_grids
-    from solvers.puzzle import Box, Puzzle
+    from solvers.generate.fill import random_grids
+    from solvers.model.puzzle import Box, Puzzle
 
     box = Box(side, side)
     rng = np.random.default_rng(2)
@@ -49,13 +49,14 @@ def slow_puzzle() -> str:
 
 
 class MemoryBoard:
-    """A board in this process's memory (the seam `pipeline.escalation.Board`), recording helpers called."""
+    """A board in this process's memory (the seam `pipeline.escalation.board.Board`), recording helpers
+    called."""
 
     def __init__(self, idle: int = 2) -> None:
         self.leases: set[tuple[int, int]] = set()
         self.closed: set[tuple[int, int]] = set()
-        self.posted: dict[tuple[int, int], dict[int, RaceEntry]] = {}
-        self.called: list[RaceTask] = []
+        self.posted: dict[tuple[int, int], dict[int, HelperEntry]] = {}
+        self.called: list[HelperTask] = []
         self.idle_processes = idle
         self.split: dict[tuple[int, int], list] = {}
         self.clauses: dict[tuple[int, int], list] = {}
@@ -74,10 +75,10 @@ class MemoryBoard:
         self.closed.add((chunk, row))
         self.leases.discard((chunk, row))
 
-    def post(self, chunk: int, row: int, helper: int, entry: RaceEntry) -> None:
+    def post(self, chunk: int, row: int, helper: int, entry: HelperEntry) -> None:
         self.posted.setdefault((chunk, row), {})[helper] = entry
 
-    def entries(self, chunk: int, row: int) -> dict[int, RaceEntry]:
+    def entries(self, chunk: int, row: int) -> dict[int, HelperEntry]:
         return dict(self.posted.get((chunk, row), {}))
 
     def drop(self, chunk: int, row: int) -> None:
@@ -86,7 +87,7 @@ class MemoryBoard:
     def idle(self) -> int:
         return self.idle_processes
 
-    def call(self, task: RaceTask) -> None:
+    def call(self, task: HelperTask) -> None:
         self.called.append(task)
 
     def publish_cubes(self, chunk: int, row: int, cubes: list, units: list) -> list | None:
@@ -161,7 +162,7 @@ def test_the_first_verified_helper_grid_stops_the_owner_and_becomes_the_record_w
     with esc.racing(0) as flag:
         clock.now += 3
         esc.tick()
-        board.post(0, 0, 1, RaceEntry.of(helper))
+        board.post(0, 0, 1, HelperEntry.of(helper))
         esc.tick()
         assert flag[0] != 0  # the owner's search of this puzzle stops at its next slice
         owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR, solver=None, elapsed=3.2,
@@ -192,28 +193,28 @@ def test_a_helper_grid_the_verifier_rejects_is_never_taken():
     with esc.racing(0) as flag:
         clock.now += 3
         esc.tick()
-        board.post(0, 0, 1, RaceEntry(state="done", status=Status.SOLVED, solution=bad, solver="sat"))
+        board.post(0, 0, 1, HelperEntry(state="done", status=Status.SOLVED, solution=bad, solver="sat"))
         esc.tick()
         assert flag[0] == 0
     owner = SolveResult(Status.TIMEOUT, EASY, error="no solution within the time limit")
     assert esc.ends[0].winner is None and merge(owner, esc.ends[0]).status == Status.TIMEOUT
 
 
-def race_task(text: str = EASY) -> RaceTask:
-    seed = race_seed(JOB, 0, 0, 2)
-    return RaceTask(job=JOB, chunk=0, row=0, helper=2, puzzle=text, portfolio="race", seed=seed)
+def race_task(text: str = EASY) -> HelperTask:
+    seed = helper_seed(JOB, 0, 0, 2)
+    return HelperTask(job=JOB, chunk=0, row=0, helper=2, puzzle=text, portfolio="race", seed=seed)
 
 
 def test_a_helper_whose_race_is_over_before_it_starts_posts_nothing_and_solves_nothing():
     board = MemoryBoard()  # no lease: the owner finished, or died
-    assert help_race(race_task(), board, 0.05) is None
+    assert run_helper(race_task(), board, 0.05) is None
     assert board.posted == {}
 
 
 def test_a_helper_that_solves_posts_its_grid_and_counters_and_closes_the_race():
     board = MemoryBoard()
     board.open(0, 0)
-    result = help_race(race_task(), board, 0.05)
+    result = run_helper(race_task(), board, 0.05)
     assert result is not None and result.status == Status.SOLVED
     (entry,) = board.entries(0, 0).values()
     assert entry.state == "done" and entry.solution == result.solution and entry.counters
@@ -226,7 +227,7 @@ def test_a_helper_gives_up_and_posts_its_counters_once_the_race_is_closed():
     board.open(0, 0)
     closer = threading.Timer(0.3, board.close, args=(0, 0))
     closer.start()
-    result = help_race(task, board, 0.05)  # the race alone takes seconds
+    result = run_helper(task, board, 0.05)  # the race alone takes seconds
     closer.join()
     assert result is not None and result.status in (Status.TIMEOUT, Status.APPROXIMATE)
     assert board.entries(0, 0)[2].state == "done"
@@ -234,8 +235,8 @@ def test_a_helper_gives_up_and_posts_its_counters_once_the_race_is_closed():
 
 def test_the_owners_own_answer_stands_and_takes_the_helpers_counters():
     own = solve(EASY)
-    entry = RaceEntry(state="done", status=Status.TIMEOUT, solver=None, counters={"sat": {"conflicts": 3}})
-    record = merge(own, RaceEnd({2: entry}))
+    entry = HelperEntry(state="done", status=Status.TIMEOUT, solver=None, counters={"sat": {"conflicts": 3}})
+    record = merge(own, EscalationEnd({2: entry}))
     assert record.solution == own.solution and record.solver == own.solver
     assert record.counters["sat@helper2"] == {"conflicts": 3}
 
@@ -274,14 +275,14 @@ def test_solve_many_enters_racing_only_for_puzzles_its_first_pass_left_unsolved(
 
 @pytest.mark.parametrize("portfolio", ["sat", "propagation"])
 def test_a_helpers_variant_still_solves_or_refutes_every_conformance_puzzle(portfolio):
-    from solvers.parse import parse_puzzle
-    from solvers.portfolio import race
-    from solvers.verify import is_solution
+    from solvers.model.parse import parse_puzzle
+    from solvers.model.verify import is_solution
+    from solvers.race.portfolio import race
     from tests.test_conformance import CASES
 
     for case in CASES:
         puzzle = parse_puzzle(case.puzzle, case.box)
-        r = race(puzzle, portfolio, time_limit=10, seed=race_seed(JOB, 0, 0, 3), variant=3)
+        r = race(puzzle, portfolio, time_limit=10, seed=helper_seed(JOB, 0, 0, 3), variant=3)
         if case.count == 0:
             assert r.status == Status.UNSOLVABLE and r.solution is None, case.origin
             continue
@@ -291,11 +292,11 @@ def test_a_helpers_variant_still_solves_or_refutes_every_conformance_puzzle(port
 
 def test_a_variant_searches_in_another_order_than_the_owner():
     from solvers.exact import EXACT_SOLVERS
-    from solvers.parse import parse_puzzle
-    from solvers.portfolio import _build, parse_portfolio
-    from solvers.restarts import ExactMember
-    from solvers.sat import SAT_MODES, SatMember
-    from solvers.sat_encoding import encode
+    from solvers.model.parse import parse_puzzle
+    from solvers.race.members import ExactMember
+    from solvers.race.portfolio import _build, parse_portfolio
+    from solvers.sat.encoding import encode
+    from solvers.sat.member import SAT_MODES, SatMember
 
     puzzle = parse_puzzle(hard_puzzle())
     seeds = np.random.SeedSequence(1)
@@ -337,9 +338,9 @@ def test_an_older_clients_chunk_task_without_escalate_after_still_validates_and_
 )
 def test_a_race_task_out_of_bounds_is_refused(change):
     base = {"job": JOB, "chunk": 0, "row": 0, "helper": 1, "puzzle": EASY}
-    RaceTask.model_validate(base)
+    HelperTask.model_validate(base)
     with pytest.raises(ValidationError):
-        RaceTask.model_validate({**base, **change})
+        HelperTask.model_validate({**base, **change})
 
 
 @pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf"), 1e9])
@@ -349,10 +350,10 @@ def test_a_chunk_task_refuses_an_escalate_after_out_of_bounds(value):
 
 
 def test_helper_seeds_come_from_a_stable_hash_and_differ_per_helper():
-    seeds = [race_seed(JOB, 3, 7, helper) for helper in range(1, 9)]
+    seeds = [helper_seed(JOB, 3, 7, helper) for helper in range(1, 9)]
     assert len(set(seeds)) == 8 and all(0 < s < 2**63 for s in seeds)
-    assert race_seed(JOB, 3, 7, 1) == race_seed(JOB, 3, 7, 1)
-    assert race_seed("0a" * 16, 0, 0, 1) == 0x1CB5_5B05_9581_87C5  # the same on every machine and run
+    assert helper_seed(JOB, 3, 7, 1) == helper_seed(JOB, 3, 7, 1)
+    assert helper_seed("0a" * 16, 0, 0, 1) == 0x1CB5_5B05_9581_87C5  # the same on every machine and run
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "1e9"])

@@ -17,9 +17,9 @@ import pytest
 
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Box, Puzzle
-from solvers.verify import is_solution, verify_batch
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box, Puzzle
+from solvers.model.verify import is_solution, verify_batch
 from tests.data.make_conformance import full_grid, py_count
 from tests.grids import blank, pattern_grid
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.result import ChunkResult
+from pipeline.contract.part import Part
 from tests.conftest import (
     CORPORA,
     SAMPLE,
@@ -396,7 +396,7 @@ def chunk_message(texts: list[str], chunk: int = 0, time_limit: float | None = N
 def stored_records(fake_redis, chunk: int = 0) -> list[dict]:
     """The records a worker stored for a chunk of JOB."""
     payload = fake_redis.get(f"sbatch:job:{JOB}:part:{chunk}:0")  # answered whole: one part from row 0
-    return [json.loads(line) for line in ChunkResult.decode(payload).lines()]
+    return [json.loads(line) for line in Part.decode(payload).lines()]
 
 
 def new_job(fake_redis) -> None:
@@ -406,8 +406,8 @@ def new_job(fake_redis) -> None:
 
 def test_a_puzzle_that_makes_the_solver_raise_is_an_error_and_the_rest_of_its_chunk_is_solved(monkeypatch):
     import solvers.api
-    from pipeline.solve import solve_chunk
-    from pipeline.tasks import ChunkTask
+    from pipeline.contract.tasks import ChunkTask
+    from pipeline.engine.solve import solve_chunk
 
     poison = LINES[3]
     real = solvers.api.solve_many
@@ -452,7 +452,7 @@ def test_a_chunk_past_its_time_limit_comes_back_as_timeouts_not_lost_work(fake_r
     def too_slow(*args, **kwargs):
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr("pipeline.runner.solve_parts", too_slow)
+    monkeypatch.setattr("pipeline.engine.runner.solve_parts", too_slow)
     new_job(fake_redis)
     assert tasks.handle(chunk_message(LINES[:5]), fake_redis) == 5
     records = stored_records(fake_redis)
@@ -471,7 +471,7 @@ def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(f
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)  # delivered again since
     assert tasks.handle(message, fake_redis) == 0  # past the limit, but answered: nothing written
     monkeypatch.setattr(
-        "pipeline.runner.solve_parts", lambda *_, **__: (_ for _ in ()).throw(SoftTimeLimitExceeded())
+        "pipeline.engine.runner.solve_parts", lambda *_, **__: (_ for _ in ()).throw(SoftTimeLimitExceeded())
     )
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, 0)
     assert tasks.handle(message, fake_redis) == 0  # a redelivery past its time limit: the answer stays too

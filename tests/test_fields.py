@@ -1,7 +1,7 @@
 """The field table (`solvers.fields`) is the one description of a result: every form agrees with it.
 
 Each renderer (the compiled JSON Lines and CSV writers, Parquet, `Record`) and each derived type
-(`SolveResult`, `RaceEntry`) is checked field by field against the table, so a field added to
+(`SolveResult`, `HelperEntry`) is checked field by field against the table, so a field added to
 the table and not to a renderer, or rendered otherwise than its kind says, fails here.
 """
 
@@ -14,11 +14,11 @@ import json
 
 import pytest
 
-from pipeline.race import RaceEntry
-from pipeline.render.record import Record
-from pipeline.solve import solve_chunk
+from pipeline.engine.render.record import Record
+from pipeline.engine.solve import solve_chunk
+from pipeline.escalation.task import HelperEntry
 from solvers.fields import BY_NAME, CSV_HEADER, FIELDS, NAMES, RECORD_FIELDS, RESULT_ORDER
-from solvers.result import STATUS_CODE, STATUS_NAMES, SolveResult, Status
+from solvers.model.result import STATUS_CODE, STATUS_NAMES, SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
 from tests.test_output_formats import mixed_chunk
 
@@ -35,7 +35,7 @@ def chunks():
 
 def rendered(result, fmt: str) -> bytes:
     """The chunk's records in `fmt`, as its renderer writes them."""
-    from pipeline.render import render
+    from pipeline.engine.render import render
 
     return render(result, fmt)
 
@@ -78,7 +78,7 @@ def test_the_csv_rows_are_the_json_records_rendered_as_the_table_says():
 
 def test_the_parquet_schema_and_values_follow_the_table():
     pa = pytest.importorskip("pyarrow")
-    from pipeline.render.parquet import schema
+    from pipeline.engine.render.parquet import schema
 
     types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
     assert schema() == pa.schema([(f.name, types[f.parquet]) for f in RECORD_FIELDS])
@@ -93,7 +93,7 @@ def test_the_parquet_schema_and_values_follow_the_table():
 def test_records_solve_results_and_race_entries_are_built_from_the_table():
     assert tuple(f.name for f in dataclasses.fields(Record)) == NAMES
     assert tuple(f.name for f in dataclasses.fields(SolveResult)) == RESULT_ORDER
-    assert set(RaceEntry.model_fields) == {"state"} | {f.name for f in FIELDS if f.raced}
+    assert set(HelperEntry.model_fields) == {"state"} | {f.name for f in FIELDS if f.raced}
     for result in chunks():
         for line in rendered(result, "jsonl").decode().splitlines():
             assert Record.from_json(line).to_dict() == json.loads(line)

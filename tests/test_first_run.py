@@ -100,9 +100,9 @@ def test_local_processes_compiling_at_once_say_so_once_and_the_rate_leaves_their
 
 @pytest.mark.parametrize(
     ("module", "part"),
-    [("solvers.exact.propagation9", "the solvers"), ("solvers.parse", "the solvers"),
-     ("solvers.dig", "the puzzle generator"), ("solvers.fill", "the puzzle generator"),
-     ("pipeline.render.jsonl", "the output writers"), ("", "the solvers")],
+    [("solvers.exact.propagation9", "the solvers"), ("solvers.model.parse", "the solvers"),
+     ("solvers.generate.dig", "the puzzle generator"), ("solvers.generate.fill", "the puzzle generator"),
+     ("pipeline.engine.render.jsonl", "the output writers"), ("", "the solvers")],
 )  # fmt: skip
 def test_the_compile_notice_names_the_part_whose_kernel_compiles(module, part):
     assert compile_notice(module) == f"compiling {part} {COMPILE_NOTICE}"

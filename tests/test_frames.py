@@ -19,13 +19,13 @@ from client import BatchClient
 from client.frame import csv_table, part_table, slices_table
 from client.output import Output
 from client.transport import INLINE_BYTES
-from pipeline.columns import ResultColumns
-from pipeline.render.jsonl import counters_texts
-from pipeline.render.parquet import columns_table, schema
-from pipeline.solve import build_part
+from pipeline.contract.columns import ResultColumns
+from pipeline.engine.render.jsonl import counters_texts
+from pipeline.engine.render.parquet import columns_table, schema
+from pipeline.engine.solve import build_part
 from solvers.api import solve_many
-from solvers.frame import counters_text
-from solvers.result import SolveResult, Status
+from solvers.model.frame import counters_text
+from solvers.model.result import SolveResult, Status
 from tests.conftest import REPO, SAMPLE
 from tests.test_portfolio import FRISCH
 

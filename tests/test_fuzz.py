@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pipeline.reader import read_blocks
-from pipeline.solve import solve_chunk
-from pipeline.tasks import ChunkTask
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.reader import read_blocks
+from pipeline.engine.solve import solve_chunk
 from solvers.api import solve_many
 from tests.conftest import SAMPLE, cli_command
 

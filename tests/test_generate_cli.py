@@ -18,10 +18,10 @@ import pytest
 from client.cli import main, parser
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DONE
-from solvers.generator import orbits
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Box
-from solvers.verify import verify_batch
+from solvers.generate.generator import orbits
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box
+from solvers.model.verify import verify_batch
 from tests.conftest import cli_command, job_keys_now
 
 CHECKER = EXACT_SOLVERS["exact_cover"]
@@ -255,7 +255,7 @@ def test_an_unreachable_broker_is_one_masked_line_and_exit_1_within_5_s(tmp_path
 
 
 def test_the_client_sends_the_task_name_the_worker_registers():
-    from pipeline.generate import GenerateTask
+    from pipeline.contract.generate import GenerateTask
     from worker.tasks import generate_chunk_task
 
     assert generate_chunk_task.name == GenerateTask.NAME
@@ -270,7 +270,7 @@ def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_i
     from client.producer import JobSpec, Producer
     from client.redis_store import RedisJobStore
     from client.transport import Transport
-    from pipeline.generate import GenerateOptions, GenerateResult, GenerateTask, generate_result
+    from pipeline.contract.generate import GenerateOptions, GenerateResult, GenerateTask, generate_result
     from worker.tasks import handle_generate
 
     argv = ["generate", "--box", "2x3", "--count", "50", "--unique", "--seed", "11", "--chunk-size", "8"]
@@ -314,7 +314,7 @@ def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_i
 
 
 def test_the_worker_drops_chunks_of_a_purged_job_and_answers_a_bad_request_with_an_error(fake_redis):
-    from pipeline.keys import JobKeys
+    from pipeline.contract.keys import JobKeys
     from worker.tasks import handle_generate
 
     job = "cd" * 16
@@ -366,7 +366,7 @@ def test_holes_blank_that_fraction_of_random_full_grids_reproducibly_per_seed(tm
 
 
 def test_a_generate_message_carries_holes_only_when_asked_and_refuses_a_fraction_outside_0_to_1():
-    from pipeline.generate import GenerateOptions, GenerateTask
+    from pipeline.contract.generate import GenerateOptions, GenerateTask
 
     job = {"job": "0123abcd", "chunk": 0, "count": 2, "seed": 7}
     asked = GenerateTask(**job, box="6x6", options=GenerateOptions(holes=0.6))

@@ -12,12 +12,19 @@ import time
 import numpy as np
 import pytest
 
-from solvers.difficulty import LEVEL_NAMES, level_of, parse_levels, possible_levels, rate_batch, rate_puzzle
-from solvers.dig import dig
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DONE
-from solvers.fill import random_grids
-from solvers.generator import (
+from solvers.generate.difficulty import (
+    LEVEL_NAMES,
+    level_of,
+    parse_levels,
+    possible_levels,
+    rate_batch,
+    rate_puzzle,
+)
+from solvers.generate.dig import dig
+from solvers.generate.fill import random_grids
+from solvers.generate.generator import (
     Options,
     chunk_seed,
     format_grid,
@@ -29,9 +36,9 @@ from solvers.generator import (
     random_seed,
     render_lines,
 )
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Box, Puzzle
-from solvers.verify import is_solution, verify_batch
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box, Puzzle
+from solvers.model.verify import is_solution, verify_batch
 from tests.grids import pattern_grid
 
 CHECKER = EXACT_SOLVERS["exact_cover"]

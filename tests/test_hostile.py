@@ -27,9 +27,9 @@ import redis
 
 from client.config import ClientSettings
 from client.transport import celery_app
-from pipeline.outbox import outbox_entry
-from pipeline.tasks import GENERATE_TASK_NAME, MAX_TASK_CHARS, VERSION
-from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
+from pipeline.contract.outbox import outbox_entry
+from pipeline.contract.tasks import GENERATE_TASK_NAME, MAX_TASK_CHARS, VERSION
+from pipeline.contract.tasks import SOLVE_TASK_NAME as TASK_NAME
 from tests.conftest import SAMPLE, RedisServer, chunk_task, cli_command, start_workers, stop_all
 
 SECRET = "s3cret-payload-marker"  # put in every hostile message: it must never reach the log

@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from client.config import ClientSettings
 from client.producer import ChunkSizer
-from pipeline.reader import read_blocks
-from pipeline.tasks import MAX_CHUNK_PUZZLES, MAX_NAME_CHARS, MAX_TASK_CHARS, ChunkTask
-from solvers.parse import MAX_LINE_CHARS
+from pipeline.contract.tasks import MAX_CHUNK_PUZZLES, MAX_NAME_CHARS, MAX_TASK_CHARS, ChunkTask
+from pipeline.engine.reader import read_blocks
+from solvers.model.parse import MAX_LINE_CHARS
 from tests.conftest import SAMPLE
 
 LINES = SAMPLE.read_text().splitlines()

@@ -19,8 +19,8 @@ import pytest
 
 from client import numbers
 from client.summary import Summary
-from pipeline.columns import TIME_BINS_PER_DECADE
-from pipeline.result import ChunkStats
+from pipeline.contract.columns import TIME_BINS_PER_DECADE
+from pipeline.contract.part import PartStats
 from tests.conftest import REPO
 
 COMMON_JS = REPO / "web" / "static" / "common.js"
@@ -92,7 +92,7 @@ def summary_of(times_ms: list[float]) -> Summary:
         b = math.floor(TIME_BINS_PER_DECADE * math.log10(t))
         bins[b] = bins.get(b, 0) + 1
     s = Summary()
-    s.add(ChunkStats(n=len(times_ms), counts={"solved": len(times_ms)}, time_bins=bins,
+    s.add(PartStats(n=len(times_ms), counts={"solved": len(times_ms)}, time_bins=bins,
                      time_max_ms=max(times_ms)), "")  # fmt: skip
     return s
 

@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 
 from client.cli import main
-from pipeline.columns import FIELDS
-from pipeline.render.csv_text import render_csv
-from pipeline.result import ChunkResult
-from pipeline.solve import build_result, solve_chunk
-from solvers.result import SolveResult, Status
+from pipeline.contract.columns import FIELDS
+from pipeline.contract.part import Part
+from pipeline.engine.render.csv_text import render_csv
+from pipeline.engine.solve import build_result, solve_chunk
+from solvers.model.result import SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "5e" * 16
 
 
-def mixed_chunk() -> ChunkResult:
+def mixed_chunk() -> Part:
     """A chunk result of every status, texts that need quoting, and counters of every kind."""
     simple = {"propagation": {"nodes": 3, "guesses": 1, "time_ms": 0.015}}
     results = [
@@ -82,7 +82,7 @@ def parquet_rows(path) -> list[dict]:  # noqa: ANN001 - a path
 
 def test_parquet_holds_the_json_lines_records_with_their_types_and_nulls(tmp_path):
     pytest.importorskip("pyarrow")
-    from pipeline.render.parquet import ParquetSink
+    from pipeline.engine.render.parquet import ParquetSink
 
     for result in (mixed_chunk(), solve_chunk(chunk_task(JOB, LINES[:20]))):
         path = tmp_path / "out.parquet"
@@ -110,7 +110,7 @@ def test_solve_writes_parquet_and_refuses_it_in_one_line_without_pyarrow(tmp_pat
     assert np.isclose(rows[0]["time_ms"], rows[0]["time_ms"]) and rows[0]["cost"] == 0
     capsys.readouterr()
 
-    import pipeline.render.parquet as parquet
+    import pipeline.engine.render.parquet as parquet
 
     monkeypatch.setattr(parquet, "available", lambda: False)
     other = tmp_path / "other.parquet"

@@ -8,8 +8,8 @@ import io
 import numpy as np
 import pytest
 
-from solvers.parse import parse_compact_batch, parse_puzzle, read_entries, read_text
-from solvers.puzzle import ALPHABET, Box, NotationKind, PuzzleError
+from solvers.model.parse import parse_compact_batch, parse_puzzle, read_entries, read_text
+from solvers.model.puzzle import ALPHABET, Box, NotationKind, PuzzleError
 from tests.grids import blank, pattern_grid
 
 EXAMPLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"

@@ -10,15 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers.api
-from pipeline.columns import FIELDS
-from pipeline.result import ChunkResult
-from pipeline.runs import expand_runs, join_texts, split_texts, to_runs
-from pipeline.solve import answered_chunk, solve_chunk
-from pipeline.tasks import ChunkTask
-from pipeline.tasks import solver_seed as chunk_seed
-from solvers.parse import parse_puzzle
-from solvers.result import SolveResult, Status
-from solvers.verify import is_solution
+from pipeline.contract.columns import FIELDS
+from pipeline.contract.part import Part
+from pipeline.contract.runs import expand_runs, join_texts, split_texts, to_runs
+from pipeline.contract.tasks import ChunkTask
+from pipeline.contract.tasks import solver_seed as chunk_seed
+from pipeline.engine.solve import answered_chunk, solve_chunk
+from solvers.model.parse import parse_puzzle
+from solvers.model.result import SolveResult, Status
+from solvers.model.verify import is_solution
 from tests.conftest import SAMPLE, chunk_task
 from tests.jsonl_reference import columns, render, render_py
 
@@ -110,7 +110,7 @@ _RESULT = st.builds(
 def test_records_rendered_into_a_buffer_of_their_bound_fill_it_at_most_and_match_the_python_ones(
     results, input_name, first
 ):
-    from pipeline.render.jsonl import csv_bound, csv_into, jsonl_bound, render_csv, render_into
+    from pipeline.engine.render.jsonl import csv_bound, csv_into, jsonl_bound, render_csv, render_into
 
     cols = columns([r.puzzle for r in results], results)
     index = np.arange(first, first + len(results), dtype=np.int64)
@@ -168,7 +168,7 @@ def test_producer_answers_are_invalid_records_with_line_and_reason():
 
 def test_a_chunk_result_survives_encoding_and_decoding():
     result = solve_chunk(task_of(LINES[:3]))
-    again = ChunkResult.decode(result.encode())
+    again = Part.decode(result.encode())
     assert again.records == result.records and again.header == result.header
     assert again.indices() == [0, 1, 2]
 
@@ -223,7 +223,7 @@ class NoHelper:
     def racing(self, row: int):
         from contextlib import nullcontext
 
-        from solvers.stop import new_flag
+        from solvers.kernel.stop import new_flag
 
         return nullcontext(new_flag())
 
@@ -232,7 +232,7 @@ def test_puzzles_raced_past_the_first_pass_are_published_together_not_a_part_eac
     """Issue 31: each raced puzzle was a part of its own, and so was each run of first-pass rows between
     two of them (`--portfolio backtracking`: 2,296 part files for 4,000 rows). The first pass is one part,
     at once; raced puzzles that end within a second of each other are one more, every row in one part."""
-    from pipeline.solve import solve_parts
+    from pipeline.engine.solve import solve_parts
 
     easy = LINES[14:30] + LINES[31:40]  # within the fast path's budget
     texts = []
@@ -240,7 +240,7 @@ def test_puzzles_raced_past_the_first_pass_are_published_together_not_a_part_eac
         texts += easy[3 * i : 3 * i + 3] + [hard]
     seed0 = {"seeded": False}  # the node counts above are those of the fixed order
     task = chunk_task(JOB, texts, portfolio="backtracking", escalate_after=2.0, **seed0)
-    parts: list[ChunkResult] = []
+    parts: list[Part] = []
     solve_parts(task, list(range(len(texts))), parts.append, escalation=NoHelper())
     assert len(parts) <= 3, [(p.part, len(p)) for p in parts]
     assert parts[0].row_runs() == [(4 * i, 3) for i in range(len(BEYOND_THE_FAST_PATH))]  # the first pass

@@ -92,8 +92,8 @@ def kaggle_csv(tmp_path_factory):
         quizzes = [q.replace(".", "0") for q in kaggle.read_text().splitlines()[:1000]]
         solutions = solved.read_text().splitlines()[:1000]
     else:
-        from solvers.generator import generate_chunk
-        from solvers.puzzle import Box
+        from solvers.generate.generator import generate_chunk
+        from solvers.model.puzzle import Box
 
         made = generate_chunk(Box(3, 3), 1000, 31, unique=True)
         quizzes = ["".join(map(str, g.puzzle.tolist())) for g in made]

@@ -17,11 +17,11 @@ from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore, read_large
 from client.store import Checkpoint, MemoryStore
-from pipeline.result import ChunkResult
-from pipeline.runs import runs_array, to_runs
-from pipeline.solve import solve_chunk
-from pipeline.tasks import VERSION, ChunkTask
-from solvers.result import SolveResult, Status
+from pipeline.contract.part import Part
+from pipeline.contract.runs import runs_array, to_runs
+from pipeline.contract.tasks import VERSION, ChunkTask
+from pipeline.engine.solve import solve_chunk
+from solvers.model.result import SolveResult, Status
 from tests.conftest import SAMPLE, check_records, chunk_task
 from tests.jsonl_reference import columns, render, render_py
 
@@ -58,7 +58,7 @@ def test_runs_expand_the_same_as_arrays_and_as_lists():
 def test_a_result_decodes_the_same_from_bytes_and_from_a_bytearray_it_takes_over():
     result = solve_chunk(make_task(LINES[:7], 0, 0))
     payload = result.encode()
-    a, b = ChunkResult.decode(payload), ChunkResult.decode(bytearray(payload))
+    a, b = Part.decode(payload), Part.decode(bytearray(payload))
     assert a.header == b.header == result.header
     assert a.records == b.records == result.records and a.lines() == b.lines()
 
@@ -119,9 +119,7 @@ def test_the_memory_store_hands_the_collector_its_result_objects_and_still_encod
     store.put_result(JOB, results[0], results[0].encode())
     parts = [(0, 0), (1, 0), (2, 0)]
     assert store.fetch_results(JOB, parts)[:2] == results and store.fetch_results(JOB, [(2, 0)]) == [None]
-    assert [ChunkResult.decode(p).records for p in store.fetch(JOB, parts[:2])] == [
-        r.records for r in results
-    ]  # noqa: E501
+    assert [Part.decode(p).records for p in store.fetch(JOB, parts[:2])] == [r.records for r in results]  # noqa: E501
     got = list(stream_chunks(store, JOB, result_ttl=0, poll=0.01))
     assert sorted(r.header.chunk for r in got) == [0, 1]
 
@@ -177,7 +175,7 @@ def test_an_interrupt_inside_a_large_read_drops_its_connection(redis_client, mon
 
 
 def test_outbox_entries_nest_the_task_and_older_string_entries_still_read():
-    from pipeline.outbox import outbox_entry, read_outbox_entry
+    from pipeline.contract.outbox import outbox_entry, read_outbox_entry
 
     task = make_task(LINES[:3] + ['with "quotes" \\ and\ttabs'], 2, 0)
     at = time.time()

@@ -13,9 +13,9 @@ from client.config import ClientSettings
 from client.producer import ChunkSizer, JobSpec, Producer
 from client.store import MemoryStore
 from client.transport import Transport
-from pipeline.runs import expand_runs
-from pipeline.solve import answered_chunk, solve_chunk
-from pipeline.tasks import ChunkTask
+from pipeline.contract.runs import expand_runs
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.solve import answered_chunk, solve_chunk
 from tests.conftest import SAMPLE
 
 LINES = SAMPLE.read_text().splitlines()

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.checks import clashes, compact_ok
-from pipeline.reader import read_blocks
-from solvers.parse import CR_INSIDE, clash_mask, parse_compact_batch, read_entries, too_long
-from solvers.puzzle import ALPHABET, Box
+from pipeline.engine.checks import clashes, compact_ok
+from pipeline.engine.reader import read_blocks
+from solvers.model.parse import CR_INSIDE, clash_mask, parse_compact_batch, read_entries, too_long
+from solvers.model.puzzle import ALPHABET, Box
 from tests.conftest import CORPORA, SAMPLE
 from tests.grids import blank, pattern_grid
 

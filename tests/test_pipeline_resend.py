@@ -10,9 +10,9 @@ from client.config import ClientSettings
 from client.redis_store import RedisJobStore
 from client.resend import Resender
 from client.transport import Transport
-from pipeline.keys import current_key, workers_key
-from pipeline.solve import failed_chunk
-from pipeline.tasks import ChunkTask
+from pipeline.contract.keys import current_key, workers_key
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.solve import failed_chunk
 from tests.conftest import SAMPLE, chunk_task
 
 JOB = "0c" * 16
@@ -115,8 +115,8 @@ def test_a_broker_outage_during_the_sweep_leaves_the_tasks_for_the_next_one(stor
 def test_generate_resends_a_chunk_the_broker_lost_and_reads_each_chunk_once(store):
     from client.collector import chunk_order, stream_chunks
     from client.producer import JobSpec, Producer
-    from pipeline.generate import GenerateHeader, GenerateResult, GenerateTask
-    from pipeline.result import ChunkStats
+    from pipeline.contract.generate import GenerateHeader, GenerateResult, GenerateTask
+    from pipeline.contract.part import PartStats
 
     sends: list[int] = []
 
@@ -127,7 +127,7 @@ def test_generate_resends_a_chunk_the_broker_lost_and_reads_each_chunk_once(stor
             sends.append(task.chunk)
             if task.chunk == 3 and sends.count(3) == 1:
                 return
-            header = GenerateHeader(job=JOB, chunk=task.chunk, stats=ChunkStats(n=2))
+            header = GenerateHeader(job=JOB, chunk=task.chunk, stats=PartStats(n=2))
             store.put_result(JOB, GenerateResult(header, [f"p{task.chunk}"] * 2, ["s"] * 2, ["{}"] * 2))
 
     store.update(JOB, {"kind": "generate"})

@@ -14,8 +14,8 @@ from client.collector import JobFailed, stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
 from client.store import JobStore, MemoryStore
-from pipeline.keys import JobKeys, workers_key
-from pipeline.solve import answered_chunk
+from pipeline.contract.keys import JobKeys, workers_key
+from pipeline.engine.solve import answered_chunk
 
 JOB = "cd" * 16
 

@@ -1,4 +1,4 @@
-"""Result columns on the wire (`pipeline.wire`): what workers send and collectors render.
+"""Result columns on the wire (`pipeline.contract.wire`): what workers send and collectors render.
 
 The wire form must render exactly the records the worker would have rendered, be much
 smaller than them, and refuse any payload whose parts disagree before the unchecked
@@ -12,13 +12,13 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.columns import STATUS_CODE, STATUS_NAMES, Column, ResultColumns
-from pipeline.render.jsonl import render as render_packed
-from pipeline.result import ChunkResult, VersionMismatch
-from pipeline.solve import failed_chunk, solve_chunk
-from pipeline.tasks import VERSION
-from pipeline.wire import from_bytes, read_column, to_bytes
-from solvers.result import SolveResult, Status
+from pipeline.contract.columns import STATUS_CODE, STATUS_NAMES, Column, ResultColumns
+from pipeline.contract.part import Part, VersionMismatch
+from pipeline.contract.tasks import VERSION
+from pipeline.contract.wire import from_bytes, read_column, to_bytes
+from pipeline.engine.render.jsonl import render as render_packed
+from pipeline.engine.solve import failed_chunk, solve_chunk
+from solvers.model.result import SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
 from tests.jsonl_reference import render_py
 
@@ -76,7 +76,7 @@ def test_a_column_a_payload_lacks_reads_as_its_default_and_a_part_it_does_not_kn
     assert from_bytes(newer, 6).status.tolist() == from_bytes(payload, 6).status.tolist()
 
 
-def untimed(result: ChunkResult) -> list[dict]:
+def untimed(result: Part) -> list[dict]:
     """A chunk's records without the fields that hold measured times."""
     timed = ("time_ms", "counters")
     return [{k: v for k, v in json.loads(x).items() if k not in timed} for x in result.lines()]
@@ -88,15 +88,15 @@ def test_a_part_rendered_where_it_was_solved_holds_the_records_its_columns_rende
     packed = solve_chunk(chunk_task(JOB, texts))
     assert rendered.header.format == "jsonl" and rendered.columns is None
     assert packed.header.format == "columns" and packed.columns is not None
-    for decoded in (ChunkResult.decode(packed.encode()), ChunkResult.decode(bytearray(packed.encode()))):
-        assert untimed(decoded) == untimed(ChunkResult.decode(rendered.encode()))  # but for measured times
+    for decoded in (Part.decode(packed.encode()), Part.decode(bytearray(packed.encode()))):
+        assert untimed(decoded) == untimed(Part.decode(rendered.encode()))  # but for measured times
         assert decoded.header.stats.counts == rendered.header.stats.counts
 
 
 def test_a_packed_9x9_answer_is_under_half_the_size_of_its_records():
     result = solve_chunk(chunk_task(JOB, LINES[:200]))
     payload = result.encode()
-    assert len(payload) < 0.5 * len(ChunkResult.decode(payload).records)
+    assert len(payload) < 0.5 * len(Part.decode(payload).records)
 
 
 def test_a_part_of_another_protocol_version_is_refused_naming_both_versions():
@@ -104,7 +104,7 @@ def test_a_part_of_another_protocol_version_is_refused_naming_both_versions():
     head, _, body = payload.partition(b"\n")
     older = json.dumps({**json.loads(head), "v": VERSION - 1}).encode()
     with pytest.raises(VersionMismatch, match=f"version {VERSION - 1}, not {VERSION}"):
-        ChunkResult.decode(older + b"\n" + body)
+        Part.decode(older + b"\n" + body)
 
 
 def test_results_the_producer_and_failures_answer_travel_as_columns_too_and_render_the_same():
@@ -112,7 +112,7 @@ def test_results_the_producer_and_failures_answer_travel_as_columns_too_and_rend
         chunk_task(JOB, LINES[:3]), "the chunk exceeded the worker's time limit", Status.TIMEOUT
     )
     assert result.header.v == VERSION and result.columns is not None  # one path: built without numba
-    assert [json.loads(x)["status"] for x in ChunkResult.decode(result.encode()).lines()] == ["timeout"] * 3
+    assert [json.loads(x)["status"] for x in Part.decode(result.encode()).lines()] == ["timeout"] * 3
 
 
 def corrupt(payload: bytes, how: str) -> bytes:
@@ -177,7 +177,7 @@ def test_a_packed_result_without_the_lines_of_its_rows_is_refused():
     result = solve_chunk(chunk_task(JOB, LINES[:3]))
     header = result.header.model_copy(update={"line_runs": [(1, 2)]})
     with pytest.raises(ValueError, match="lines"):
-        ChunkResult.decode(header.model_dump_json().encode() + b"\n" + to_bytes(result.columns))
+        Part.decode(header.model_dump_json().encode() + b"\n" + to_bytes(result.columns))
 
 
 def test_a_payload_with_random_bytes_spoiled_is_refused_or_renders_one_line_per_row():

@@ -13,9 +13,9 @@ import pytest
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
-from pipeline.keys import JobKeys
-from pipeline.result import ChunkResult
-from pipeline.tasks import SOLVE_TASK_NAME as TASK_NAME
+from pipeline.contract.keys import JobKeys
+from pipeline.contract.part import Part
+from pipeline.contract.tasks import SOLVE_TASK_NAME as TASK_NAME
 from tests.conftest import CORPORA, SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
@@ -72,7 +72,7 @@ def test_a_chunk_that_keeps_killing_its_worker_is_answered_with_errors(fake_redi
     fake_redis.hset(JobKeys(JOB).attempts, 0, worker_tasks.settings.max_attempts)
     worker_tasks.handle(payload(LINES[:4], 0, 0), fake_redis)
     (result,) = [c for c in [store.fetch(JOB, [(0, 0)])[0]] if c]
-    records = [json.loads(line) for line in ChunkResult.decode(result).lines()]
+    records = [json.loads(line) for line in Part.decode(result).lines()]
     assert [r["status"] for r in records] == ["error"] * 4 and "worker crash" in records[0]["error"]
 
 
@@ -143,7 +143,7 @@ class FakeBroker:
 
 
 def test_the_orphan_sweep_requeues_only_old_deliveries_no_live_worker_is_solving(fake_redis, worker_tasks):
-    from pipeline.keys import current_key, deliveries_key
+    from pipeline.contract.keys import current_key, deliveries_key
     from worker.heartbeat import beat, chunk_of, record_delivery, restore_orphans
 
     store = new_job(fake_redis)
@@ -169,8 +169,8 @@ def test_the_orphan_sweep_sends_a_chunk_whose_message_was_dropped_again_from_its
     """A delivery record whose message is in no unacknowledged hash (rejected without requeue as Redis
     restarted, or lost with it): once the queue is empty the sweep sends the chunk again, once, as a
     `ChunkRef` (never for a job failed, stopped, or a chunk past its attempts)."""
-    from pipeline.keys import deliveries_key
-    from pipeline.tasks import VERSION
+    from pipeline.contract.keys import deliveries_key
+    from pipeline.contract.tasks import VERSION
     from worker.config import settings
     from worker.heartbeat import record_delivery, restore_orphans
 
@@ -203,7 +203,7 @@ def client(request):
 def test_the_sweep_forgets_what_killed_worker_processes_were_solving_and_keeps_the_live_ones(
     client, worker_tasks
 ):
-    from pipeline.keys import current_key
+    from pipeline.contract.keys import current_key
     from worker.config import settings
     from worker.heartbeat import beat, sweep_current
 
@@ -219,15 +219,17 @@ def test_the_sweep_forgets_what_killed_worker_processes_were_solving_and_keeps_t
 def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redis():
     code = (
         "import sys, client, client.cli, client.run, client.batch, client.transport, client.redis_store, "
-        "client.report, client.generate, pipeline.solve, pipeline.keys, pipeline.render.jsonl, pipeline.wire;"
+        "client.report, client.generate, pipeline.engine.solve, pipeline.contract.keys,"
+        " pipeline.engine.render.jsonl, pipeline.contract.wire;"
         "bad = sorted(m for m in sys.modules if m == 'worker' or m.startswith('worker.'));"
         "assert not bad, bad;"
         "print('ok')"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
     code = (
-        "import sys, solvers, solvers.api, solvers.generator, pipeline.solve, pipeline.keys,"
-        " pipeline.render.jsonl, pipeline.wire, pipeline.generate;"
+        "import sys, solvers, solvers.api, solvers.generate.generator, pipeline.engine.solve,"
+        " pipeline.contract.keys, pipeline.engine.render.jsonl, pipeline.contract.wire,"
+        " pipeline.contract.generate;"
         "top = {m.split('.')[0] for m in sys.modules};"
         "print(sorted(top & {'celery', 'kombu', 'redis', 'client', 'worker'}))"
     )
@@ -241,14 +243,14 @@ def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answ
     parts hash holds their row runs, so a part meeting any of them is refused, and the chunk is complete
     when they add up to it (in Redis as in the embedded store)."""
     from client.store import MemoryStore
-    from pipeline.columns import ResultColumns
-    from pipeline.runs import to_runs
-    from pipeline.solve import build_part
-    from solvers.result import SolveResult, Status
+    from pipeline.contract.columns import ResultColumns
+    from pipeline.contract.runs import to_runs
+    from pipeline.engine.solve import build_part
+    from solvers.model.result import SolveResult, Status
 
     texts = LINES[:8]
 
-    def part(rows: list[int]) -> ChunkResult:
+    def part(rows: list[int]) -> Part:
         results = [SolveResult(Status.TIMEOUT, texts[r], error="x") for r in rows]
         columns = ResultColumns.build([texts[r] for r in rows], results)
         at = np.asarray(rows)

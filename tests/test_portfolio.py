@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 
 from solvers.api import solve_many
-from solvers.clock import monotonic_ns
-from solvers.cost import grid_cost
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import BUDGET, DONE
 from solvers.exact.propagation import RESTART_UNIT
-from solvers.parse import parse_puzzle
-from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
-from solvers.restarts import FOUND, ExactMember, StochasticMember, luby
+from solvers.kernel.clock import monotonic_ns
+from solvers.model.cost import grid_cost
+from solvers.model.parse import parse_puzzle
+from solvers.model.verify import is_solution
+from solvers.race.members import FOUND, ExactMember, StochasticMember, luby
+from solvers.race.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.shares import learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
-from solvers.verify import is_solution
 
 DEMO = "..62...8...897......481.5......6...2.7.....3.6...5......2.471....3.284...5...12.."
 HARD = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
@@ -291,7 +291,7 @@ def test_member_specs_are_checked_as_data():
 
 
 def test_the_race_gives_the_exact_member_half_the_work_below_25x25_and_its_learned_shares_from_25x25():
-    from solvers.portfolio import _build
+    from solvers.race.portfolio import _build
 
     spec = PRESETS["race"]
     members = {m.name: m.weight for m in _build(spec, parse_puzzle(DEMO), seed=1)}
@@ -358,7 +358,7 @@ def test_a_puzzle_raced_by_one_exact_solver_that_cannot_resume_costs_the_plain_p
     the member searches once, as the plain path does, past the fast path's budget."""
     from contextlib import nullcontext
 
-    from solvers.stop import new_flag
+    from solvers.kernel.stop import new_flag
 
     plain = solve_many([HARD], solver="backtracking")[0]
     raced = solve_many([HARD], portfolio="backtracking", racing=lambda _: nullcontext(new_flag()))[0]

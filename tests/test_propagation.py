@@ -19,9 +19,9 @@ from solvers.exact import propagation
 from solvers.exact.base import BUDGET, DONE, EXACT_SOLVERS, LIMIT, STOPPED, TIMEOUT, KernelSolver
 from solvers.exact.propagation import generic_kernel, tables
 from solvers.exact.propagation16 import build_nconf16, build_perm16, kernel16
-from solvers.parse import parse_compact_batch, parse_puzzle
-from solvers.puzzle import Box, Puzzle
-from solvers.verify import is_solution, verify_batch
+from solvers.model.parse import parse_compact_batch, parse_puzzle
+from solvers.model.puzzle import Box, Puzzle
+from solvers.model.verify import is_solution, verify_batch
 from tests.grids import blank, pattern_grid
 
 SOLVER = EXACT_SOLVERS["propagation"]

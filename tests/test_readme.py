@@ -36,7 +36,7 @@ def test_the_readme_invalid_line_example_is_the_record_and_the_summary_line_a_us
 
 
 def test_the_readme_solver_table_names_every_registered_solver():
-    import solvers.portfolio  # noqa: F401 - imports and so registers every solver
+    import solvers.race.portfolio  # noqa: F401 - imports and so registers every solver
     from solvers import registry
 
     section = README.split("## Solvers and portfolios", 1)[1].split("\n## ", 1)[0]

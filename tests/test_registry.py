@@ -6,7 +6,7 @@ import pytest
 
 from solvers import registry, solve
 from solvers.exact import EXACT_SOLVERS
-from solvers.outcome import OUTCOME_NAMES, Outcome
+from solvers.kernel.outcome import OUTCOME_NAMES, Outcome
 from solvers.registry import Kind
 from solvers.stochastic import STOCHASTIC_SOLVERS
 
@@ -61,7 +61,7 @@ def test_a_kind_view_holds_only_its_own_kind():
 
 
 def test_kernel_outcome_ints_are_the_enum_members_values():
-    import solvers.outcome as outcome
+    import solvers.kernel.outcome as outcome
 
     for member in Outcome:
         assert getattr(outcome, member.name) == int(member) and type(getattr(outcome, member.name)) is int
@@ -71,7 +71,7 @@ def test_kernel_outcome_ints_are_the_enum_members_values():
 
 
 def test_a_portfolio_member_naming_no_solver_is_refused_when_made():
-    from solvers.portfolio import MemberSpec
+    from solvers.race.portfolio import MemberSpec
 
     with pytest.raises(ValueError, match="unknown solver 'nope'; solvers: exact: "):
         MemberSpec(solver="nope")

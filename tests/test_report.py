@@ -9,13 +9,13 @@ import sys
 from client import svg_chart
 from client.report import plots, write_report
 from client.summary import Summary
-from pipeline.columns import TIME_BINS_PER_DECADE
-from pipeline.result import ChunkStats, Problem
+from pipeline.contract.columns import TIME_BINS_PER_DECADE
+from pipeline.contract.part import PartStats, Problem
 
 
 def summary() -> Summary:
     s = Summary()
-    stats = ChunkStats(
+    stats = PartStats(
         n=40,
         counts={"solved": 30, "approximate": 8, "invalid": 2},
         wins={"propagation": 25, "<annealing>": 13},
@@ -84,7 +84,7 @@ def test_the_report_says_what_it_is_about_and_leaves_out_empty_sections(tmp_path
     assert facts["version"].startswith("sudoku-batch ") and "cores" in facts["machine"]
     s = Summary()
     s.add(
-        ChunkStats(
+        PartStats(
             n=3, counts={"solved": 3}, wins={"propagation": 3}, time_bins={-100: 3}, time_max_ms=0.00246
         ),
         "",
@@ -149,7 +149,7 @@ def timed_summary(times_ms: list[float], limit_s: float | None) -> Summary:
         b = math.floor(TIME_BINS_PER_DECADE * math.log10(t))
         bins[b] = bins.get(b, 0) + 1
     s = Summary()
-    stats = ChunkStats(
+    stats = PartStats(
         n=len(times_ms), counts={"solved": len(times_ms)}, time_bins=bins, time_max_ms=max(times_ms)
     )
     s.add(stats, "")

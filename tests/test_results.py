@@ -7,7 +7,7 @@ import json
 import pytest
 
 from solvers import Status, solve_many
-from solvers.result import Results, SolveResult
+from solvers.model.result import Results, SolveResult
 from tests.jsonl_reference import columns, render, render_py
 
 EXAMPLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79"

@@ -23,11 +23,11 @@ from client.producer import JobSpec, Producer, ResumeRefused, fingerprint
 from client.redis_store import RedisJobStore
 from client.store import Checkpoint, MemoryStore, Superseded
 from client.transport import Transport
-from pipeline.keys import roots_key, workers_key
-from pipeline.result import ChunkResult
-from pipeline.runs import expand_runs
-from pipeline.solve import failed_chunk
-from pipeline.tasks import ChunkTask
+from pipeline.contract.keys import roots_key, workers_key
+from pipeline.contract.part import Part
+from pipeline.contract.runs import expand_runs
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.solve import failed_chunk
 from tests.conftest import SAMPLE
 
 LINES = SAMPLE.read_text().splitlines()
@@ -144,7 +144,7 @@ def test_the_checkpoint_always_names_a_prefix_of_the_input_that_is_fully_submitt
         def commit(self, job, token, checkpoint, fields=None, answered=None, task=None):
             for part in (answered, task):
                 if part is not None:
-                    runs = part.header.index_runs if isinstance(part, ChunkResult) else part.index_runs
+                    runs = part.header.index_runs if isinstance(part, Part) else part.index_runs
                     self.covered |= set(expand_runs(runs))
             assert self.covered == set(range(checkpoint.index)), checkpoint
             super().commit(job, token, checkpoint, fields, answered, task)

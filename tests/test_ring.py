@@ -11,10 +11,10 @@ import numpy as np
 from client import BatchClient
 from client.output import Output
 from client.ring import RING_MB, RINGS_MB, Ring, RingArena, RingReader, ring_bytes
-from pipeline.memory import frozen, reuse_freed_memory
-from pipeline.runs import runs_array
-from pipeline.solve import build_part
-from pipeline.tasks import ChunkTask
+from pipeline.contract.runs import runs_array
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.memory import frozen, reuse_freed_memory
+from pipeline.engine.solve import build_part
 from solvers.api import solve_many
 from tests.conftest import SAMPLE, chunk_task
 
@@ -23,7 +23,7 @@ LINES = SAMPLE.read_text().splitlines()
 
 def parts_of(task: ChunkTask, *arenas: RingArena | None) -> list:
     """The task's answers as one part, rendered once into each of `arenas` (None: a fresh buffer)."""
-    from pipeline.columns import ResultColumns
+    from pipeline.contract.columns import ResultColumns
 
     texts = task.texts()
     columns = ResultColumns.build(texts, solve_many(texts))
@@ -70,10 +70,10 @@ def test_the_ring_is_released_over_the_oldest_parts_only_and_never_overwritten_w
 
 
 def _head() -> bytes:
-    from pipeline.result import ChunkHeader, ChunkStats
+    from pipeline.contract.part import PartHeader, PartStats
 
-    header = ChunkHeader(job="ab" * 16, chunk=0, input="x", format="jsonl", index_runs=[(0, 1)],
-                         line_runs=[(1, 1)], stats=ChunkStats(n=1))  # fmt: skip
+    header = PartHeader(job="ab" * 16, chunk=0, input="x", format="jsonl", index_runs=[(0, 1)],
+                         line_runs=[(1, 1)], stats=PartStats(n=1))  # fmt: skip
     return header.model_dump_json().encode() + b"\n"
 
 

@@ -7,13 +7,13 @@ import pytest
 from pysat.solvers import Solver
 
 from solvers.exact.propagation import root_candidates
-from solvers.parse import parse_puzzle
-from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
-from solvers.restarts import FOUND, NO_SOLUTION, PROGRESS
-from solvers.sat import CLAUSES_PER_SLICE, LOAD_PER_STEP, SAT_MODES, SLICES_PER_STEP, SatMember
-from solvers.sat_encoding import _pairwise, _sequential, clause_count, decode, encode, estimate
+from solvers.model.parse import parse_puzzle
+from solvers.model.verify import is_solution
+from solvers.race.members import FOUND, NO_SOLUTION, PROGRESS
+from solvers.race.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
+from solvers.sat.encoding import _pairwise, _sequential, clause_count, decode, encode, estimate
+from solvers.sat.member import CLAUSES_PER_SLICE, LOAD_PER_STEP, SAT_MODES, SLICES_PER_STEP, SatMember
 from solvers.shares import learned_shares
-from solvers.verify import is_solution
 from tests.test_conformance import CASES, Case
 from tests.test_portfolio import DEMO, FRISCH, HARD
 from tests.test_portfolio import NO_SOLUTION as UNSOLVABLE
@@ -174,7 +174,7 @@ def test_the_same_seed_replays_the_sat_members_win() -> None:
 
 @pytest.mark.parametrize("mode", sorted(SAT_MODES))
 def test_a_huge_cnf_runs_without_elimination_or_probing_and_a_smaller_one_keeps_its_options(mode) -> None:
-    from solvers.sat import HEAVY_INPROCESSING, INPROCESSING_MAX_CLAUSES
+    from solvers.sat.member import HEAVY_INPROCESSING, INPROCESSING_MAX_CLAUSES
 
     member = SatMember(parse_puzzle(FRISCH), mode=SAT_MODES[mode])
     assert member.options(INPROCESSING_MAX_CLAUSES) == SAT_MODES[mode].options

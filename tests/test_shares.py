@@ -10,10 +10,10 @@ import pytest
 
 from bench.learn_shares import STOCHASTIC_SHARE, learn, learn_set, predict, write_shares
 from solvers import shares as shares_module
-from solvers.generator import generate
-from solvers.parse import parse_puzzle
-from solvers.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
-from solvers.puzzle import Box, Puzzle
+from solvers.generate.generator import generate
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box, Puzzle
+from solvers.race.portfolio import PRESETS, MemberSpec, PortfolioSpec, _build, race
 from solvers.shares import HELPER_ORDER, LATE_START, LEARNED, helper_shares, learned_shares
 from tests.test_portfolio import FRISCH
 
@@ -211,7 +211,7 @@ def test_a_member_that_pays_only_on_hard_grids_joins_late_and_keeps_the_easy_one
 
 
 def test_a_late_member_first_runs_once_the_others_have_done_its_start_in_work(monkeypatch) -> None:
-    from solvers.restarts import SLICE_S
+    from solvers.race.members import SLICE_S
 
     monkeypatch.setitem(
         LEARNED, 25, {"sat-plain": 0.7, "sat-rows": 0.294, **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE)}

@@ -1,4 +1,5 @@
-"""One puzzle's search split between the processes racing it (`solvers.cubes`, `solvers.exchange`): the split,
+"""One puzzle's search split between the processes racing it (`solvers.race.cubes`, `solvers.race.exchange`):
+the split,
 the SAT member's cubes and imported clauses, the owner's verdict, and the split race on two real workers
 (the board's side of it, in every form, is in tests/test_board.py)."""
 
@@ -12,10 +13,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from solvers.cubes import MAX_CUBES, Split, cell_value, negation, split, term, valid_clause, valid_cube
-from solvers.exchange import Exchange
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Puzzle
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Puzzle
+from solvers.race.cubes import (
+    MAX_CUBES,
+    Cubes,
+    cell_value,
+    make_cubes,
+    negation,
+    term,
+    valid_clause,
+    valid_cube,
+)
+from solvers.race.exchange import Exchange
 
 JOB = "5c" * 16
 
@@ -24,8 +34,8 @@ JOB = "5c" * 16
 def holed(side: int = 6, seed: int = 3, holes: float = 0.6) -> str:
     """A side**2 x side**2 grid with `holes` of its cells blanked (solvable: cut from a full grid); the
     default, 36x36, takes the race ~430 SAT conflicts (0.3 s): past the fast path, not long."""
-    from solvers.fill import random_grids
-    from solvers.puzzle import Box
+    from solvers.generate.fill import random_grids
+    from solvers.model.puzzle import Box
 
     box = Box(side, side)
     rng = np.random.default_rng(seed)
@@ -54,7 +64,7 @@ class ListCubes:
     def published(self) -> list | None:
         return self.cubes
 
-    def publish(self, made: Split) -> list:
+    def publish(self, made: Cubes) -> list:
         if self.cubes is None:
             self.cubes, self.units = list(made.cubes), list(made.units)
         return self.cubes
@@ -106,7 +116,7 @@ def test_a_split_covers_every_candidate_of_its_cells_and_its_units_hold_in_the_s
     puzzle = parse_puzzle(text)
     solved = solution_of(text)
     n = puzzle.box.n
-    made = split(puzzle, want=6)
+    made = make_cubes(puzzle, want=6)
     assert 6 <= len(made.cubes) <= MAX_CUBES
     cells = sorted({cell_value(t, n)[0] for t in made.cubes[0]})
     assert all(sorted(cell_value(t, n)[0] for t in c) == cells for c in made.cubes)
@@ -116,7 +126,7 @@ def test_a_split_covers_every_candidate_of_its_cells_and_its_units_hold_in_the_s
     for (t,) in made.units:  # a refuted candidate is in no solution
         cell, value = cell_value(t, n)
         assert t < 0 and solved[cell] != value
-    assert split(puzzle, want=6) == made  # the same on every machine
+    assert make_cubes(puzzle, want=6) == made  # the same on every machine
 
 
 def test_a_puzzle_propagation_settles_has_no_cubes():
@@ -124,12 +134,12 @@ def test_a_puzzle_propagation_settles_has_no_cubes():
 
     easy = solve(holed(holes=0.2)).solution
     assert easy is not None
-    assert split(parse_puzzle(easy), want=4).cubes == ()
+    assert make_cubes(parse_puzzle(easy), want=4).cubes == ()
 
 
 def sat_member(text: str, mode: str, exchange: Exchange | None = None, seed: int = 0) -> Any:
     """A SAT member of `mode` with its CNF built and loaded, not searched yet (its first step builds it)."""
-    from solvers.sat import SAT_MODES, SatMember
+    from solvers.sat.member import SAT_MODES, SatMember
 
     member = SatMember(parse_puzzle(text), mode=SAT_MODES[mode], exchange=exchange, seed=seed)
     member.step(0, np.zeros(1, dtype=np.int64))
@@ -160,7 +170,7 @@ def test_a_clause_shared_in_terms_is_imported_in_the_importers_own_literal_order
 
 
 def test_a_helper_member_searches_cubes_refutes_the_wrong_ones_and_finds_the_solution_in_its_cube():
-    from solvers.portfolio import race
+    from solvers.race.portfolio import race
 
     text = holed()
     source = ListCubes()
@@ -180,7 +190,7 @@ def test_a_helper_member_searches_cubes_refutes_the_wrong_ones_and_finds_the_sol
 def test_a_member_importing_every_refuted_cube_of_a_split_proves_there_is_no_solution():
     text = holed()
     puzzle = parse_puzzle(text)
-    made = split(puzzle, want=4)
+    made = make_cubes(puzzle, want=4)
     exchange = Exchange()
     member = sat_member(text, "sat-plain", exchange)
     exchange.offer([negation(c) for c in made.cubes])  # every part refuted: no grid is left
@@ -189,9 +199,9 @@ def test_a_member_importing_every_refuted_cube_of_a_split_proves_there_is_no_sol
 
 
 def test_the_owner_takes_unsolvable_only_once_every_cube_is_refuted_and_shares_the_refutations():
-    from pipeline.race import merge
+    from pipeline.escalation.task import fold_helpers
     from solvers.api import STOPPED_ERROR
-    from solvers.result import SolveResult, Status
+    from solvers.model.result import SolveResult, Status
     from tests.test_escalation import EASY, Clock, MemoryBoard, escalation
 
     board, clock = MemoryBoard(idle=2), Clock()
@@ -207,7 +217,7 @@ def test_the_owner_takes_unsolvable_only_once_every_cube_is_refuted_and_shares_t
         esc.tick()
         assert raced.flag[0] != 0  # the owner's search stops: there is nothing left to find
     owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR)
-    record = merge(owner, esc.ends[0])
+    record = fold_helpers(owner, esc.ends[0])
     assert record.status == Status.UNSOLVABLE and record.solver == "split"
 
 
@@ -261,13 +271,14 @@ def watch_holds(client: Any, done: Any, holders: dict[int, list[str]]) -> None:
 
 def race_as_owner(client: Any, text: str, during: Any = None, job: str = JOB) -> tuple[Any, Any]:
     """Escalate a chunk of one puzzle at once to the idle workers and wait for the helpers' answer; the
-    record (`merge` of an owner that found nothing) and the outcome. `during(client)` runs every poll."""
-    from pipeline.escalation import Escalation
-    from pipeline.keys import JobKeys
-    from pipeline.race import merge
+    record (`fold_helpers` of an owner that found nothing) and the outcome. `during(client)` runs every
+    poll."""
+    from pipeline.contract.keys import JobKeys
+    from pipeline.escalation.board import Escalation
+    from pipeline.escalation.task import fold_helpers
     from solvers.api import STOPPED_ERROR
-    from solvers.result import SolveResult, Status
-    from solvers.stop import new_flag
+    from solvers.kernel.stop import new_flag
+    from solvers.model.result import SolveResult, Status
     from tests.conftest import chunk_task, url_of
 
     client.hset(JobKeys(job).meta, mapping={"created": str(time.time()), "state": "producing"})
@@ -280,7 +291,7 @@ def race_as_owner(client: Any, text: str, during: Any = None, job: str = JOB) ->
                 during(client)
             time.sleep(0.05)
     owner = SolveResult(Status.TIMEOUT, text, error=STOPPED_ERROR)
-    return merge(owner, esc.ends[0]), esc.ends[0]
+    return fold_helpers(owner, esc.ends[0]), esc.ends[0]
 
 
 @pytest.fixture
@@ -325,7 +336,7 @@ def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_
 def test_a_clause_one_helper_refutes_is_imported_by_a_helper_with_another_literal_order(
     two_workers, monkeypatch
 ):
-    from pipeline import escalation
+    from pipeline.escalation.board import board as escalation
 
     monkeypatch.setattr(escalation, "helper_splits", lambda n, helper, helpers=None: 0 if helper == 1 else 2)
     imports = []
@@ -358,8 +369,8 @@ def test_a_helper_killed_mid_cube_leaves_its_cube_to_be_taken_again_once_its_hol
     import signal
     import threading
 
-    from pipeline.keys import JobKeys
-    from pipeline.race import RaceTask, race_seed
+    from pipeline.contract.keys import JobKeys
+    from pipeline.escalation.task import HelperTask, helper_seed
     from tests.conftest import url_of
     from tests.test_escalation import slow_puzzle
 
@@ -370,9 +381,9 @@ def test_a_helper_killed_mid_cube_leaves_its_cube_to_be_taken_again_once_its_hol
     watcher = threading.Thread(target=watch_holds, args=(client, done, holders))
     watcher.start()
 
-    def helper(k: int) -> RaceTask:
-        seed = race_seed(JOB, 0, 0, k)
-        return RaceTask(
+    def helper(k: int) -> HelperTask:
+        seed = helper_seed(JOB, 0, 0, k)
+        return HelperTask(
             job=JOB, chunk=0, row=0, helper=k, puzzle=slow_puzzle(), portfolio="race", seed=seed, cubes=2
         )
 

@@ -21,9 +21,9 @@ from client.producer import ResumeRefused
 from client.redis_store import RedisJobStore
 from client.store import Checkpoint
 from client.transport import Transport
-from pipeline.keys import Frontier, JobKeys
-from pipeline.solve import solve_chunk
-from pipeline.tasks import ChunkTask
+from pipeline.contract.keys import Frontier, JobKeys
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.solve import solve_chunk
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()

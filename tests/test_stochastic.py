@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from solvers.cost import grid_cost
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Box, Puzzle
+from solvers.model.cost import grid_cost
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box, Puzzle
+from solvers.model.verify import is_solution
 from solvers.stochastic import SOLVED, STOCHASTIC_SOLVERS
 from solvers.stochastic.state import (
     apply_swap,
@@ -20,7 +21,6 @@ from solvers.stochastic.state import (
     swap_delta,
     tables,
 )
-from solvers.verify import is_solution
 from tests.grids import blank, pattern_grid
 
 # The seed article's demo puzzle (rows of its Figure 1).

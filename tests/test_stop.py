@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from pipeline.stop import StopPoller
+from pipeline.engine.stop import StopPoller
 from solvers.api import STOPPED_ERROR, solve, solve_many
-from solvers.stop import new_flag, raise_flag
+from solvers.kernel.stop import new_flag, raise_flag
 from tests.conftest import SAMPLE
 
 HARD = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"

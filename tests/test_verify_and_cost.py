@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solvers.cost import grid_cost
-from solvers.puzzle import Box, Puzzle
-from solvers.verify import is_solution, verify_batch
+from solvers.model.cost import grid_cost
+from solvers.model.puzzle import Box, Puzzle
+from solvers.model.verify import is_solution, verify_batch
 from tests.grids import blank, pattern_grid
 
 SHAPES = [(2, 2), (2, 3), (3, 2), (3, 3), (2, 4), (3, 4), (4, 4), (5, 5), (6, 6), (8, 8)]

@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from client.batch import BatchClient
 from client.output import Record
-from pipeline.columns import FIELDS
+from pipeline.contract.columns import FIELDS
 from solvers import is_solution, parse_puzzle
 from tests.conftest import SAMPLE
 from web.app import create_app, portfolios
@@ -256,7 +256,7 @@ def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(
 
 
 def test_a_single_puzzle_without_a_time_limit_gets_the_command_lines_20_s_within_the_cap(api):
-    from pipeline.tasks import DEFAULT_TIME_LIMIT_S
+    from pipeline.contract.tasks import DEFAULT_TIME_LIMIT_S
     from web.solving import SolveRequest, check_request
 
     asked = SolveRequest(puzzle=LINES[0])
@@ -268,7 +268,7 @@ def test_a_single_puzzle_without_a_time_limit_gets_the_command_lines_20_s_within
 
 def test_a_gzip_of_several_members_is_read_whole_as_the_command_line_reads_it(api, tmp_path):
     """`cat a.gz b.gz`: the upload gets every member's puzzles, as `solve` of the same bytes does."""
-    from pipeline.reader import read_blocks
+    from pipeline.engine.reader import read_blocks
 
     data = b"".join(gzip.compress(("\n".join(part) + "\n").encode()) for part in (LINES[:50], LINES[50:95]))
     job = api.post("/api/jobs", content=data).json()["job"]

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from client.batch import BatchClient
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
-from pipeline.solve import solve_chunk
+from pipeline.engine.solve import solve_chunk
 from tests.conftest import SAMPLE, chunk_task
 from web.app import create_app
 from web.backend import Backend

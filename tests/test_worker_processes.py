@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pipeline.keys import current_key, workers_key
+from pipeline.contract.keys import current_key, workers_key
 from tests.conftest import alive, start_workers, stop_all, url_of
 from tests.test_escalation import hard_puzzle
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.tasks import solver_seed
+from pipeline.contract.tasks import solver_seed
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT
-from solvers.outcome import DONE
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Box, PuzzleError
-from solvers.verify import is_solution
+from solvers.kernel.outcome import DONE
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box, PuzzleError
+from solvers.model.verify import is_solution
 from web.errors import ApiError
 from web.pool import PuzzlePool
 

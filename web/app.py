@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from client import numbers
-from solvers.generator import random_seed
+from solvers.generate.generator import random_seed
 from web import another
 from web.another import MAX_EXCLUDE, excluded_grids
 from web.backend import Backend, check_job_id
@@ -45,7 +45,7 @@ FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 def portfolios() -> list[str]:
     """The portfolio names the page offers: presets, then every solver alone."""
     from solvers import registry
-    from solvers.portfolio import PRESETS
+    from solvers.race.portfolio import PRESETS
 
     return [*PRESETS, *registry.names()]
 

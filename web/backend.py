@@ -21,8 +21,8 @@ from client.batch import BatchClient, Job
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
-from pipeline.reader import TooLarge, read_upload
-from pipeline.render.csv_text import HEADER, render_csv
+from pipeline.engine.reader import TooLarge, read_upload
+from pipeline.engine.render.csv_text import HEADER, render_csv
 from web.errors import ApiError
 from web.pool import PuzzlePool
 from web.retention import Retention, release_memory

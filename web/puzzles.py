@@ -7,9 +7,9 @@ from functools import cache
 from pathlib import Path
 
 import client
-from solvers.difficulty import LEVEL_NAMES
-from solvers.generator import Options, format_grid, generate_chunk
-from solvers.puzzle import Box
+from solvers.generate.difficulty import LEVEL_NAMES
+from solvers.generate.generator import Options, format_grid, generate_chunk
+from solvers.model.puzzle import Box
 
 SAMPLES = Path(__file__).with_name("samples.txt")
 CLASSICS = Path(client.__file__).with_name("samples") / "sample.txt"
@@ -49,7 +49,7 @@ def samples() -> tuple[Sample, ...]:
 
 def check_random(box: str, level: str | None) -> None:
     """ValueError (one line) for a level no unique puzzle of `box` has: refused before any candidate is made
-    (`solvers.generator.Options.check`, as `generate --difficulty` is)."""
+    (`solvers.generate.generator.Options.check`, as `generate --difficulty` is)."""
     Options(unique=True, difficulty={level} if level else None).check(Box.parse(box))
 
 

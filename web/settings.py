@@ -6,7 +6,7 @@ import ipaddress
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pipeline.tasks import DEFAULT_TIME_LIMIT_S
+from pipeline.contract.tasks import DEFAULT_TIME_LIMIT_S
 
 MAX_TOKEN_CHARS = 256
 MIN_TOKEN_CHARS = 16  # a token guessable in a few tries protects nothing

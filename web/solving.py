@@ -3,7 +3,7 @@
 A single puzzle is solved as a one-puzzle chunk by the pipeline's own runner (`run_chunk`, in a
 local process) or as a one-puzzle job (through the broker), so its answer is exactly a
 JSON Lines record, checked by the verifier like every batch result. This is the one
-module of `web` that builds chunk tasks itself (`pipeline.tasks`).
+module of `web` that builds chunk tasks itself (`pipeline.contract.tasks`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from client.batch import MAX_SEED, BatchClient
 from client.collector import JobFailed
-from pipeline.runner import ListPort, run_chunk
-from pipeline.runs import join_texts
-from pipeline.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
-from pipeline.tasks import ChunkTask, solver_seed
-from solvers.parse import parse_puzzle
-from solvers.puzzle import Box, PuzzleError, as_box
+from pipeline.contract.runs import join_texts
+from pipeline.contract.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
+from pipeline.contract.tasks import ChunkTask, solver_seed
+from pipeline.engine.runner import ListPort, run_chunk
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Box, PuzzleError, as_box
 from web.another import MAX_EXCLUDE
 from web.errors import ApiError
 from web.pool import PuzzlePool

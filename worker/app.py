@@ -71,8 +71,8 @@ def _warm_main(**_: Any) -> None:
     in the log when a cold cache makes that a compile)."""
     import gc
 
-    from pipeline.memory import reuse_freed_memory
-    from pipeline.solve import warm
+    from pipeline.engine.memory import reuse_freed_memory
+    from pipeline.engine.solve import warm
     from solvers.warm import on_first_compile
 
     reuse_freed_memory()  # inherited by the pool processes: a chunk's buffers are reused, not re-faulted
@@ -84,7 +84,7 @@ def _warm_main(**_: Any) -> None:
 @worker_process_init.connect
 def _warm_process(**_: Any) -> None:
     """Make sure each pool process is warm (free after a warm fork) and start its liveness beat."""
-    from pipeline.solve import warm
+    from pipeline.engine.solve import warm
     from worker.heartbeat import start_heartbeat
 
     warm()

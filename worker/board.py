@@ -1,5 +1,6 @@
-"""The Redis `Board` of one puzzle raced across the fleet (`pipeline.escalation`): the race's keys
-(`pipeline.keys.RaceKeys`), idle worker processes counted from their beats, helpers called through Celery.
+"""The Redis `Board` of one puzzle raced across the fleet (`pipeline.escalation.board`): the race's keys
+(`pipeline.contract.keys.EscalationKeys`), idle worker processes counted from their beats, helpers called
+through Celery.
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.escalation import Board, Escalation
-from pipeline.keys import JobKeys, RaceKeys, current_key, job_stopped, race_over, workers_key
-from pipeline.race import MAX_BATCH_CLAUSES, MAX_SHARED_BATCHES, RaceEntry, RaceTask, read_clauses
-from pipeline.solve import worker_name
-from pipeline.tasks import ChunkTask
-from solvers.cubes import MAX_CUBE_CELLS, MAX_CUBES
+from pipeline.contract.keys import EscalationKeys, JobKeys, current_key, job_stopped, race_over, workers_key
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.solve import worker_name
+from pipeline.escalation.board import Board, Escalation
+from pipeline.escalation.task import (
+    MAX_BATCH_CLAUSES,
+    MAX_SHARED_BATCHES,
+    HelperEntry,
+    HelperTask,
+    read_clauses,
+)
+from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES
 from worker.app import app
 from worker.config import settings
 
@@ -30,13 +37,14 @@ MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the race's cubes,
 
 
 class RedisBoard(Board):
-    """The race keys of one job in Redis (`pipeline.keys.RaceKeys`); helpers are called through Celery."""
+    """The race keys of one job in Redis (`pipeline.contract.keys.EscalationKeys`); helpers are called
+    through Celery."""
 
     def __init__(self, client: Any, job: str) -> None:
         self.client = client
         self.keys = JobKeys(job, settings.key_prefix)
 
-    def _race(self, chunk: int, row: int) -> RaceKeys:
+    def _race(self, chunk: int, row: int) -> EscalationKeys:
         return self.keys.race(chunk, row)
 
     def open(self, chunk: int, row: int) -> None:
@@ -60,7 +68,7 @@ class RedisBoard(Board):
             pipe.delete(race.lease)
             pipe.execute()
 
-    def post(self, chunk: int, row: int, helper: int, entry: RaceEntry) -> None:
+    def post(self, chunk: int, row: int, helper: int, entry: HelperEntry) -> None:
         race = self._race(chunk, row)
         if job_stopped(self.client, self.keys):
             return  # a purged job's keys are not re-created (a race with the purge expires in RACE_TTL_S)
@@ -69,13 +77,13 @@ class RedisBoard(Board):
             pipe.expire(race.entries, RACE_TTL_S)
             pipe.execute()
 
-    def entries(self, chunk: int, row: int) -> dict[int, RaceEntry]:
+    def entries(self, chunk: int, row: int) -> dict[int, HelperEntry]:
         race = self._race(chunk, row)
         out = {}
         for helper, raw in self.client.hgetall(race.entries).items():
             with contextlib.suppress(ValueError, ValidationError):  # a malformed entry is no answer
                 if len(raw) <= MAX_ENTRY_BYTES:
-                    out[int(helper)] = RaceEntry.model_validate_json(raw)
+                    out[int(helper)] = HelperEntry.model_validate_json(raw)
         return out
 
     def drop(self, chunk: int, row: int) -> None:
@@ -89,7 +97,7 @@ class RedisBoard(Board):
         busy = set(self.client.hkeys(current_key(settings.key_prefix)))
         return len(live - busy)
 
-    def call(self, task: RaceTask) -> None:
+    def call(self, task: HelperTask) -> None:
         app.send_task(
             task.NAME,
             kwargs={"task": task.model_dump(mode="json")},
@@ -147,7 +155,7 @@ class RedisBoard(Board):
             out += clauses or []
         return out, since + len(raws)
 
-    def _push(self, race: RaceKeys, clauses: list[Any]) -> None:
+    def _push(self, race: EscalationKeys, clauses: list[Any]) -> None:
         """Append a batch of shared clauses (at most MAX_SHARED_BATCHES per race: more are not shared)."""
         for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
             if self.client.llen(race.clauses) >= MAX_SHARED_BATCHES:

@@ -7,9 +7,9 @@ from functools import cached_property
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.keys import KEY_PREFIX
-from pipeline.storage import DataRoots
-from pipeline.tasks import DEFAULT_QUEUE
+from pipeline.contract.keys import KEY_PREFIX
+from pipeline.contract.tasks import DEFAULT_QUEUE
+from pipeline.engine.storage import DataRoots
 
 
 class WorkerSettings(BaseSettings):

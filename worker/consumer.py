@@ -35,7 +35,7 @@ from kombu.exceptions import ContentDisallowed
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from vine import promise
 
-from pipeline.tasks import GENERATE_TASK_NAME, RACE_TASK_NAME, SOLVE_TASK_NAME
+from pipeline.contract.tasks import GENERATE_TASK_NAME, HELPER_TASK_NAME, SOLVE_TASK_NAME
 from worker.broker import say_full
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def reason(exc: BaseException | None) -> str:
 
 
 EMBED_LINKS = ("callbacks", "errbacks", "chain", "chord")  # what our tasks never carry: no message chains
-TASK_NAMES = frozenset({SOLVE_TASK_NAME, GENERATE_TASK_NAME, RACE_TASK_NAME})  # what our senders send
+TASK_NAMES = frozenset({SOLVE_TASK_NAME, GENERATE_TASK_NAME, HELPER_TASK_NAME})  # what our senders send
 LATER = ("eta", "countdown", "expires")  # headers that schedule a task: ours run as they arrive
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.tasks import MAX_TASK_CHARS
+from pipeline.contract.tasks import MAX_TASK_CHARS
 
 log = logging.getLogger(__name__)
 # the largest message a sender of ours can make: a whole ChunkTask at its bounds (puzzle text JSON-escaped

@@ -4,7 +4,7 @@ Celery acknowledges late; a message delivered to a worker that then died whole, 
 connection that broke (Redis restarted), stays unacknowledged in the broker until the
 visibility timeout (hours). The worker's main process records each chunk message it takes
 (`record_delivery`: `job:chunk` -> its delivery tag, in the pipeline's own hash); the
-chunk's result write drops the record in its MULTI (`pipeline.keys.result_commands`). A
+chunk's result write drops the record in its MULTI (`pipeline.contract.keys.result_commands`). A
 record older than `orphan_after_s` whose chunk no live worker process is solving is an
 orphan: the sweep asks kombu's Redis QoS to put that delivery back on its queue
 (`restore_by_tag`) and drops the record. Chunk results are idempotent, so a rare false
@@ -39,10 +39,10 @@ from typing import Any
 
 import redis
 
-from pipeline.keys import JobKeys, current_key, deliveries_key, job_stopped, roots_key, workers_key
-from pipeline.outbox import parse_task, read_outbox_entry
-from pipeline.solve import worker_name
-from pipeline.tasks import JOB_ID_PATTERN, SOLVE_TASK_NAME, VERSION, ChunkRef
+from pipeline.contract.keys import JobKeys, current_key, deliveries_key, job_stopped, roots_key, workers_key
+from pipeline.contract.outbox import parse_task, read_outbox_entry
+from pipeline.contract.tasks import JOB_ID_PATTERN, SOLVE_TASK_NAME, VERSION, ChunkRef
+from pipeline.engine.solve import worker_name
 from worker.config import settings
 from worker.connection import store_client
 from worker.consumer import reason

@@ -1,5 +1,5 @@
 """One puzzle across the fleet, the helper's side: the task `sudoku_batch.race_puzzle` races one puzzle of
-another worker's chunk (`pipeline.escalation.help_race`) on the Redis board (`worker.board`).
+another worker's chunk (`pipeline.escalation.board.run_helper`) on the Redis board (`worker.board`).
 
 Its message is acknowledged early: a helper killed mid-race is not redelivered (the owner,
 which writes the record, races on; it waits for a started helper's last counters only
@@ -14,10 +14,10 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from pipeline.escalation import help_race
-from pipeline.race import RaceTask
-from pipeline.tasks import RACE_TASK_NAME
-from solvers.result import Status
+from pipeline.contract.tasks import HELPER_TASK_NAME
+from pipeline.escalation.board import run_helper
+from pipeline.escalation.task import HelperTask
+from solvers.model.result import Status
 from worker.app import app
 from worker.board import RedisBoard
 from worker.config import settings
@@ -28,16 +28,16 @@ log = logging.getLogger(__name__)
 
 
 def handle_race(payload: Any, client: Any) -> int:
-    """Race one puzzle as helper `task.helper` (`pipeline.escalation.help_race`); 1 if it solved it."""
-    task = RaceTask.model_validate(payload)
+    """Race one puzzle as helper `task.helper` (`pipeline.escalation.board.run_helper`); 1 if it solved it."""
+    task = HelperTask.model_validate(payload)
     with CURRENT.solving(client, f"{task.job}:{task.chunk}:race"):  # not idle while it races
-        result = help_race(task, RedisBoard(client, task.job), settings.stop_poll_s)
+        result = run_helper(task, RedisBoard(client, task.job), settings.stop_poll_s)
     return int(result is not None and result.status == Status.SOLVED)
 
 
-@app.task(name=RACE_TASK_NAME, ignore_result=True, acks_late=False)
+@app.task(name=HELPER_TASK_NAME, ignore_result=True, acks_late=False)
 def race_puzzle_task(*args: Any, **kwargs: Any) -> int:
-    """Celery entry point (by name): `task=` a RaceTask; see `handle_race`. Refusals: one log line."""
+    """Celery entry point (by name): `task=` a HelperTask; see `handle_race`. Refusals: one log line."""
     from worker.connection import store_client
 
     try:

@@ -1,8 +1,8 @@
-"""The tasks: solve a chunk with `pipeline.solve.solve_chunk`, or generate one with
-`pipeline.generate.generate_result`, and store its result in Redis.
+"""The tasks: solve a chunk with `pipeline.engine.solve.solve_chunk`, or generate one with
+`pipeline.contract.generate.generate_result`, and store its result in Redis.
 
 Results never go through Celery's result backend: the task writes the chunk's result
-under the job with the shared idempotent write (`pipeline.keys.result_commands`),
+under the job with the shared idempotent write (`pipeline.contract.keys.result_commands`),
 so a chunk redelivered after a crash overwrites its first answer instead of adding one;
 a failure answer (attempt or time limit) is written only where no answer is stored yet.
 """
@@ -20,8 +20,8 @@ import redis
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 from pydantic import ValidationError
 
-from pipeline.generate import GenerateResult, GenerateTask, generate_result
-from pipeline.keys import (
+from pipeline.contract.generate import GenerateResult, GenerateTask, generate_result
+from pipeline.contract.keys import (
     Frontier,
     JobKeys,
     job_stopped,
@@ -30,12 +30,10 @@ from pipeline.keys import (
     result_commands,
     split_count,
 )
-from pipeline.outbox import read_outbox_entry
-from pipeline.result import ChunkResult
-from pipeline.runner import fail_rest, run_chunk
-from pipeline.runs import overlaps
-from pipeline.solve import worker_name
-from pipeline.tasks import (
+from pipeline.contract.outbox import read_outbox_entry
+from pipeline.contract.part import Part
+from pipeline.contract.runs import overlaps
+from pipeline.contract.tasks import (
     GENERATE_TASK_NAME,
     JOB_ID_PATTERN,
     MAX_TASK_CHARS,
@@ -44,7 +42,9 @@ from pipeline.tasks import (
     ChunkTask,
     version_refusal,
 )
-from solvers.result import Status
+from pipeline.engine.runner import fail_rest, run_chunk
+from pipeline.engine.solve import worker_name
+from solvers.model.result import Status
 from worker.app import app
 from worker.board import escalation_for
 from worker.broker import say_full
@@ -67,9 +67,7 @@ ANSWER_ONCE_TRIES = 50  # compare-and-set rounds for a failure answer before it 
 ROOM_POLL_S = 1.0  # seconds between writes tried while Redis is full
 
 
-def store_result(
-    client: Any, result: ChunkResult | GenerateResult, ttl: int, keep_answer: bool = False
-) -> bool:
+def store_result(client: Any, result: Part | GenerateResult, ttl: int, keep_answer: bool = False) -> bool:
     """Write a chunk result with the shared idempotent commands, in one transaction; False if not written.
 
     Nothing is written for a job stopped or gone (`write_unless_stopped`). `keep_answer`
@@ -123,7 +121,8 @@ def write_unless_stopped(
 
 
 class RedisPort:
-    """Where a worker's chunk run meets its job (`pipeline.runner.ChunkPort`): the job's keys in Redis."""
+    """Where a worker's chunk run meets its job (`pipeline.engine.runner.ChunkPort`): the job's keys in
+    Redis."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -134,7 +133,7 @@ class RedisPort:
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         return published_rows(self.client.hgetall(JobKeys(job, settings.key_prefix).parts(chunk)))
 
-    def publish(self, part: ChunkResult) -> bool:
+    def publish(self, part: Part) -> bool:
         return publish_part(self.client, part, settings.job_ttl)
 
     def stopped(self, job: str) -> bool:
@@ -168,7 +167,7 @@ class RedisPort:
     def count_frontier(self, job: str) -> bool:
         """Count the first split nobody has counted (its worker is slow, dead, or its message queued behind
         this one) from its outbox task; False when there is none to count."""
-        from pipeline.splits import read_split
+        from pipeline.engine.splits import read_split
 
         keys = JobKeys(job, settings.key_prefix)
         front = Frontier.parse(self.client.get(keys.frontier))
@@ -188,8 +187,8 @@ class RedisPort:
 def refuse_outside_roots(port: RedisPort, task: ChunkTask) -> None:
     """Fail the job in one line and stop waiting on it (JobStopped) when a split counted for the splits after
     it lies outside this worker's data roots: it is not opened."""
-    from pipeline.dataset import JobStopped, check_roots
-    from pipeline.storage import OutsideRoots
+    from pipeline.engine.dataset import JobStopped, check_roots
+    from pipeline.engine.storage import OutsideRoots
 
     try:
         check_roots(task, settings.roots)
@@ -202,7 +201,7 @@ FRONTIER_BATCH = 256  # splits' counts read per round when the frontier moves
 
 
 def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
-    """Move the job's split frontier over every split counted (`pipeline.keys.Frontier`), writing the
+    """Move the job's split frontier over every split counted (`pipeline.contract.keys.Frontier`), writing the
     offsets of each split passed; a compare-and-set on the frontier (two workers moving it at once: the
     later one goes again from where the first left it)."""
     while True:
@@ -228,7 +227,7 @@ def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
             return
 
 
-def publish_part(client: Any, part: ChunkResult, ttl: int) -> bool:
+def publish_part(client: Any, part: Part, ttl: int) -> bool:
     """Publish one part of a solve chunk unless the job is stopped or gone, or any of its rows is answered
     already (a chunk delivered twice at once); True when written.
 
@@ -267,7 +266,8 @@ def publish_part(client: Any, part: ChunkResult, ttl: int) -> bool:
 
 
 def handle(payload: dict[str, Any], client: Any) -> int:
-    """Run one chunk message (`pipeline.runner.run_chunk`); return the puzzles answered (0: job gone, or
+    """Run one chunk message (`pipeline.engine.runner.run_chunk`); return the puzzles answered (0: job gone,
+    or
     nothing left to answer).
 
     The delivery is counted before the chunk is read from the outbox; a chunk whose worker died
@@ -406,7 +406,7 @@ def handle_generate(payload: dict[str, Any], client: Any) -> int:
     """Generate one chunk (box, count, chunk seed, options) and store its lines; return the puzzles made.
 
     The message is checked with `GenerateTask` (the model the client builds it with)
-    before anything runs; the chunk is made by `pipeline.generate.generate_result`, as a
+    before anything runs; the chunk is made by `pipeline.contract.generate.generate_result`, as a
     local process makes it, so broker and local runs write the same files. Deliveries are
     counted as for solve chunks; a request the generator rejects, or a malformed one that
     still names a chunk of a live job, is answered with `error` instead of being redelivered.

@@ -1,6 +1,6 @@
 """`python -m worker.warm`: compile and cache every numba kernel once (image build, CI, before a worker).
 
-The same as `sudoku-batch warm` (`pipeline.solve.warm_all`), kept for images and units that call it.
+The same as `sudoku-batch warm` (`pipeline.engine.solve.warm_all`), kept for images and units that call it.
 A kernel compiled cold can take seconds, and compiling cannot be interrupted by a
 deadline, so everything a worker may run is compiled here, ahead of the first chunk.
 """
@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from pipeline.solve import warm_all
+from pipeline.engine.solve import warm_all
 
 __all__ = ["main", "warm_all"]
 

@@ -13,7 +13,7 @@ candidate values still to try, so nothing recurses.
 Counters: `nodes` = values placed (tried), `guesses` = branching decisions (empty cells
 reached with two or more values that clash with nothing).
 
-The bit helpers come from `solvers.bits`, shared by every kernel; numba's on-disk cache
+The bit helpers come from `solvers.kernel.bits`, shared by every kernel; numba's on-disk cache
 only watches a function's own source file, so after editing `bits.py` run `make clean-cache`
 (a changed helper would otherwise leave stale compiled kernels behind).
 """
@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.bits import (
+from solvers.exact.base import DONE, LIMIT, KernelSolver, register
+from solvers.kernel.bits import (
     GO_ON,
     count_node,
     pick_bit,
@@ -31,9 +32,8 @@ from solvers.bits import (
     rng_init,
     start_puzzle,
 )
-from solvers.exact.base import DONE, LIMIT, KernelSolver, register
-from solvers.geometry import geometry
-from solvers.puzzle import Box
+from solvers.model.geometry import geometry
+from solvers.model.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)

@@ -3,7 +3,7 @@
 Every exact solver is a numba kernel with the same parameters, wrapped by
 `KernelSolver`: a batch of puzzles (uint8[B, N*N], 0 = empty), a solution limit
 (1 = solve, 2 = prove unique, k = count up to k), a node budget, a per-puzzle time
-limit and a batch deadline (kernels read the clock themselves, see `solvers.clock`),
+limit and a batch deadline (kernels read the clock themselves, see `solvers.kernel.clock`),
 a seed for randomised branching (0 = the solver's fixed order) and a stop flag another
 thread may raise. Kernels write into preallocated output arrays and return nothing.
 
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from solvers import registry
-from solvers.outcome import BUDGET, DONE, LIMIT, OUTCOME_NAMES, STOPPED, TIMEOUT  # noqa: F401 (re-exported)
-from solvers.puzzle import Box, Puzzle
+from solvers.kernel.outcome import BUDGET, DONE, LIMIT, OUTCOME_NAMES, STOPPED, TIMEOUT  # noqa: F401 (re-exported)
+from solvers.model.puzzle import Box, Puzzle
 from solvers.registry import Kind, KindView
 
 

@@ -30,7 +30,7 @@ column c keeps a row in column c.
 Counters: `nodes` = values placed (tried), `guesses` = branching decisions ((value, row)
 steps entered with two or more candidate columns).
 
-The bit helpers come from `solvers.bits`, shared by every kernel; numba's on-disk cache
+The bit helpers come from `solvers.kernel.bits`, shared by every kernel; numba's on-disk cache
 only watches a function's own source file, so after editing `bits.py` run `make clean-cache`.
 """
 
@@ -40,7 +40,8 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from solvers.bits import (
+from solvers.exact.base import DONE, LIMIT, KernelSolver, register
+from solvers.kernel.bits import (
     GO_ON,
     count_node,
     pick_bit,
@@ -49,8 +50,7 @@ from solvers.bits import (
     rng_init,
     start_puzzle,
 )
-from solvers.exact.base import DONE, LIMIT, KernelSolver, register
-from solvers.puzzle import Box
+from solvers.model.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)

@@ -24,7 +24,7 @@ an explicit stack (the rows as a uint64 mask of positions in the column).
 Counters: `nodes` = candidate rows selected (values placed), `guesses` = branching
 decisions (constraints branched on with two or more rows left).
 
-The bit helpers come from `solvers.bits`, shared by every kernel; numba's on-disk cache
+The bit helpers come from `solvers.kernel.bits`, shared by every kernel; numba's on-disk cache
 only watches a function's own source file, so after editing `bits.py` run `make clean-cache`.
 """
 
@@ -35,7 +35,8 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from solvers.bits import (
+from solvers.exact.base import DONE, LIMIT, KernelSolver, register
+from solvers.kernel.bits import (
     GO_ON,
     count_node,
     pick_bit,
@@ -43,9 +44,8 @@ from solvers.bits import (
     rng_init,
     start_puzzle,
 )
-from solvers.exact.base import DONE, LIMIT, KernelSolver, register
-from solvers.geometry import geometry
-from solvers.puzzle import Box
+from solvers.model.geometry import geometry
+from solvers.model.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)

@@ -41,7 +41,7 @@ refutation), `guesses` = decisions.
 
 Modules: this one (search loop, registration), `propagation_rules` (the rules above),
 `propagation9` and `propagation16` (the 9x9 and 16x16 kernels), with the bit helpers of
-`solvers.bits`. The registered `kernel` is a thin Python function choosing between the
+`solvers.kernel.bits`. The registered `kernel` is a thin Python function choosing between the
 `@njit` kernels. numba stamps an on-disk cache with the function's own source file only,
 so `_tie_caches` below makes the caches of the functions compiled across these files
 depend on all of them.
@@ -55,20 +55,20 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from solvers import bits
-from solvers.bits import copy_items as _copy
-from solvers.bits import ctz as _ctz
-from solvers.bits import fill_items as _fill
-from solvers.bits import popcount as _popcnt
-from solvers.bits import rng_init as _rng_init
-from solvers.bits import rng_next as _rng_next
-from solvers.clock import monotonic_ns
 from solvers.exact import propagation9, propagation16, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
 from solvers.exact.propagation9 import _pick, kernel9
 from solvers.exact.propagation_rules import JIT, luby, propagate
-from solvers.geometry import geometry
-from solvers.puzzle import Box
+from solvers.kernel import bits
+from solvers.kernel.bits import copy_items as _copy
+from solvers.kernel.bits import ctz as _ctz
+from solvers.kernel.bits import fill_items as _fill
+from solvers.kernel.bits import popcount as _popcnt
+from solvers.kernel.bits import rng_init as _rng_init
+from solvers.kernel.bits import rng_next as _rng_next
+from solvers.kernel.clock import monotonic_ns
+from solvers.model.geometry import geometry
+from solvers.model.puzzle import Box
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)

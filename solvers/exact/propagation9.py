@@ -38,13 +38,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.bits import ctz as _ctz
-from solvers.bits import fill_items as _fill
-from solvers.bits import popcount as _popcnt
-from solvers.bits import rng_init as _rng_init
-from solvers.bits import rng_next as _rng_next
-from solvers.clock import monotonic_ns
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
+from solvers.kernel.bits import ctz as _ctz
+from solvers.kernel.bits import fill_items as _fill
+from solvers.kernel.bits import popcount as _popcnt
+from solvers.kernel.bits import rng_init as _rng_init
+from solvers.kernel.bits import rng_next as _rng_next
+from solvers.kernel.clock import monotonic_ns
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)

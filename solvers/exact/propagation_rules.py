@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.bits import ctz as _ctz
-from solvers.bits import popcount as _popcnt
+from solvers.kernel.bits import ctz as _ctz
+from solvers.kernel.bits import popcount as _popcnt
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)

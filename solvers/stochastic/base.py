@@ -20,13 +20,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from solvers import registry
-from solvers.clock import monotonic_ns
-from solvers.cost import grid_cost
-from solvers.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
-from solvers.puzzle import Puzzle
+from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
+from solvers.model.cost import grid_cost
+from solvers.model.puzzle import Puzzle
+from solvers.model.result import SolveResult, Status
+from solvers.model.verify import is_solution
 from solvers.registry import Kind, KindView
-from solvers.result import SolveResult, Status
-from solvers.verify import is_solution
 
 # Common int64 state slots every kernel maintains (solver slots follow).
 I_ITER = 0  # iterations done
@@ -63,7 +63,7 @@ class StochasticRun(ABC):
 
     @abstractmethod
     def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
-        """Run the kernel for about `work` units; return its outcome code (`solvers.outcome`)."""
+        """Run the kernel for about `work` units; return its outcome code (`solvers.kernel.outcome`)."""
 
     def step(self, work: int, deadline_ns: int = 0, stop: np.ndarray | None = None) -> Outcome:
         """Advance by about `work` units (less on success, deadline or stop; one move may

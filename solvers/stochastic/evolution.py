@@ -16,9 +16,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from solvers.clock import monotonic_ns
-from solvers.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
-from solvers.puzzle import Puzzle
+from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
+from solvers.model.puzzle import Puzzle
 from solvers.stochastic.base import (
     I_BEST,
     I_BEST_NS,

@@ -2,7 +2,7 @@
 incremental cost, the box-invariant fill, and singles propagation over the givens.
 
 Why one module: all three solvers move by swapping two cells and score a grid with the
-cost of `solvers.cost.grid_cost` (one per value missing from a unit, plus a weight per
+cost of `solvers.model.cost.grid_cost` (one per value missing from a unit, plus a weight per
 changed given). Keeping per-unit value counts makes the cost of a swap O(1): only the
 units holding exactly one of the two cells change. Every kernel is `@njit(nogil=True)`
 and draws its random numbers from a splitmix64 stream held in a uint64[1] array seeded
@@ -18,10 +18,10 @@ from functools import lru_cache
 import numba as nb
 import numpy as np
 
-from solvers.geometry import geometry
-from solvers.puzzle import Box, Puzzle
+from solvers.model.geometry import geometry
+from solvers.model.puzzle import Box, Puzzle
 
-GIVEN_WEIGHT = 8  # the cost of one changed given, as in solvers.cost
+GIVEN_WEIGHT = 8  # the cost of one changed given, as in solvers.model.cost
 CLOCK_EVERY = 255  # kernels read the clock when (iteration & CLOCK_EVERY) == 0
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -1,0 +1,498 @@
+"""A chunk's results as columns: the arrays a worker sends, the collector decodes, and every renderer reads.
+
+One type, `ResultColumns`, from the solver's `Results` to the output file: the worker builds
+it from what `solve_many` returns (no SolveResult per row), `pipeline.contract.wire` writes its arrays
+as they are (integers narrowed), the collector checks and reads them back into the same
+type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV, Parquet) write records from it.
+
+Adding a record field touches this module (a `Column` in `COLUMNS`, an attribute, and
+where `build` fills it) and the renderers: the wire format follows `COLUMNS`. Texts are
+held as one UTF-8 byte buffer with offsets (`Texts`); numbers as fixed-point integers,
+so every renderer prints the same digits. Status codes are explicit (`STATUS_CODE`),
+never positions in the `Status` enum, so reordering the enum cannot change the wire.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import numpy as np
+
+from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
+from solvers.model.result import STATUS_CODE, STATUS_NAMES, Results, SolveResult, Status, symbol_texts
+
+TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
+ANSWERED = (STATUS_CODE[Status.SOLVED], STATUS_CODE[Status.APPROXIMATE])
+PROBLEMS = (STATUS_CODE[Status.INVALID], STATUS_CODE[Status.ERROR])
+COUNTERS_NONE, COUNTERS_SIMPLE, COUNTERS_RAW = 0, 1, 2  # {}; {solver: {nodes, guesses, time_ms}}; raw JSON
+
+
+@dataclass(frozen=True)
+class Column:
+    """One array of `ResultColumns` and its name on the wire."""
+
+    name: str  # attribute of ResultColumns
+    wire: str  # part name in the wire layout (texts: `<wire>_buf` and `<wire>_len`)
+    kind: str  # "text", "int" or "bool"
+    dtype: Any = None  # int columns: the dtype the renderers read
+    default: int = 0  # int and bool columns: the value of rows a payload without this part holds
+    required: bool = True  # False for a column added later: payloads of older workers lack it
+
+
+COLUMNS = (
+    Column("puzzle", "p", "text"),
+    Column("solution", "sol", "text"),  # an empty text: no solution (null)
+    Column("error", "e", "text"),  # empty: null
+    Column("counters_raw", "c", "text"),  # the JSON of COUNTERS_RAW rows
+    Column("status", "status", "int", np.uint8),  # STATUS_CODE
+    Column("cost", "cost", "int", np.int64),
+    Column("solver", "solver", "int", np.int16, -1),  # id into `names`, -1: none
+    Column("time_q", "time_q", "int", np.int64),  # time_ms * 10**TIME_DECIMALS
+    Column("nodes", "nodes", "int", np.int64),
+    Column("guesses", "guesses", "int", np.int64),
+    Column("restarts", "restarts", "int", np.int64),
+    Column("counter_kind", "c_kind", "int", np.uint8),  # COUNTERS_*
+    Column("counter_solver", "c_name", "int", np.int16, -1),  # id into `names` of COUNTERS_SIMPLE rows
+    Column("counter_nodes", "c_nodes", "int", np.int64),
+    Column("counter_guesses", "c_guesses", "int", np.int64),
+    Column("counter_time_q", "c_time_q", "int", np.int64),  # time_ms * 10**COUNTER_DECIMALS
+    Column("has_cost", "has_cost", "bool"),
+    Column("time_ok", "time_ok", "bool"),  # the time is finite (else null)
+)
+
+
+@dataclass
+class Texts:
+    """Texts of consecutive rows as one UTF-8 buffer and byte offsets (row i: buf[off[i]:off[i+1]])."""
+
+    buf: np.ndarray  # uint8
+    off: np.ndarray  # uint64[n+1]
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> Texts:
+        """Concatenate texts as UTF-8 bytes with their byte offsets."""
+        joined = "".join(texts).encode()
+        off = np.zeros(len(texts) + 1, np.uint64)
+        np.cumsum(np.fromiter(map(len, texts), np.uint64, len(texts)), out=off[1:])
+        if int(off[-1]) != len(joined):  # not all ASCII: offsets in bytes, not characters
+            np.cumsum(np.fromiter((len(t.encode()) for t in texts), np.uint64, len(texts)), out=off[1:])
+        return cls(np.frombuffer(joined, dtype=np.uint8), off)
+
+    @classmethod
+    def empty(cls, n: int) -> Texts:
+        """n empty texts."""
+        return cls(np.zeros(0, np.uint8), np.zeros(n + 1, np.uint64))
+
+    @classmethod
+    def of_block(cls, symbols: np.ndarray, has: np.ndarray | None = None) -> Texts:
+        """Texts of a block of ASCII symbols (u8[n, width]): row i is its row where `has` (None: every
+        row), else empty."""
+        n, width = symbols.shape
+        if has is None or has.all():
+            off = np.arange(0, (n + 1) * width, width, dtype=np.uint64)
+            return cls(np.ascontiguousarray(symbols).reshape(-1), off)
+        off = np.zeros(n + 1, np.uint64)
+        np.cumsum(has.astype(np.uint64) * np.uint64(width), out=off[1:])
+        return cls(np.ascontiguousarray(symbols[has]).reshape(-1), off)
+
+    def __len__(self) -> int:
+        return int(self.off.shape[0]) - 1
+
+    def slice(self, start: int, stop: int) -> Texts:
+        """Rows `start:stop` (views of the same buffer, offsets made relative)."""
+        off = self.off[start : stop + 1]
+        base = off[0] if off.size else np.uint64(0)
+        return Texts(self.buf[int(base) : int(off[-1])] if off.size else self.buf[:0], off - base)
+
+    def take(self, rows: np.ndarray) -> Texts:
+        """Rows `rows` (increasing positions), copied into a buffer of their own."""
+        starts, ends = self.off[rows], self.off[rows + 1]
+        off = np.zeros(len(rows) + 1, np.uint64)
+        np.cumsum(ends - starts, out=off[1:])
+        gather = np.repeat(
+            starts.astype(np.int64) - off[:-1].astype(np.int64), (ends - starts).astype(np.int64)
+        )
+        return Texts(self.buf[gather + np.arange(int(off[-1]), dtype=np.int64)], off)
+
+    def to_list(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Rows `start:stop` as str."""
+        stop = len(self) if stop is None else stop
+        off = self.off[start : stop + 1].tolist()
+        data = self.buf[off[0] : off[-1]].tobytes() if off else b""
+        base = off[0] if off else 0
+        ascii_only = len(data) == 0 or int(np.frombuffer(data, np.uint8).max()) < 128
+        if ascii_only:
+            text = data.decode("ascii")
+            return [text[a - base : b - base] for a, b in zip(off, off[1:], strict=False)]
+        return [data[a - base : b - base].decode() for a, b in zip(off, off[1:], strict=False)]
+
+
+@dataclass
+class ResultColumns:
+    """One chunk's results, a row per puzzle: the arrays that travel and the renderers read (`COLUMNS`)."""
+
+    names: list[str]  # solver names the ids index
+    puzzle: Texts
+    solution: Texts
+    error: Texts
+    counters_raw: Texts
+    status: np.ndarray
+    cost: np.ndarray
+    solver: np.ndarray
+    time_q: np.ndarray
+    nodes: np.ndarray
+    guesses: np.ndarray
+    restarts: np.ndarray
+    counter_kind: np.ndarray
+    counter_solver: np.ndarray
+    counter_nodes: np.ndarray
+    counter_guesses: np.ndarray
+    counter_time_q: np.ndarray
+    has_cost: np.ndarray
+    time_ok: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.status.shape[0])
+
+    def slice(self, start: int, stop: int) -> ResultColumns:
+        """Rows `start:stop` (views: no copy); the whole columns when that is all of them."""
+        if start == 0 and stop == len(self):
+            return self
+        parts = {
+            col.name: getattr(self, col.name).slice(start, stop)
+            if col.kind == "text"
+            else getattr(self, col.name)[start:stop]
+            for col in COLUMNS
+        }
+        return ResultColumns(names=self.names, **parts)
+
+    def take(self, rows: np.ndarray) -> ResultColumns:
+        """Rows `rows` (increasing positions): a view when they are one run, else a copy."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows) or int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            start = int(rows[0]) if len(rows) else 0
+            return self.slice(start, start + len(rows))
+        parts = {
+            col.name: getattr(self, col.name).take(rows)
+            if col.kind == "text"
+            else getattr(self, col.name)[rows]
+            for col in COLUMNS
+        }
+        return ResultColumns(names=self.names, **parts)
+
+    @classmethod
+    def build(cls, texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:
+        """The columns of `results` (aligned with the puzzle `texts`); a `solved` without cost 0 and a
+        grid is demoted to `error`. A `Results` hands over its arrays without a SolveResult per row."""
+        rows = _from_results(results) if isinstance(results, Results) else _from_objects(results)
+        return rows.columns(texts)
+
+    def check(self) -> None:
+        """Refuse (ValueError) codes and ids the renderers would read out of their tables."""
+        n = len(self.names)
+        if self.status.size and int(self.status.max()) >= len(STATUS_NAMES):
+            raise ValueError("unknown status code")
+        if self.solver.size and (int(self.solver.min()) < -1 or int(self.solver.max()) >= n):
+            raise ValueError("solver id out of range")
+        if self.counter_kind.size and int(self.counter_kind.max()) > COUNTERS_RAW:
+            raise ValueError("unknown counters kind")
+        simple = self.counter_solver[self.counter_kind == COUNTERS_SIMPLE]
+        if simple.size and (int(simple.min()) < 0 or int(simple.max()) >= n):
+            raise ValueError("counters name id out of range")
+        raw = self.counters_raw.buf
+        if raw.size and int(raw.min()) < 32:  # raw JSON is copied as it is: one line a row
+            raise ValueError("a control byte in raw counters")
+
+    def tally(self) -> Tally:
+        """Count statuses, wins, approximate costs and the log-binned times (vectorised)."""
+        codes = self.status
+        counts = np.bincount(codes, minlength=len(STATUS_NAMES))
+        answered = ((codes == ANSWERED[0]) | (codes == ANSWERED[1])) & (self.solver >= 0)
+        wins = np.bincount(self.solver[answered].astype(np.int64), minlength=len(self.names))
+        approx = (codes == STATUS_CODE[Status.APPROXIMATE]) & self.has_cost
+        cost_values, cost_counts = np.unique(self.cost[approx], return_counts=True)
+        timed = self.time_ok & (codes != STATUS_CODE[Status.INVALID])
+        ms = self.time_q[timed] / 10.0**TIME_DECIMALS
+        bins = np.floor(TIME_BINS_PER_DECADE * np.log10(np.maximum(ms, 1e-4))).astype(np.int64)
+        low = int(bins.min()) if bins.size else 0
+        per_bin = np.bincount(bins - low)  # a few hundred bins at most: counting beats sorting
+        filled = np.flatnonzero(per_bin)
+        return Tally(
+            counts={STATUS_NAMES[i]: int(c) for i, c in enumerate(counts) if c},
+            wins={self.names[i]: int(c) for i, c in enumerate(wins) if c},
+            approx_costs={int(v): int(c) for v, c in zip(cost_values, cost_counts, strict=True)},
+            time_bins=dict(zip((filled + low).tolist(), per_bin[filled].tolist(), strict=True)),
+            time_max_ms=float(ms.max()) if ms.size else 0.0,
+            solve_s=float(ms.sum()) / 1000.0,
+            problem_rows=np.flatnonzero((codes == PROBLEMS[0]) | (codes == PROBLEMS[1])).tolist(),
+        )
+
+
+@dataclass
+class Tally:
+    """What the summary needs from a chunk."""
+
+    counts: dict[str, int]
+    wins: dict[str, int]
+    approx_costs: dict[int, int]
+    time_bins: dict[int, int]
+    time_max_ms: float
+    solve_s: float
+    problem_rows: list[int]
+
+
+def fixed(q: int, decimals: int) -> str:
+    """Write q / 10**decimals with trailing zeros dropped but one decimal kept (`12.0`, `0.0219`)."""
+    sign = "-" if q < 0 else ""
+    whole, frac = divmod(abs(q), 10**decimals)
+    digits = f"{frac:0{decimals}d}".rstrip("0") or "0"
+    return f"{sign}{whole}.{digits}"
+
+
+def _quantise(values: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (round(values * 10**decimals) as int64, finite mask): every renderer prints these."""
+    finite = np.isfinite(values) & (np.abs(values) < 1e12)
+    q = np.rint(np.where(finite, values, 0.0) * 10.0**decimals).astype(np.int64)
+    return q, finite
+
+
+@dataclass
+class _Rows:
+    """Columns under construction: numbers as arrays, texts as lists (or the solutions as a symbol block)."""
+
+    names: list[str]
+    status: np.ndarray
+    cost: np.ndarray
+    has_cost: np.ndarray
+    solver: np.ndarray
+    time_q: np.ndarray
+    time_ok: np.ndarray
+    nodes: np.ndarray
+    guesses: np.ndarray
+    restarts: np.ndarray
+    counter_kind: np.ndarray
+    counter_solver: np.ndarray
+    counter_nodes: np.ndarray
+    counter_guesses: np.ndarray
+    counter_time_q: np.ndarray
+    solutions: list[str] | None  # "" for none; None while they are the `symbols` block
+    errors: list[str | None] | None  # None: no row has an error
+    counters_raw: list[str] | None  # None: no row has raw counters
+    symbols: tuple[np.ndarray, np.ndarray] | None = field(default=None)  # (ASCII u8[n, NN], has one)
+
+    _NUMBERS = (
+        "status", "cost", "has_cost", "time_q", "time_ok", "nodes", "guesses", "restarts", "counter_kind",
+        "counter_nodes", "counter_guesses", "counter_time_q",
+    )  # fmt: skip
+
+    def solution_texts(self) -> list[str]:
+        """Every row's solution ("" for none), cut from `symbols` when they are a block."""
+        if self.solutions is None:
+            self.solutions = [t or "" for t in symbol_texts(*self.symbols)] if self.symbols else []
+            self.symbols = None
+        return self.solutions
+
+    def overlay(self, rows: list[int], sub: _Rows) -> None:
+        """Write `sub` (the rows `rows`, built from objects) over those rows, merging solver names."""
+        for name in sub.names:
+            if name not in self.names:
+                self.names.append(name)
+        remap = np.array([self.names.index(n) for n in sub.names] + [-1], dtype=np.int16)  # -1 stays -1
+        at = np.asarray(rows, dtype=np.int64)
+        for name in self._NUMBERS:
+            getattr(self, name)[at] = getattr(sub, name)
+        self.solver[at] = remap[sub.solver]
+        self.counter_solver[at] = remap[sub.counter_solver]
+        solutions = list(self.solution_texts())  # never write into the Results' own list
+        errors = self.errors if self.errors is not None else [None] * len(self.status)
+        raw = self.counters_raw if self.counters_raw is not None else [""] * len(self.status)
+        sub_solutions = sub.solution_texts()
+        for k, i in enumerate(rows):
+            solutions[i] = sub_solutions[k]
+            errors[i] = sub.errors[k] if sub.errors is not None else None
+            raw[i] = sub.counters_raw[k] if sub.counters_raw is not None else ""
+        self.solutions, self.errors, self.counters_raw = solutions, errors, raw
+
+    def columns(self, texts: list[str]) -> ResultColumns:
+        """The finished columns, with the puzzle texts."""
+        b = len(texts)
+        if self.symbols is not None:
+            solution = Texts.of_block(*self.symbols)
+        else:
+            solution = Texts.of(self.solution_texts())
+        errors = self.errors
+        error = Texts.of([e or "" for e in errors]) if errors is not None and any(errors) else Texts.empty(b)
+        raw = self.counters_raw
+        counters = Texts.of(raw) if raw is not None and any(raw) else Texts.empty(b)
+        symbols = getattr(texts, "symbols", None)  # `solvers.model.parse.Lines` read at once: its bytes
+        puzzle = Texts.of_block(symbols) if symbols is not None else Texts.of(texts)
+        return ResultColumns(
+            names=list(self.names), puzzle=puzzle, solution=solution, error=error,
+            counters_raw=counters, status=self.status, cost=self.cost, solver=self.solver,
+            time_q=self.time_q, nodes=self.nodes, guesses=self.guesses, restarts=self.restarts,
+            counter_kind=self.counter_kind, counter_solver=self.counter_solver,
+            counter_nodes=self.counter_nodes, counter_guesses=self.counter_guesses,
+            counter_time_q=self.counter_time_q, has_cost=self.has_cost, time_ok=self.time_ok,
+        )  # fmt: skip
+
+
+def _from_results(results: Results) -> _Rows:
+    """Rows of a Results: its arrays as they are, then its object rows laid over them."""
+    b = len(results)
+    ns = results.ns.astype(np.float64)
+    time_q, time_ok = _quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
+    counter_q, _ = _quantise(ns / 1e6, COUNTER_DECIMALS)
+    has_solver = results.solver >= 0
+    error_texts = results.error_texts
+    errors = list(map(error_texts.__getitem__, results.error_id.tolist())) if results.error_id.any() else None
+    rows = _Rows(
+        names=list(results.names),
+        status=results.code.copy(),
+        cost=np.zeros(b, np.int64),
+        has_cost=results.solved_cost.copy(),
+        solver=results.solver.copy(),
+        time_q=time_q,
+        time_ok=time_ok,
+        nodes=results.nodes.copy(),
+        guesses=results.guesses.copy(),
+        restarts=np.zeros(b, np.int64),
+        counter_kind=has_solver.astype(np.uint8),
+        counter_solver=results.solver.copy(),
+        counter_nodes=np.where(has_solver, results.nodes, 0),
+        counter_guesses=np.where(has_solver, results.guesses, 0),
+        counter_time_q=np.where(has_solver, counter_q, 0),
+        solutions=None if results.symbols is not None else [s or "" for s in results.solutions],
+        errors=errors,
+        counters_raw=None,
+        symbols=results.symbols,
+    )
+    born = results.born_rows()
+    if born:
+        rows.overlay(born, _from_objects([results[i] for i in born]))
+    return rows
+
+
+_ATTRS = (
+    "status",
+    "solution",
+    "cost",
+    "solver",
+    "elapsed",
+    "error",
+    "nodes",
+    "guesses",
+    "restarts",
+    "counters",
+)
+_GETTERS = [attrgetter(name) for name in _ATTRS]
+_SIMPLE = ("nodes", "guesses", "time_ms")
+_SIMPLE_GET = [itemgetter(k) for k in _SIMPLE]
+
+
+def _from_objects(results: Sequence[SolveResult]) -> _Rows:
+    """Rows of SolveResult objects, one C-level pass per attribute."""
+    b = len(results)
+    status, solution, cost, solver, elapsed, error, nodes, guesses, restarts, counters = [
+        list(map(get, results)) for get in _GETTERS
+    ]
+    codes = np.fromiter(map(STATUS_CODE.__getitem__, status), np.uint8, b)
+    has_cost = np.fromiter((c is not None for c in cost), bool, b)
+    costs = np.array([0 if c is None else c for c in cost], dtype=np.int64).reshape(b)
+    solutions = solution if solution.count(None) == 0 else [s or "" for s in solution]
+    errors = error
+    has_grid = np.fromiter(map(bool, solutions), bool, b)
+    bad = np.flatnonzero((codes == STATUS_CODE[Status.SOLVED]) & (~has_cost | (costs != 0) | ~has_grid))
+    for i in bad.tolist():
+        codes[i], has_cost[i], costs[i] = STATUS_CODE[Status.ERROR], False, 0
+        errors[i] = f"{solver[i]} reported solved with cost {cost[i]} and no valid grid"
+        solutions[i] = ""
+    names = [n for n in dict.fromkeys(solver) if n is not None]
+    ids: dict[str | None, int] = {n: i for i, n in enumerate(names)}
+    ids[None] = -1
+    time_q, time_ok = _quantise(np.array(elapsed, dtype=np.float64).reshape(b) * 1000.0, TIME_DECIMALS)
+    rows = _Rows(
+        names=names,
+        status=codes,
+        cost=costs,
+        has_cost=has_cost,
+        solver=np.fromiter(map(ids.__getitem__, solver), np.int16, b),
+        time_q=time_q,
+        time_ok=time_ok,
+        nodes=np.array(nodes, dtype=np.int64).reshape(b),
+        guesses=np.array(guesses, dtype=np.int64).reshape(b),
+        restarts=np.array(restarts, dtype=np.int64).reshape(b),
+        counter_kind=np.zeros(b, np.uint8),
+        counter_solver=np.full(b, -1, np.int16),
+        counter_nodes=np.zeros(b, np.int64),
+        counter_guesses=np.zeros(b, np.int64),
+        counter_time_q=np.zeros(b, np.int64),
+        solutions=solutions,
+        errors=errors,
+        counters_raw=[""] * b,
+    )
+    _counters(rows, counters, solver, ids)
+    return rows
+
+
+def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: dict) -> None:
+    """Fill the counter columns: vectorised when every row is simple, row by row otherwise."""
+    b = len(counters)
+    if b and None not in solver and list(map(len, counters)).count(1) == b:
+        inner = list(map(dict.get, counters, solver))
+        if None not in inner and list(map(len, inner)).count(3) == b:
+            try:
+                values = [np.fromiter(map(get, inner), np.float64, b) for get in _SIMPLE_GET]
+            except (KeyError, TypeError, ValueError):
+                values = []
+            if values:
+                q, ok = _quantise(values[2], COUNTER_DECIMALS)
+                if ok.all():
+                    rows.counter_kind[:] = COUNTERS_SIMPLE
+                    rows.counter_solver[:] = rows.solver
+                    rows.counter_nodes[:] = values[0]
+                    rows.counter_guesses[:] = values[1]
+                    rows.counter_time_q[:] = q
+                    return
+    assert rows.counters_raw is not None  # made with the rows
+    for i, c in enumerate(counters):
+        if not c:
+            continue
+        simple = _simple(c)
+        if simple is None:
+            rows.counter_kind[i] = COUNTERS_RAW
+            rows.counters_raw[i] = json.dumps(c, separators=(",", ":"), default=_plain, allow_nan=False)
+            continue
+        name, n, g, t = simple
+        if name not in ids:
+            ids[name] = len(rows.names)
+            rows.names.append(name)
+        rows.counter_kind[i], rows.counter_solver[i] = COUNTERS_SIMPLE, ids[name]
+        rows.counter_nodes[i], rows.counter_guesses[i], rows.counter_time_q[i] = n, g, t
+
+
+def _simple(counters: dict) -> tuple[str, int, int, int] | None:
+    """Return (solver, nodes, guesses, time_q) when counters are one solver's three counters."""
+    if len(counters) != 1:
+        return None
+    ((name, d),) = counters.items()
+    if not isinstance(d, dict) or len(d) != 3 or not all(k in d for k in _SIMPLE):
+        return None
+    try:
+        n, g, t = int(d["nodes"]), int(d["guesses"]), float(d["time_ms"])
+    except (TypeError, ValueError):
+        return None
+    q, ok = _quantise(np.array([t]), COUNTER_DECIMALS)
+    if not ok[0] or n != d["nodes"] or g != d["guesses"]:
+        return None
+    return str(name), n, g, int(q[0])
+
+
+def _plain(value: Any) -> Any:
+    """Make numpy scalars JSON-serialisable."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

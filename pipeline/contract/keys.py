@@ -1,0 +1,291 @@
+"""Where a job lives in Redis: key names, the one idempotent write of a chunk result, the stop check.
+
+Plain data, no Redis import: the worker (which writes results) and the client (which
+creates jobs, writes the producer's own answers, and reads everything) share this one
+definition instead of two copies that could disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KEY_PREFIX = "sbatch"
+
+
+class JobKeys:
+    """The Redis key names of one job."""
+
+    def __init__(self, job: str, prefix: str = KEY_PREFIX) -> None:
+        self.job = job
+        base = f"{prefix}:job:{job}"
+        self.meta = f"{base}:meta"  # hash: the job's spec, totals and state
+        self.stats = f"{base}:stats"  # hash: chunk -> PartStats JSON (overwritten on redelivery)
+        self.arrivals = f"{base}:arrivals"  # list: chunk ids in arrival order (a redelivery may repeat one)
+        self.attempts = f"{base}:attempts"  # hash: chunk -> deliveries seen by workers
+        self.outbox = f"{base}:outbox"  # hash: chunk -> {"at", "task"}: sent, no result yet
+        self.producer = f"{base}:producer"  # string: the token of the one producer allowed to submit
+        self.stop = f"{base}:stop"  # string, set by purge (short TTL): stop solving, write nothing more
+        self.deliveries = deliveries_key(prefix)  # the workers' hash of messages held (not the job's own)
+        self.result_prefix = f"{base}:result:"  # a generate chunk's result
+        self.part_prefix = f"{base}:part:"  # a solve chunk's published part: `part:<chunk>:<first row>`
+        self.parts_prefix = (
+            f"{base}:parts:"  # hash per chunk: first row -> rows of each part; `done` once whole
+        )
+        self.race_prefix = f"{base}:race:"
+        self.collected = f"{base}:collected"  # set: parts a `solve` wrote into its output and dropped
+        # input splits (`pipeline.engine.splits`): what each split read holds, until the frontier passes it
+        self.counts = f"{base}:counts"  # hash: chunk -> "input lines entries"
+        self.offsets = f"{base}:offsets"  # hash: chunk -> "first_line first_index", until the chunk is done
+        self.frontier = f"{base}:frontier"  # string: the first split not counted yet (`Frontier`)
+        self.wake = f"{base}:wake"  # list of at most one token: something arrived (a collector blocks on it)
+
+    def result(self, chunk: int) -> str:
+        """Key of one chunk's encoded Part."""
+        return f"{self.result_prefix}{chunk}"
+
+    def part(self, chunk: int, row: int) -> str:
+        """Key of one published part of a solve chunk (its encoded `Part`)."""
+        return f"{self.part_prefix}{chunk}:{row}"
+
+    def parts(self, chunk: int) -> str:
+        """Hash of a chunk's published parts: first row -> rows, and `done` once every row is answered."""
+        return f"{self.parts_prefix}{chunk}"
+
+    def race(self, chunk: int, row: int) -> EscalationKeys:
+        """The keys of one puzzle (row `row` of chunk `chunk`) raced across workers."""
+        return EscalationKeys(f"{self.race_prefix}{chunk}:{row}")
+
+    def fixed(self) -> list[str]:
+        """Every key of the job but the per-chunk results and the stop key (which outlives a purge briefly).
+
+        Whoever writes any of these after the job's creation checks first, under WATCH of
+        `stop`, that `stop` is absent and `meta` present (`job_stopped`): a purge (which sets
+        `stop`, then deletes the rest) can then never be followed by a write that re-creates
+        a key of the job.
+        """
+        return [
+            self.meta,
+            self.stats,
+            self.arrivals,
+            self.attempts,
+            self.outbox,
+            self.producer,
+            self.collected,
+            self.counts,
+            self.offsets,
+            self.frontier,
+            self.wake,
+        ]
+
+
+class EscalationKeys:
+    """The keys of one puzzle raced across workers (`pipeline.escalation.task`), all with short TTLs.
+
+    `lease`: set by the chunk's owner while it races the puzzle, refreshed every poll (gone:
+    the owner finished or died). `stop`: set by whoever ends the race (a helper's verified
+    answer, the owner's end). A helper races while the lease holds and the stop key is absent.
+    `entries`: hash helper number -> `HelperEntry` JSON (started, then its answer and counters).
+    The split search (`pipeline.escalation.board`, `solvers.race.cubes`): `cubes` the cubes' JSON (set once,
+    by
+    the first helper to split), `hold:<i>` the helper searching cube i (a lease it refreshes: a
+    killed helper's cube is free again once it lapses), `refuted` hash cube -> the clause its
+    refutation proved, `clauses` list of JSON batches of shared clauses (refutations and units).
+    """
+
+    def __init__(self, base: str) -> None:
+        self.lease = f"{base}:lease"
+        self.stop = f"{base}:stop"
+        self.entries = f"{base}:entries"
+        self.cubes = f"{base}:cubes"
+        self.refuted = f"{base}:refuted"
+        self.clauses = f"{base}:clauses"
+        self.hold_prefix = f"{base}:hold:"
+
+    def hold(self, index: int) -> str:
+        """The key holding cube `index`'s searcher."""
+        return f"{self.hold_prefix}{index}"
+
+    def all(self) -> list[str]:
+        """Every key of the race but the holds (those lapse by themselves)."""
+        return [self.lease, self.stop, self.entries, self.cubes, self.refuted, self.clauses]
+
+
+def race_over(client: Any, keys: JobKeys, race: EscalationKeys) -> bool:
+    """True when a raced puzzle needs no more search: its stop key is set, its owner's lease is gone,
+    or its job was stopped or is gone (at most four EXISTS)."""
+    return bool(client.exists(race.stop)) or not client.exists(race.lease) or job_stopped(client, keys)
+
+
+def job_stopped(client: Any, keys: JobKeys) -> bool:
+    """True when the job was stopped (its stop key is set: purged) or is gone (no metadata).
+
+    `client` is a Redis client or a pipeline in immediate mode (inside WATCH): two EXISTS.
+    """
+    return bool(client.exists(keys.stop)) or not client.exists(keys.meta)
+
+
+def workers_key(prefix: str = KEY_PREFIX) -> str:
+    """Sorted set of live worker processes, scored by their last heartbeat (epoch seconds)."""
+    return f"{prefix}:workers"
+
+
+def roots_key(name: str, prefix: str = KEY_PREFIX) -> str:
+    """A live worker process's data roots (JSON, expiring): where clients may send it splits and datasets."""
+    return f"{prefix}:roots:{name}"
+
+
+def current_key(prefix: str = KEY_PREFIX) -> str:
+    """Hash: worker process name -> `job:chunk` it is solving now (to tell lost chunks from running ones)."""
+    return f"{prefix}:current"
+
+
+def deliveries_key(prefix: str = KEY_PREFIX) -> str:
+    """Hash: `job:chunk` -> `delivery tag|epoch s` of each chunk message a worker took whose result is not
+    stored yet (what the workers' orphan sweep reads: no broker internals)."""
+    return f"{prefix}:deliveries"
+
+
+def result_commands(
+    keys: JobKeys, chunk: int, payload: bytes, stats_json: str, n: int, cpu_s: float, ttl: int
+) -> list[tuple[Any, ...]]:
+    """The commands that store one chunk result, to run in one MULTI/EXEC.
+
+    Each one overwrites or is harmless when repeated, so a chunk redelivered after a
+    crash replaces its result instead of adding a second one: the result key and the
+    stats field are set again, and the arrival list may name the chunk twice (readers
+    skip names they have seen). Only the chunk-sizing hint (`hint_n`, `hint_cpu`) may
+    count a redelivered chunk twice; it is an estimate. `ttl` bounds how long an
+    uncollected result may wait. The chunk leaves the job's outbox and the workers'
+    deliveries in the same transaction, so a collector never re-sends a chunk whose result
+    is stored, and the orphan sweep never requeues it.
+    """
+    return [
+        ("SET", keys.result(chunk), payload, "EX", ttl),
+        ("HSET", keys.stats, chunk, stats_json),
+        ("RPUSH", keys.arrivals, chunk),
+        *wake_commands(keys, ttl),
+        ("HDEL", keys.outbox, chunk),
+        ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
+        ("HINCRBY", keys.meta, "hint_n", n),
+        ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
+        ("EXPIRE", keys.stats, ttl),
+        ("EXPIRE", keys.arrivals, ttl),
+        ("EXPIRE", keys.meta, ttl),
+    ]
+
+
+def wake_commands(keys: JobKeys, ttl: int) -> list[tuple[Any, ...]]:
+    """Wake the job's collector (blocked on `wake`): one token at most, whatever arrived meanwhile."""
+    return [("LPUSH", keys.wake, 1), ("LTRIM", keys.wake, 0, 0), ("EXPIRE", keys.wake, ttl)]
+
+
+def part_arrival(chunk: int, row: int) -> str:
+    """How a published part is named in the job's arrival list."""
+    return f"{chunk}:{row}"
+
+
+def part_commands(
+    keys: JobKeys,
+    chunk: int,
+    row: int,
+    payload: bytes,
+    stats_json: str,
+    n: int,
+    cpu_s: float,
+    ttl: int,
+    complete: bool,
+    runs: list[tuple[int, int]] | None = None,
+) -> list[tuple[Any, ...]]:
+    """The commands that publish one part of a solve chunk, to run in one MULTI/EXEC (under WATCH of the
+    chunk's parts hash and the stop key, after checking that none of its rows is answered: the caller's
+    compare-and-set keeps every row answered once).
+
+    The part's payload, its row runs in the chunk's parts hash (first row -> rows; `runs`, default the one
+    run of `n` rows from `row`; the part is named by its first) and its stats, its arrival; once it
+    `complete`s the chunk, the chunk leaves the outbox and the workers' deliveries (no resend, no
+    orphan sweep) and the job's count of finished chunks (the producer's window) goes up.
+    """
+    arrival = part_arrival(chunk, row)
+    commands: list[tuple[Any, ...]] = [
+        ("SET", keys.part(chunk, row), payload, "EX", ttl),
+        ("HSET", keys.parts(chunk), *[x for run in runs or [(row, n)] for x in run]),
+        ("EXPIRE", keys.parts(chunk), ttl),
+        ("HSET", keys.stats, arrival, stats_json),
+        ("RPUSH", keys.arrivals, arrival),
+        *wake_commands(keys, ttl),
+        ("HINCRBY", keys.meta, "hint_n", n),
+        ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
+        ("EXPIRE", keys.stats, ttl),
+        ("EXPIRE", keys.arrivals, ttl),
+        ("EXPIRE", keys.meta, ttl),
+    ]  # fmt: skip
+    if complete:
+        commands += [
+            ("HSET", keys.parts(chunk), "done", 1),
+            ("HDEL", keys.offsets, chunk),
+            ("HDEL", keys.outbox, chunk),
+            ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
+            ("HINCRBY", keys.meta, "chunks_done", 1),
+        ]
+    return commands
+
+
+def published_rows(raw: dict[Any, Any]) -> list[tuple[int, int]] | None:
+    """A chunk's parts hash as (first row, rows) pairs; None once the chunk is done."""
+    out = []
+    for field, value in raw.items():
+        name = field.decode() if isinstance(field, bytes) else str(field)
+        if name == "done":
+            return None
+        out.append((int(name), int(value)))
+    return sorted(out)
+
+
+class Frontier:
+    """How far a job's splits are counted: split `chunk` is the first not counted; it starts at line `line`
+    and index `index` if it belongs to input `input` (line 1 of its input otherwise).
+
+    The offsets of a split are the sums of the counts of the splits before it, so they are known once every
+    one of those was read: each worker publishes its split's counts as soon as it has read it, and whoever
+    publishes moves the frontier over every split counted by then (`advance`).
+    """
+
+    __slots__ = ("chunk", "input", "line", "index")
+
+    def __init__(self, chunk: int = 0, input_no: int = 0, line: int = 1, index: int = 0) -> None:
+        self.chunk, self.input, self.line, self.index = chunk, input_no, line, index
+
+    @classmethod
+    def parse(cls, raw: Any) -> Frontier:
+        """The frontier as stored (the start when there is none)."""
+        if not raw:
+            return cls()
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        chunk, input_no, line, index = (int(x) for x in text.split())
+        return cls(chunk, input_no, line, index)
+
+    def text(self) -> str:
+        return f"{self.chunk} {self.input} {self.line} {self.index}"
+
+    def advance(self, counts: list[tuple[int, int, int] | None]) -> list[tuple[int, int, int]]:
+        """Move over the splits from `chunk` on whose counts (input, lines, entries) are known, in order,
+        stopping at the first unknown; return the (chunk, first line, first index) of each split passed."""
+        out = []
+        for count in counts:
+            if count is None:
+                break
+            input_no, lines, entries = count
+            if input_no != self.input:  # a new input: its lines start at 1 again
+                self.input, self.line = input_no, 1
+            out.append((self.chunk, self.line, self.index))
+            self.chunk, self.line, self.index = self.chunk + 1, self.line + lines, self.index + entries
+        return out
+
+
+def split_count(raw: Any) -> tuple[int, int, int] | None:
+    """A split's stored counts (input, lines, entries), or None."""
+    if raw is None:
+        return None
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    input_no, lines, entries = (int(x) for x in text.split())
+    return input_no, lines, entries

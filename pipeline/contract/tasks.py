@@ -1,0 +1,191 @@
+"""The task messages between client and workers: what a chunk asks for, checked before anything runs.
+
+Two kinds of chunk task ride the same producer, transport, outbox and collector: `ChunkTask`
+(solve these puzzles, here) and `GenerateTask` (make this many puzzles from this seed,
+`pipeline.contract.generate`), each committed to the job's outbox (`pipeline.contract.outbox`) before it is
+sent. Celery reaches the workers' tasks by name (`SOLVE_TASK_NAME`, `GENERATE_TASK_NAME`,
+JSON kwargs `{"task": ...}`). A solve message names its chunk (`ChunkRef`) and the worker
+reads the task from the outbox; a generate message is small and carries its task. Every
+number is bounded, so a hand-made message cannot make a worker allocate without limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.contract.runs import Runs, split_texts
+
+SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
+GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
+HELPER_TASK_NAME = (
+    "sudoku_batch.race_puzzle"  # a helper racing one puzzle of another's chunk (`pipeline.escalation.task`)
+)
+DEFAULT_QUEUE = "sudoku_batch"
+VERSION = (
+    4  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
+)
+# (4: a split carries its input's stamp, a dataset is owned through its `_CLAIM`, workers publish their roots)
+FORMATS = (
+    "jsonl",
+    "csv",
+    "parquet",
+    "columns",
+)  # what a worker renders a job's records in (`pipeline.engine.render`)
+Format = Literal["jsonl", "csv", "parquet", "columns"]
+JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
+MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends at most 1 MB by default)
+MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
+MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
+MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
+MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
+DEFAULT_TIME_LIMIT_S = 20.0  # per puzzle when a job names none (`solve`, `submit`, `BatchClient`); 0: none
+DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is raced by idle processes too
+MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
+MAX_SPLIT_BYTES = 64 << 20  # input bytes of one split a worker reads (the producer plans 8 MB at most)
+MAX_SPLIT_ENTRIES = (
+    4 * MAX_CHUNK_PUZZLES
+)  # puzzle lines a worker takes from one split (shorter lines: refused)
+MAX_FILE_BYTES = 1 << 62
+MAX_STAMP_CHARS = 256  # an input's stamp: a modification time, an ETag or a version id
+MAX_COLUMNS = 1 << 10  # fields of a CSV input's line: its puzzle column lies among the first
+DATASET_FORMATS = ("jsonl", "csv", "parquet")
+COMPRESSIONS = ("none", "gzip", "zstd")
+
+
+class InputRange(BaseModel):
+    """Bytes `[start, end)` of an input the workers read themselves (`pipeline.engine.splits`): the split
+    owns every
+    line whose first byte falls in that range, so consecutive splits hold each line once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(
+        min_length=1, max_length=MAX_NAME_CHARS
+    )  # an absolute path or a URL (`pipeline.engine.storage`)
+    input: int = Field(
+        default=0, ge=0, lt=1 << 20
+    )  # the input's position among the job's (lines restart at 1)
+    start: int = Field(ge=0, lt=MAX_FILE_BYTES)
+    end: int = Field(ge=0, lt=MAX_FILE_BYTES)
+    size: int = Field(ge=0, lt=MAX_FILE_BYTES)  # the file's size when submitted: another is refused
+    # and its stamp (`pipeline.engine.storage.Stat`: modification time, ETag or version id): another is
+    # refused;
+    # None (older clients): the size alone is checked
+    stamp: str | None = Field(default=None, max_length=MAX_STAMP_CHARS)
+    column: int | None = Field(default=None, ge=0, lt=MAX_COLUMNS)  # a CSV input's puzzle field, from 0
+
+    @model_validator(mode="after")
+    def _bounded(self) -> InputRange:
+        if not self.start <= self.end <= self.size:
+            raise ValueError("a split must lie within its file: start <= end <= size")
+        if self.end - self.start > MAX_SPLIT_BYTES:
+            raise ValueError(f"a split of {self.end - self.start} bytes; at most {MAX_SPLIT_BYTES} are read")
+        return self
+
+
+class Dataset(BaseModel):
+    """Where the process that solves a chunk writes its parts as files (`pipeline.engine.dataset`), and
+    how."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(min_length=1, max_length=MAX_NAME_CHARS)  # the dataset's directory: a path or a URL
+    format: Literal["jsonl", "csv", "parquet"] = "jsonl"
+    compression: Literal["none", "gzip", "zstd"] = "none"
+
+
+class ChunkTask(BaseModel):
+    """A solve task: the puzzles of a chunk (joined by newlines) and how to solve them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    NAME: ClassVar[str] = SOLVE_TASK_NAME  # the worker's task that runs it
+
+    v: int = VERSION  # the client's protocol version: a worker of another refuses the task in one log line
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    chunk: int = Field(ge=0, lt=2**53)
+    input: str = Field(max_length=MAX_NAME_CHARS)
+    index_runs: Runs = Field(max_length=MAX_RUNS)  # (first, count): positions among the job's puzzles
+    line_runs: Runs = Field(max_length=MAX_RUNS)  # (first, count): 1-based lines where the puzzles start
+    puzzles: str = Field(max_length=MAX_TASK_CHARS)  # the puzzle texts joined by "\n"
+    spans: list[int] | None = Field(default=None, max_length=MAX_CHUNK_PUZZLES)  # rows per multi-row puzzle
+    box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
+    portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    # seconds before a puzzle still unanswered is raced by idle processes too (`pipeline.escalation.task`);
+    # None (older clients) or 0: never
+    escalate_after: float | None = Field(default=None, ge=0, le=MAX_ESCALATE_AFTER_S)
+    # what the solving process renders the records in (`columns`: the result columns, rendered by the reader)
+    format: Format = "columns"
+    # the puzzles are lines of an input the worker reads itself (index and line runs, text: empty until read)
+    split: InputRange | None = None
+    # the parts go to files there (the part published to the job holds their header and statistics only)
+    dataset: Dataset | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ChunkTask:
+        """Refuse a message whose runs, spans and text disagree (a hand-made one could ask for huge lists)."""
+        if self.split is not None:
+            if self.index_runs or self.line_runs or self.puzzles or self.spans is not None:
+                raise ValueError("a split task carries no puzzles: its worker reads them")
+            return self
+        counts = [n for _, n in self.index_runs]
+        if any(n < 1 for n in counts) or any(n < 1 for _, n in self.line_runs):
+            raise ValueError("runs must have positive counts")
+        if any(first < 0 for first, _ in self.index_runs) or any(first < 1 for first, _ in self.line_runs):
+            raise ValueError("runs must start at index 0 or line 1 or later")
+        n = sum(counts)
+        if n > MAX_CHUNK_PUZZLES:
+            raise ValueError(f"{n} puzzles in one chunk; at most {MAX_CHUNK_PUZZLES} are accepted")
+        if sum(c for _, c in self.line_runs) != n:
+            raise ValueError("index_runs and line_runs count different numbers of puzzles")
+        rows = self.puzzles.count("\n") + 1 if n else 0
+        if self.spans is None:
+            if rows != n:
+                raise ValueError(f"the text has {rows} lines for {n} puzzles")
+        elif len(self.spans) != n or any(s < 1 for s in self.spans) or sum(self.spans) != rows:
+            raise ValueError("spans do not match the puzzles' text")
+        return self
+
+    def __len__(self) -> int:
+        return sum(n for _, n in self.index_runs)
+
+    def texts(self) -> list[str]:
+        """Return the puzzle texts, regrouping multi-row puzzles by `spans`."""
+        return split_texts(self.puzzles, self.spans, len(self))
+
+
+class ChunkRef(BaseModel):
+    """A solve message that names its chunk instead of carrying it: the worker reads the task from the outbox.
+
+    The producer commits every task to the job's outbox before sending it (and the resend
+    sweep and a resume send only outbox tasks), so the puzzles need not travel through the
+    broker a second time: the message stays a few bytes instead of a base64 copy of ~1 MB.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: int = 1  # absent in the messages of clients before VERSION 3: those are refused
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    chunk: int = Field(ge=0, lt=2**53)
+    ref: Literal["outbox"] = "outbox"
+
+
+def version_refusal(what: str, v: int, me: str) -> str | None:
+    """The one line refusing `what` (a task's client, a part's worker) of protocol version `v`, naming both
+    versions; None when `v` is this one. `me` names this side (`worker`, `client`)."""
+    if v == VERSION:
+        return None
+    return (
+        f"{what} speaks pipeline version {v}, this {me} version {VERSION}: "
+        "run one version of sudoku-batch on the clients and the workers"
+    )
+
+
+def solver_seed(job: str, chunk: int) -> int:
+    """Derive a solve chunk's solver seed from the job id and chunk index (stable across machines)."""
+    digest = hashlib.blake2b(f"{job}:{chunk}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") & (2**62 - 1)) | 1

@@ -1,0 +1,396 @@
+"""A job's output as a dataset: each part written as a file by the process that solved it.
+
+`-o DIR/` makes the records of a job one table spread over part files, `part-<chunk>-<row>.<ext>`
+(JSON Lines or CSV, gzip or zstd compressed when asked, or real Parquet files), which pandas,
+polars, DuckDB, pyarrow.dataset or `cat` read as one; the client writes `_manifest.json` (every
+committed part with its lines and records) and `_SUCCESS` last (`client.dataset`).
+
+A part is written under `_temporary/` (a name of its own), then published to the job (its header
+and statistics only: Redis carries coordination, not records), and only a part the job accepted
+is renamed into place: a part refused because its rows were answered already (a chunk delivered
+twice at once) is deleted, so no two part files cover the same lines. A process killed between
+the publication and the rename leaves the file under `_temporary/`: the client renames it when it
+commits. The rows of a split task (`pipeline.engine.splits`) are numbered from its start until the split's
+offsets are known: its parts wait for them (a few milliseconds at most, normally: every split before
+it was counted when its worker started) and count the splits before it themselves after a while.
+
+One job owns a directory: its client creates `_CLAIM` (a `Claim`) exclusively before the first chunk
+(`client.dataset.claim_directory`) and deletes it after `_SUCCESS`; every process checks the claim names
+its job before it writes a part and again before it renames one into place, so a directory deleted,
+committed or taken over by another job fails this job in one line instead of mixing two jobs' parts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.contract.columns import ResultColumns
+from pipeline.contract.part import Part, PartFile
+from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask, Dataset
+from pipeline.engine.solve import worker_name
+from pipeline.engine.storage import DataRoots, Storage, StorageError, storage_errors, storage_for
+from solvers.fields import CSV_HEADER
+
+if TYPE_CHECKING:
+    from pipeline.engine.runner import ChunkPort
+
+TEMP_DIR = "_temporary"  # where parts are written before they are renamed into place (readers skip `_` names)
+MANIFEST = "_manifest.json"
+SUCCESS = "_SUCCESS"
+CLAIM = "_CLAIM"  # the job that owns the directory until it commits (`Claim`)
+MAX_CLAIM_BYTES = 4096  # a claim read is at most this long (it is a few hundred bytes)
+EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "parquet": "parquet"}
+SUFFIXES = {"none": "", "gzip": ".gz", "zstd": ".zst"}
+GZIP_LEVEL = 1  # 11 ms of CPU per MB of records against 100 ms at level 6, for 2.4x against 2.7x smaller
+HELP_AFTER_S = 2.0  # a split waiting this long for its offsets counts the splits before it itself
+WAIT_MAX_S = 0.2  # the longest pause between two looks at a split's offsets
+CHECKED_JOBS = 1024  # jobs whose storage this process has checked, remembered
+
+
+class SplitPort(Protocol):
+    """What a split's run needs beyond `ChunkPort`: publishing its counts, and reading its offsets."""
+
+    def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
+        """Record how many lines and entries split `chunk` (of input `input_no`) holds."""
+
+    def split_offsets(self, job: str, chunk: int) -> tuple[int, int] | None:
+        """(first line, first index) of split `chunk`, once every split before it is counted."""
+
+    def count_frontier(self, job: str) -> bool:
+        """Count the first split nobody has counted yet (its worker is slow or gone); False when none."""
+
+
+def part_name(chunk: int, row: int, dataset: Dataset) -> str:
+    """The file name of the part of `chunk` starting at `row`."""
+    return f"part-{chunk:06d}-{row:06d}.{EXTENSIONS[dataset.format]}{SUFFIXES[dataset.compression]}"
+
+
+def part_bytes(
+    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, dataset: Dataset
+) -> list[bytes]:
+    """A part file's bytes, in pieces written one after the other (no copy of megabytes to join them): its
+    records in the dataset's format (CSV with its header: each file is a table), compressed as asked
+    (Parquet compresses inside the file)."""
+    if dataset.format == "parquet":
+        import pyarrow.parquet as pq
+
+        from pipeline.engine.render.parquet import DICTIONARY, STATISTICS, columns_table, schema
+
+        sink = io.BytesIO()
+        table = columns_table(columns, input_name, index, line, schema())
+        codec = {"none": "none", "gzip": "gzip", "zstd": "zstd"}[dataset.compression]
+        level = GZIP_LEVEL if codec == "gzip" else None  # pyarrow's gzip default took 88 µs a record
+        pq.write_table(
+            table, sink, compression=codec, compression_level=level, use_dictionary=DICTIONARY,
+            write_statistics=STATISTICS,
+        )  # fmt: skip
+        return [sink.getvalue()]
+    if dataset.format == "csv":
+        from pipeline.engine.render.jsonl import render_csv
+
+        pieces = [CSV_HEADER.encode(), render_csv(columns, input_name, index, line)]
+    else:
+        from pipeline.engine.render.jsonl import render
+
+        body = render(columns, input_name, index, line)
+        pieces = [body, b"\n"] if body else []
+    if dataset.compression == "none":
+        return pieces
+    return [compress(b"".join(pieces), dataset.compression)]
+
+
+def compress(data: bytes, compression: str) -> bytes:
+    """`data` gzip- or zstd-compressed (a standard frame `gzip -d` / `zstd -d` reads), or as it is."""
+    if compression == "gzip":
+        return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+    if compression == "zstd":
+        return zstd_codec().compress(data, asbytes=True)
+    return data
+
+
+def decompress(data: bytes, compression: str) -> bytes:
+    """Invert `compress`."""
+    if compression == "gzip":
+        return gzip.decompress(data)
+    if compression == "zstd":
+        import pyarrow as pa
+
+        return pa.input_stream(pa.py_buffer(data), compression="zstd").read()
+    return data
+
+
+def zstd_codec() -> Any:
+    """The zstd codec at hand: pyarrow's (the `parquet` extra); ValueError (one line) without it."""
+    try:
+        import pyarrow as pa
+
+        return pa.Codec("zstd")
+    except (ImportError, ValueError, NotImplementedError) as exc:
+        raise ValueError(
+            f"zstd needs pyarrow (pip install 'sudoku-batch[parquet]'), not at hand here: {exc}"
+        ) from None
+
+
+_checked: OrderedDict[str, None] = OrderedDict()
+
+
+def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
+    """Check that this process can reach the job's storage: at every delivery, that the dataset's claim names
+    the job (its directory may have gone, or changed hands, since); once per job and process, that a file
+    can be written (and deleted) in its `_temporary/`, and that the split's input is the file submitted.
+    StorageError naming the path and the reason when it cannot."""
+    url = task.dataset.url if task.dataset is not None else None
+    if url is not None:
+        check_claim(storage or storage_for(url), url, task.job)
+    if task.job in _checked:
+        return
+    if url is not None:
+        store = storage or storage_for(url)
+        probe = store.join(url, TEMP_DIR, f".probe-{worker_name().replace(':', '-')}-{uuid.uuid4().hex[:8]}")
+        with storage_errors(f"cannot write the dataset {url}/"):
+            store.put(probe, b"")
+            store.remove(probe)
+    if task.split is not None:
+        from pipeline.engine.splits import check_input
+
+        check_input(storage or storage_for(task.split.url), task.split)
+    _checked[task.job] = None
+    while len(_checked) > CHECKED_JOBS:
+        _checked.popitem(last=False)
+
+
+class Claim(BaseModel):
+    """`_CLAIM`: the job that owns a dataset directory, and what tells whether it still lives (its broker, or
+    the host and process of a job without one). `generation` counts the takeovers of the directory."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    job: str = Field(pattern=JOB_ID_PATTERN)
+    generation: int = Field(default=0, ge=0, lt=1 << 31)
+    broker: str = Field(default="", max_length=MAX_NAME_CHARS)  # host:port/db of the job's broker; "" none
+    host: str = Field(default="", max_length=255)
+    pid: int = Field(default=0, ge=0, lt=1 << 31)
+    claimed: float = Field(default=0.0, ge=0)
+
+
+def read_claim(storage: Storage, url: str) -> Claim | None:
+    """The claim of the dataset directory `url`; None when it has none; StorageError (one line) when it
+    cannot be read or is no claim."""
+    path = storage.join(url, CLAIM)
+    with storage_errors(f"cannot read {path}"):
+        try:
+            with storage.open_read(path) as f:
+                data = f.read(MAX_CLAIM_BYTES + 1)
+        except FileNotFoundError:
+            return None
+    try:
+        if len(data) > MAX_CLAIM_BYTES:
+            raise ValueError("too long")
+        return Claim.model_validate_json(data)
+    except (ValueError, ValidationError):
+        raise StorageError(
+            f"{path} is no claim of sudoku-batch's: delete it if no job writes {url}/"
+        ) from None
+
+
+def check_claim(storage: Storage, url: str, job: str) -> None:
+    """StorageError (one line) unless the directory's claim names `job`: its directory was deleted,
+    committed or taken over by another job (or is not the client's: a shared mount missing on this host)."""
+    claim = read_claim(storage, url)
+    if claim is None:
+        raise StorageError(
+            f"cannot see the dataset {url}/ as its client made it (no {CLAIM} there: is the shared storage "
+            "mounted on this host? or the directory was deleted, or committed)"
+        )
+    if claim.job != job:
+        raise StorageError(
+            f"the dataset {url}/ was taken over by job {claim.job}: job {job} writes no more there"
+        )
+
+
+@dataclass
+class Prepared:
+    """A chunk ready to run: its rows known (a split read), its parts going to the dataset when it has one."""
+
+    task: ChunkTask
+    port: ChunkPort
+    valid: int  # rows [0, valid) are puzzles; the rest are invalid lines (`reasons`)
+    reasons: list[str]
+
+
+def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
+    """Refuse a split or dataset outside this worker's data roots (OutsideRoots), before anything is opened:
+    a queue message names them. `roots` None: a process of the user's own command (embedded), which reads
+    and writes what its user can."""
+    if roots is None:
+        return
+    if task.split is not None:
+        roots.check(task.split.url, "read the input")
+    if task.dataset is not None:
+        roots.check(task.dataset.url, "write the dataset")
+
+
+def prepare(
+    port: ChunkPort, task: ChunkTask, storage: Storage | None = None, roots: DataRoots | None = None
+) -> Prepared:
+    """Check the task's locations against the data roots, then the storage, read a split task's lines
+    (publishing its counts at once) and wrap the port so each part is written to the dataset (StorageError
+    when the storage cannot be reached, OutsideRoots when a location lies outside `roots`)."""
+    check_roots(task, roots)
+    check_storage(task, storage)
+    valid, reasons = len(task), []
+    if task.split is not None:
+        from pipeline.engine.splits import read_split
+
+        read = read_split(task, storage)
+        port.split_read(task.job, task.chunk, task.split.input, read.lines, read.entries)  # type: ignore[attr-defined]
+        task, valid, reasons = read.task, read.valid, read.reasons
+    if task.dataset is not None:
+        port = DatasetPort(port, task, storage or storage_for(task.dataset.url))
+    return Prepared(task, port, valid, reasons)
+
+
+class JobStopped(RuntimeError):
+    """The job was stopped (purged) while a part waited for its split's offsets."""
+
+
+class DatasetPort:
+    """A `ChunkPort` that writes each part to the dataset, then publishes its header
+    (`pipeline.engine.runner`)."""
+
+    def __init__(self, port: ChunkPort, task: ChunkTask, storage: Storage) -> None:
+        assert task.dataset is not None
+        self.port = port
+        self.task = task
+        self.dataset = task.dataset
+        self.storage = storage
+        self._offsets: tuple[int, int] | None = None if task.split is not None else (0, 0)
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return self.port.count_delivery(job, chunk)
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return self.port.answered(job, chunk)
+
+    def stopped(self, job: str) -> bool:
+        return self.port.stopped(job)
+
+    def offsets(self) -> tuple[int, int]:
+        """What is added to the task's lines and indices: (first line - 1, first index) of a split (waited
+        for), nothing for a task whose producer numbered its puzzles; JobStopped when the job stops."""
+        if self._offsets is None:
+            self._offsets = wait_offsets(self.port, self.task)  # type: ignore[arg-type]
+        return self._offsets
+
+    def publish(self, part: Part) -> bool:
+        """Render the part into a file under `_temporary/`, publish its header, then rename the file into
+        place; a part refused (rows answered already, the job stopped) leaves no file. A part of no rows
+        (a split owning no puzzle line) is published with no file: it only completes its chunk."""
+        if not len(part):
+            head = part.header.model_copy(update={"format": self.dataset.format, "run_bytes": []})
+            return self.port.publish(Part(head, b""))
+        start = time.process_time()
+        try:
+            dl, di = self.offsets()
+        except JobStopped:
+            return False
+        url, job = self.dataset.url, self.task.job
+        check_claim(self.storage, url, job)  # another job's directory now: nothing of this job goes there
+        staged = stage_part(self.storage, self.dataset, part, dl, di, start)
+        if not self.port.publish(staged.part):
+            with storage_errors(f"cannot delete a part refused from the dataset {url}/"):
+                self.storage.remove(self.storage.join(url, staged.temp))
+            return False
+        check_claim(self.storage, url, job)
+        commit_part(self.storage, url, staged.temp, staged.name)
+        return True
+
+
+@dataclass
+class Staged:
+    """A part written under `_temporary/`: the header-only part to publish, its temporary and final names."""
+
+    part: Part
+    temp: str
+    name: str
+
+
+def stage_part(
+    storage: Storage, dataset: Dataset, part: Part, dl: int = 0, di: int = 0, cpu0: float | None = None
+) -> Staged:
+    """Write a part (held as columns; its lines and indices `dl` and `di` from where they belong) as a file
+    under the dataset's `_temporary/`, and make the header-only part that says where it is (its statistics
+    charged with the CPU since `cpu0`)."""
+    if part.columns is None:
+        raise ValueError("a dataset part is written from its columns")
+    start = time.process_time() if cpu0 is None else cpu0
+    head = part.header
+    index, lines = part.row_indices() + di, part.row_lines() + dl
+    data = part_bytes(part.columns, head.input, index, lines, dataset)
+    name = part_name(head.chunk, head.row, dataset)
+    temp = f"{TEMP_DIR}/{name}.{uuid.uuid4().hex[:12]}"
+    with storage_errors(f"cannot write {storage.join(dataset.url, temp)}"):
+        storage.put(storage.join(dataset.url, temp), data)
+    size = sum(map(len, data))
+    stats = head.stats
+    problems = [p.model_copy(update={"index": p.index + di, "line": p.line + dl}) for p in stats.problems]
+    lo_line, hi_line = (int(lines.min()), int(lines.max())) if len(lines) else (0, 0)
+    lo_index, hi_index = (int(index.min()), int(index.max())) if len(index) else (0, 0)
+    file = PartFile(
+        name=name, temp=temp, input=head.input, bytes=size, first_line=lo_line, last_line=hi_line,
+        first_index=lo_index, last_index=hi_index,
+    )  # fmt: skip
+    stats = stats.model_copy(
+        update={"problems": problems, "cpu_s": stats.cpu_s + time.process_time() - start, "file": file}
+    )
+    header = head.model_copy(
+        update={
+            "format": dataset.format,
+            "index_runs": [(f + di, c) for f, c in head.index_runs],
+            "line_runs": [(f + dl, c) for f, c in head.line_runs],
+            "run_bytes": [],
+            "stats": stats,
+        }
+    )
+    return Staged(Part(header, b""), temp, name)
+
+
+def commit_part(storage: Storage, root: str, temp: str, name: str) -> bool:
+    """Rename a published part into place (the worker right after publishing it, or the client committing
+    the dataset when its worker died first); True when the file is in place."""
+    with storage_errors(f"cannot rename a part into place in the dataset {root}/"):
+        try:
+            storage.rename(storage.join(root, temp), storage.join(root, name))
+            return True
+        except FileNotFoundError:  # renamed already (the worker and the client both tried)
+            return storage.exists(storage.join(root, name))
+
+
+def wait_offsets(port: SplitPort, task: ChunkTask) -> tuple[int, int]:
+    """(first line - 1, first index) of a split task's split, once every split before it is counted.
+
+    Normally at once: each worker publishes its split's counts as soon as it has read it, long before it
+    has solved it. A split before this one whose worker died (or waits in the queue behind this one) is
+    counted here after HELP_AFTER_S, so no wait depends on another worker. JobStopped when the job stops.
+    """
+    began = time.monotonic()
+    pause = 0.005
+    while True:
+        got = port.split_offsets(task.job, task.chunk)
+        if got is not None:
+            return got[0] - 1, got[1]
+        if port.stopped(task.job):  # type: ignore[attr-defined]
+            raise JobStopped(f"job {task.job} was stopped")
+        if time.monotonic() - began > HELP_AFTER_S and port.count_frontier(task.job):
+            continue
+        time.sleep(pause)
+        pause = min(WAIT_MAX_S, 2 * pause)

@@ -1,0 +1,233 @@
+"""The one way a chunk is run, wherever it runs: count the delivery, read what is answered, solve the
+rest, publish each part as it is found.
+
+A Celery worker (`worker.tasks`), an embedded local process or the client's own process
+(`client.transport`), and the web page's one-puzzle solve all call `run_chunk` with their
+`ChunkPort`: where the run meets its job (Redis for workers, the client's memory for local
+processes, a list for one puzzle). Publishing is idempotent per row: a port refuses a part
+whose rows are answered already, and a redelivered chunk solves only the rows no part
+answered, so every input line gets exactly one record however often a chunk is delivered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from pipeline.contract.part import Part
+from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.solve import empty_part, failed_parts, invalid_parts, solve_parts, worker_name
+from pipeline.engine.stop import StopPoller
+from pipeline.engine.storage import StorageError
+from solvers.model.result import Status
+
+if TYPE_CHECKING:
+    from pipeline.engine.dataset import Prepared
+    from pipeline.engine.storage import DataRoots
+
+STOP_POLL_S = 0.25
+
+
+class ChunkPort(Protocol):
+    """Where one chunk's run meets its job."""
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        """Count one more delivery of the chunk; its count, or None when the job is stopped or gone."""
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        """(first row, rows) of every part published for the chunk; None once the chunk is complete."""
+
+    def publish(self, part: Part) -> bool:
+        """Publish a part; False (not written) when any of its rows is answered already or the job stopped."""
+
+    def stopped(self, job: str) -> bool:
+        """True once the job was stopped (purged): its solvers give up."""
+
+    def fail_job(self, job: str, reason: str) -> None:
+        """End the job failed with `reason` (one line): this process cannot run its chunks (its storage)."""
+
+    # A port may also have `arena` (`pipeline.engine.render.Arena`): where its parts' records are rendered.
+
+
+def unanswered(n: int, published: list[tuple[int, int]]) -> list[int]:
+    """The rows of a chunk of `n` puzzles no published part holds."""
+    todo = np.ones(n, dtype=bool)
+    for row, count in published:
+        todo[row : row + count] = False
+    return np.flatnonzero(todo).tolist()
+
+
+def run_chunk(
+    port: ChunkPort,
+    task: ChunkTask,
+    *,
+    max_attempts: int | None = None,
+    escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
+    poll_s: float = STOP_POLL_S,
+    attempts: int | None = None,
+    roots: DataRoots | None = None,
+) -> int:
+    """Run one delivery of a chunk (`_run_chunk`); an error of the job's storage (`StorageError`: a full
+    disk, an endpoint that does not answer, the dataset's directory gone or taken over) fails the job
+    through the port alone, in one line naming this process, the path and the reason: no storage is
+    needed to say so, and nothing is resent."""
+    try:
+        return _run_chunk(
+            port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts,
+            roots=roots,
+        )  # fmt: skip
+    except StorageError as exc:
+        port.fail_job(task.job, storage_failure(exc))
+        return 0
+
+
+def storage_failure(exc: StorageError) -> str:
+    """The one line a job fails with when this process cannot use its storage."""
+    return f"worker {worker_name()} cannot reach the job's storage: {exc}"
+
+
+def _run_chunk(
+    port: ChunkPort,
+    task: ChunkTask,
+    *,
+    max_attempts: int | None = None,
+    escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
+    poll_s: float = STOP_POLL_S,
+    attempts: int | None = None,
+    roots: DataRoots | None = None,
+) -> int:
+    """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left).
+
+    The delivery is counted first (unless the caller did: `attempts`): a chunk whose process
+    died `max_attempts` times is answered with `error` for its unanswered rows instead of being
+    tried forever; one with storage (a split, a dataset) whose `error` answer did not get through
+    either (its storage hangs) fails the job, without touching the storage. While it is solved, a
+    poller watches the job's stop (a purge): the solvers give up at their next slice and the port
+    writes nothing more. `escalation` (task, stop flag) is the context of a chunk racing its slow
+    puzzles on idle processes too (`pipeline.escalation.board`). `roots`: a worker's data roots, outside
+    which no split is read and no dataset written (None: the user's own processes, which read and
+    write what the user can).
+    """
+    if attempts is None:
+        attempts = port.count_delivery(task.job, task.chunk)
+    if attempts is None:
+        return 0  # purged or expired: nobody is waiting for this chunk
+    published = port.answered(task.job, task.chunk)
+    if published is None:
+        return 0  # complete: a delivery after every part was published
+    valid, reasons = len(task), []
+    if task.split is not None or task.dataset is not None:
+        if max_attempts is not None and attempts > max_attempts + 1:
+            port.fail_job(
+                task.job,
+                f"chunk {task.chunk} was started {attempts - 1} times without an answer, its `error` answer "
+                "too (a worker crash, or the job's storage hangs?)",
+            )
+            return 0
+        prepared = _prepared(port, task, roots)
+        if prepared is None:
+            return 0
+        task, port, valid, reasons = prepared.task, prepared.port, prepared.valid, prepared.reasons
+    if not len(task):
+        port.publish(empty_part(task))  # a split owning no puzzle line: complete with no record
+        return 0
+    rows = unanswered(len(task), published)
+    if not rows:
+        return 0
+    answered = [0]
+
+    def publish(part: Part) -> None:
+        if port.publish(part):
+            answered[0] += len(part)
+
+    if max_attempts is not None and attempts > max_attempts:
+        reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+        for part in failed_parts(task, reason, Status.ERROR, rows):
+            publish(part)
+        return answered[0]
+    bad = [r for r in rows if r >= valid]  # a split's invalid lines: answered at once, not solved
+    if bad:
+        for part in invalid_parts(task, bad, {r: reasons[r - valid] for r in bad}):
+            publish(part)
+        rows = [r for r in rows if r < valid]
+    with StopPoller(lambda: port.stopped(task.job), poll_s) as poller:
+        races = escalation(task, poller.flag) if escalation is not None and task.escalate_after else None
+        with races if races is not None else contextlib.nullcontext() as running:
+            solve_parts(task, rows, publish, poller.flag, running, arena=getattr(port, "arena", None))
+    return answered[0]
+
+
+def _prepared(port: ChunkPort, task: ChunkTask, roots: DataRoots | None) -> Prepared | None:
+    """A split or dataset chunk made ready (`pipeline.engine.dataset.prepare`); None when this process cannot
+    reach
+    the job's storage or refuses a location outside its data roots: the job is failed in one line naming
+    this process, the path and the reason."""
+    from pipeline.engine.dataset import prepare
+    from pipeline.engine.storage import OutsideRoots
+
+    try:
+        return prepare(port, task, roots=roots)
+    except OutsideRoots as exc:
+        port.fail_job(task.job, f"worker {worker_name()} {exc}")
+        return None
+    except StorageError as exc:
+        port.fail_job(task.job, storage_failure(exc))
+        return None
+
+
+def fail_rest(
+    port: ChunkPort,
+    task: ChunkTask,
+    reason: str,
+    status: Status = Status.ERROR,
+    roots: DataRoots | None = None,
+) -> int:
+    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit); the
+    storage failing meanwhile fails the job through the port, as in `run_chunk`; `roots` as there."""
+    try:
+        return _fail_rest(port, task, reason, status, roots)
+    except StorageError as exc:
+        port.fail_job(task.job, storage_failure(exc))
+        return 0
+
+
+def _fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status, roots: DataRoots | None) -> int:
+    published = port.answered(task.job, task.chunk)
+    if published is None:
+        return 0
+    if task.split is not None or task.dataset is not None:
+        prepared = _prepared(port, task, roots)  # a split is read again: its rows are its lines
+        if prepared is None:
+            return 0
+        task, port = prepared.task, prepared.port
+    if not len(task):
+        port.publish(empty_part(task))
+        return 0
+    rows = unanswered(len(task), published)
+    return sum(len(p) for p in failed_parts(task, reason, status, rows) if port.publish(p)) if rows else 0
+
+
+class ListPort:
+    """A port that keeps the parts of one run in a list (one puzzle for the web page; tests)."""
+
+    def __init__(self) -> None:
+        self.parts: list[Part] = []
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return 1
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return sorted(run for p in self.parts if p.header.chunk == chunk for run in p.row_runs())
+
+    def publish(self, part: Part) -> bool:
+        self.parts.append(part)
+        return True
+
+    def stopped(self, job: str) -> bool:
+        return False
+
+    def fail_job(self, job: str, reason: str) -> None:
+        raise RuntimeError(reason)

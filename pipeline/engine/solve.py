@@ -1,0 +1,472 @@
+"""Solve a chunk into parts published as they are found, and the answers the pipeline gives without solving.
+
+Celery workers, the embedded local processes and the web page's one-puzzle solve all run
+`solve_parts` (through `pipeline.engine.runner`), so no transport can drift from another: it runs
+`solve_many` on the chunk's rows not answered yet, and hands each part to its publisher as soon
+as its answers are final: the first pass (the kernel's answers) at once, as one part, then the
+raced puzzles gathered (`Gather`: those that end within `GATHER_S` of each other in one part).
+A part is rendered where it is made (`build_part`: the job's format, and its statistics), so a
+client only moves its bytes. The producer answers invalid lines itself (`answered_chunk`) and a
+chunk that cannot be solved at all is answered with `failed_chunk`, for its unanswered rows.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pipeline.contract.columns import STATUS_NAMES, ResultColumns
+from pipeline.contract.part import Part, PartHeader, PartStats, Problem
+from pipeline.contract.runs import Runs, runs_array, to_runs
+from pipeline.contract.tasks import ChunkTask
+from solvers.model.result import Results, SolveResult, Status
+
+if TYPE_CHECKING:
+    from pipeline.engine.render import Arena
+    from pipeline.escalation.board import Escalation
+
+log = logging.getLogger(__name__)
+MAX_PROBLEMS = 1000  # invalid/error lines listed per part; the rest are only counted
+GATHER_S = 1.0  # raced puzzles ending within this many seconds of the first gathered go in one part
+Publish = Callable[[Part], object]
+
+
+def worker_name() -> str:
+    """Name this process for statistics and liveness: host:pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def solve_chunk(
+    task: ChunkTask, stop: np.ndarray | None = None, escalation: Escalation | None = None
+) -> Part:
+    """Solve every puzzle of a chunk into one part of all its rows, in the task's format; a failure becomes
+    `error` results, never a raise (the tests' and benches' way to run a chunk at once)."""
+    if not len(task):  # a task of no puzzle (a hand-made message): an empty answer
+        return build_result(task.job, task.chunk, task.input, [], [], [], [], task.format)
+    parts: list[Part] = []
+    solve_parts(task, list(range(len(task))), parts.append, stop, escalation, whole=True)
+    return parts[0]
+
+
+def solve_parts(
+    task: ChunkTask,
+    rows: list[int],
+    publish: Publish,
+    stop: np.ndarray | None = None,
+    escalation: Escalation | None = None,
+    whole: bool = False,
+    arena: Arena | None = None,
+) -> None:
+    """Solve rows `rows` of a chunk (increasing: all of them, or a redelivered chunk's unanswered ones) and
+    hand each part to `publish` as soon as its answers are final: the first pass (the kernel's answers:
+    every row but the puzzles left to race) at once, as one part, then the raced puzzles as their races
+    end, gathered (`Gather`). A part holds rows of the chunk in one run or several (`Part.row_runs`),
+    rendered in the task's format with its statistics. `whole`: one part of all the rows, at the end.
+
+    `solve_many` verifies every solved grid; a `solved` with a non-zero cost is still refused
+    (`ResultColumns.build`). A solver that raises is answered puzzle by puzzle (the rows not
+    published yet), its failure an `error` record. The garbage collector is paused meanwhile: the
+    batch allocates many short-lived objects and no cycles. `stop` (`solvers.kernel.stop`): raised by
+    another thread, the solvers give up at their next check and the puzzles not answered by then
+    come back `timeout`. `escalation` (`pipeline.escalation.board`, running) races a puzzle left
+    unanswered too long on idle processes too; its part takes the helpers' verified answer and
+    counters (`pipeline.escalation.task.fold_helpers`).
+    """
+    from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
+    from solvers.model.parse import Lines
+
+    at = np.asarray(rows, dtype=np.int64)
+    if not len(at):
+        return
+    every = len(at) == len(task)  # increasing and unique: all of them
+    texts: Sequence[str]
+    if every and task.spans is None:  # one puzzle a line: read at once, no str per puzzle
+        texts = Lines(task.puzzles, len(task))
+    else:
+        all_texts = task.texts()
+        texts = all_texts if every else [all_texts[r] for r in at.tolist()]
+    runs = (runs_array(task.index_runs), runs_array(task.line_runs))
+    clock = _Clock()
+    done = np.zeros(len(at), dtype=bool)
+    first: list[ResultColumns] = []  # every row's columns as the first pass left them (built once)
+
+    def put(positions: np.ndarray, columns: ResultColumns) -> None:
+        """Publish the answers at `positions` (increasing, of `texts`) as one part."""
+        publish(_part(task, at[positions], columns, clock, runs, arena))
+        done[positions] = True
+
+    def gathered(positions: np.ndarray, merged: list[SolveResult]) -> None:
+        clock.solved()
+        put(positions, ResultColumns.build([texts[i] for i in positions.tolist()], merged))
+
+    gather = Gather(gathered)
+
+    def emit(results: Results, positions: Sequence[int] | np.ndarray) -> None:
+        """The answers at `positions` (of `texts`) are final: the first pass's go out at once, as one part;
+        each raced puzzle's is gathered (`Gather`)."""
+        if first:
+            gather.add(
+                [(i, _merged(results, i, int(at[i]), escalation)) for i in np.asarray(positions).tolist()]
+            )
+            return
+        clock.solved()
+        first.append(ResultColumns.build(texts, results))  # type: ignore[arg-type]
+        final = np.sort(np.asarray(positions, dtype=np.int64))
+        if len(final):
+            put(final, first[0].take(final))
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            with gather:
+                out = solve_many(
+                    texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
+                    stop=stop, racing=None if escalation is None else _racing(escalation, at.tolist()),
+                    on_final=None if whole else emit,
+                )  # fmt: skip
+            if len(out) != len(texts):
+                raise RuntimeError(f"the solver returned {len(out)} results for {len(texts)} puzzles")
+        except Exception:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
+            left = np.flatnonzero(~done)
+            alone = [_solve_alone(texts[i], task, stop) for i in left.tolist()]
+            clock.solved()
+            if len(left):
+                put(left, ResultColumns.build([texts[i] for i in left.tolist()], alone))
+            return
+        if whole:
+            merged = [_merged(out, i, int(at[i]), escalation) for i in range(len(at))] if escalation else out
+            clock.solved()
+            publish(_part(task, at, ResultColumns.build(texts, merged), clock, runs, arena))  # type: ignore[arg-type]
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Gather:
+    """Raced puzzles' final answers gathered into parts (`flush`: positions, increasing, and their results):
+    what ends within `window` seconds of the first gathered goes out together, when the window closes (a
+    thread watches it while the next puzzle is searched) or the block ends. One puzzle a part, as before,
+    made a part file per raced puzzle: 2,296 of them for 4,000 rows."""
+
+    def __init__(
+        self, flush: Callable[[np.ndarray, list[SolveResult]], None], window: float = GATHER_S
+    ) -> None:
+        self.flush = flush
+        self.window = window
+        self._lock = threading.Lock()  # one part published at a time, from either thread
+        self._pending: dict[int, SolveResult] = {}
+        self._since = 0.0
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, answers: list[tuple[int, SolveResult]]) -> None:
+        """Gather final answers (position, result); the watching thread starts with the first."""
+        with self._lock:
+            if not self._pending:
+                self._since = time.monotonic()
+            self._pending.update(answers)
+            if self._thread is None and not self._done.is_set():
+                self._thread = threading.Thread(target=self._watch, name="gather", daemon=True)
+                self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.window / 4):
+            with self._lock:
+                if self._pending and time.monotonic() - self._since >= self.window:
+                    try:
+                        self._out()
+                    except Exception as exc:  # noqa: BLE001 - kept; the block's end publishes them or raises
+                        log.warning("chunk answers wait for the end of the chunk: %s", exc)
+                        return
+
+    def _out(self) -> None:
+        """Publish what is gathered (the lock held); kept when publishing raises."""
+        positions = sorted(self._pending)
+        self.flush(np.asarray(positions, dtype=np.int64), [self._pending[i] for i in positions])
+        self._pending.clear()
+
+    def __enter__(self) -> Gather:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            if self._pending:
+                self._out()
+
+
+class _Clock:
+    """CPU and wall time of the parts of one run: each part is charged what was spent since the last."""
+
+    def __init__(self) -> None:
+        self.cpu = self.solver_at = time.process_time()
+        self.wall = time.perf_counter()
+        self.solver_cpu = 0.0
+
+    def solved(self) -> None:
+        """The solvers just handed over answers: what was spent since the last part is solver time."""
+        now = time.process_time()
+        self.solver_cpu += now - self.solver_at
+        self.solver_at = now
+
+    def charge(self, stats: PartStats) -> None:
+        """Charge a part with the CPU and wall time since the last one (rendering it included)."""
+        now, wall = time.process_time(), time.perf_counter()
+        stats.cpu_s, stats.solver_cpu_s, stats.wall_s = now - self.cpu, self.solver_cpu, wall - self.wall
+        self.cpu, self.wall, self.solver_cpu, self.solver_at = now, wall, 0.0, now
+
+
+def _segments(
+    positions: Sequence[int] | np.ndarray, rows: Sequence[int] | np.ndarray
+) -> list[tuple[int, int]]:
+    """Cut `positions` into (a, b) runs where both the positions and their chunk rows are consecutive."""
+    p = np.sort(np.asarray(positions, dtype=np.int64))
+    if not p.size:
+        return []
+    r = np.asarray(rows, dtype=np.int64)
+    joined = (np.diff(p) == 1) & (r[p[1:]] == r[p[1:] - 1] + 1)
+    breaks = np.flatnonzero(~joined) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [p.size])) - 1
+    return list(zip(p[starts].tolist(), (p[ends] + 1).tolist(), strict=True))
+
+
+def _racing(escalation: Escalation, rows: list[int]) -> Callable[[int], Any]:
+    """`solve_many`'s racing hook for rows of a chunk: positions mapped back to chunk rows."""
+    return lambda i: escalation.racing(rows[i])
+
+
+def _merged(results: Sequence[SolveResult], i: int, row: int, escalation: Escalation | None) -> SolveResult:
+    """Result i (chunk row `row`), with its helpers' verified answer and counters when it was escalated."""
+    result = results[i]
+    if escalation is not None and row in escalation.ends:
+        from pipeline.escalation.task import fold_helpers
+
+        result = fold_helpers(result, escalation.ends[row])
+    return result
+
+
+def _part(
+    task: ChunkTask,
+    rows: Sequence[int] | np.ndarray,
+    columns: ResultColumns,
+    clock: _Clock | None = None,
+    runs: tuple[np.ndarray, np.ndarray] | None = None,
+    arena: Arena | None = None,
+) -> Part:
+    """The part of chunk rows `rows` (increasing: one run or several), rendered in the task's format, charged
+    by `clock` (`runs`: the task's index and line runs expanded, when the caller has them)."""
+    at = np.asarray(rows, dtype=np.int64)
+    if runs is None:
+        runs = (runs_array(task.index_runs), runs_array(task.line_runs))
+    index_all, lines_all = runs
+    row_runs = to_runs(at)
+    if len(row_runs) == 1:  # one run: views of the task's arrays
+        a, b = int(at[0]), int(at[-1]) + 1
+        index, lines = index_all[a:b], lines_all[a:b]
+    else:
+        index, lines = index_all[at], lines_all[at]
+    part = build_part(
+        task.job, task.chunk, int(at[0]), len(task), task.input, index, lines, columns, task.format, arena,
+        rows=row_runs if len(row_runs) > 1 else None,
+    )  # fmt: skip
+    if clock is not None:
+        clock.charge(part.header.stats)
+    return part
+
+
+def _solve_alone(text: str, task: ChunkTask, stop: np.ndarray | None = None) -> SolveResult:
+    """Solve one puzzle by itself; a solver exception becomes its `error` result with the reason."""
+    from solvers.api import solve_many
+
+    try:
+        (result,) = solve_many(
+            [text], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
+            stop=stop,
+        )  # fmt: skip
+        return result
+    except Exception as exc:  # noqa: BLE001 - the reason goes into the record, the worker carries on
+        return SolveResult(Status.ERROR, text, error=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def build_part(
+    job: str,
+    chunk: int,
+    row: int,
+    chunk_n: int,
+    input_name: str,
+    index: np.ndarray,
+    lines: np.ndarray,
+    columns: ResultColumns,
+    fmt: str,
+    arena: Arena | None = None,
+    rows: Runs | None = None,
+) -> Part:
+    """The part of rows `row`.. of a chunk of `chunk_n` puzzles (or the row runs `rows`, from `row`) holding
+    `columns` (their puzzles at `index`, from `lines`), with its statistics, its records rendered in `fmt`
+    (`columns`: kept as columns; JSON Lines and CSV into `arena`'s buffer when it has one free)."""
+    t = columns.tally()
+    problems = []
+    if t.problem_rows:
+        status, errors = columns.status, columns.error
+        problems = [
+            Problem(
+                index=int(index[i]), line=int(lines[i]), status=STATUS_NAMES[int(status[i])],
+                error=errors.to_list(i, i + 1)[0],
+            )
+            for i in t.problem_rows[:MAX_PROBLEMS]
+        ]  # fmt: skip
+    stats = PartStats(
+        n=len(columns), chunk=chunk, chunk_n=chunk_n, counts=t.counts, wins=t.wins,
+        approx_costs=t.approx_costs, time_bins=t.time_bins, time_max_ms=t.time_max_ms, solve_s=t.solve_s,
+        end=time.time(), worker=worker_name(), problems=problems,
+        problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
+    )  # fmt: skip
+    index_runs, line_runs = to_runs(index), to_runs(lines)
+    header = PartHeader(
+        job=job, chunk=chunk, row=row, rows=rows or [], input=input_name, format=fmt, index_runs=index_runs,
+        line_runs=line_runs, stats=stats,
+    )  # fmt: skip
+    if fmt == "columns":
+        return Part(header, columns=columns)
+    if fmt == "parquet":
+        from pipeline.engine.render import render_columns
+
+        return Part(header, render_columns(columns, input_name, index, lines, fmt))
+    from pipeline.engine.render import render_runs
+
+    runs = _run_bounds(index_runs)  # rendered run by run: a reader may cut at their edges
+    body, header.run_bytes = render_runs(columns, input_name, index, lines, fmt, runs, arena)
+    return Part(header, memoryview(body))
+
+
+def _run_bounds(runs: Runs) -> list[tuple[int, int]]:
+    """(first row, count) of each run of a part's rows."""
+    out, at = [], 0
+    for _, count in runs:
+        out.append((at, count))
+        at += count
+    return out
+
+
+def build_result(
+    job: str,
+    chunk: int,
+    input_name: str,
+    index_runs: Runs,
+    line_runs: Runs,
+    texts: list[str],
+    results: Sequence[SolveResult],
+    fmt: str = "columns",
+    row: int = 0,
+    chunk_n: int | None = None,
+) -> Part:
+    """The part holding `results` (aligned with `texts`, their puzzles at `index_runs` from `line_runs`):
+    rows `row`.. of a chunk of `chunk_n` puzzles (default: the whole chunk), rendered in `fmt`."""
+    columns = ResultColumns.build(texts, results)
+    n = len(texts) if chunk_n is None else chunk_n
+    return build_part(
+        job, chunk, row, n, input_name, runs_array(index_runs), runs_array(line_runs), columns, fmt
+    )
+
+
+def answered_chunk(
+    job: str,
+    chunk: int,
+    input_name: str,
+    indices: list[int],
+    lines: list[int],
+    texts: list[str],
+    errors: list[str],
+    fmt: str = "columns",
+) -> Part:
+    """Build the `invalid` results the producer answers itself, as a chunk like any other (one part)."""
+    results = [SolveResult(Status.INVALID, t, error=e) for t, e in zip(texts, errors, strict=True)]
+    out = build_result(job, chunk, input_name, to_runs(indices), to_runs(lines), texts, results, fmt)
+    out.header.stats.worker = "producer"
+    return out
+
+
+def failed_chunk(task: ChunkTask, reason: str, status: Status = Status.ERROR) -> Part:
+    """Answer every puzzle of a chunk with `status` (`error`: it could not be solved at all): one part."""
+    (part,) = failed_parts(task, reason, status, list(range(len(task))))
+    return part
+
+
+def failed_parts(task: ChunkTask, reason: str, status: Status, rows: list[int]) -> list[Part]:
+    """Answer rows `rows` of a chunk with `status`: a part per run of consecutive rows, in its format."""
+    texts = task.texts()
+    parts = []
+    for a, b in _segments(list(range(len(rows))), rows):
+        chosen = rows[a:b]
+        results = [SolveResult(status, texts[r], error=reason) for r in chosen]
+        parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
+    return parts
+
+
+def empty_part(task: ChunkTask) -> Part:
+    """The one part of a chunk of no rows (a split owning no puzzle line: only blank or comment lines, or
+    the middle of a line begun in a split before): published, it completes the chunk, so no job waits
+    for a chunk that has nothing to answer."""
+    none = np.zeros(0, dtype=np.int64)
+    columns = ResultColumns.build([], [])
+    return build_part(task.job, task.chunk, 0, 0, task.input, none, none, columns, task.format)
+
+
+def invalid_parts(task: ChunkTask, rows: list[int], reasons: dict[int, str]) -> list[Part]:
+    """Answer rows `rows` of a chunk `invalid`, each with its reason (a split's lines its worker's reader
+    rejected): a part per run of consecutive rows, in its format."""
+    texts = task.texts()
+    parts = []
+    for a, b in _segments(list(range(len(rows))), rows):
+        chosen = rows[a:b]
+        results = [SolveResult(Status.INVALID, texts[r], error=reasons[r]) for r in chosen]
+        parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
+    return parts
+
+
+def warm() -> None:
+    """Load the compiled solvers and renderers (numba cache) once, so the first chunk pays no compile time.
+
+    The one set every solving process loads before its first chunk (a worker, the local pool, the
+    in-process path of a tiny input): whichever command compiles it first, the next compiles nothing."""
+    from pipeline.engine.render.jsonl import counters_texts, render_csv
+    from solvers.model.parse import parse_puzzle, read_framed
+
+    parse_puzzle("." * 81)  # one puzzle's parse: a race helper's, a line the batch refused
+    read_framed("." * 81, 1, 81, 9)  # a chunk of one-length compact lines, read at once (most corpora)
+
+    result = solve_chunk(
+        ChunkTask(
+            job="0" * 8,
+            chunk=0,
+            input="warm",
+            index_runs=[(0, 2)],
+            line_runs=[(1, 2)],
+            puzzles="." * 16 + "\n" + "." * 81,
+            time_limit=1.0,
+        )
+    )  # the generic and 9x9 kernels
+    assert result.columns is not None
+    counters_texts(result.columns)  # the Parquet renderer's kernel
+    render_csv(result.columns, "warm", result.row_indices(), result.row_lines())  # the CSV writer
+    result.lines()  # the JSON Lines writer
+
+
+def warm_all() -> None:
+    """Compile (or load) every kernel a worker or a collector may run: solvers, generator, renderers."""
+    from solvers.warm import warm_all as warm_solvers
+
+    warm_solvers()
+    warm()

@@ -1,0 +1,191 @@
+"""Bit and random-number primitives shared by the compiled kernels.
+
+One copy for every kernel: hardware popcount / trailing-zero count (LLVM intrinsics),
+array copy and fill intrinsics (cheap to compile), the per-puzzle xorshift64 stream, and
+the deadline/stop check. Numba's on-disk cache does not notice edits to a module a cached
+function calls, so after changing this file during development clear the caches
+(`make clean-cache`); installs are unaffected (every file is rewritten, so every cache
+entry is stale).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import BUDGET, STOPPED, TIMEOUT
+
+ONE = np.uint64(1)
+ZERO = np.uint64(0)
+ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+
+
+@intrinsic
+def popcount(typingctx, x):  # type: ignore[no-untyped-def]
+    """Population count (llvm.ctpop) of an unsigned integer, as int64."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        r = builder.ctpop(args[0])
+        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
+
+    return types.int64(x), codegen
+
+
+@intrinsic
+def ctz(typingctx, x):  # type: ignore[no-untyped-def]
+    """Trailing zero count (llvm.cttz) of a non-zero unsigned integer, as int64."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        r = builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+        return builder.zext(r, ir.IntType(64)) if r.type.width < 64 else r
+
+    return types.int64(x), codegen
+
+
+@intrinsic
+def copy_items(typingctx, dst, dst_at, src, src_at, count):  # type: ignore[no-untyped-def]
+    """Copy `count` items of the C-contiguous array `src` from flat index `src_at` to `dst`
+    from flat index `dst_at` (distinct arrays of one dtype), as one llvm.memcpy. A loop
+    would compile a vectorized copy per call site, a slice assignment numba's broadcasting
+    (seconds of compile time)."""
+    ok = (
+        isinstance(dst, types.Array)
+        and isinstance(src, types.Array)
+        and dst.dtype == src.dtype
+        and dst.layout == src.layout == "C"
+    )
+    if not ok:
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        s = context.make_array(signature.args[2])(context, builder, args[2])
+        at_d = context.cast(builder, args[1], signature.args[1], types.int64)
+        at_s = context.cast(builder, args[3], signature.args[3], types.int64)
+        n = context.cast(builder, args[4], signature.args[4], types.int64)
+        size = context.get_abi_sizeof(context.get_data_type(signature.args[0].dtype))
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [at_d]), builder.gep(s.data, [at_s]), n, size)
+        return context.get_dummy_value()
+
+    return types.none(dst, dst_at, src, src_at, count), codegen
+
+
+@intrinsic
+def fill_items(typingctx, dst, dst_at, value, count):  # type: ignore[no-untyped-def]
+    """Set `count` items of the C-contiguous array `dst` from flat index `dst_at` to `value`.
+    A loop `for j in range(start, stop): a[j] = v` compiles the negative-index wraparound of
+    every item (LLVM cannot see that start >= 0) into a vectorized scatter of 32 stores."""
+    if not (isinstance(dst, types.Array) and dst.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        at = context.cast(builder, args[1], signature.args[1], types.int64)
+        v = context.cast(builder, args[2], signature.args[2], signature.args[0].dtype)
+        v = context.get_value_as_data(builder, signature.args[0].dtype, v)
+        n = context.cast(builder, args[3], signature.args[3], types.int64)
+        base = builder.gep(d.data, [at])
+        with cgutils.for_range(builder, n) as loop:
+            builder.store(v, builder.gep(base, [loop.index]))
+        return context.get_dummy_value()
+
+    return types.none(dst, dst_at, value, count), codegen
+
+
+@njit(cache=True, nogil=True)
+def rng_next(state):  # type: ignore[no-untyped-def]
+    """One xorshift64 step (the state must be non-zero)."""
+    state ^= state << np.uint64(13)
+    state ^= state >> np.uint64(7)
+    state ^= state << np.uint64(17)
+    return state
+
+
+@njit(cache=True, nogil=True)
+def rng_init(seed, index):  # type: ignore[no-untyped-def]
+    """A non-zero xorshift64 state for puzzle `index` of a batch run with `seed` (splitmix64)."""
+    z = np.uint64(seed) + np.uint64(index + 1) * np.uint64(0x9E37_79B9_7F4A_7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58_476D_1CE4_E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D0_49BB_1331_11EB)
+    z = z ^ (z >> np.uint64(31))
+    return z if z != ZERO else np.uint64(0x2545_F491_4F6C_DD1D)
+
+
+@njit(cache=True, nogil=True)
+def nth_bit(mask, k):  # type: ignore[no-untyped-def]
+    """Return the index of the k-th (0-based) set bit of `mask`."""
+    for _ in range(k):
+        mask &= mask - ONE
+    return ctz(mask)
+
+
+GO_ON = -1  # not an outcome (`solvers.kernel.outcome` codes are >= 0): nothing ends the search yet
+
+
+@njit(cache=True, nogil=True)
+def interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
+    """Return STOPPED, TIMEOUT, or GO_ON (`end_ns` 0 = no time limit)."""
+    if stop[0] != 0:
+        return STOPPED
+    if end_ns != 0 and monotonic_ns() >= end_ns:
+        return TIMEOUT
+    return GO_ON
+
+
+# The per-puzzle scaffolding every exact kernel shares: start the clock, count nodes
+# against the budget and the deadline, pick a branch, record the outcome.
+CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (a mask)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def start_puzzle(deadline_ns, time_limit_ns, stop):  # type: ignore[no-untyped-def]
+    """Start one puzzle's clock: -> (t0, end_ns, status): end_ns is the earlier of the batch
+    deadline and t0 + the time limit (0 = none); a status other than GO_ON means do not start at all."""
+    t0 = monotonic_ns()
+    end_ns = deadline_ns
+    if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
+        end_ns = t0 + time_limit_ns
+    return t0, end_ns, interrupted(stop, end_ns)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def count_node(nodes, max_nodes, stop, end_ns):  # type: ignore[no-untyped-def]
+    """Count one search node: -> (nodes, status); a status other than GO_ON (BUDGET, TIMEOUT, STOPPED) ends
+    the search. The clock is read every CHECK_EVERY + 1 nodes only: it costs more than a node."""
+    if max_nodes > 0 and nodes >= max_nodes:
+        return nodes, BUDGET
+    nodes += 1
+    if (nodes & CHECK_EVERY) == 0:
+        return nodes, interrupted(stop, end_ns)
+    return nodes, GO_ON
+
+
+@njit(cache=True, nogil=True, inline="always")
+def pick_bit(mask, seed, rng):  # type: ignore[no-untyped-def]
+    """Choose a set bit of `mask`: the lowest with seed 0 (a fixed order), else a random one
+    from the puzzle's stream: -> (bit index, rng)."""
+    if seed == 0:
+        return ctz(mask), rng
+    rng = rng_next(rng)
+    return nth_bit(mask, np.int64(rng % np.uint64(popcount(mask)))), rng
+
+
+@njit(cache=True, nogil=True)
+def record_puzzle(  # type: ignore[no-untyped-def]
+    i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
+):
+    """Write puzzle i's outcome; when it was STOPPED mark every later puzzle so and return True
+    (the batch ends: the stop flag is for the whole call)."""
+    out_counts[i] = count
+    out_status[i] = status
+    out_nodes[i] = nodes
+    out_guesses[i] = guesses
+    out_ns[i] = monotonic_ns() - t0
+    if status != STOPPED:
+        return False
+    fill_items(out_status, i + 1, STOPPED, out_status.shape[0] - i - 1)
+    return True

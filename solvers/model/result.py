@@ -1,0 +1,371 @@
+"""What a solve returns: `SolveResult` (a status from a closed set, the grid in the input's notation,
+its cost, the winning solver and its counters), and `Results`, what `solve_many` returns.
+
+Why `Results` holds columns: an easy 9x9 puzzle is solved in 2-5 µs, and building its
+SolveResult (a dozen fields and a counters dict) costs about as much again. So the batch
+path writes arrays, and a row becomes a SolveResult only when it is read (then cached, so
+`results[i] is results[i]` and edits stick). The pipeline never reads rows one by one:
+`pipeline.contract.columns.ResultColumns.build` takes the arrays as they are. Rows that were born as
+objects (invalid lines, raced puzzles) are stored as objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from enum import StrEnum
+from itertools import compress, repeat
+from operator import is_not
+from typing import Any, overload
+
+import numpy as np
+
+from solvers.fields import BY_RESULT, RESULT_ORDER
+from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, Outcome
+
+
+class Status(StrEnum):
+    """The outcome of one puzzle (a str enum: compares equal to its value)."""
+
+    SOLVED = "solved"  # a verified valid grid keeping every given
+    UNSOLVABLE = "unsolvable"  # givens consistent, but search proved there is no solution
+    TIMEOUT = "timeout"  # time ran out with no grid to offer
+    APPROXIMATE = "approximate"  # time ran out; `solution` is the lowest-cost grid found
+    INVALID = "invalid"  # not a puzzle: `error` says why
+    ERROR = "error"  # a solver failed on this puzzle: `error` says how
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STATUS_CODE: dict[Status, int] = {
+    Status.SOLVED: 0,
+    Status.UNSOLVABLE: 1,
+    Status.TIMEOUT: 2,
+    Status.APPROXIMATE: 3,
+    Status.INVALID: 4,
+    Status.ERROR: 5,
+}  # the one status code, from `Results.code` to the wire and files: fixed, a new status gets a new one
+STATUS_NAMES: list[str] = [s.value for s in sorted(STATUS_CODE, key=STATUS_CODE.__getitem__)]  # code -> name
+STATUS_BY_CODE: list[Status] = [Status(name) for name in STATUS_NAMES]  # code -> Status
+STOPPED_ERROR = "stopped before an answer"
+# How a kernel's search ended (`solvers.kernel.outcome`) becomes a status, for a puzzle without a verified
+# grid
+# (a verified grid is `solved`, one the verifier rejects `error`): the one table from kernel to file.
+UNANSWERED: dict[Outcome, tuple[Status, str | None]] = {
+    Outcome(DONE): (Status.UNSOLVABLE, None),  # the search space is exhausted: no solution
+    Outcome(LIMIT): (Status.UNSOLVABLE, None),  # (a limit of solutions reached with none found cannot be)
+    Outcome(TIMEOUT): (Status.TIMEOUT, "no solution within the time limit"),
+    Outcome(BUDGET): (Status.TIMEOUT, "no solution within the search budget"),
+    Outcome(STOPPED): (Status.TIMEOUT, STOPPED_ERROR),
+}
+REJECTED_ERROR = "{solver} returned a grid the verifier rejects"
+
+
+def _to_dict(self: Any) -> dict[str, Any]:
+    """Return a JSON-ready dict (status as its string)."""
+    d = asdict(self)
+    d["status"] = self.status.value
+    return d
+
+
+def _result_fields() -> list[tuple[str, Any, Any]]:
+    """SolveResult's attributes from the field table (`solvers.fields`), in RESULT_ORDER."""
+    out: list[tuple[str, Any, Any]] = []
+    for name in RESULT_ORDER:
+        f = BY_RESULT[name]
+        if name == "status":
+            out.append((name, "Status", dataclasses.field()))
+        elif name == "counters":
+            out.append((name, f.result_type, dataclasses.field(default_factory=dict)))
+        else:
+            out.append((name, f.result_type, dataclasses.field(default=f.result_default)))
+    return out
+
+
+# One puzzle's result. `cost` is 0 iff `solution` is a valid grid keeping every given. Built from the
+# field table (`solvers.fields`): a field added there is an attribute here.
+SolveResult = dataclasses.make_dataclass(
+    "SolveResult",
+    _result_fields(),
+    namespace={
+        "to_dict": _to_dict,
+        "__doc__": "One puzzle's result. `cost` is 0 iff `solution` is a valid grid keeping every given "
+        "(fields: `solvers.fields.FIELDS`).",
+    },
+    slots=True,
+)
+SolveResult.__module__ = __name__
+
+
+class Results(Sequence[SolveResult]):
+    """One SolveResult per input line, in input order (index, slice, iterate, compare to a list)."""
+
+    __slots__ = (
+        "texts",
+        "code",
+        "solver",
+        "names",
+        "ns",
+        "nodes",
+        "guesses",
+        "counts",
+        "solved_cost",
+        "error_id",
+        "error_texts",
+        "solutions",
+        "_symbols",
+        "_values",
+        "items",
+        "born",
+    )
+
+    def __init__(self, texts: list[str]) -> None:
+        n = len(texts)
+        self.texts = texts  # each line's puzzle text as given (stripped)
+        self.code = np.zeros(n, np.uint8)  # STATUS_CODE
+        self.solver = np.full(n, -1, np.int16)  # index into `names`, -1 for none
+        self.names: list[str] = []
+        self.ns = np.zeros(n, np.int64)  # solving time in nanoseconds
+        self.nodes = np.zeros(n, np.int64)
+        self.guesses = np.zeros(n, np.int64)
+        self.counts: np.ndarray | None = None  # solutions counted (limit > 1), else None
+        self.solved_cost = np.zeros(n, np.bool_)  # cost is 0 (else None)
+        self.error_id = np.zeros(n, np.int16)  # index into `error_texts` (0: no error)
+        self.error_texts: list[str | None] = [None]
+        self.solutions: list[str | None] = [None] * n  # as texts (rows not in `symbols`)
+        self._symbols: tuple[np.ndarray, np.ndarray] | None = None  # (ASCII u8[n, NN], has one: bool[n])
+        self._values: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None  # see `fill`
+        self.items: list[SolveResult | None] = [None] * n  # built or born objects
+        self.born = 0  # rows stored as objects by `put` (they override the columns)
+
+    def put(self, i: int, result: SolveResult) -> None:
+        """Store row `i` as an object (invalid lines and raced puzzles are born as objects)."""
+        self.items[i] = result
+        self.born += 1
+
+    def fill(
+        self,
+        indices: Sequence[int] | np.ndarray,
+        code: np.ndarray,
+        solver: str,
+        solutions: list[str | None] | tuple[np.ndarray, np.ndarray, np.ndarray | None],
+        errors: np.ndarray,
+        error_texts: list[str | None],
+        ns: np.ndarray,
+        nodes: np.ndarray,
+        guesses: np.ndarray,
+        counts: np.ndarray | None,
+    ) -> None:
+        """Write one kernel batch's rows (aligned with `indices`); `errors` index `error_texts`.
+
+        `solutions` are texts, or (grid values u8[k, NN], has one bool[k], table value -> ASCII
+        symbol or None for "1".."9") for a compact batch: kept as they are when the batch is the
+        whole input, so no symbol and no string is made for a row nobody reads.
+        """
+        if solver not in self.names:
+            self.names.append(solver)
+        at = np.asarray(indices, dtype=np.int64)
+        whole = len(at) == len(self.texts) and bool((at == np.arange(len(at))).all())
+        rows: np.ndarray | slice = slice(None) if whole else at
+        self.code[rows] = code
+        self.solver[rows] = self.names.index(solver)
+        self.ns[rows] = ns
+        self.nodes[rows] = nodes
+        self.guesses[rows] = guesses
+        self.solved_cost[rows] = code == STATUS_CODE[Status.SOLVED]
+        base = len(self.error_texts)
+        self.error_texts.extend(error_texts)
+        self.error_id[rows] = np.where(errors > 0, errors + base - 1, 0)
+        if counts is not None:
+            if self.counts is None:
+                self.counts = np.full(len(self.texts), -1, np.int64)
+            self.counts[rows] = counts
+        if isinstance(solutions, tuple):
+            if whole:
+                self._values, self._symbols = solutions, None
+                return
+            solutions = symbol_texts(*_ascii(*solutions))
+        if whole:
+            self.solutions = solutions
+            return
+        for i, text in zip(at.tolist(), solutions, strict=True):
+            self.solutions[i] = text
+
+    @property
+    def symbols(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(ASCII symbols u8[n, NN], has one bool[n]) when the solutions are held as a block, else None."""
+        if self._values is not None:
+            self._symbols, self._values = _ascii(*self._values), None
+        return self._symbols
+
+    def solution(self, i: int) -> str | None:
+        """Row i's solution text, or None."""
+        text = self.solutions[i]
+        if text is None and self.symbols is not None and self.symbols[1][i]:
+            return self.symbols[0][i].tobytes().decode("ascii")
+        return text
+
+    def solution_texts(self) -> list[str | None]:
+        """Every row's solution text (None for none), made at once for the rows in `symbols`."""
+        if self.symbols is None:
+            return self.solutions
+        return symbol_texts(*self.symbols)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @overload
+    def __getitem__(self, i: int) -> SolveResult: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[SolveResult]: ...
+    def __getitem__(self, i: int | slice) -> SolveResult | list[SolveResult]:
+        """Return row `i` as a SolveResult (built on first read, then kept), or a list for a slice."""
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        item = self.items[i]  # raises IndexError like a list, negative indices included
+        if item is None:
+            row = range(len(self))[i]
+            item = self.items[row] = self._build(row)
+        return item
+
+    def __iter__(self) -> Iterator[SolveResult]:
+        if None in self.items:
+            self._build_all()  # one pass over plain lists: several times cheaper than row by row
+        return iter(self.items)  # type: ignore[arg-type]  # every row is built now
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Results | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __add__(self, other: Sequence[SolveResult]) -> list[SolveResult]:
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[SolveResult]) -> list[SolveResult]:
+        return [*other, *self]
+
+    def __repr__(self) -> str:
+        return f"Results({list(self)!r})"
+
+    def _build(self, i: int) -> SolveResult:
+        """Make row `i`'s SolveResult from the columns (the same fields `_collect` used to set)."""
+        sid = int(self.solver[i])
+        name = self.names[sid] if sid >= 0 else None
+        ns, nodes, guesses = int(self.ns[i]), int(self.nodes[i]), int(self.guesses[i])
+        counters: dict[str, dict[str, Any]] = {}
+        if name is not None:
+            counters[name] = {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}
+        return SolveResult(
+            STATUS_BY_CODE[self.code[i]],
+            self.texts[i],
+            self.solution(i),
+            0 if self.solved_cost[i] else None,
+            name,
+            ns / 1e9,
+            nodes,
+            guesses,
+            0,
+            None if self.counts is None else int(self.counts[i]),
+            self.error_texts[self.error_id[i]],
+            counters,
+        )
+
+    def _build_all(self) -> None:
+        """Build every row not built yet, reading the columns as Python lists once."""
+        names = [*self.names, None]  # solver id -1 reads None
+        codes, solvers = self.code.tolist(), self.solver.tolist()
+        ns_list, nodes_list, guesses_list = self.ns.tolist(), self.nodes.tolist(), self.guesses.tolist()
+        zero, errors = self.solved_cost.tolist(), self.error_id.tolist()
+        counts = self.counts.tolist() if self.counts is not None else [None] * len(self)
+        solutions = self.solution_texts()
+        for i, item in enumerate(self.items):
+            if item is not None:
+                continue
+            name, ns, nodes, guesses = names[solvers[i]], ns_list[i], nodes_list[i], guesses_list[i]
+            self.items[i] = SolveResult(
+                STATUS_BY_CODE[codes[i]],
+                self.texts[i],
+                solutions[i],
+                0 if zero[i] else None,
+                name,
+                ns / 1e9,
+                nodes,
+                guesses,
+                0,
+                counts[i],
+                self.error_texts[errors[i]],
+                {} if name is None else {name: {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}},
+            )
+
+    def to_arrow(self, input_name: str = "<strings>") -> Any:
+        """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
+        index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`).
+
+        Made from the columns as they are (`solvers.model.frame`): no SolveResult and no JSON per row; rows
+        already read as objects (or born so: invalid lines, raced puzzles) are taken from the objects.
+        """
+        from solvers.model.frame import results_table
+
+        return results_table(self, input_name, STATUS_NAMES)
+
+    def to_pandas(self, input_name: str = "<strings>") -> Any:
+        """The records as a pandas DataFrame: what `pandas.read_parquet` reads from the Parquet output
+        (`pip install 'sudoku-batch[dataframe]'`)."""
+        from solvers.model.frame import need, results_table, to_pandas
+
+        need("pandas", "Results.to_pandas()", "dataframe")
+        need("pyarrow", "Results.to_pandas()", "dataframe")
+        return to_pandas(results_table(self, input_name, STATUS_NAMES))
+
+    def to_polars(self, input_name: str = "<strings>") -> Any:
+        """The records as a polars DataFrame, from the Arrow table (`pip install 'sudoku-batch[polars]'`)."""
+        from solvers.model.frame import need, results_table, to_polars
+
+        need("polars", "Results.to_polars()", "polars")
+        need("pyarrow", "Results.to_polars()", "polars")
+        return to_polars(results_table(self, input_name, STATUS_NAMES))
+
+    def born_rows(self) -> list[int]:
+        """Rows stored as objects by `put` or already built (the objects are authoritative)."""
+        if not self.born and not any(self.items):
+            return []
+        return list(compress(range(len(self.items)), map(is_not, self.items, repeat(None))))
+
+
+def _ascii(values: np.ndarray, has: np.ndarray, table: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Grid values as ASCII symbols (`table[value]`, or "1".."9" for None), with their mask."""
+    return (values + np.uint8(48) if table is None else table[values]), has
+
+
+def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
+    """Texts of the rows of ASCII `symbols` where `has` holds (None elsewhere), cut at C speed."""
+    out: list[str | None] = [None] * symbols.shape[0]
+    if not has.any():
+        return out
+    whole = bool(has.all())
+    # widening u8 -> UCS-4 lets numpy cut fixed-width strings without a Python loop
+    texts = (
+        (symbols if whole else symbols[has]).astype(np.uint32).view(f"<U{symbols.shape[1]}").ravel().tolist()
+    )
+    if whole:
+        return texts
+    for row, text in zip(np.flatnonzero(has).tolist(), texts, strict=True):
+        out[row] = text
+    return out
+
+
+__all__ = [
+    "STATUS_BY_CODE",
+    "STATUS_CODE",
+    "STATUS_NAMES",
+    "STOPPED_ERROR",
+    "UNANSWERED",
+    "Results",
+    "SolveResult",
+    "Status",
+    "symbol_texts",
+]

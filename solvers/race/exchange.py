@@ -1,0 +1,71 @@
+"""What one search of a puzzle raced in several processes trades with the others: clauses in, cubes out.
+
+The race's complete members read it between steps; the pipeline fills it from the race's
+board in another thread (`pipeline.escalation.board`). Clauses and cubes are in cell/value terms
+(`solvers.race.cubes`), so a search with any literal order imports what another exported.
+
+- `inbox`: clauses implied by the puzzle (refuted cubes, units found by a lookahead) that
+  the other processes shared; a member imports each once (appends are atomic in CPython;
+  a member keeps its own read position).
+- `cubes` (a helper's only): where it takes parts of the search (`CubeSource`, the race's
+  board). A member with one searches its cube under assumptions; a refuted cube goes back
+  as `refute`, and the member takes another; with none left it searches the whole puzzle.
+- `holding`: the cube this process searches now (the pipeline keeps its claim alive).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from solvers.race.cubes import Clause, Cube, Cubes
+
+
+class CubeSource(Protocol):
+    """Where a helper's searches take cubes (the race's board in the pipeline; a list in tests)."""
+
+    def published(self) -> list[Cube] | None:
+        """The race's cubes (None: nobody has split the puzzle yet)."""
+
+    def publish(self, split: Cubes) -> list[Cube]:
+        """Offer a split; return the race's cubes (the first split published wins)."""
+
+    def take(self) -> int | None:
+        """Claim a cube no search holds and none refuted (None: none free now)."""
+
+    def refute(self, index: int, clause: Clause) -> None:
+        """Cube `index` has no solution (`clause`, implied by the puzzle, says why)."""
+
+
+class Exchange:
+    """One search's trade with the other processes racing its puzzle (see the module docstring).
+
+    `want`: the cubes a split should make at least (about two per helper called)."""
+
+    def __init__(self, cubes: CubeSource | None = None, want: int = 4) -> None:
+        self.inbox: list[Clause] = []
+        self.cubes = cubes
+        self.want = want
+        self.holding: int | None = None
+        self.refuted = 0  # cubes this process refuted
+        self._lock = threading.Lock()
+
+    def offer(self, clauses: list[Clause]) -> None:
+        """Add clauses the other processes shared (from the pipeline's thread)."""
+        with self._lock:
+            self.inbox.extend(clauses)
+
+    def since(self, start: int) -> list[Clause]:
+        """The clauses offered from position `start` on."""
+        with self._lock:
+            return self.inbox[start:]
+
+
+class Raced(NamedTuple):
+    """What a racing hook (`solvers.api.solve_many(racing=...)`) may yield instead of a bare stop flag:
+    the flag of that puzzle's search and its exchange with the other processes racing it."""
+
+    flag: np.ndarray
+    exchange: Exchange | None = None

@@ -1,0 +1,426 @@
+"""Race members: how one solver of a portfolio advances, slice by slice, with restarts.
+
+Why a module of its own: the portfolio's scheduler only needs a uniform `Member`
+interface (advance one slice; report a verified solution, a proof of no solution, the
+best grid so far, and counters), while the restart policies differ by kind:
+
+* `ExactMember` alternates two streams of kernel calls. The *complete* stream runs the
+  solver's fixed branching order (seed 0) with a node budget doubling on every call, so
+  one exact run keeps going without limit (a solvable puzzle is eventually solved, an
+  unsolvable one proven so) at most twice the cost of one unlimited run. The *restart*
+  stream runs randomised branching orders (fresh child seeds) with Luby-scaled node
+  budgets: the heavy-tail remedy. The stream behind its share of the nodes goes next
+  (`complete_share` of them for the complete run). When the kernel resumes a search
+  across calls for the puzzle's box (`KernelSolver.carries`: the generic propagation
+  kernel), the complete stream is that one search instead, each call its next Luby
+  restart with the conflict weights kept (randomised after the first): nothing is repeated.
+* `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
+  child seed when its Luby-scaled iteration budget is spent, keeping the best grid.
+* `SatMember` (in `solvers.sat.member`, beside its encoding) advances a SAT solver a budget of
+  conflicts per slice, keeping what it learnt.
+
+Members measure their progress in slices of work (nodes or iterations scaled to a few
+milliseconds), never in wall time, so an interleaved race replays exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from solvers.exact.base import KernelSolver
+from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import DONE, EXHAUSTED, LIMIT, SOLVED, TIMEOUT, Outcome
+from solvers.model.puzzle import Puzzle
+from solvers.model.verify import is_solution
+from solvers.stochastic.base import Params, StochasticRun, StochasticSolver
+
+# Member outcomes of one slice: kernel outcomes (`solvers.kernel.outcome`) under the names a race reads.
+PROGRESS = Outcome.BUDGET  # worked; nothing decided
+FOUND = Outcome.SOLVED  # a grid the verifier accepts: `member.solution`
+NO_SOLUTION = Outcome.DONE  # an exhaustive search found none: the puzzle is unsolvable
+IDLE = Outcome.EXHAUSTED  # nothing left to do (exhausted or failed)
+OUT_OF_TIME = Outcome.TIMEOUT  # the deadline passed inside the slice
+
+
+def luby(i: int) -> int:
+    """Return the i-th term (i >= 1) of the Luby sequence 1,1,2,1,1,2,4,1,1,2,1,1,2,4,8,..."""
+    k = 1
+    while (1 << k) - 1 < i:
+        k += 1
+    while True:
+        if i == (1 << k) - 1:
+            return 1 << (k - 1)
+        i -= (1 << (k - 1)) - 1
+        k = 1
+        while (1 << k) - 1 < i:
+            k += 1
+
+
+# Measured CPU cost per node of the propagation kernel (`bench/portfolio.py calibrate`), ns:
+# 9x9 band kernel; 16x16 acs; 25x25 frisch; 36x36 to 64x64 grids with holes (bench/hard_sets.py).
+NS_PER_NODE: dict[int, float] = {16: 6_500.0, 25: 14_000.0, 36: 20_000.0, 49: 31_000.0, 64: 76_000.0}
+
+
+def exact_ns_per_node(n: int) -> float:
+    """Model of the propagation kernel's CPU cost per node for grid side n, in ns: ~500 ns at
+    9x9 (band kernel) and 1.6 n^3 below 16x16, then the measured `NS_PER_NODE`, interpolated
+    in log-log between the measured sides (from 25x25 it grows much slower than n^3).
+    Re-measure when the kernel changes: the model only sets time shares, never correctness."""
+    sides = sorted(NS_PER_NODE)
+    if n < sides[0]:
+        return 500.0 if n == 9 else 1.6 * n**3
+    if n >= sides[-1]:
+        return NS_PER_NODE[sides[-1]] * (n / sides[-1]) ** 2
+    hi = next(s for s in sides if s >= n)
+    lo = max(s for s in sides if s <= n)
+    if hi == lo:
+        return NS_PER_NODE[n]
+    t = math.log(n / lo) / math.log(hi / lo)
+    return math.exp((1 - t) * math.log(NS_PER_NODE[lo]) + t * math.log(NS_PER_NODE[hi]))
+
+
+SLICE_S = 0.003  # CPU seconds a slice of work stands for (each member's unit is measured against it)
+
+
+def exact_nodes_per_slice(n: int) -> int:
+    """Nodes of the exact kernel in about 3 ms for grid side n (at least 16)."""
+    return max(16, int(SLICE_S * 1e9 / exact_ns_per_node(n)))
+
+
+def stochastic_restart_slices(n: int) -> int:
+    """Slices of a stochastic run before its first Luby restart: 64 at 9x9, growing with
+    the number of cells (a 25x25 anneal needs longer chains to settle)."""
+    return max(16, round(64 * (n / 9) ** 2))
+
+
+class Member(ABC):
+    """One solver of a race, advanced one slice at a time by the scheduler."""
+
+    def __init__(self, name: str, weight: float) -> None:
+        self.name = name
+        self.weight = weight
+        self.vtime = 0.0  # slices of work done: the scheduler's deterministic clock
+        self.used_ns = 0
+        self.restarts = 0
+        self.solution: np.ndarray | None = None
+        self.failed: str | None = None  # set when the member returned a rejected grid
+
+    @abstractmethod
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
+        """Do one slice of work; return PROGRESS, FOUND, NO_SOLUTION, IDLE or OUT_OF_TIME."""
+
+    @property
+    def best_cost(self) -> int | None:
+        """Return the lowest cost of a full grid this member holds (None: it holds none)."""
+        return None
+
+    @property
+    def best_grid(self) -> np.ndarray | None:
+        """Return this member's lowest-cost full grid, if it has one."""
+        return None
+
+    @abstractmethod
+    def counters(self) -> dict[str, Any]:
+        """Return {time_ms, work (slices, the scheduler's clock), restarts, nodes|iterations,
+        best_cost} for the collector."""
+
+
+class CompleteMember(Member):
+    """A member whose search is complete: it holds a grid only once solved (verified) and
+    can prove there is none; the exact kernels and the SAT solver."""
+
+    def __init__(self, name: str, weight: float, puzzle: Puzzle) -> None:
+        super().__init__(name, weight)
+        self.puzzle = puzzle
+        self.status = "running"
+
+    def accept(self, grid: np.ndarray) -> Outcome:
+        """Take a grid the solver found if the verifier agrees: FOUND, else IDLE (the member failed)."""
+        if not is_solution(self.puzzle, grid):
+            self.failed = f"{self.name} returned a grid the verifier rejects"
+            return IDLE
+        self.solution = grid
+        self.status = "solved"
+        return FOUND
+
+    @property
+    def best_cost(self) -> int | None:
+        """Return 0 once solved; an unfinished search holds no full grid."""
+        return 0 if self.solution is not None else None
+
+    @property
+    def best_grid(self) -> np.ndarray | None:
+        """Return the solution once found."""
+        return self.solution
+
+    def search_counters(self, nodes: int, guesses: int) -> dict[str, Any]:
+        """Return time, solver calls beyond the first, nodes, guesses, best cost and the verdict."""
+        return {
+            "time_ms": self.used_ns / 1e6,
+            "work": round(self.vtime, 3),
+            "restarts": max(0, self.restarts - 1),
+            "nodes": nodes,
+            "guesses": guesses,
+            "best_cost": self.best_cost,
+            "status": self.failed or self.status,
+        }
+
+
+def child_seed(seeds: np.random.SeedSequence) -> int:
+    """A non-zero kernel seed (63 bits) drawn from a child seed sequence."""
+    return int(seeds.generate_state(1, np.uint64)[0] & 0x3FFF_FFFF_FFFF_FFFF) | 1
+
+
+class ExactMember(CompleteMember):
+    """An exact solver raced as a complete doubling stream plus randomised Luby restarts."""
+
+    def __init__(
+        self,
+        solver: KernelSolver,
+        puzzle: Puzzle,
+        seeds: np.random.SeedSequence,
+        *,
+        weight: float = 1.0,
+        first_budget: int = 0,
+        restart_base: int = 0,
+        randomised: bool = True,
+        complete_share: float = 0.75,
+        searches: int = 1,
+        name: str | None = None,
+        variant: int = 0,
+    ) -> None:
+        super().__init__(name or solver.name, weight, puzzle)
+        # the complete stream's order: the puzzle's own (seed 0), or, for a helper racing the
+        # puzzle in another process (`variant` > 0), a seeded one: another complete search
+        self.first_seed = child_seed(np.random.SeedSequence([variant, 1])) if variant else 0
+        self.complete_share = min(1.0, max(0.0, complete_share)) if randomised else 1.0
+        self.solver = solver
+        self.seeds = seeds
+        self.unit = exact_nodes_per_slice(puzzle.box.n)
+        self.complete_budget = max(1, first_budget or 4 * self.unit)  # next complete call
+        self.restart_base = max(1, restart_base or self.unit)
+        self.randomised = randomised
+        # A kernel that resumes (see KernelSolver.new_carry) makes the complete stream one
+        # search whose every call is its next Luby restart, weights kept: nothing is
+        # repeated, and its random restarts are the randomised stream, so it takes all nodes.
+        # With `searches` > 1 the member runs that many such searches, the first from the
+        # puzzle's own fixed order (seed 0), the others from child seeds, a run at a time to
+        # the one with the fewest nodes: which search finds a hard puzzle's solution soon
+        # varies more from seed to seed than a run's length does.
+        self.carries: list[np.ndarray] = []
+        self.search_seeds: list[int] = [self.first_seed]
+        self.search_nodes: list[int] = []
+        if solver.carries(puzzle.box):
+            self.complete_share = 1.0
+            self.search_seeds += [child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
+            self.carries = [solver.new_carry(puzzle.box) for _ in self.search_seeds]
+            self.search_nodes = [0] * len(self.carries)
+        # the race's only member (`portfolio.race`): its complete search is one call, as the plain exact
+        # path makes it; budgets doubling from scratch repeated up to 3x the nodes of a non-resuming kernel
+        self.alone = False
+        self.complete_nodes = 0
+        self.random_nodes = 0
+        self.nodes = 0
+        self.guesses = 0
+        self.luby_index = 0
+        self.calls: list[tuple[str, int, int]] = []  # (stream, node budget, nodes used) per call
+
+    def skip_complete(self, nodes: int) -> None:
+        """Record a complete-stream call already made elsewhere (the batch fast path)."""
+        self.complete_nodes += nodes
+        self.nodes += nodes
+        self.vtime += nodes / self.unit
+        self.complete_budget = max(self.complete_budget, 2 * nodes)
+
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
+        """Make one kernel call: the complete stream's next doubling, or a random restart."""
+        if self.failed or self.status != "running":
+            return IDLE
+        share = self.complete_share  # of the member's nodes, for the complete run
+        complete = share >= 1.0 or self.complete_nodes * (1.0 - share) <= self.random_nodes * share
+        carry, search = None, 0
+        if complete and self.carries:
+            search = self.search_nodes.index(min(self.search_nodes))
+            budget, seed, carry = 0, self.search_seeds[search], self.carries[search]
+        elif complete:
+            budget, seed = 0 if self.alone else self.complete_budget, self.first_seed
+        else:
+            self.luby_index += 1
+            budget = self.restart_base * luby(self.luby_index)
+            seed = child_seed(self.seeds.spawn(1)[0])
+        t0 = monotonic_ns()
+        out = self.solver.solve_batch(
+            self.puzzle.givens[None, :],
+            self.puzzle.box,
+            limit=1,
+            keep=1,
+            max_nodes=budget,
+            deadline_ns=deadline_ns,
+            seed=seed,
+            stop=stop,
+            carry=carry,
+        )
+        self.used_ns += monotonic_ns() - t0
+        nodes = int(out.nodes[0])
+        self.nodes += nodes
+        self.guesses += int(out.guesses[0])
+        self.vtime += nodes / self.unit
+        self.calls.append(("complete" if complete else "random", budget, nodes))
+        if complete:
+            self.complete_nodes += nodes
+            self.complete_budget *= 2
+            if carry is not None:
+                self.search_nodes[search] += nodes
+        else:
+            self.random_nodes += nodes
+        self.restarts += 1
+        code = int(out.status[0])
+        if int(out.counts[0]) > 0:
+            return self.accept(out.solutions[0, 0].copy())
+        if code in (DONE, LIMIT):
+            self.status = "unsolvable"
+            return NO_SOLUTION
+        if code == TIMEOUT:
+            return OUT_OF_TIME
+        return PROGRESS
+
+    def counters(self) -> dict[str, Any]:
+        """Return time, kernel calls beyond the first, nodes, guesses and the verdict."""
+        return self.search_counters(self.nodes, self.guesses)
+
+
+class StochasticMember(Member):
+    """A stochastic solver raced in slices, restarted with child seeds on a Luby schedule."""
+
+    def __init__(
+        self,
+        solver: StochasticSolver,
+        puzzle: Puzzle,
+        seeds: np.random.SeedSequence,
+        params: Params,
+        *,
+        weight: float = 1.0,
+        restart_slices: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name or solver.name, weight)
+        self.solver = solver
+        self.puzzle = puzzle
+        self.seeds = seeds
+        self.params = params
+        self.unit = solver.slice_work
+        self.restart_slices = restart_slices or stochastic_restart_slices(puzzle.box.n)
+        self.luby_index = 1
+        self.run: StochasticRun | None = None
+        self.run_budget = 0
+        self.iterations = 0  # over finished runs
+        self.inner_restarts = 0  # over finished runs
+        self._best_cost: int | None = None
+        self._best_grid: np.ndarray | None = None
+        self.time_to_best_ns = 0
+        self.run_base_ns = 0  # member time used before the current run started
+        self.counted = 0  # work of the current run already added to vtime
+        self.start_ns = 0  # how long the last run took to build (checked against the deadline)
+        # the first run's start-up, charged before it runs: a member with a tiny share and a costly
+        # start (evolution at 64x64: 0.4 s) waits for its turn instead of paying it in the race's first second
+        self.prepaid = solver.start_work(puzzle, params) if solver.start_work is not None else 0
+        self.vtime = self.prepaid / self.unit
+
+    def _start(self) -> StochasticRun:
+        """Start a fresh run on the next child seed, with its Luby-scaled budget."""
+        gen = np.random.default_rng(self.seeds.spawn(1)[0])
+        t0 = monotonic_ns()
+        run = self.solver.start(self.puzzle, gen, self.params)
+        self.start_ns = monotonic_ns() - t0
+        self.used_ns += self.start_ns
+        self.run_base_ns = self.used_ns
+        self.counted, self.prepaid = self.prepaid, 0  # the prepaid start-up is not counted twice
+        self.run_budget = self.unit * self.restart_slices * luby(self.luby_index)
+        self.luby_index += 1
+        self._note(run)
+        return run
+
+    def _note(self, run: StochasticRun) -> None:
+        """Keep the run's best grid if it beats the member's best."""
+        if self._best_cost is None or run.best_cost < self._best_cost:
+            self._best_cost = run.best_cost
+            self._best_grid = run.best_grid.copy()
+            self.time_to_best_ns = self.run_base_ns + run.time_to_best_ns
+
+    def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
+        """Run one slice of the current run (starting or restarting it as its budget says)."""
+        if self.failed:
+            return IDLE
+        if self.run is None or self.run.work >= self.run_budget or self.run.status == EXHAUSTED:
+            if deadline_ns and monotonic_ns() + self.start_ns >= deadline_ns:
+                self.vtime += 1.0  # no time left to build a fresh run (it cannot be cut short)
+                return PROGRESS
+            if self.run is not None:
+                self.iterations += self.run.iterations
+                self.inner_restarts += self.run.restarts
+                self.restarts += 1
+            self.run = self._start()
+        run = self.run
+        todo = min(self.unit, max(1, self.run_budget - run.work))
+        t0 = run.used_ns
+        status = run.step(todo, deadline_ns, stop)
+        self.used_ns += run.used_ns - t0
+        done = run.work - self.counted  # includes the run's start-up work on its first slice
+        self.counted = run.work
+        self.vtime += max(done, 1 if status != TIMEOUT else 0) / self.unit
+        self._note(run)
+        if status == SOLVED or self._best_cost == 0:
+            grid = self._best_grid
+            if grid is None or not is_solution(self.puzzle, grid):
+                self.failed = f"{self.name} reached cost 0 on a grid the verifier rejects"
+                return IDLE
+            self.solution = grid
+            return FOUND
+        if status == TIMEOUT:
+            return OUT_OF_TIME
+        return PROGRESS
+
+    @property
+    def best_cost(self) -> int | None:
+        """Return the lowest cost over all runs so far."""
+        return self._best_cost
+
+    @property
+    def best_grid(self) -> np.ndarray | None:
+        """Return the lowest-cost grid over all runs so far."""
+        return self._best_grid
+
+    def counters(self) -> dict[str, Any]:
+        """Return time, restarts (Luby restarts plus the solver's own), iterations, best cost."""
+        its = self.iterations + (self.run.iterations if self.run else 0)
+        inner = self.inner_restarts + (self.run.restarts if self.run else 0)
+        return {
+            "time_ms": self.used_ns / 1e6,
+            "work": round(self.vtime, 3),
+            "restarts": self.restarts + inner,
+            "iterations": its,
+            "best_cost": self._best_cost,
+            "time_to_best_ms": self.time_to_best_ns / 1e6,
+            "status": self.failed or ("solved" if self.solution is not None else "running"),
+        }
+
+
+__all__ = [
+    "FOUND",
+    "IDLE",
+    "NO_SOLUTION",
+    "OUT_OF_TIME",
+    "PROGRESS",
+    "ExactMember",
+    "Member",
+    "StochasticMember",
+    "child_seed",
+    "exact_nodes_per_slice",
+    "exact_ns_per_node",
+    "stochastic_restart_slices",
+    "luby",
+]

@@ -1,0 +1,486 @@
+"""Portfolios: exact and stochastic solvers raced with restarts under a time limit.
+
+A portfolio is a named list of member configurations (data, below). `race` runs one
+puzzle through a portfolio: the first exact member first gets a small node budget (the
+fast path: easy puzzles cost what the plain exact solver costs), then every member
+advances in turn by slices of a few milliseconds of work, the member whose next slice
+would end soonest in work per weight going next ((work done + 1 slice) / weight, weighted
+fair queueing: a member with a tiny share first runs once the others have done their
+share of work, not at once). Weights come from the portfolio, or per grid size from the
+learned shares (`solvers.shares`, preset `race` from 25x25). Work is counted in nodes,
+conflicts or iterations, never wall time, so a race replays exactly: same puzzle,
+portfolio, seed and time limit give the same winner and grid unless time runs out first.
+Everything runs in the calling thread, so a race works inside a Celery prefork child (no
+processes are spawned). Another seed gives another race of the same puzzle (child seeds
+for the stochastic members and restarts, another literal order for the SAT members), and
+the `stop` flag is read between slices and inside the kernels: what racing one puzzle on
+several workers needs (the result names the winner, `counters` each member's work).
+
+Stop rules: the first grid the verifier accepts wins and the race returns after that
+slice (nothing else is running); an exhaustive exact search without a solution ends
+the race `unsolvable`; at the deadline (kernels read the clock themselves) the race
+ends `approximate` with the lowest-cost grid any member holds, or `timeout` if none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from solvers import registry
+from solvers.exact import EXACT_SOLVERS
+from solvers.exact.base import DEFAULT_EXACT, KernelSolver
+from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import Outcome
+from solvers.model.cost import grid_cost
+from solvers.model.puzzle import Box, Puzzle
+from solvers.model.result import SolveResult, Status
+from solvers.model.verify import is_solution
+from solvers.race.exchange import Exchange
+from solvers.race.members import (
+    FOUND,
+    IDLE,
+    NO_SOLUTION,
+    OUT_OF_TIME,
+    SLICE_S,
+    ExactMember,
+    Member,
+    StochasticMember,
+    child_seed,
+    exact_nodes_per_slice,
+)
+from solvers.registry import Kind
+from solvers.sat.member import PLAIN, PLAIN_FEWEST, ROWS, SAT_SOLVER
+from solvers.shares import HelperMix, helper_shares, late_starts, learned_shares, split_shares
+from solvers.stochastic import STOCHASTIC_SOLVERS
+
+STOCHASTIC_ONLY_LIMIT = 60.0  # seconds: a race without an exact member cannot end on its own
+FAST_SLICES = 8  # fast-path node budget, in exact slices (about 25 ms of work)
+ENDGAME = 0.1  # the last fraction of a time limit the stochastic members race alone (`PortfolioSpec.endgame`)
+LARGE_SIDE = 25  # from 25x25 up the exact member may take a larger share (`MemberSpec.large_weight`)
+
+
+class MemberSpec(BaseModel):
+    """One solver of a portfolio: its registry name, its share of the time, and options."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    solver: str
+    weight: float = Field(default=1.0, gt=0)  # share of the work relative to the others
+    large_weight: float | None = Field(default=None, gt=0)  # the share from LARGE_SIDE up (None: weight)
+    params: dict[str, Any] = Field(default_factory=dict)  # stochastic solver parameters
+    randomised: bool = True  # exact: add randomised restarts beside the complete run
+    complete_share: float = Field(default=0.75, ge=0, le=1)  # exact: nodes for the complete run
+    restart_base: int = Field(default=0, ge=0)  # exact: nodes; stochastic: slices (0 = default)
+    searches: int = Field(default=1, ge=1, le=64)  # exact, resumable kernels: searches run side by side
+    min_side: int = Field(default=0, ge=0)  # the member races grids of side min_side..max_side only
+    max_side: int = Field(default=64, ge=1)
+
+    @field_validator("solver")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        """Refuse a name that is no registered solver (the error lists those that are)."""
+        registry.find(name)
+        return name
+
+    @property
+    def kind(self) -> Kind:
+        """Return the solver's kind in `solvers.registry`: exact, complete or stochastic."""
+        return registry.find(self.solver).kind
+
+    def races(self, n: int) -> bool:
+        """Whether this member takes part for grid side n."""
+        return self.min_side <= n <= self.max_side
+
+
+class PortfolioSpec(BaseModel):
+    """A named list of members; `fast_nodes` is the fast-path node budget (0 = by grid size);
+    `learned`: where `solvers.shares` has shares for the grid size, they replace the weights
+    (a member without a share there sits out); `endgame`: the last fraction of a time limit in
+    which the stochastic members race alone when nothing has answered yet, so that a race that
+    ends without a solution returns a grid that had real time to improve (the learned shares
+    give each of them 0.2%: at 2 s on frisch they ran 0-3 ms and often held no grid at all)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    members: tuple[MemberSpec, ...] = Field(min_length=1)
+    fast_nodes: int = Field(default=0, ge=0)
+    learned: bool = False
+    endgame: float = Field(default=ENDGAME, ge=0, lt=1)
+
+    def mix(self, n: int, variant: int = 0, split: bool = False) -> HelperMix:
+        """Return the shares for grid side n (None: the members' own weights), whether the complete
+        members renumber their literals (the owner never; a helper always, unless the learned shares
+        move it to another member: `solvers.shares.helper_shares`, or it searches cubes of a split:
+        `split_shares`) and the owner's late starts."""
+        if self.learned and variant > 0 and split and (mix := split_shares(n)) is not None:
+            return mix
+        if self.learned and (helper := helper_shares(n, variant)) is not None:
+            return helper
+        if not self.learned:
+            return HelperMix(None, variant > 0)
+        return HelperMix(learned_shares(n), variant > 0, late_starts(n))
+
+    def weights(self, n: int, variant: int = 0) -> list[float]:
+        """Return each member's weight for grid side n (0: it sits out this size), as helper
+        `variant` races it (0: the owner)."""
+        return self._weights(n, self.mix(n, variant).shares)
+
+    def _weights(self, n: int, shares: dict[str, float] | None) -> list[float]:
+        """Each member's weight for grid side n under these shares (None: the members' own weights)."""
+        out = []
+        for m in self.members:
+            if not m.races(n):
+                out.append(0.0)
+            elif shares is not None:
+                out.append(shares.get(m.solver, 0.0))
+            else:
+                out.append(m.large_weight if m.large_weight is not None and n >= LARGE_SIDE else m.weight)
+        return out
+
+    def fast_budget(self, n: int) -> int:
+        """Return the fast path's node budget for grid side n."""
+        return self.fast_nodes or FAST_SLICES * exact_nodes_per_slice(n)
+
+    @property
+    def exact_solver(self) -> KernelSolver | None:
+        """Return the first exact member's solver (it runs the fast path), if any."""
+        for m in self.members:
+            if m.kind is Kind.EXACT:
+                return EXACT_SOLVERS[m.solver]
+        return None
+
+
+def _presets() -> dict[str, PortfolioSpec]:
+    """Build the preset portfolios (after every solver registered itself). In `race` the
+    exact member weighs 3 (half of the work) below 25x25: it is the only kernel member that
+    proves anything; the stochastic members race beside it. From 25x25 on the race takes
+    its learned shares (`solvers.shares`, from training runs of each member alone), where
+    the SAT member (CaDiCaL, stable mode) does most of the work; it sits out below 25x25
+    (the fast path and the kernel settle those). The weights from 25x25 (57, 171, 1) only
+    serve a copy of the preset with `learned` off. `sat-focused` is not in the preset: in
+    training it solved 21 of 38 grids where `sat` solved 35 (docs/decisions.md)."""
+    exact = tuple(MemberSpec(solver=name) for name in sorted(EXACT_SOLVERS, key=lambda s: s != DEFAULT_EXACT))
+    stochastic = (
+        MemberSpec(solver="annealing"),
+        MemberSpec(solver="evolution", params={"propagate": True}),
+        MemberSpec(solver="progressive"),
+    )
+    exact_member = MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0)
+    sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE)
+    rows = MemberSpec(solver=ROWS.name, weight=57.0, min_side=LARGE_SIDE)
+    plain = MemberSpec(solver=PLAIN.name, weight=57.0, min_side=LARGE_SIDE)
+    plain_fewest = MemberSpec(solver=PLAIN_FEWEST.name, weight=57.0, min_side=LARGE_SIDE)
+    return {
+        "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
+        "race": PortfolioSpec(
+            name="race",
+            members=(exact_member, sat, rows, plain, plain_fewest, *stochastic),
+            learned=True,
+        ),
+        "exact": PortfolioSpec(name="exact", members=exact),
+        "stochastic": PortfolioSpec(name="stochastic", members=stochastic),
+    }
+
+
+PRESETS: dict[str, PortfolioSpec] = _presets()
+
+
+def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
+    """Return a preset by name, or a portfolio of the comma-listed solvers; raise
+    ValueError naming any unknown solver and listing the known names."""
+    if isinstance(portfolio, PortfolioSpec):
+        return portfolio
+    text = (portfolio or "fast").strip()
+    if text in PRESETS:
+        return PRESETS[text]
+    names = [s.strip() for s in text.split(",")]
+    unknown = [s for s in names if s not in registry.SOLVERS]
+    if unknown:
+        raise registry.unknown_names(unknown, f" in portfolio {text!r}", PRESETS)
+    return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
+
+
+def _literal_order(renumber: bool, variant: int, child: np.random.SeedSequence) -> int:
+    """A complete member's literal numbering: 0 (the mode's own), or for a helper that must renumber
+    one drawn from its child seed and its variant, so no two helpers of one race search the same
+    numbering even under one seed. Why not from the seed alone: every job's chunks carry a seed, and
+    a random numbering loses what the mode's order is for (q64 #1 and #3: `sat-rows` 6.6 and 7.7 s
+    CPU in its order, unsolved in 60 s under seeds 5 and 9)."""
+    return child_seed(np.random.SeedSequence([variant, child_seed(child)])) if renumber else 0
+
+
+def _build(
+    spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0, exchange: Exchange | None = None
+) -> list[Member]:
+    """Instantiate the members with independent child seeds (spawned, in member order); `variant` > 0
+    also gives the exact members' complete search and the SAT member's variables their own order;
+    the complete (SAT) members trade through `exchange` when given."""
+    children = np.random.SeedSequence(seed).spawn(len(spec.members))
+    members: list[Member] = []
+    seen: dict[str, int] = {}
+    fast_given = False
+    mix = spec.mix(puzzle.box.n, variant, exchange is not None and exchange.cubes is not None)
+    weights = spec._weights(puzzle.box.n, mix.shares)
+    for m, child, weight in zip(spec.members, children, weights, strict=True):
+        fast_path = m.kind is Kind.EXACT and not fast_given and m.races(puzzle.box.n)
+        if weight <= 0 and not fast_path:  # sits out; the first exact member still runs the fast path
+            continue
+        seen[m.solver] = seen.get(m.solver, 0) + 1
+        name = m.solver if seen[m.solver] == 1 else f"{m.solver}#{seen[m.solver]}"
+        entry = registry.find(m.solver)
+        if entry.kind is Kind.EXACT:
+            first = 0 if fast_given else spec.fast_budget(puzzle.box.n)
+            fast_given = True
+            members.append(
+                ExactMember(
+                    entry.solver,
+                    puzzle,
+                    child,
+                    weight=weight,
+                    first_budget=first,
+                    restart_base=m.restart_base,
+                    randomised=m.randomised,
+                    complete_share=m.complete_share,
+                    searches=m.searches,
+                    name=name,
+                    variant=variant,
+                )
+            )
+        elif entry.kind is Kind.COMPLETE:  # the mode's own literal order, unless a helper renumbers
+            order = _literal_order(mix.renumber, variant, child)
+            members.append(entry.solver(puzzle, weight=weight, name=name, seed=order, exchange=exchange))
+        else:
+            solver = entry.solver
+            members.append(
+                StochasticMember(
+                    solver,
+                    puzzle,
+                    child,
+                    solver.make_params(m.params),
+                    weight=weight,
+                    restart_slices=m.restart_base,
+                    name=name,
+                )
+            )
+    _hold_back(members, mix.starts or {})
+    return members
+
+
+def _hold_back(members: list[Member], starts: dict[str, float]) -> None:
+    """Let each member with a late start (the owner's learned ones; a helper's mix has none) join once
+    the others have done about that many CPU seconds of work: its clock starts at the work per weight
+    they reach by then (the scheduler runs the least (work + 1 slice) / weight next). Why: a second
+    search that pays off only on the grids the main member finds hard would slow every easy one down
+    if it ran from the start."""
+    racing = [m for m in members if m.weight > 0]
+    for m in racing:
+        start = starts.get(m.name, 0.0)
+        others = sum(o.weight for o in racing if o is not m)
+        if start > 0 and others > 0:
+            m.vtime += start / SLICE_S * m.weight / others
+
+
+def race(
+    puzzle: Puzzle,
+    portfolio: str | PortfolioSpec | None = "race",
+    *,
+    time_limit: float | None = None,
+    seed: int = 0,
+    stop: np.ndarray | None = None,
+    text: str | None = None,
+    fast_nodes_done: int = 0,
+    spent: float = 0.0,
+    trace: list[tuple[str, Outcome, int]] | None = None,
+    variant: int = 0,
+    exchange: Exchange | None = None,
+) -> SolveResult:
+    """Race the portfolio's members on one puzzle until a verified solution, a proof of
+    none, the deadline or the `stop` flag (int64[1], raised by another thread).
+
+    `fast_nodes_done` > 0 says the fast path already ran (the batch path did it with that
+    many nodes, taking `spent` seconds, which `elapsed` includes): the exact member's
+    complete run continues from twice that budget. `trace`, when given, receives
+    (member, outcome, monotonic ns at its end) for every slice, in order. `variant` > 0 (a helper
+    racing the same puzzle in another process, with another `seed`) also reorders the exact members'
+    complete search and the SAT member's variables: the seed alone changes only their restarts.
+    `exchange` (`solvers.race.exchange`): what the SAT members trade with the other processes racing the
+    puzzle.
+    """
+    spec = parse_portfolio(portfolio)
+    t_start = time.perf_counter()
+    split = exchange is not None and exchange.cubes is not None
+    weights = spec._weights(puzzle.box.n, spec.mix(puzzle.box.n, variant, split).shares)
+    has_exact = any(
+        m.kind in (Kind.EXACT, Kind.COMPLETE) and w > 0 for m, w in zip(spec.members, weights, strict=True)
+    )
+    limit = time_limit if time_limit is not None or has_exact else STOCHASTIC_ONLY_LIMIT
+    deadline = 0 if limit is None else monotonic_ns() + max(1, int(limit * 1e9))
+    stop = np.zeros(1, dtype=np.int64) if stop is None else stop
+    members = _build(spec, puzzle, seed, variant, exchange)
+    if not members:
+        raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
+    first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
+    active = [m for m in members if m.weight > 0 or m is first_exact]
+    outcome: Outcome | None = None
+    current: Member | None = None
+    if first_exact is not None and fast_nodes_done:
+        first_exact.skip_complete(fast_nodes_done)
+    elif first_exact is not None:  # the fast path: a small node budget before any racing
+        current = first_exact
+        outcome = current.step(deadline, stop)
+        if trace is not None:
+            trace.append((current.name, outcome, monotonic_ns()))
+        if outcome == IDLE:
+            active.remove(current)
+    if first_exact is not None and first_exact.weight <= 0 and first_exact in active:
+        active.remove(first_exact)  # it ran the fast path only: no share of the race at this size
+    if active == [first_exact] and first_exact.complete_share >= 1.0:  # nothing to share the time with
+        first_exact.alone = True
+    endgame_at = _endgame_at(spec, members, deadline, limit, has_exact and variant == 0)
+    while active and outcome not in (FOUND, NO_SOLUTION, OUT_OF_TIME):
+        now = monotonic_ns()
+        if stop[0] != 0 or (deadline and now >= deadline):
+            outcome = OUT_OF_TIME
+            break
+        if endgame_at and now >= endgame_at:  # the rest of the limit improves the approximate grid
+            endgame_at = 0
+            active = [m for m in active if isinstance(m, StochasticMember)] or active
+        current = min(active, key=lambda m: ((m.vtime + 1.0) / m.weight, members.index(m)))
+        outcome = current.step(deadline, stop)
+        if trace is not None:
+            trace.append((current.name, outcome, monotonic_ns()))
+        if outcome in (FOUND, NO_SOLUTION, OUT_OF_TIME):
+            break
+        if outcome == IDLE:
+            active.remove(current)
+    elapsed = spent + time.perf_counter() - t_start
+    return _result(puzzle, text, members, current, outcome, elapsed, stop[0] != 0)
+
+
+def _endgame_at(
+    spec: PortfolioSpec, members: Sequence[Member], deadline: int, limit: float | None, owner: bool
+) -> int:
+    """The monotonic ns from which only the stochastic members race (0: never): the last `spec.endgame`
+    of the time limit, for a race's owner (a helper's grid is never its answer) with complete members
+    beside stochastic ones that race this size."""
+    stochastic = any(isinstance(m, StochasticMember) and m.weight > 0 for m in members)
+    if not (deadline and limit and owner and stochastic and spec.endgame > 0):
+        return 0
+    return deadline - int(spec.endgame * limit * 1e9)
+
+
+def _result(
+    puzzle: Puzzle,
+    text: str | None,
+    members: Sequence[Member],
+    winner: Member | None,
+    outcome: Outcome | None,
+    elapsed: float,
+    stopped: bool = False,
+) -> SolveResult:
+    """Turn the race's end into a SolveResult with every member's counters."""
+    counters = _final_counters(members, winner, outcome, stopped)
+    common: dict[str, Any] = dict(puzzle=text if text is not None else puzzle.render(), elapsed=elapsed)
+    if outcome == FOUND and winner is not None and winner.solution is not None:
+        counters[winner.name]["time_to_solution_ms"] = elapsed * 1e3
+        c = counters[winner.name]
+        return SolveResult(
+            Status.SOLVED,
+            solution=puzzle.render(winner.solution),
+            cost=0,
+            solver=winner.name,
+            nodes=int(c.get("nodes", c.get("iterations", 0))),
+            guesses=int(c.get("guesses", 0)),
+            restarts=int(c["restarts"]),
+            counters=counters,
+            **common,
+        )
+    if outcome == NO_SOLUTION and winner is not None:
+        c = counters[winner.name]
+        return SolveResult(
+            Status.UNSOLVABLE,
+            solver=winner.name,
+            nodes=int(c["nodes"]),
+            guesses=int(c["guesses"]),
+            restarts=int(c["restarts"]),
+            counters=counters,
+            **common,
+        )
+    held = [
+        (m.best_cost, i, m)
+        for i, m in enumerate(members)
+        if m.best_grid is not None and m.best_cost is not None
+    ]
+    errors = "; ".join(m.failed for m in members if m.failed)
+    if not held:
+        why = errors or "no grid within the time limit"
+        return SolveResult(
+            Status.TIMEOUT, error=why, counters=counters, **common
+        )  # no member answered: nodes, guesses and restarts are 0 (each member's are in `counters`)
+    _, _, best = min(held, key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
+    grid = best.best_grid
+    assert grid is not None
+    cost = grid_cost(puzzle, grid)
+    status = Status.SOLVED if cost == 0 and is_solution(puzzle, grid) else Status.APPROXIMATE
+    c = counters[best.name]
+    return SolveResult(
+        status,
+        solution=puzzle.render(grid),
+        cost=cost,
+        solver=best.name,
+        nodes=int(c.get("iterations", c.get("nodes", 0))),
+        restarts=int(c["restarts"]),
+        error=errors or None,
+        counters=counters,
+        **common,
+    )
+
+
+def _final_counters(
+    members: Sequence[Member], winner: Member | None, outcome: Outcome | None, stopped: bool
+) -> dict[str, dict[str, Any]]:
+    """Every member's counters as the race ended: its planned `share` of the work, and for a member
+    still `running` how it ended instead: `lost` (another member answered first), `timeout`, `stopped`
+    (the stop flag), `fast path only` (no share at this size) or `idle` (nothing was left to try)."""
+    total = sum(m.weight for m in members if m.weight > 0)
+    out = {}
+    for m in members:
+        c = m.counters()
+        c["share"] = round(max(m.weight, 0.0) / total, 4) if total > 0 else 0.0
+        if c.get("status") == "running":
+            if m.weight <= 0:
+                c["status"] = "fast path only"
+            elif outcome in (FOUND, NO_SOLUTION) and m is not winner:
+                c["status"] = "lost"
+            elif stopped:
+                c["status"] = "stopped"
+            else:
+                c["status"] = "timeout" if outcome == OUT_OF_TIME else "idle"
+        out[m.name] = c
+    return out
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every stochastic kernel, so that a race's first
+    deadline measures solving, not compiling (a cold kernel can take seconds to compile,
+    and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
+    kernels (evolution's epoch step) only run once the first slice has not solved it.
+    Exact kernels are warmed by their own callers (`solvers.warm.warm_all`, `pipeline.engine.solve.warm`)."""
+    hard = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
+    values = [0 if ch == "." else int(ch) for ch in hard]
+    puzzle = Puzzle(Box(3, 3), np.array(values, dtype=np.uint8))
+    for name in sorted(STOCHASTIC_SOLVERS):
+        solver = STOCHASTIC_SOLVERS[name]
+        for propagate in (False, True):
+            solver.solve(
+                puzzle, time_limit=None, params={"propagate": propagate}, max_work=3 * solver.slice_work
+            )
+
+
+__all__ = ["PRESETS", "MemberSpec", "PortfolioSpec", "parse_portfolio", "race", "warm_up"]
