@@ -17,7 +17,14 @@ from pydantic import ValidationError
 
 from pipeline.contract.tasks import ChunkTask
 from pipeline.escalation.board import Escalation, run_helper
-from pipeline.escalation.task import MAX_HELPERS, EscalationEnd, HelperEntry, HelperTask, helper_seed, merge
+from pipeline.escalation.task import (
+    MAX_HELPERS,
+    EscalationEnd,
+    HelperEntry,
+    HelperTask,
+    fold_helpers,
+    helper_seed,
+)
 from solvers.api import STOPPED_ERROR, solve, solve_many
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.result import SolveResult, Status
@@ -167,7 +174,7 @@ def test_the_first_verified_helper_grid_stops_the_owner_and_becomes_the_record_w
         assert flag[0] != 0  # the owner's search of this puzzle stops at its next slice
         owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR, solver=None, elapsed=3.2,
                             counters={"propagation": {"nodes": 9}})  # fmt: skip
-    record = merge(owner, esc.ends[0])
+    record = fold_helpers(owner, esc.ends[0])
     assert record.status == Status.SOLVED and record.solution == helper.solution
     assert record.solver == f"{helper.solver}@helper1" and record.elapsed == 3.2
     assert set(record.counters) == {"propagation", *(f"{m}@helper1" for m in helper.counters)}
@@ -197,7 +204,7 @@ def test_a_helper_grid_the_verifier_rejects_is_never_taken():
         esc.tick()
         assert flag[0] == 0
     owner = SolveResult(Status.TIMEOUT, EASY, error="no solution within the time limit")
-    assert esc.ends[0].winner is None and merge(owner, esc.ends[0]).status == Status.TIMEOUT
+    assert esc.ends[0].winner is None and fold_helpers(owner, esc.ends[0]).status == Status.TIMEOUT
 
 
 def race_task(text: str = EASY) -> HelperTask:
@@ -236,7 +243,7 @@ def test_a_helper_gives_up_and_posts_its_counters_once_the_race_is_closed():
 def test_the_owners_own_answer_stands_and_takes_the_helpers_counters():
     own = solve(EASY)
     entry = HelperEntry(state="done", status=Status.TIMEOUT, solver=None, counters={"sat": {"conflicts": 3}})
-    record = merge(own, EscalationEnd({2: entry}))
+    record = fold_helpers(own, EscalationEnd({2: entry}))
     assert record.solution == own.solution and record.solver == own.solver
     assert record.counters["sat@helper2"] == {"conflicts": 3}
 

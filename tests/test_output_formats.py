@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from client.cli import main
-from pipeline.contract.columns import FIELDS
 from pipeline.contract.part import Part
 from pipeline.engine.render.csv_text import render_csv
 from pipeline.engine.solve import build_result, solve_chunk
+from solvers.fields import NAMES
 from solvers.model.result import SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
 
@@ -47,11 +47,11 @@ def test_csv_from_the_columns_is_the_csv_of_the_json_records(rows):
     from_columns = render_csv(mixed_chunk(), start, stop, header=True)
     python = io.StringIO()
     writer = csv.writer(python, lineterminator="\n")
-    writer.writerow(FIELDS)
+    writer.writerow(NAMES)
     for line in mixed_chunk().lines()[start:stop]:
         data = json.loads(line)
         data["counters"] = json.dumps(data["counters"], separators=(",", ":"), ensure_ascii=False)
-        writer.writerow(["" if data[k] is None else data[k] for k in FIELDS])
+        writer.writerow(["" if data[k] is None else data[k] for k in NAMES])
     assert from_columns == python.getvalue()  # the compiled writer writes what Python's csv module does
     parsed = list(csv.DictReader(io.StringIO(from_columns)))
     assert [r["status"] for r in parsed] == [

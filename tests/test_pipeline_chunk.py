@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers.api
-from pipeline.contract.columns import FIELDS
 from pipeline.contract.part import Part
 from pipeline.contract.runs import expand_runs, join_texts, split_texts, to_runs
 from pipeline.contract.tasks import ChunkTask
 from pipeline.contract.tasks import solver_seed as chunk_seed
 from pipeline.engine.solve import answered_chunk, solve_chunk
+from solvers.fields import NAMES
 from solvers.model.parse import parse_puzzle
 from solvers.model.result import SolveResult, Status
 from solvers.model.verify import is_solution
@@ -37,7 +37,7 @@ def test_a_chunk_answers_every_puzzle_in_order_with_verified_solutions_in_the_in
     records = [json.loads(line) for line in result.lines()]
     assert [r["index"] for r in records] == list(range(10, 10 + len(texts)))
     assert [r["puzzle"] for r in records] == texts
-    assert all(tuple(r) == FIELDS for r in records)
+    assert all(tuple(r) == NAMES for r in records)
     for r in records[:-1]:
         assert r["status"] == "solved" and r["cost"] == 0 and r["solver"] == "propagation"
         puzzle = parse_puzzle(r["puzzle"])

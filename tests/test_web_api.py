@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from client.batch import BatchClient
 from client.output import Record
-from pipeline.contract.columns import FIELDS
 from solvers import is_solution, parse_puzzle
+from solvers.fields import NAMES
 from tests.conftest import SAMPLE
 from web.app import create_app, portfolios
 from web.backend import Backend
@@ -66,7 +66,7 @@ def test_solve_answers_a_verified_record_with_the_json_lines_fields(api):
     response = api.post("/api/solve", json={"puzzle": LINES[0], "time_limit": 5})
     assert response.status_code == 200
     record = response.json()
-    assert tuple(record) == FIELDS and Record(**record).status == "solved"
+    assert tuple(record) == NAMES and Record(**record).status == "solved"
     assert record["cost"] == 0 and record["input"] == "web" and record["line"] == 1
     assert is_solution(parse_puzzle(LINES[0]), parse_puzzle(record["solution"]).givens)
 
@@ -234,7 +234,7 @@ def test_an_uploaded_corpus_becomes_a_job_with_progress_summary_and_downloads(ap
     records = sorted((json.loads(line) for line in lines), key=lambda r: r["index"])
     assert [r["puzzle"] for r in records] == [*LINES[:30], "not a puzzle"]
     rows = api.get(f"/api/jobs/{job}/results", params={"format": "csv"}).text.splitlines()
-    assert rows[0] == ",".join(FIELDS) and len(rows) == 32
+    assert rows[0] == ",".join(NAMES) and len(rows) == 32
     plots = api.get(f"/jobs/{job}/plots").text
     assert plots.count("<svg") >= 3 and "Cactus plot" in plots
     assert api.get(f"/api/jobs/{job}/results", params={"format": "csv"}).text.splitlines() == rows  # kept

@@ -8,7 +8,7 @@ small-box puzzles (4x4 to 12x12) generated here from a shuffled pattern grid wit
 fixed random seed. Every count written is computed twice, by the `exact_cover` kernel and
 by an independent pure-Python MRV counter below, and the script stops if they disagree;
 tdoku's counts must also match its `.expected.tsv`. Unique solutions are checked with
-`solvers.verify.is_solution`.
+`solvers.model.verify.is_solution`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from solvers.exact.exact_cover import EXACT_COVER  # noqa: E402
-from solvers.parse import parse_puzzle  # noqa: E402
-from solvers.puzzle import ALPHABET, Box  # noqa: E402
-from solvers.verify import is_solution  # noqa: E402
+from solvers.model.parse import parse_puzzle  # noqa: E402
+from solvers.model.puzzle import ALPHABET, Box  # noqa: E402
+from solvers.model.verify import is_solution  # noqa: E402
 
 CAP = 1000  # counts are exact below this; at or above it the line says `1000+`
 HEADER = """\
