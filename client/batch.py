@@ -651,6 +651,10 @@ class Job:
         """True while this process's producer is still reading the input."""
         return not self._done.is_set()
 
+    def _producing_here(self) -> bool:
+        """True while this job's producer is a live thread of this process (whatever its beat says)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def status(self) -> JobStatus:
         """Progress, counts by status, rate and live workers."""
         return self.client.store.status(self.id)
@@ -685,6 +689,7 @@ class Job:
             sweep=resender.sweep if resender is not None else None,
             written=written[0] if written else None,
             rows_written=written[1] if written else 0,
+            producer_alive=self._producing_here,
         )
         self._collected.on = True  # the producer's window now waits for what this process collects
         stream = self._collected.count(stream)
@@ -709,6 +714,7 @@ class Job:
             on_wait=on_wait,
             sweep=resender.sweep if resender is not None else None,
             decode=GenerateResult.decode,
+            producer_alive=self._producing_here,
         )
         for result in chunk_order(stream):
             if result.error:

@@ -36,6 +36,7 @@ def stream_chunks(
     decode: Decode = decode_solve,
     written: set[Any] | None = None,
     rows_written: int = 0,
+    producer_alive: Callable[[], bool] | None = None,
 ) -> Iterator[Any]:
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
@@ -92,7 +93,8 @@ def stream_chunks(
                 want = total
         if state == "produced" and rows >= want:
             return
-        if state == "producing":  # not complete until the producer says so, however many chunks are in
+        local = producer_alive is not None and producer_alive()
+        if state == "producing" and not local:  # not complete until the producer says so
             beat = float(meta.get("producer_beat") or meta["created"])
             if time.time() - beat > stale_after:
                 done = submitted_words(meta)

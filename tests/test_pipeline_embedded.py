@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -112,3 +113,17 @@ def test_a_puzzle_solved_in_process_longer_than_a_silent_producer_may_be_still_g
     assert run.returncode == 0, run.stderr
     (record,) = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert record["status"] == "approximate" and record["line"] == 1, record
+
+
+def test_a_producer_thread_of_this_process_busy_longer_than_a_silent_one_may_be_is_not_taken_for_dead():
+    """A producer that cannot beat for a while (its process compiling the solvers on a cold cache took
+    minutes on a loaded machine) is a live thread here: the collector waits for it, never fails the job."""
+    from client.config import ClientSettings
+
+    def slow_lines():  # the producer's thread is held here past the stale limit, as a long compile holds it
+        time.sleep(1.5)
+        yield from LINES[:3]
+
+    with BatchClient(settings=ClientSettings(producer_stale_s=0.3)) as client:
+        records = list(client.submit(slow_lines(), escalate_after=0).results(ordered=True))
+    assert [r.status for r in records] == ["solved"] * 3
