@@ -13,9 +13,9 @@ is purged at the end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import json
+import logging
 import os
 import sys
 import time
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from solvers.generate.generator import Options
     from solvers.model.puzzle import Box
 
+log = logging.getLogger(__name__)
 MAX_SEED = 2**63 - 1
 MAX_COUNT = 10**9  # puzzles of one run
 MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
@@ -381,8 +382,10 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         if job is not None:
             if job.producing:
                 job.cancel(wait=2.0)
-            with contextlib.suppress(Exception):  # else the results expire on their own (job TTL)
-                job.purge(stop=not complete)  # cut short: workers still making chunks stop
+            try:  # cut short: workers still making chunks stop
+                job.purge(stop=not complete)
+            except Exception as exc:  # noqa: BLE001 - the results expire on their own (job TTL)
+                log.warning("job %s: not purged, its results expire with the job: %s", job.id, exc)
         client.close()
     if not args.quiet:
         print(summary(req, tally, where, time.monotonic() - started), file=sys.stderr)
