@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from client.config import ClientSettings, check_broker_url
 from pipeline.contract.tasks import JOB_ID_PATTERN
@@ -21,6 +22,15 @@ LOCAL_BROKER = "redis://127.0.0.1:6379/0"  # `worker` and `health` without a bro
 
 
 ERROR_PREFIX = "sudoku-batch: error: "  # argparse's own (`prog: error:`): every error line of every command
+Option = tuple[
+    tuple[str, ...], dict[str, Any]
+]  # a row of an option table: (flags, `add_argument`'s keywords)
+
+
+def add_options(p: argparse.ArgumentParser, options: list[Option]) -> None:
+    """Add an option table's rows to `p` in order (the order --help lists them)."""
+    for flags, keywords in options:
+        p.add_argument(*flags, **keywords)
 
 
 class UsageError(Exception):

@@ -17,7 +17,9 @@ from client.args import (
     EXIT_OK,
     EXIT_USAGE,
     LOCAL_BROKER,
+    Option,
     UsageError,
+    add_options,
     broker_option,
     broker_or_local,
     broker_url,
@@ -40,173 +42,103 @@ EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose
 
 BROKER_HELP = "redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER)"
 LOCAL_BROKER_HELP = f"redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER, else {LOCAL_BROKER})"
-
-
-def _common_solve(p: argparse.ArgumentParser, inputs: str = "+") -> None:
-    p.add_argument("inputs", nargs=inputs, metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
-    p.add_argument(
-        "--time-limit",
-        type=time_limit,
-        default=None,
-        metavar="S",
-        help=f"seconds per puzzle (default: {DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; "
-        "a resume keeps the job's)",
-    )
-    p.add_argument(
-        "--portfolio", default=None, help="`fast` (default), a solver name, `race`, or a comma list"
-    )
-    p.add_argument(
-        "--box", default=None, metavar="RxC", help="box shape (default: inferred, 9 cells a row: 3x3, 6: 2x3)"
-    )
-    p.add_argument(
-        "--column",
-        default=None,
-        metavar="NAME",
-        help="a CSV input's puzzle column, as its first line names it (default: a first line naming puzzle, "
-        "puzzles, quiz, quizzes, sudoku or sudokus; without one, one puzzle a line)",
-    )
-    p.add_argument(
-        "--broker",
-        default=None,
-        metavar="URL",
-        help="redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER; solve without one: embedded)",
-    )
-    p.add_argument(
-        "--escalate-after",
-        type=float,
-        default=DEFAULT_ESCALATE_AFTER_S,
-        metavar="S",
-        help=f"race a puzzle unsolved after S s on idle workers too (default: {DEFAULT_ESCALATE_AFTER_S:g}; "
-        "0: never)",
-    )
-
-
-def _dataset_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--compression",
-        choices=("none", "gzip", "zstd"),
-        default=None,
-        help="a dataset's JSON Lines or CSV parts (Parquet: inside the file): none (default), gzip, zstd",
-    )
-    p.add_argument(
-        "--no-splits",
-        action="store_true",
-        help="a dataset with a broker: read the inputs here, not in byte ranges on the workers",
-    )
-
-
-def _common_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        metavar="FILE",
-        help="results file, .gz compresses (default: stdout); DIR/ (a trailing slash, or a directory): a "
-        "dataset of part files the workers write, with _manifest.json and _SUCCESS (a path or an fsspec URL)",
-    )
-    p.add_argument(
-        "--format",
-        choices=("jsonl", "csv", "parquet"),
-        default=None,
-        help="jsonl, csv, or parquet (the `parquet` extra: pyarrow); default: -o's extension "
-        "(.jsonl or .json, .csv, .parquet), else jsonl",
-    )
-    p.add_argument("--ordered", action="store_true", help="write results in input order")
-    p.add_argument(
-        "--report", default=None, metavar="HTML", help="also write an HTML report with plots (default: none)"
-    )
-    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+FORMAT_CHOICES = ("jsonl", "csv", "parquet")
+BROKER: Option = (("--broker",), dict(metavar="URL", help=BROKER_HELP))
+LOCAL_BROKER_OPTION: Option = (("--broker",), dict(metavar="URL", help=LOCAL_BROKER_HELP))
+SOLVE: list[Option] = [  # the options of `solve` and `submit` after their inputs
+    (("--time-limit",), dict(type=time_limit, metavar="S", help=f"seconds per puzzle (default: "
+                             f"{DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; a resume keeps the job's)")),
+    (("--portfolio",), dict(help="`fast` (default), a solver name, `race`, or a comma list")),
+    (("--box",), dict(metavar="RxC", help="box shape (default: inferred, 9 cells a row: 3x3, 6: 2x3)")),
+    (("--column",), dict(metavar="NAME", help="a CSV input's puzzle column, as its first line names it "
+                         "(default: a first line naming puzzle, puzzles, quiz, quizzes, sudoku or sudokus; "
+                         "without one, one puzzle a line)")),
+    (("--broker",), dict(metavar="URL", help="redis://[:password@]host:port/db (default: "
+                         "SUDOKU_BATCH_BROKER; solve without one: embedded)")),
+    (("--escalate-after",), dict(type=float, default=DEFAULT_ESCALATE_AFTER_S, metavar="S", help="race a "
+                                 f"puzzle unsolved after S s on idle workers too (default: "
+                                 f"{DEFAULT_ESCALATE_AFTER_S:g}; 0: never)")),
+]  # fmt: skip
+DATASET: list[Option] = [
+    (("--compression",), dict(choices=("none", "gzip", "zstd"), help="a dataset's JSON Lines or CSV parts "
+                              "(Parquet: inside the file): none (default), gzip, zstd")),
+    (("--no-splits",), dict(action="store_true", help="a dataset with a broker: read the inputs here, not in "
+                            "byte ranges on the workers")),
+]  # fmt: skip
+OUTPUT: list[Option] = [  # where and how `solve` and `collect` write the records
+    (("-o", "--output"), dict(metavar="FILE", help="results file, .gz compresses (default: stdout); DIR/ (a "
+                              "trailing slash, or a directory): a dataset of part files the workers write, "
+                              "with _manifest.json and _SUCCESS (a path or an fsspec URL)")),
+    (("--format",), dict(choices=FORMAT_CHOICES, help="jsonl, csv, or parquet (the `parquet` extra: "
+                         "pyarrow); default: -o's extension (.jsonl or .json, .csv, .parquet), else jsonl")),
+    (("--ordered",), dict(action="store_true", help="write results in input order")),
+    (("--report",), dict(metavar="HTML", help="also write an HTML report with plots (default: none)")),
+    (("--progress",), dict(action="store_true", help="show the progress bar even when stderr is no TTY")),
+    (("-q", "--quiet"), dict(action="store_true", help="no summary on stderr")),
+]  # fmt: skip
+INPUTS = dict(metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
+COMMANDS: dict[str, tuple[str, list[Option]]] = {  # command -> (its help, its options in --help's order)
+    "solve": ("solve whole files and wait for every result", [
+        (("inputs",), dict(nargs="+", **INPUTS)), *SOLVE, *OUTPUT, *DATASET,
+        (("--workers",), dict(type=int, metavar="N", help="local processes (default: one per core)")),
+    ]),
+    "submit": ("submit files to the broker, print the job id and return", [
+        (("inputs",), dict(nargs="*", **INPUTS)), *SOLVE,
+        (("--format",), dict(choices=FORMAT_CHOICES, help="what the workers render the records in: jsonl, "
+                             "csv or parquet (default: jsonl); collect writes it")),
+        (("-o", "--output"), dict(metavar="DIR/", help="a dataset directory (path or fsspec URL) the workers "
+                                  "write the part files to; collect JOB commits it (default: none, collect "
+                                  "writes the records)")),
+        *DATASET,
+        (("--resume",), dict(metavar="JOB", help="go on submitting JOB after its producer died half way "
+                             "(INPUTs: the job's files again; default: a new job)")),
+    ]),
+    "collect": ("wait for a job's results and write them", [
+        (("job",), dict(help="the job's id; or a committed dataset directory DIR/ to merge with -o FILE")),
+        BROKER,
+        (("--timeout",), dict(type=float, metavar="S", help="give up after S s with no result (default: wait "
+                              "while the job's producer lives)")),
+        *OUTPUT,
+    ]),
+    "status": ("show a job's progress, counts, rate and live workers", [
+        (("job",), {}), BROKER, (("--json",), dict(action="store_true")),
+    ]),
+    "worker": ("start a Celery worker for the broker", [
+        LOCAL_BROKER_OPTION,
+        (("--concurrency",), dict(type=int, metavar="N", help="worker processes (default: cores)")),
+        (("--loglevel",), dict(default="warning", help="Celery's log level (default: warning)")),
+        (("--data-root",), dict(action="append", metavar="PATH|URL", help="read inputs in splits and write "
+                                "datasets only under this directory or URL prefix (repeatable; replaces "
+                                "SUDOKU_BATCH_DATA_ROOTS, comma-separated; default: none, so it reads no "
+                                "split, writes no dataset)")),
+        (("-E", "--events"), dict(action="store_true", help="send task events for Flower and `celery events` "
+                                  "(docs/monitoring.md: what it costs)")),
+    ]),
+    "health": ("exit 0 if the broker answers and a worker on this host beats", [
+        LOCAL_BROKER_OPTION,
+        (("--broker-only",), dict(action="store_true", help="only check that the broker answers")),
+    ]),
+    "purge": ("delete a job's keys from the broker", [(("job",), {}), BROKER]),
+    "generate": ("generate puzzles (unique, symmetric, rated), locally or on workers", []),
+    "warm": ("compile every solver for this machine now, so no later run waits for it", []),
+    "serve": ("a web page for single puzzles, jobs and workers (loopback by default)", []),
+}  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
     """The command-line grammar."""
+    from client.generate import add_arguments as generate_arguments
+    from client.serve_args import add_arguments as serve_arguments
+
     ap = argparse.ArgumentParser(prog="sudoku-batch", description="Solve Sudoku corpora of any size.")
     ap.add_argument("--version", action=VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("solve", help="solve whole files and wait for every result")
-    _common_solve(p)
-    _common_output(p)
-    _dataset_options(p)
-    p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="local processes (default: one per core)"
-    )
-    p = sub.add_parser("submit", help="submit files to the broker, print the job id and return")
-    _common_solve(p, inputs="*")
-    p.add_argument(
-        "--format",
-        choices=("jsonl", "csv", "parquet"),
-        default=None,
-        help="what the workers render the records in: jsonl, csv or parquet (default: jsonl); collect "
-        "writes it",
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        metavar="DIR/",
-        help="a dataset directory (path or fsspec URL) the workers write the part files to; "
-        "collect JOB commits it (default: none, collect writes the records)",
-    )
-    _dataset_options(p)
-    p.add_argument(
-        "--resume",
-        default=None,
-        metavar="JOB",
-        help="go on submitting JOB after its producer died half way (INPUTs: the job's files again; "
-        "default: a new job)",
-    )
-    p = sub.add_parser("collect", help="wait for a job's results and write them")
-    p.add_argument("job", help="the job's id; or a committed dataset directory DIR/ to merge with -o FILE")
-    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="give up after S s with no result (default: wait while the job's producer lives)",
-    )
-    _common_output(p)
-    p = sub.add_parser("status", help="show a job's progress, counts, rate and live workers")
-    p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("worker", help="start a Celery worker for the broker")
-    p.add_argument("--broker", default=None, metavar="URL", help=LOCAL_BROKER_HELP)
-    p.add_argument(
-        "--concurrency", type=int, default=None, metavar="N", help="worker processes (default: cores)"
-    )
-    p.add_argument("--loglevel", default="warning", help="Celery's log level (default: warning)")
-    p.add_argument(
-        "--data-root",
-        action="append",
-        default=None,
-        metavar="PATH|URL",
-        help="read inputs in splits and write datasets only under this directory or URL prefix (repeatable; "
-        "replaces SUDOKU_BATCH_DATA_ROOTS, comma-separated; default: none, so it reads no split, writes "
-        "no dataset)",
-    )
-    p.add_argument(
-        "-E",
-        "--events",
-        action="store_true",
-        help="send task events for Flower and `celery events` (docs/monitoring.md: what it costs)",
-    )
-    p = sub.add_parser("health", help="exit 0 if the broker answers and a worker on this host beats")
-    p.add_argument("--broker", default=None, metavar="URL", help=LOCAL_BROKER_HELP)
-    p.add_argument("--broker-only", action="store_true", help="only check that the broker answers")
-    p = sub.add_parser("purge", help="delete a job's keys from the broker")
-    p.add_argument("job")
-    p.add_argument("--broker", default=None, metavar="URL", help=BROKER_HELP)
-    p = sub.add_parser("generate", help="generate puzzles (unique, symmetric, rated), locally or on workers")
-    from client.generate import add_arguments
-
-    add_arguments(p)
-    sub.add_parser("warm", help="compile every solver for this machine now, so no later run waits for it")
-    p = sub.add_parser("serve", help="a web page for single puzzles, jobs and workers (loopback by default)")
-    from client.serve_args import add_arguments as serve_arguments
-
-    serve_arguments(p)
+    more = {"generate": generate_arguments, "serve": serve_arguments}
+    for command, (text, options) in COMMANDS.items():
+        p = sub.add_parser(command, help=text)
+        add_options(p, options)
+        if command in more:
+            more[command](p)
     return ap
 
 

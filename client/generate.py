@@ -13,9 +13,9 @@ is purged at the end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import json
+import logging
 import os
 import sys
 import time
@@ -24,108 +24,60 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from client.args import EXIT_FAILED, EXIT_OK, UsageError, broker_url, check_processes, say_error
+from client.args import EXIT_FAILED, EXIT_OK, UsageError, add_options, broker_url, check_processes, say_error
 from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
 from client.numbers import count, plural
 from client.target import FLUSH_S, ReaderGone
 
 if TYPE_CHECKING:
+    from client.args import Option
     from client.target import Target
     from pipeline.contract.generate import GenerateResult
     from solvers.generate.generator import Options
     from solvers.model.puzzle import Box
 
+log = logging.getLogger(__name__)
 MAX_SEED = 2**63 - 1
 MAX_COUNT = 10**9  # puzzles of one run
 MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
 
 
+OPTIONS: list[Option] = [  # the `generate` options
+    (("--box",), dict(default="3x3", metavar="RxC", help="box shape, e.g. 3x3 (default), 2x3, 4x4")),
+    (("--count",), dict(type=int, required=True, metavar="N", help="puzzles to generate")),
+    (("--seed",), dict(type=int, metavar="S", help="same seed, same puzzles (default: random, printed)")),
+    (("--unique",), dict(action="store_true", help="dig puzzles with exactly one solution (the default; "
+                         "with --clues K: unique ones)")),
+    (("--full",), dict(action="store_true", help="write full solved grids instead of puzzles (nothing dug)")),
+    (("--clues",), dict(type=int, metavar="K", help="dig down to K givens (unique only with --unique; "
+                        "default: as far as uniqueness allows)")),
+    (("--holes",), dict(type=float, metavar="F", help="blank this fraction of the cells of a random full "
+                        "grid (0-1; solvable, not unique; default: dig instead)")),
+    (("--min-clues",), dict(action="store_true", help="dig to proven minimal unique puzzles "
+                            "(implies --unique)")),
+    (("--symmetry",), dict(default="none", help="none (default), rotational or mirror")),
+    (("--difficulty",), dict(metavar="LEVELS", help="keep only these levels: easy,medium,hard,expert "
+                             "(default: all)")),
+    (("--attempts",), dict(type=int, default=100, metavar="A", help="candidates per puzzle before a target "
+                           "is given up (default: 100)")),
+    (("--chunk-size",), dict(type=int, metavar="C", help="puzzles per chunk, part of what the seed "
+                             "reproduces (default: by box and options)")),
+    (("--workers",), dict(type=int, metavar="N", help="local processes (default: one per core)")),
+    (("--broker",), dict(metavar="URL", help="fan out over Celery workers: redis://[:password@]host:port/db "
+                         "(default: SUDOKU_BATCH_BROKER; none: local processes)")),
+    (("-o", "--output"), dict(metavar="FILE", help="puzzles, one per line (default: stdout)")),
+    (("--solutions",), dict(metavar="FILE", help="also write the solutions, line-aligned (default: no)")),
+    (("--meta",), dict(metavar="FILE", help="also write JSON lines of metadata (difficulty), line-aligned "
+                       "(default: no)")),
+    (("--progress",), dict(action="store_true", help="show the progress bar even when stderr is no TTY")),
+    (("-q", "--quiet"), dict(action="store_true", help="no summary on stderr")),
+]  # fmt: skip
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The `generate` options (cheap: no solver import, so `--help` stays fast)."""
-    p.add_argument("--box", default="3x3", metavar="RxC", help="box shape, e.g. 3x3 (default), 2x3, 4x4")
-    p.add_argument("--count", type=int, required=True, metavar="N", help="puzzles to generate")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        metavar="S",
-        help="same seed, same puzzles (default: random, printed)",
-    )
-    p.add_argument(
-        "--unique",
-        action="store_true",
-        help="dig puzzles with exactly one solution (the default; with --clues K: unique ones)",
-    )
-    p.add_argument(
-        "--full", action="store_true", help="write full solved grids instead of puzzles (nothing dug)"
-    )
-    p.add_argument(
-        "--clues",
-        type=int,
-        default=None,
-        metavar="K",
-        help="dig down to K givens (unique only with --unique; default: as far as uniqueness allows)",
-    )
-    p.add_argument(
-        "--holes",
-        type=float,
-        default=None,
-        metavar="F",
-        help="blank this fraction of the cells of a random full grid (0-1; solvable, not unique; "
-        "default: dig instead)",
-    )
-    p.add_argument(
-        "--min-clues", action="store_true", help="dig to proven minimal unique puzzles (implies --unique)"
-    )
-    p.add_argument("--symmetry", default="none", help="none (default), rotational or mirror")
-    p.add_argument(
-        "--difficulty",
-        default=None,
-        metavar="LEVELS",
-        help="keep only these levels: easy,medium,hard,expert (default: all)",
-    )
-    p.add_argument(
-        "--attempts",
-        type=int,
-        default=100,
-        metavar="A",
-        help="candidates per puzzle before a target is given up (default: 100)",
-    )
-    p.add_argument(
-        "--chunk-size",
-        type=int,
-        default=None,
-        metavar="C",
-        help="puzzles per chunk, part of what the seed reproduces (default: by box and options)",
-    )
-    p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="local processes (default: one per core)"
-    )
-    p.add_argument(
-        "--broker",
-        default=None,
-        metavar="URL",
-        help="fan out over Celery workers: redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER; "
-        "none: local processes)",
-    )
-    p.add_argument(
-        "-o", "--output", default=None, metavar="FILE", help="puzzles, one per line (default: stdout)"
-    )
-    p.add_argument(
-        "--solutions",
-        default=None,
-        metavar="FILE",
-        help="also write the solutions, line-aligned (default: no)",
-    )
-    p.add_argument(
-        "--meta",
-        default=None,
-        metavar="FILE",
-        help="also write JSON lines of metadata (difficulty), line-aligned (default: no)",
-    )
-    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is no TTY")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    add_options(p, OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -381,8 +333,10 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         if job is not None:
             if job.producing:
                 job.cancel(wait=2.0)
-            with contextlib.suppress(Exception):  # else the results expire on their own (job TTL)
-                job.purge(stop=not complete)  # cut short: workers still making chunks stop
+            try:  # cut short: workers still making chunks stop
+                job.purge(stop=not complete)
+            except Exception as exc:  # noqa: BLE001 - the results expire on their own (job TTL)
+                log.warning("job %s: not purged, its results expire with the job: %s", job.id, exc)
         client.close()
     if not args.quiet:
         print(summary(req, tally, where, time.monotonic() - started), file=sys.stderr)

@@ -10,11 +10,13 @@ silent `producer_stale_s` (120 s): `StoppedNotice` says so as soon as the produc
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
 
 NO_WORKER_S = 10.0  # seconds without a live worker before the notice
+log = logging.getLogger(__name__)
 CHECK_EVERY_S = 2.0  # the live workers are read at most this often
 START_WORKER = "sudoku-batch worker --broker URL"
 
@@ -45,7 +47,8 @@ class NoWorkerNotice:
         self._checked = now
         try:
             count = self.live()
-        except Exception:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
+        except Exception as exc:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
+            log.debug("the live workers could not be read: %s", exc)
             return False
         if count:
             self._since, self._said = now, False
@@ -81,7 +84,8 @@ class StoppedNotice:
         self._checked = now
         try:
             line = self.explain()
-        except Exception:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
+        except Exception as exc:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
+            log.debug("the submission's state could not be read: %s", exc)
             return False
         if line is None:
             return False

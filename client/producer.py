@@ -14,8 +14,8 @@ be resumed from there (`BatchClient.resume`) with the same chunk numbering.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -48,6 +48,8 @@ from pipeline.engine.storage import DataRoots, Storage, absolute, is_url, storag
 
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateTask
+
+log = logging.getLogger(__name__)
 
 Source = str | Path | IO[bytes] | Iterable[str]
 MAX_ANSWERED = 1000  # invalid lines buffered before the producer writes their results
@@ -502,15 +504,19 @@ class Producer:
         blocked (in a read or a send): it beats no more once stopped, and a resume's claim fences
         off whatever it would still commit.
         """
-        with contextlib.suppress(Exception):
+        try:
             if self.token is not None and self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"producer_beat": "0"})
+        except Exception as exc:  # noqa: BLE001 - the store may be away: a resume waits for the beat to age
+            log.warning("job %s: the producer's leaving is not recorded: %s", self.spec.job, exc)
 
     def _fail(self, reason: str, fields: dict[str, str] | None = None) -> None:
         """Mark the job failed with `reason`, unless another producer took it over (the store may be down)."""
-        with contextlib.suppress(Exception):  # the store may be what failed: the caller still gets its error
+        try:
             if self.token is None or self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"state": "failed", "error": reason[:500], **(fields or {})})
+        except Exception as exc:  # noqa: BLE001 - the store may be what failed: the caller still gets its error
+            log.warning("job %s: not marked failed (%s): %s", self.spec.job, reason[:200], exc)
 
     def _read(self, name: str, source: Source) -> None:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""

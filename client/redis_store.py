@@ -8,6 +8,7 @@ seconds, never a hang.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import time
@@ -44,6 +45,8 @@ try:  # redis-py's own reply buffer (a private module): without it `read_large` 
     from redis._parsers.socket import SocketBuffer
 except ImportError:  # pragma: no cover - another redis-py layout
     SocketBuffer = None  # type: ignore[assignment,misc]
+
+log = logging.getLogger(__name__)
 
 JOB_ID = re.compile(JOB_ID_PATTERN)
 OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
@@ -458,7 +461,7 @@ def read_large(client: Any, key: str) -> bytes | bytearray | None:
         return NotImplemented  # a fake or exotic client: the ordinary path
     try:
         conn = pool.get_connection()  # connects: a broker outage goes to the caller's retrying path
-    except Exception:  # noqa: BLE001
+    except (redis.RedisError, OSError):
         return NotImplemented
     try:
         conn.send_command("GET", key)
@@ -484,7 +487,8 @@ def read_large(client: Any, key: str) -> bytes | bytearray | None:
         view.release()
         del out[-2:]
         return out
-    except Exception:  # noqa: BLE001 - any surprise: drop the connection, take the ordinary path
+    except Exception as exc:  # noqa: BLE001 - any surprise: drop the connection, take the ordinary path
+        log.debug("a large read of %s takes the ordinary path: %s", key, exc)
         conn.disconnect()
         return NotImplemented
     except BaseException:  # an interrupt mid-reply: the rest of the value must not answer the next command

@@ -5,42 +5,30 @@ from __future__ import annotations
 
 import argparse
 
+from client.args import Option, add_options
+
 TOKEN_ENV = "SUDOKU_BATCH_TOKEN"
+
+
+OPTIONS: list[Option] = [  # the `serve` options
+    (("--broker",), dict(metavar="URL", help="read and submit jobs on this broker (default: "
+                         "SUDOKU_BATCH_BROKER; none: local processes)")),
+    (("--host",), dict(default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")),
+    (("--port",), dict(type=int, default=8000, help="port to listen on (default: 8000; 0: a free one)")),
+    (("--token",), dict(help=f"every request must carry it; required off loopback (default: {TOKEN_ENV}, "
+                        "else none)")),
+    (("--max-time-limit",), dict(type=float, default=60.0, metavar="S", help="most seconds per puzzle a "
+                                 "request may ask, single puzzles and uploads (default: 60)")),
+    (("--max-upload-mb",), dict(type=float, default=32.0, metavar="MB", help="largest corpus upload, "
+                                "unpacked (default: 32)")),
+    (("--workers",), dict(type=int, metavar="N", help="processes for jobs (default: one per core)")),
+    (("--max-jobs-kept",), dict(type=int, default=50, metavar="N", help="embedded: jobs kept in memory, past "
+                                "it the oldest finished go (default: 50)")),
+    (("--max-memory-mb",), dict(type=int, default=1024, metavar="MB", help="embedded: the server's resident "
+                                "memory past which the oldest finished jobs go (default: 1024)")),
+]  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The `serve` options."""
-    p.add_argument(
-        "--broker",
-        default=None,
-        metavar="URL",
-        help="read and submit jobs on this broker (default: SUDOKU_BATCH_BROKER; none: local processes)",
-    )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000; 0: a free one)")
-    p.add_argument(
-        "--token",
-        default=None,
-        help=f"every request must carry it; required off loopback (default: {TOKEN_ENV}, else none)",
-    )
-    p.add_argument(
-        "--max-time-limit",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="most seconds per puzzle a request may ask, single puzzles and uploads (default: 60)",
-    )
-    p.add_argument(
-        "--max-upload-mb",
-        type=float,
-        default=32.0,
-        metavar="MB",
-        help="largest corpus upload, unpacked (default: 32)",
-    )
-    p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="processes for jobs (default: one per core)"
-    )
-    kept = "embedded: jobs kept in memory, past it the oldest finished go (default: 50)"
-    p.add_argument("--max-jobs-kept", type=int, default=50, metavar="N", help=kept)
-    memory = "embedded: the server's resident memory past which the oldest finished jobs go (default: 1024)"
-    p.add_argument("--max-memory-mb", type=int, default=1024, metavar="MB", help=memory)
+    add_options(p, OPTIONS)

@@ -1,6 +1,6 @@
 """How chunk tasks reach a solver or a generator: local processes (embedded) or Celery workers through Redis.
 
-Both transports run the same functions on the far side (`pipeline.engine.solve.solve_chunk`,
+Both transports run the same functions on the far side (`pipeline.engine.runner.run_chunk`,
 `pipeline.contract.generate.generate_result`) and put the result in the job store; the producer and
 collector cannot tell them apart. The Celery side is reached by task name (`send_task`)
 from an app built here with the workers' JSON-only settings: the client never imports

@@ -1,15 +1,14 @@
-"""The contract between the client and the workers: tasks, results, their wire form, the Redis layout.
+"""Between the client and the workers: the contract they share, the engine that runs a task, the fleet race.
 
 `solvers` is the solving library and knows nothing of jobs; `client` and `worker` both
-import this package and never each other:
+import this package and never each other. Three rooms
+(`tests/test_imports.py`: the contract loads nothing of the other two):
 
-- `tasks`: the task messages (`ChunkTask`, `ChunkRef`), task names and queue, version
-  numbers, bounds, the outbox entry; `generate`: the generate task and its result.
-- `runs`: puzzle positions as (first, count) runs, texts joined into one string.
-- `columns`: `ResultColumns`, one chunk's results as the arrays that travel and that every
-  renderer reads; explicit status codes; the record fields.
-- `wire`: those columns as bytes; `result`: a stored chunk result (header + columns).
-- `solve`: `solve_chunk`, the function both transports run; the pipeline's own answers.
-- `render`: JSON Lines (compiled), CSV, Parquet and Python records from the columns.
-- `keys`: where a job lives in Redis and the idempotent result write; `stop`: `StopPoller`.
+- `contract/`: the task messages and names (`tasks`, `generate`, the `outbox` entry), puzzle
+  runs (`runs`), one chunk's results as columns (`columns`) and as bytes (`wire`), a `part`
+  (its header, then its rendered records or its columns), the Redis layout (`keys`).
+- `engine/`: how a task runs where it runs: `runner.run_chunk` on a `port.ChunkPort`,
+  `solve.solve_parts` (the pipeline's own answers too), `render` (JSON Lines, CSV, Parquet,
+  records), the `reader`, input `splits`, `storage`, `dataset` parts, `stop.StopPoller`.
+- `escalation/`: one puzzle raced across the fleet: the helpers' `task`, the `board`.
 """

@@ -16,8 +16,9 @@ What the counted fields mean (one thing each, whatever the solver):
   iterations for the stochastic members (annealing, evolution, progressive); 0 with no solver.
 - `guesses`: that member's branching decisions (exact: choices of a value for a cell; SAT:
   its decisions; stochastic: 0).
-- `restarts`: that member's runs beyond its first (a race's Luby restarts, a SAT member's
-  calls after the first, a stochastic member's reseeded runs); 0 on the batch path (one
+- `restarts`: that member's restarts (an exact member's Luby restarts, a SAT member's calls
+  after the first, a stochastic member's reseeded runs plus its reheats (annealing) and hive
+  restarts (evolution)); 0 on the batch path (one
   kernel call) and with no solver. Every member's own figures are in `counters`.
 """
 

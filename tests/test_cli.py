@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from client.cli import main
 from client.config import mask_url
+from client.notice import NoWorkerNotice, StoppedNotice
 from tests.conftest import SAMPLE, check_records, cli_command, run_cli
 
 LINES = SAMPLE.read_text().splitlines()
@@ -281,3 +283,20 @@ def test_a_closed_stdin_or_stdout_is_a_one_line_usage_error(args, closed, messag
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, preexec_fn=close)
     assert proc.returncode == 2 and proc.stderr.startswith(f"sudoku-batch: error: {message}"), proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", [NoWorkerNotice, StoppedNotice])
+def test_a_notice_whose_broker_does_not_answer_says_nothing_and_logs_why_in_one_line(kind, caplog):
+    def away():
+        raise ConnectionError("broker away")
+
+    said: list[str] = []
+    notice = (
+        NoWorkerNotice(away, said.append, after=0)
+        if kind is NoWorkerNotice
+        else StoppedNotice(away, said.append)
+    )
+    with caplog.at_level(logging.DEBUG, "client.notice"):
+        assert not notice.check()
+    lines = [r.getMessage() for r in caplog.records if r.name == "client.notice"]
+    assert not said and len(lines) == 1 and "broker away" in lines[0], lines

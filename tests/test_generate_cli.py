@@ -8,6 +8,7 @@ the puzzles; validity by the independent verifier. Most runs call `main` in-proc
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import time
@@ -15,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from client.batch import Job
 from client.cli import main, parser
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DONE
@@ -68,6 +70,20 @@ def test_generate_writes_n_valid_unique_puzzles_with_aligned_solutions_and_meta(
     check_unique(puzzles, solutions, box)
     assert all(m["unique"] and m["reached"] for m in meta)
     assert "generated 60 of 60 puzzles" in err and "seed 1" in err and "levels: easy" in err
+
+
+def test_a_finished_run_whose_job_cannot_be_purged_logs_why_in_one_line_and_succeeds(
+    tmp_path, capsys, caplog, monkeypatch
+):
+    def away(self, stop=True):
+        raise ConnectionError("store away")
+
+    monkeypatch.setattr(Job, "purge", away)
+    with caplog.at_level(logging.WARNING, "client.generate"):
+        _, files = run(tmp_path, capsys, "--count", "3", "--seed", "1")
+    lines = [r.getMessage() for r in caplog.records if r.name == "client.generate"]
+    assert len(files["txt"].splitlines()) == 3
+    assert len(lines) == 1 and "not purged" in lines[0] and "store away" in lines[0], lines
 
 
 def test_the_same_seed_reproduces_the_files_byte_for_byte_and_another_seed_differs(tmp_path, capsys):

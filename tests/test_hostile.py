@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -325,6 +326,17 @@ def test_a_generate_message_asking_for_a_billion_puzzles_is_answered_with_an_err
 def test_time_limits_a_message_asks_for_are_kept_only_within_the_sane_range(asked, kept):
     requests = pytest.importorskip("worker.requests")
     assert tuple(requests.sane_limit(v) for v in asked) == kept
+
+
+def test_a_delivery_record_redis_refuses_is_logged_in_one_line_and_the_task_goes_on(monkeypatch, caplog):
+    requests = pytest.importorskip("worker.requests")
+    away = redis.Redis(port=1, socket_connect_timeout=1)  # nothing listens on port 1
+    monkeypatch.setattr(requests, "store_client", lambda: away)
+    tag, task = SimpleNamespace(delivery_tag="t1"), {"job": job_id(12), "chunk": 3}
+    with caplog.at_level("WARNING", "worker.requests"):
+        requests.SaneLimitsRequest._record(SimpleNamespace(message=tag, args=[task], kwargs={}))
+    lines = [r.getMessage() for r in caplog.records if r.name == "worker.requests"]
+    assert len(lines) == 1 and f"{job_id(12)}:3" in lines[0] and "not recorded" in lines[0], lines
 
 
 def envelope(content: bytes, /, *, task: str = TASK_NAME, **change: Any) -> dict[str, Any]:

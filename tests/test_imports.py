@@ -2,8 +2,9 @@
 
 Each entry module is imported alone in a fresh interpreter (inside one pytest process an
 earlier import can hide a cycle); each package is checked for what it loads; and the
-import statements of every module (those inside functions too, not those only for type
-checkers) must form no cycle between modules and take no `_private` name from another.
+import statements of every module (those inside functions, those only for type checkers and
+relative ones too) must form no cycle between modules and take no `_private` name from another.
+The contract between client and worker (`pipeline.contract`) stands below the engine that runs it.
 """
 
 from __future__ import annotations
@@ -79,24 +80,51 @@ def test_a_package_loads_nothing_of_the_layers_above_it(package):
     assert not loaded & FORBIDDEN[package], sorted(loaded & FORBIDDEN[package])
 
 
+def test_the_contract_loads_nothing_of_the_engine_or_the_escalation():
+    names = [m for m in modules("pipeline") if m.startswith("pipeline.contract")]
+    code = (
+        f"import sys, importlib; [importlib.import_module(m) for m in {names!r}]; print(sorted(sys.modules))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr[-2000:]
+    loaded = eval(run.stdout.strip().splitlines()[-1])  # noqa: S307 - our own printed list
+    assert not [m for m in loaded if m.startswith(ABOVE_CONTRACT)], loaded
+
+
+# inside functions, so nothing of them loads on import; still debts: a part's JSON Lines rendered on demand,
+# a generate chunk's statistics naming the worker
+KNOWN_ABOVE_CONTRACT = {
+    "pipeline.contract.generate imports pipeline.engine.solve",
+    "pipeline.contract.part imports pipeline.engine.render.jsonl",
+}
+ABOVE_CONTRACT = ("pipeline.engine", "pipeline.escalation")
+
+
+def test_no_import_statement_of_the_contract_names_the_engine_or_the_escalation():
+    graph = _graph()
+    bad = {f"{m} imports {d}" for m in graph if m.startswith("pipeline.contract") for d in graph[m]}
+    bad = {b for b in bad if b.split(" imports ")[1].startswith(ABOVE_CONTRACT)}
+    assert not bad - KNOWN_ABOVE_CONTRACT, sorted(bad)
+
+
+def test_solvers_keeps_at_most_ten_loose_modules_beside_its_sub_packages():
+    loose = sorted(p.name for p in (REPO / "solvers").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 10, loose
+
+
 def _imports(module: str) -> list[tuple[str, list[str]]]:
-    """(imported module, names taken) of every import statement of a module but type-checking-only ones."""
+    """(imported module, names taken) of each import statement of a module, type-checking or relative too."""
     path = REPO / (module.replace(".", "/") + ".py")
-    if not path.exists():
-        path = REPO / module.replace(".", "/") / "__init__.py"
-    tree = ast.parse(path.read_text())
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for n in ast.walk(node))
+    package = module.split(".")[:-1] if path.exists() else module.split(".")
+    path = path if path.exists() else REPO / module.replace(".", "/") / "__init__.py"
     out = []
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out += [(alias.name, []) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.append((node.module, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.ImportFrom):  # `from ..x import y` is read from the module's package
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join([*base, *filter(None, [node.module])])
+            out.append((target, [alias.name for alias in node.names]))
     return out
 
 

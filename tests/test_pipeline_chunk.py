@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -147,6 +148,17 @@ def test_a_chunk_whose_solver_fails_answers_every_puzzle_with_an_error_instead_o
     records = [json.loads(line) for line in result.lines()]
     assert [r["status"] for r in records] == ["error"] * 5
     assert records[0]["error"] == "MemoryError: out of memory"
+
+
+def test_a_chunk_whose_batch_fails_logs_why_in_one_line_before_solving_puzzle_by_puzzle(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(solvers.api, "solve_many", broken)
+    with caplog.at_level(logging.WARNING, "pipeline.engine.solve"):
+        solve_chunk(task_of(LINES[:5], chunk=7))
+    lines = [r.getMessage() for r in caplog.records if r.name == "pipeline.engine.solve"]
+    assert len(lines) == 1 and "chunk 7" in lines[0] and "out of memory" in lines[0], lines
 
 
 def test_unknown_portfolio_names_become_error_results_naming_the_portfolio():

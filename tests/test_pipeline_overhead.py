@@ -8,6 +8,7 @@ of texts that need no escaping: each would lose or duplicate records if it went 
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import numpy as np
@@ -150,6 +151,15 @@ def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client)
         client = redis.Redis(host=where["host"], port=where["port"], db=where.get("db", 0), protocol=protocol)
         assert read_large(client, "big") == value and read_large(client, "missing") is None
         client.close()
+
+
+@pytest.mark.integration
+def test_a_large_read_that_falls_back_to_the_ordinary_path_logs_why_in_one_line(redis_client, caplog):
+    redis_client.hset("hash", "f", "v")
+    with caplog.at_level(logging.DEBUG, "client.redis_store"):
+        assert read_large(redis_client, "hash") is NotImplemented
+    lines = [r.getMessage() for r in caplog.records if r.name == "client.redis_store"]
+    assert len(lines) == 1 and "WRONGTYPE" in lines[0], lines
 
 
 @pytest.mark.integration

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -121,6 +122,39 @@ def test_a_producer_error_marks_the_job_failed_with_the_reason():
         Producer(spec, store, Broken(), ClientSettings()).run([("a", LINES[:5])])
     meta = store.meta(JOB)
     assert meta["state"] == "failed" and "broker went away" in meta["error"]
+
+
+class AwayAtTheEnd(MemoryStore):
+    """A store that fails the producer's last word: marking the job failed, or its beat reset."""
+
+    def update(self, job, fields):
+        if fields.get("state") == "failed" or fields.get("producer_beat") == "0":
+            raise ConnectionError("store away")
+        super().update(job, fields)
+
+
+def test_a_job_the_store_cannot_mark_failed_is_logged_in_one_line_and_the_caller_gets_the_error(caplog):
+    class Broken(Transport):
+        def send(self, task):
+            raise ConnectionError("broker went away")
+
+    store, spec = AwayAtTheEnd(), JobSpec(JOB, ["a"])
+    store.create(JOB, spec.meta())
+    with caplog.at_level(logging.WARNING, "client.producer"), pytest.raises(ConnectionError, match="broker"):
+        Producer(spec, store, Broken(), ClientSettings()).run([("a", LINES[:5])])
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "client.producer"]
+    assert "not marked failed" in line and "broker went away" in line and "store away" in line
+
+
+def test_a_producer_leaving_that_the_store_cannot_record_is_logged_in_one_line(caplog):
+    store, spec = AwayAtTheEnd(), JobSpec(JOB, ["a"])
+    store.create(JOB, spec.meta())
+    producer = Producer(spec, store, Recorder(), ClientSettings())
+    producer.token = store.claim(JOB)
+    with caplog.at_level(logging.WARNING, "client.producer"):
+        producer.leave()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "client.producer"]
+    assert "leaving is not recorded" in line and "store away" in line
 
 
 def test_in_order_merges_shuffled_chunks_by_index_and_passes_ordered_ones_straight_through():

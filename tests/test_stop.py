@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 from pipeline.engine.stop import StopPoller
@@ -42,3 +44,20 @@ def test_a_poller_whose_condition_fails_keeps_asking_and_never_stops_the_work():
     with StopPoller(flaky, 0.01, on_error=errors.append) as poller:
         time.sleep(0.2)
     assert not poller.raised and calls[0] >= 3 and len(errors) == calls[0]
+
+
+def test_a_poller_without_on_error_logs_one_line_for_a_run_of_failures(caplog):
+    calls, answered = [0], threading.Event()
+
+    def flaky() -> bool:
+        calls[0] += 1
+        if calls[0] < 4:
+            raise ConnectionError("broker away")
+        answered.set()
+        return True
+
+    with caplog.at_level(logging.WARNING, "pipeline.engine.stop"), StopPoller(flaky, 0.01) as poller:
+        assert answered.wait(10)
+    lines = [r.getMessage() for r in caplog.records if r.name == "pipeline.engine.stop"]
+    assert len(lines) == 1 and "broker away" in lines[0]
+    assert calls[0] == 4 and poller.raised

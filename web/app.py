@@ -53,6 +53,16 @@ def portfolios() -> list[str]:
 def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starlette:
     """The ASGI app over `backend`; `settings` (default: the backend's) give the token and the limits."""
     settings = settings or backend.settings
+    static = Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    routes = [route for make in (page_routes, solve_routes, job_routes) for route in make(backend, settings)]
+    handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_error}
+    handlers[Exception] = on_unexpected
+    guard = Middleware(Guard, settings=settings)
+    return Starlette(routes=[*routes, static], middleware=[guard], exception_handlers=handlers)
+
+
+def page_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
+    """The three pages (one puzzle, jobs, one job) and a job's plots, rendered with autoescaping."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
     templates.env.globals.update(embedded=backend.embedded, settings=settings)
@@ -60,12 +70,7 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         templates.env.filters[name] = getattr(numbers, name)
 
     async def solve_page(request: Request) -> Response:
-        context = {
-            "samples": samples(),
-            "levels": LEVELS,
-            "boxes": BOXES,
-            "portfolios": portfolios(),
-        }
+        context = {"samples": samples(), "levels": LEVELS, "boxes": BOXES, "portfolios": portfolios()}
         return templates.TemplateResponse(request, "solve.html", context)
 
     async def jobs_page(request: Request) -> Response:
@@ -85,6 +90,13 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         figures = backend.plots(request.path_params["job"])
         return templates.TemplateResponse(request, "plots.html", {"figures": figures})
 
+    pages = {"/": solve_page, "/jobs": jobs_page, "/jobs/{job}": job_page, "/jobs/{job}/plots": job_plots}
+    return [Route(path, page) for path, page in pages.items()]
+
+
+def solve_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
+    """The one-puzzle API: solve (or another solution), a random puzzle, the samples."""
+
     async def api_solve(request: Request) -> Response:
         most = settings.max_puzzle_chars * (1 + MAX_EXCLUDE) + MAX_JSON_BYTES_OVER_PUZZLE  # grids shown too
         body = await read_body(request, most)
@@ -102,7 +114,6 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         return JSONResponse(record)
 
     async def api_random(request: Request) -> Response:
-
         q = request.query_params
         box = q.get("box", "3x3")
         if box not in RANDOM_BOXES:
@@ -131,8 +142,15 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
     async def api_samples(request: Request) -> Response:
         return JSONResponse([s.__dict__ for s in samples()])
 
-    def api_jobs(request: Request) -> Response:
-        return JSONResponse(backend.list_jobs())
+    return [
+        Route("/api/solve", api_solve, methods=["POST"]),
+        Route("/api/random", api_random),
+        Route("/api/samples", api_samples),
+    ]
+
+
+def job_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
+    """The jobs' API: list, submit, read, purge, download results; the workers and the limits."""
 
     async def api_submit(request: Request) -> Response:
         q = request.query_params
@@ -161,36 +179,15 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
         headers = {"content-disposition": f'attachment; filename="{job}.{fmt}"'}
         return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=headers)
 
-    def api_workers(request: Request) -> Response:
-        return JSONResponse(backend.workers())
-
-    def api_limits(request: Request) -> Response:
-        return JSONResponse(backend.limits())
-
-    routes = [
-        Route("/", solve_page),
-        Route("/jobs", jobs_page),
-        Route("/jobs/{job}", job_page),
-        Route("/jobs/{job}/plots", job_plots),
-        Route("/api/solve", api_solve, methods=["POST"]),
-        Route("/api/random", api_random),
-        Route("/api/samples", api_samples),
-        Route("/api/jobs", api_jobs, methods=["GET"]),
+    return [
+        Route("/api/jobs", lambda request: JSONResponse(backend.list_jobs()), methods=["GET"]),
         Route("/api/jobs", api_submit, methods=["POST"]),
         Route("/api/jobs/{job}", api_job, methods=["GET"]),
         Route("/api/jobs/{job}", api_purge, methods=["DELETE"]),
         Route("/api/jobs/{job}/results", api_results),
-        Route("/api/workers", api_workers),
-        Route("/api/limits", api_limits),
-        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+        Route("/api/workers", lambda request: JSONResponse(backend.workers())),
+        Route("/api/limits", lambda request: JSONResponse(backend.limits())),
     ]
-    handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_error}
-    handlers[Exception] = on_unexpected
-    return Starlette(
-        routes=routes,
-        middleware=[Middleware(Guard, settings=settings)],
-        exception_handlers=handlers,
-    )
 
 
 async def read_body(request: Request, most: int) -> bytes:

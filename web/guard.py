@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -106,7 +106,7 @@ def _cookie(value: str | None) -> str | None:
     jar: SimpleCookie = SimpleCookie()
     try:
         jar.load(value)
-    except Exception:  # noqa: BLE001 - a malformed cookie header carries no token
+    except CookieError:  # a malformed cookie header carries no token
         return None
     morsel = jar.get(COOKIE)
     return morsel.value if morsel is not None else None

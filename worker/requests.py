@@ -11,12 +11,12 @@ the main process, so the task's own defaults apply (`WorkerSettings.time_limit`)
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
 from typing import Any
 
+import redis
 from celery.worker.request import Request
 
 from worker.config import settings
@@ -60,8 +60,10 @@ class SaneLimitsRequest(Request):
         chunk = chunk_of(payload)
         if tag is None or chunk is None:
             return
-        with contextlib.suppress(Exception):  # bookkeeping: a Redis away or full must not refuse the task
+        try:  # bookkeeping: a Redis away or full must not refuse the task
             record_delivery(store_client(), str(tag), chunk, time.time())
+        except redis.RedisError as exc:
+            log.warning("chunk %s: its delivery is not recorded (no orphan sweep for it): %s", chunk, exc)
 
 
 def _short(value: Any) -> str:

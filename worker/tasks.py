@@ -1,10 +1,10 @@
-"""The tasks: solve a chunk with `pipeline.engine.solve.solve_chunk`, or generate one with
+"""The tasks: solve a chunk with `pipeline.engine.runner.run_chunk`, or generate one with
 `pipeline.contract.generate.generate_result`, and store its result in Redis.
 
-Results never go through Celery's result backend: the task writes the chunk's result
-under the job with the shared idempotent write (`pipeline.contract.keys.result_commands`),
-so a chunk redelivered after a crash overwrites its first answer instead of adding one;
-a failure answer (attempt or time limit) is written only where no answer is stored yet.
+Results never go through Celery's result backend: a solve chunk publishes its parts under the
+job (`pipeline.contract.keys.part_commands` under WATCH), each refused whose rows are answered
+already, so a redelivered chunk solves only the rest; a generate chunk's failure answer (attempt
+or time limit) is written only where no answer is stored yet (`result_commands`).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask f
 DEFAULT_TIME_LIMIT_S = 20.0  # per puzzle when a job names none (`solve`, `submit`, `BatchClient`); 0: none
 DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is raced by idle processes too
 MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
-MAX_SPLIT_BYTES = 64 << 20  # input bytes of one split a worker reads (the producer plans 8 MB at most)
+MAX_SPLIT_BYTES = 64 << 20  # a split a worker reads, in bytes (the client plans 8 MB, at most half this)
 MAX_SPLIT_ENTRIES = (
     4 * MAX_CHUNK_PUZZLES
 )  # puzzle lines a worker takes from one split (shorter lines: refused)

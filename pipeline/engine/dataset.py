@@ -28,7 +28,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,12 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part, PartFile
 from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask, Dataset
+from pipeline.engine.port import ChunkPort
 from pipeline.engine.solve import worker_name
 from pipeline.engine.storage import DataRoots, Storage, StorageError, storage_errors, storage_for
 from solvers.fields import CSV_HEADER
-
-if TYPE_CHECKING:
-    from pipeline.engine.runner import ChunkPort
 
 TEMP_DIR = "_temporary"  # where parts are written before they are renamed into place (readers skip `_` names)
 MANIFEST = "_manifest.json"

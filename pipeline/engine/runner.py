@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.contract.part import Part
 from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.port import ChunkPort
 from pipeline.engine.solve import empty_part, failed_parts, invalid_parts, solve_parts, worker_name
 from pipeline.engine.stop import StopPoller
 from pipeline.engine.storage import StorageError
@@ -29,27 +30,6 @@ if TYPE_CHECKING:
     from pipeline.engine.storage import DataRoots
 
 STOP_POLL_S = 0.25
-
-
-class ChunkPort(Protocol):
-    """Where one chunk's run meets its job."""
-
-    def count_delivery(self, job: str, chunk: int) -> int | None:
-        """Count one more delivery of the chunk; its count, or None when the job is stopped or gone."""
-
-    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
-        """(first row, rows) of every part published for the chunk; None once the chunk is complete."""
-
-    def publish(self, part: Part) -> bool:
-        """Publish a part; False (not written) when any of its rows is answered already or the job stopped."""
-
-    def stopped(self, job: str) -> bool:
-        """True once the job was stopped (purged): its solvers give up."""
-
-    def fail_job(self, job: str, reason: str) -> None:
-        """End the job failed with `reason` (one line): this process cannot run its chunks (its storage)."""
-
-    # A port may also have `arena` (`pipeline.engine.render.Arena`): where its parts' records are rendered.
 
 
 def unanswered(n: int, published: list[tuple[int, int]]) -> list[int]:

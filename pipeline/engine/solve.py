@@ -135,8 +135,9 @@ def solve_parts(
                 )  # fmt: skip
             if len(out) != len(texts):
                 raise RuntimeError(f"the solver returned {len(out)} results for {len(texts)} puzzles")
-        except Exception:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
+        except Exception as exc:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
             left = np.flatnonzero(~done)
+            log.warning("chunk %s: batch failed, %d puzzles solved alone: %s", task.chunk, len(left), exc)
             alone = [_solve_alone(texts[i], task, stop) for i in left.tolist()]
             clock.solved()
             if len(left):

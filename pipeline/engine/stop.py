@@ -8,6 +8,7 @@ chunk is solved; the solvers only ever see the flag. No broker import here.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -16,12 +17,15 @@ import numpy as np
 
 from solvers.kernel.stop import new_flag, raise_flag
 
+log = logging.getLogger(__name__)
+
 
 class StopPoller:
     """Raise `flag` once `should_stop()` returns True; ask every `interval` s while the `with` block runs.
 
     `should_stop` raising counts as "not yet" (a broker blinking must not stop the work);
-    `on_error`, when given, hears about it. The thread ends with the block.
+    `on_error`, when given, hears about it, else the first failure of a run of them is logged in one
+    line. The thread ends with the block.
     """
 
     def __init__(
@@ -44,14 +48,19 @@ class StopPoller:
         return bool(self.flag[0] != 0)
 
     def _run(self) -> None:
+        failing = False
         while not self._done.wait(self.interval):
             try:
-                if self.should_stop():
-                    raise_flag(self.flag)
-                    return
+                stop, failing = self.should_stop(), False
             except Exception as exc:  # noqa: BLE001 - reported, and asked again next round
                 if self.on_error is not None:
                     self.on_error(exc)
+                elif not failing:
+                    log.warning("a stop condition could not be read (asked again): %s", exc)
+                stop, failing = False, True
+            if stop:
+                raise_flag(self.flag)
+                return
 
     def __enter__(self) -> StopPoller:
         self._thread = threading.Thread(target=self._run, name="stop-poller", daemon=True)

@@ -21,14 +21,11 @@ import importlib
 import json
 from json.encoder import encode_basestring
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, TIME_DECIMALS
-
-if TYPE_CHECKING:
-    from solvers.model.result import Results, SolveResult
 
 EXTRAS = {"pyarrow": "parquet", "pandas": "dataframe", "polars": "polars"}  # module -> the extra bringing it
 _SIMPLE = ("nodes", "guesses", "time_ms")  # one member's counters, written by the compiled writer's rule
@@ -59,10 +56,10 @@ def to_polars(table: Any) -> Any:
     return need("polars", "to_polars()").from_arrow(table)
 
 
-def results_table(results: Results, input_name: str, status_names: list[str]) -> Any:
-    """The records of `solve_many`'s results as an Arrow table of `schema()`: row i is line i + 1, index i,
-    of the input `input_name`. `status_names`: each status code's name (`solvers.model.result.STATUS_NAMES`,
-    passed in: that module calls this one)."""
+def results_table(results: Any, input_name: str, status_names: list[str]) -> Any:
+    """The records of `solve_many`'s results (a `solvers.model.result.Results`, read by its columns and
+    born rows) as an Arrow table of `schema()`: row i is line i + 1, index i, of the input `input_name`.
+    `status_names`: each status code's name. Neither is imported: that module calls this one."""
     pa = need("pyarrow", "Results.to_arrow()", "parquet")
     table = _columns_table(pa, results, input_name, status_names)
     born = results.born_rows()
@@ -80,7 +77,7 @@ def null_empty(pa: ModuleType, strings: Any) -> Any:
     return pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
 
 
-def _columns_table(pa: ModuleType, r: Results, input_name: str, status_names: list[str]) -> Any:
+def _columns_table(pa: ModuleType, r: Any, input_name: str, status_names: list[str]) -> Any:
     """Every row of `r` as its columns hold it (rows born as objects are laid over by the caller)."""
     n = len(r)
     index = np.arange(n, dtype=np.int64)
@@ -107,7 +104,7 @@ def _columns_table(pa: ModuleType, r: Results, input_name: str, status_names: li
     return pa.Table.from_arrays([arrays[f.name] for f in RECORD_FIELDS], schema=schema())
 
 
-def _solutions(pa: ModuleType, r: Results) -> Any:
+def _solutions(pa: ModuleType, r: Any) -> Any:
     """The solution texts: a block of ASCII symbols becomes the string array's buffer as it is."""
     if r.symbols is None:
         return null_empty(pa, pa.array(r.solutions, pa.string()))
@@ -125,7 +122,7 @@ def _solutions(pa: ModuleType, r: Results) -> Any:
     )
 
 
-def _counters(pa: ModuleType, r: Results, solver: np.ndarray, has_solver: np.ndarray) -> Any:
+def _counters(pa: ModuleType, r: Any, solver: np.ndarray, has_solver: np.ndarray) -> Any:
     """Each row's counters as JSON text: `{"<solver>":{"nodes":..,"guesses":..,"time_ms":..}}`, or `{}`."""
     pc = importlib.import_module("pyarrow.compute")
     names = pa.array([encode_basestring(name) for name in r.names] + [""], pa.string()).take(pa.array(solver))
@@ -147,7 +144,7 @@ def _fixed_texts(pa: ModuleType, pc: ModuleType, q: np.ndarray, decimals: int) -
     return pc.binary_join_element_wise(sign, pc.cast(pa.array(whole), pa.string()), ".", digits, "")
 
 
-def _objects_table(pa: ModuleType, items: list[SolveResult], rows: list[int], input_name: str) -> Any:
+def _objects_table(pa: ModuleType, items: list[Any], rows: list[int], input_name: str) -> Any:
     """Rows held as SolveResult objects (invalid lines, raced puzzles), one Python pass per row."""
     ms = np.array([item.elapsed for item in items], dtype=np.float64) * 1000.0
     finite = np.isfinite(ms) & (np.abs(ms) < 1e12)

@@ -1,0 +1,30 @@
+"""Where one chunk's run meets its job (`pipeline.engine.runner.run_chunk`'s `port`): Redis for workers,
+the client's memory for local processes, a list for one puzzle; the dataset's port wraps any of them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pipeline.contract.part import Part
+
+
+class ChunkPort(Protocol):
+    """Where one chunk's run meets its job."""
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        """Count one more delivery of the chunk; its count, or None when the job is stopped or gone."""
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        """(first row, rows) of every part published for the chunk; None once the chunk is complete."""
+
+    def publish(self, part: Part) -> bool:
+        """Publish a part; False (not written) when any of its rows is answered already or the job stopped."""
+
+    def stopped(self, job: str) -> bool:
+        """True once the job was stopped (purged): its solvers give up."""
+
+    def fail_job(self, job: str, reason: str) -> None:
+        """End the job failed with `reason` (one line): this process cannot run its chunks (its storage)."""
+
+    # A port may also have `arena` (`pipeline.engine.render.Arena`): where its parts' records are rendered.
