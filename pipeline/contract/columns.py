@@ -8,7 +8,7 @@ type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV, Parquet) wri
 Adding a record field touches this module (a `Column` in `COLUMNS`, an attribute, and
 where `build` fills it) and the renderers: the wire format follows `COLUMNS`. Texts are
 held as one UTF-8 byte buffer with offsets (`Texts`); numbers as fixed-point integers,
-so every renderer prints the same digits. Status codes are explicit (`STATUS_CODE`),
+so every renderer prints the same digits. Status codes are explicit (`solvers.model.status`),
 never positions in the `Status` enum, so reordering the enum cannot change the wire.
 """
 
@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
-from solvers.model.result import STATUS_CODE, STATUS_NAMES, Results, SolveResult, Status, symbol_texts
+from solvers.model.result import Results, SolveResult, symbol_texts
+from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
-ANSWERED = (STATUS_CODE[Status.SOLVED], STATUS_CODE[Status.APPROXIMATE])
-PROBLEMS = (STATUS_CODE[Status.INVALID], STATUS_CODE[Status.ERROR])
 COUNTERS_NONE, COUNTERS_SIMPLE, COUNTERS_RAW = 0, 1, 2  # {}; {solver: {nodes, guesses, time_ms}}; raw JSON
 
 
@@ -211,7 +210,7 @@ class ResultColumns:
         """Count statuses, wins, approximate costs and the log-binned times (vectorised)."""
         codes = self.status
         counts = np.bincount(codes, minlength=len(STATUS_NAMES))
-        answered = ((codes == ANSWERED[0]) | (codes == ANSWERED[1])) & (self.solver >= 0)
+        answered = IS_ANSWERED[codes] & (self.solver >= 0)
         wins = np.bincount(self.solver[answered].astype(np.int64), minlength=len(self.names))
         approx = (codes == STATUS_CODE[Status.APPROXIMATE]) & self.has_cost
         cost_values, cost_counts = np.unique(self.cost[approx], return_counts=True)
@@ -228,7 +227,7 @@ class ResultColumns:
             time_bins=dict(zip((filled + low).tolist(), per_bin[filled].tolist(), strict=True)),
             time_max_ms=float(ms.max()) if ms.size else 0.0,
             solve_s=float(ms.sum()) / 1000.0,
-            problem_rows=np.flatnonzero((codes == PROBLEMS[0]) | (codes == PROBLEMS[1])).tolist(),
+            problem_rows=np.flatnonzero(IS_PROBLEM[codes]).tolist(),
         )
 
 
@@ -330,14 +329,9 @@ class _Rows:
         counters = Texts.of(raw) if raw is not None and any(raw) else Texts.empty(b)
         symbols = getattr(texts, "symbols", None)  # `solvers.model.parse.Lines` read at once: its bytes
         puzzle = Texts.of_block(symbols) if symbols is not None else Texts.of(texts)
-        return ResultColumns(
-            names=list(self.names), puzzle=puzzle, solution=solution, error=error,
-            counters_raw=counters, status=self.status, cost=self.cost, solver=self.solver,
-            time_q=self.time_q, nodes=self.nodes, guesses=self.guesses, restarts=self.restarts,
-            counter_kind=self.counter_kind, counter_solver=self.counter_solver,
-            counter_nodes=self.counter_nodes, counter_guesses=self.counter_guesses,
-            counter_time_q=self.counter_time_q, has_cost=self.has_cost, time_ok=self.time_ok,
-        )  # fmt: skip
+        numbers = {col.name: getattr(self, col.name) for col in COLUMNS if col.kind != "text"}
+        strings = {"puzzle": puzzle, "solution": solution, "error": error, "counters_raw": counters}
+        return ResultColumns(names=list(self.names), **strings, **numbers)
 
 
 def _from_results(results: Results) -> _Rows:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, TIME_DECIMALS
+from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, TIME_DECIMALS, Field
 
 if TYPE_CHECKING:
     from solvers.model.result import Results, SolveResult
@@ -148,27 +148,31 @@ def _fixed_texts(pa: ModuleType, pc: ModuleType, q: np.ndarray, decimals: int) -
 
 
 def _objects_table(pa: ModuleType, items: list[SolveResult], rows: list[int], input_name: str) -> Any:
-    """Rows held as SolveResult objects (invalid lines, raced puzzles), one Python pass per row."""
-    ms = np.array([item.elapsed for item in items], dtype=np.float64) * 1000.0
-    finite = np.isfinite(ms) & (np.abs(ms) < 1e12)
-    time_ms = np.rint(np.where(finite, ms, 0.0) * 10.0**TIME_DECIMALS).astype(np.int64) / 10.0**TIME_DECIMALS
-    data = {
-        "line": [i + 1 for i in rows],
-        "input": [input_name] * len(rows),
-        "index": rows,
-        "puzzle": [item.puzzle for item in items],
-        "status": [str(item.status) for item in items],  # a Status is its value
-        "solution": [item.solution or None for item in items],
-        "cost": [item.cost for item in items],
-        "solver": [item.solver for item in items],
-        "time_ms": pa.array(time_ms, mask=~finite),
-        "error": [item.error or None for item in items],
-        "nodes": [item.nodes for item in items],
-        "guesses": [item.guesses for item in items],
-        "restarts": [item.restarts for item in items],
-        "counters": [counters_text(item.counters) for item in items],
-    }
+    """Rows held as SolveResult objects (invalid lines, raced puzzles), a field at a time by its kind."""
+    positions = {"line": [i + 1 for i in rows], "index": rows}
+    data = {f.name: _object_values(pa, f, items, positions, input_name) for f in RECORD_FIELDS}
     return pa.Table.from_pydict(data, schema=schema())
+
+
+def _object_values(
+    pa: ModuleType, f: Field, items: list[SolveResult], positions: dict, input_name: str
+) -> Any:
+    """One record field of the objects, as the records hold it (`solvers.fields`)."""
+    if f.kind == "position":
+        return positions[f.name]
+    if f.kind == "input":
+        return [input_name] * len(items)
+    if f.kind == "counters":
+        return [counters_text(item.counters) for item in items]
+    values = [getattr(item, f.result or f.name) for item in items]
+    if f.kind == "status":
+        return [str(v) for v in values]  # a Status is its value
+    if f.kind == "fixed":  # seconds (`elapsed`) -> ms, to `decimals` digits; null unless finite
+        ms = np.array(values, dtype=np.float64) * 1000.0
+        finite = np.isfinite(ms) & (np.abs(ms) < 1e12)
+        q = np.rint(np.where(finite, ms, 0.0) * 10.0**f.decimals).astype(np.int64)
+        return pa.array(q / 10.0**f.decimals, mask=~finite)
+    return [v or None for v in values] if f.kind == "text" and f.nullable else values
 
 
 def counters_text(counters: dict[str, Any]) -> str:

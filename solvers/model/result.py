@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
-from enum import StrEnum
 from itertools import compress, repeat
 from operator import is_not
 from typing import Any, overload
@@ -22,45 +21,7 @@ from typing import Any, overload
 import numpy as np
 
 from solvers.fields import BY_RESULT, RESULT_ORDER
-from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, Outcome
-
-
-class Status(StrEnum):
-    """The outcome of one puzzle (a str enum: compares equal to its value)."""
-
-    SOLVED = "solved"  # a verified valid grid keeping every given
-    UNSOLVABLE = "unsolvable"  # givens consistent, but search proved there is no solution
-    TIMEOUT = "timeout"  # time ran out with no grid to offer
-    APPROXIMATE = "approximate"  # time ran out; `solution` is the lowest-cost grid found
-    INVALID = "invalid"  # not a puzzle: `error` says why
-    ERROR = "error"  # a solver failed on this puzzle: `error` says how
-
-    def __str__(self) -> str:
-        return self.value
-
-
-STATUS_CODE: dict[Status, int] = {
-    Status.SOLVED: 0,
-    Status.UNSOLVABLE: 1,
-    Status.TIMEOUT: 2,
-    Status.APPROXIMATE: 3,
-    Status.INVALID: 4,
-    Status.ERROR: 5,
-}  # the one status code, from `Results.code` to the wire and files: fixed, a new status gets a new one
-STATUS_NAMES: list[str] = [s.value for s in sorted(STATUS_CODE, key=STATUS_CODE.__getitem__)]  # code -> name
-STATUS_BY_CODE: list[Status] = [Status(name) for name in STATUS_NAMES]  # code -> Status
-STOPPED_ERROR = "stopped before an answer"
-# How a kernel's search ended (`solvers.kernel.outcome`) becomes a status, for a puzzle without a verified
-# grid
-# (a verified grid is `solved`, one the verifier rejects `error`): the one table from kernel to file.
-UNANSWERED: dict[Outcome, tuple[Status, str | None]] = {
-    Outcome(DONE): (Status.UNSOLVABLE, None),  # the search space is exhausted: no solution
-    Outcome(LIMIT): (Status.UNSOLVABLE, None),  # (a limit of solutions reached with none found cannot be)
-    Outcome(TIMEOUT): (Status.TIMEOUT, "no solution within the time limit"),
-    Outcome(BUDGET): (Status.TIMEOUT, "no solution within the search budget"),
-    Outcome(STOPPED): (Status.TIMEOUT, STOPPED_ERROR),
-}
-REJECTED_ERROR = "{solver} returned a grid the verifier rejects"
+from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, STATUS_NAMES, Status
 
 
 def _to_dict(self: Any) -> dict[str, Any]:
@@ -359,11 +320,6 @@ def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
 
 
 __all__ = [
-    "STATUS_BY_CODE",
-    "STATUS_CODE",
-    "STATUS_NAMES",
-    "STOPPED_ERROR",
-    "UNANSWERED",
     "Results",
     "SolveResult",
     "Status",

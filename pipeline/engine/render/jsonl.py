@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pipeline.contract.columns import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
+from pipeline.contract.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns, Texts
 from solvers.fields import NAMES
+from solvers.model.status import STATUS_NAMES
 
 
 def _lit(text: str) -> np.ndarray:
