@@ -17,9 +17,9 @@ from pipeline.contract.columns import (
     COUNTERS_SIMPLE,
     TIME_DECIMALS,
     ResultColumns,
-    fixed,
 )
 from pipeline.engine.render.jsonl import render as render_compiled
+from solvers.model.frame import fixed
 from solvers.model.result import SolveResult
 from solvers.model.status import STATUS_NAMES
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
+from solvers.model.frame import plain, quantise, simple_counters
 from solvers.model.result import Results, SolveResult, symbol_texts
 from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
 
@@ -244,21 +245,6 @@ class Tally:
     problem_rows: list[int]
 
 
-def fixed(q: int, decimals: int) -> str:
-    """Write q / 10**decimals with trailing zeros dropped but one decimal kept (`12.0`, `0.0219`)."""
-    sign = "-" if q < 0 else ""
-    whole, frac = divmod(abs(q), 10**decimals)
-    digits = f"{frac:0{decimals}d}".rstrip("0") or "0"
-    return f"{sign}{whole}.{digits}"
-
-
-def _quantise(values: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return (round(values * 10**decimals) as int64, finite mask): every renderer prints these."""
-    finite = np.isfinite(values) & (np.abs(values) < 1e12)
-    q = np.rint(np.where(finite, values, 0.0) * 10.0**decimals).astype(np.int64)
-    return q, finite
-
-
 @dataclass
 class _Rows:
     """Columns under construction: numbers as arrays, texts as lists (or the solutions as a symbol block)."""
@@ -338,8 +324,8 @@ def _from_results(results: Results) -> _Rows:
     """Rows of a Results: its arrays as they are, then its object rows laid over them."""
     b = len(results)
     ns = results.ns.astype(np.float64)
-    time_q, time_ok = _quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
-    counter_q, _ = _quantise(ns / 1e6, COUNTER_DECIMALS)
+    time_q, time_ok = quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
+    counter_q, _ = quantise(ns / 1e6, COUNTER_DECIMALS)
     has_solver = results.solver >= 0
     error_texts = results.error_texts
     errors = list(map(error_texts.__getitem__, results.error_id.tolist())) if results.error_id.any() else None
@@ -383,8 +369,7 @@ _ATTRS = (
     "counters",
 )
 _GETTERS = [attrgetter(name) for name in _ATTRS]
-_SIMPLE = ("nodes", "guesses", "time_ms")
-_SIMPLE_GET = [itemgetter(k) for k in _SIMPLE]
+_SIMPLE_GET = [itemgetter(k) for k in ("nodes", "guesses", "time_ms")]
 
 
 def _from_objects(results: Sequence[SolveResult]) -> _Rows:
@@ -407,7 +392,7 @@ def _from_objects(results: Sequence[SolveResult]) -> _Rows:
     names = [n for n in dict.fromkeys(solver) if n is not None]
     ids: dict[str | None, int] = {n: i for i, n in enumerate(names)}
     ids[None] = -1
-    time_q, time_ok = _quantise(np.array(elapsed, dtype=np.float64).reshape(b) * 1000.0, TIME_DECIMALS)
+    time_q, time_ok = quantise(np.array(elapsed, dtype=np.float64).reshape(b) * 1000.0, TIME_DECIMALS)
     rows = _Rows(
         names=names,
         status=codes,
@@ -443,7 +428,7 @@ def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: 
             except (KeyError, TypeError, ValueError):
                 values = []
             if values:
-                q, ok = _quantise(values[2], COUNTER_DECIMALS)
+                q, ok = quantise(values[2], COUNTER_DECIMALS)
                 if ok.all():
                     rows.counter_kind[:] = COUNTERS_SIMPLE
                     rows.counter_solver[:] = rows.solver
@@ -455,10 +440,10 @@ def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: 
     for i, c in enumerate(counters):
         if not c:
             continue
-        simple = _simple(c)
+        simple = simple_counters(c)
         if simple is None:
             rows.counter_kind[i] = COUNTERS_RAW
-            rows.counters_raw[i] = json.dumps(c, separators=(",", ":"), default=_plain, allow_nan=False)
+            rows.counters_raw[i] = json.dumps(c, separators=(",", ":"), default=plain, allow_nan=False)
             continue
         name, n, g, t = simple
         if name not in ids:
@@ -466,27 +451,3 @@ def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: 
             rows.names.append(name)
         rows.counter_kind[i], rows.counter_solver[i] = COUNTERS_SIMPLE, ids[name]
         rows.counter_nodes[i], rows.counter_guesses[i], rows.counter_time_q[i] = n, g, t
-
-
-def _simple(counters: dict) -> tuple[str, int, int, int] | None:
-    """Return (solver, nodes, guesses, time_q) when counters are one solver's three counters."""
-    if len(counters) != 1:
-        return None
-    ((name, d),) = counters.items()
-    if not isinstance(d, dict) or len(d) != 3 or not all(k in d for k in _SIMPLE):
-        return None
-    try:
-        n, g, t = int(d["nodes"]), int(d["guesses"]), float(d["time_ms"])
-    except (TypeError, ValueError):
-        return None
-    q, ok = _quantise(np.array([t]), COUNTER_DECIMALS)
-    if not ok[0] or n != d["nodes"] or g != d["guesses"]:
-        return None
-    return str(name), n, g, int(q[0])
-
-
-def _plain(value: Any) -> Any:
-    """Make numpy scalars JSON-serialisable."""
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

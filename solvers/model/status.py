@@ -99,21 +99,7 @@ class MemberState(StrEnum):
 
 
 __all__ = [
-    "DECIDED",
-    "ENDS",
-    "END_CODE",
-    "END_ERROR",
-    "END_ERRORS",
-    "IS_ANSWERED",
-    "IS_PROBLEM",
-    "REJECTED_ERROR",
-    "STATUSES",
-    "STATUS_BY_CODE",
-    "STATUS_CODE",
-    "STATUS_NAMES",
-    "STOPPED_ERROR",
-    "SUMMARY_ORDER",
-    "MemberState",
-    "Status",
-    "StatusRow",
-]
+    "DECIDED", "ENDS", "END_CODE", "END_ERROR", "END_ERRORS", "IS_ANSWERED", "IS_PROBLEM", "REJECTED_ERROR",
+    "STATUSES", "STATUS_BY_CODE", "STATUS_CODE", "STATUS_NAMES", "STOPPED_ERROR", "SUMMARY_ORDER",
+    "MemberState", "Status", "StatusRow",
+]  # fmt: skip

@@ -15,9 +15,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from pipeline.contract.columns import ResultColumns, Texts
+from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part
 from solvers.fields import RECORD_FIELDS, Field
+from solvers.model.frame import strings
 from solvers.model.status import STATUS_NAMES
 
 INSTALL_HINT = "pip install 'sudoku-batch[parquet]'"
@@ -108,10 +109,10 @@ def _array(pa: Any, f: Field, c: ResultColumns, input_name: str, positions: dict
     if f.kind == "input":
         return pa.array([input_name], pa.string()).take(pa.array(np.zeros(len(c), np.int64)))
     if f.kind == "counters":
-        return _strings(counters_texts(c), None)
+        return strings(pa, (t := counters_texts(c)).buf, t.off, None)
     values = getattr(c, f.array)
     if f.kind == "text":
-        return _strings(values, np.diff(values.off) > 0 if f.nullable else None)
+        return strings(pa, values.buf, values.off, np.diff(values.off) > 0 if f.nullable else None)
     if f.kind == "status":
         return pa.array(STATUS_NAMES, pa.string()).take(pa.array(values))
     if f.kind == "name":
@@ -120,21 +121,6 @@ def _array(pa: Any, f: Field, c: ResultColumns, input_name: str, positions: dict
         return pa.array([*c.names, None], pa.string()).take(pa.array(ids))
     mask = ~getattr(c, f.valid) if f.valid else None
     return pa.array(values / 10.0**f.decimals if f.kind == "fixed" else values, mask=mask)
-
-
-def _strings(texts: Texts, valid: np.ndarray | None) -> Any:
-    """An Arrow string array over the texts' buffer (no Python string per row); null where not `valid`."""
-    import pyarrow as pa
-
-    n = len(texts)
-    if int(texts.off[-1]) >= 2**31:
-        return pa.array(texts.to_list(), pa.string()).cast(pa.string())  # pragma: no cover - over 2 GB
-    offsets = pa.py_buffer(texts.off.astype(np.int32))
-    data = pa.py_buffer(np.ascontiguousarray(texts.buf))
-    if valid is None or valid.all():
-        return pa.StringArray.from_buffers(n, offsets, data)
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.StringArray.from_buffers(n, offsets, data, bitmap, null_count=int(n - valid.sum()))
 
 
 def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
