@@ -3,10 +3,11 @@
 Why one table: a result used to take four forms (`SolveResult`, the pipeline's columns, the
 rendered records, `Record`) described in seven modules, so a new field meant seven edits that
 could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.record.Record`, the race's
-`HelperEntry`, the wire's columns, the CSV header and the Parquet schema are built from `FIELDS`,
+`HelperEntry`, the CSV header, the Parquet schema and its tables are built from `FIELDS`,
 and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
-Parquet, `Record`) disagrees with it. A new field is a row here, the solver that sets it, and
-(when it is a new kind of value) a case in the compiled writer.
+Parquet, `Record`) disagrees with it. What a new field takes besides its row here and the code
+that sets it (the pipeline's arrays and the compiled writers' arguments, so far): docs/architecture.md,
+"Adding a field".
 
 Plain data, no numpy and no pyarrow: the solvers, the pipeline and the tests all read it.
 

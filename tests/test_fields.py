@@ -17,7 +17,7 @@ import pytest
 from pipeline.engine.render.record import Record
 from pipeline.engine.solve import solve_chunk
 from pipeline.escalation.task import HelperEntry
-from solvers.fields import BY_NAME, CSV_HEADER, FIELDS, NAMES, RECORD_FIELDS, RESULT_ORDER
+from solvers.fields import BY_NAME, CSV_HEADER, FIELDS, NAMES, RECORD_FIELDS, RESULT_ORDER, Field
 from solvers.kernel.outcome import Outcome
 from solvers.model.result import SolveResult
 from solvers.model.status import STATUS_CODE, STATUS_NAMES, Status
@@ -106,6 +106,19 @@ def test_records_read_from_the_columns_are_their_json_lines_read_back():
         rows = Record.rows(result.columns, result.header.input, result.row_indices(), result.row_lines())
         lines = rendered(result, "jsonl").decode().splitlines()
         assert [r.to_dict() for r in rows] == [Record.from_json(line).to_dict() for line in lines]
+
+
+def test_a_field_added_to_the_table_is_a_column_of_the_parquet_table_with_no_other_edit(monkeypatch):
+    pytest.importorskip("pyarrow")
+    from pipeline.engine.render import parquet
+    from solvers.model import frame
+
+    fields = (*RECORD_FIELDS, Field("guesses_again", "int", column="guesses"))
+    monkeypatch.setattr(parquet, "RECORD_FIELDS", fields)
+    monkeypatch.setattr(frame, "RECORD_FIELDS", fields)
+    table = parquet.table(mixed_chunk(), frame.schema())
+    assert table.column_names == [*NAMES, "guesses_again"]
+    assert table.column("guesses_again").equals(table.column("guesses"))
 
 
 def test_one_status_table_names_every_status_by_a_fixed_code():

@@ -28,7 +28,7 @@ from solvers.model.result import Results, SolveResult, symbol_texts
 from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
-COUNTERS_NONE, COUNTERS_SIMPLE, COUNTERS_RAW = 0, 1, 2  # {}; {solver: {nodes, guesses, time_ms}}; raw JSON
+COUNTERS_SIMPLE, COUNTERS_RAW = 1, 2  # (0: {}); {solver: {nodes, guesses, time_ms}}; raw JSON
 
 
 @dataclass(frozen=True)
@@ -162,13 +162,7 @@ class ResultColumns:
         """Rows `start:stop` (views: no copy); the whole columns when that is all of them."""
         if start == 0 and stop == len(self):
             return self
-        parts = {
-            col.name: getattr(self, col.name).slice(start, stop)
-            if col.kind == "text"
-            else getattr(self, col.name)[start:stop]
-            for col in COLUMNS
-        }
-        return ResultColumns(names=self.names, **parts)
+        return self._cut(lambda t: t.slice(start, stop), lambda a: a[start:stop])
 
     def take(self, rows: np.ndarray) -> ResultColumns:
         """Rows `rows` (increasing positions): a view when they are one run, else a copy."""
@@ -176,13 +170,12 @@ class ResultColumns:
         if not len(rows) or int(rows[-1]) - int(rows[0]) + 1 == len(rows):
             start = int(rows[0]) if len(rows) else 0
             return self.slice(start, start + len(rows))
-        parts = {
-            col.name: getattr(self, col.name).take(rows)
-            if col.kind == "text"
-            else getattr(self, col.name)[rows]
-            for col in COLUMNS
-        }
-        return ResultColumns(names=self.names, **parts)
+        return self._cut(lambda t: t.take(rows), lambda a: a[rows])
+
+    def _cut(self, texts: Any, arrays: Any) -> ResultColumns:
+        """The same rows of every column: `texts` cuts a text column, `arrays` any other."""
+        cut = {c.name: (texts if c.kind == "text" else arrays)(getattr(self, c.name)) for c in COLUMNS}
+        return ResultColumns(names=self.names, **cut)
 
     @classmethod
     def build(cls, texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:

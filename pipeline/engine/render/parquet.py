@@ -18,7 +18,7 @@ import numpy as np
 from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part
 from solvers.fields import RECORD_FIELDS, Field
-from solvers.model.frame import strings
+from solvers.model.frame import schema, strings  # the records' Arrow schema: the field table's
 from solvers.model.status import STATUS_NAMES
 
 INSTALL_HINT = "pip install 'sudoku-batch[parquet]'"
@@ -41,15 +41,6 @@ def installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("pyarrow") is not None
-
-
-def schema() -> Any:
-    """The Arrow schema of the records: the field table's (`solvers.model.frame.schema`, which `Job.to_arrow`
-    and
-    `Results.to_arrow` use too)."""
-    from solvers.model.frame import schema as records_schema
-
-    return records_schema()
 
 
 class ParquetSink:
