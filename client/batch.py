@@ -732,8 +732,12 @@ class Job:
         """
         self._refuse_dataset("Job.results()")
         for result, start, stop in self.chunks(ordered, keep=keep):
-            for line in result.lines()[start:stop]:
-                yield Record.from_json(line)
+            if result.columns is not None:  # read from the columns as they are: no JSON text
+                index, line = result.row_indices()[start:stop], result.row_lines()[start:stop]
+                yield from Record.rows(result.columns.slice(start, stop), result.header.input, index, line)
+                continue
+            for text in result.lines()[start:stop]:
+                yield Record.from_json(text)
 
     def to_arrow(self, ordered: bool = True, *, keep: bool = True) -> Any:
         """Every record of the job as one Arrow table, once every puzzle is answered: the fields and types

@@ -15,11 +15,11 @@ from typing import Any
 
 from client import numbers
 from pipeline.contract.part import PartStats, Problem, time_bin_ms
+from solvers.model.status import SUMMARY_ORDER
 from solvers.warm import compile_seconds
 
 MAX_PROBLEMS = 1000
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
-STATUS_ORDER = ("solved", "approximate", "unsolvable", "timeout", "invalid", "error")
 
 
 class Summary:
@@ -171,4 +171,4 @@ class Summary:
 
 
 def _ordered(counts: dict[str, int]) -> list[str]:
-    return [k for k in STATUS_ORDER if k in counts] + sorted(k for k in counts if k not in STATUS_ORDER)
+    return [k for k in SUMMARY_ORDER if k in counts] + sorted(k for k in counts if k not in SUMMARY_ORDER)

@@ -17,16 +17,17 @@ import numpy as np
 from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
-from solvers.kernel.outcome import BUDGET, Outcome
+from solvers.kernel.outcome import BUDGET
 from solvers.model.parse import Lines, clash_mask, parse_compact_batch, parse_puzzle, read_framed
 from solvers.model.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
-from solvers.model.result import (
+from solvers.model.result import Results, SolveResult
+from solvers.model.status import (
+    END_CODE,
+    END_ERROR,
+    END_ERRORS,
     REJECTED_ERROR,
     STATUS_CODE,
     STOPPED_ERROR,
-    UNANSWERED,
-    Results,
-    SolveResult,
     Status,
 )
 from solvers.model.verify import verify_batch
@@ -409,14 +410,14 @@ def _collect(
             verified[found] = verify_batch(givens[found], first[found], box.rows, box.cols)
     rendered = _render_rows(first, box, notation, verified)
     status = batch.status.astype(np.int64)
-    codes = _END_CODE[status]  # the status table (`solvers.model.result.UNANSWERED`), by kernel outcome
-    errors = _END_ERROR[status]
+    codes = END_CODE[status]  # the status table (`solvers.model.status.ENDS`), by kernel outcome
+    errors = END_ERROR[status]
     codes[verified] = STATUS_CODE[Status.SOLVED]
     errors[verified] = 0
     rejected = found & ~verified
     codes[rejected] = STATUS_CODE[Status.ERROR]
     errors[rejected] = 1
-    error_texts = [REJECTED_ERROR.format(solver=solver), *_END_ERRORS]
+    error_texts = [REJECTED_ERROR.format(solver=solver), *END_ERRORS]
     counts = batch.counts if limit > 1 else None
     results.fill(
         indices, codes, solver, rendered, errors, error_texts, batch.ns, batch.nodes, batch.guesses, counts
@@ -448,14 +449,6 @@ def _invalid(
             results.put(i, SolveResult(Status.INVALID, text, error=str(exc)))
             out[k] = True
     return out
-
-
-_END_ERRORS = list(dict.fromkeys(e for _, e in UNANSWERED.values() if e))  # ids 2.. (1: rejected grid)
-_END_CODE = np.full(len(Outcome), STATUS_CODE[Status.TIMEOUT], dtype=np.uint8)  # any other end: budget
-_END_ERROR = np.full(len(Outcome), 2 + _END_ERRORS.index(UNANSWERED[Outcome(BUDGET)][1]), dtype=np.int16)
-for _outcome, (_status, _error) in UNANSWERED.items():
-    _END_CODE[_outcome] = STATUS_CODE[_status]
-    _END_ERROR[_outcome] = 0 if _error is None else 2 + _END_ERRORS.index(_error)
 
 
 def _render_rows(

@@ -3,10 +3,11 @@
 Why one table: a result used to take four forms (`SolveResult`, the pipeline's columns, the
 rendered records, `Record`) described in seven modules, so a new field meant seven edits that
 could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.record.Record`, the race's
-`HelperEntry`, the wire's columns, the CSV header and the Parquet schema are built from `FIELDS`,
+`HelperEntry`, the CSV header, the Parquet schema and its tables are built from `FIELDS`,
 and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
-Parquet, `Record`) disagrees with it. A new field is a row here, the solver that sets it, and
-(when it is a new kind of value) a case in the compiled writer.
+Parquet, `Record`) disagrees with it. What a new field takes besides its row here and the code
+that sets it (the pipeline's arrays and the compiled writers' arguments, so far): docs/architecture.md,
+"Adding a field".
 
 Plain data, no numpy and no pyarrow: the solvers, the pipeline and the tests all read it.
 
@@ -52,7 +53,14 @@ class Field:
     result_type: Any = None  # the attribute's type, as SolveResult declares it
     result_default: Any = None  # the attribute's default (SolveResult's order is RESULT_ORDER)
     raced: bool = False  # a helper racing the puzzle for another process posts it (`HelperEntry`)
+    column: str = ""  # its array in the pipeline's columns (`ResultColumns`): "" for its name
+    valid: str = ""  # a nullable number's mask there: true where it is not null
     doc: str = ""
+
+    @property
+    def array(self) -> str:
+        """The name of its array in the pipeline's columns."""
+        return self.column or self.name
 
 
 TIME_DECIMALS = 4  # `time_ms` is written to 0.1 µs
@@ -68,12 +76,12 @@ FIELDS: tuple[Field, ...] = (
           result_default=None, raced=True, doc="solved, unsolvable, timeout, approximate, invalid, error"),
     Field("solution", "text", nullable=True, parquet="string", result="solution", result_type="str | None",
           raced=True, doc="the grid in the input's notation; null when none"),
-    Field("cost", "int", nullable=True, statistics=True, result="cost", result_type="int | None",
-          doc="0 for a valid grid; the approximate grid's cost; null when no grid"),
+    Field("cost", "int", nullable=True, statistics=True, valid="has_cost", result="cost",
+          result_type="int | None", doc="0 for a valid grid; the approximate grid's cost; null when no grid"),
     Field("solver", "name", nullable=True, parquet="string", dictionary=True, result="solver",
           result_type="str | None", raced=True, doc="the member that answered"),
     Field("time_ms", "fixed", nullable=True, parquet="float64", statistics=True, decimals=TIME_DECIMALS,
-          result="elapsed", result_type="float", result_default=0.0,
+          result="elapsed", result_type="float", result_default=0.0, column="time_q", valid="time_ok",
           doc="solving time of this puzzle (SolveResult.elapsed is seconds)"),
     Field("error", "text", nullable=True, parquet="string", result="error", result_type="str | None",
           doc="why there is no answer (invalid, error, timeout)"),

@@ -15,13 +15,13 @@ from pipeline.contract.columns import (
     COUNTER_DECIMALS,
     COUNTERS_RAW,
     COUNTERS_SIMPLE,
-    STATUS_NAMES,
     TIME_DECIMALS,
     ResultColumns,
-    fixed,
 )
 from pipeline.engine.render.jsonl import render as render_compiled
+from solvers.model.frame import fixed
 from solvers.model.result import SolveResult
+from solvers.model.status import STATUS_NAMES
 
 
 def columns(texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:

@@ -17,8 +17,10 @@ import pytest
 from pipeline.engine.render.record import Record
 from pipeline.engine.solve import solve_chunk
 from pipeline.escalation.task import HelperEntry
-from solvers.fields import BY_NAME, CSV_HEADER, FIELDS, NAMES, RECORD_FIELDS, RESULT_ORDER
-from solvers.model.result import STATUS_CODE, STATUS_NAMES, SolveResult, Status
+from solvers.fields import BY_NAME, CSV_HEADER, FIELDS, NAMES, RECORD_FIELDS, RESULT_ORDER, Field
+from solvers.kernel.outcome import Outcome
+from solvers.model.result import SolveResult
+from solvers.model.status import STATUS_CODE, STATUS_NAMES, Status
 from tests.conftest import SAMPLE, chunk_task
 from tests.test_output_formats import mixed_chunk
 
@@ -99,9 +101,66 @@ def test_records_solve_results_and_race_entries_are_built_from_the_table():
             assert Record.from_json(line).to_dict() == json.loads(line)
 
 
+def test_records_read_from_the_columns_are_their_json_lines_read_back():
+    for result in chunks():
+        rows = Record.rows(result.columns, result.header.input, result.row_indices(), result.row_lines())
+        lines = rendered(result, "jsonl").decode().splitlines()
+        assert [r.to_dict() for r in rows] == [Record.from_json(line).to_dict() for line in lines]
+
+
+def test_a_field_added_to_the_table_is_a_column_of_the_parquet_table_with_no_other_edit(monkeypatch):
+    pytest.importorskip("pyarrow")
+    from pipeline.engine.render import parquet
+    from solvers.model import frame
+
+    fields = (*RECORD_FIELDS, Field("guesses_again", "int", column="guesses"))
+    monkeypatch.setattr(parquet, "RECORD_FIELDS", fields)
+    monkeypatch.setattr(frame, "RECORD_FIELDS", fields)
+    table = parquet.table(mixed_chunk(), frame.schema())
+    assert table.column_names == [*NAMES, "guesses_again"]
+    assert table.column("guesses_again").equals(table.column("guesses"))
+
+
 def test_one_status_table_names_every_status_by_a_fixed_code():
     assert STATUS_CODE == {
         Status.SOLVED: 0, Status.UNSOLVABLE: 1, Status.TIMEOUT: 2, Status.APPROXIMATE: 3, Status.INVALID: 4,
         Status.ERROR: 5,
     }  # fmt: skip
     assert [STATUS_CODE[Status(name)] for name in STATUS_NAMES] == list(range(len(Status)))
+
+
+def test_kernel_ends_summary_order_and_tally_sets_all_read_the_one_status_table():
+    from client.summary import _ordered
+    from pipeline.contract.columns import ResultColumns
+    from solvers.model import status as table
+
+    assert [r.status for r in table.STATUSES] == table.STATUS_BY_CODE and len(table.STATUSES) == len(Status)
+    for outcome in Outcome:  # a kernel end without a verified grid: its status and error, from ENDS
+        status, error = table.ENDS.get(outcome, table.ENDS[Outcome.BUDGET])
+        if status is Status.SOLVED:  # only the verifier answers `solved`
+            status, error = table.ENDS[Outcome.BUDGET]
+        assert STATUS_NAMES[table.END_CODE[outcome]] == status
+        code = int(table.END_ERROR[outcome])
+        assert (table.END_ERRORS[code - 2] if code else None) == error
+    counts = {s.value: 1 for s in reversed(Status)}
+    assert (
+        _ordered(counts)
+        == list(table.SUMMARY_ORDER)
+        == [r.status for r in sorted(table.STATUSES, key=lambda r: r.order)]
+    )
+    results = [SolveResult(s, "1" * 81, solver="x", solution="1" * 81 if s == "solved" else None,
+                           cost=0 if s == "solved" else None) for s in Status]  # fmt: skip
+    tally = ResultColumns.build(["1" * 81] * len(results), results).tally()
+    assert tally.wins == {"x": sum(r.answered for r in table.STATUSES)}
+    assert tally.problem_rows == [i for i, s in enumerate(Status) if table.STATUSES[STATUS_CODE[s]].problem]
+
+
+def test_a_race_reports_its_decided_end_and_its_members_states_from_the_status_table():
+    from solvers.model.parse import parse_puzzle
+    from solvers.model.status import ENDS, MemberState
+    from solvers.race.portfolio import PRESETS, PortfolioSpec, race
+
+    spec = PortfolioSpec(name="t", members=PRESETS["race"].members, fast_nodes=1)  # the members race
+    won = race(parse_puzzle(LINES[0]), spec, time_limit=20, seed=1)
+    assert won.status == ENDS[Outcome.SOLVED][0] and won.counters[won.solver]["status"] == MemberState.SOLVED
+    assert {c["status"] for c in won.counters.values()} <= set(MemberState)

@@ -20,6 +20,7 @@ from client.frame import csv_table, part_table, slices_table
 from client.output import Output
 from client.transport import INLINE_BYTES
 from pipeline.contract.columns import ResultColumns
+from pipeline.contract.part import Part
 from pipeline.engine.render.jsonl import counters_texts
 from pipeline.engine.render.parquet import columns_table, schema
 from pipeline.engine.solve import build_part
@@ -198,6 +199,15 @@ def test_keep_false_reads_the_job_once_and_unordered_reads_every_record():
         assert sorted(table.column("index").to_pylist()) == list(range(len(LINES)))
         parts, _ = client.store.arrivals(job.id, 0)
         assert parts and not any(client.store.stored(job.id, parts))  # each part dropped once read
+
+
+def test_job_results_of_a_columns_job_are_read_from_its_columns_with_no_json_text(monkeypatch):
+    with BatchClient(workers=1) as client:
+        job = client.submit(LINES, name=NAME, time_limit=5)
+        expected = table_records(job.to_arrow())
+        rendered = property(lambda part: pytest.fail("a part held as columns was rendered to be parsed back"))
+        monkeypatch.setattr(Part, "records", rendered)
+        assert records(client.job(job.id)) == expected
 
 
 @pytest.mark.parametrize(

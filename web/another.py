@@ -24,6 +24,7 @@ from solvers.exact.base import DEFAULT_EXACT
 from solvers.kernel.outcome import DONE
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, PuzzleError
+from solvers.model.status import MemberState, Status
 from solvers.model.verify import is_solution
 from web.errors import ApiError
 from web.pool import PuzzlePool
@@ -92,7 +93,7 @@ async def answer(pool: PuzzlePool, record: dict[str, Any], shown: list[bytes], t
 
     Both answers carry `another` (a solution not shown) and `solutions` (null unless counted).
     """
-    if record.get("status") != "solved" or not record.get("solution"):
+    if record.get("status") != Status.SOLVED or not record.get("solution"):
         return {**record, "another": False, "solutions": None}
     mine = parse_puzzle(record["solution"], Box.parse(box)).givens.tobytes()  # a verified grid: it parses
     if mine not in shown:
@@ -105,6 +106,7 @@ async def answer(pool: PuzzlePool, record: dict[str, Any], shown: list[bytes], t
         raise ApiError(504, f"no answer within {time_limit + GRACE_S:g} s") from None
     except BrokenProcessPool:
         raise ApiError(503, "the solving process died on this puzzle (a new one is started)") from None
+    ended = MemberState.DONE if other["complete"] else MemberState.TIMEOUT  # counted every solution, or not
     name = f"{DEFAULT_EXACT} (another)"  # beside the portfolio's members in the counters
     counters = {
         **record.get("counters", {}),
@@ -113,7 +115,7 @@ async def answer(pool: PuzzlePool, record: dict[str, Any], shown: list[bytes], t
             "nodes": other["nodes"],
             "guesses": other["guesses"],
             "solutions_found": other["count"],
-            "status": "solved" if other["grid"] else "done" if other["complete"] else "timeout",
+            "status": MemberState.SOLVED if other["grid"] else ended,
         },
     }
     if other["grid"] is None:

@@ -8,7 +8,7 @@ type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV, Parquet) wri
 Adding a record field touches this module (a `Column` in `COLUMNS`, an attribute, and
 where `build` fills it) and the renderers: the wire format follows `COLUMNS`. Texts are
 held as one UTF-8 byte buffer with offsets (`Texts`); numbers as fixed-point integers,
-so every renderer prints the same digits. Status codes are explicit (`STATUS_CODE`),
+so every renderer prints the same digits. Status codes are explicit (`solvers.model.status`),
 never positions in the `Status` enum, so reordering the enum cannot change the wire.
 """
 
@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
-from solvers.model.result import STATUS_CODE, STATUS_NAMES, Results, SolveResult, Status, symbol_texts
+from solvers.model.frame import plain, quantise, simple_counters
+from solvers.model.result import Results, SolveResult, symbol_texts
+from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
-ANSWERED = (STATUS_CODE[Status.SOLVED], STATUS_CODE[Status.APPROXIMATE])
-PROBLEMS = (STATUS_CODE[Status.INVALID], STATUS_CODE[Status.ERROR])
-COUNTERS_NONE, COUNTERS_SIMPLE, COUNTERS_RAW = 0, 1, 2  # {}; {solver: {nodes, guesses, time_ms}}; raw JSON
+COUNTERS_SIMPLE, COUNTERS_RAW = 1, 2  # (0: {}); {solver: {nodes, guesses, time_ms}}; raw JSON
 
 
 @dataclass(frozen=True)
@@ -162,13 +162,7 @@ class ResultColumns:
         """Rows `start:stop` (views: no copy); the whole columns when that is all of them."""
         if start == 0 and stop == len(self):
             return self
-        parts = {
-            col.name: getattr(self, col.name).slice(start, stop)
-            if col.kind == "text"
-            else getattr(self, col.name)[start:stop]
-            for col in COLUMNS
-        }
-        return ResultColumns(names=self.names, **parts)
+        return self._cut(lambda t: t.slice(start, stop), lambda a: a[start:stop])
 
     def take(self, rows: np.ndarray) -> ResultColumns:
         """Rows `rows` (increasing positions): a view when they are one run, else a copy."""
@@ -176,13 +170,12 @@ class ResultColumns:
         if not len(rows) or int(rows[-1]) - int(rows[0]) + 1 == len(rows):
             start = int(rows[0]) if len(rows) else 0
             return self.slice(start, start + len(rows))
-        parts = {
-            col.name: getattr(self, col.name).take(rows)
-            if col.kind == "text"
-            else getattr(self, col.name)[rows]
-            for col in COLUMNS
-        }
-        return ResultColumns(names=self.names, **parts)
+        return self._cut(lambda t: t.take(rows), lambda a: a[rows])
+
+    def _cut(self, texts: Any, arrays: Any) -> ResultColumns:
+        """The same rows of every column: `texts` cuts a text column, `arrays` any other."""
+        cut = {c.name: (texts if c.kind == "text" else arrays)(getattr(self, c.name)) for c in COLUMNS}
+        return ResultColumns(names=self.names, **cut)
 
     @classmethod
     def build(cls, texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:
@@ -211,7 +204,7 @@ class ResultColumns:
         """Count statuses, wins, approximate costs and the log-binned times (vectorised)."""
         codes = self.status
         counts = np.bincount(codes, minlength=len(STATUS_NAMES))
-        answered = ((codes == ANSWERED[0]) | (codes == ANSWERED[1])) & (self.solver >= 0)
+        answered = IS_ANSWERED[codes] & (self.solver >= 0)
         wins = np.bincount(self.solver[answered].astype(np.int64), minlength=len(self.names))
         approx = (codes == STATUS_CODE[Status.APPROXIMATE]) & self.has_cost
         cost_values, cost_counts = np.unique(self.cost[approx], return_counts=True)
@@ -228,7 +221,7 @@ class ResultColumns:
             time_bins=dict(zip((filled + low).tolist(), per_bin[filled].tolist(), strict=True)),
             time_max_ms=float(ms.max()) if ms.size else 0.0,
             solve_s=float(ms.sum()) / 1000.0,
-            problem_rows=np.flatnonzero((codes == PROBLEMS[0]) | (codes == PROBLEMS[1])).tolist(),
+            problem_rows=np.flatnonzero(IS_PROBLEM[codes]).tolist(),
         )
 
 
@@ -243,21 +236,6 @@ class Tally:
     time_max_ms: float
     solve_s: float
     problem_rows: list[int]
-
-
-def fixed(q: int, decimals: int) -> str:
-    """Write q / 10**decimals with trailing zeros dropped but one decimal kept (`12.0`, `0.0219`)."""
-    sign = "-" if q < 0 else ""
-    whole, frac = divmod(abs(q), 10**decimals)
-    digits = f"{frac:0{decimals}d}".rstrip("0") or "0"
-    return f"{sign}{whole}.{digits}"
-
-
-def _quantise(values: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return (round(values * 10**decimals) as int64, finite mask): every renderer prints these."""
-    finite = np.isfinite(values) & (np.abs(values) < 1e12)
-    q = np.rint(np.where(finite, values, 0.0) * 10.0**decimals).astype(np.int64)
-    return q, finite
 
 
 @dataclass
@@ -330,22 +308,17 @@ class _Rows:
         counters = Texts.of(raw) if raw is not None and any(raw) else Texts.empty(b)
         symbols = getattr(texts, "symbols", None)  # `solvers.model.parse.Lines` read at once: its bytes
         puzzle = Texts.of_block(symbols) if symbols is not None else Texts.of(texts)
-        return ResultColumns(
-            names=list(self.names), puzzle=puzzle, solution=solution, error=error,
-            counters_raw=counters, status=self.status, cost=self.cost, solver=self.solver,
-            time_q=self.time_q, nodes=self.nodes, guesses=self.guesses, restarts=self.restarts,
-            counter_kind=self.counter_kind, counter_solver=self.counter_solver,
-            counter_nodes=self.counter_nodes, counter_guesses=self.counter_guesses,
-            counter_time_q=self.counter_time_q, has_cost=self.has_cost, time_ok=self.time_ok,
-        )  # fmt: skip
+        numbers = {col.name: getattr(self, col.name) for col in COLUMNS if col.kind != "text"}
+        strings = {"puzzle": puzzle, "solution": solution, "error": error, "counters_raw": counters}
+        return ResultColumns(names=list(self.names), **strings, **numbers)
 
 
 def _from_results(results: Results) -> _Rows:
     """Rows of a Results: its arrays as they are, then its object rows laid over them."""
     b = len(results)
     ns = results.ns.astype(np.float64)
-    time_q, time_ok = _quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
-    counter_q, _ = _quantise(ns / 1e6, COUNTER_DECIMALS)
+    time_q, time_ok = quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
+    counter_q, _ = quantise(ns / 1e6, COUNTER_DECIMALS)
     has_solver = results.solver >= 0
     error_texts = results.error_texts
     errors = list(map(error_texts.__getitem__, results.error_id.tolist())) if results.error_id.any() else None
@@ -389,8 +362,7 @@ _ATTRS = (
     "counters",
 )
 _GETTERS = [attrgetter(name) for name in _ATTRS]
-_SIMPLE = ("nodes", "guesses", "time_ms")
-_SIMPLE_GET = [itemgetter(k) for k in _SIMPLE]
+_SIMPLE_GET = [itemgetter(k) for k in ("nodes", "guesses", "time_ms")]
 
 
 def _from_objects(results: Sequence[SolveResult]) -> _Rows:
@@ -413,7 +385,7 @@ def _from_objects(results: Sequence[SolveResult]) -> _Rows:
     names = [n for n in dict.fromkeys(solver) if n is not None]
     ids: dict[str | None, int] = {n: i for i, n in enumerate(names)}
     ids[None] = -1
-    time_q, time_ok = _quantise(np.array(elapsed, dtype=np.float64).reshape(b) * 1000.0, TIME_DECIMALS)
+    time_q, time_ok = quantise(np.array(elapsed, dtype=np.float64).reshape(b) * 1000.0, TIME_DECIMALS)
     rows = _Rows(
         names=names,
         status=codes,
@@ -449,7 +421,7 @@ def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: 
             except (KeyError, TypeError, ValueError):
                 values = []
             if values:
-                q, ok = _quantise(values[2], COUNTER_DECIMALS)
+                q, ok = quantise(values[2], COUNTER_DECIMALS)
                 if ok.all():
                     rows.counter_kind[:] = COUNTERS_SIMPLE
                     rows.counter_solver[:] = rows.solver
@@ -461,10 +433,10 @@ def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: 
     for i, c in enumerate(counters):
         if not c:
             continue
-        simple = _simple(c)
+        simple = simple_counters(c)
         if simple is None:
             rows.counter_kind[i] = COUNTERS_RAW
-            rows.counters_raw[i] = json.dumps(c, separators=(",", ":"), default=_plain, allow_nan=False)
+            rows.counters_raw[i] = json.dumps(c, separators=(",", ":"), default=plain, allow_nan=False)
             continue
         name, n, g, t = simple
         if name not in ids:
@@ -472,27 +444,3 @@ def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: 
             rows.names.append(name)
         rows.counter_kind[i], rows.counter_solver[i] = COUNTERS_SIMPLE, ids[name]
         rows.counter_nodes[i], rows.counter_guesses[i], rows.counter_time_q[i] = n, g, t
-
-
-def _simple(counters: dict) -> tuple[str, int, int, int] | None:
-    """Return (solver, nodes, guesses, time_q) when counters are one solver's three counters."""
-    if len(counters) != 1:
-        return None
-    ((name, d),) = counters.items()
-    if not isinstance(d, dict) or len(d) != 3 or not all(k in d for k in _SIMPLE):
-        return None
-    try:
-        n, g, t = int(d["nodes"]), int(d["guesses"]), float(d["time_ms"])
-    except (TypeError, ValueError):
-        return None
-    q, ok = _quantise(np.array([t]), COUNTER_DECIMALS)
-    if not ok[0] or n != d["nodes"] or g != d["guesses"]:
-        return None
-    return str(name), n, g, int(q[0])
-
-
-def _plain(value: Any) -> Any:
-    """Make numpy scalars JSON-serialisable."""
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.contract.columns import STATUS_NAMES, ResultColumns
+from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part, PartHeader, PartStats, Problem
 from pipeline.contract.runs import Runs, runs_array, to_runs
 from pipeline.contract.tasks import ChunkTask
-from solvers.model.result import Results, SolveResult, Status
+from solvers.model.result import Results, SolveResult
+from solvers.model.status import STATUS_NAMES, Status
 
 if TYPE_CHECKING:
     from pipeline.engine.render import Arena

@@ -25,10 +25,22 @@ from typing import Any
 
 import numpy as np
 
-from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, TIME_DECIMALS
+from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, TIME_DECIMALS, Field
 
 EXTRAS = {"pyarrow": "parquet", "pandas": "dataframe", "polars": "polars"}  # module -> the extra bringing it
 _SIMPLE = ("nodes", "guesses", "time_ms")  # one member's counters, written by the compiled writer's rule
+
+
+def quantise(values: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray]:
+    """(round(values * 10**decimals) as int64, finite mask): the one rule of the digits all outputs print."""
+    finite = np.isfinite(values) & (np.abs(values) < 1e12)
+    return np.rint(np.where(finite, values, 0.0) * 10.0**decimals).astype(np.int64), finite
+
+
+def fixed(q: int, decimals: int) -> str:
+    """Write q / 10**decimals with trailing zeros dropped but one decimal kept (`12.0`, `0.0219`)."""
+    whole, frac = divmod(abs(q), 10**decimals)
+    return f"{'-' if q < 0 else ''}{whole}.{f'{frac:0{decimals}d}'.rstrip('0') or '0'}"
 
 
 def need(module: str, what: str, extra: str | None = None) -> ModuleType:
@@ -83,8 +95,7 @@ def _columns_table(pa: ModuleType, r: Any, input_name: str, status_names: list[s
     index = np.arange(n, dtype=np.int64)
     has_solver = r.solver >= 0
     solver = np.where(has_solver, r.solver, len(r.names)).astype(np.int64)  # -1: the null after the names
-    ms = r.ns.astype(np.float64) / 1e9 * 1000.0  # as the pipeline reads `elapsed` (s): the same float
-    time_q = np.rint(ms * 10.0**TIME_DECIMALS).astype(np.int64)
+    time_q, _ = quantise(r.ns.astype(np.float64) / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
     arrays = {
         "line": pa.array(index + 1),
         "input": pa.array([input_name], pa.string()).take(pa.array(np.zeros(n, np.int64))),
@@ -109,24 +120,29 @@ def _solutions(pa: ModuleType, r: Any) -> Any:
     if r.symbols is None:
         return null_empty(pa, pa.array(r.solutions, pa.string()))
     symbols, has = r.symbols
-    width = symbols.shape[1]
     offsets = np.zeros(len(has) + 1, np.int64)
-    np.cumsum(has.astype(np.int64) * width, out=offsets[1:])
-    if offsets[-1] >= 2**31:  # pragma: no cover - over 2 GB of grids: a string array cannot hold them
-        return pa.array(r.solution_texts(), pa.large_string()).cast(pa.string())
-    data = pa.py_buffer(np.ascontiguousarray(symbols[has]))
-    valid = pa.py_buffer(np.packbits(has, bitorder="little"))
-    null_count = int(len(has) - has.sum())
-    return pa.StringArray.from_buffers(
-        len(has), pa.py_buffer(offsets.astype(np.int32)), data, valid, null_count=null_count
-    )
+    np.cumsum(has.astype(np.int64) * symbols.shape[1], out=offsets[1:])
+    return strings(pa, symbols[has], offsets, has)
+
+
+def strings(pa: ModuleType, data: np.ndarray, offsets: np.ndarray, valid: np.ndarray | None) -> Any:
+    """An Arrow string array over a UTF-8 buffer and offsets (no Python string per row); null where not
+    `valid` (None: none is)."""
+    n, large = len(offsets) - 1, int(offsets[-1]) >= 2**31  # over 2 GB: 64-bit offsets, then chunks
+    kind = pa.LargeStringArray if large else pa.StringArray
+    bitmap, nulls = None, 0
+    if valid is not None and not valid.all():
+        bitmap, nulls = pa.py_buffer(np.packbits(valid, bitorder="little")), int(n - valid.sum())
+    bounds = pa.py_buffer(offsets.astype(np.int64 if large else np.int32))
+    array = kind.from_buffers(n, bounds, pa.py_buffer(np.ascontiguousarray(data)), bitmap, null_count=nulls)
+    return pa.array(array.to_pylist(), pa.string()) if large else array  # pragma: no branch
 
 
 def _counters(pa: ModuleType, r: Any, solver: np.ndarray, has_solver: np.ndarray) -> Any:
     """Each row's counters as JSON text: `{"<solver>":{"nodes":..,"guesses":..,"time_ms":..}}`, or `{}`."""
     pc = importlib.import_module("pyarrow.compute")
     names = pa.array([encode_basestring(name) for name in r.names] + [""], pa.string()).take(pa.array(solver))
-    q = np.rint(r.ns.astype(np.float64) / 1e6 * 10.0**COUNTER_DECIMALS).astype(np.int64)
+    q, _ = quantise(r.ns.astype(np.float64) / 1e6, COUNTER_DECIMALS)
     text = pc.binary_join_element_wise(
         "{", names, ':{"nodes":', pc.cast(pa.array(r.nodes), pa.string()), ',"guesses":',
         pc.cast(pa.array(r.guesses), pa.string()), ',"time_ms":', _fixed_texts(pa, pc, q, COUNTER_DECIMALS),
@@ -145,27 +161,27 @@ def _fixed_texts(pa: ModuleType, pc: ModuleType, q: np.ndarray, decimals: int) -
 
 
 def _objects_table(pa: ModuleType, items: list[Any], rows: list[int], input_name: str) -> Any:
-    """Rows held as SolveResult objects (invalid lines, raced puzzles), one Python pass per row."""
-    ms = np.array([item.elapsed for item in items], dtype=np.float64) * 1000.0
-    finite = np.isfinite(ms) & (np.abs(ms) < 1e12)
-    time_ms = np.rint(np.where(finite, ms, 0.0) * 10.0**TIME_DECIMALS).astype(np.int64) / 10.0**TIME_DECIMALS
-    data = {
-        "line": [i + 1 for i in rows],
-        "input": [input_name] * len(rows),
-        "index": rows,
-        "puzzle": [item.puzzle for item in items],
-        "status": [str(item.status) for item in items],  # a Status is its value
-        "solution": [item.solution or None for item in items],
-        "cost": [item.cost for item in items],
-        "solver": [item.solver for item in items],
-        "time_ms": pa.array(time_ms, mask=~finite),
-        "error": [item.error or None for item in items],
-        "nodes": [item.nodes for item in items],
-        "guesses": [item.guesses for item in items],
-        "restarts": [item.restarts for item in items],
-        "counters": [counters_text(item.counters) for item in items],
-    }
+    """Rows held as SolveResult objects (invalid lines, raced puzzles), a field at a time by its kind."""
+    positions = {"line": [i + 1 for i in rows], "index": rows}
+    data = {f.name: _object_values(pa, f, items, positions, input_name) for f in RECORD_FIELDS}
     return pa.Table.from_pydict(data, schema=schema())
+
+
+def _object_values(pa: ModuleType, f: Field, items: list[Any], positions: dict, input_name: str) -> Any:
+    """One record field of the objects, as the records hold it (`solvers.fields`)."""
+    if f.kind == "position":
+        return positions[f.name]
+    if f.kind == "input":
+        return [input_name] * len(items)
+    if f.kind == "counters":
+        return [counters_text(item.counters) for item in items]
+    values = [getattr(item, f.result or f.name) for item in items]
+    if f.kind == "status":
+        return [str(v) for v in values]  # a Status is its value
+    if f.kind == "fixed":  # seconds (`elapsed`) -> ms, to `decimals` digits; null unless finite
+        q, finite = quantise(np.array(values, dtype=np.float64) * 1000.0, f.decimals)
+        return pa.array(q / 10.0**f.decimals, mask=~finite)
+    return [v or None for v in values] if f.kind == "text" and f.nullable else values
 
 
 def counters_text(counters: dict[str, Any]) -> str:
@@ -173,17 +189,15 @@ def counters_text(counters: dict[str, Any]) -> str:
     writer's rule (`time_ms` to 1 ns, trailing zeros dropped), anything else as compact JSON."""
     if not counters:
         return "{}"
-    simple = _simple(counters)
+    simple = simple_counters(counters)
     if simple is None:
-        return json.dumps(counters, separators=(",", ":"), default=_plain, allow_nan=False)
+        return json.dumps(counters, separators=(",", ":"), default=plain, allow_nan=False)
     name, nodes, guesses, q = simple
-    whole, frac = divmod(abs(q), 10**COUNTER_DECIMALS)
-    digits = f"{frac:0{COUNTER_DECIMALS}d}".rstrip("0") or "0"
-    time_ms = f"{'-' if q < 0 else ''}{whole}.{digits}"
+    time_ms = fixed(q, COUNTER_DECIMALS)
     return f'{{{encode_basestring(name)}:{{"nodes":{nodes},"guesses":{guesses},"time_ms":{time_ms}}}}}'
 
 
-def _simple(counters: dict[str, Any]) -> tuple[str, int, int, int] | None:
+def simple_counters(counters: dict[str, Any]) -> tuple[str, int, int, int] | None:
     """(solver, nodes, guesses, time in ns) when the counters are one member's three counters, else None."""
     if len(counters) != 1:
         return None
@@ -199,7 +213,7 @@ def _simple(counters: dict[str, Any]) -> tuple[str, int, int, int] | None:
     return str(name), nodes, guesses, int(np.rint(ms * 10.0**COUNTER_DECIMALS))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Make numpy scalars JSON-serialisable (counters a solver filled with them)."""
     if isinstance(value, np.generic):
         return value.item()
@@ -207,12 +221,6 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = [
-    "EXTRAS",
-    "counters_text",
-    "need",
-    "null_empty",
-    "results_table",
-    "schema",
-    "to_pandas",
-    "to_polars",
-]
+    "EXTRAS", "counters_text", "fixed", "need", "null_empty", "plain", "quantise", "results_table", "schema",
+    "simple_counters", "strings", "to_pandas", "to_polars",
+]  # fmt: skip

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
-from enum import StrEnum
 from itertools import compress, repeat
 from operator import is_not
 from typing import Any, overload
@@ -22,45 +21,7 @@ from typing import Any, overload
 import numpy as np
 
 from solvers.fields import BY_RESULT, RESULT_ORDER
-from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, Outcome
-
-
-class Status(StrEnum):
-    """The outcome of one puzzle (a str enum: compares equal to its value)."""
-
-    SOLVED = "solved"  # a verified valid grid keeping every given
-    UNSOLVABLE = "unsolvable"  # givens consistent, but search proved there is no solution
-    TIMEOUT = "timeout"  # time ran out with no grid to offer
-    APPROXIMATE = "approximate"  # time ran out; `solution` is the lowest-cost grid found
-    INVALID = "invalid"  # not a puzzle: `error` says why
-    ERROR = "error"  # a solver failed on this puzzle: `error` says how
-
-    def __str__(self) -> str:
-        return self.value
-
-
-STATUS_CODE: dict[Status, int] = {
-    Status.SOLVED: 0,
-    Status.UNSOLVABLE: 1,
-    Status.TIMEOUT: 2,
-    Status.APPROXIMATE: 3,
-    Status.INVALID: 4,
-    Status.ERROR: 5,
-}  # the one status code, from `Results.code` to the wire and files: fixed, a new status gets a new one
-STATUS_NAMES: list[str] = [s.value for s in sorted(STATUS_CODE, key=STATUS_CODE.__getitem__)]  # code -> name
-STATUS_BY_CODE: list[Status] = [Status(name) for name in STATUS_NAMES]  # code -> Status
-STOPPED_ERROR = "stopped before an answer"
-# How a kernel's search ended (`solvers.kernel.outcome`) becomes a status, for a puzzle without a verified
-# grid
-# (a verified grid is `solved`, one the verifier rejects `error`): the one table from kernel to file.
-UNANSWERED: dict[Outcome, tuple[Status, str | None]] = {
-    Outcome(DONE): (Status.UNSOLVABLE, None),  # the search space is exhausted: no solution
-    Outcome(LIMIT): (Status.UNSOLVABLE, None),  # (a limit of solutions reached with none found cannot be)
-    Outcome(TIMEOUT): (Status.TIMEOUT, "no solution within the time limit"),
-    Outcome(BUDGET): (Status.TIMEOUT, "no solution within the search budget"),
-    Outcome(STOPPED): (Status.TIMEOUT, STOPPED_ERROR),
-}
-REJECTED_ERROR = "{solver} returned a grid the verifier rejects"
+from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, STATUS_NAMES, Status
 
 
 def _to_dict(self: Any) -> dict[str, Any]:
@@ -226,13 +187,12 @@ class Results(Sequence[SolveResult]):
             return [self[j] for j in range(*i.indices(len(self)))]
         item = self.items[i]  # raises IndexError like a list, negative indices included
         if item is None:
-            row = range(len(self))[i]
-            item = self.items[row] = self._build(row)
+            item = self._build([range(len(self))[i]])[0]
         return item
 
     def __iter__(self) -> Iterator[SolveResult]:
         if None in self.items:
-            self._build_all()  # one pass over plain lists: several times cheaper than row by row
+            self._build([i for i, item in enumerate(self.items) if item is None])
         return iter(self.items)  # type: ignore[arg-type]  # every row is built now
 
     def __eq__(self, other: object) -> bool:
@@ -251,55 +211,33 @@ class Results(Sequence[SolveResult]):
     def __repr__(self) -> str:
         return f"Results({list(self)!r})"
 
-    def _build(self, i: int) -> SolveResult:
-        """Make row `i`'s SolveResult from the columns (the same fields `_collect` used to set)."""
-        sid = int(self.solver[i])
-        name = self.names[sid] if sid >= 0 else None
-        ns, nodes, guesses = int(self.ns[i]), int(self.nodes[i]), int(self.guesses[i])
-        counters: dict[str, dict[str, Any]] = {}
-        if name is not None:
-            counters[name] = {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}
-        return SolveResult(
-            STATUS_BY_CODE[self.code[i]],
-            self.texts[i],
-            self.solution(i),
-            0 if self.solved_cost[i] else None,
-            name,
-            ns / 1e9,
-            nodes,
-            guesses,
-            0,
-            None if self.counts is None else int(self.counts[i]),
-            self.error_texts[self.error_id[i]],
-            counters,
-        )
-
-    def _build_all(self) -> None:
-        """Build every row not built yet, reading the columns as Python lists once."""
-        names = [*self.names, None]  # solver id -1 reads None
-        codes, solvers = self.code.tolist(), self.solver.tolist()
-        ns_list, nodes_list, guesses_list = self.ns.tolist(), self.nodes.tolist(), self.guesses.tolist()
-        zero, errors = self.solved_cost.tolist(), self.error_id.tolist()
-        counts = self.counts.tolist() if self.counts is not None else [None] * len(self)
-        solutions = self.solution_texts()
-        for i, item in enumerate(self.items):
-            if item is not None:
-                continue
-            name, ns, nodes, guesses = names[solvers[i]], ns_list[i], nodes_list[i], guesses_list[i]
-            self.items[i] = SolveResult(
-                STATUS_BY_CODE[codes[i]],
+    def _build(self, rows: list[int]) -> list[SolveResult]:
+        """Make the SolveResults of `rows` from the columns (the fields `_collect` used to set), reading each
+        column as a Python list once: for many rows several times cheaper than row by row."""
+        names, at = [*self.names, None], np.asarray(rows, dtype=np.int64)  # solver id -1 reads None
+        arrays = (self.code, self.solver, self.ns, self.nodes, self.guesses, self.solved_cost, self.error_id)
+        columns = [a[at].tolist() for a in arrays]
+        counts = self.counts[at].tolist() if self.counts is not None else [None] * len(rows)
+        texts = self.solution_texts() if len(rows) > 1 else None
+        built = []
+        for i, code, sid, ns, nodes, guesses, zero, error, count in zip(rows, *columns, counts, strict=True):
+            name = names[sid]
+            item = self.items[i] = SolveResult(
+                STATUS_BY_CODE[code],
                 self.texts[i],
-                solutions[i],
-                0 if zero[i] else None,
+                self.solution(i) if texts is None else texts[i],
+                0 if zero else None,
                 name,
                 ns / 1e9,
                 nodes,
                 guesses,
                 0,
-                counts[i],
-                self.error_texts[errors[i]],
+                count,
+                self.error_texts[error],
                 {} if name is None else {name: {"nodes": nodes, "guesses": guesses, "time_ms": ns / 1e6}},
             )
+            built.append(item)
+        return built
 
     def to_arrow(self, input_name: str = "<strings>") -> Any:
         """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
@@ -359,11 +297,6 @@ def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
 
 
 __all__ = [
-    "STATUS_BY_CODE",
-    "STATUS_CODE",
-    "STATUS_NAMES",
-    "STOPPED_ERROR",
-    "UNANSWERED",
     "Results",
     "SolveResult",
     "Status",

@@ -35,6 +35,7 @@ from solvers.exact.base import KernelSolver
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import DONE, EXHAUSTED, LIMIT, SOLVED, TIMEOUT, Outcome
 from solvers.model.puzzle import Puzzle
+from solvers.model.status import MemberState
 from solvers.model.verify import is_solution
 from solvers.stochastic.base import Params, StochasticRun, StochasticSolver
 
@@ -136,7 +137,7 @@ class CompleteMember(Member):
     def __init__(self, name: str, weight: float, puzzle: Puzzle) -> None:
         super().__init__(name, weight)
         self.puzzle = puzzle
-        self.status = "running"
+        self.status: str = MemberState.RUNNING
 
     def accept(self, grid: np.ndarray) -> Outcome:
         """Take a grid the solver found if the verifier agrees: FOUND, else IDLE (the member failed)."""
@@ -144,7 +145,7 @@ class CompleteMember(Member):
             self.failed = f"{self.name} returned a grid the verifier rejects"
             return IDLE
         self.solution = grid
-        self.status = "solved"
+        self.status = MemberState.SOLVED
         return FOUND
 
     @property
@@ -238,7 +239,7 @@ class ExactMember(CompleteMember):
 
     def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Make one kernel call: the complete stream's next doubling, or a random restart."""
-        if self.failed or self.status != "running":
+        if self.failed or self.status != MemberState.RUNNING:
             return IDLE
         share = self.complete_share  # of the member's nodes, for the complete run
         complete = share >= 1.0 or self.complete_nodes * (1.0 - share) <= self.random_nodes * share
@@ -282,7 +283,7 @@ class ExactMember(CompleteMember):
         if int(out.counts[0]) > 0:
             return self.accept(out.solutions[0, 0].copy())
         if code in (DONE, LIMIT):
-            self.status = "unsolvable"
+            self.status = MemberState.UNSOLVABLE
             return NO_SOLUTION
         if code == TIMEOUT:
             return OUT_OF_TIME
@@ -405,7 +406,7 @@ class StochasticMember(Member):
             "iterations": its,
             "best_cost": self._best_cost,
             "time_to_best_ms": self.time_to_best_ns / 1e6,
-            "status": self.failed or ("solved" if self.solution is not None else "running"),
+            "status": self.failed or (MemberState.RUNNING if self.solution is None else MemberState.SOLVED),
         }
 
 

@@ -38,7 +38,8 @@ from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import Outcome
 from solvers.model.cost import grid_cost
 from solvers.model.puzzle import Box, Puzzle
-from solvers.model.result import SolveResult, Status
+from solvers.model.result import SolveResult
+from solvers.model.status import DECIDED, ENDS, MemberState, Status
 from solvers.model.verify import is_solution
 from solvers.race.exchange import Exchange
 from solvers.race.members import (
@@ -387,27 +388,18 @@ def _result(
     """Turn the race's end into a SolveResult with every member's counters."""
     counters = _final_counters(members, winner, outcome, stopped)
     common: dict[str, Any] = dict(puzzle=text if text is not None else puzzle.render(), elapsed=elapsed)
-    if outcome == FOUND and winner is not None and winner.solution is not None:
-        counters[winner.name]["time_to_solution_ms"] = elapsed * 1e3
+    if outcome in DECIDED and winner is not None and (outcome != FOUND or winner.solution is not None):
+        status = ENDS[outcome][0]
         c = counters[winner.name]
+        if status is Status.SOLVED:
+            c["time_to_solution_ms"] = elapsed * 1e3
         return SolveResult(
-            Status.SOLVED,
-            solution=puzzle.render(winner.solution),
-            cost=0,
+            status,
+            solution=None if winner.solution is None else puzzle.render(winner.solution),
+            cost=0 if status is Status.SOLVED else None,
             solver=winner.name,
             nodes=int(c.get("nodes", c.get("iterations", 0))),
             guesses=int(c.get("guesses", 0)),
-            restarts=int(c["restarts"]),
-            counters=counters,
-            **common,
-        )
-    if outcome == NO_SOLUTION and winner is not None:
-        c = counters[winner.name]
-        return SolveResult(
-            Status.UNSOLVABLE,
-            solver=winner.name,
-            nodes=int(c["nodes"]),
-            guesses=int(c["guesses"]),
             restarts=int(c["restarts"]),
             counters=counters,
             **common,
@@ -453,15 +445,15 @@ def _final_counters(
     for m in members:
         c = m.counters()
         c["share"] = round(max(m.weight, 0.0) / total, 4) if total > 0 else 0.0
-        if c.get("status") == "running":
+        if c.get("status") == MemberState.RUNNING:
             if m.weight <= 0:
-                c["status"] = "fast path only"
-            elif outcome in (FOUND, NO_SOLUTION) and m is not winner:
-                c["status"] = "lost"
+                c["status"] = MemberState.FAST_PATH_ONLY
+            elif outcome in DECIDED and m is not winner:
+                c["status"] = MemberState.LOST
             elif stopped:
-                c["status"] = "stopped"
+                c["status"] = MemberState.STOPPED
             else:
-                c["status"] = "timeout" if outcome == OUT_OF_TIME else "idle"
+                c["status"] = MemberState.TIMEOUT if outcome == OUT_OF_TIME else MemberState.IDLE
         out[m.name] = c
     return out
 

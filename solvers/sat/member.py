@@ -50,6 +50,7 @@ from solvers.exact.propagation import root_candidates
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import Outcome
 from solvers.model.puzzle import Puzzle
+from solvers.model.status import MemberState
 from solvers.race.cubes import Clause, Cube, cell_value, make_cubes, negation, term, valid_clause
 from solvers.race.exchange import Exchange
 from solvers.race.members import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteMember
@@ -249,7 +250,7 @@ class SatMember(CompleteMember):
     def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Build, load, or run the solver for one step of conflicts; report a verified grid
         or a proof of none."""
-        if self.failed or self.status != "running":
+        if self.failed or self.status != MemberState.RUNNING:
             return IDLE
         t0 = monotonic_ns()
         try:
@@ -260,7 +261,7 @@ class SatMember(CompleteMember):
     def _step(self, deadline_ns: int) -> Outcome:
         if self.search is None:  # a step builds the next CNF
             if not self._next_search():  # root propagation refutes the puzzle itself
-                self.status = "unsolvable"
+                self.status = MemberState.UNSOLVABLE
                 return NO_SOLUTION
             return PROGRESS
         search = self.search
@@ -289,7 +290,7 @@ class SatMember(CompleteMember):
             self._refuted(search)
         elif answer is False:
             self._done(search)
-            self.status = "unsolvable"
+            self.status = MemberState.UNSOLVABLE
             return NO_SOLUTION
         if deadline_ns and monotonic_ns() >= deadline_ns:
             return OUT_OF_TIME

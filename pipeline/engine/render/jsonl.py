@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pipeline.contract.columns import COUNTER_DECIMALS, STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
-from solvers.fields import NAMES
+from pipeline.contract.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns, Texts
+from solvers.fields import NAMES, RECORD_FIELDS
+from solvers.model.status import STATUS_NAMES
 
 
 def _lit(text: str) -> np.ndarray:
@@ -22,22 +23,15 @@ def _lit(text: str) -> np.ndarray:
 
 
 # the keys of the record, in the field table's order (`solvers.fields.NAMES`): the kernel writes them in turn
+_KEYS = [_lit(("{" if i == 0 else ",") + f'"{name}":') for i, name in enumerate(NAMES)]
 (
     _L_LINE, _L_INPUT, _L_INDEX, _L_PUZZLE, _L_STATUS, _L_SOLUTION, _L_COST, _L_SOLVER, _L_TIME, _L_ERROR,
     _L_NODES, _L_GUESSES, _L_RESTARTS, _L_COUNTERS,
-) = [_lit(("{" if i == 0 else ",") + f'"{name}":') for i, name in enumerate(NAMES)]  # fmt: skip
-_L_C_NODES = _lit(':{"nodes":')
-_L_C_GUESSES = _lit(',"guesses":')
-_L_C_TIME = _lit(',"time_ms":')
-_L_NULL = _lit("null")
-_L_EMPTY = _lit("{}")
-_HEX = _lit("0123456789abcdef")
+) = _KEYS  # fmt: skip
+_L_C_NODES, _L_C_GUESSES, _L_C_TIME = _lit(':{"nodes":'), _lit(',"guesses":'), _lit(',"time_ms":')
+_L_NULL, _L_EMPTY, _HEX = _lit("null"), _lit("{}"), _lit("0123456789abcdef")
 # Every literal a record writes (`jsonl_bound` adds the numbers, texts, names, quotes, nulls and braces).
-_LITERALS = (
-    _L_LINE, _L_INPUT, _L_INDEX, _L_PUZZLE, _L_STATUS, _L_SOLUTION, _L_COST, _L_SOLVER, _L_TIME,
-    _L_ERROR, _L_NODES, _L_GUESSES, _L_RESTARTS, _L_COUNTERS, _L_C_NODES, _L_C_GUESSES, _L_C_TIME, _L_NULL,
-    _L_EMPTY,
-)  # fmt: skip
+_LITERAL_BYTES = sum(a.size for a in (*_KEYS, _L_C_NODES, _L_C_GUESSES, _L_C_TIME, _L_NULL, _L_EMPTY))
 
 
 _U0, _U1, _U10, _U48 = np.uint64(0), np.uint64(1), np.uint64(10), np.uint64(48)
@@ -277,9 +271,10 @@ def jsonl_bound(
     b = len(c)
     if b == 0:
         return 0
-    numbers = sum(map(_number_bytes, (index, line, c.cost, c.nodes, c.guesses, c.restarts)))
-    numbers += _number_bytes(c.counter_nodes) + _number_bytes(c.counter_guesses)
-    numbers += _number_bytes(c.time_q, TIME_DECIMALS) + _number_bytes(c.counter_time_q, COUNTER_DECIMALS)
+    numbers = (
+        _numbers_bytes(c, index, line) + _number_bytes(c.counter_nodes) + _number_bytes(c.counter_guesses)
+    )
+    numbers += _number_bytes(c.counter_time_q, COUNTER_DECIMALS)
     inp = len(_json_string(input_name).encode())
     name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
     per_row = _LITERAL_BYTES + _STATUS_BYTES + inp + 2 * name_max + numbers + 32  # quotes, nulls, braces
@@ -312,21 +307,25 @@ def render_into(
     statuses = _QUOTED_STATUS
     names = Texts.of([_json_string(name) for name in c.names or [""]])
     args = (
-        inp, index, line, _nonempty(c.puzzle.buf), c.puzzle.off, c.status, statuses.buf, statuses.off,
-        _nonempty(c.solution.buf), c.solution.off, c.cost, c.has_cost, c.solver, _nonempty(names.buf),
-        names.off, c.time_q, c.time_ok, _nonempty(c.error.buf), c.error.off, c.nodes, c.guesses, c.restarts,
-        c.counter_kind, c.counter_solver, c.counter_nodes, c.counter_guesses, c.counter_time_q,
-        _nonempty(c.counters_raw.buf), c.counters_raw.off,
+        *_record_args(c, inp, index, line, statuses, names),
+        c.counter_kind, c.counter_solver, c.counter_nodes,
+        c.counter_guesses, c.counter_time_q, _nonempty(c.counters_raw.buf), c.counters_raw.off,
     )  # fmt: skip
     used = int(_render(*map(_read_only, args), out, *plain))
     out[used] = 10
     return used + 1
 
 
-_LITERAL_BYTES = sum(a.size for a in _LITERALS)
 _INPUT, _INDEX = f',"{NAMES[1]}":', f',"{NAMES[2]}":'  # around the input's name: one literal with it
 _QUOTED_STATUS = Texts.of([f'"{name}"' for name in STATUS_NAMES])  # statuses need no escaping
 _STATUS_BYTES = max(len(s) for s in STATUS_NAMES) + 2
+
+
+def _numbers_bytes(c: ResultColumns, index: np.ndarray, line: np.ndarray) -> int:
+    """The widest printed value of each position and number field of the record (the field table's)."""
+    numbers = (getattr(c, f.array) for f in RECORD_FIELDS if f.kind in ("int", "fixed"))
+    decimals = (f.decimals for f in RECORD_FIELDS if f.kind in ("int", "fixed"))
+    return _number_bytes(index) + _number_bytes(line) + sum(map(_number_bytes, numbers, decimals))
 
 
 def _number_bytes(values: np.ndarray, decimals: int = 0) -> int:
@@ -431,8 +430,7 @@ def csv_bound(
     b = len(c)
     if b == 0:
         return 0
-    numbers = sum(map(_number_bytes, (index, line, c.cost, c.nodes, c.guesses, c.restarts)))
-    numbers += _number_bytes(c.time_q, TIME_DECIMALS)
+    numbers = _numbers_bytes(c, index, line)
     inp = len(_csv_field(input_name).encode())
     name_max = max(len(name.encode()) for name in c.names or [""])
     texts = c.puzzle.buf.size + c.solution.buf.size + c.error.buf.size
@@ -470,13 +468,18 @@ def csv_into(
     statuses = Texts.of(STATUS_NAMES)
     names = Texts.of(c.names or [""])
     counters = counters_texts(c)
-    args = (
+    args = (*_record_args(c, inp, index, line, statuses, names), _nonempty(counters.buf), counters.off)
+    return int(_render_csv(*map(_read_only, args), out))
+
+
+def _record_args(c: ResultColumns, inp: np.ndarray, index: np.ndarray, line: np.ndarray, statuses: Texts,
+                 names: Texts) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """Both compiled writers' arguments for the record's fields from `line` to `restarts`, in field order."""
+    return (
         inp, index, line, _nonempty(c.puzzle.buf), c.puzzle.off, c.status, statuses.buf, statuses.off,
         _nonempty(c.solution.buf), c.solution.off, c.cost, c.has_cost, c.solver, _nonempty(names.buf),
         names.off, c.time_q, c.time_ok, _nonempty(c.error.buf), c.error.off, c.nodes, c.guesses, c.restarts,
-        _nonempty(counters.buf), counters.off,
     )  # fmt: skip
-    return int(_render_csv(*map(_read_only, args), out))
 
 
 def _csv_field(text: str) -> str:

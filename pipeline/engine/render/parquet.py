@@ -15,9 +15,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from pipeline.contract.columns import STATUS_NAMES, TIME_DECIMALS, ResultColumns, Texts
+from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part
-from solvers.fields import NAMES, RECORD_FIELDS
+from solvers.fields import RECORD_FIELDS, Field
+from solvers.model.frame import schema, strings  # the records' Arrow schema: the field table's
+from solvers.model.status import STATUS_NAMES
 
 INSTALL_HINT = "pip install 'sudoku-batch[parquet]'"
 DICTIONARY = [f.name for f in RECORD_FIELDS if f.dictionary]  # few distinct values; the rest mostly unique
@@ -39,15 +41,6 @@ def installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("pyarrow") is not None
-
-
-def schema() -> Any:
-    """The Arrow schema of the records: the field table's (`solvers.model.frame.schema`, which `Job.to_arrow`
-    and
-    `Results.to_arrow` use too)."""
-    from solvers.model.frame import schema as records_schema
-
-    return records_schema()
 
 
 class ParquetSink:
@@ -92,44 +85,33 @@ def columns_table(c: ResultColumns, input_name: str, index: np.ndarray, line: np
     """Records of result columns (rows aligned with `index` and `line`) as an Arrow table of `schema`."""
     import pyarrow as pa
 
+    positions = {"line": line, "index": index}
+    return pa.Table.from_arrays(
+        [_array(pa, f, c, input_name, positions) for f in RECORD_FIELDS], schema=schema
+    )
+
+
+def _array(pa: Any, f: Field, c: ResultColumns, input_name: str, positions: dict[str, np.ndarray]) -> Any:
+    """One record field of the columns as an Arrow array, by its kind (`solvers.fields`)."""
     from pipeline.engine.render.jsonl import counters_texts
 
-    n = len(c)
-    names = pa.array([*c.names, None], pa.string())
-    solver = c.solver.astype(np.int64)
-    solver[solver < 0] = len(c.names)
-    arrays = {
-        "line": pa.array(line),
-        "input": pa.array([input_name], pa.string()).take(pa.array(np.zeros(n, np.int64))),
-        "index": pa.array(index),
-        "puzzle": _strings(c.puzzle, None),
-        "status": pa.array(STATUS_NAMES, pa.string()).take(pa.array(c.status)),
-        "solution": _strings(c.solution, np.diff(c.solution.off) > 0),
-        "cost": pa.array(c.cost, mask=~c.has_cost),
-        "solver": names.take(pa.array(solver)),
-        "time_ms": pa.array(c.time_q / 10.0**TIME_DECIMALS, mask=~c.time_ok),
-        "error": _strings(c.error, np.diff(c.error.off) > 0),
-        "nodes": pa.array(c.nodes),
-        "guesses": pa.array(c.guesses),
-        "restarts": pa.array(c.restarts),
-        "counters": _strings(counters_texts(c), None),
-    }
-    return pa.Table.from_arrays([arrays[name] for name in NAMES], schema=schema)
-
-
-def _strings(texts: Texts, valid: np.ndarray | None) -> Any:
-    """An Arrow string array over the texts' buffer (no Python string per row); null where not `valid`."""
-    import pyarrow as pa
-
-    n = len(texts)
-    if int(texts.off[-1]) >= 2**31:
-        return pa.array(texts.to_list(), pa.string()).cast(pa.string())  # pragma: no cover - over 2 GB
-    offsets = pa.py_buffer(texts.off.astype(np.int32))
-    data = pa.py_buffer(np.ascontiguousarray(texts.buf))
-    if valid is None or valid.all():
-        return pa.StringArray.from_buffers(n, offsets, data)
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.StringArray.from_buffers(n, offsets, data, bitmap, null_count=int(n - valid.sum()))
+    if f.kind == "position":
+        return pa.array(positions[f.name])
+    if f.kind == "input":
+        return pa.array([input_name], pa.string()).take(pa.array(np.zeros(len(c), np.int64)))
+    if f.kind == "counters":
+        return strings(pa, (t := counters_texts(c)).buf, t.off, None)
+    values = getattr(c, f.array)
+    if f.kind == "text":
+        return strings(pa, values.buf, values.off, np.diff(values.off) > 0 if f.nullable else None)
+    if f.kind == "status":
+        return pa.array(STATUS_NAMES, pa.string()).take(pa.array(values))
+    if f.kind == "name":
+        ids = values.astype(np.int64)
+        ids[ids < 0] = len(c.names)  # -1: the null after the names
+        return pa.array([*c.names, None], pa.string()).take(pa.array(ids))
+    mask = ~getattr(c, f.valid) if f.valid else None
+    return pa.array(values / 10.0**f.decimals if f.kind == "fixed" else values, mask=mask)
 
 
 def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from solvers.fields import NAMES, RECORD_FIELDS, Field
+import numpy as np
+
+from solvers.fields import COUNTER_DECIMALS, NAMES, RECORD_FIELDS, Field
+from solvers.model.status import STATUS_NAMES
+
+if TYPE_CHECKING:
+    from pipeline.contract.columns import ResultColumns
 
 _TYPES = {"position": "int", "input": "str", "text": "str", "status": "str", "name": "str", "int": "int",
           "fixed": "float", "counters": "dict[str, dict[str, Any]]"}  # fmt: skip
@@ -26,6 +32,51 @@ def _from_json(cls: type, text: str | bytes) -> Any:
     """Read a record from its JSON line."""
     data = json.loads(text)
     return cls(**{k: data[k] for k in NAMES})
+
+
+def _rows(cls: type, c: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> list[Any]:
+    """The records of result columns (rows aligned with `index` and `line`), read from the arrays as they
+    are: the same values as their JSON Lines read back, with no JSON text but the raw counters'."""
+    positions = {"line": line, "index": index}
+    return [
+        cls(*row) for row in zip(*(_values(f, c, input_name, positions) for f in RECORD_FIELDS), strict=True)
+    ]
+
+
+def _values(f: Field, c: ResultColumns, input_name: str, positions: dict[str, np.ndarray]) -> list[Any]:
+    """One record field of every row, by its kind (`solvers.fields`)."""
+    if f.kind == "position":
+        return positions[f.name].tolist()
+    if f.kind == "input":
+        return [input_name] * len(c)
+    if f.kind == "counters":
+        return _counters(c)
+    values = getattr(c, f.array)
+    if f.kind == "text":
+        return [t or None for t in values.to_list()] if f.nullable else values.to_list()
+    if f.kind in ("status", "name"):
+        names = STATUS_NAMES if f.kind == "status" else [*c.names, None]  # solver id -1: null
+        return [names[k] for k in values.tolist()]
+    out = (values / 10.0**f.decimals if f.kind == "fixed" else values).tolist()
+    if f.valid:
+        out = [v if ok else None for v, ok in zip(out, getattr(c, f.valid).tolist(), strict=True)]
+    return out
+
+
+def _counters(c: ResultColumns) -> list[dict[str, Any]]:
+    """Each row's counters: none, one member's three (`COUNTERS_SIMPLE`) or raw JSON (its text parsed)."""
+    from pipeline.contract.columns import COUNTERS_RAW, COUNTERS_SIMPLE
+
+    scale, buf, off = 10.0**COUNTER_DECIMALS, c.counters_raw.buf.tobytes(), c.counters_raw.off.tolist()
+    names = [c.names[k] if k >= 0 else None for k in c.counter_solver.tolist()]
+    nodes, guesses, ns = c.counter_nodes.tolist(), c.counter_guesses.tolist(), c.counter_time_q.tolist()
+    out: list[dict[str, Any]] = []
+    for i, kind in enumerate(c.counter_kind.tolist()):
+        if kind == COUNTERS_SIMPLE:
+            out.append({names[i]: {"nodes": nodes[i], "guesses": guesses[i], "time_ms": ns[i] / scale}})
+        else:
+            out.append(json.loads(buf[off[i] : off[i + 1]]) if kind == COUNTERS_RAW else {})
+    return out
 
 
 def _to_dict(self: Any) -> dict[str, Any]:
@@ -55,6 +106,7 @@ Record = dataclasses.make_dataclass(
     _fields(),
     namespace={
         "from_json": classmethod(_from_json),
+        "rows": classmethod(_rows),
         "to_dict": _to_dict,
         "__doc__": "One puzzle's result: the public record fields (`solvers.fields.RECORD_FIELDS`).",
     },
