@@ -1,7 +1,7 @@
-"""The Celery adapter: settings, the app, and the two tasks that run `pipeline.engine.solve.solve_chunk` and
-`pipeline.contract.generate.generate_result`.
+"""The Celery adapter: settings, the app, and the three tasks (solve, generate, race help) that hand each
+message to `pipeline.engine.runner.execute`.
 
-Thin on purpose: solving lives in `solvers`, the task and result contract in `pipeline`,
-and the worker only moves a chunk from a task message to the job store (`tasks`), beats
+Thin on purpose: solving lives in `solvers`, the task and result contract and its engine in
+`pipeline`, and the worker only moves a task from a message to the job store (`tasks`), beats
 and requeues orphaned messages (`heartbeat`), and survives a full Redis (`broker`).
 """
