@@ -327,27 +327,21 @@ class LocalPool(WarmPool):
 
     def close(self) -> None:
         """Stop the processes (pending chunks are cancelled, running ones finish)."""
-        self._dispatching.clear()
-        super().close()
-        self._stop_receiving()
-        self._stop_manager()
+        self._end(super().close)
 
     def kill(self) -> None:
         """Kill the processes now, dropping the chunks they are solving (an interrupted command)."""
-        self._dispatching.clear()
-        super().kill()
-        self._stop_receiving()
-        self._stop_manager()
+        self._end(super().kill)
 
-    def _stop_receiving(self) -> None:
-        """End the thread handing parts over (after the processes: every part they sent is stored)."""
+    def _end(self, stop: Callable[[], None]) -> None:
+        """Stop the helper dispatch, the processes (`stop`), then the thread handing parts over (every part
+        they sent is stored) and the board's manager process (its processes use it to the end)."""
+        self._dispatching.clear()
+        stop()
         if self._parts is not None:
             parts, self._parts = self._parts, None
             with contextlib.suppress(OSError):
                 parts.put(None)
-
-    def _stop_manager(self) -> None:
-        """End the board's manager process (after the pool: its processes use it to the end)."""
         if self._manager is not None:
             manager, self._manager, self._board = self._manager, None, None
             with contextlib.suppress(Exception):  # already gone: nothing is left to stop

@@ -91,8 +91,8 @@ class LocalTransport(Transport):
         self._broken: str | None = None
         self._stop = new_flag()  # raised by `stop`: in-process solving gives up
         self._inline: queue.SimpleQueue[Task] | None = None  # tasks for the thread solving tiny inputs here
-        if pool.started:
-            pool.route(job, store, self._fail)
+        if pool.started:  # a chunk whose process died: its unanswered rows are answered `error`
+            pool.route(job, store, lambda task, reason: fail_rest(StorePort(store), task, reason))
 
     def send(self, task: Task) -> None:
         if not self.pool.started:  # solved in this process, on a thread of its own: `send` never waits for it
@@ -106,19 +106,15 @@ class LocalTransport(Transport):
         future.add_done_callback(lambda f: self._done(task, f))
 
     def _inline_loop(self, tasks: queue.SimpleQueue[Task]) -> None:
-        """Run the tasks sent in this process in order (a daemon: an abandoned job keeps no command alive)."""
+        """Run the tasks sent in this process (the pool not started: a tiny input) in order, their answers in
+        the store; a daemon: an abandoned job keeps no command alive. Not on the producer's thread: a puzzle
+        searched for minutes would stop its beat, and collectors would take the submission for dead."""
         while True:
             task = tasks.get()
             try:
-                self._run_inline(task)
+                execute(task, StorePort(self.store, self._stop))
             except Exception as exc:  # noqa: BLE001 - the job fails in one line, as a dead process fails it
                 self._failed(task, exc)
-
-    def _run_inline(self, task: Task) -> None:
-        """Run a task in this process (the pool not started: a tiny input), its answers into the store. Not on
-        the producer's thread: a puzzle searched for minutes would stop its beat, and collectors would take
-        the submission for dead."""
-        execute(task, StorePort(self.store, self._stop))
 
     def _done(self, task: Task, future: Future[int]) -> None:
         """A crashed process breaks the job (its chunks cannot be answered): a solve chunk's unanswered rows
@@ -137,9 +133,6 @@ class LocalTransport(Transport):
             self.pool.fail(self.job, task, self._broken)
         else:
             give_up(StorePort(self.store), task, self._broken, Status.ERROR)
-
-    def _fail(self, task: ChunkTask, reason: str) -> None:
-        fail_rest(StorePort(self.store), task, reason)
 
     @property
     def broken(self) -> str | None:
