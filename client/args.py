@@ -94,7 +94,7 @@ def check_seconds(flag: str, value: float | None, most: float, zero: str | None 
 
 def check_processes(flag: str, value: int | None) -> None:
     """UsageError unless `value` (given as `flag`) is None or a process count this machine can run."""
-    from client.transport import check_workers
+    from client.pool import check_workers
 
     if value is not None:
         try:

@@ -23,6 +23,7 @@ from client.collector import Slice, arrival_order, chunk_order, in_order, stream
 from client.config import ClientSettings, check_broker_url
 from client.dataset import check_directory, claim_directory, claim_lives, dataset_url
 from client.numbers import plural
+from client.pool import LocalPool, default_workers, max_workers, warm_solvers
 from client.producer import (
     JobSpec,
     Producer,
@@ -44,16 +45,7 @@ from client.store import (
     split_words,
     submission_state,
 )
-from client.transport import (
-    INLINE_BYTES,
-    CeleryTransport,
-    LocalPool,
-    LocalTransport,
-    Transport,
-    default_workers,
-    max_workers,
-    warm_solvers,
-)
+from client.transport import INLINE_BYTES, CeleryTransport, LocalTransport, Transport
 from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.outbox import parse_task
 from pipeline.contract.tasks import (

@@ -288,7 +288,7 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
     if url is not None and args.workers is not None:
         raise UsageError("--workers sets local processes; with a broker the workers' own concurrency applies")
     if url is None:
-        from client.transport import default_workers, max_workers
+        from client.pool import default_workers, max_workers
 
         workers = min(args.workers or min(default_workers(), max_workers()), len(req.plan))
         where = f"with {plural(workers, 'local process', 'local processes')}"

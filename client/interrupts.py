@@ -7,7 +7,7 @@ command stops its local processes, keeps what it wrote, says where the job stand
 exits 128 + the signal number. A signal arriving inside `held()` (a write of output
 records) is raised when the block ends, so no record is cut in half. A second signal
 while the command winds down exits at once (local processes die with it: they hold
-PR_SET_PDEATHSIG, `client.processes`).
+PR_SET_PDEATHSIG, `client.pool`).
 """
 
 from __future__ import annotations

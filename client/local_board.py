@@ -18,12 +18,10 @@ import contextlib
 import json
 import os
 import time
-from multiprocessing.managers import SyncManager
 from typing import Any
 
 from pydantic import ValidationError
 
-from client.processes import die_with_parent
 from pipeline.escalation.task import (
     MAX_BATCH_CLAUSES,
     MAX_SHARED_BATCHES,
@@ -34,20 +32,6 @@ from pipeline.escalation.task import (
 from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES
 
 LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop this long after
-
-
-def _manager_init(parent: int) -> None:
-    """The manager process dies with the command (and leaves interrupts to it)."""
-    die_with_parent(parent)
-
-
-def start_manager() -> SyncManager:
-    """Fork the manager process holding the boards' state (call it before any thread exists, as the pool)."""
-    import multiprocessing
-
-    manager = SyncManager(ctx=multiprocessing.get_context("fork"))
-    manager.start(_manager_init, (os.getpid(),))
-    return manager
 
 
 class LocalBoard:

@@ -53,7 +53,8 @@ def form(request, monkeypatch) -> Iterator[Form]:
 
         yield Form(tasks.RedisBoard(client, JOB), lambda: calls, idle, lapse)
         return
-    from client.local_board import LocalBoard, start_manager
+    from client.local_board import LocalBoard
+    from client.pool import start_manager
 
     manager = start_manager()
     try:

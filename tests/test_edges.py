@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.transport import max_workers
+from client.pool import max_workers
 from tests.conftest import SAMPLE, run_cli, url_of
 
 
@@ -61,16 +61,16 @@ def test_a_collect_timeout_that_is_not_a_sane_number_of_seconds_is_a_usage_error
 
 
 def test_the_process_bound_follows_cores_and_available_memory_and_the_default_stays_within_it(monkeypatch):
-    import client.transport as transport
+    import client.pool as pool
     from client.batch import BatchClient
 
-    monkeypatch.setattr(transport, "default_workers", lambda: 8)
-    monkeypatch.setattr(transport, "available_mb", lambda: 100_000)
-    assert transport.max_workers() == 8 * transport.PROCESSES_PER_CORE
-    monkeypatch.setattr(transport, "available_mb", lambda: 3 * transport.PROCESS_MB + 1)
-    assert transport.max_workers() == 3
-    monkeypatch.setattr(transport, "available_mb", lambda: 10)  # almost no memory: still one process
-    assert transport.max_workers() == 1
+    monkeypatch.setattr(pool, "default_workers", lambda: 8)
+    monkeypatch.setattr(pool, "available_mb", lambda: 100_000)
+    assert pool.max_workers() == 8 * pool.PROCESSES_PER_CORE
+    monkeypatch.setattr(pool, "available_mb", lambda: 3 * pool.PROCESS_MB + 1)
+    assert pool.max_workers() == 3
+    monkeypatch.setattr(pool, "available_mb", lambda: 10)  # almost no memory: still one process
+    assert pool.max_workers() == 1
     monkeypatch.setattr("client.batch.default_workers", lambda: 8)
-    monkeypatch.setattr("client.batch.max_workers", transport.max_workers)
+    monkeypatch.setattr("client.batch.max_workers", pool.max_workers)
     assert BatchClient().workers == 1

@@ -484,12 +484,14 @@ def test_a_delivery_past_the_attempt_limit_never_replaces_a_chunks_good_result(f
 
 def test_a_generate_delivery_past_the_attempt_limit_keeps_the_chunk_already_generated(fake_redis):
     tasks = pytest.importorskip("worker.tasks")
+    from pipeline.contract.generate import GenerateTask
+
     payload = {"job": JOB, "chunk": 0, "box": "2x2", "count": 3, "seed": 5, "options": {}}
     new_job(fake_redis)
-    assert tasks.handle_generate(payload, fake_redis) == 3
+    assert tasks.handle(payload, fake_redis, GenerateTask) == 3
     first = fake_redis.get(f"sbatch:job:{JOB}:result:0")
     fake_redis.hset(f"sbatch:job:{JOB}:attempts", 0, tasks.settings.max_attempts)
-    assert tasks.handle_generate(payload, fake_redis) == 0
+    assert tasks.handle(payload, fake_redis, GenerateTask) == 0
     assert fake_redis.get(f"sbatch:job:{JOB}:result:0") == first and json.loads(first)["error"] is None
 
 

@@ -287,7 +287,7 @@ def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_i
     from client.redis_store import RedisJobStore
     from client.transport import Transport
     from pipeline.contract.generate import GenerateOptions, GenerateResult, GenerateTask, generate_result
-    from worker.tasks import handle_generate
+    from worker.tasks import handle
 
     argv = ["generate", "--box", "2x3", "--count", "50", "--unique", "--seed", "11", "--chunk-size", "8"]
     req = build_request(parser().parse_args(argv))
@@ -310,8 +310,8 @@ def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_i
                 for waiting in reversed(unanswered):
                     message = waiting.model_dump(mode="json")
                     assert (
-                        handle_generate(message, fake_redis)
-                        == handle_generate(message, fake_redis)
+                        handle(message, fake_redis, GenerateTask)
+                        == handle(message, fake_redis, GenerateTask)
                         == len(waiting)
                     )
                 unanswered.clear()
@@ -330,18 +330,19 @@ def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_i
 
 
 def test_the_worker_drops_chunks_of_a_purged_job_and_answers_a_bad_request_with_an_error(fake_redis):
+    from pipeline.contract.generate import GenerateTask
     from pipeline.contract.keys import JobKeys
-    from worker.tasks import handle_generate
+    from worker.tasks import handle
 
     job = "cd" * 16
     payload = {"job": job, "chunk": 0, "box": "3x3", "count": 2, "seed": 1, "options": {"unique": True}}
-    assert handle_generate(payload, fake_redis) == 0 and fake_redis.keys("*") == []
+    assert handle(payload, fake_redis, GenerateTask) == 0 and fake_redis.keys("*") == []
     keys = JobKeys(job)
     fake_redis.hset(keys.meta, "total", 2)
-    assert handle_generate({**payload, "options": {"bogus": 1}}, fake_redis) == 0
+    assert handle({**payload, "options": {"bogus": 1}}, fake_redis, GenerateTask) == 0
     body = json.loads(fake_redis.get(keys.result(0)))
     assert body["n"] == 0 and "bad generate request" in body["error"]
-    assert handle_generate(payload, fake_redis) == 2
+    assert handle(payload, fake_redis, GenerateTask) == 2
     assert json.loads(fake_redis.get(keys.result(0)))["error"] is None
 
 

@@ -237,9 +237,14 @@ def test_generate_is_the_concatenation_of_its_chunks_so_fan_out_gives_the_same_o
 
 
 def test_local_worker_processes_give_the_same_output_as_one_process():
+    from client.batch import BatchClient
+    from pipeline.contract.generate import GenerateOptions
+
     box = Box(2, 2)
-    one = [g.puzzle.tobytes() for g in generate(box, 6, seed=22, unique=True, chunk_size=2)]
-    two = [g.puzzle.tobytes() for g in generate(box, 6, seed=22, unique=True, chunk_size=2, workers=2)]
+    one = [format_grid(g.puzzle, box) for g in generate(box, 6, seed=22, unique=True, chunk_size=2)]
+    with BatchClient(workers=2) as client:  # the chunks go to two local processes
+        job = client.generate(box, plan_chunks(6, 22, 2), GenerateOptions(unique=True), {})
+        two = [line for chunk in job.generated() for line in chunk.puzzles]
     assert one == two
 
 

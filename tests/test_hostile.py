@@ -28,6 +28,7 @@ import redis
 
 from client.config import ClientSettings
 from client.transport import celery_app
+from pipeline.contract.generate import GenerateTask
 from pipeline.contract.outbox import outbox_entry
 from pipeline.contract.tasks import GENERATE_TASK_NAME, MAX_TASK_CHARS, VERSION
 from pipeline.contract.tasks import SOLVE_TASK_NAME as TASK_NAME
@@ -312,7 +313,7 @@ def test_a_generate_message_asking_for_a_billion_puzzles_is_answered_with_an_err
     new_job(fake_redis, job)
     task = {"job": job, "chunk": 0, "box": "3x3", "count": 10**9, "seed": 1, "options": {}}
     start = time.process_time()
-    assert tasks.handle_generate(task, fake_redis) == 0
+    assert tasks.handle(task, fake_redis, GenerateTask) == 0
     assert time.process_time() - start < 5  # generous: nothing is generated
     body = json.loads(fake_redis.get(f"sbatch:job:{job}:result:0"))
     assert body["n"] == 0 and "count" in body["error"] and "131072" in body["error"]

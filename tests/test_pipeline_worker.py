@@ -286,7 +286,6 @@ def test_a_chunk_task_that_cannot_reach_redis_puts_its_message_back_instead_of_a
         raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
     monkeypatch.setattr(worker_tasks, "handle", unreachable)
-    monkeypatch.setattr(worker_tasks, "handle_generate", unreachable)
     for task in (worker_tasks.solve_chunk_task, worker_tasks.generate_chunk_task):
         with pytest.raises(Reject) as rejected:
             task(task={"v": 3, "job": JOB, "chunk": 0, "ref": "outbox"})

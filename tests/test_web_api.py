@@ -12,12 +12,12 @@ from starlette.testclient import TestClient
 
 from client.batch import BatchClient
 from client.output import Record
+from client.pool import WarmPool
 from solvers import is_solution, parse_puzzle
 from solvers.fields import NAMES
 from tests.conftest import SAMPLE
 from web.app import create_app, portfolios
 from web.backend import Backend
-from web.pool import PuzzlePool
 from web.puzzles import samples
 from web.settings import ServeSettings
 
@@ -35,7 +35,7 @@ def backend() -> Iterator[Backend]:
     )
     client = BatchClient(None, workers=1, daemon=True)
     client.pool.start()
-    backend = Backend(client, PuzzlePool(1), settings)
+    backend = Backend(client, WarmPool(1).fork(), settings)
     yield backend
     backend.close()
 
@@ -442,7 +442,7 @@ def bounded() -> Iterator[Backend]:
     """An embedded backend that keeps at most two jobs."""
     client = BatchClient(None, workers=1, daemon=True)
     client.pool.start()
-    backend = Backend(client, PuzzlePool(1), ServeSettings(max_jobs_kept=2))
+    backend = Backend(client, WarmPool(1).fork(), ServeSettings(max_jobs_kept=2))
     yield backend
     backend.close()
 

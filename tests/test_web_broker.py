@@ -10,12 +10,12 @@ from starlette.testclient import TestClient
 
 from client.batch import BatchClient
 from client.config import ClientSettings
+from client.pool import WarmPool
 from client.redis_store import RedisJobStore
 from pipeline.engine.solve import solve_chunk
 from tests.conftest import SAMPLE, chunk_task
 from web.app import create_app
 from web.backend import Backend
-from web.pool import PuzzlePool
 from web.puzzles import samples
 from web.settings import ServeSettings
 
@@ -26,7 +26,7 @@ HARD_25 = next(s.puzzle for s in samples() if s.box == "5x5")
 
 @pytest.fixture(scope="module")
 def served(workers: str) -> Iterator[tuple[TestClient, Backend]]:
-    backend = Backend(BatchClient(workers, daemon=True), PuzzlePool(1), ServeSettings())
+    backend = Backend(BatchClient(workers, daemon=True), WarmPool(1).fork(), ServeSettings())
     with TestClient(create_app(backend), base_url="http://127.0.0.1") as api:
         yield api, backend
     backend.close()

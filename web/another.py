@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from client.pool import WarmPool
 from pipeline.contract.tasks import solver_seed
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT
@@ -27,7 +28,6 @@ from solvers.model.puzzle import Box, PuzzleError
 from solvers.model.status import MemberState, Status
 from solvers.model.verify import is_solution
 from web.errors import ApiError
-from web.pool import PuzzlePool
 
 MAX_EXCLUDE = 16  # solutions a request may name as shown (the page keeps the last 16)
 GRACE_S = 30.0  # beyond the time limit, before a 504
@@ -86,7 +86,7 @@ def other_solution(text: str, box: str, shown: list[bytes], seed: int, time_limi
     }
 
 
-async def answer(pool: PuzzlePool, record: dict[str, Any], shown: list[bytes], text: str, box: str,
+async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], text: str, box: str,
                  seed: int, time_limit: float) -> dict[str, Any]:  # fmt: skip
     """The portfolio's record when its solution is new; else the enumeration's new solution as a record
     of its own, or the record with `another: false` and `solutions` (the count, when it is known).

@@ -18,13 +18,13 @@ from typing import Any
 
 from client.args import resume_command
 from client.batch import BatchClient, Job
+from client.pool import WarmPool
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
 from pipeline.engine.reader import TooLarge, read_upload
 from pipeline.engine.render.csv_text import HEADER, render_csv
 from web.errors import ApiError
-from web.pool import PuzzlePool
 from web.retention import Retention, release_memory
 from web.settings import ServeSettings
 from web.solving import JOB_ID_PATTERN, BrokerSolver, LocalSolver
@@ -44,7 +44,7 @@ def check_job_id(job: str) -> str:
 class Backend:
     """The server's one BatchClient and puzzle processes, and the views built from them."""
 
-    def __init__(self, client: BatchClient, pool: PuzzlePool, settings: ServeSettings) -> None:
+    def __init__(self, client: BatchClient, pool: WarmPool, settings: ServeSettings) -> None:
         self.client = client
         self.pool = pool
         self.settings = settings
@@ -296,7 +296,7 @@ class Backend:
             if job.producing:
                 job.cancel(fail=self.embedded, wait=1.0)
         self.client.kill()
-        self.pool.close()
+        self.pool.kill()
         self.client.close()
 
 

@@ -4,7 +4,7 @@ Every way out ends what the command started: uvicorn turns SIGINT and SIGTERM in
 graceful shutdown and raises the signal again afterwards (the CLI then exits 128 + it);
 SIGHUP interrupts the loop directly; either way the `finally` here kills the local
 processes and closes the broker connection. A SIGKILL leaves nothing either: every local
-process holds PR_SET_PDEATHSIG (`client.processes`).
+process holds PR_SET_PDEATHSIG (`client.pool`).
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
     import uvicorn
 
     from client.batch import BatchClient
+    from client.pool import WarmPool
     from web.app import create_app
     from web.backend import Backend
-    from web.pool import PuzzlePool
 
     config = serve_settings(args)
     sock = bind(config.host, config.port)  # first: a port in use is one line, before anything starts
@@ -76,7 +76,7 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
     try:
         if client.embedded:
             client.pool.start()  # now, from the main thread: no job ever forks from a server thread
-        pool = PuzzlePool(config.solve_processes)
+        pool = WarmPool(config.solve_processes).fork()  # from the main thread: they die with the server
         backend = Backend(client, pool, config)
         server = uvicorn.Server(
             uvicorn.Config(
@@ -105,7 +105,7 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
             backend.close()
         else:
             if pool is not None:
-                pool.close()
+                pool.kill()
             client.kill()
             client.close()
 

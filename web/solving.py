@@ -19,15 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from client.batch import MAX_SEED, BatchClient
 from client.collector import JobFailed
+from client.pool import WarmPool
 from pipeline.contract.runs import join_texts
 from pipeline.contract.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
 from pipeline.contract.tasks import ChunkTask, solver_seed
-from pipeline.engine.runner import ListPort, run_chunk
+from pipeline.engine.runner import ListPort, execute
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, PuzzleError, as_box
 from web.another import MAX_EXCLUDE
 from web.errors import ApiError
-from web.pool import PuzzlePool
 from web.settings import ServeSettings
 
 MAX_OPTION_CHARS = 200  # portfolio and box texts
@@ -109,7 +109,7 @@ def solve_record(checked: Checked) -> str:
         format="jsonl",
     )
     port = ListPort()
-    run_chunk(port, task)  # the one way a chunk runs, as a worker's or a local process's
+    execute(task, port)  # the one way a task runs, as a worker's or a local process's
     (part,) = port.parts
     return part.lines()[0].decode()
 
@@ -134,7 +134,7 @@ class Busy:
 class LocalSolver:
     """Embedded: single puzzles go to the server's own puzzle processes."""
 
-    def __init__(self, pool: PuzzlePool, settings: ServeSettings) -> None:
+    def __init__(self, pool: WarmPool, settings: ServeSettings) -> None:
         self.pool = pool
         self.busy = Busy(settings.max_pending)
 

@@ -1,7 +1,7 @@
-"""The Celery adapter: settings, the app, and three tasks: solve a chunk (`pipeline.engine.runner.run_chunk`),
-generate one (`pipeline.contract.generate.generate_result`), help race a puzzle (`worker.race`).
+"""The Celery adapter: settings, the app, and the three tasks (solve, generate, race help) that hand each
+message to `pipeline.engine.runner.execute`.
 
 Thin on purpose: solving lives in `solvers`, the task and result contract and its engine in
-`pipeline`, and the worker only moves a task from its message to the job store (`tasks`), beats
+`pipeline`, and the worker only moves a task from a message to the job store (`tasks`), beats
 and requeues orphaned messages (`heartbeat`), and survives a full Redis (`broker`).
 """

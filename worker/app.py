@@ -28,7 +28,7 @@ class App(Celery):
         return self.subclass_with_self("worker.shutdown:Worker")
 
 
-app = App("sudoku_batch", broker=settings.broker, include=["worker.tasks", "worker.race"])
+app = App("sudoku_batch", broker=settings.broker, include=["worker.tasks"])
 app.conf.update(
     broker_transport="worker.broker:Transport",  # kombu's Redis transport, surviving a full Redis
     worker_consumer="worker.consumer:Consumer",  # refused and malformed messages: one log line each

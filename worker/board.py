@@ -14,9 +14,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipeline.contract.keys import EscalationKeys, JobKeys, current_key, job_stopped, race_over, workers_key
-from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.solve import worker_name
-from pipeline.escalation.board import Board, Escalation
+from pipeline.escalation.board import Board
 from pipeline.escalation.task import (
     MAX_BATCH_CLAUSES,
     MAX_SHARED_BATCHES,
@@ -165,10 +164,3 @@ class RedisBoard(Board):
                 pipe.rpush(race.clauses, batch)
                 pipe.expire(race.clauses, RACE_TTL_S)
                 pipe.execute()
-
-
-def escalation_for(task: ChunkTask, client: Any, stop: Any) -> contextlib.AbstractContextManager[Any]:
-    """The running escalation of a chunk whose task asks for one (None inside the block otherwise)."""
-    if not task.escalate_after:
-        return contextlib.nullcontext(None)
-    return Escalation(task, RedisBoard(client, task.job), stop, poll_s=settings.stop_poll_s)

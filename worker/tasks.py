@@ -1,10 +1,9 @@
-"""The tasks: solve a chunk with `pipeline.engine.runner.run_chunk`, or generate one with
-`pipeline.contract.generate.generate_result`, and store its result in Redis.
+"""The Celery tasks (solve a chunk, generate one, help race a puzzle): each message is checked, counted and
+run by `pipeline.engine.runner.execute` on a `RedisPort`, the job's keys in Redis.
 
 Results never go through Celery's result backend: a solve chunk publishes its parts under the
-job (`pipeline.contract.keys.part_commands` under WATCH), each refused whose rows are answered
-already, so a redelivered chunk solves only the rest; a generate chunk's failure answer (attempt
-or time limit) is written only where no answer is stored yet (`result_commands`).
+job, each refused whose rows are answered already (a redelivered chunk solves only the rest); a
+generate chunk's failure answer (attempt or time limit) is written only where none is stored yet.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import redis
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 from pydantic import ValidationError
 
-from pipeline.contract.generate import GenerateResult, GenerateTask, generate_result
+from pipeline.contract.generate import GenerateResult, GenerateTask
 from pipeline.contract.keys import (
     Frontier,
     JobKeys,
@@ -34,26 +33,26 @@ from pipeline.contract.outbox import read_outbox_entry
 from pipeline.contract.part import Part
 from pipeline.contract.runs import overlaps
 from pipeline.contract.tasks import (
-    GENERATE_TASK_NAME,
     JOB_ID_PATTERN,
     MAX_TASK_CHARS,
-    SOLVE_TASK_NAME,
+    VERSION,
     ChunkRef,
     ChunkTask,
     version_refusal,
 )
-from pipeline.engine.runner import fail_rest, run_chunk
+from pipeline.engine.runner import execute, give_up
 from pipeline.engine.solve import worker_name
+from pipeline.escalation.task import HelperTask
 from solvers.model.result import Status
 from worker.app import app
-from worker.board import escalation_for
+from worker.board import RedisBoard
 from worker.broker import say_full
 from worker.config import settings
 from worker.connection import store_client
 from worker.heartbeat import CURRENT
 
 log = logging.getLogger(__name__)
-TASK_OPTIONS: dict[str, Any] = {  # both tasks: results go to the job's keys, a lost worker redelivers
+TASK_OPTIONS: dict[str, Any] = {  # solve and generate: results go to the job's keys, a lost worker redelivers
     "Request": "worker.requests:SaneLimitsRequest",  # header time limits outside the sane range: ignored
     "ignore_result": True,
     "acks_late": True,
@@ -145,6 +144,9 @@ class RedisPort:
         write_unless_stopped(
             self.client, keys, [("HSET", keys.meta, "state", "failed", "error", reason[:500])]
         )
+
+    def publish_generated(self, result: GenerateResult) -> None:
+        store_result(self.client, result, settings.job_ttl, keep_answer=result.error is not None)
 
     def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
         """Record a split's counts, then move the job's frontier over every split counted by now."""
@@ -265,49 +267,72 @@ def publish_part(client: Any, part: Part, ttl: int) -> bool:
                 time.sleep(ROOM_POLL_S)
 
 
-def handle(payload: dict[str, Any], client: Any) -> int:
-    """Run one chunk message (`pipeline.engine.runner.run_chunk`); return the puzzles answered (0: job gone,
-    or
-    nothing left to answer).
+def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
+    """Run one message of the task `kind` (`pipeline.engine.runner.execute`); the puzzles answered (0: job
+    gone, or nothing left to answer; a helper: 1 if it solved its puzzle).
 
-    The delivery is counted before the chunk is read from the outbox; a chunk whose worker died
-    `max_attempts` times is answered with `error` for its unanswered rows instead of being tried
-    forever. A redelivered chunk solves only the rows no part answered. A task of another protocol
-    version is refused in one log line naming both. Past Celery's soft time limit, the rows not
-    answered yet are answered `timeout`. A task with `escalate_after` races its slow puzzles on
-    idle workers too (`worker.board`).
+    A solve message is a ChunkRef (the task is read from the outbox) or a whole task; one of another
+    protocol version is refused in one log line naming both. The delivery of a chunk is counted first:
+    one whose worker died `max_attempts` times is answered with `error` instead of being tried forever.
+    Past Celery's soft time limit, what is unanswered is answered `timeout` (`give_up`). A helper's
+    message is not counted (acknowledged early: a killed helper is not redelivered).
     """
-    ref: ChunkRef | None = None
-    task: ChunkTask | None = None
-    if isinstance(payload, dict) and "ref" in payload:  # a ChunkRef (what clients send): task in the outbox
-        ref = ChunkRef.model_validate(payload)
-        job, chunk, v = ref.job, ref.chunk, ref.v
-    else:  # the whole task in the message
-        task = ChunkTask.model_validate(payload)
-        job, chunk, v = task.job, task.chunk, task.v
+    if kind is HelperTask:
+        helper = HelperTask.model_validate(payload)
+        with CURRENT.solving(client, f"{helper.job}:{helper.chunk}:race"):  # not idle while it races
+            board = RedisBoard(client, helper.job)
+            return execute(helper, RedisPort(client), board, poll_s=settings.stop_poll_s)
+    ref = ChunkRef.model_validate(payload) if kind is ChunkTask and "ref" in _dict(payload) else None
+    task = None if ref is not None else _validated(payload, client, kind)
+    named = ref if ref is not None else task
+    if named is None:
+        return 0
+    job, chunk = named.job, named.chunk
+    v = getattr(named, "v", VERSION)  # a solve message's protocol version
     refusal = version_refusal(f"the client of chunk {job}:{chunk}", v, "worker")
     if refusal is not None:
         log.error("refusing a chunk: %s", refusal)
         return 0
-    keys = JobKeys(job, settings.key_prefix)
     port = RedisPort(client)
     attempts = port.count_delivery(job, chunk)
     if attempts is None:
         return 0  # purged or expired: nobody is waiting for this chunk
     if ref is not None:
-        task = outbox_task(client, keys, ref)
+        task = outbox_task(client, JobKeys(job, settings.key_prefix), ref)
     if task is None:
         return 0
     with CURRENT.solving(client, f"{job}:{chunk}"):  # for the resend sweeps
+        start = time.process_time()
         try:
-            return run_chunk(
-                port, task, attempts=attempts, max_attempts=settings.max_attempts,
-                escalation=lambda t, flag: escalation_for(t, client, flag), poll_s=settings.stop_poll_s,
-                roots=settings.roots,
+            return execute(
+                task, port, RedisBoard(client, job), attempts=attempts, max_attempts=settings.max_attempts,
+                poll_s=settings.stop_poll_s, roots=settings.roots,
             )  # fmt: skip
         except SoftTimeLimitExceeded:
             reason = "the chunk exceeded the worker's time limit"
-            return fail_rest(port, task, reason, Status.TIMEOUT, roots=settings.roots)
+            return give_up(port, task, reason, Status.TIMEOUT, time.process_time() - start, settings.roots)
+
+
+def _dict(payload: Any) -> dict[str, Any]:
+    return payload if isinstance(payload, dict) else {}
+
+
+def _validated(payload: Any, client: Any, kind: type[Any]) -> Any:
+    """The task of a message of `kind`; a malformed generate message that still names a chunk of a live job
+    is answered with `error` instead of being redelivered (None), any other malformed one is refused."""
+    try:
+        return kind.model_validate(payload)
+    except ValidationError as exc:
+        named = _named_chunk(payload) if kind is GenerateTask else None
+        if named is None:
+            raise
+        job, chunk = named
+        reason = f"bad generate request: {validation_reasons(exc)}"
+        if count_delivery(client, JobKeys(job, settings.key_prefix), chunk) is None:
+            raise  # no live job waits for it: dropped
+        store_result(client, GenerateResult.failed(job, chunk, reason), settings.job_ttl, keep_answer=True)
+        log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, reason[:300])
+        return None
 
 
 def count_delivery(client: Any, keys: JobKeys, chunk: int) -> int | None:
@@ -336,28 +361,6 @@ def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
     if (task.job, task.chunk) != (ref.job, ref.chunk):
         raise ValueError(f"outbox entry {ref.job}:{ref.chunk} holds chunk {task.job}:{task.chunk}")
     return task
-
-
-@app.task(name=SOLVE_TASK_NAME, **TASK_OPTIONS)
-def solve_chunk_task(*args: Any, **kwargs: Any) -> int:
-    """Celery entry point (by name): `task=` a ChunkRef or ChunkTask; see `handle`.
-
-    Whatever a message holds, a refusal is one log line that echoes none of it: other
-    arguments, a malformed task, an outbox entry that is not a task, a key of the job of
-    the wrong type.
-    """
-    try:
-        with requeued():
-            return handle(only_task(args, kwargs), store_client())
-    except BadArguments as exc:
-        log.error("dropping a malformed chunk message: %s", exc)
-    except ValidationError as exc:
-        log.error("dropping a malformed chunk message: %s", validation_reasons(exc)[:500])
-    except (ValueError, KeyError, TypeError) as exc:  # an outbox entry that is not a task
-        log.error("dropping a chunk whose outbox entry is malformed: %s", one_line(exc))
-    except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
-        log.error("dropping a chunk whose job keys are not the pipeline's: %s", one_line(exc))
-    return 0
 
 
 @contextlib.contextmanager
@@ -402,48 +405,6 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def handle_generate(payload: dict[str, Any], client: Any) -> int:
-    """Generate one chunk (box, count, chunk seed, options) and store its lines; return the puzzles made.
-
-    The message is checked with `GenerateTask` (the model the client builds it with)
-    before anything runs; the chunk is made by `pipeline.contract.generate.generate_result`, as a
-    local process makes it, so broker and local runs write the same files. Deliveries are
-    counted as for solve chunks; a request the generator rejects, or a malformed one that
-    still names a chunk of a live job, is answered with `error` instead of being redelivered.
-    """
-    try:
-        task = GenerateTask.model_validate(payload)
-    except ValidationError as exc:
-        named = _named_chunk(payload)
-        if named is None:
-            raise
-        job, chunk = named
-        reason = f"bad generate request: {validation_reasons(exc)}"
-        keys = JobKeys(job, settings.key_prefix)
-        if count_delivery(client, keys, chunk) is None:
-            raise  # no live job waits for it: dropped
-        store_result(client, GenerateResult.failed(job, chunk, reason), settings.job_ttl, keep_answer=True)
-        log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, reason[:300])
-        return 0
-    keys = JobKeys(task.job, settings.key_prefix)
-    attempts = count_delivery(client, keys, task.chunk)
-    if attempts is None:
-        return 0  # purged or expired: nobody is waiting for this chunk
-    with CURRENT.solving(client, f"{task.job}:{task.chunk}"):  # for the resend sweeps
-        start = time.process_time()
-        if attempts > settings.max_attempts:
-            reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
-            result = GenerateResult.failed(task.job, task.chunk, reason)
-        else:
-            try:
-                result = generate_result(task)
-            except SoftTimeLimitExceeded:
-                reason = "the chunk exceeded the worker's time limit"
-                result = GenerateResult.failed(task.job, task.chunk, reason, time.process_time() - start)
-        store_result(client, result, settings.job_ttl, keep_answer=result.error is not None)
-    return len(result)
-
-
 def _named_chunk(payload: Any) -> tuple[str, int] | None:
     """(job, chunk) of a message that names them well, however wrong the rest; None otherwise."""
     if not isinstance(payload, dict):
@@ -454,16 +415,32 @@ def _named_chunk(payload: Any) -> tuple[str, int] | None:
     return None
 
 
-@app.task(name=GENERATE_TASK_NAME, **TASK_OPTIONS)
-def generate_chunk_task(*args: Any, **kwargs: Any) -> int:
-    """Celery entry point (by name): `task=` a GenerateTask; see `handle_generate`. Refusals: one log line."""
-    try:
-        with requeued():
-            return handle_generate(only_task(args, kwargs), store_client())
-    except ValidationError as exc:
-        log.error("dropping a malformed generate message: %s", validation_reasons(exc)[:500])
-    except BadArguments as exc:
-        log.error("dropping a malformed generate message: %s", exc)
-    except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
-        log.error("dropping a generate chunk whose job keys are not the pipeline's: %s", one_line(exc))
-    return 0
+def _entry(kind: type[Any], what: str, **options: Any) -> Any:
+    """The Celery task `kind.NAME` (`task=` one task of `kind`; see `handle`).
+
+    Whatever a message holds, a refusal is one log line that echoes none of it: other arguments,
+    a malformed task, an outbox entry that is not a task, a key of the job of the wrong type. A
+    message acknowledged late goes back to its queue when Redis cannot be reached (`requeued`).
+    """
+
+    def run(*args: Any, **kwargs: Any) -> int:
+        try:
+            with requeued() if options.get("acks_late") else contextlib.nullcontext():
+                return handle(only_task(args, kwargs), store_client(), kind)
+        except BadArguments as exc:
+            log.error("dropping a malformed %s message: %s", what, exc)
+        except ValidationError as exc:
+            log.error("dropping a malformed %s message: %s", what, validation_reasons(exc)[:500])
+        except (ValueError, KeyError, TypeError) as exc:  # an outbox entry that is not a task
+            log.error("dropping a %s message: its task or outbox entry is malformed: %s", what, one_line(exc))
+        except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
+            log.error("dropping a %s message whose job keys are not the pipeline's: %s", what, one_line(exc))
+        return 0
+
+    run.__name__ = run.__qualname__ = f"{what}_task"
+    return app.task(name=kind.NAME, **options)(run)
+
+
+solve_chunk_task = _entry(ChunkTask, "chunk", **TASK_OPTIONS)
+generate_chunk_task = _entry(GenerateTask, "generate", **TASK_OPTIONS)
+race_puzzle_task = _entry(HelperTask, "race", ignore_result=True, acks_late=False)  # killed: not redone

@@ -4,9 +4,12 @@ the client's memory for local processes, a list for one puzzle; the dataset's po
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.contract.part import Part
+
+if TYPE_CHECKING:
+    from pipeline.contract.generate import GenerateResult
 
 
 class ChunkPort(Protocol):
@@ -26,5 +29,8 @@ class ChunkPort(Protocol):
 
     def fail_job(self, job: str, reason: str) -> None:
         """End the job failed with `reason` (one line): this process cannot run its chunks (its storage)."""
+
+    def publish_generated(self, result: GenerateResult) -> None:
+        """Publish a generate chunk's result (a failure answer never replaces a stored one)."""
 
     # A port may also have `arena` (`pipeline.engine.render.Arena`): where its parts' records are rendered.

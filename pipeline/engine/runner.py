@@ -1,8 +1,9 @@
-"""The one way a chunk is run, wherever it runs: count the delivery, read what is answered, solve the
-rest, publish each part as it is found.
+"""The one way a task is run, wherever it runs (`execute`): a solve chunk counts its delivery, reads what
+is answered, solves the rest and publishes each part as it is found; a generate chunk publishes its
+result; a race helper races its puzzle on the board.
 
 A Celery worker (`worker.tasks`), an embedded local process or the client's own process
-(`client.transport`), and the web page's one-puzzle solve all call `run_chunk` with their
+(`client.transport`), and the web page's one-puzzle solve all call `execute` with their
 `ChunkPort`: where the run meets its job (Redis for workers, the client's memory for local
 processes, a list for one puzzle). Publishing is idempotent per row: a port refuses a part
 whose rows are answered already, and a redelivered chunk solves only the rows no part
@@ -12,13 +13,14 @@ answered, so every input line gets exactly one record however often a chunk is d
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import numpy as np
 
 from pipeline.contract.part import Part
-from pipeline.contract.tasks import ChunkTask
+from pipeline.contract.tasks import GENERATE_TASK_NAME, HELPER_TASK_NAME, ChunkTask
 from pipeline.engine.port import ChunkPort
 from pipeline.engine.solve import empty_part, failed_parts, invalid_parts, solve_parts, worker_name
 from pipeline.engine.stop import StopPoller
@@ -26,10 +28,88 @@ from pipeline.engine.storage import StorageError
 from solvers.model.result import Status
 
 if TYPE_CHECKING:
+    from pipeline.contract.generate import GenerateResult, GenerateTask
     from pipeline.engine.dataset import Prepared
     from pipeline.engine.storage import DataRoots
+    from pipeline.escalation.board import Board
+    from pipeline.escalation.task import HelperTask
+
+    Task = ChunkTask | GenerateTask | HelperTask
 
 STOP_POLL_S = 0.25
+P = ParamSpec("P")
+
+
+def execute(
+    task: Task,
+    port: ChunkPort,
+    board: Board | None = None,
+    *,
+    attempts: int | None = None,
+    max_attempts: int | None = None,
+    poll_s: float = STOP_POLL_S,
+    roots: DataRoots | None = None,
+) -> int:
+    """Run one task of any kind where this process meets its job (`port`) and, racing, the other processes
+    (`board`, the task's job's; None: no race): the puzzles it answered (a helper: 1 if it solved its one).
+
+    A solve chunk is `run_chunk`, racing its slow puzzles on `board`; a generate chunk is made (or, past
+    `max_attempts` deliveries, answered with an error) and published; a helper runs `run_helper`."""
+    if isinstance(task, ChunkTask):
+        escalation = None if board is None else _escalation(board, poll_s)
+        return run_chunk(
+            port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts,
+            roots=roots,
+        )  # fmt: skip
+    if task.NAME == HELPER_TASK_NAME:  # a helper of another process's race
+        from pipeline.escalation.board import run_helper
+
+        result = None if board is None else run_helper(task, board, poll_s)  # type: ignore[arg-type]
+        return int(result is not None and result.status == Status.SOLVED)
+    from pipeline.contract.generate import GenerateResult, generate_result
+
+    if attempts is None:
+        attempts = port.count_delivery(task.job, task.chunk)
+    if attempts is None:
+        return 0  # purged or expired: nobody is waiting for this chunk
+    if max_attempts is not None and attempts > max_attempts:
+        reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+        made = GenerateResult.failed(task.job, task.chunk, reason)
+    else:
+        made = generate_result(task)  # type: ignore[arg-type]
+    port.publish_generated(made)
+    return len(made)
+
+
+def _escalation(board: Board, poll_s: float) -> Callable[[ChunkTask, np.ndarray], Any]:
+    """The race of a chunk's slow puzzles on `board` (`pipeline.escalation.board.Escalation`), loaded by the
+    first chunk that asks for one."""
+
+    def race(task: ChunkTask, stop: np.ndarray) -> Any:
+        from pipeline.escalation.board import Escalation
+
+        return Escalation(task, board, stop, poll_s=poll_s)
+
+    return race
+
+
+def give_up(
+    port: ChunkPort,
+    task: Task,
+    reason: str,
+    status: Status,
+    cpu_s: float = 0.0,
+    roots: DataRoots | None = None,
+) -> int:
+    """Answer what a task cut short (a time limit) left unanswered with `status` and `reason`: a solve chunk's
+    rows no part answered (`fail_rest`), a generate chunk's error (a stored answer stays)."""
+    if isinstance(task, ChunkTask):
+        return fail_rest(port, task, reason, status, roots=roots)
+    if task.NAME == GENERATE_TASK_NAME:
+        from pipeline.contract.generate import GenerateResult
+
+        port.publish_generated(GenerateResult.failed(task.job, task.chunk, reason, cpu_s))
+    return 0
 
 
 def unanswered(n: int, published: list[tuple[int, int]]) -> list[int]:
@@ -40,6 +120,30 @@ def unanswered(n: int, published: list[tuple[int, int]]) -> list[int]:
     return np.flatnonzero(todo).tolist()
 
 
+def _storage_fails_job(
+    run: Callable[Concatenate[ChunkPort, ChunkTask, P], int],
+) -> Callable[Concatenate[ChunkPort, ChunkTask, P], int]:
+    """`run(port, task, ...)` whose error of the job's storage (`StorageError`: a full disk, an endpoint that
+    does not answer, the dataset's directory gone or taken over) fails the job through the port alone, in
+    one line naming this process, the path and the reason: no storage is needed to say so, nothing resent."""
+
+    @functools.wraps(run)
+    def guarded(port: ChunkPort, task: ChunkTask, *args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return run(port, task, *args, **kwargs)
+        except StorageError as exc:
+            port.fail_job(task.job, storage_failure(exc))
+            return 0
+
+    return guarded
+
+
+def storage_failure(exc: StorageError) -> str:
+    """The one line a job fails with when this process cannot use its storage."""
+    return f"worker {worker_name()} cannot reach the job's storage: {exc}"
+
+
+@_storage_fails_job
 def run_chunk(
     port: ChunkPort,
     task: ChunkTask,
@@ -50,36 +154,8 @@ def run_chunk(
     attempts: int | None = None,
     roots: DataRoots | None = None,
 ) -> int:
-    """Run one delivery of a chunk (`_run_chunk`); an error of the job's storage (`StorageError`: a full
-    disk, an endpoint that does not answer, the dataset's directory gone or taken over) fails the job
-    through the port alone, in one line naming this process, the path and the reason: no storage is
-    needed to say so, and nothing is resent."""
-    try:
-        return _run_chunk(
-            port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts,
-            roots=roots,
-        )  # fmt: skip
-    except StorageError as exc:
-        port.fail_job(task.job, storage_failure(exc))
-        return 0
-
-
-def storage_failure(exc: StorageError) -> str:
-    """The one line a job fails with when this process cannot use its storage."""
-    return f"worker {worker_name()} cannot reach the job's storage: {exc}"
-
-
-def _run_chunk(
-    port: ChunkPort,
-    task: ChunkTask,
-    *,
-    max_attempts: int | None = None,
-    escalation: Callable[[ChunkTask, np.ndarray], contextlib.AbstractContextManager[Any]] | None = None,
-    poll_s: float = STOP_POLL_S,
-    attempts: int | None = None,
-    roots: DataRoots | None = None,
-) -> int:
-    """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left).
+    """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left; the job
+    failed by an error of its storage: `_storage_fails_job`).
 
     The delivery is counted first (unless the caller did: `attempts`): a chunk whose process
     died `max_attempts` times is answered with `error` for its unanswered rows instead of being
@@ -158,6 +234,7 @@ def _prepared(port: ChunkPort, task: ChunkTask, roots: DataRoots | None) -> Prep
         return None
 
 
+@_storage_fails_job
 def fail_rest(
     port: ChunkPort,
     task: ChunkTask,
@@ -165,16 +242,8 @@ def fail_rest(
     status: Status = Status.ERROR,
     roots: DataRoots | None = None,
 ) -> int:
-    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit); the
-    storage failing meanwhile fails the job through the port, as in `run_chunk`; `roots` as there."""
-    try:
-        return _fail_rest(port, task, reason, status, roots)
-    except StorageError as exc:
-        port.fail_job(task.job, storage_failure(exc))
-        return 0
-
-
-def _fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status, roots: DataRoots | None) -> int:
+    """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit); `roots`
+    as in `run_chunk`."""
     published = port.answered(task.job, task.chunk)
     if published is None:
         return 0
@@ -191,7 +260,8 @@ def _fail_rest(port: ChunkPort, task: ChunkTask, reason: str, status: Status, ro
 
 
 class ListPort:
-    """A port that keeps the parts of one run in a list (one puzzle for the web page; tests)."""
+    """A port that keeps the parts of one run in a list (one puzzle for the web page; tests); the base of the
+    ports of the client's own processes (`client.pool`, `client.transport`): never redelivered."""
 
     def __init__(self) -> None:
         self.parts: list[Part] = []
@@ -211,3 +281,6 @@ class ListPort:
 
     def fail_job(self, job: str, reason: str) -> None:
         raise RuntimeError(reason)
+
+    def publish_generated(self, result: GenerateResult) -> None:
+        self.publish(result)  # type: ignore[arg-type]

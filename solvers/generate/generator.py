@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -318,11 +317,6 @@ def generate_chunk(
     return good
 
 
-def _chunk_job(args: tuple[Box, int, int, dict[str, Any]]) -> list[Generated]:
-    box, count, seed, opts = args
-    return generate_chunk(box, count, seed, Options.from_dict(opts))
-
-
 def random_seed() -> int:
     """A fresh 63-bit seed from the OS, for a run without `--seed` (print it to replay the run)."""
     return int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0]) >> 1
@@ -334,30 +328,23 @@ def generate(
     seed: int,
     *,
     chunk_size: int | None = None,
-    workers: int = 1,
     **options: Any,
 ) -> Iterator[Generated]:
-    """Yield `count` puzzles (fewer if a difficulty filter could not be met), chunk by chunk.
+    """Yield `count` puzzles (fewer if a difficulty filter could not be met), chunk by chunk, in this process.
 
     The options are `Options` fields; they are checked before this returns (ValueError),
     not at the first puzzle. The same seed, options and chunk size give the same puzzles
-    whatever `workers` is: worker processes run the same chunk plan, in order.
+    however the chunks are run: many processes are `BatchClient.generate`'s (the same plan, in order).
     """
     opts = Options(**options)
     opts.check(box)
     plan = plan_chunks(count, seed, chunk_size or default_chunk_size(box, opts))
-    return _run(box, plan, opts, workers)
+    return _run(box, plan, opts)
 
 
-def _run(box: Box, plan: list[tuple[int, int, int]], opts: Options, workers: int) -> Iterator[Generated]:
-    if workers <= 1 or len(plan) <= 1:
-        for _, size, s in plan:
-            yield from generate_chunk(box, size, s, opts)
-        return
-    payload = opts.to_dict()
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for chunk in pool.map(_chunk_job, [(box, size, s, payload) for _, size, s in plan]):
-            yield from chunk
+def _run(box: Box, plan: list[tuple[int, int, int]], opts: Options) -> Iterator[Generated]:
+    for _, size, s in plan:
+        yield from generate_chunk(box, size, s, opts)
 
 
 def format_grid(grid: np.ndarray, box: Box) -> str:
