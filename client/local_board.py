@@ -15,7 +15,6 @@ k+1), the refuted cubes and the shared clauses (batch j appended by `setdefault`
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from multiprocessing.managers import SyncManager
@@ -24,14 +23,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from client.processes import die_with_parent
-from pipeline.escalation.task import (
-    MAX_BATCH_CLAUSES,
-    MAX_SHARED_BATCHES,
-    HelperEntry,
-    HelperTask,
-    read_clauses,
-)
-from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES
+from pipeline.escalation.board import Board
+from pipeline.escalation.task import MAX_SHARED_BATCHES, HelperEntry, HelperTask
 
 LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop this long after
 
@@ -50,7 +43,7 @@ def start_manager() -> SyncManager:
     return manager
 
 
-class LocalBoard:
+class LocalBoard(Board):
     """The races of every embedded job of one BatchClient, in the manager's dict; picklable (proxies)."""
 
     def __init__(self, state: Any, calls: Any, processes: int) -> None:
@@ -104,62 +97,46 @@ class LocalBoard:
     def call(self, task: HelperTask) -> None:
         self.calls.put(task.model_dump_json())
 
-    def publish_cubes(self, chunk: int, row: int, cubes: list[Any], units: list[Any]) -> list[Any] | None:
-        text = json.dumps([list(c) for c in cubes])
-        if self.state.setdefault(("cubes", self.job, chunk, row), text) == text and units:
-            self._push(chunk, row, units)
-        return self.cubes(chunk, row)
+    def _create(self, chunk: int, row: int, cubes: str) -> bool:
+        return bool(self.state.setdefault(("cubes", self.job, chunk, row), cubes) == cubes)
 
-    def cubes(self, chunk: int, row: int) -> list[Any] | None:
-        raw = self.state.get(("cubes", self.job, chunk, row))
-        return None if raw is None else read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
+    def _stored(self, chunk: int, row: int) -> str | None:
+        return self.state.get(("cubes", self.job, chunk, row))
 
-    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
-        refuted = self.refuted(chunk, row)
-        now = time.monotonic()
-        for index in range(min(count, MAX_CUBES)):
-            if index in refuted:
-                continue
-            held = self.state.get(("hold", self.job, chunk, row, index))
-            if held is not None and held[1] >= now:
-                continue
-            attempt = 0 if held is None else held[2] + 1
-            if self.state.setdefault(("claim", self.job, chunk, row, index, attempt), helper) == helper:
-                self.state[("hold", self.job, chunk, row, index)] = (helper, now + LEASE_S, attempt)
-                return index
-        return None
-
-    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
-        key = ("hold", self.job, chunk, row, index)
+    def _claim(self, chunk: int, row: int, helper: int, index: int, renew: bool) -> bool:
+        key, now = ("hold", self.job, chunk, row, index), time.monotonic()
         held = self.state.get(key)
-        if held is not None and held[0] == helper:
-            self.state[key] = (helper, time.monotonic() + LEASE_S, held[2])
+        if renew:
+            if held is not None and held[0] == helper:
+                self.state[key] = (helper, now + LEASE_S, held[2])
+            return True
+        if held is not None and held[1] >= now:
+            return False
+        attempt = 0 if held is None else held[2] + 1
+        if self.state.setdefault(("claim", self.job, chunk, row, index, attempt), helper) != helper:
+            return False
+        self.state[key] = (helper, now + LEASE_S, attempt)
+        return True
 
-    def refute_cube(self, chunk: int, row: int, index: int, clause: Any) -> None:
-        self.state[("refuted", self.job, chunk, row, index)] = True
-        self._push(chunk, row, [clause])
+    def _mark(self, chunk: int, row: int, index: int, clause: str) -> bool:
+        self.state[("refuted", self.job, chunk, row, index)] = clause
+        return True
 
-    def refuted(self, chunk: int, row: int) -> set[int]:
+    def _marked(self, chunk: int, row: int) -> list[str]:
         head = ("refuted", self.job, chunk, row)
-        return {int(key[4]) for key in self.state.keys() if key[:4] == head}  # noqa: SIM118
+        return [str(key[4]) for key in self.state.keys() if key[:4] == head]  # noqa: SIM118 - a proxy
 
-    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Any], int]:
+    def _append(self, chunk: int, row: int, batch: str) -> bool:
+        return any(
+            self.state.setdefault(("clauses", self.job, chunk, row, at), batch) == batch
+            for at in range(MAX_SHARED_BATCHES)
+        )
+
+    def _batches(self, chunk: int, row: int, since: int) -> list[str]:
         out = []
-        at = since
-        while (raw := self.state.get(("clauses", self.job, chunk, row, at))) is not None:
-            out += read_clauses(raw, MAX_BATCH_CLAUSES) or []  # a malformed batch is no clause
-            at += 1
-        return out, at
-
-    def _push(self, chunk: int, row: int, clauses: list[Any]) -> None:
-        """Append batches of shared clauses: each at the first free position (at most MAX_SHARED_BATCHES)."""
-        at = 0
-        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
-            text = json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
-            while at < MAX_SHARED_BATCHES:
-                if self.state.setdefault(("clauses", self.job, chunk, row, at), text) == text:
-                    break
-                at += 1
+        while (raw := self.state.get(("clauses", self.job, chunk, row, since + len(out)))) is not None:
+            out.append(raw)
+        return out
 
     @contextlib.contextmanager
     def busy(self) -> Any:

@@ -336,7 +336,7 @@ def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_
 def test_a_clause_one_helper_refutes_is_imported_by_a_helper_with_another_literal_order(
     two_workers, monkeypatch
 ):
-    from pipeline.escalation.board import board as escalation
+    import pipeline.escalation.board as escalation
 
     monkeypatch.setattr(escalation, "helper_splits", lambda n, helper, helpers=None: 0 if helper == 1 else 2)
     imports = []

@@ -6,7 +6,6 @@ through Celery.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from typing import Any
@@ -17,14 +16,7 @@ from pipeline.contract.keys import EscalationKeys, JobKeys, current_key, job_sto
 from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.solve import worker_name
 from pipeline.escalation.board import Board, Escalation
-from pipeline.escalation.task import (
-    MAX_BATCH_CLAUSES,
-    MAX_SHARED_BATCHES,
-    HelperEntry,
-    HelperTask,
-    read_clauses,
-)
-from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES
+from pipeline.escalation.task import MAX_SHARED_BATCHES, HelperEntry, HelperTask
 from worker.app import app
 from worker.config import settings
 
@@ -33,7 +25,6 @@ LEASE_S = 3.0  # the owner refreshes its lease every poll; a dead owner's helper
 RACE_TTL_S = 60  # a race's entries (the owner drops them once merged)
 STOP_TTL_S = 10  # a race's stop key: longer than a lease an owner may refresh as a helper closes the race
 MAX_ENTRY_BYTES = 1 << 20  # one helper's posted entry
-MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the race's cubes, as JSON
 
 
 class RedisBoard(Board):
@@ -105,66 +96,44 @@ class RedisBoard(Board):
             queue=settings.queue,
         )
 
-    def publish_cubes(self, chunk: int, row: int, cubes: list[Any], units: list[Any]) -> list[Any] | None:
-        race = self._race(chunk, row)
+    def _create(self, chunk: int, row: int, cubes: str) -> bool | None:
         if job_stopped(self.client, self.keys):
             return None
-        text = json.dumps([list(c) for c in cubes])
-        if self.client.set(race.cubes, text, nx=True, ex=RACE_TTL_S) and units:
-            self._push(race, units)
-        return self.cubes(chunk, row)
+        return bool(self.client.set(self._race(chunk, row).cubes, cubes, nx=True, ex=RACE_TTL_S))
 
-    def cubes(self, chunk: int, row: int) -> list[Any] | None:
-        raw = self.client.get(self._race(chunk, row).cubes)
-        if raw is None or len(raw) > MAX_CLAUSES_BYTES:
-            return None
-        return read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
+    def _stored(self, chunk: int, row: int) -> bytes | None:
+        return self.client.get(self._race(chunk, row).cubes)
 
-    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
-        race = self._race(chunk, row)
-        refuted = {int(i) for i in self.client.hkeys(race.refuted) if i.isdigit()}
-        for index in range(min(count, MAX_CUBES)):
-            if index not in refuted and self.client.set(
-                race.hold(index), str(helper), nx=True, px=int(LEASE_S * 1000)
-            ):
-                return index
-        return None
+    def _claim(self, chunk: int, row: int, helper: int, index: int, renew: bool) -> bool:
+        hold = self._race(chunk, row).hold(index)
+        return bool(self.client.set(hold, str(helper), nx=not renew, xx=renew, px=int(LEASE_S * 1000)))
 
-    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
-        self.client.set(self._race(chunk, row).hold(index), str(helper), xx=True, px=int(LEASE_S * 1000))
-
-    def refute_cube(self, chunk: int, row: int, index: int, clause: Any) -> None:
+    def _mark(self, chunk: int, row: int, index: int, clause: str) -> bool:
         race = self._race(chunk, row)
         if job_stopped(self.client, self.keys):
-            return
+            return False
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(race.refuted, str(index), json.dumps(list(clause)))
+            pipe.hset(race.refuted, str(index), clause)
             pipe.expire(race.refuted, RACE_TTL_S)
             pipe.delete(race.hold(index))
             pipe.execute()
-        self._push(race, [clause])
+        return True
 
-    def refuted(self, chunk: int, row: int) -> set[int]:
-        return {int(i) for i in self.client.hkeys(self._race(chunk, row).refuted) if i.isdigit()}
+    def _marked(self, chunk: int, row: int) -> list[Any]:
+        return self.client.hkeys(self._race(chunk, row).refuted)
 
-    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Any], int]:
-        raws = self.client.lrange(self._race(chunk, row).clauses, since, -1)
-        out = []
-        for raw in raws:  # a malformed batch is no clause
-            clauses = read_clauses(raw, MAX_BATCH_CLAUSES) if len(raw) <= MAX_CLAUSES_BYTES else None
-            out += clauses or []
-        return out, since + len(raws)
+    def _append(self, chunk: int, row: int, batch: str) -> bool:
+        race = self._race(chunk, row)
+        if self.client.llen(race.clauses) >= MAX_SHARED_BATCHES:
+            return False
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.rpush(race.clauses, batch)
+            pipe.expire(race.clauses, RACE_TTL_S)
+            pipe.execute()
+        return True
 
-    def _push(self, race: EscalationKeys, clauses: list[Any]) -> None:
-        """Append a batch of shared clauses (at most MAX_SHARED_BATCHES per race: more are not shared)."""
-        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
-            if self.client.llen(race.clauses) >= MAX_SHARED_BATCHES:
-                return
-            batch = json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.rpush(race.clauses, batch)
-                pipe.expire(race.clauses, RACE_TTL_S)
-                pipe.execute()
+    def _batches(self, chunk: int, row: int, since: int) -> list[Any]:
+        return self.client.lrange(self._race(chunk, row).clauses, since, -1)
 
 
 def escalation_for(task: ChunkTask, client: Any, stop: Any) -> contextlib.AbstractContextManager[Any]:

@@ -17,35 +17,47 @@ slice) and the owner waits up to `grace_s` for the started helpers' last counter
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.stop import StopPoller
-from pipeline.escalation.task import MAX_HELPERS, EscalationEnd, HelperEntry, HelperTask, helper_seed
+from pipeline.escalation.task import (
+    MAX_BATCH_CLAUSES,
+    MAX_HELPERS,
+    EscalationEnd,
+    HelperEntry,
+    HelperTask,
+    helper_seed,
+    read_clauses,
+)
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import PuzzleError
 from solvers.model.result import SolveResult, Status
 from solvers.model.verify import is_solution
-from solvers.race.cubes import Clause, Cube, Cubes, valid_clause, valid_cube
+from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES, Clause, Cube, Cubes, valid_clause, valid_cube
 from solvers.race.exchange import Exchange, Raced
 from solvers.shares import helper_splits
 
 log = logging.getLogger(__name__)
 GRACE_S = 1.5  # how long a closed race waits for its started helpers' last counters
 SETTLE_POLL_S = 0.05
+MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the race's cubes, as JSON
 
 
 class Board(Protocol):
-    """Where the owner of a chunk and the helpers racing its puzzles meet (one job)."""
+    """Where the owner of a chunk and the helpers racing its puzzles meet (one job). Each form (Redis for
+    workers, a manager's dict for local processes) writes the race's life (`open` to `call`) and the split
+    search's few primitives (`_create` to `_batches`); the split search itself is written here once."""
 
     def open(self, chunk: int, row: int) -> None:
         """Owner: the puzzle is raced (set or refresh its lease)."""
@@ -71,29 +83,78 @@ class Board(Protocol):
     def call(self, task: HelperTask) -> None:
         """Send one helper task."""
 
+    def _create(self, chunk: int, row: int, cubes: str) -> bool | None:
+        """Store the cubes' JSON unless the race has some: True when these were stored (None: job gone)."""
+
+    def _stored(self, chunk: int, row: int) -> str | bytes | None:
+        """The race's cubes' JSON as stored."""
+
+    def _claim(self, chunk: int, row: int, helper: int, index: int, renew: bool) -> bool:
+        """Hold cube `index` for `helper` (a lease) unless it is held; `renew`: refresh the holder's lease."""
+
+    def _mark(self, chunk: int, row: int, index: int, clause: str) -> bool:
+        """Note cube `index` refuted (`clause`: why, as JSON), free its hold; False when the job is gone."""
+
+    def _marked(self, chunk: int, row: int) -> list[Any]:
+        """The refuted cubes' numbers as stored (texts)."""
+
+    def _append(self, chunk: int, row: int, batch: str) -> bool:
+        """Append a batch of shared clauses (JSON); False when the race holds MAX_SHARED_BATCHES already."""
+
+    def _batches(self, chunk: int, row: int, since: int) -> list[Any]:
+        """The shared batches from position `since` on, as stored."""
+
     def publish_cubes(
         self, chunk: int, row: int, cubes: list[Cube], units: list[Clause]
     ) -> list[Cube] | None:
         """Helper: offer a split (and the unit clauses found making it); return the race's cubes, the
         first split offered (None: unreadable)."""
+        created = self._create(chunk, row, json.dumps([list(c) for c in cubes]))
+        if created and units:
+            self._push(chunk, row, units)
+        return None if created is None else self.cubes(chunk, row)
 
     def cubes(self, chunk: int, row: int) -> list[Cube] | None:
         """The race's cubes (None: not split yet, or unreadable)."""
+        raw = self._stored(chunk, row)
+        if raw is None or len(raw) > MAX_CLAUSES_BYTES:
+            return None
+        return read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
 
     def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
         """Helper: claim the first of `count` cubes neither refuted nor held (a lease `hold_cube` keeps)."""
+        refuted = self.refuted(chunk, row)
+        free = (index for index in range(min(count, MAX_CUBES)) if index not in refuted)
+        return next((index for index in free if self._claim(chunk, row, helper, index, False)), None)
 
     def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
         """Helper: keep its claim on cube `index` alive."""
+        self._claim(chunk, row, helper, index, True)
 
     def refute_cube(self, chunk: int, row: int, index: int, clause: Clause) -> None:
         """Helper: cube `index` has no solution; `clause` (why) is shared with every search."""
+        if self._mark(chunk, row, index, json.dumps(list(clause))):
+            self._push(chunk, row, [clause])
 
     def refuted(self, chunk: int, row: int) -> set[int]:
         """The cubes refuted so far."""
+        return {int(index) for index in self._marked(chunk, row) if index.isdigit()}
 
     def shared(self, chunk: int, row: int, since: int) -> tuple[list[Clause], int]:
         """The clauses shared from position `since` on, and the position after them."""
+        raws = self._batches(chunk, row, since)
+        out: list[Clause] = []
+        for raw in raws:  # a malformed batch is no clause
+            out += (read_clauses(raw, MAX_BATCH_CLAUSES) if len(raw) <= MAX_CLAUSES_BYTES else None) or []
+        return out, since + len(raws)
+
+    def _push(self, chunk: int, row: int, clauses: list[Clause]) -> None:
+        """Share clauses in batches (at most MAX_SHARED_BATCHES per race: more are not shared)."""
+        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
+            if not self._append(
+                chunk, row, json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
+            ):
+                return
 
 
 @dataclass
