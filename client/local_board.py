@@ -3,11 +3,12 @@ share.
 
 Workers meet in Redis; local processes meet in a small manager process forked with the
 pool (multiprocessing's SyncManager: one dict, one queue), which dies with the command
-like them (PR_SET_PDEATHSIG). The dict holds each race's lease (a CLOCK_MONOTONIC
+like them (PR_SET_PDEATHSIG). The dict holds each escalation's lease (a CLOCK_MONOTONIC
 deadline, the same clock in every process of the machine), its stop mark, the helpers'
 entries, and which processes are busy; the queue carries the helper tasks an owner calls,
 which a thread of the command hands to the pool (a pool process cannot submit work).
-A split race also keeps there its cubes, each cube's claim (attempt k of cube i is taken by
+An escalation split into cubes also keeps there its cubes (the primitives under
+`Board`'s one cube logic), each cube's claim (attempt k of cube i is taken by
 `setdefault` of its claim key, atomic in the manager: a lapsed hold is taken again as attempt
 k+1), the refuted cubes and the shared clauses (batch j appended by `setdefault` of key j).
 """
@@ -44,7 +45,7 @@ def start_manager() -> SyncManager:
 
 
 class LocalBoard(Board):
-    """The races of every embedded job of one BatchClient, in the manager's dict; picklable (proxies)."""
+    """The escalations of every embedded job of one BatchClient, in the manager's dict; picklable."""
 
     def __init__(self, state: Any, calls: Any, processes: int) -> None:
         self.state = (

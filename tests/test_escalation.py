@@ -146,9 +146,9 @@ def test_a_chunk_the_first_pass_answers_whole_starts_no_thread_and_one_left_to_s
     task = chunk_task(JOB, [EASY, EASY], escalate_after=2.0)
     with Escalation(task, board, new_flag(), poll_s=0.05, grace_s=0.0) as esc:
         solve_many(task.texts(), racing=esc.racing)
-        assert esc._thread is None and "escalation" not in {t.name for t in threading.enumerate()}
+        assert esc._poller is None and "escalation" not in {t.name for t in threading.enumerate()}
         with esc.racing(0):
-            assert esc._thread is not None and esc._thread.is_alive()
+            assert "escalation" in {t.name for t in threading.enumerate()}
     assert "escalation" not in {t.name for t in threading.enumerate()}
 
 

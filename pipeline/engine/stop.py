@@ -30,11 +30,13 @@ class StopPoller:
         interval: float,
         flag: np.ndarray | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        name: str = "stop-poller",
     ) -> None:
         self.should_stop = should_stop
         self.interval = interval
         self.flag = new_flag() if flag is None else flag
         self.on_error = on_error
+        self.name = name
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -54,7 +56,7 @@ class StopPoller:
                     self.on_error(exc)
 
     def __enter__(self) -> StopPoller:
-        self._thread = threading.Thread(target=self._run, name="stop-poller", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         return self
 

@@ -15,7 +15,8 @@ best grid so far, and counters), while the restart policies differ by kind:
   kernel), the complete stream is that one search instead, each call its next Luby
   restart with the conflict weights kept (randomised after the first): nothing is repeated.
 * `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
-  child seed when its Luby-scaled iteration budget is spent, keeping the best grid.
+  child seed when its Luby-scaled iteration budget is spent, keeping the best grid; its
+  `restarts` count those runs and the solver's own (annealing's reheats, evolution's hive's).
 * `SatMember` (in `solvers.sat.member`, beside its encoding) advances a SAT solver a budget of
   conflicts per slice, keeping what it learnt.
 
@@ -407,20 +408,3 @@ class StochasticMember(Member):
             "time_to_best_ms": self.time_to_best_ns / 1e6,
             "status": self.failed or ("solved" if self.solution is not None else "running"),
         }
-
-
-__all__ = [
-    "FOUND",
-    "IDLE",
-    "NO_SOLUTION",
-    "OUT_OF_TIME",
-    "PROGRESS",
-    "ExactMember",
-    "Member",
-    "StochasticMember",
-    "child_seed",
-    "exact_nodes_per_slice",
-    "exact_ns_per_node",
-    "stochastic_restart_slices",
-    "luby",
-]
