@@ -49,16 +49,9 @@ OUT_OF_TIME = Outcome.TIMEOUT  # the deadline passed inside the slice
 
 def luby(i: int) -> int:
     """Return the i-th term (i >= 1) of the Luby sequence 1,1,2,1,1,2,4,1,1,2,1,1,2,4,8,..."""
-    k = 1
-    while (1 << k) - 1 < i:
-        k += 1
-    while True:
-        if i == (1 << k) - 1:
-            return 1 << (k - 1)
-        i -= (1 << (k - 1)) - 1
-        k = 1
-        while (1 << k) - 1 < i:
-            k += 1
+    while i != (1 << i.bit_length()) - 1:  # i is no 2^k - 1: its term is the one at i - (2^(k-1) - 1)
+        i -= (1 << (i.bit_length() - 1)) - 1
+    return 1 << (i.bit_length() - 1)
 
 
 # Measured CPU cost per node of the propagation kernel (`bench/portfolio.py calibrate`), ns:
