@@ -128,7 +128,7 @@ class BatchClient:
         there was a default: a hard puzzle may then run for ever). `seed` fixes the solvers' seeds
         (the same seed, the same random choices); None draws them from the job id, so every job
         tries differently. A puzzle still unanswered after
-        `escalate_after` seconds is raced by idle workers (or local processes) too, each with
+        `escalate_after` seconds is escalated: idle workers (or local processes) search it too, each with
         another seed; 0 never. `dataset`, `compression`, `splits`, `column`: see `submit_inputs`.
         """
         if name is None:
@@ -482,7 +482,7 @@ def _small(inputs: list[tuple[str, Source]], escalate: bool = True) -> bool:
     """True when solving in-process beats starting the pool: the inputs are known to total at
     most INLINE_BYTES and hold only lines short enough for 9x9 grids (a few 25x25 grids fit in
     those bytes too, but each may take seconds: they get the pool), or one puzzle of any size when
-    no escalation could race it on the pool's idle processes (`escalate` False)."""
+    no escalation could hand it to the pool's idle processes (`escalate` False)."""
     texts: list[str] = []
     for _, src in inputs:
         if isinstance(src, (str, Path)):

@@ -3,11 +3,12 @@ share.
 
 Workers meet in Redis; local processes meet in a small manager process forked with the
 pool (multiprocessing's SyncManager: one dict, one queue), which dies with the command
-like them (PR_SET_PDEATHSIG). The dict holds each race's lease (a CLOCK_MONOTONIC
+like them (PR_SET_PDEATHSIG). The dict holds each escalation's lease (a CLOCK_MONOTONIC
 deadline, the same clock in every process of the machine), its stop mark, the helpers'
 entries, and which processes are busy; the queue carries the helper tasks an owner calls,
 which a thread of the command hands to the pool (a pool process cannot submit work).
-A split race also keeps there its cubes, each cube's claim (attempt k of cube i is taken by
+An escalation split into cubes also keeps there its cubes (the primitives under
+`Board`'s one cube logic), each cube's claim (attempt k of cube i is taken by
 `setdefault` of its claim key, atomic in the manager: a lapsed hold is taken again as attempt
 k+1), the refuted cubes and the shared clauses (batch j appended by `setdefault` of key j).
 """
@@ -15,27 +16,20 @@ k+1), the refuted cubes and the shared clauses (batch j appended by `setdefault`
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.escalation.task import (
-    MAX_BATCH_CLAUSES,
-    MAX_SHARED_BATCHES,
-    HelperEntry,
-    HelperTask,
-    read_clauses,
-)
-from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES
+from pipeline.escalation.board import Board
+from pipeline.escalation.task import MAX_SHARED_BATCHES, HelperEntry, HelperTask
 
 LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop this long after
 
 
-class LocalBoard:
-    """The races of every embedded job of one BatchClient, in the manager's dict; picklable (proxies)."""
+class LocalBoard(Board):
+    """The escalations of every embedded job of one BatchClient, in the manager's dict; picklable."""
 
     def __init__(self, state: Any, calls: Any, processes: int) -> None:
         self.state = (
@@ -88,62 +82,46 @@ class LocalBoard:
     def call(self, task: HelperTask) -> None:
         self.calls.put(task.model_dump_json())
 
-    def publish_cubes(self, chunk: int, row: int, cubes: list[Any], units: list[Any]) -> list[Any] | None:
-        text = json.dumps([list(c) for c in cubes])
-        if self.state.setdefault(("cubes", self.job, chunk, row), text) == text and units:
-            self._push(chunk, row, units)
-        return self.cubes(chunk, row)
+    def _create(self, chunk: int, row: int, cubes: str) -> bool:
+        return bool(self.state.setdefault(("cubes", self.job, chunk, row), cubes) == cubes)
 
-    def cubes(self, chunk: int, row: int) -> list[Any] | None:
-        raw = self.state.get(("cubes", self.job, chunk, row))
-        return None if raw is None else read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
+    def _stored(self, chunk: int, row: int) -> str | None:
+        return self.state.get(("cubes", self.job, chunk, row))
 
-    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
-        refuted = self.refuted(chunk, row)
-        now = time.monotonic()
-        for index in range(min(count, MAX_CUBES)):
-            if index in refuted:
-                continue
-            held = self.state.get(("hold", self.job, chunk, row, index))
-            if held is not None and held[1] >= now:
-                continue
-            attempt = 0 if held is None else held[2] + 1
-            if self.state.setdefault(("claim", self.job, chunk, row, index, attempt), helper) == helper:
-                self.state[("hold", self.job, chunk, row, index)] = (helper, now + LEASE_S, attempt)
-                return index
-        return None
-
-    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
-        key = ("hold", self.job, chunk, row, index)
+    def _claim(self, chunk: int, row: int, helper: int, index: int, renew: bool) -> bool:
+        key, now = ("hold", self.job, chunk, row, index), time.monotonic()
         held = self.state.get(key)
-        if held is not None and held[0] == helper:
-            self.state[key] = (helper, time.monotonic() + LEASE_S, held[2])
+        if renew:
+            if held is not None and held[0] == helper:
+                self.state[key] = (helper, now + LEASE_S, held[2])
+            return True
+        if held is not None and held[1] >= now:
+            return False
+        attempt = 0 if held is None else held[2] + 1
+        if self.state.setdefault(("claim", self.job, chunk, row, index, attempt), helper) != helper:
+            return False
+        self.state[key] = (helper, now + LEASE_S, attempt)
+        return True
 
-    def refute_cube(self, chunk: int, row: int, index: int, clause: Any) -> None:
-        self.state[("refuted", self.job, chunk, row, index)] = True
-        self._push(chunk, row, [clause])
+    def _mark(self, chunk: int, row: int, index: int, clause: str) -> bool:
+        self.state[("refuted", self.job, chunk, row, index)] = clause
+        return True
 
-    def refuted(self, chunk: int, row: int) -> set[int]:
+    def _marked(self, chunk: int, row: int) -> list[str]:
         head = ("refuted", self.job, chunk, row)
-        return {int(key[4]) for key in self.state.keys() if key[:4] == head}  # noqa: SIM118
+        return [str(key[4]) for key in self.state.keys() if key[:4] == head]  # noqa: SIM118 - a proxy
 
-    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Any], int]:
+    def _append(self, chunk: int, row: int, batch: str) -> bool:
+        return any(
+            self.state.setdefault(("clauses", self.job, chunk, row, at), batch) == batch
+            for at in range(MAX_SHARED_BATCHES)
+        )
+
+    def _batches(self, chunk: int, row: int, since: int) -> list[str]:
         out = []
-        at = since
-        while (raw := self.state.get(("clauses", self.job, chunk, row, at))) is not None:
-            out += read_clauses(raw, MAX_BATCH_CLAUSES) or []  # a malformed batch is no clause
-            at += 1
-        return out, at
-
-    def _push(self, chunk: int, row: int, clauses: list[Any]) -> None:
-        """Append batches of shared clauses: each at the first free position (at most MAX_SHARED_BATCHES)."""
-        at = 0
-        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
-            text = json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
-            while at < MAX_SHARED_BATCHES:
-                if self.state.setdefault(("clauses", self.job, chunk, row, at), text) == text:
-                    break
-                at += 1
+        while (raw := self.state.get(("clauses", self.job, chunk, row, since + len(out)))) is not None:
+            out.append(raw)
+        return out
 
     @contextlib.contextmanager
     def busy(self) -> Any:

@@ -192,7 +192,7 @@ class JobSpec:
     portfolio: str | None = None
     prints: list[InputPrint | None] = field(default_factory=list)
     seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
-    escalate_after: float | None = None  # seconds before a slow puzzle is raced by idle processes too
+    escalate_after: float | None = None  # seconds before a slow puzzle is escalated to idle processes
     format: str = (
         "columns"  # what the solving processes render the records in (`pipeline.contract.tasks.FORMATS`)
     )

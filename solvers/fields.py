@@ -17,10 +17,11 @@ What the counted fields mean (one thing each, whatever the solver):
   iterations for the stochastic members (annealing, evolution, progressive); 0 with no solver.
 - `guesses`: that member's branching decisions (exact: choices of a value for a cell; SAT:
   its decisions; stochastic: 0).
-- `restarts`: that member's restarts (an exact member's Luby restarts, a SAT member's calls
-  after the first, a stochastic member's reseeded runs plus its reheats (annealing) and hive
-  restarts (evolution)); 0 on the batch path (one
-  kernel call) and with no solver. Every member's own figures are in `counters`.
+- `restarts`: what that member counts as a restart: an exact member's kernel calls beyond its
+  first (Luby restarts, budget doublings), a SAT member's solver calls after the first, a
+  stochastic member's reseeded runs plus its solver's own restarts (annealing's reheats,
+  evolution's hive restarts); 0 on the batch path (one kernel call) and with no solver. Every
+  member's own figures are in `counters`.
 """
 
 from __future__ import annotations

@@ -105,35 +105,28 @@ class HelperMix(NamedTuple):
 
 # side -> the first helper that searches cubes of a split (`solvers.race.cubes`) instead of racing another SAT
 # mode: the helpers before it race the modes of `helper_shares`, those from it on split the search
-SPLIT_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 1}
+CUBES_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 1}
 CUBES_PER_HELPER = 2  # a split makes at least this many cubes per helper searching cubes
 MIN_CUBES = 2
 
 
-def helper_splits(n: int, helper: int, helpers: int | None = None) -> int:
+def helper_cubes(n: int, helper: int, helpers: int | None = None) -> int:
     """The cubes helper `helper` of a race on grid side n asks a split for (0: it races another mode,
     `helper_shares`), when `helpers` are called in all (default: `helper`)."""
     side = _nearest_side(n)
-    if side is None or helper < SPLIT_FROM.get(side, 1 << 30):
+    if side is None or helper < CUBES_FROM.get(side, 1 << 30):
         return 0
-    splitting = max(helper, helpers or helper) - SPLIT_FROM[side] + 1
+    splitting = max(helper, helpers or helper) - CUBES_FROM[side] + 1
     return min(64, max(MIN_CUBES, CUBES_PER_HELPER * splitting))
 
 
-def split_shares(n: int) -> HelperMix | None:
+def cube_shares(n: int) -> HelperMix | None:
     """The mix of a helper searching cubes on grid side n (None below the learned sides): the owner's
     own SAT mode (the one racing from the start) in its own literal order, with every SAT share of
     the owner, from the start. Why the owner's mode: the cubes already make the searches differ, and
     the owner's mode is the one learned fastest at that side (docs/decisions.md, the split)."""
     side = _nearest_side(n)
-    if side is None:
-        return None
-    shares = LEARNED[side]
-    late = [m for m in LATE_START.get(side, {}) if m in shares]
-    own = max(shares, key=lambda m: (m not in late, shares[m], m))
-    moved = {m: s for m, s in shares.items() if m != own and m not in late}
-    moved[own] = shares[own] + sum(shares[m] for m in late)
-    return HelperMix(moved, False)
+    return None if side is None else HelperMix(_moved(side), False)
 
 
 def helper_shares(n: int, variant: int) -> HelperMix | None:
@@ -148,12 +141,19 @@ def helper_shares(n: int, variant: int) -> HelperMix | None:
     if side is None or variant <= 0:
         return None
     shares = LEARNED[side]
-    late = [m for m in LATE_START.get(side, {}) if m in shares]
-    own = max(shares, key=lambda m: (m not in late, shares[m], m))  # the member racing from the start
-    others = late + [m for m in HELPER_ORDER.get(side, ()) if m not in shares]
+    others = [m for m in LATE_START.get(side, {}) if m in shares]
+    others += [m for m in HELPER_ORDER.get(side, ()) if m not in shares]
     if not others:
         return HelperMix(shares, True)
-    pick = others[(variant - 1) % len(others)]
+    return HelperMix(_moved(side, others[(variant - 1) % len(others)]), variant > len(others))
+
+
+def _moved(side: int, pick: str | None = None) -> dict[str, float]:
+    """The learned shares at `side` with every SAT share of the owner (its member racing from the start and
+    its late ones) given to `pick` (None: to the member racing from the start)."""
+    shares = LEARNED[side]
+    late = [m for m in LATE_START.get(side, {}) if m in shares]
+    own = max(shares, key=lambda m: (m not in late, shares[m], m))
     moved = {m: s for m, s in shares.items() if m != own and m not in late}
-    moved[pick] = shares[own] + sum(shares[m] for m in late)
-    return HelperMix(moved, variant > len(others))
+    moved[pick or own] = shares[own] + sum(shares[m] for m in late)
+    return moved

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from client.local_board import LocalBoard
 from pipeline.contract.tasks import ChunkTask
 from pipeline.escalation.board import Escalation, run_helper
 from pipeline.escalation.task import (
@@ -55,22 +56,16 @@ def slow_puzzle() -> str:
     return hard_puzzle(7)
 
 
-class MemoryBoard:
-    """A board in this process's memory (the seam `pipeline.escalation.board.Board`), recording helpers
-    called."""
+class MemoryBoard(LocalBoard):
+    """A board in this process's memory (the seam `pipeline.escalation.board.Board`): the local board's
+    split search over a plain dict, the race's life recorded (helpers called, races closed)."""
 
     def __init__(self, idle: int = 2) -> None:
+        super().__init__({}, None, idle)
         self.leases: set[tuple[int, int]] = set()
         self.closed: set[tuple[int, int]] = set()
         self.posted: dict[tuple[int, int], dict[int, HelperEntry]] = {}
         self.called: list[HelperTask] = []
-        self.idle_processes = idle
-        self.split: dict[tuple[int, int], list] = {}
-        self.clauses: dict[tuple[int, int], list] = {}
-        self.holds: dict[tuple[int, int, int], tuple[int, float]] = {}
-        self.refutations: dict[tuple[int, int], dict[int, tuple]] = {}
-        self.taken: list[tuple[int, int]] = []  # (helper, cube) claims, in order
-        self.hold_s = 3.0
 
     def open(self, chunk: int, row: int) -> None:
         self.leases.add((chunk, row))
@@ -92,44 +87,10 @@ class MemoryBoard:
         self.posted.pop((chunk, row), None)
 
     def idle(self) -> int:
-        return self.idle_processes
+        return self.processes
 
     def call(self, task: HelperTask) -> None:
         self.called.append(task)
-
-    def publish_cubes(self, chunk: int, row: int, cubes: list, units: list) -> list | None:
-        if (chunk, row) not in self.split:
-            self.split[(chunk, row)] = [tuple(c) for c in cubes]
-            self.clauses.setdefault((chunk, row), []).extend(tuple(u) for u in units)
-        return self.cubes(chunk, row)
-
-    def cubes(self, chunk: int, row: int) -> list | None:
-        return self.split.get((chunk, row))
-
-    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
-        now = time.monotonic()
-        for index in range(count):
-            held = self.holds.get((chunk, row, index))
-            if index not in self.refuted(chunk, row) and (held is None or held[1] < now):
-                self.holds[(chunk, row, index)] = (helper, now + self.hold_s)
-                self.taken.append((helper, index))
-                return index
-        return None
-
-    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
-        if self.holds.get((chunk, row, index), (None,))[0] == helper:
-            self.holds[(chunk, row, index)] = (helper, time.monotonic() + self.hold_s)
-
-    def refute_cube(self, chunk: int, row: int, index: int, clause: tuple) -> None:
-        self.refutations.setdefault((chunk, row), {})[index] = tuple(clause)
-        self.clauses.setdefault((chunk, row), []).append(tuple(clause))
-
-    def refuted(self, chunk: int, row: int) -> set[int]:
-        return set(self.refutations.get((chunk, row), {}))
-
-    def shared(self, chunk: int, row: int, since: int) -> tuple[list, int]:
-        clauses = self.clauses.get((chunk, row), [])
-        return clauses[since:], len(clauses)
 
 
 class Clock:
@@ -185,9 +146,9 @@ def test_a_chunk_the_first_pass_answers_whole_starts_no_thread_and_one_left_to_s
     task = chunk_task(JOB, [EASY, EASY], escalate_after=2.0)
     with Escalation(task, board, new_flag(), poll_s=0.05, grace_s=0.0) as esc:
         solve_many(task.texts(), racing=esc.racing)
-        assert esc._thread is None and "escalation" not in {t.name for t in threading.enumerate()}
+        assert esc._poller is None and "escalation" not in {t.name for t in threading.enumerate()}
         with esc.racing(0):
-            assert esc._thread is not None and esc._thread.is_alive()
+            assert "escalation" in {t.name for t in threading.enumerate()}
     assert "escalation" not in {t.name for t in threading.enumerate()}
 
 

@@ -106,8 +106,8 @@ def test_the_member_charges_its_encoding_up_front_loads_in_blocks_then_advances_
     member = SatMember(parse_puzzle(FRISCH))
     charged = member.vtime
     assert charged == pytest.approx(2 * member.clauses / CLAUSES_PER_SLICE)
-    assert member.step(0, STOP) == PROGRESS and member.cnf is not None  # the encoding
-    loads = len(list(member.cnf.blocks(LOAD_PER_STEP)))
+    assert member.step(0, STOP) == PROGRESS and member.search is not None  # the encoding
+    loads = len(list(member.search.cnf.blocks(LOAD_PER_STEP)))
     assert loads >= 2  # the at-least-one clauses, then the binary ones
     outcomes = [member.step(0, STOP) for _ in range(loads + 4)]
     assert outcomes == [PROGRESS] * (loads + 4)  # frisch #0 takes thousands of conflicts
@@ -136,7 +136,7 @@ def test_a_solved_step_hands_over_a_verified_grid() -> None:
     while (outcome := member.step(0, STOP)) == PROGRESS:
         pass
     assert outcome == FOUND and is_solution(parse_puzzle(HARD), member.best_grid)
-    assert member.best_cost == 0 and member.solver is None  # freed once answered
+    assert member.best_cost == 0 and member.search is None  # freed once answered
 
 
 def test_the_race_adds_the_sat_members_from_25x25_on_with_their_learned_shares() -> None:

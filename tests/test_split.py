@@ -143,9 +143,9 @@ def sat_member(text: str, mode: str, exchange: Exchange | None = None, seed: int
 
     member = SatMember(parse_puzzle(text), mode=SAT_MODES[mode], exchange=exchange, seed=seed)
     member.step(0, np.zeros(1, dtype=np.int64))
-    for block in member.loading:
-        member.solver.append_formula(block)
-    member.loading = None
+    for block in member.search.loading:
+        member.search.solver.append_formula(block)
+    member.search.loading = None
     return member
 
 
@@ -156,16 +156,17 @@ def test_a_clause_shared_in_terms_is_imported_in_the_importers_own_literal_order
     exchange = Exchange()
     owner = sat_member(text, "sat", exchange)  # fewest candidates first
     helper = sat_member(text, "sat-rows", seed=12345)  # cell by cell, renumbered
-    cell = next(c for c in range(n * n) if not owner.cnf.fixed[c])
-    wrong = next(v for v in range(1, n + 1) if v != solved[cell] and helper._lits((term(cell, v, n),)))
-    clause = helper._terms(helper._lits((-term(cell, wrong, n),)))  # the helper's literal, back to a term
+    cell = next(c for c in range(n * n) if not owner.search.cnf.fixed[c])
+    lits = helper.search.lits
+    wrong = next(v for v in range(1, n + 1) if v != solved[cell] and lits((term(cell, v, n),), n))
+    clause = helper.search.terms(lits((-term(cell, wrong, n),), n), n)  # the helper's literal, back to a term
     assert clause == (-term(cell, wrong, n),)
     exchange.offer([clause])
     owner._trade(owner.search)  # what its next step does first
     assert owner.imported == 1
-    (lit,) = owner._lits((term(cell, wrong, n),))
-    assert lit != helper._lits((term(cell, wrong, n),))[0]  # another numbering ...
-    ok, _ = owner.solver.propagate(assumptions=[lit])
+    (lit,) = owner.search.lits((term(cell, wrong, n),), n)
+    assert lit != helper.search.lits((term(cell, wrong, n),), n)[0]  # another numbering ...
+    ok, _ = owner.search.solver.propagate(assumptions=[lit])
     assert not ok  # ... and the owner now knows the cell does not hold that value
 
 
@@ -336,9 +337,9 @@ def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_
 def test_a_clause_one_helper_refutes_is_imported_by_a_helper_with_another_literal_order(
     two_workers, monkeypatch
 ):
-    from pipeline.escalation.board import board as escalation
+    import pipeline.escalation.board as escalation
 
-    monkeypatch.setattr(escalation, "helper_splits", lambda n, helper, helpers=None: 0 if helper == 1 else 2)
+    monkeypatch.setattr(escalation, "helper_cubes", lambda n, helper, helpers=None: 0 if helper == 1 else 2)
     imports = []
     for attempt in range(
         3
@@ -404,7 +405,8 @@ def test_a_helper_killed_mid_cube_leaves_its_cube_to_be_taken_again_once_its_hol
             if value.endswith(b":race")
         ]
         os.kill(pid, signal.SIGKILL)
-        until(lambda: not client.exists(board.keys.race(0, 0).hold(0)), "the dead helper's hold never lapsed")
+        hold = board.keys.escalation(0, 0).hold(0)
+        until(lambda: not client.exists(hold), "the dead helper's hold never lapsed")
         board.call(helper(2))
         until(lambda: holders.get(0) == ["1", "2"], "cube 0 was not taken again")
     finally:

@@ -1,4 +1,4 @@
-"""The Redis `Board` of one puzzle raced across the fleet (`pipeline.escalation.board`): the race's keys
+"""The Redis `Board` of one puzzle escalated across the fleet (`pipeline.escalation.board`): its keys
 (`pipeline.contract.keys.EscalationKeys`), idle worker processes counted from their beats, helpers called
 through Celery.
 """
@@ -6,88 +6,77 @@ through Celery.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.contract.keys import EscalationKeys, JobKeys, current_key, job_stopped, race_over, workers_key
+from pipeline.contract.keys import JobKeys, current_key, escalation_over, job_stopped, workers_key
+from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.solve import worker_name
-from pipeline.escalation.board import Board
-from pipeline.escalation.task import (
-    MAX_BATCH_CLAUSES,
-    MAX_SHARED_BATCHES,
-    HelperEntry,
-    HelperTask,
-    read_clauses,
-)
-from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES
+from pipeline.escalation.board import Board, Escalation
+from pipeline.escalation.task import MAX_SHARED_BATCHES, HelperEntry, HelperTask
 from worker.app import app
 from worker.config import settings
 
 log = logging.getLogger(__name__)
 LEASE_S = 3.0  # the owner refreshes its lease every poll; a dead owner's helpers stop this long after
-RACE_TTL_S = 60  # a race's entries (the owner drops them once merged)
-STOP_TTL_S = 10  # a race's stop key: longer than a lease an owner may refresh as a helper closes the race
+ESCALATION_TTL_S = 60  # an escalation's entries (the owner drops them once folded)
+STOP_TTL_S = 10  # an escalation's stop key: longer than a lease an owner may refresh as a helper closes it
 MAX_ENTRY_BYTES = 1 << 20  # one helper's posted entry
-MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the race's cubes, as JSON
 
 
 class RedisBoard(Board):
-    """The race keys of one job in Redis (`pipeline.contract.keys.EscalationKeys`); helpers are called
+    """The escalation keys of one job in Redis (`pipeline.contract.keys.EscalationKeys`); helpers are called
     through Celery."""
 
     def __init__(self, client: Any, job: str) -> None:
         self.client = client
         self.keys = JobKeys(job, settings.key_prefix)
 
-    def _race(self, chunk: int, row: int) -> EscalationKeys:
-        return self.keys.race(chunk, row)
-
     def open(self, chunk: int, row: int) -> None:
-        race = self._race(chunk, row)
+        keys = self.keys.escalation(chunk, row)
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.set(race.lease, worker_name(), px=int(LEASE_S * 1000))
-            for key in (race.cubes, race.refuted, race.clauses):  # a split lives as long as its race
-                pipe.expire(key, RACE_TTL_S)
+            pipe.set(keys.lease, worker_name(), px=int(LEASE_S * 1000))
+            for key in (keys.cubes, keys.refuted, keys.clauses):  # the cubes live as long as their escalation
+                pipe.expire(key, ESCALATION_TTL_S)
             pipe.execute()
 
     def over(self, chunk: int, row: int) -> bool:
-        return race_over(self.client, self.keys, self._race(chunk, row))
+        return escalation_over(self.client, self.keys, self.keys.escalation(chunk, row))
 
     def close(self, chunk: int, row: int) -> None:
-        race = self._race(chunk, row)
+        keys = self.keys.escalation(chunk, row)
         if job_stopped(self.client, self.keys):  # purged: its helpers stop anyway; no key re-created
-            self.client.delete(race.lease, race.entries)
+            self.client.delete(keys.lease, keys.entries)
             return
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.set(race.stop, "1", ex=STOP_TTL_S)
-            pipe.delete(race.lease)
+            pipe.set(keys.stop, "1", ex=STOP_TTL_S)
+            pipe.delete(keys.lease)
             pipe.execute()
 
     def post(self, chunk: int, row: int, helper: int, entry: HelperEntry) -> None:
-        race = self._race(chunk, row)
+        keys = self.keys.escalation(chunk, row)
         if job_stopped(self.client, self.keys):
-            return  # a purged job's keys are not re-created (a race with the purge expires in RACE_TTL_S)
+            return  # a purged job's keys are not re-created (one written beside the purge expires)
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(race.entries, str(helper), entry.model_dump_json())
-            pipe.expire(race.entries, RACE_TTL_S)
+            pipe.hset(keys.entries, str(helper), entry.model_dump_json())
+            pipe.expire(keys.entries, ESCALATION_TTL_S)
             pipe.execute()
 
     def entries(self, chunk: int, row: int) -> dict[int, HelperEntry]:
-        race = self._race(chunk, row)
+        keys = self.keys.escalation(chunk, row)
         out = {}
-        for helper, raw in self.client.hgetall(race.entries).items():
+        for helper, raw in self.client.hgetall(keys.entries).items():
             with contextlib.suppress(ValueError, ValidationError):  # a malformed entry is no answer
                 if len(raw) <= MAX_ENTRY_BYTES:
                     out[int(helper)] = HelperEntry.model_validate_json(raw)
         return out
 
     def drop(self, chunk: int, row: int) -> None:
-        race = self._race(chunk, row)
-        self.client.delete(race.entries, race.cubes, race.refuted, race.clauses)
+        keys = self.keys.escalation(chunk, row)
+        self.client.delete(keys.entries, keys.cubes, keys.refuted, keys.clauses)
 
     def idle(self) -> int:
         now = time.time()
@@ -104,63 +93,49 @@ class RedisBoard(Board):
             queue=settings.queue,
         )
 
-    def publish_cubes(self, chunk: int, row: int, cubes: list[Any], units: list[Any]) -> list[Any] | None:
-        race = self._race(chunk, row)
+    def _create(self, chunk: int, row: int, cubes: str) -> bool | None:
         if job_stopped(self.client, self.keys):
             return None
-        text = json.dumps([list(c) for c in cubes])
-        if self.client.set(race.cubes, text, nx=True, ex=RACE_TTL_S) and units:
-            self._push(race, units)
-        return self.cubes(chunk, row)
+        key = self.keys.escalation(chunk, row).cubes
+        return bool(self.client.set(key, cubes, nx=True, ex=ESCALATION_TTL_S))
 
-    def cubes(self, chunk: int, row: int) -> list[Any] | None:
-        raw = self.client.get(self._race(chunk, row).cubes)
-        if raw is None or len(raw) > MAX_CLAUSES_BYTES:
-            return None
-        return read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
+    def _stored(self, chunk: int, row: int) -> bytes | None:
+        return self.client.get(self.keys.escalation(chunk, row).cubes)
 
-    def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
-        race = self._race(chunk, row)
-        refuted = {int(i) for i in self.client.hkeys(race.refuted) if i.isdigit()}
-        for index in range(min(count, MAX_CUBES)):
-            if index not in refuted and self.client.set(
-                race.hold(index), str(helper), nx=True, px=int(LEASE_S * 1000)
-            ):
-                return index
-        return None
+    def _claim(self, chunk: int, row: int, helper: int, index: int, renew: bool) -> bool:
+        hold = self.keys.escalation(chunk, row).hold(index)
+        return bool(self.client.set(hold, str(helper), nx=not renew, xx=renew, px=int(LEASE_S * 1000)))
 
-    def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
-        self.client.set(self._race(chunk, row).hold(index), str(helper), xx=True, px=int(LEASE_S * 1000))
-
-    def refute_cube(self, chunk: int, row: int, index: int, clause: Any) -> None:
-        race = self._race(chunk, row)
+    def _mark(self, chunk: int, row: int, index: int, clause: str) -> bool:
+        keys = self.keys.escalation(chunk, row)
         if job_stopped(self.client, self.keys):
-            return
+            return False
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(race.refuted, str(index), json.dumps(list(clause)))
-            pipe.expire(race.refuted, RACE_TTL_S)
-            pipe.delete(race.hold(index))
+            pipe.hset(keys.refuted, str(index), clause)
+            pipe.expire(keys.refuted, ESCALATION_TTL_S)
+            pipe.delete(keys.hold(index))
             pipe.execute()
-        self._push(race, [clause])
+        return True
 
-    def refuted(self, chunk: int, row: int) -> set[int]:
-        return {int(i) for i in self.client.hkeys(self._race(chunk, row).refuted) if i.isdigit()}
+    def _marked(self, chunk: int, row: int) -> list[Any]:
+        return self.client.hkeys(self.keys.escalation(chunk, row).refuted)
 
-    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Any], int]:
-        raws = self.client.lrange(self._race(chunk, row).clauses, since, -1)
-        out = []
-        for raw in raws:  # a malformed batch is no clause
-            clauses = read_clauses(raw, MAX_BATCH_CLAUSES) if len(raw) <= MAX_CLAUSES_BYTES else None
-            out += clauses or []
-        return out, since + len(raws)
+    def _append(self, chunk: int, row: int, batch: str) -> bool:
+        keys = self.keys.escalation(chunk, row)
+        if self.client.llen(keys.clauses) >= MAX_SHARED_BATCHES:
+            return False
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.rpush(keys.clauses, batch)
+            pipe.expire(keys.clauses, ESCALATION_TTL_S)
+            pipe.execute()
+        return True
 
-    def _push(self, race: EscalationKeys, clauses: list[Any]) -> None:
-        """Append a batch of shared clauses (at most MAX_SHARED_BATCHES per race: more are not shared)."""
-        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
-            if self.client.llen(race.clauses) >= MAX_SHARED_BATCHES:
-                return
-            batch = json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.rpush(race.clauses, batch)
-                pipe.expire(race.clauses, RACE_TTL_S)
-                pipe.execute()
+    def _batches(self, chunk: int, row: int, since: int) -> list[Any]:
+        return self.client.lrange(self.keys.escalation(chunk, row).clauses, since, -1)
+
+
+def escalation_for(task: ChunkTask, client: Any, stop: Any) -> contextlib.AbstractContextManager[Any]:
+    """The running escalation of a chunk whose task asks for one (None inside the block otherwise)."""
+    if not task.escalate_after:
+        return contextlib.nullcontext(None)
+    return Escalation(task, RedisBoard(client, task.job), stop, poll_s=settings.stop_poll_s)

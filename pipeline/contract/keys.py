@@ -31,7 +31,7 @@ class JobKeys:
         self.parts_prefix = (
             f"{base}:parts:"  # hash per chunk: first row -> rows of each part; `done` once whole
         )
-        self.race_prefix = f"{base}:race:"
+        self.escalation_prefix = f"{base}:race:"
         self.collected = f"{base}:collected"  # set: parts a `solve` wrote into its output and dropped
         # input splits (`pipeline.engine.splits`): what each split read holds, until the frontier passes it
         self.counts = f"{base}:counts"  # hash: chunk -> "input lines entries"
@@ -51,9 +51,9 @@ class JobKeys:
         """Hash of a chunk's published parts: first row -> rows, and `done` once every row is answered."""
         return f"{self.parts_prefix}{chunk}"
 
-    def race(self, chunk: int, row: int) -> EscalationKeys:
-        """The keys of one puzzle (row `row` of chunk `chunk`) raced across workers."""
-        return EscalationKeys(f"{self.race_prefix}{chunk}:{row}")
+    def escalation(self, chunk: int, row: int) -> EscalationKeys:
+        """The keys of one puzzle (row `row` of chunk `chunk`) escalated across workers."""
+        return EscalationKeys(f"{self.escalation_prefix}{chunk}:{row}")
 
     def fixed(self) -> list[str]:
         """Every key of the job but the per-chunk results and the stop key (which outlives a purge briefly).
@@ -79,14 +79,14 @@ class JobKeys:
 
 
 class EscalationKeys:
-    """The keys of one puzzle raced across workers (`pipeline.escalation.task`), all with short TTLs.
+    """The keys of one puzzle escalated across workers (`pipeline.escalation.task`), all with short TTLs
+    (their strings keep the word `race`: keys of running jobs).
 
-    `lease`: set by the chunk's owner while it races the puzzle, refreshed every poll (gone:
-    the owner finished or died). `stop`: set by whoever ends the race (a helper's verified
-    answer, the owner's end). A helper races while the lease holds and the stop key is absent.
+    `lease`: set by the chunk's owner while it escalates the puzzle, refreshed every poll (gone:
+    the owner finished or died). `stop`: set by whoever ends the escalation (a helper's verified
+    answer, the owner's end). A helper searches while the lease holds and the stop key is absent.
     `entries`: hash helper number -> `HelperEntry` JSON (started, then its answer and counters).
-    The split search (`pipeline.escalation.board`, `solvers.race.cubes`): `cubes` the cubes' JSON (set once,
-    by
+    The cubes (`pipeline.escalation.board`, `solvers.race.cubes`): `cubes` the cubes' JSON (set once, by
     the first helper to split), `hold:<i>` the helper searching cube i (a lease it refreshes: a
     killed helper's cube is free again once it lapses), `refuted` hash cube -> the clause its
     refutation proved, `clauses` list of JSON batches of shared clauses (refutations and units).
@@ -105,15 +105,11 @@ class EscalationKeys:
         """The key holding cube `index`'s searcher."""
         return f"{self.hold_prefix}{index}"
 
-    def all(self) -> list[str]:
-        """Every key of the race but the holds (those lapse by themselves)."""
-        return [self.lease, self.stop, self.entries, self.cubes, self.refuted, self.clauses]
 
-
-def race_over(client: Any, keys: JobKeys, race: EscalationKeys) -> bool:
-    """True when a raced puzzle needs no more search: its stop key is set, its owner's lease is gone,
+def escalation_over(client: Any, keys: JobKeys, esc: EscalationKeys) -> bool:
+    """True when an escalated puzzle needs no more search: its stop key is set, its owner's lease is gone,
     or its job was stopped or is gone (at most four EXISTS)."""
-    return bool(client.exists(race.stop)) or not client.exists(race.lease) or job_stopped(client, keys)
+    return bool(client.exists(esc.stop)) or not client.exists(esc.lease) or job_stopped(client, keys)
 
 
 def job_stopped(client: Any, keys: JobKeys) -> bool:

@@ -20,9 +20,7 @@ from pipeline.contract.runs import Runs, split_texts
 
 SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
 GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
-HELPER_TASK_NAME = (
-    "sudoku_batch.race_puzzle"  # a helper racing one puzzle of another's chunk (`pipeline.escalation.task`)
-)
+HELPER_TASK_NAME = "sudoku_batch.race_puzzle"  # a helper searching one escalated puzzle of another's chunk
 DEFAULT_QUEUE = "sudoku_batch"
 VERSION = (
     4  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
@@ -42,7 +40,7 @@ MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message
 MAX_NAME_CHARS = 4096  # input name, portfolio and box texts
 MAX_TIME_LIMIT_S = 86400.0  # the longest time limit per puzzle a task may ask for
 DEFAULT_TIME_LIMIT_S = 20.0  # per puzzle when a job names none (`solve`, `submit`, `BatchClient`); 0: none
-DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is raced by idle processes too
+DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is escalated to idle processes
 MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
 MAX_SPLIT_BYTES = 64 << 20  # a split a worker reads, in bytes (the client plans 8 MB, at most half this)
 MAX_SPLIT_ENTRIES = (
@@ -115,7 +113,7 @@ class ChunkTask(BaseModel):
     time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     seed: int = Field(default=0, ge=0, lt=2**63)
-    # seconds before a puzzle still unanswered is raced by idle processes too (`pipeline.escalation.task`);
+    # seconds before a puzzle still unanswered is escalated to idle processes (`pipeline.escalation.task`);
     # None (older clients) or 0: never
     escalate_after: float | None = Field(default=None, ge=0, le=MAX_ESCALATE_AFTER_S)
     # what the solving process renders the records in (`columns`: the result columns, rendered by the reader)

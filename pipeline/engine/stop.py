@@ -34,11 +34,13 @@ class StopPoller:
         interval: float,
         flag: np.ndarray | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        name: str = "stop-poller",
     ) -> None:
         self.should_stop = should_stop
         self.interval = interval
         self.flag = new_flag() if flag is None else flag
         self.on_error = on_error
+        self.name = name
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -63,7 +65,7 @@ class StopPoller:
                 return
 
     def __enter__(self) -> StopPoller:
-        self._thread = threading.Thread(target=self._run, name="stop-poller", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         return self
 

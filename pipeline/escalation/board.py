@@ -1,60 +1,73 @@
-"""The owner's side of one puzzle raced across processes: `Escalation` calls helpers, watches their answers
-and stops them; a `Board` is where owner and helpers meet (Redis for workers, shared memory embedded).
+"""The owner's side of one puzzle escalated across processes: `Escalation` calls helpers, watches their
+answers and stops them; a `Board` is where owner and helpers meet (Redis for workers, shared memory embedded).
 
 A chunk's owner solves with `Escalation.racing` as `solve_many`'s `racing` hook: around the
 search of each puzzle the batch's first pass left unsolved. A thread (started at the first such
 puzzle: an easy chunk never has one) asks every `poll_s`:
 once the puzzle has been searched `escalate_after` seconds and a process is idle, it opens
-the puzzle's race (a lease the owner refreshes: helpers stop when it lapses, so a dead
+the puzzle's search (a lease the owner refreshes: helpers stop when it lapses, so a dead
 owner leaves no helper running), calls as many helpers as there are idle processes
 (counting those called and not yet started), and takes the first helper's grid the
-independent verifier accepts: the race is closed and the owner's own search stopped
+independent verifier accepts: the escalation is closed and the owner's own search stopped
 through its flag. With no idle process, nothing is written anywhere. When the owner's search ends (its
-answer, a helper's, or the time limit), the race is closed (helpers stop at their next
+answer, a helper's, or the time limit), the escalation is closed (helpers stop at their next
 slice) and the owner waits up to `grace_s` for the started helpers' last counters.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.stop import StopPoller
-from pipeline.escalation.task import MAX_HELPERS, EscalationEnd, HelperEntry, HelperTask, helper_seed
+from pipeline.escalation.task import (
+    MAX_BATCH_CLAUSES,
+    MAX_HELPERS,
+    EscalationEnd,
+    HelperEntry,
+    HelperTask,
+    helper_seed,
+    read_clauses,
+)
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import PuzzleError
 from solvers.model.result import SolveResult, Status
 from solvers.model.verify import is_solution
-from solvers.race.cubes import Clause, Cube, Cubes, valid_clause, valid_cube
+from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES, Clause, Cube, Cubes, valid_clause, valid_cube
 from solvers.race.exchange import Exchange, Raced
-from solvers.shares import helper_splits
+from solvers.shares import helper_cubes
 
 log = logging.getLogger(__name__)
-GRACE_S = 1.5  # how long a closed race waits for its started helpers' last counters
+GRACE_S = 1.5  # how long a closed escalation waits for its started helpers' last counters
 SETTLE_POLL_S = 0.05
+MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the escalation's cubes, as JSON
 
 
 class Board(Protocol):
-    """Where the owner of a chunk and the helpers racing its puzzles meet (one job)."""
+    """Where the owner of a chunk and the helpers racing its puzzles meet (one job). Each form (Redis for
+    workers, a manager's dict for local processes) writes the escalation's life (`open` to `call`) and the
+    cubes' few primitives (`_create` to `_batches`); the cube logic itself is written here once."""
 
     def open(self, chunk: int, row: int) -> None:
-        """Owner: the puzzle is raced (set or refresh its lease)."""
+        """Owner: the puzzle is escalated (set or refresh its lease)."""
 
     def over(self, chunk: int, row: int) -> bool:
         """Helper: True once the puzzle needs no more search (closed, lease lapsed, job stopped)."""
 
     def close(self, chunk: int, row: int) -> None:
-        """Anyone: end the race (helpers stop at their next poll)."""
+        """Anyone: end the escalation (helpers stop at their next poll)."""
 
     def post(self, chunk: int, row: int, helper: int, entry: HelperEntry) -> None:
         """Helper: publish its state (`started`, then `done` with answer and counters)."""
@@ -63,7 +76,7 @@ class Board(Protocol):
         """Every helper's last entry (malformed ones left out)."""
 
     def drop(self, chunk: int, row: int) -> None:
-        """Owner: forget the race (its entries are merged)."""
+        """Owner: forget the escalation (its entries are folded)."""
 
     def idle(self) -> int:
         """Processes that could take a helper task now."""
@@ -71,33 +84,82 @@ class Board(Protocol):
     def call(self, task: HelperTask) -> None:
         """Send one helper task."""
 
+    def _create(self, chunk: int, row: int, cubes: str) -> bool | None:
+        """Store the cubes' JSON unless some are stored: True when these were (None: the job is gone)."""
+
+    def _stored(self, chunk: int, row: int) -> str | bytes | None:
+        """The search's cubes' JSON as stored."""
+
+    def _claim(self, chunk: int, row: int, helper: int, index: int, renew: bool) -> bool:
+        """Hold cube `index` for `helper` (a lease) unless it is held; `renew`: refresh the holder's lease."""
+
+    def _mark(self, chunk: int, row: int, index: int, clause: str) -> bool:
+        """Note cube `index` refuted (`clause`: why, as JSON), free its hold; False when the job is gone."""
+
+    def _marked(self, chunk: int, row: int) -> list[Any]:
+        """The refuted cubes' numbers as stored (texts)."""
+
+    def _append(self, chunk: int, row: int, batch: str) -> bool:
+        """Append a batch of shared clauses (JSON); False when MAX_SHARED_BATCHES are there already."""
+
+    def _batches(self, chunk: int, row: int, since: int) -> list[Any]:
+        """The shared batches from position `since` on, as stored."""
+
     def publish_cubes(
         self, chunk: int, row: int, cubes: list[Cube], units: list[Clause]
     ) -> list[Cube] | None:
-        """Helper: offer a split (and the unit clauses found making it); return the race's cubes, the
+        """Helper: offer a split (and the unit clauses found making it); return the escalation's cubes, the
         first split offered (None: unreadable)."""
+        created = self._create(chunk, row, json.dumps([list(c) for c in cubes]))
+        if created and units:
+            self._push(chunk, row, units)
+        return None if created is None else self.cubes(chunk, row)
 
     def cubes(self, chunk: int, row: int) -> list[Cube] | None:
-        """The race's cubes (None: not split yet, or unreadable)."""
+        """The escalation's cubes (None: not split yet, or unreadable)."""
+        raw = self._stored(chunk, row)
+        if raw is None or len(raw) > MAX_CLAUSES_BYTES:
+            return None
+        return read_clauses(raw, MAX_CUBES, MAX_CUBE_CELLS)
 
     def take_cube(self, chunk: int, row: int, helper: int, count: int) -> int | None:
         """Helper: claim the first of `count` cubes neither refuted nor held (a lease `hold_cube` keeps)."""
+        refuted = self.refuted(chunk, row)
+        free = (index for index in range(min(count, MAX_CUBES)) if index not in refuted)
+        return next((index for index in free if self._claim(chunk, row, helper, index, False)), None)
 
     def hold_cube(self, chunk: int, row: int, helper: int, index: int) -> None:
         """Helper: keep its claim on cube `index` alive."""
+        self._claim(chunk, row, helper, index, True)
 
     def refute_cube(self, chunk: int, row: int, index: int, clause: Clause) -> None:
         """Helper: cube `index` has no solution; `clause` (why) is shared with every search."""
+        if self._mark(chunk, row, index, json.dumps(list(clause))):
+            self._push(chunk, row, [clause])
 
     def refuted(self, chunk: int, row: int) -> set[int]:
         """The cubes refuted so far."""
+        return {int(index) for index in self._marked(chunk, row) if index.isdigit()}
 
     def shared(self, chunk: int, row: int, since: int) -> tuple[list[Clause], int]:
         """The clauses shared from position `since` on, and the position after them."""
+        raws = self._batches(chunk, row, since)
+        out: list[Clause] = []
+        for raw in raws:  # a malformed batch is no clause
+            out += (read_clauses(raw, MAX_BATCH_CLAUSES) if len(raw) <= MAX_CLAUSES_BYTES else None) or []
+        return out, since + len(raws)
+
+    def _push(self, chunk: int, row: int, clauses: list[Clause]) -> None:
+        """Share clauses in batches (at most MAX_SHARED_BATCHES per escalation: more are not shared)."""
+        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
+            if not self._append(
+                chunk, row, json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
+            ):
+                return
 
 
 @dataclass
-class _Race:
+class _Search:
     """The puzzle the owner searches now."""
 
     row: int
@@ -108,8 +170,8 @@ class _Race:
     escalated: bool = False
     called: int = 0
     winner: int | None = None
-    unsolvable: bool = False  # the helpers proved it: every cube refuted (`split`), or one helper's own proof
-    split: bool = False
+    unsolvable: bool = False  # the helpers proved it: every cube refuted, or one helper's own proof
+    cubes_refuted: bool = False
     entries: dict[int, HelperEntry] = field(default_factory=dict)
     side: int = 0  # the grid's side, read at the first escalation
     cursor: int = 0  # shared clauses read so far
@@ -139,10 +201,9 @@ class Escalation:
         self.clock = clock
         self._texts: list[str] | None = None  # split once a puzzle is searched: easy chunks never are
         self.ends: dict[int, EscalationEnd] = {}
-        self._current: _Race | None = None
+        self._current: _Search | None = None
         self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._poller: StopPoller | None = None  # asks `tick` every poll_s (a broker blinking is logged)
         self._entered = False  # the thread runs only inside `with` (tests drive `tick` by hand)
 
     @contextlib.contextmanager
@@ -151,93 +212,79 @@ class Escalation:
         and its exchange (the clauses the helpers share, imported by the owner's SAT members)."""
         if self._texts is None:
             self._texts = self.task.texts()
-        race = _Race(row, self._texts[row], self.clock(), new_flag(), Exchange())
+        search = _Search(row, self._texts[row], self.clock(), new_flag(), Exchange())
         if self.stop[0]:
-            raise_flag(race.flag)
+            raise_flag(search.flag)
         with self._lock:
-            self._current = race
+            self._current = search
             self._start()
         try:
-            yield Raced(race.flag, race.exchange)
+            yield Raced(search.flag, search.exchange)
         finally:
             with self._lock:
                 self._current = None
-            if race.called:
-                self.ends[row] = self._settle(race)
+            if search.called:
+                self.ends[row] = self._settle(search)
 
     def tick(self) -> None:
         """One poll: follow the chunk's stop, escalate when due, take a verified answer, call helpers."""
         with self._lock:
-            race = self._current
-            if race is None or race.winner is not None:
+            search = self._current
+            if search is None or search.winner is not None:
                 return
             if self.stop[0]:
-                raise_flag(race.flag)
+                raise_flag(search.flag)
                 return
-            if not race.escalated and self.clock() - race.started < self.after:
+            if not search.escalated and self.clock() - search.started < self.after:
                 return
-            race.escalated = True
+            search.escalated = True
             chunk = self.task.chunk
-            if race.called:  # the race is open: keep its lease, look for a verified grid or a proof
-                self.board.open(chunk, race.row)
-                race.entries = self.board.entries(chunk, race.row)
-                race.winner = self._verified(race)
-                self._trade(race)
-                if race.winner is not None or race.unsolvable:
-                    raise_flag(race.flag)
-                    self.board.close(chunk, race.row)  # the other helpers stop now
+            if search.called:  # the escalation is open: keep its lease, look for a verified grid or a proof
+                self.board.open(chunk, search.row)
+                search.entries = self.board.entries(chunk, search.row)
+                search.winner = self._verified(search)
+                self._trade(search)
+                if search.winner is not None or search.unsolvable:
+                    raise_flag(search.flag)
+                    self.board.close(chunk, search.row)  # the other helpers stop now
                     return
-            waiting = race.called - len(race.entries)  # called, not started yet
-            wanted = min(MAX_HELPERS - race.called, self.board.idle() - waiting)
-            if wanted > 0 and not race.called:  # opened only once there is a helper to call
-                self.board.open(chunk, race.row)
-            total = race.called + max(0, wanted)  # helpers called once this round's are
+            waiting = search.called - len(search.entries)  # called, not started yet
+            wanted = min(MAX_HELPERS - search.called, self.board.idle() - waiting)
+            if wanted > 0 and not search.called:  # opened only once there is a helper to call
+                self.board.open(chunk, search.row)
+            total = search.called + max(0, wanted)  # helpers called once this round's are
             for _ in range(max(0, wanted)):
-                race.called += 1
-                self.board.call(self._task(race, total))
+                search.called += 1
+                self.board.call(self._task(search, total))
 
-    def _trade(self, race: _Race) -> None:
+    def _trade(self, search: _Search) -> None:
         """Hand the owner's search the clauses the helpers shared; note a proof that there is no solution
         (every cube of the split refuted, or a helper's own)."""
         chunk = self.task.chunk
-        clauses, race.cursor = self.board.shared(chunk, race.row, race.cursor)
-        race.exchange.offer([c for c in clauses if valid_clause(c, race.side)])
-        cubes = self.board.cubes(chunk, race.row)
-        if cubes and self.board.refuted(chunk, race.row) >= set(range(len(cubes))):
-            race.unsolvable = race.split = True
-        if any(e.state == "done" and e.status == Status.UNSOLVABLE for e in race.entries.values()):
-            race.unsolvable = True
+        clauses, search.cursor = self.board.shared(chunk, search.row, search.cursor)
+        search.exchange.offer([c for c in clauses if valid_clause(c, search.side)])
+        cubes = self.board.cubes(chunk, search.row)
+        if cubes and self.board.refuted(chunk, search.row) >= set(range(len(cubes))):
+            search.unsolvable = search.cubes_refuted = True
+        if any(e.state == "done" and e.status == Status.UNSOLVABLE for e in search.entries.values()):
+            search.unsolvable = True
 
-    def _side(self, race: _Race) -> int:
-        """The side of the raced puzzle's grid (0: unreadable, which makes no split)."""
-        try:
-            return parse_puzzle(race.text, self.task.box).box.n
-        except (PuzzleError, ValueError):
-            return 0
-
-    def _task(self, race: _Race, helpers: int) -> HelperTask:
-        """The task of the next helper of `race`: another seed, another variant, and whether it searches
-        cubes of a split (`solvers.shares.helper_splits`), of at least how many."""
-        t = self.task
-        if not race.side:
-            race.side = self._side(race)
+    def _task(self, search: _Search, helpers: int) -> HelperTask:
+        """The task of the next helper of `search`: another seed, another variant, and whether it searches
+        cubes of a split (`solvers.shares.helper_cubes`), of at least how many."""
+        t, k = self.task, search.called
+        if not search.side:
+            search.side = _side(search.text, t.box)
         return HelperTask(
-            job=t.job,
-            chunk=t.chunk,
-            row=race.row,
-            helper=race.called,
-            puzzle=race.text,
-            box=t.box,
-            time_limit=t.time_limit,
-            portfolio=t.portfolio,
-            seed=helper_seed(t.job, t.chunk, race.row, race.called),
-            cubes=helper_splits(race.side, race.called, helpers),
-        )
+            job=t.job, chunk=t.chunk, row=search.row, helper=k, puzzle=search.text, box=t.box,
+            time_limit=t.time_limit, portfolio=t.portfolio, seed=helper_seed(t.job, t.chunk, search.row, k),
+            cubes=helper_cubes(search.side, k, helpers),
+        )  # fmt: skip
 
-    def _verified(self, race: _Race) -> int | None:
+    def _verified(self, search: _Search) -> int | None:
         """The first helper (lowest number) whose posted grid the independent verifier accepts."""
-        for helper, entry in sorted(race.entries.items()):
-            if entry.state == "done" and entry.solution and self._accepts(race.text, entry.solution):
+        for helper, entry in sorted(search.entries.items()):
+            if entry.state == "done" and entry.solution and self._accepts(search.text, entry.solution):
                 return helper
         return None
 
@@ -250,40 +297,38 @@ class Escalation:
             return False
         return grid.box == puzzle.box and is_solution(puzzle, grid.givens)
 
-    def _settle(self, race: _Race) -> EscalationEnd:
-        """Close the race, wait (up to `grace_s`) for every started helper's last entry, and forget it."""
+    def _settle(self, search: _Search) -> EscalationEnd:
+        """Close the escalation, wait (up to `grace_s`) for every started helper's last entry, forget it."""
         chunk = self.task.chunk
         try:
-            self.board.close(chunk, race.row)
+            self.board.close(chunk, search.row)
             until = self.clock() + self.grace_s
-            entries = self.board.entries(chunk, race.row)
+            entries = self.board.entries(chunk, search.row)
             while any(e.state != "done" for e in entries.values()) and self.clock() < until:
                 time.sleep(SETTLE_POLL_S)
-                entries = self.board.entries(chunk, race.row)
-            race.entries = {**race.entries, **entries} if entries else race.entries
-            if race.winner is None:
-                race.winner = self._verified(race)
-            if race.winner is None and not race.unsolvable:
-                self._trade(race)
-            self.board.drop(chunk, race.row)
+                entries = self.board.entries(chunk, search.row)
+            search.entries = {**search.entries, **entries} if entries else search.entries
+            if search.winner is None:
+                search.winner = self._verified(search)
+            if search.winner is None and not search.unsolvable:
+                self._trade(search)
+            self.board.drop(chunk, search.row)
         except Exception as exc:  # noqa: BLE001 - the owner's own answer stands; the record is written
-            log.warning("race of chunk %s row %s: helpers' answers lost: %s", chunk, race.row, exc)
-        proved = race.unsolvable and race.winner is None
-        return EscalationEnd(dict(race.entries), race.winner, proved, proved and race.split)
+            log.warning("escalation of chunk %s row %s: helpers' answers lost: %s", chunk, search.row, exc)
+        proved = search.unsolvable and search.winner is None
+        return EscalationEnd(dict(search.entries), search.winner, proved, proved and search.cubes_refuted)
 
-    def _run(self) -> None:
-        while not self._done.wait(self.poll_s):
-            try:
-                self.tick()
-            except Exception as exc:  # noqa: BLE001 - a broker blinking must not stop the owner's search
-                log.warning("escalation of chunk %s: %s", self.task.chunk, exc)
+    def _poll(self) -> bool:
+        """The poller's condition: one `tick`; never "stop" (the owner's flags are raised by `tick`)."""
+        self.tick()
+        return False
 
     def _start(self) -> None:
         """Start the polling thread at the first puzzle searched (a chunk the batch's first pass answers
         whole, the usual easy one, never starts it: no thread, no wake-ups)."""
-        if self._entered and self._thread is None and not self._done.is_set():
-            self._thread = threading.Thread(target=self._run, name="escalation", daemon=True)
-            self._thread.start()
+        if self._entered and self._poller is None:
+            failed = partial(log.warning, "escalation of chunk %s: %s", self.task.chunk)
+            self._poller = StopPoller(self._poll, self.poll_s, on_error=failed, name="escalation").__enter__()
 
     def __enter__(self) -> Escalation:
         self._entered = True
@@ -292,26 +337,27 @@ class Escalation:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._entered = False
+        if self._poller is not None:
+            self._poller.__exit__(kind, exc, tb)
+            self._poller = None
 
 
 class BoardCubes:
-    """A helper's `solvers.race.exchange.CubeSource`: the race's cubes on its board. A board that fails is
-    logged and read as "no cube" (the helper searches the whole puzzle instead); cubes that are no
+    """A helper's `solvers.race.exchange.CubeSource`: the escalation's cubes on its board. A board that
+    fails is logged and read as "no cube" (the helper searches the whole puzzle instead); cubes that are no
     cubes of this grid are none."""
 
     def __init__(self, board: Board, task: HelperTask, side: int) -> None:
         self.board, self.task, self.side = board, task, side
         self.count = 0
 
-    def _safely(self, what: str, call: Callable[[], object]) -> object:
+    def _safely(self, what: str, call: Callable[..., object], *args: object) -> object:
+        """`call(chunk, row, *args)` on the board; None when the board fails (logged)."""
         try:
-            return call()
+            return call(self.task.chunk, self.task.row, *args)
         except Exception as exc:  # noqa: BLE001 - the search goes on without the board
-            log.warning("race of chunk %s row %s: %s: %s", self.task.chunk, self.task.row, what, exc)
+            log.warning("escalation of chunk %s row %s: %s: %s", self.task.chunk, self.task.row, what, exc)
             return None
 
     def _checked(self, cubes: object) -> list[Cube] | None:
@@ -321,36 +367,25 @@ class BoardCubes:
         return cubes
 
     def published(self) -> list[Cube] | None:
-        t = self.task
-        return self._checked(self._safely("reading the cubes", lambda: self.board.cubes(t.chunk, t.row)))
+        return self._checked(self._safely("reading the cubes", self.board.cubes))
 
     def publish(self, split: Cubes) -> list[Cube]:
-        t = self.task
-        stored = self._safely(
-            "publishing the cubes",
-            lambda: self.board.publish_cubes(t.chunk, t.row, list(split.cubes), list(split.units)),
-        )
-        return self._checked(stored) or []
+        cubes, units = list(split.cubes), list(split.units)
+        return self._checked(self._safely("publishing cubes", self.board.publish_cubes, cubes, units)) or []
 
     def take(self) -> int | None:
-        t = self.task
         if not self.count:
             return None
-        taken = self._safely(
-            "taking a cube", lambda: self.board.take_cube(t.chunk, t.row, t.helper, self.count)
-        )
+        taken = self._safely("taking a cube", self.board.take_cube, self.task.helper, self.count)
         return taken if isinstance(taken, int) else None
 
     def refute(self, index: int, clause: Clause) -> None:
-        t = self.task
-        self._safely(
-            "handing back a refuted cube", lambda: self.board.refute_cube(t.chunk, t.row, index, clause)
-        )
+        self._safely("handing back a refuted cube", self.board.refute_cube, index, clause)
 
 
 class _Trade:
     """A helper's poll: keep its cube's claim alive, hand its search the clauses shared since the last
-    poll, and say whether the race is over (the `StopPoller` condition)."""
+    poll, and say whether the escalation is over (the `StopPoller` condition)."""
 
     def __init__(self, board: Board, task: HelperTask, exchange: Exchange, side: int) -> None:
         self.board, self.task, self.exchange, self.side = board, task, exchange, side
@@ -365,31 +400,31 @@ class _Trade:
         return self.board.over(t.chunk, t.row)
 
 
-def _side(task: HelperTask) -> int:
-    """The side of a helper's puzzle (0: unreadable; its race answers `invalid` as the owner's does)."""
+def _side(text: str, box: str | None) -> int:
+    """The side of an escalated puzzle's grid (0: unreadable: no cubes, and the search answers `invalid`)."""
     try:
-        return parse_puzzle(task.puzzle, task.box).box.n
+        return parse_puzzle(text, box).box.n
     except (PuzzleError, ValueError):
         return 0
 
 
 def run_helper(task: HelperTask, board: Board, poll_s: float) -> SolveResult | None:
-    """Race one puzzle as helper `task.helper` until it is answered anywhere (what a worker or a local
-    process runs for a `HelperTask`); its result, or None when the race was over before it started.
+    """Search one puzzle as helper `task.helper` until it is answered anywhere (what a worker or a local
+    process runs for a `HelperTask`); its result, or None when the escalation was over before it started.
 
-    The helper writes no record: it posts `started`, races under a stop poller watching the
+    The helper writes no record: it posts `started`, searches under a stop poller watching the
     board (closed, the owner's lease lapsed, the job stopped: it gives up at its solvers' next
-    slice), then posts its answer and counters; a solved grid also closes the race, so the
+    slice), then posts its answer and counters; a solved grid also closes the escalation, so the
     other helpers stop within a poll. The owner verifies the grid before it takes it. Every
     poll also hands its SAT members the clauses the others shared; with `task.cubes` > 0 they
-    search cubes of the race's split (`solvers.race.exchange`), refuted ones shared as clauses.
+    search cubes of the escalation's split (`solvers.race.exchange`), refuted ones shared as clauses.
     """
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
 
     if board.over(task.chunk, task.row):
         return None
     board.post(task.chunk, task.row, task.helper, HelperEntry(state="started"))
-    side = _side(task)
+    side = _side(task.puzzle, task.box)
     cubes = BoardCubes(board, task, side) if task.cubes and side else None
     exchange = Exchange(cubes, want=task.cubes)
     with StopPoller(_Trade(board, task, exchange, side), poll_s) as poller:

@@ -3,8 +3,8 @@ how
 the chunk's owner folds the helpers' work into the puzzle's one record (`fold_helpers`).
 
 A solve chunk with `escalate_after` S set (`ChunkTask.escalate_after`) has its owner (the
-worker, or local process, solving the chunk) call helpers for any puzzle its race has not
-answered after S seconds: idle processes race the same puzzle with another seed and variant
+worker, or local process, solving the chunk) call helpers for any puzzle its search has not
+answered after S seconds: idle processes search the same puzzle with another seed and variant
 (`helper_seed`), each posting `started`, then its answer and counters. The owner alone writes
 the record: it takes a helper's grid only once the independent verifier accepts it, and the
 record's `counters` hold every member of every helper (`sat@helper1`, ...), so they add up
@@ -33,15 +33,15 @@ from solvers.model.result import SolveResult, Status
 from solvers.race.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause
 
 MAX_HELPERS = 64  # helpers called for one puzzle (a fleet of more idle processes lends it no more)
-MAX_SHARED_BATCHES = 4096  # batches of clauses one race's board holds (more are not shared)
+MAX_SHARED_BATCHES = 4096  # batches of clauses one escalation's board holds (more are not shared)
 MAX_BATCH_CLAUSES = 256  # clauses in one shared batch
-SPLIT_HELPER = "split"  # the record's solver when every cube was refuted (`fold_helpers`)
-MAX_PUZZLE_CHARS = 1 << 16  # one puzzle's text in a race message (64x64 in grid notation: ~25 KB)
+CUBES_SOLVER = "split"  # the record's solver when every cube was refuted (`fold_helpers`)
+MAX_PUZZLE_CHARS = 1 << 16  # one puzzle's text in a helper's message (64x64 in grid notation: ~25 KB)
 MAX_COUNTER_MEMBERS = 64  # members in one helper's counters
 
 
 class HelperTask(BaseModel):
-    """A helper's task: race one puzzle of a chunk (row `row`) that its owner has not answered in time."""
+    """A helper's task: search one puzzle of a chunk (row `row`) that its owner has not answered in time."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     NAME: ClassVar[str] = HELPER_TASK_NAME
@@ -69,14 +69,14 @@ class _Entry(BaseModel):
     @classmethod
     def of(cls, result: SolveResult) -> Any:
         """A helper's final entry from its result (a grid only when solved: the rest is not an answer)."""
-        values = {f.name: getattr(result, f.result) for f in RACED}  # type: ignore[arg-type]
+        values = {f.name: getattr(result, f.result) for f in POSTED}  # type: ignore[arg-type]
         if result.status != Status.SOLVED:
             values["solution"] = None
         return cls(state="done", **values)
 
 
 def _entry_field(f: Field) -> tuple[Any, Any]:
-    """A raced field's type and bounds in a helper's entry (every number and text bounded)."""
+    """A posted field's type and bounds in a helper's entry (every number and text bounded)."""
     if f.kind == "status":
         return Status | None, None
     if f.kind == "text":
@@ -90,21 +90,22 @@ def _entry_field(f: Field) -> tuple[Any, Any]:
     raise ValueError(f"field {f.name}: a helper cannot post a {f.kind} value")
 
 
-RACED = [f for f in FIELDS if f.raced]
+POSTED = [f for f in FIELDS if f.raced]
 HelperEntry = create_model(
-    "HelperEntry", __base__=_Entry, __module__=__name__, **{f.name: _entry_field(f) for f in RACED}
+    "HelperEntry", __base__=_Entry, __module__=__name__, **{f.name: _entry_field(f) for f in POSTED}
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class EscalationEnd:
     """The end of one escalated puzzle: every helper's last entry, the helper whose grid won (if any), and
-    whether the helpers proved it has no solution (`split`: every cube refuted; else a helper's own proof)."""
+    whether the helpers proved it has no solution (`cubes_refuted`: every cube refuted; else a helper's
+    own proof)."""
 
     entries: dict[int, HelperEntry]
     winner: int | None = None
     unsolvable: bool = False
-    split: bool = False  # every cube of the race's split refuted
+    cubes_refuted: bool = False  # every cube of the escalation's split refuted
 
 
 _TERM_LISTS = TypeAdapter(list[list[StrictInt]])
@@ -147,8 +148,8 @@ def fold_helpers(owner: SolveResult, end: EscalationEnd) -> SolveResult:
         proofs = [(k, e) for k, e in sorted(end.entries.items()) if e.status == Status.UNSOLVABLE]
         solver = (
             helper_name(proofs[0][1].solver or "?", proofs[0][0])
-            if proofs and not end.split
-            else SPLIT_HELPER
+            if proofs and not end.cubes_refuted
+            else CUBES_SOLVER
         )
         return SolveResult(
             Status.UNSOLVABLE, puzzle=owner.puzzle, solver=solver, elapsed=owner.elapsed, counters=counters

@@ -1,13 +1,13 @@
-"""What one search of a puzzle raced in several processes trades with the others: clauses in, cubes out.
+"""What one search of a puzzle escalated to several processes trades with the others: clauses in, cubes out.
 
-The race's complete members read it between steps; the pipeline fills it from the race's
+The race's complete members read it between steps; the pipeline fills it from the escalation's
 board in another thread (`pipeline.escalation.board`). Clauses and cubes are in cell/value terms
 (`solvers.race.cubes`), so a search with any literal order imports what another exported.
 
 - `inbox`: clauses implied by the puzzle (refuted cubes, units found by a lookahead) that
   the other processes shared; a member imports each once (appends are atomic in CPython;
   a member keeps its own read position).
-- `cubes` (a helper's only): where it takes parts of the search (`CubeSource`, the race's
+- `cubes` (a helper's only): where it takes parts of the search (`CubeSource`, the escalation's
   board). A member with one searches its cube under assumptions; a refuted cube goes back
   as `refute`, and the member takes another; with none left it searches the whole puzzle.
 - `holding`: the cube this process searches now (the pipeline keeps its claim alive).
@@ -40,7 +40,7 @@ class CubeSource(Protocol):
 
 
 class Exchange:
-    """One search's trade with the other processes racing its puzzle (see the module docstring).
+    """One search's trade with the other processes searching its puzzle (see the module docstring).
 
     `want`: the cubes a split should make at least (about two per helper called)."""
 
@@ -49,7 +49,6 @@ class Exchange:
         self.cubes = cubes
         self.want = want
         self.holding: int | None = None
-        self.refuted = 0  # cubes this process refuted
         self._lock = threading.Lock()
 
     def offer(self, clauses: list[Clause]) -> None:
@@ -65,7 +64,7 @@ class Exchange:
 
 class Raced(NamedTuple):
     """What a racing hook (`solvers.api.solve_many(racing=...)`) may yield instead of a bare stop flag:
-    the flag of that puzzle's search and its exchange with the other processes racing it."""
+    the flag of that puzzle's search and its exchange with the other processes searching it."""
 
     flag: np.ndarray
     exchange: Exchange | None = None

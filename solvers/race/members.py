@@ -15,7 +15,8 @@ best grid so far, and counters), while the restart policies differ by kind:
   kernel), the complete stream is that one search instead, each call its next Luby
   restart with the conflict weights kept (randomised after the first): nothing is repeated.
 * `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
-  child seed when its Luby-scaled iteration budget is spent, keeping the best grid.
+  child seed when its Luby-scaled iteration budget is spent, keeping the best grid; its
+  `restarts` count those runs and the solver's own (annealing's reheats, evolution's hive's).
 * `SatMember` (in `solvers.sat.member`, beside its encoding) advances a SAT solver a budget of
   conflicts per slice, keeping what it learnt.
 
@@ -49,16 +50,9 @@ OUT_OF_TIME = Outcome.TIMEOUT  # the deadline passed inside the slice
 
 def luby(i: int) -> int:
     """Return the i-th term (i >= 1) of the Luby sequence 1,1,2,1,1,2,4,1,1,2,1,1,2,4,8,..."""
-    k = 1
-    while (1 << k) - 1 < i:
-        k += 1
-    while True:
-        if i == (1 << k) - 1:
-            return 1 << (k - 1)
-        i -= (1 << (k - 1)) - 1
-        k = 1
-        while (1 << k) - 1 < i:
-            k += 1
+    while i != (1 << i.bit_length()) - 1:  # i is no 2^k - 1: its term is the one at i - (2^(k-1) - 1)
+        i -= (1 << (i.bit_length() - 1)) - 1
+    return 1 << (i.bit_length() - 1)
 
 
 # Measured CPU cost per node of the propagation kernel (`bench/portfolio.py calibrate`), ns:
@@ -408,20 +402,3 @@ class StochasticMember(Member):
             "time_to_best_ms": self.time_to_best_ns / 1e6,
             "status": self.failed or (MemberState.RUNNING if self.solution is None else MemberState.SOLVED),
         }
-
-
-__all__ = [
-    "FOUND",
-    "IDLE",
-    "NO_SOLUTION",
-    "OUT_OF_TIME",
-    "PROGRESS",
-    "ExactMember",
-    "Member",
-    "StochasticMember",
-    "child_seed",
-    "exact_nodes_per_slice",
-    "exact_ns_per_node",
-    "stochastic_restart_slices",
-    "luby",
-]

@@ -55,8 +55,8 @@ from solvers.race.members import (
     exact_nodes_per_slice,
 )
 from solvers.registry import Kind
-from solvers.sat.member import PLAIN, PLAIN_FEWEST, ROWS, SAT_SOLVER
-from solvers.shares import HelperMix, helper_shares, late_starts, learned_shares, split_shares
+from solvers.sat import member as _sat  # noqa: F401 - registers the SAT modes
+from solvers.shares import HelperMix, cube_shares, helper_shares, late_starts, learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 
 STOCHASTIC_ONLY_LIMIT = 60.0  # seconds: a race without an exact member cannot end on its own
@@ -114,12 +114,12 @@ class PortfolioSpec(BaseModel):
     learned: bool = False
     endgame: float = Field(default=ENDGAME, ge=0, lt=1)
 
-    def mix(self, n: int, variant: int = 0, split: bool = False) -> HelperMix:
+    def mix(self, n: int, variant: int = 0, cubes: bool = False) -> HelperMix:
         """Return the shares for grid side n (None: the members' own weights), whether the complete
         members renumber their literals (the owner never; a helper always, unless the learned shares
         move it to another member: `solvers.shares.helper_shares`, or it searches cubes of a split:
-        `split_shares`) and the owner's late starts."""
-        if self.learned and variant > 0 and split and (mix := split_shares(n)) is not None:
+        `cube_shares`) and the owner's late starts."""
+        if self.learned and variant > 0 and cubes and (mix := cube_shares(n)) is not None:
             return mix
         if self.learned and (helper := helper_shares(n, variant)) is not None:
             return helper
@@ -158,34 +158,33 @@ class PortfolioSpec(BaseModel):
 
 
 def _presets() -> dict[str, PortfolioSpec]:
-    """Build the preset portfolios (after every solver registered itself). In `race` the
-    exact member weighs 3 (half of the work) below 25x25: it is the only kernel member that
-    proves anything; the stochastic members race beside it. From 25x25 on the race takes
+    """Build the preset portfolios, their members named as registered (after every solver registered
+    itself). In `race` the exact member weighs 3 (half of the work) below 25x25: it is the only kernel
+    member that proves anything; the stochastic members race beside it. From 25x25 on the race takes
     its learned shares (`solvers.shares`, from training runs of each member alone), where
     the SAT member (CaDiCaL, stable mode) does most of the work; it sits out below 25x25
     (the fast path and the kernel settle those). The weights from 25x25 (57, 171, 1) only
     serve a copy of the preset with `learned` off. `sat-focused` is not in the preset: in
     training it solved 21 of 38 grids where `sat` solved 35 (docs/decisions.md)."""
-    exact = tuple(MemberSpec(solver=name) for name in sorted(EXACT_SOLVERS, key=lambda s: s != DEFAULT_EXACT))
-    stochastic = (
-        MemberSpec(solver="annealing"),
-        MemberSpec(solver="evolution", params={"propagate": True}),
-        MemberSpec(solver="progressive"),
-    )
-    exact_member = MemberSpec(solver=DEFAULT_EXACT, weight=3.0, large_weight=57.0)
-    sat = MemberSpec(solver=SAT_SOLVER, weight=171.0, min_side=LARGE_SIDE)
-    rows = MemberSpec(solver=ROWS.name, weight=57.0, min_side=LARGE_SIDE)
-    plain = MemberSpec(solver=PLAIN.name, weight=57.0, min_side=LARGE_SIDE)
-    plain_fewest = MemberSpec(solver=PLAIN_FEWEST.name, weight=57.0, min_side=LARGE_SIDE)
+    options: dict[str, dict[str, Any]] = {"evolution": {"params": {"propagate": True}}}
+    stochastic = [(name, options.get(name, {})) for name in registry.names(Kind.STOCHASTIC)]
+    large = {"weight": 57.0, "min_side": LARGE_SIDE}
+    members: dict[str, list[tuple[str, dict[str, Any]]]] = {
+        "fast": [(DEFAULT_EXACT, {"randomised": False})],
+        "race": [
+            (DEFAULT_EXACT, {"weight": 3.0, "large_weight": 57.0}),
+            ("sat", {"weight": 171.0, "min_side": LARGE_SIDE}),
+            *((name, large) for name in ("sat-rows", "sat-plain", "sat-plain-fewest")),
+            *stochastic,
+        ],
+        "exact": [(name, {}) for name in sorted(registry.names(Kind.EXACT), key=DEFAULT_EXACT.__ne__)],
+        "stochastic": stochastic,
+    }
     return {
-        "fast": PortfolioSpec(name="fast", members=(MemberSpec(solver=DEFAULT_EXACT, randomised=False),)),
-        "race": PortfolioSpec(
-            name="race",
-            members=(exact_member, sat, rows, plain, plain_fewest, *stochastic),
-            learned=True,
-        ),
-        "exact": PortfolioSpec(name="exact", members=exact),
-        "stochastic": PortfolioSpec(name="stochastic", members=stochastic),
+        name: PortfolioSpec(
+            name=name, members=tuple(MemberSpec(solver=s, **o) for s, o in listed), learned=name == "race"
+        )
+        for name, listed in members.items()
     }
 
 
@@ -315,8 +314,8 @@ def race(
     """
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
-    split = exchange is not None and exchange.cubes is not None
-    weights = spec._weights(puzzle.box.n, spec.mix(puzzle.box.n, variant, split).shares)
+    cubes = exchange is not None and exchange.cubes is not None
+    weights = spec._weights(puzzle.box.n, spec.mix(puzzle.box.n, variant, cubes).shares)
     has_exact = any(
         m.kind in (Kind.EXACT, Kind.COMPLETE) and w > 0 for m, w in zip(spec.members, weights, strict=True)
     )

@@ -126,7 +126,6 @@ PLAIN_FEWEST = SatMode(
     falloff=1.6,
 )
 SAT_MODES: dict[str, SatMode] = {m.name: m for m in (STABLE, ROWS, PLAIN, PLAIN_FEWEST, FOCUSED)}
-SAT_SOLVER = STABLE.name  # the default SAT member's name
 
 
 class _Search:
@@ -227,26 +226,6 @@ class SatMember(CompleteMember):
         self.imported = 0
         self.refuted = 0
 
-    @property
-    def cnf(self) -> Cnf | None:
-        """The CNF searched now (None before the first step and once done)."""
-        return None if self.search is None else self.search.cnf
-
-    @property
-    def solver(self) -> Solver | None:
-        """The solver searching now."""
-        return None if self.search is None else self.search.solver
-
-    @property
-    def loading(self) -> Iterator[list[list[int]]] | None:
-        """The clause blocks still to hand to the solver searching now."""
-        return None if self.search is None else self.search.loading
-
-    @loading.setter
-    def loading(self, value: Iterator[list[list[int]]] | None) -> None:
-        if self.search is not None:
-            self.search.loading = value
-
     def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Build, load, or run the solver for one step of conflicts; report a verified grid
         or a proof of none."""
@@ -286,8 +265,9 @@ class SatMember(CompleteMember):
             grid = decode(search.solver.get_model() or [], search.cnf)
             self._done(search)
             return self.accept(grid)
-        if answer is False and search.cube is not None:  # the cube is refuted, not the puzzle
-            self._refuted(search)
+        if answer is False and search.cube is not None:  # the cube is refuted, not the puzzle: hand it back
+            self._done(search)
+            self._hand_back(search.cube)
         elif answer is False:
             self._done(search)
             self.status = MemberState.UNSOLVABLE
@@ -369,16 +349,9 @@ class SatMember(CompleteMember):
         """Cube `index` has no solution: say so (its clause goes to every search) and count it."""
         assert self.exchange is not None and self.cubes is not None
         self.refuted += 1
-        self.exchange.refuted += 1
         self.exchange.holding = None
         if self.exchange.cubes is not None:
             self.exchange.cubes.refute(index, negation(self.cubes[index]))
-
-    def _refuted(self, search: _Search) -> None:
-        """The cube searched now has no solution: hand it back; the next step takes another."""
-        assert search.cube is not None
-        self._done(search)
-        self._hand_back(search.cube)
 
     def _done(self, search: _Search) -> None:
         """Free a CNF's solver (its answer is taken), keeping its counters in the member's."""
@@ -390,21 +363,9 @@ class SatMember(CompleteMember):
             self.whole = None
         self.search = None
 
-    def _terms(self, lits: list[int]) -> Clause:
-        """Literals of the CNF searched now as terms (tests read a member's numbering through it)."""
-        assert self.search is not None
-        return self.search.terms(lits, self.puzzle.box.n)
-
-    def _lits(self, clause: Clause) -> list[int] | None:
-        """A clause in the numbering of the CNF searched now (`_Search.lits`)."""
-        assert self.search is not None
-        return self.search.lits(clause, self.puzzle.box.n)
-
     def options(self, clauses: int) -> dict[str, int]:
         """The mode's CaDiCaL options for a CNF of so many clauses (no long inprocessing on huge ones)."""
-        if clauses > INPROCESSING_MAX_CLAUSES:
-            return {**self.mode.options, **HEAVY_INPROCESSING}
-        return dict(self.mode.options)
+        return {**self.mode.options, **(HEAVY_INPROCESSING if clauses > INPROCESSING_MAX_CLAUSES else {})}
 
     @property
     def stats(self) -> dict[str, int]:
