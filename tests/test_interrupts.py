@@ -71,7 +71,7 @@ def slow_corpus(tmp_path: Path) -> Path:
 
 
 def pool_running(proc: subprocess.Popen[str], processes: int = 3, timeout: float = 60.0) -> None:
-    """Wait until the command and its local processes all run and have used half a CPU second (at work)."""
+    """Wait until the command and its local processes all run and have used 0.2 s of CPU more (at work)."""
     deadline = time.monotonic() + timeout
     while len(session_processes(proc.pid)) < processes:
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -81,7 +81,7 @@ def pool_running(proc: subprocess.Popen[str], processes: int = 3, timeout: float
     pool = children(proc.pid)
     at_start = sum(cpu_seconds(pid) for pid in pool)
     wait_until(
-        lambda: sum(cpu_seconds(pid) for pid in pool) - at_start >= 0.5, timeout, "local processes at work"
+        lambda: sum(cpu_seconds(pid) for pid in pool) - at_start >= 0.2, timeout, "local processes at work"
     )
 
 
