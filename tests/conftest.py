@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,19 @@ def job_keys_now(url: str) -> set[bytes]:
         client.close()
 
 
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `condition()` until it returns something truthy and return that; fail naming `what` after
+    `timeout` s. The step starts at 5 ms and backs off to 100 ms: a quick event is seen at once, a slow
+    one costs little CPU."""
+    deadline = time.monotonic() + timeout
+    step = 0.005
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"no {what} within {timeout:g} s"
+        time.sleep(step)
+        step = min(step * 2, 0.1)
+    return value
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now (the kernel's pick)."""
     with socket.socket() as s:
@@ -70,6 +83,16 @@ def children(pid: int) -> list[int]:
     """The child processes of `pid` (from /proc)."""
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) process `pid` has used so far, from /proc (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def alive(pid: int) -> bool:
@@ -146,7 +169,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"redis://127.0.0.1:{port}/0"
     import redis
 
-    deadline = time.monotonic() + 10
+    deadline, step = time.monotonic() + 10, 0.005
     while True:
         try:
             redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
@@ -155,7 +178,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             if time.monotonic() > deadline or proc.poll() is not None:
                 _stop(proc)
                 pytest.fail("redis-server did not start")
-            time.sleep(0.05)
+            time.sleep(step)
+            step = min(step * 2, 0.1)
     yield url
     _stop(proc)
 
@@ -220,7 +244,7 @@ def workers(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         cmd += roots
         procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO), log))
     client = redis.Redis.from_url(redis_url)
-    deadline = time.monotonic() + 120
+    deadline, step = time.monotonic() + 120, 0.01
     try:
         while len(client.zrangebyscore("sbatch:workers", time.time() - 5, "+inf")) < 2:
             dead = [p for p, _ in procs if p.poll() is not None]
@@ -229,7 +253,8 @@ def workers(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                     (logs / f"worker{i}.log").read_text(errors="replace")[-2000:] for i in range(2)
                 )
                 pytest.fail(f"workers did not start:\n{text}")
-            time.sleep(0.2)
+            time.sleep(step)
+            step = min(step * 2, 0.1)
         yield redis_url
     finally:
         for proc, log in procs:
@@ -298,7 +323,7 @@ class RedisServer:
         cmd = [self.server, "--port", str(self.port), "--bind", self.bind, "--save", ""]
         cmd += ["--dir", str(self.workdir), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
+        deadline, step = time.monotonic() + timeout, 0.005
         while True:
             try:
                 redis.Redis(
@@ -309,7 +334,8 @@ class RedisServer:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     self.stop()
                     pytest.fail("redis-server did not start")
-                time.sleep(0.05)
+                time.sleep(step)
+                step = min(step * 2, 0.1)
 
     def stop(self) -> None:
         """Shut the server down (SIGTERM: the AOF is flushed first)."""
@@ -334,7 +360,7 @@ def start_workers(
             cmd += args
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO))
     client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 120
+    deadline, step = time.monotonic() + 120, 0.01
     try:
         while len(client.zrangebyscore("sbatch:workers", time.time() - 5, "+inf")) < count:
             if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
@@ -344,7 +370,8 @@ def start_workers(
                 for proc in procs:
                     _stop(proc)
                 pytest.fail(f"workers did not start:\n{text}")
-            time.sleep(0.2)
+            time.sleep(step)
+            step = min(step * 2, 0.1)
     finally:
         client.close()
     return procs

@@ -29,11 +29,29 @@ def run_cli(
     )  # fmt: skip
 
 
+def run_in_process(capsys, monkeypatch, *args: str) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+    """`sudoku-batch ARGS` run by `client.cli.main` in this process (the command's own path, without the
+    second of a new interpreter's imports): its exit code and output. One real process per class of
+    behaviour stays (the resume and status tests below)."""
+    from client.cli import main
+
+    monkeypatch.delenv("SUDOKU_BATCH_BROKER", raising=False)
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out, err)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("job", ["*", "", "sbatch:workers", "../x", "abc", "g" * 32])
 @pytest.mark.parametrize("command", ["purge", "status", "collect"])
-def test_a_job_id_of_the_wrong_form_is_a_usage_error_that_touches_no_key(command, job, redis_client):
-    proc = run_cli(command, job, "--broker", url_of(redis_client))
+def test_a_job_id_of_the_wrong_form_is_a_usage_error_that_touches_no_key(
+    command, job, redis_client, capsys, monkeypatch
+):
+    proc = run_in_process(capsys, monkeypatch, command, job, "--broker", url_of(redis_client))
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line == f"sudoku-batch: error: {job!r} is not a job id: {FORM}"

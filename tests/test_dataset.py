@@ -55,6 +55,7 @@ from tests.conftest import (
     run_cli,
     start_workers,
     stop_all,
+    wait_until,
 )
 
 JOB = "ab" * 8
@@ -903,7 +904,12 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
             if busy:
                 os.kill(busy[0], signal.SIGKILL)
                 killed += 1
-                time.sleep(0.3)
+                pid = busy[0]  # gone from its worker's pool before the next look for a busy one
+                wait_until(
+                    lambda pid=pid: pid not in [p for w in procs for p in children(w.pid)],
+                    30,
+                    "reaped pool process",
+                )
             assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
             time.sleep(0.01)
         while len(list(out.glob("part-*"))) < 20:  # a good part of the job is written: kill the client

@@ -29,7 +29,16 @@ from pipeline.escalation.task import (
 from solvers.api import STOPPED_ERROR, solve, solve_many
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.result import SolveResult, Status
-from tests.conftest import SAMPLE, check_records, chunk_task, cli_command, start_workers, stop_all, url_of
+from tests.conftest import (
+    SAMPLE,
+    check_records,
+    chunk_task,
+    cli_command,
+    start_workers,
+    stop_all,
+    url_of,
+    wait_until,
+)
 
 JOB = "0e" * 16
 EASY = SAMPLE.read_text().splitlines()[0]
@@ -386,7 +395,7 @@ def test_one_puzzle_raced_on_two_real_workers_has_one_winner_the_other_stops_wit
             job = client.submit([slow_puzzle()], **RACED)
             records = [r.to_dict() for r in job.results()]
             job.purge()
-        time.sleep(1.5)
+        wait_until(lambda: "idle" in seen, 10, "both workers idle after the race closed")
     finally:
         done.set()
         watcher.join()

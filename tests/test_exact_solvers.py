@@ -20,6 +20,7 @@ from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution, verify_batch
+from tests.conftest import wait_until
 from tests.data.make_conformance import full_grid, py_count
 from tests.grids import blank, pattern_grid
 
@@ -108,13 +109,17 @@ def test_the_stop_flag_raised_by_another_thread_stops_a_running_search(name: str
     solver.solve_batch(empty(BIG), BIG, time_limit=0.001)  # compile before the clock runs
     stop = np.zeros(1, dtype=np.int64)
     result = {}
+    searching = threading.Event()
 
     def run() -> None:
+        searching.set()
         result["out"] = solver.solve_batch(empty(BIG, 2), BIG, limit=MANY, time_limit=10.0, stop=stop)
 
     worker = threading.Thread(target=run)
     worker.start()
-    time.sleep(0.1)
+    assert searching.wait(10)
+    begun = time.process_time()  # the search at work: it has used some CPU since it was called
+    wait_until(lambda: time.process_time() - begun >= 0.02, 10, "search at work")
     t0 = time.process_time()  # the work done after the flag went up (every thread), not wall time
     stop[0] = 1
     worker.join(5.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -220,14 +221,25 @@ def test_version_prints_the_version_in_pyproject():
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_a_worker_starting_on_a_cold_cache_says_so_in_its_log(tmp_path):
+def test_a_worker_starting_on_a_cold_cache_says_so_in_its_log(cold_cache, tmp_path):
+    """Cold for the reader's kernels (`solvers.model.parse`: a puzzle's parse and a chunk's, loaded apart as
+    it starts): a copy of the module's warm cache without their indexes. The worker compiles them (two and
+    more compiles), not every kernel (~30 s of CPU), and says so once."""
     from tests.conftest import RedisServer, start_workers, stop_all
 
+    assert run("warm", cache=cold_cache).returncode == 0  # warm already when the tests before ran
+    cache = tmp_path / "cache"
+    shutil.copytree(cold_cache, cache)
+    cold = list(cache.rglob("parse.*.nbi"))
+    assert len(cold) >= 2, cold
+    for index in cold:
+        index.unlink()
     server = RedisServer(tmp_path, appendonly=False)
     server.start()
     try:
-        procs = start_workers(server.url, 1, tmp_path, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+        procs = start_workers(server.url, 1, tmp_path, env={"NUMBA_CACHE_DIR": str(cache)})
         stop_all(procs)
     finally:
         server.stop()
     assert (tmp_path / "worker0.log").read_text().count(COMPILE_NOTICE) == 1
+    assert all(index.exists() for index in cold)  # it compiled them again

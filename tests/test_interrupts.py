@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import REPO, SAMPLE, check_records, cli_command
+from tests.conftest import REPO, SAMPLE, check_records, children, cli_command, cpu_seconds, wait_until
 
 STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
 EASY = [ln for ln in SAMPLE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
@@ -71,14 +71,18 @@ def slow_corpus(tmp_path: Path) -> Path:
 
 
 def pool_running(proc: subprocess.Popen[str], processes: int = 3, timeout: float = 60.0) -> None:
-    """Wait until the command and its local processes all run (and a moment more: they are at work)."""
+    """Wait until the command and its local processes all run and have used 0.2 s of CPU more (at work)."""
     deadline = time.monotonic() + timeout
     while len(session_processes(proc.pid)) < processes:
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             pytest.fail(f"no pool in {timeout} s: {proc.communicate(timeout=10)}")
         time.sleep(0.05)
-    time.sleep(1.0)
+    pool = children(proc.pid)
+    at_start = sum(cpu_seconds(pid) for pid in pool)
+    wait_until(
+        lambda: sum(cpu_seconds(pid) for pid in pool) - at_start >= 0.2, timeout, "local processes at work"
+    )
 
 
 def started_writing(tmp_path: Path, name: str, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:

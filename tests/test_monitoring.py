@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLE, RedisServer, run_cli, start_workers, stop_all
+from tests.conftest import SAMPLE, RedisServer, run_cli, start_workers, stop_all, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -25,14 +25,23 @@ class Events:
         self.seen: list[dict[str, Any]] = []
         self._receiver: Any = None
         self._thread = threading.Thread(target=self._capture, daemon=True)
+        self.ready = threading.Event()  # set once the receiver consumes: a worker's events reach it from then
 
     def _capture(self) -> None:
         with self.app.connection() as conn:
             self._receiver = self.app.events.Receiver(conn, handlers={"*": self.seen.append})
+            consume_ready = self._receiver.on_consume_ready
+
+            def on_consume_ready(*args: Any, **kwargs: Any) -> None:
+                consume_ready(*args, **kwargs)
+                self.ready.set()
+
+            self._receiver.on_consume_ready = on_consume_ready
             self._receiver.capture(limit=None, timeout=None, wakeup=False)
 
     def __enter__(self) -> Events:
         self._thread.start()
+        assert self.ready.wait(30), "the event receiver did not start"
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -74,7 +83,10 @@ def test_a_worker_started_with_events_shows_solve_and_generate_tasks_by_job_and_
             made = run_cli("generate", "--box", "2x2", "--count", "5", "--seed", "1", "--broker", server.url)
             assert made.returncode == 0, made.stderr
             assert events.wait_for("task-succeeded")
-            time.sleep(1.0)
+            assert wait_until(  # both tasks' events, the generate's (the last) to its end
+                lambda: sum(e["type"] == "task-succeeded" for e in events.seen) >= 2
+                and events.received("sudoku_batch.generate_chunk"), 20, "events of both tasks",
+            )  # fmt: skip
         assert events.received("sudoku_batch.solve_chunk") == [f"job={job} chunk=0 puzzles=306"]
         (generate,) = events.received("sudoku_batch.generate_chunk")
         assert generate.startswith("job=") and generate.endswith(" chunk=0 box=2x2 count=5")
@@ -85,8 +97,7 @@ def test_a_worker_started_with_events_shows_solve_and_generate_tasks_by_job_and_
 def test_a_worker_started_without_events_sends_none(server, tmp_path):
     procs = start_workers(server.url, 1, tmp_path)
     try:
-        with Events(server.url) as events:
-            time.sleep(1.0)
+        with Events(server.url) as events:  # receiving from here on
             job = run_cli("submit", str(SAMPLE), "--broker", server.url).stdout.strip()
             collected = run_cli("collect", job, "--broker", server.url, "-o", str(tmp_path / "o.jsonl"))
             assert collected.returncode == 0, collected.stderr

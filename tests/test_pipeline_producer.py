@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 
 import pytest
 
@@ -17,7 +16,7 @@ from client.transport import Transport
 from pipeline.contract.runs import expand_runs
 from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.solve import answered_chunk, solve_chunk
-from tests.conftest import SAMPLE
+from tests.conftest import SAMPLE, wait_until
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "ef" * 16
@@ -93,15 +92,21 @@ def test_the_window_holds_the_producer_until_chunks_come_back():
     store.create(JOB, spec.meta())
     transport = Recorder()
     settings = ClientSettings(max_chunk_bytes=82 * 10, poll_interval=0.01)
-    producer = Producer(spec, store, transport, settings, window=lambda: 2)
+    asked: list[int] = []  # the tasks sent each time the producer asks the window (again while it waits)
+
+    def window() -> int:
+        asked.append(len(transport.tasks))
+        return 2
+
+    producer = Producer(spec, store, transport, settings, window=window)
     thread = threading.Thread(target=producer.run, args=([("a", LINES[:60])],))
     thread.start()
-    time.sleep(0.3)
+    wait_until(lambda: asked.count(2) >= 2, 10, "producer waiting with two chunks sent")
     assert len(transport.tasks) == 2  # blocked: two chunks in flight, none answered
     for task in list(transport.tasks):
         idx = expand_runs(task.index_runs)
         store.put_result(JOB, answered_chunk(JOB, task.chunk, "a", idx, idx, task.texts(), ["x"] * len(idx)))
-    time.sleep(0.3)
+    wait_until(lambda: asked.count(4) >= 2, 10, "producer waiting with four chunks sent")
     assert len(transport.tasks) == 4
     for task in transport.tasks[2:]:
         idx = expand_runs(task.index_runs)

@@ -307,6 +307,48 @@ def two_workers(redis_client, tmp_path) -> Iterator[Any]:
         stop_all(procs)
 
 
+SHARED_DB = 2  # the module's shared pair's database: neither the session's workers' (0) nor a test's own (1)
+
+
+@pytest.fixture(scope="module")
+def shared_pair(redis_url, tmp_path_factory) -> Iterator[Any]:
+    """Two real workers, as `two_workers`, shared by the module's tests that kill none of them, on a database
+    of their own (flushed before and after: its queue bindings live as long as the workers)."""
+    import redis
+
+    from tests.conftest import start_workers, stop_all, url_of
+
+    client = redis.Redis.from_url(f"{redis_url.rsplit('/', 1)[0]}/{SHARED_DB}")
+    client.flushdb()
+    procs = start_workers(url_of(client), 2, tmp_path_factory.mktemp("split-workers"))
+    try:
+        yield client
+    finally:
+        stop_all(procs)
+        client.flushdb()
+        client.close()
+
+
+@pytest.fixture
+def two_idle_workers(shared_pair) -> Iterator[Any]:
+    """The module's shared pair, idle (no task running, queued or taken), with no job key of an earlier
+    test (dropped before and after)."""
+    from tests.conftest import wait_until
+
+    def idle() -> bool:
+        r = shared_pair
+        return not (r.hlen("sbatch:current") or r.llen("sudoku_batch") or r.hlen("unacked"))
+
+    def clean() -> None:
+        wait_until(idle, 60, "the shared workers idle")
+        for key in shared_pair.scan_iter("sbatch:job:*"):
+            shared_pair.delete(key)
+
+    clean()
+    yield shared_pair
+    clean()
+
+
 def helper_members(outcome: Any) -> dict[str, dict[str, Any]]:
     """Every helper's SAT members' counters, by `member@helperK`."""
     return {
@@ -317,8 +359,8 @@ def helper_members(outcome: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_workers):
-    record, outcome = race_as_owner(two_workers, unsolvable())
+def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_idle_workers):
+    record, outcome = race_as_owner(two_idle_workers, unsolvable())
     assert record.status.value == "unsolvable"
     members = helper_members(outcome)
     assert {name.split("@")[1] for name in members} == {"helper1", "helper2"}
@@ -335,7 +377,7 @@ def test_a_split_race_refuting_every_cube_on_two_real_workers_is_unsolvable(two_
 
 
 def test_a_clause_one_helper_refutes_is_imported_by_a_helper_with_another_literal_order(
-    two_workers, monkeypatch
+    two_idle_workers, monkeypatch
 ):
     import pipeline.escalation.board as escalation
 
@@ -345,7 +387,7 @@ def test_a_clause_one_helper_refutes_is_imported_by_a_helper_with_another_litera
         3
     ):  # helper 1 may prove the whole puzzle before helper 2 has refuted a cube: race again
         record, outcome = race_as_owner(
-            two_workers, unsolvable(), job=JOB if attempt == 0 else f"{attempt}{JOB[1:]}"
+            two_idle_workers, unsolvable(), job=JOB if attempt == 0 else f"{attempt}{JOB[1:]}"
         )
         assert record.status.value == "unsolvable"
         members = helper_members(outcome)

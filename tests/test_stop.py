@@ -9,7 +9,7 @@ import time
 from pipeline.engine.stop import StopPoller
 from solvers.api import STOPPED_ERROR, solve, solve_many
 from solvers.kernel.stop import new_flag, raise_flag
-from tests.conftest import SAMPLE
+from tests.conftest import SAMPLE, wait_until
 
 HARD = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
 
@@ -42,7 +42,7 @@ def test_a_poller_whose_condition_fails_keeps_asking_and_never_stops_the_work():
         raise ConnectionError("broker away")
 
     with StopPoller(flaky, 0.01, on_error=errors.append) as poller:
-        time.sleep(0.2)
+        wait_until(lambda: calls[0] >= 3, 10, "three calls of the condition")
     assert not poller.raised and calls[0] >= 3 and len(errors) == calls[0]
 
 

@@ -47,12 +47,13 @@ def api(backend: Backend) -> Iterator[TestClient]:
 
 
 def wait_done(api: TestClient, job: str, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
+    deadline, step = time.monotonic() + timeout, 0.005
     while time.monotonic() < deadline:
         data = api.get(f"/api/jobs/{job}").json()
         if data["phase"] in ("done", "failed"):
             return data
-        time.sleep(0.1)
+        time.sleep(step)
+        step = min(step * 2, 0.1)
     raise AssertionError(f"job {job} did not finish: {data}")
 
 

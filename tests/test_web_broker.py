@@ -43,13 +43,14 @@ def keys_of(url: str, job: str) -> list[bytes]:
 
 
 def wait_phase(api: TestClient, job: str, phase: str, timeout: float = 120.0) -> dict:
-    deadline = time.monotonic() + timeout
+    deadline, step = time.monotonic() + timeout, 0.005
     data: dict = {}
     while time.monotonic() < deadline:
         data = api.get(f"/api/jobs/{job}").json()
         if data.get("phase") == phase:
             return data
-        time.sleep(0.2)
+        time.sleep(step)
+        step = min(step * 2, 0.2)
     raise AssertionError(f"job {job} never reached {phase}: {data}")
 
 

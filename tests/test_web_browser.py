@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from solvers import is_solution, parse_puzzle
-from tests.conftest import REPO, SAMPLE, SCREENSHOTS, free_port
+from tests.conftest import REPO, SAMPLE, SCREENSHOTS, free_port, wait_until
 from tests.test_interrupts import kill_session, start, wait_until_gone
 from tests.test_numbers import EDGES, SEEN, TIES
 from tests.test_portfolio import FRISCH
@@ -92,13 +91,7 @@ def browser(server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[o
 
 def wait_for(condition, timeout: float = 30.0, what: str = "the page"):
     """Poll `condition()` until it returns something truthy; fail naming `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"{what} did not happen within {timeout} s")
+    return wait_until(condition, timeout, what)
 
 
 def screenshot(browser, name: str) -> Path:

@@ -14,13 +14,13 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import cli_command, free_port
+from tests.conftest import cli_command, free_port, wait_until
 from tests.test_interrupts import STUCK, kill_session, session_processes, start, wait_until_gone
 
 
 def wait_served(proc: subprocess.Popen[str], port: int, timeout: float = 90.0) -> None:
     """Wait until the server answers its page (the first start may compile the solvers)."""
-    deadline = time.monotonic() + timeout
+    deadline, step = time.monotonic() + timeout, 0.01
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"serve exited {proc.returncode}: {proc.communicate(timeout=10)}")
@@ -29,7 +29,8 @@ def wait_served(proc: subprocess.Popen[str], port: int, timeout: float = 90.0) -
                 if page.status == 200:
                     return
         except (urllib.error.URLError, OSError):
-            time.sleep(0.2)
+            time.sleep(step)
+            step = min(step * 2, 0.2)
     proc.kill()
     pytest.fail(f"serve did not answer within {timeout} s")
 
@@ -90,8 +91,9 @@ def test_no_process_outlives_serve_whatever_signal_ends_it(sig):
         threading.Thread(
             target=solve_stuck, args=(port,), daemon=True
         ).start()  # solving when the signal comes
-        time.sleep(1.0)
-        assert len(session_processes(proc.pid)) >= 3  # the server, a job process, a puzzle process
+        wait_until(  # the server, a job process, a puzzle process
+            lambda: len(session_processes(proc.pid)) >= 3, 30, "server, job and puzzle processes"
+        )
         proc.send_signal(sig)
         code = proc.wait(timeout=20)
         assert wait_until_gone(proc.pid) == []

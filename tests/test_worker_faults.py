@@ -23,9 +23,11 @@ from tests.conftest import (
     check_records,
     children,
     cli_command,
+    cpu_seconds,
     run_cli,
     start_workers,
     stop_all,
+    wait_until,
 )
 
 STUCK = "12345678." + "........9" + "." * 63  # no solution; stochastic solvers cannot prove it: they go on
@@ -82,10 +84,12 @@ def test_a_purge_stops_the_workers_solving_the_job_and_no_key_of_it_survives(wor
     while solving(client, job):
         assert time.monotonic() < deadline, "the workers went on solving a purged job"
         time.sleep(0.05)
-    time.sleep(1.0)  # anything a worker would still write, it has written by now
+    wait_until(  # every message of the job taken and acknowledged: no worker holds anything of it to write
+        lambda: client.llen("sudoku_batch") == 0 and client.hlen("unacked") == 0 and not solving(client, job),
+        10, "end of the purged job's messages",
+    )  # fmt: skip
     assert job_keys(client, job) == [f"sbatch:job:{job}:stop".encode()]
-    time.sleep(3.0)  # the stop key's own TTL
-    assert job_keys(client, job) == []
+    wait_until(lambda: job_keys(client, job) == [], 3 + 5, "expiry of the stop key (its TTL: 3 s)")
     status = run_cli("status", job, "--broker", workers)
     assert status.returncode == 1 and "no such job" in status.stderr
     still_solves_a_normal_job(workers, tmp_path)
@@ -135,7 +139,8 @@ def test_a_solve_whose_job_is_purged_ends_within_seconds_and_leaves_no_key(lonel
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         job = jobs[0].decode().split(":")[2]
-        time.sleep(1.5)  # the producer fills its window and waits for room, beating every second
+        meta = f"sbatch:job:{job}:meta"  # its window full, the producer waits for room and beats
+        wait_until(lambda: client.hget(meta, "producer_beat"), 30, "producer beat")
         assert run_cli("purge", job, "--broker", lonely_redis.url).returncode == 0
         _, err = proc.communicate(timeout=10)  # generous: every failure path ends within seconds
     finally:
@@ -154,18 +159,20 @@ def test_a_solve_with_no_live_worker_says_so_with_the_command_that_starts_one_an
     proc = subprocess.Popen(
         [*cli_command(), "solve", str(SAMPLE), "--broker", lonely_redis.url, "-o", str(tmp_path / "o.jsonl")],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        stderr=(stderr := open(tmp_path / "stderr.txt", "wb")),  # noqa: SIM115 - closed below
         env={**os.environ, "SUDOKU_BATCH_NO_WORKER_NOTICE_S": "2"},
     )
+    notice = "waiting: no live worker on the broker for 2 s; start one: sudoku-batch worker --broker URL"
     try:
-        time.sleep(8)
+        wait_until(lambda: notice in (tmp_path / "stderr.txt").read_text(), 60, "no-worker notice")
+        time.sleep(4)  # two notice periods: a notice said again would be said by now
         assert proc.poll() is None, "it must keep waiting"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        proc.wait(30)
     finally:
         proc.kill()
-    notice = "waiting: no live worker on the broker for 2 s; start one: sudoku-batch worker --broker URL"
+        stderr.close()
+    err = (tmp_path / "stderr.txt").read_text()
     assert err.splitlines().count(notice) == 1, err
     workers = start_workers(lonely_redis.url, 1, tmp_path)
     try:  # the job goes on once a worker starts: collect it as the interrupt said
@@ -305,13 +312,6 @@ def test_a_solve_whose_producer_meets_a_full_redis_ends_within_seconds_with_exit
         server.stop()
 
 
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} within {timeout:g} s"
-        time.sleep(0.05)
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
@@ -328,7 +328,8 @@ def test_a_signalled_worker_exits_128_plus_the_signal_within_seconds_and_its_chu
         job = run_cli("submit", str(stuck), "--broker", lonely_redis.url, *args).stdout.strip()
         wait_until(lambda: client.hlen("sbatch:current"), 60, "chunk running")
         pool = children(first.pid)
-        time.sleep(1)  # at work
+        at_start = sum(cpu_seconds(pid) for pid in pool)
+        wait_until(lambda: sum(cpu_seconds(pid) for pid in pool) - at_start >= 0.5, 60, "pool at work")
         start = time.monotonic()
         first.send_signal(sig)
         code = first.wait(20)  # generous: the chunk has 60 s to go
