@@ -27,6 +27,7 @@ from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part, PartHeader, PartStats, Problem
 from pipeline.contract.runs import Runs, runs_array, to_runs
 from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.storage import StorageError
 from solvers.model.result import Results, SolveResult
 from solvers.model.status import STATUS_NAMES, Status
 
@@ -136,6 +137,8 @@ def solve_parts(
                 )  # fmt: skip
             if len(out) != len(texts):
                 raise RuntimeError(f"the solver returned {len(out)} results for {len(texts)} puzzles")
+        except StorageError:  # publishing a part failed, not the solver: the job's storage fails the chunk
+            raise
         except Exception as exc:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
             left = np.flatnonzero(~done)
             log.warning("chunk %s: batch failed, %d puzzles solved alone: %s", task.chunk, len(left), exc)
