@@ -54,19 +54,17 @@ from client.transport import (
     max_workers,
     warm_solvers,
 )
+from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, zstd_codec
 from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.outbox import parse_task
 from pipeline.contract.tasks import (
-    COMPRESSIONS,
-    DATASET_FORMATS,
     DEFAULT_ESCALATE_AFTER_S,
     DEFAULT_TIME_LIMIT_S,
-    FORMATS,
     MAX_ESCALATE_AFTER_S,
     MAX_NAME_CHARS,
     MAX_TIME_LIMIT_S,
 )
-from pipeline.engine.dataset import Claim, zstd_codec
+from pipeline.engine.dataset import Claim
 from pipeline.engine.reader import check_column, peek_stdin
 from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars
@@ -277,11 +275,11 @@ class BatchClient:
                     "compression applies to a dataset's parts (-o DIR/); name a file .gz instead"
                 )
             return None, None, None
-        if format not in DATASET_FORMATS:
-            raise ValueError(f"a dataset's format is one of {', '.join(DATASET_FORMATS)}, not {format!r}")
+        if format not in OUTPUTS:
+            raise ValueError(f"a dataset's format is one of {', '.join(OUTPUTS)}, not {format!r}")
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression {compression!r}: use one of {', '.join(COMPRESSIONS)}")
-        if compression == "zstd" and format != "parquet":
+        if compression == "zstd" and FORMATS[format].lines:
             zstd_codec()
         if format == "parquet":
             from pipeline.engine.render.parquet import INSTALL_HINT, installed

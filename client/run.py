@@ -30,11 +30,12 @@ from client.dataset import DatasetOutput, dataset_url, is_dataset
 from client.interrupts import held
 from client.notice import NoWorkerNotice, StoppedNotice
 from client.numbers import plural
-from client.output import Output, ReaderGone, named_format, output_format
+from client.output import Output, ReaderGone
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state, submitted_words
 from client.summary import Summary
 from client.target import check_target
+from pipeline.contract.formats import format_of, named_format
 from pipeline.contract.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
@@ -71,7 +72,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         args.command == "collect" and args.format is None and named_format(args.output) is None
     ):  # collect: the job's own
         try:
-            args.format = output_format(args.output, args.format)  # -o out.csv: CSV
+            args.format = format_of(args.output, args.format)  # -o out.csv: CSV
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.format == "parquet":
@@ -367,7 +368,7 @@ def _merge_dataset(args: argparse.Namespace) -> int:
     try:
         manifest = read_manifest(url)
         have = str(manifest.options.get("format", "jsonl"))
-        args.format = output_format(args.output, args.format or named_format(args.output) or have)
+        args.format = format_of(args.output, args.format or named_format(args.output) or have)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.format != have:
