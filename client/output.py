@@ -140,6 +140,9 @@ class Output:
         size = self._target.durable()
         return {"path": self._target.final, "part": self._target.part, "bytes": size, "format": self.fmt}
 
+    def commit(self) -> None:
+        """Nothing more: a file is put in place by `close` (a dataset's output commits here)."""
+
     def close(self, keep: bool) -> None:
         """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed.
 
