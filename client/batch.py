@@ -792,16 +792,12 @@ class Job:
         on_wait: Callable[[], None] | None = None,
         on_write: Callable[[], None] | None = None,
     ) -> Written:
-        """Write every record of the job into `target` (a file or stdout, or a dataset it then commits), each
-        part's statistics into `summary` once, and call `on_write` after each slice; JobFailed (one line) when
-        records are missing once the job is done. `written`: how far an earlier collection wrote the target
-        (its parts and rows: this one goes on from there), updated as records are written, so a caller that
-        is interrupted knows how far it got.
-
-        `acked`: each part leaves the store once it is safely in the target (flushed and fsync'd, every
-        `ack_s` or `ack_mb`, and at the end or an interrupt), and the job records the target's durable length
-        with the parts in it (`JobStore.ack`), so a collection killed half way is gone on with from there.
-        `keep`, `ordered`, `idle_timeout`, `on_wait`: as `chunks`.
+        """Write every record of the job into `target` (a file or stdout, or a dataset then committed), each
+        part's statistics into `summary` once; JobFailed (one line) when records are missing at the end.
+        `written`: how far an earlier collection wrote the target (this one goes on from there), kept up to
+        date (an interrupted caller knows how far it got). `acked`: each part leaves the store once durable in
+        the target (every `ack_s` or `ack_mb`, at the end, at an interrupt) with the target's checkpoint
+        (`JobStore.ack`). `on_write`: after a slice; the rest: as `chunks`.
         """
         written = written if written is not None else Written()
         settings, store = self.client.settings, self.client.store
@@ -873,12 +869,11 @@ class Job:
         if not dataset:
             raise ValueError(f"Job.commit(): job {self.id} writes no dataset: read it with Job.results()")
         summary = Summary()
-        output = DatasetOutput(dataset, meta.get("format", "jsonl"), self.id, meta, summary)
         try:
+            output = DatasetOutput(dataset, meta.get("format", "jsonl"), self.id, meta, summary)
             written = self.write(output, summary, on_wait=on_wait)
         except JobFailed as exc:
             raise JobFailed(f"job {self.id}: {exc}: not committed") from None
-        summary.finish()
         return written.manifest  # type: ignore[return-value]  # a dataset's commit returns its manifest
 
     def _refuse_dataset(self, what: str) -> None:

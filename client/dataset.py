@@ -231,10 +231,8 @@ class DatasetOutput:
         """Where the output stands (for a resumed collection): the dataset's directory."""
         return {"path": self.path, "dataset": True, "format": self.fmt}
 
-    def close(self, keep: bool, complete: bool = False) -> None:
-        """Commit the dataset when the job is `complete`; otherwise leave it as it is (no `_SUCCESS`)."""
-        if complete:
-            self.commit()
+    def close(self, keep: bool) -> None:
+        """Nothing: the dataset is committed by `commit` once complete (else left as it is, no `_SUCCESS`)."""
 
     def commit(self) -> Manifest:
         """Put every part in place, delete this job's parts no entry names, write the manifest, then

@@ -24,35 +24,20 @@ if TYPE_CHECKING:
     from pipeline.contract.columns import ResultColumns
     from pipeline.contract.part import Part
 
-Pieces = Callable[["ResultColumns", str, np.ndarray, np.ndarray], list[bytes]]
-
 
 @dataclass(frozen=True)
 class Code:
-    """How a format is rendered: `pieces`, its records (written one after the other, no copy to join them);
-    a format of lines has its bound and writer in `render.jsonl` (`bound`, `into`: rendered run by run into
-    one buffer); a format of tables its stream writer (`sink`), part file (`file`) and file reader."""
+    """How a format is rendered: a format of lines by its bound and writer in `render.jsonl` (run by run into
+    one buffer); a format of tables by its records (`pieces`), stream writer (`sink`), part file (`file`) and
+    file reader."""
 
-    pieces: Pieces
     bound: str = ""
     into: str = ""
     plain: bool = False  # the writer takes the columns' plain texts, found once for every run
+    pieces: Callable[..., list[bytes]] | None = None
     sink: Callable[[IO[bytes]], Any] | None = None
     file: Callable[..., list[bytes]] | None = None
     read_file: Callable[[bytes], Any] | None = None
-
-
-def _jsonl(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> list[bytes]:
-    from pipeline.engine.render.jsonl import render
-
-    body = render(columns, input_name, index, line)
-    return [body, b"\n"] if body else []
-
-
-def _csv(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> list[bytes]:
-    from pipeline.engine.render.jsonl import render_csv
-
-    return [render_csv(columns, input_name, index, line)]
 
 
 def _ipc(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> list[bytes]:
@@ -91,9 +76,9 @@ def _read_parquet(data: bytes) -> Any:
     return read_parquet(data)
 
 
-FORMATS["jsonl"].code = Code(_jsonl, "jsonl_bound", "render_into", plain=True)
-FORMATS["csv"].code = Code(_csv, "csv_bound", "csv_into")
-FORMATS["parquet"].code = Code(_ipc, sink=_parquet_sink, file=_parquet_file, read_file=_read_parquet)
+FORMATS["jsonl"].code = Code("jsonl_bound", "render_into", plain=True)
+FORMATS["csv"].code = Code("csv_bound", "csv_into")
+FORMATS["parquet"].code = Code(pieces=_ipc, sink=_parquet_sink, file=_parquet_file, read_file=_read_parquet)
 
 
 def _code(fmt: str) -> Code:
@@ -125,7 +110,7 @@ def render_runs(
     a fresh one) -> (the records, uint8; where each run's rows start in it, then its end), a reader may cut
     the body at their edges; another format -> (its bytes, []). `runs`: (first row, rows) in order."""
     code = _code(fmt)
-    if not code.bound:
+    if code.pieces is not None:
         return b"".join(code.pieces(columns, input_name, index, line)), []
     from pipeline.engine.render import jsonl
 
@@ -157,7 +142,18 @@ def rows(result: Part, start: int, stop: int, fmt: str) -> list[Any]:
         return [result.body_rows(start, stop)]
     index, line = result.row_indices()[start:stop], result.row_lines()[start:stop]
     columns = result.columns if (start, stop) == (0, len(result)) else result.columns.slice(start, stop)
-    return _code(fmt).pieces(columns, result.header.input, index, line)
+    return _pieces(columns, result.header.input, index, line, fmt)
+
+
+def _pieces(
+    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, fmt: str
+) -> list[Any]:
+    """Records of `columns` in `fmt`, in pieces written one after the other (no copy to join them)."""
+    code = _code(fmt)
+    if code.pieces is not None:
+        return code.pieces(columns, input_name, index, line)
+    body, _ = render_runs(columns, input_name, index, line, fmt, [(0, len(columns))])
+    return [body] if len(body) else []
 
 
 def render(result: Part, fmt: str) -> bytes:
@@ -178,7 +174,7 @@ def part_file(
     if code.file is not None:
         return code.file(columns, input_name, index, line, compression)
     pieces = [f.header] if f.header else []
-    pieces += code.pieces(columns, input_name, index, line)
+    pieces += _pieces(columns, input_name, index, line, fmt)
     return pieces if compression == "none" else [compress(b"".join(pieces), compression)]
 
 
