@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from pipeline.contract.formats import FORMATS, GZIP_LEVEL, check_format, compress
+from pipeline.engine.render import parquet  # its module imports no pyarrow: its functions do
 
 if TYPE_CHECKING:
     from pipeline.contract.columns import ResultColumns
@@ -40,45 +41,30 @@ class Code:
     read_file: Callable[[bytes], Any] | None = None
 
 
-def _ipc(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> list[bytes]:
-    from pipeline.engine.render.parquet import ipc_bytes
-
-    return [ipc_bytes(columns, input_name, index, line)]
-
-
-def _parquet_sink(stream: IO[bytes]) -> Any:
-    from pipeline.engine.render.parquet import ParquetSink
-
-    return ParquetSink(stream)
-
-
 def _parquet_file(
     columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, compression: str
 ) -> list[bytes]:
     """A Parquet part file (compressed inside, as asked)."""
     import pyarrow.parquet as pq
 
-    from pipeline.engine.render.parquet import DICTIONARY, STATISTICS, columns_table, schema
-
     sink = io.BytesIO()
-    table = columns_table(columns, input_name, index, line, schema())
+    table = parquet.columns_table(columns, input_name, index, line, parquet.schema())
     level = GZIP_LEVEL if compression == "gzip" else None  # pyarrow's gzip default took 88 µs a record
     pq.write_table(
-        table, sink, compression=compression, compression_level=level, use_dictionary=DICTIONARY,
-        write_statistics=STATISTICS,
+        table, sink, compression=compression, compression_level=level, use_dictionary=parquet.DICTIONARY,
+        write_statistics=parquet.STATISTICS,
     )  # fmt: skip
     return [sink.getvalue()]
 
 
-def _read_parquet(data: bytes) -> Any:
-    from pipeline.engine.render.parquet import read_parquet
-
-    return read_parquet(data)
-
-
 FORMATS["jsonl"].code = Code("jsonl_bound", "render_into", plain=True)
 FORMATS["csv"].code = Code("csv_bound", "csv_into")
-FORMATS["parquet"].code = Code(pieces=_ipc, sink=_parquet_sink, file=_parquet_file, read_file=_read_parquet)
+FORMATS["parquet"].code = Code(
+    pieces=lambda *records: [parquet.ipc_bytes(*records)],
+    sink=parquet.ParquetSink,
+    file=_parquet_file,
+    read_file=parquet.read_parquet,
+)
 
 
 def _code(fmt: str) -> Code:
