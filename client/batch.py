@@ -10,18 +10,21 @@ producer, chunk function and collector, with local processes and an in-memory st
 from __future__ import annotations
 
 import io
+import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from client.collector import Slice, arrival_order, chunk_order, in_order, stream_chunks
+from client.collector import JobFailed, Slice, arrival_order, chunk_order, in_order, stream_chunks
 from client.config import ClientSettings, check_broker_url
 from client.dataset import check_directory, claim_directory, claim_lives, dataset_url
+from client.interrupts import held
 from client.numbers import plural
 from client.pool import LocalPool, default_workers, max_workers, warm_solvers
 from client.producer import (
@@ -46,28 +49,28 @@ from client.store import (
     submission_state,
 )
 from client.transport import INLINE_BYTES, CeleryTransport, LocalTransport, Transport
+from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, zstd_codec
 from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.outbox import parse_task
 from pipeline.contract.tasks import (
-    COMPRESSIONS,
-    DATASET_FORMATS,
     DEFAULT_ESCALATE_AFTER_S,
     DEFAULT_TIME_LIMIT_S,
-    FORMATS,
     MAX_ESCALATE_AFTER_S,
     MAX_NAME_CHARS,
     MAX_TIME_LIMIT_S,
 )
-from pipeline.engine.dataset import Claim, zstd_codec
+from pipeline.engine.dataset import Claim
 from pipeline.engine.reader import check_column, peek_stdin
 from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars
 from solvers.model.puzzle import as_box
 
 if TYPE_CHECKING:
-    from client.dataset import Manifest
+    from client.dataset import DatasetOutput, Manifest
+    from client.output import Output
     from client.redis_store import RedisJobStore
     from client.resend import Resender
+    from client.summary import Summary
     from pipeline.contract.generate import GenerateOptions, GenerateResult, GenerateTask
     from solvers.model.puzzle import Box
 
@@ -269,11 +272,11 @@ class BatchClient:
                     "compression applies to a dataset's parts (-o DIR/); name a file .gz instead"
                 )
             return None, None, None
-        if format not in DATASET_FORMATS:
-            raise ValueError(f"a dataset's format is one of {', '.join(DATASET_FORMATS)}, not {format!r}")
+        if format not in OUTPUTS:
+            raise ValueError(f"a dataset's format is one of {', '.join(OUTPUTS)}, not {format!r}")
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression {compression!r}: use one of {', '.join(COMPRESSIONS)}")
-        if compression == "zstd" and format != "parquet":
+        if compression == "zstd" and FORMATS[format].lines:
             zstd_codec()
         if format == "parquet":
             from pipeline.engine.render.parquet import INSTALL_HINT, installed
@@ -445,8 +448,20 @@ class BatchClient:
         self.close()
 
 
+log = logging.getLogger(__name__)
 MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence
 SMALL_GRID_CHARS = 2 * 81 + 1  # the longest line of a 9x9 grid: 81 values with separators
+
+
+@dataclass
+class Written:
+    """How far `Job.write` got: the parts and records in its target (with an earlier collection's), whether
+    every record is there, and the manifest of the dataset it committed."""
+
+    parts: set[tuple[int, int]] | None = None  # an earlier collection's parts (None: a fresh target)
+    rows: int = 0
+    complete: bool = False
+    manifest: Manifest | None = None
 
 
 class _Collected:
@@ -766,11 +781,88 @@ class Job:
         self._refuse_dataset(what)
         return slices_table(self.chunks(ordered, keep=keep))
 
+    def write(
+        self,
+        target: Output | DatasetOutput,
+        summary: Summary,
+        written: Written | None = None,
+        *,
+        ordered: bool = False,
+        keep: bool = True,
+        acked: bool = False,
+        idle_timeout: float | None = None,
+        on_wait: Callable[[], None] | None = None,
+        on_write: Callable[[], None] | None = None,
+    ) -> Written:
+        """Write every record of the job into `target` (a file or stdout, or a dataset then committed), each
+        part's statistics into `summary` once; JobFailed (one line) when records are missing at the end.
+        `written`: how far an earlier collection wrote the target (this one goes on from there), kept up to
+        date (an interrupted caller knows how far it got). `acked`: each part leaves the store once durable in
+        the target (every `ack_s` or `ack_mb`, at the end, at an interrupt) with the target's checkpoint
+        (`JobStore.ack`). `on_write`: after a slice; the rest: as `chunks`.
+        """
+        written = written if written is not None else Written()
+        settings, store = self.client.settings, self.client.store
+        seen: set[tuple[int, int]] = set()
+        left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it comes in slices)
+        pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
+        moved, since = 0, (time.monotonic(), 0)  # bytes of parts written; the last ack: when, after how many
+
+        def ack(force: bool = False) -> None:
+            """Make the target durable, then drop the parts in it from the store and record the checkpoint."""
+            nonlocal since
+            due = time.monotonic() - since[0] >= settings.ack_s or moved - since[1] >= settings.ack_mb * 1e6
+            if not acked or not (force or due):
+                return
+            point = target.durable()
+            point.update(rows=written.rows, ordered=ordered)
+            store.ack(self.id, pending, point)
+            pending.clear()
+            since = (time.monotonic(), moved)
+
+        done = (written.parts, written.rows) if written.parts is not None else None
+        chunks = self.chunks(
+            ordered, idle_timeout=idle_timeout, on_wait=on_wait, keep=keep, acked=acked, written=done
+        )
+        try:
+            for result, start, stop in chunks:
+                with held():  # an interrupt waits for the slice's records to be written whole
+                    target.write(result, start, stop)
+                    written.rows += stop - start
+                    part = result.part
+                    if part not in seen:  # a part's statistics, once (in order, a part may come in slices)
+                        seen.add(part)
+                        left[part] = len(result)
+                        moved += len(result.body) if result.body is not None else 0
+                        summary.add(result.header.stats, result.header.input)
+                    left[part] -= stop - start
+                    if not left[part]:
+                        del left[part]
+                        pending.append(part)
+                    ack()
+                if on_write is not None:
+                    on_write()
+            self.wait_submitted()
+            expected = int(store.meta(self.id).get("total", written.rows))
+            if written.rows != expected:
+                raise JobFailed(f"{expected - written.rows} of {expected} results are missing")
+            written.complete = True
+            with held():
+                ack(force=True)
+        except KeyboardInterrupt:
+            try:
+                ack(force=True)
+            except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: the output is kept
+                log.debug("job %s: the parts written were not acknowledged: %s", self.id, exc)
+            raise
+        written.manifest = target.commit()
+        return written
+
     def commit(self, *, on_wait: Callable[[], None] | None = None) -> Manifest:
         """Wait for every part of a dataset job, then commit the dataset (`_manifest.json`, then `_SUCCESS`)
         and return its manifest: what `sudoku-batch collect JOB -o DIR/` does, for a job submitted here
-        with `dataset=`. ValueError (one line) for a job that writes no dataset; JobFailed-like
-        RuntimeError when lines are missing at the end (nothing is committed then)."""
+        with `dataset=`. ValueError (one line) for a job that writes no dataset; JobFailed (a RuntimeError)
+        when lines are missing at the end (nothing is committed then)."""
         from client.dataset import DatasetOutput
         from client.summary import Summary
 
@@ -779,21 +871,12 @@ class Job:
         if not dataset:
             raise ValueError(f"Job.commit(): job {self.id} writes no dataset: read it with Job.results()")
         summary = Summary()
-        output = DatasetOutput(dataset, meta.get("format", "jsonl"), self.id, meta, summary)
-        seen: set[tuple[int, int]] = set()
-        rows = 0
-        for result, start, stop in self.chunks(on_wait=on_wait):
-            rows += stop - start
-            if result.part not in seen:  # a part's statistics once (a part may come in slices)
-                seen.add(result.part)
-                output.write(result, start, stop)
-                summary.add(result.header.stats, result.header.input)
-        self.wait_submitted()
-        total = int(self.client.store.meta(self.id).get("total", rows))
-        if rows != total:
-            raise RuntimeError(f"job {self.id}: {total - rows} of {total} results are missing: not committed")
-        summary.finish()
-        return output.commit()
+        try:
+            output = DatasetOutput(dataset, meta.get("format", "jsonl"), self.id, meta, summary)
+            written = self.write(output, summary, on_wait=on_wait)
+        except JobFailed as exc:
+            raise JobFailed(f"job {self.id}: {exc}: not committed") from None
+        return written.manifest  # type: ignore[return-value]  # a dataset's commit returns its manifest
 
     def _refuse_dataset(self, what: str) -> None:
         """ValueError, one line, for a job whose records are part files in a dataset: its parts here hold

@@ -18,11 +18,15 @@ import re
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+if TYPE_CHECKING:
+    from client.output import Output
+
 from client.summary import Summary
+from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, decompress
 from pipeline.contract.part import Part, PartStats
 from pipeline.engine.dataset import (
     CLAIM,
@@ -32,13 +36,15 @@ from pipeline.engine.dataset import (
     Claim,
     check_claim,
     commit_part,
-    decompress,
     read_claim,
 )
 from pipeline.engine.storage import Storage, StorageError, absolute, local_path, storage_errors, storage_for
 
 MANIFEST_VERSION = 1
-PART = re.compile(r"^part-\d+-\d+\.(jsonl|csv|parquet)(\.gz|\.zst)?$")
+PART = re.compile(
+    rf"^part-\d+-\d+({'|'.join(re.escape(FORMATS[f].extension) for f in OUTPUTS)})"
+    rf"({'|'.join(re.escape(s) for s in COMPRESSIONS.values() if s)})?$"
+)
 TOKEN = re.compile(rf"^{CLAIM}\.\d+$")  # a takeover's token: `_CLAIM.<generation>`
 OURS = {MANIFEST, SUCCESS, TEMP_DIR, CLAIM}
 CLAIM_TRIES = 3  # a claim released between our create and our read: tried again
@@ -225,10 +231,8 @@ class DatasetOutput:
         """Where the output stands (for a resumed collection): the dataset's directory."""
         return {"path": self.path, "dataset": True, "format": self.fmt}
 
-    def close(self, keep: bool, complete: bool = False) -> None:
-        """Commit the dataset when the job is `complete`; otherwise leave it as it is (no `_SUCCESS`)."""
-        if complete:
-            self.commit()
+    def close(self, keep: bool) -> None:
+        """Nothing: the dataset is committed by `commit` once complete (else left as it is, no `_SUCCESS`)."""
 
     def commit(self) -> Manifest:
         """Put every part in place, delete this job's parts no entry names, write the manifest, then
@@ -288,24 +292,17 @@ def read_manifest(url: str) -> Manifest:
     return Manifest.model_validate_json(store.read(store.join(url, MANIFEST)))
 
 
-def copy_dataset(url: str, output: Any, fmt: str) -> int:
+def copy_dataset(url: str, output: Output, fmt: str) -> int:
     """Copy a committed dataset's records, part after part in index order, into one output (`client.output`:
     JSON Lines or CSV rows, one header; Parquet: a row group per part); return the records copied."""
     manifest = read_manifest(url)
     have = manifest.options.get("format")
     if have != fmt:
         raise ValueError(f"the dataset {url}/ holds {have} records: merge it with --format {have}")
-    compression = str(manifest.options.get("compression", "none"))
+    compression = str(manifest.options.get("compression", "none")) if FORMATS[fmt].lines else "none"
     store = storage_for(url)
-    for part in manifest.parts:
-        data = store.read(store.join(url, part.file))
-        if fmt == "parquet":
-            from pipeline.engine.render.parquet import read_parquet
-
-            output.parquet_writer().write_table(read_parquet(data))
-            continue
-        body = decompress(data, compression)
-        output.write_rows(body[body.find(b"\n") + 1 :] if fmt == "csv" else body)
+    for part in manifest.parts:  # a Parquet file is compressed inside
+        output.write_file(decompress(store.read(store.join(url, part.file)), compression))
     return manifest.records
 
 

@@ -20,42 +20,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from client.target import FLUSH_S, ReaderGone, Target
+from pipeline.contract.formats import FORMATS, check_format
 from pipeline.contract.part import Part
+from pipeline.engine.render import read_file, rows, sink
 from pipeline.engine.render.record import Record
-from solvers.fields import CSV_HEADER
 
-FORMATS = ("jsonl", "csv", "parquet")
-EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
-__all__ = ["FORMATS", "Output", "ReaderGone", "Record", "named_format", "output_format"]
-
-
-def named_format(path: str | None) -> str | None:
-    """The format `path`'s extension names (behind a `.gz` too), or None."""
-    if path in (None, "-"):
-        return None
-    suffixes = [x.lower() for x in Path(path).suffixes]  # type: ignore[arg-type]
-    inner = (
-        suffixes[-2] if suffixes[-1:] == [".gz"] and len(suffixes) > 1 else suffixes[-1] if suffixes else ""
-    )
-    return EXTENSIONS.get(inner)
-
-
-def output_format(path: str | None, given: str | None) -> str:
-    """The format of an output: `given` (--format), else the one `path`'s extension names (`.jsonl`
-    or `.json`, `.csv`, `.parquet`, behind a `.gz` too), else jsonl. ValueError (one line) when
-    the two disagree, or for `.parquet.gz` (Parquet compresses inside the file)."""
-    if path in (None, "-"):
-        return given or "jsonl"
-    suffixes = [x.lower() for x in Path(path).suffixes]  # type: ignore[arg-type]
-    gz = suffixes[-1:] == [".gz"]
-    inner = suffixes[-2] if gz and len(suffixes) > 1 else None if gz or not suffixes else suffixes[-1]
-    implied = EXTENSIONS.get(inner or "")
-    if given is not None and implied is not None and given != implied:
-        raise ValueError(f"-o {path} names {implied}, not --format {given}: drop one or rename the file")
-    fmt = given or implied or "jsonl"
-    if gz and fmt == "parquet":
-        raise ValueError(f"-o {path}: Parquet compresses inside the file; name it .parquet, not .gz")
-    return fmt
+__all__ = ["Output", "ReaderGone", "Record"]
 
 
 def _reader_left(stream: IO[bytes]) -> bool:
@@ -89,9 +59,8 @@ class Output:
     ) -> None:
         """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`); `resume`
         and `length`: the file an earlier collection left, gone on with from that durable length."""
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r}; use jsonl, csv or parquet")
-        self.fmt = fmt
+        self.fmt = check_format(fmt)
+        self.format = FORMATS[fmt]
         self.path = None if path in (None, "-") else Path(path)  # type: ignore[arg-type]
         self._target: Target | None = None
         self._gzip: gzip.GzipFile | None = None
@@ -103,13 +72,9 @@ class Output:
             if self.path.name.lower().endswith(".gz"):  # `-o out.csv.gz`: compressed as it is written
                 self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self.stream)
                 self.stream = self._gzip  # type: ignore[assignment]
-        self._csv_header = resume is not None and length > 0  # a resumed CSV file has its header
+        self._headed = resume is not None and length > 0  # a resumed file has its header
         self._gone = False  # the reader of a pipe closed it: nothing more can be written
-        self._parquet = None
-        if fmt == "parquet":
-            from pipeline.engine.render.parquet import ParquetSink
-
-            self._parquet = ParquetSink(self.stream)
+        self._sink = sink(fmt, self.stream)  # Parquet's writer: a row group per slice, the footer at close
         self._flushed = time.monotonic()
 
     def write(self, result: Part, start: int, stop: int) -> None:
@@ -134,48 +99,38 @@ class Output:
             raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it") from None
 
     def _write(self, result: Part, start: int, stop: int) -> None:
-        if self.fmt == "jsonl":
-            if result.columns is None:
-                self.stream.write(result.body_rows(start, stop))
-            elif start == 0 and stop == len(result):
-                self.stream.write(result.records)
-                self.stream.write(b"\n")
-            else:
-                self.stream.write(b"\n".join(result.lines()[start:stop]) + b"\n")
-        elif self._parquet is not None:
-            self._parquet.write(result, start, stop)
-        elif result.columns is None:  # CSV rows rendered where they were solved
-            if not self._csv_header:
-                self.stream.write(CSV_HEADER.encode())
-                self._csv_header = True
-            self.stream.write(result.body_rows(start, stop))
+        if self._sink is not None:
+            self._sink.write(result, start, stop)
         else:
-            from pipeline.engine.render.csv_text import render_csv
-
-            self.stream.write(render_csv(result, start, stop, header=not self._csv_header).encode())
-            self._csv_header = True
+            self._head()
+            for piece in rows(result, start, stop, self.fmt):
+                self.stream.write(piece)
         now = time.monotonic()
         if now - self._flushed >= FLUSH_S:
             self.stream.flush()
             self._flushed = now
 
-    def write_rows(self, rows: bytes) -> None:
-        """Write JSON Lines or CSV rows rendered elsewhere (a dataset's part, its CSV header cut off)."""
-        if self.fmt == "csv" and not self._csv_header:
-            self.stream.write(CSV_HEADER.encode())
-            self._csv_header = True
-        self.stream.write(rows)
+    def _head(self) -> None:
+        """The format's header, once, before the first record (or in a file of none)."""
+        if not self._headed:
+            if self.format.header:
+                self.stream.write(self.format.header)
+            self._headed = True
 
-    def parquet_writer(self) -> Any:
-        """The Parquet writer of a Parquet output (None for another format): tables are appended to it."""
-        return self._parquet
+    def write_file(self, data: bytes) -> None:
+        """Append the records of a dataset's part file of this output's format (its header dropped)."""
+        if self._sink is not None:
+            self._sink.write_table(read_file(self.fmt, data))
+            return
+        self._head()
+        self.stream.write(memoryview(data)[len(self.format.header) :])
 
     @property
     def resumable(self) -> bool:
         """True when a collection killed half way can go on writing this output: a regular file, of
         a format whose file can be cut at a record and appended to (not Parquet: its footer)."""
         plain = self._target is not None and self._target.atomic and getattr(self, "_gzip", None) is None
-        return plain and self.fmt != "parquet"
+        return plain and self.format.lines
 
     def durable(self) -> dict[str, Any]:
         """Flush (and fsync a file); where the output stands: its part file, final path, durable bytes."""
@@ -185,12 +140,15 @@ class Output:
         size = self._target.durable()
         return {"path": self._target.final, "part": self._target.part, "bytes": size, "format": self.fmt}
 
+    def commit(self) -> None:
+        """Nothing more: a file is put in place by `close` (a dataset's output commits here)."""
+
     def close(self, keep: bool) -> None:
         """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed.
 
         A pipe whose reader is gone is closed without a flush (there is no one to write to)."""
         if self._gone:
-            self._parquet = self._gzip = None
+            self._sink = self._gzip = None
             if self._target is not None:
                 target, self._target = self._target, None
                 with contextlib.suppress(BrokenPipeError):  # already raised as ReaderGone
@@ -206,14 +164,12 @@ class Output:
             raise ReaderGone(f"the reader of {self.path or 'stdout'} closed it")
 
     def _close(self, keep: bool) -> None:
-        if self.fmt == "csv" and not self._csv_header and keep:
-            from pipeline.engine.render.csv_text import HEADER
-
-            self.stream.write(HEADER.encode())
-        if self._parquet is not None:
-            parquet, self._parquet = self._parquet, None
+        if keep and self._sink is None:
+            self._head()
+        if self._sink is not None:
+            writer, self._sink = self._sink, None
             if keep:
-                parquet.close()  # the footer: a Parquet file without it cannot be read
+                writer.close()  # the footer: a Parquet file without it cannot be read
         if self._gzip is not None:
             gz, self._gzip = self._gzip, None
             gz.close()  # its trailer; the file below stays open for the target to close

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
+import logging
 import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from client.args import (
@@ -23,21 +24,22 @@ from client.args import (
     resume_command,
     say_error,
 )
-from client.batch import BatchClient, Job
+from client.batch import BatchClient, Job, Written
 from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.dataset import DatasetOutput, dataset_url, is_dataset
-from client.interrupts import held
 from client.notice import NoWorkerNotice, StoppedNotice
 from client.numbers import plural
-from client.output import Output, ReaderGone, named_format, output_format
+from client.output import Output, ReaderGone
 from client.progress import Progress
 from client.store import Checkpoint, Superseded, submission_state, submitted_words
 from client.summary import Summary
 from client.target import check_target
+from pipeline.contract.formats import format_of, named_format
 from pipeline.contract.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
+log = logging.getLogger(__name__)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
 
 
@@ -71,7 +73,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         args.command == "collect" and args.format is None and named_format(args.output) is None
     ):  # collect: the job's own
         try:
-            args.format = output_format(args.output, args.format)  # -o out.csv: CSV
+            args.format = format_of(args.output, args.format)  # -o out.csv: CSV
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.format == "parquet":
@@ -172,88 +174,115 @@ def _submit(job: Job, args: argparse.Namespace) -> int:
 
 
 def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: float | None) -> int:
-    """Write every result of `job`, with progress and summary; exit 1 if the job cannot finish.
+    """Write every result of `job` (`Job.write`), with progress and summary; exit 1 if the job cannot finish.
 
-    Broker `solve` into a file: each part leaves Redis once it is safely in the output (flushed
-    and fsync'd, every `ack_s`, 1 s, or `ack_mb`, 8 MB), and the job records the output's durable length with
-    the parts in it, so Redis holds what is in flight, not the job; a `solve` killed half way
-    is finished by `collect JOB -o FILE` (the same file: it goes on from that length). `collect`
-    keeps what it wrote `result_ttl` s (it may be run again into another file); so do outputs
-    that cannot be gone on with (stdout, a FIFO, Parquet). `purge` then deletes the job.
-    Interrupted, the records written so far are kept in the output (whole records).
+    Broker `solve` into a file: each part leaves Redis once it is safely in the output, and the job records
+    the output's durable length with the parts in it, so a `solve` killed half way is finished by `collect
+    JOB -o FILE` (the same file: it goes on from that length). `collect` keeps what it wrote `result_ttl` s
+    (it may be run again into another file); so do outputs that cannot be gone on with (stdout, a FIFO,
+    Parquet). `purge` then deletes the job. Interrupted, the records written so far are kept in the output
+    (whole records).
     """
-    store = job.client.store
-    job_meta = store.meta(job.id)
+    meta = job.client.store.meta(job.id)
     if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
-        job_format = job_meta.get("format", "columns")
+        job_format = meta.get("format", "columns")
         args.format = "jsonl" if job_format == "columns" else job_format
-    earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
-    dataset, merge_to = job_meta.get("dataset"), None
+    summary = Summary()
+    progress = Progress(args.progress or sys.stderr.isatty())
     try:
-        if dataset:
-            merge_to = _dataset_collection(job.id, dataset, job_meta, args)
-            resume = None
-        else:
-            resume = _resume_from(earlier, args) if earlier else None
+        output, written, acking, merge_to = _open_output(job, args, meta, summary, progress)
     except JobFailed as exc:
         say_error(f"job {job.id}: {exc}")
         return EXIT_FAILED
-    summary = Summary()
-    progress = Progress(args.progress or sys.stderr.isatty())
-    output: Output | DatasetOutput
-    if dataset:
-        output = DatasetOutput(dataset, job_meta.get("format", "jsonl"), job.id, job_meta, summary)
-        acking = not job.client.embedded  # its parts are durable where the workers wrote them
+    wait, refresh = _watch(job, args, progress, written)
+    interrupted = False
+    committed = ""  # a dataset's commit: where, how many records
+    try:
+        # broker: results stay until the output is complete (a killed solve is finished by `collect`);
+        # embedded: nothing can read them again, so each is freed once written
+        job.write(
+            output, summary, written, ordered=args.ordered, keep=not job.client.embedded, acked=acking,
+            idle_timeout=idle_timeout, on_wait=wait, on_write=refresh,
+        )  # fmt: skip
+        if written.manifest is not None:
+            committed = f"dataset {output.path} committed: {plural(written.manifest.records, 'record')} in "
+            committed += plural(len(written.manifest.parts), "part file")
+            if merge_to is not None:
+                _merge(output.url, merge_to, args.format, progress.say)  # type: ignore[union-attr]
+                committed += f", merged into {merge_to}"
+    except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
+        progress.close()
+        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
+    except KeyboardInterrupt:
+        interrupted = True
+        progress.close()
+        raise
+    finally:
+        summary.finish()
+        output.close(keep=written.complete or interrupted)
+        if written.complete:
+            progress.update(written.rows, written.rows, written.rows, force=True)
+        progress.close()
+        if interrupted:
+            where = (output.path if isinstance(output, DatasetOutput) else args.output) or "stdout"
+            print(f"interrupted: {_how_far(job, written.rows)} written to {where}", file=sys.stderr)
+    return _finish(job, args, summary, purge, committed) if written.complete else EXIT_FAILED
+
+
+def _open_output(
+    job: Job, args: argparse.Namespace, meta: dict[str, str], summary: Summary, progress: Progress
+) -> tuple[Output | DatasetOutput, Written, bool, str | None]:
+    """The output of a collection, how far an earlier collection of the job wrote it (its parts' statistics
+    added to `summary`), whether parts leave Redis once they are safely in it, and the file a dataset's
+    records are merged into; JobFailed (one line) when the earlier collection's output cannot be gone on with.
+    """
+    store = job.client.store
+    earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
+    dataset = meta.get("dataset")
+    written = Written()
+    if dataset:  # its parts are durable where the workers wrote them
+        merge_to = _dataset_collection(job.id, dataset, meta, args)
+        output = DatasetOutput(dataset, meta.get("format", "jsonl"), job.id, meta, summary)
         if earlier.get("dataset") and parts_done:  # an earlier collection took these parts: known again
-            resume = ("", 0)
+            written = Written(parts_done, int(earlier.get("rows", 0)))
             for (chunk, row), stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
                 summary.add(stats, stats.file.input if stats.file else "")
                 output.take(chunk, row, stats.file.input if stats.file else "", stats)
-    else:
-        output = Output(args.output, args.format, progress.say, *(resume or (None, 0)))
-        acking = (
-            not job.client.embedded and output.resumable and (args.command == "solve" or resume is not None)
-        )
-        if resume is not None:
-            for _, stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
-                summary.add(stats, "")
+        return output, written, not job.client.embedded, merge_to
+    resume = _resume_from(earlier, args) if earlier else None
+    out = Output(args.output, args.format, progress.say, *(resume or (None, 0)))
+    if resume is not None:
+        written = Written(parts_done, int(earlier.get("rows", 0)))
+        for _, stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]
+            summary.add(stats, "")
+    acking = not job.client.embedded and out.resumable and (args.command == "solve" or resume is not None)
+    return out, written, acking, None
+
+
+def _watch(
+    job: Job, args: argparse.Namespace, progress: Progress, written: Written
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """What a collection calls while it waits for results (fail when our producer died; progress; the notices
+    of no worker and a stopped submission) and after each slice it wrote (progress)."""
+    store = job.client.store
     notices: list[NoWorkerNotice | StoppedNotice] = []
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
         notices.append(NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after))
         notices.append(StoppedNotice(lambda: _stopped_submission(job, args), progress.say))
-    seen: set[tuple[int, int]] = set()
-    written = int(earlier.get("rows", 0)) if resume is not None else 0
-    pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
-    moved = [0]  # bytes of the parts written
-    left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it may come in slices)
-    acked = [time.monotonic(), 0]  # when, and after how many bytes of parts, the last acknowledgement was
-    settings = job.client.settings
-
-    def ack(force: bool = False) -> None:
-        """Make the output durable, then drop the parts in it from Redis and record the checkpoint."""
-        due = time.monotonic() - acked[0] >= settings.ack_s or moved[0] - acked[1] >= settings.ack_mb * 1e6
-        if not acking or not (force or due):
-            return
-        point = output.durable()
-        point.update(rows=written, ordered=bool(args.ordered))
-        store.ack(job.id, pending, point)
-        pending.clear()
-        acked[0], acked[1] = time.monotonic(), moved[0]
-
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
     last_meta = [0.0]
 
-    def refresh(force: bool = False) -> None:
+    def refresh() -> None:
         now = time.monotonic()
-        if progress.enabled and (force or now - last_meta[0] > 0.5):
+        if progress.enabled and now - last_meta[0] > 0.5:
             last_meta[0] = now
             meta = store.meta(job.id)
             total[0] = int(meta["total"]) if "total" in meta else None
             total[1] = max(int(meta.get("submitted", 0)), Checkpoint.of(meta).index)  # a beat is a second old
             if total[0] is None and meta.get("splits"):  # read in splits: the workers count the puzzles
                 total[1] = store.split_counted(job.id)
-        progress.update(written, total[0], total[1])
+        progress.update(written.rows, total[0], total[1])
 
     def wait() -> None:
         failed = job.producer_error
@@ -263,67 +292,12 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         for notice in notices:
             notice.check()
 
-    complete = interrupted = False
-    committed = ""  # a dataset's commit: where, how many records
-    try:
-        # broker: results stay until the output is complete (a killed solve is finished by `collect`);
-        # embedded: nothing can read them again, so each is freed once written
-        keep = not job.client.embedded
-        chunks = job.chunks(
-            args.ordered, idle_timeout=idle_timeout, on_wait=wait, keep=keep, acked=acking,
-            written=(parts_done, written) if resume is not None else None,
-        )  # fmt: skip
-        for result, start, stop in chunks:
-            with held():  # an interrupt waits for the slice's records to be written whole
-                output.write(result, start, stop)
-                written += stop - start
-                part = result.part
-                if part not in seen:  # a part's statistics, once (in order, a part may come in slices)
-                    seen.add(part)
-                    left[part] = len(result)
-                    moved[0] += len(result.body) if result.body is not None else 0
-                    summary.add(result.header.stats, result.header.input)
-                left[part] -= stop - start
-                if not left[part]:
-                    del left[part]
-                    pending.append(part)
-                ack()
-            refresh()
-        job.wait_submitted()
-        meta = store.meta(job.id)
-        expected = int(meta.get("total", written))
-        if written != expected:
-            raise JobFailed(f"{expected - written} of {expected} results are missing")
-        complete = True
-        with held():
-            ack(force=True)
-        if isinstance(output, DatasetOutput):
-            manifest = output.commit()
-            committed = f"dataset {output.path} committed: {plural(manifest.records, 'record')} in "
-            committed += plural(len(manifest.parts), "part file")
-            if merge_to is not None:
-                _merge(output.url, merge_to, args.format, progress.say)
-                committed += f", merged into {merge_to}"
-    except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
-        progress.close()
-        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
-    except KeyboardInterrupt:
-        interrupted = True
-        progress.close()
-        with contextlib.suppress(Exception):  # the broker may be what was interrupted: the output is kept
-            ack(force=True)
-        raise
-    finally:
-        summary.finish()
-        output.close(keep=complete or interrupted)
-        if complete:
-            progress.update(written, written, written, force=True)
-        progress.close()
-        if interrupted:
-            where = (dataset + "/") if dataset else args.output or "stdout"
-            print(f"interrupted: {_how_far(job, written)} written to {where}", file=sys.stderr)
-    if not complete:
-        return EXIT_FAILED
+    return wait, refresh
+
+
+def _finish(job: Job, args: argparse.Namespace, summary: Summary, purge: bool, committed: str) -> int:
+    """After a complete collection: purge the job when asked, print the summary, write the report."""
+    meta = job.client.store.meta(job.id)
     if args.command == "collect":  # the rate of the job, not of this collection
         summary.time_job(float(meta.get("created") or 0.0))
     summary.set_time_limit(float(meta["time_limit"]) if meta.get("time_limit") else None)
@@ -367,7 +341,7 @@ def _merge_dataset(args: argparse.Namespace) -> int:
     try:
         manifest = read_manifest(url)
         have = str(manifest.options.get("format", "jsonl"))
-        args.format = output_format(args.output, args.format or named_format(args.output) or have)
+        args.format = format_of(args.output, args.format or named_format(args.output) or have)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.format != have:
@@ -443,7 +417,8 @@ def _meta_after_interrupt(job: Job) -> dict[str, str]:
     try:
         job.client.store.drop_idle_connections()
         return job.client.store.meta(job.id)
-    except Exception:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+    except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+        log.debug("job %s: no metadata after the interrupt: %s", job.id, exc)
         return {}
 
 
@@ -456,7 +431,8 @@ def _how_far(job: Job, written: int) -> str:
     if meta.get("splits"):  # the producer reads no puzzle: the workers count them
         try:
             counted = job.client.store.split_counted(job.id)
-        except Exception:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+        except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+            log.debug("job %s: no split count after the interrupt: %s", job.id, exc)
             counted = 0
         return f"{written:,} of {max(counted, written):,}+ puzzles counted so far"
     if "submitted" in meta:  # the producer's beat may be a second old: its checkpoint is not
@@ -490,7 +466,8 @@ def _resume_hint(job: Job, args: argparse.Namespace) -> str:
         return ""
     try:
         meta = job.client.store.meta(job.id)
-    except Exception:  # noqa: BLE001 - the broker may be what failed: no hint then
+    except Exception as exc:  # noqa: BLE001 - the broker may be what failed: no hint then
+        log.debug("job %s: no resume hint: %s", job.id, exc)
         return ""
     if submission_state(meta)[0] != "stopped":
         return ""

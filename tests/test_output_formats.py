@@ -16,14 +16,19 @@ import pytest
 
 from client.cli import main
 from pipeline.contract.part import Part
-from pipeline.engine.render.csv_text import render_csv
+from pipeline.engine.render import rows
 from pipeline.engine.solve import build_result, solve_chunk
-from solvers.fields import NAMES
+from solvers.fields import CSV_HEADER, NAMES
 from solvers.model.result import SolveResult, Status
 from tests.conftest import SAMPLE, chunk_task
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "5e" * 16
+
+
+def render_csv(result, start, stop, header):
+    """Rows `start:stop` of a part as CSV text through the format registry (after the header when asked)."""
+    return (CSV_HEADER if header else "") + b"".join(rows(result, start, stop, "csv")).decode()
 
 
 def mixed_chunk() -> Part:

@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from client import numbers
+from pipeline.contract.formats import FORMATS, OUTPUTS
 from solvers.generate.generator import random_seed
 from web import another
 from web.another import MAX_EXCLUDE, excluded_grids
@@ -39,7 +40,7 @@ from web.solving import MAX_OPTION_CHARS, SolveRequest, check_portfolio, check_r
 HERE = Path(__file__).parent
 MAX_JSON_BYTES_OVER_PUZZLE = 4096  # room for the other fields of a solve request
 RANDOM_WAIT_S = 30.0
-FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
+DOWNLOADS = [name for name in OUTPUTS if FORMATS[name].lines]  # records streamed as they are read
 
 
 def portfolios() -> list[str]:
@@ -173,11 +174,11 @@ def job_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
     def api_results(request: Request) -> Response:
         job = check_job_id(request.path_params["job"])
         fmt = request.query_params.get("format", "jsonl")
-        if fmt not in FORMATS:
-            raise ApiError(422, f"format {fmt[:20]!r}: choose jsonl or csv")
+        if fmt not in DOWNLOADS:
+            raise ApiError(422, f"format {fmt[:20]!r}: choose {' or '.join(DOWNLOADS)}")
         chunks = backend.records(job, fmt)
         headers = {"content-disposition": f'attachment; filename="{job}.{fmt}"'}
-        return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=headers)
+        return StreamingResponse(chunks, media_type=FORMATS[fmt].media_type, headers=headers)
 
     return [
         Route("/api/jobs", lambda request: JSONResponse(backend.list_jobs()), methods=["GET"]),

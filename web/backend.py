@@ -22,8 +22,9 @@ from client.pool import WarmPool
 from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
+from pipeline.contract.formats import FORMATS
 from pipeline.engine.reader import TooLarge, read_upload
-from pipeline.engine.render.csv_text import HEADER, render_csv
+from pipeline.engine.render import rows
 from web.errors import ApiError
 from web.retention import Retention, release_memory
 from web.settings import ServeSettings
@@ -204,18 +205,14 @@ class Backend:
         return self._stream(job, present, fmt)
 
     def _stream(self, job: str, chunks: list[int], fmt: str) -> Iterator[bytes]:
-        header = True
+        header = FORMATS[fmt].header
+        if header:
+            yield header
         for chunk in chunks:
             (result,) = self.client.store.fetch_results(job, [chunk])
-            if result is None:  # expired since: the rest is still worth having
-                continue
-            if fmt == "csv":
-                yield render_csv(result, 0, len(result), header).encode()
-                header = False
-            elif len(result):
-                yield b"\n".join(result.lines()) + b"\n"
-        if fmt == "csv" and header:
-            yield HEADER.encode()
+            body = b"".join(rows(result, 0, len(result), fmt)) if result is not None else b""
+            if body:  # (a part expired since: the rest is still worth having)
+                yield body
 
     def submit(
         self, name: str, data: bytes, time_limit: float | None, portfolio: str | None, box: str | None

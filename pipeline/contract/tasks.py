@@ -12,10 +12,12 @@ number is bounded, so a hand-made message cannot make a worker allocate without 
 from __future__ import annotations
 
 import hashlib
-from typing import ClassVar, Literal
+from functools import partial
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, check_format
 from pipeline.contract.runs import Runs, split_texts
 
 SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
@@ -26,13 +28,10 @@ VERSION = (
     4  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
 )
 # (4: a split carries its input's stamp, a dataset is owned through its `_CLAIM`, workers publish their roots)
-FORMATS = (
-    "jsonl",
-    "csv",
-    "parquet",
-    "columns",
-)  # what a worker renders a job's records in (`pipeline.engine.render`)
-Format = Literal["jsonl", "csv", "parquet", "columns"]
+# what a worker renders a job's records in (`pipeline.contract.formats`); a dataset's, compressed how
+Format = Annotated[str, AfterValidator(partial(check_format, within=FORMATS))]
+OutputFormat = Annotated[str, AfterValidator(partial(check_format, within=OUTPUTS))]
+Compression = Annotated[str, AfterValidator(partial(check_format, within=COMPRESSIONS, what="compression"))]
 JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
 MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends at most 1 MB by default)
 MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
@@ -49,8 +48,6 @@ MAX_SPLIT_ENTRIES = (
 MAX_FILE_BYTES = 1 << 62
 MAX_STAMP_CHARS = 256  # an input's stamp: a modification time, an ETag or a version id
 MAX_COLUMNS = 1 << 10  # fields of a CSV input's line: its puzzle column lies among the first
-DATASET_FORMATS = ("jsonl", "csv", "parquet")
-COMPRESSIONS = ("none", "gzip", "zstd")
 
 
 class InputRange(BaseModel):
@@ -91,8 +88,8 @@ class Dataset(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: str = Field(min_length=1, max_length=MAX_NAME_CHARS)  # the dataset's directory: a path or a URL
-    format: Literal["jsonl", "csv", "parquet"] = "jsonl"
-    compression: Literal["none", "gzip", "zstd"] = "none"
+    format: OutputFormat = "jsonl"
+    compression: Compression = "none"
 
 
 class ChunkTask(BaseModel):

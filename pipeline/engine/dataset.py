@@ -22,33 +22,27 @@ committed or taken over by another job fails this job in one line instead of mix
 
 from __future__ import annotations
 
-import gzip
-import io
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.contract.columns import ResultColumns
+from pipeline.contract.formats import COMPRESSIONS, FORMATS
 from pipeline.contract.part import Part, PartFile
 from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask, Dataset
 from pipeline.engine.port import ChunkPort
+from pipeline.engine.render import part_file
 from pipeline.engine.solve import worker_name
 from pipeline.engine.storage import DataRoots, Storage, StorageError, storage_errors, storage_for
-from solvers.fields import CSV_HEADER
 
 TEMP_DIR = "_temporary"  # where parts are written before they are renamed into place (readers skip `_` names)
 MANIFEST = "_manifest.json"
 SUCCESS = "_SUCCESS"
 CLAIM = "_CLAIM"  # the job that owns the directory until it commits (`Claim`)
 MAX_CLAIM_BYTES = 4096  # a claim read is at most this long (it is a few hundred bytes)
-EXTENSIONS = {"jsonl": "jsonl", "csv": "csv", "parquet": "parquet"}
-SUFFIXES = {"none": "", "gzip": ".gz", "zstd": ".zst"}
-GZIP_LEVEL = 1  # 11 ms of CPU per MB of records against 100 ms at level 6, for 2.4x against 2.7x smaller
 HELP_AFTER_S = 2.0  # a split waiting this long for its offsets counts the splits before it itself
 WAIT_MAX_S = 0.2  # the longest pause between two looks at a split's offsets
 CHECKED_JOBS = 1024  # jobs whose storage this process has checked, remembered
@@ -69,73 +63,7 @@ class SplitPort(Protocol):
 
 def part_name(chunk: int, row: int, dataset: Dataset) -> str:
     """The file name of the part of `chunk` starting at `row`."""
-    return f"part-{chunk:06d}-{row:06d}.{EXTENSIONS[dataset.format]}{SUFFIXES[dataset.compression]}"
-
-
-def part_bytes(
-    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, dataset: Dataset
-) -> list[bytes]:
-    """A part file's bytes, in pieces written one after the other (no copy of megabytes to join them): its
-    records in the dataset's format (CSV with its header: each file is a table), compressed as asked
-    (Parquet compresses inside the file)."""
-    if dataset.format == "parquet":
-        import pyarrow.parquet as pq
-
-        from pipeline.engine.render.parquet import DICTIONARY, STATISTICS, columns_table, schema
-
-        sink = io.BytesIO()
-        table = columns_table(columns, input_name, index, line, schema())
-        codec = {"none": "none", "gzip": "gzip", "zstd": "zstd"}[dataset.compression]
-        level = GZIP_LEVEL if codec == "gzip" else None  # pyarrow's gzip default took 88 µs a record
-        pq.write_table(
-            table, sink, compression=codec, compression_level=level, use_dictionary=DICTIONARY,
-            write_statistics=STATISTICS,
-        )  # fmt: skip
-        return [sink.getvalue()]
-    if dataset.format == "csv":
-        from pipeline.engine.render.jsonl import render_csv
-
-        pieces = [CSV_HEADER.encode(), render_csv(columns, input_name, index, line)]
-    else:
-        from pipeline.engine.render.jsonl import render
-
-        body = render(columns, input_name, index, line)
-        pieces = [body, b"\n"] if body else []
-    if dataset.compression == "none":
-        return pieces
-    return [compress(b"".join(pieces), dataset.compression)]
-
-
-def compress(data: bytes, compression: str) -> bytes:
-    """`data` gzip- or zstd-compressed (a standard frame `gzip -d` / `zstd -d` reads), or as it is."""
-    if compression == "gzip":
-        return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
-    if compression == "zstd":
-        return zstd_codec().compress(data, asbytes=True)
-    return data
-
-
-def decompress(data: bytes, compression: str) -> bytes:
-    """Invert `compress`."""
-    if compression == "gzip":
-        return gzip.decompress(data)
-    if compression == "zstd":
-        import pyarrow as pa
-
-        return pa.input_stream(pa.py_buffer(data), compression="zstd").read()
-    return data
-
-
-def zstd_codec() -> Any:
-    """The zstd codec at hand: pyarrow's (the `parquet` extra); ValueError (one line) without it."""
-    try:
-        import pyarrow as pa
-
-        return pa.Codec("zstd")
-    except (ImportError, ValueError, NotImplementedError) as exc:
-        raise ValueError(
-            f"zstd needs pyarrow (pip install 'sudoku-batch[parquet]'), not at hand here: {exc}"
-        ) from None
+    return f"part-{chunk:06d}-{row:06d}{FORMATS[dataset.format].extension}{COMPRESSIONS[dataset.compression]}"
 
 
 _checked: OrderedDict[str, None] = OrderedDict()
@@ -333,7 +261,7 @@ def stage_part(
     start = time.process_time() if cpu0 is None else cpu0
     head = part.header
     index, lines = part.row_indices() + di, part.row_lines() + dl
-    data = part_bytes(part.columns, head.input, index, lines, dataset)
+    data = part_file(part.columns, head.input, index, lines, dataset.format, dataset.compression)
     name = part_name(head.chunk, head.row, dataset)
     temp = f"{TEMP_DIR}/{name}.{uuid.uuid4().hex[:12]}"
     with storage_errors(f"cannot write {storage.join(dataset.url, temp)}"):

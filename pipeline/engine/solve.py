@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.contract.columns import ResultColumns
+from pipeline.contract.formats import FORMATS
 from pipeline.contract.part import Part, PartHeader, PartStats, Problem
 from pipeline.contract.runs import Runs, runs_array, to_runs
 from pipeline.contract.tasks import ChunkTask
@@ -343,12 +344,8 @@ def build_part(
         job=job, chunk=chunk, row=row, rows=rows or [], input=input_name, format=fmt, index_runs=index_runs,
         line_runs=line_runs, stats=stats,
     )  # fmt: skip
-    if fmt == "columns":
+    if not FORMATS[fmt].rendered:
         return Part(header, columns=columns)
-    if fmt == "parquet":
-        from pipeline.engine.render import render_columns
-
-        return Part(header, render_columns(columns, input_name, index, lines, fmt))
     from pipeline.engine.render import render_runs
 
     runs = _run_bounds(index_runs)  # rendered run by run: a reader may cut at their edges

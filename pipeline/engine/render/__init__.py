@@ -3,42 +3,73 @@
 appends), and Python objects (`record.Record`).
 
 The process that solves a chunk renders its parts here (`pipeline.engine.solve`), so a client only
-moves the bytes into its output. Every renderer writes the record fields of the field table
-(`solvers.fields.RECORD_FIELDS`); `tests/test_fields.py` holds each to it.
+moves the bytes into its output. Each format of `pipeline.contract.formats.FORMATS` gets its code here
+(`Code`, registered on its entry at import): what renders its records, a part file of it, and what
+appends it to a stream; no other module chooses by format. Every renderer writes the record fields of
+the field table (`solvers.fields.RECORD_FIELDS`); `tests/test_fields.py` holds each to it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+from pipeline.contract.formats import FORMATS, GZIP_LEVEL, check_format, compress
+from pipeline.engine.render import parquet  # its module imports no pyarrow: its functions do
 
 if TYPE_CHECKING:
     from pipeline.contract.columns import ResultColumns
     from pipeline.contract.part import Part
 
-FORMATS = ("jsonl", "csv", "parquet")  # the rendered ones (a job's `columns` are rendered by their reader)
+
+@dataclass(frozen=True)
+class Code:
+    """How a format is rendered: a format of lines by its bound and writer in `render.jsonl` (run by run into
+    one buffer); a format of tables by its records (`pieces`), stream writer (`sink`), part file (`file`) and
+    file reader."""
+
+    bound: str = ""
+    into: str = ""
+    plain: bool = False  # the writer takes the columns' plain texts, found once for every run
+    pieces: Callable[..., list[bytes]] | None = None
+    sink: Callable[[IO[bytes]], Any] | None = None
+    file: Callable[..., list[bytes]] | None = None
+    read_file: Callable[[bytes], Any] | None = None
 
 
-def render_columns(
-    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, fmt: str
-) -> bytes:
-    """Records of `columns` (rows aligned with `index` and `line`) in `fmt`: JSON Lines or CSV rows, each
-    ending in a newline (no CSV header), or an Arrow IPC stream of the Parquet schema's table."""
-    if fmt == "jsonl":
-        from pipeline.engine.render.jsonl import render
+def _parquet_file(
+    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, compression: str
+) -> list[bytes]:
+    """A Parquet part file (compressed inside, as asked)."""
+    import pyarrow.parquet as pq
 
-        body = render(columns, input_name, index, line)
-        return body + b"\n" if body else b""
-    if fmt == "csv":
-        from pipeline.engine.render.jsonl import render_csv
+    sink = io.BytesIO()
+    table = parquet.columns_table(columns, input_name, index, line, parquet.schema())
+    level = GZIP_LEVEL if compression == "gzip" else None  # pyarrow's gzip default took 88 µs a record
+    pq.write_table(
+        table, sink, compression=compression, compression_level=level, use_dictionary=parquet.DICTIONARY,
+        write_statistics=parquet.STATISTICS,
+    )  # fmt: skip
+    return [sink.getvalue()]
 
-        return render_csv(columns, input_name, index, line)
-    if fmt == "parquet":
-        from pipeline.engine.render.parquet import ipc_bytes
 
-        return ipc_bytes(columns, input_name, index, line)
-    raise ValueError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
+FORMATS["jsonl"].code = Code("jsonl_bound", "render_into", plain=True)
+FORMATS["csv"].code = Code("csv_bound", "csv_into")
+FORMATS["parquet"].code = Code(
+    pieces=lambda *records: [parquet.ipc_bytes(*records)],
+    sink=parquet.ParquetSink,
+    file=_parquet_file,
+    read_file=parquet.read_parquet,
+)
+
+
+def _code(fmt: str) -> Code:
+    """The code of a rendered format (ValueError, one line, for another name)."""
+    return FORMATS[check_format(fmt)].code  # type: ignore[no-any-return]
 
 
 class Arena(Protocol):
@@ -60,14 +91,17 @@ def render_runs(
     fmt: str,
     runs: list[tuple[int, int]],
     arena: Arena | None = None,
-) -> tuple[np.ndarray, list[int]]:
-    """JSON Lines or CSV records of `columns` rendered run by run into one buffer (`arena`'s, else a fresh
-    one): -> (the records, uint8; where each run's rows start in it, then its end). `runs`: (first row,
-    rows) covering the columns in order; a reader may cut the body at their edges."""
-    from pipeline.engine.render.jsonl import csv_bound, csv_into, jsonl_bound, plain_texts, render_into
+) -> tuple[np.ndarray | bytes, list[int]]:
+    """Records of `columns` in `fmt`: a format of lines rendered run by run into one buffer (`arena`'s, else
+    a fresh one) -> (the records, uint8; where each run's rows start in it, then its end), a reader may cut
+    the body at their edges; another format -> (its bytes, []). `runs`: (first row, rows) in order."""
+    code = _code(fmt)
+    if code.pieces is not None:
+        return b"".join(code.pieces(columns, input_name, index, line)), []
+    from pipeline.engine.render import jsonl
 
-    bound, into = (jsonl_bound, render_into) if fmt == "jsonl" else (csv_bound, csv_into)
-    plain = plain_texts(columns) if fmt == "jsonl" else None  # once for every run
+    bound, into = getattr(jsonl, code.bound), getattr(jsonl, code.into)
+    plain = jsonl.plain_texts(columns) if code.plain else None  # once for every run
     pieces = [
         (columns.slice(first, first + count), index[first : first + count], line[first : first + count])
         for first, count in runs
@@ -84,8 +118,58 @@ def render_runs(
     return out[:at], offsets
 
 
+def rows(result: Part, start: int, stop: int, fmt: str) -> list[Any]:
+    """Records `start:stop` of a part in `fmt`, in pieces (no file header): its body's rows when it was
+    rendered in `fmt` where it was solved, rendered now when held as columns (ValueError for another
+    format: one line)."""
+    if result.columns is None:
+        if result.header.format != fmt:
+            raise ValueError(f"a part rendered as {result.header.format} cannot be written as {fmt}")
+        return [result.body_rows(start, stop)]
+    index, line = result.row_indices()[start:stop], result.row_lines()[start:stop]
+    columns = result.columns if (start, stop) == (0, len(result)) else result.columns.slice(start, stop)
+    return _pieces(columns, result.header.input, index, line, fmt)
+
+
+def _pieces(
+    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, fmt: str
+) -> list[Any]:
+    """Records of `columns` in `fmt`, in pieces written one after the other (no copy to join them)."""
+    code = _code(fmt)
+    if code.pieces is not None:
+        return code.pieces(columns, input_name, index, line)
+    body, _ = render_runs(columns, input_name, index, line, fmt, [(0, len(columns))])
+    return [body] if len(body) else []
+
+
 def render(result: Part, fmt: str) -> bytes:
-    """A chunk result's records (held as columns) in `fmt` (see `render_columns`)."""
+    """A part's records (held as columns) in `fmt` (JSON Lines and CSV rows each end in a newline, no CSV
+    header; Parquet: an Arrow IPC stream of its schema's table)."""
     if result.columns is None:
         raise ValueError(f"a part rendered as {result.header.format} cannot be rendered again as {fmt}")
-    return render_columns(result.columns, result.header.input, result.row_indices(), result.row_lines(), fmt)
+    return b"".join(rows(result, 0, len(result), fmt))
+
+
+def part_file(
+    columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, fmt: str, compression: str
+) -> list[bytes]:
+    """A dataset part file's bytes, in pieces written one after the other: its records in `fmt` (after the
+    format's header: each file is a table), compressed as asked (inside the file for a format of tables)."""
+    f = FORMATS[fmt]
+    code = _code(fmt)
+    if code.file is not None:
+        return code.file(columns, input_name, index, line, compression)
+    pieces = [f.header] if f.header else []
+    pieces += _pieces(columns, input_name, index, line, fmt)
+    return pieces if compression == "none" else [compress(b"".join(pieces), compression)]
+
+
+def sink(fmt: str, stream: IO[bytes]) -> Any | None:
+    """The writer that appends parts to `stream` in a format of tables (Parquet), None for one of lines."""
+    code = _code(fmt)
+    return code.sink(stream) if code.sink is not None else None
+
+
+def read_file(fmt: str, data: bytes) -> Any:
+    """The table of a part file in a format of tables (Parquet)."""
+    return _code(fmt).read_file(data)  # type: ignore[misc]
