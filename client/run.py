@@ -195,7 +195,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         say_error(f"job {job.id}: {exc}")
         return EXIT_FAILED
     wait, refresh = _watch(job, args, progress, written)
-    interrupted = False
+    interrupted = failed = False
     committed = ""  # a dataset's commit: where, how many records
     try:
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
@@ -211,6 +211,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
                 _merge(output.url, merge_to, args.format, progress.say)  # type: ignore[union-attr]
                 committed += f", merged into {merge_to}"
     except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
+        failed = True  # every record may be written yet the commit or the merge failed: never exit 0
         progress.close()
         say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
     except KeyboardInterrupt:
@@ -226,7 +227,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         if interrupted:
             where = (output.path if isinstance(output, DatasetOutput) else args.output) or "stdout"
             print(f"interrupted: {_how_far(job, written.rows)} written to {where}", file=sys.stderr)
-    return _finish(job, args, summary, purge, committed) if written.complete else EXIT_FAILED
+    return _finish(job, args, summary, purge, committed) if written.complete and not failed else EXIT_FAILED
 
 
 def _open_output(

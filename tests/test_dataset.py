@@ -1204,3 +1204,26 @@ def test_a_dataset_in_a_bucket_that_does_not_exist_is_refused_in_one_line_naming
     assert "the bucket nobucket does not exist" in line, line
     fs.invalidate_cache()
     assert "nobucket" not in [b.rstrip("/") for b in fs.ls("")]
+
+
+def test_a_dataset_whose_commit_fails_after_every_record_was_written_exits_1_in_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    """Every record written, then the commit (`_manifest.json`, `_SUCCESS`) fails: the command says so
+    and exits 1 (it exited 0 with the error printed: a dataset never committed looked done)."""
+    from client.cli import main
+    from client.dataset import DatasetOutput
+    from pipeline.engine.storage import StorageError
+
+    def full_disk(self):  # noqa: ANN001, ANN202
+        raise StorageError(f"cannot write {self.path}/_manifest.json: OSError: [Errno 28] No space left")
+
+    monkeypatch.setattr(DatasetOutput, "commit", full_disk)
+    monkeypatch.delenv("SUDOKU_BATCH_BROKER", raising=False)
+    path = tmp_path / "three.txt"
+    path.write_text("\n".join(SAMPLE.read_text().splitlines()[:3]) + "\n")
+    capsys.readouterr()
+    code = main(["solve", str(path), "-o", f"{tmp_path / 'out'}/", "-q"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert err.count("\n") == 1 and "No space left" in err, err
