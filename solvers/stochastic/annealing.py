@@ -233,11 +233,6 @@ class AnnealingRun(StochasticRun):
             stop,
         )
 
-    @property
-    def temperature(self) -> float:
-        """Return the current temperature."""
-        return float(self.fstate[F_T])
-
 
 ANNEALING = register(
     StochasticSolver(

@@ -55,8 +55,7 @@ I_EPOCH = I_COMMON + 1  # epochs since the last hive (re)start
 I_MAX_EPOCHS = I_COMMON + 2
 I_MAX_RESTARTS = I_COMMON + 3
 I_MAX_AGE = I_COMMON + 4
-I_EPOCHS = I_COMMON + 5  # epochs in total
-I_SIZE = I_COMMON + 6
+I_SIZE = I_COMMON + 5
 WORKER, EXPLORER = 0, 1
 
 
@@ -234,7 +233,6 @@ def evolve_slice(
             continue
         istate[I_POS] = 0
         istate[I_EPOCH] += 1
-        istate[I_EPOCHS] += 1
         c = _mate(fixed, givens, units, grids, counts, err, age, kind, child, rng)
         istate[I_WORK] += grid_work
         if c >= 0 and _note_best(c, grids, err, best_grid, istate):
@@ -316,11 +314,6 @@ class EvolutionRun(StochasticRun):
             deadline_ns,
             stop,
         )
-
-    @property
-    def epochs(self) -> int:
-        """Return the epochs completed in total."""
-        return int(self.istate[I_EPOCHS])
 
 
 EVOLUTION = register(
