@@ -203,7 +203,7 @@ def pick_value(m, rand, rng):  # type: ignore[no-untyped-def]
     return pick_mask(m, rng), rng
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def record_puzzle(i, count, status, nodes, guesses, t0, out):  # type: ignore[no-untyped-def]
     """Write puzzle i's outcome; return the clock (the next puzzle's start), or -1 when it was
     STOPPED: every later puzzle is marked so and the batch ends (the stop flag is for the whole call)."""
