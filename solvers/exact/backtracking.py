@@ -137,7 +137,7 @@ def _tables(box: Box) -> tuple[object, ...]:
     return (np.int64(box.n), geo.row_of, geo.col_of, geo.box_of)
 
 
-BACKTRACKING = register(
+register(
     KernelSolver(
         "backtracking",
         _bt_kernel,

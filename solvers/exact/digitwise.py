@@ -259,7 +259,7 @@ def _tables(box: Box) -> tuple[object, ...]:
     return (np.int64(box.n), np.int64(box.rows), np.int64(box.cols))
 
 
-DIGITWISE = register(
+register(
     KernelSolver(
         "digitwise",
         _dw_kernel,

@@ -205,7 +205,7 @@ def _tables(box: Box) -> tuple[object, ...]:
     return (np.int64(n), col_rows, row_cols)
 
 
-EXACT_COVER = register(
+register(
     KernelSolver(
         "exact_cover",
         _ec_kernel,

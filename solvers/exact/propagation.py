@@ -413,7 +413,7 @@ def resumable(box: Box) -> bool:
     return not (box.rows == 3 and box.cols == 3)
 
 
-PROPAGATION = register(
+register(
     KernelSolver(
         "propagation",
         kernel,
