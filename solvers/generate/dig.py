@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount, rng_next
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, pick_value, popcount, rng_next
 from solvers.kernel.outcome import BUDGET, DONE, LIMIT
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
@@ -124,13 +124,7 @@ def _value(m, prefer, rng):  # type: ignore[no-untyped-def]
     """Next value (one-bit mask) to try from `m`: `prefer` first, else random when rng != 0."""
     if m & prefer:
         return prefer, rng
-    if rng == ZERO:
-        return m & (~m + ONE), rng
-    rng = rng_next(rng)
-    k = np.int64(rng % np.uint64(popcount(m)))
-    for _ in range(k):
-        m &= m - ONE
-    return m & (~m + ONE), rng
+    return pick_value(m, rng != ZERO, rng)
 
 
 @njit(cache=True, nogil=True)

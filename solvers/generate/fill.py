@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from solvers.generate.dig import solve_starts, tables
-from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount, rng_next
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, pick_mask, rng_next
 from solvers.model.puzzle import Box
 
 ROWWISE_MAX = 12  # grid sides filled by row-major backtracking (faster than propagation)
@@ -72,10 +72,7 @@ def _fill_rows_kernel(n, cell_units, starts, seeds, budget, max_restarts, out, o
                 if budget > 0 and nodes > budget:
                     break
                 rng = rng_next(rng)
-                k = np.int64(rng % np.uint64(popcount(m)))
-                for _ in range(k):
-                    m &= m - ONE
-                v = m & (~m + ONE)
+                v = pick_mask(m, rng)
                 rem[x] &= ~v
                 grid[x] = ctz(v) + 1
                 um[a] |= v
