@@ -160,9 +160,7 @@ def test_no_two_modules_import_each_other_even_through_others():
     assert not cycles, cycles
 
 
-KNOWN_PRIVATE = {
-    "solvers.exact.propagation takes solvers.exact.propagation9._pick"
-}  # issue 16 edits that file
+KNOWN_PRIVATE: set[str] = set()  # none left (propagation9._pick became bits.pick_mask)
 
 
 def test_no_module_takes_a_private_name_from_another():

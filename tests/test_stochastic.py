@@ -105,7 +105,7 @@ def test_evolution_keeps_every_organism_box_invariant_with_its_true_error():
         for grid, err in zip(run.grids, run.err, strict=True):
             assert boxes_hold_every_value(puzzle, grid) and keeps_givens(puzzle, grid)
             assert err == grid_cost(puzzle, grid)
-    assert run.epochs >= 5 and run.restarts >= 1  # max_epochs reached: the hive restarted
+    assert run.restarts >= 1  # max_epochs (5 epochs) reached: the hive restarted
 
 
 def test_the_article_variant_keeps_rows_as_permutations_and_pays_for_changed_givens():

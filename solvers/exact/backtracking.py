@@ -24,58 +24,32 @@ import numpy as np
 from numba import njit
 
 from solvers.exact.base import DONE, LIMIT, KernelSolver, register
-from solvers.kernel.bits import (
-    GO_ON,
-    count_node,
-    pick_bit,
-    record_puzzle,
-    rng_init,
-    start_puzzle,
-)
+from solvers.kernel import bits
+from solvers.kernel.bits import ALL, ONE, ZERO
+from solvers.kernel.clock import monotonic_ns
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-
 
 @njit(cache=True, nogil=True)
-def _bt_kernel(
-    n,
-    row_of,
-    col_of,
-    box_of,
-    givens,
-    limit,
-    keep,
-    max_nodes,
-    time_limit_ns,
-    deadline_ns,
-    seed,
-    stop,
-    out_solutions,
-    out_counts,
-    out_status,
-    out_nodes,
-    out_guesses,
-    out_ns,
-):  # type: ignore[no-untyped-def]
+def _bt_kernel(n, row_of, col_of, box_of, givens, ask, stop, out):  # type: ignore[no-untyped-def]
+    limit, keep, max_nodes, _, _, seed = ask
+    out_solutions, _, _, _, _, _ = out
     b = givens.shape[0]
     nn = n * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     rows = np.zeros(n, dtype=np.uint64)
     cols = np.zeros(n, dtype=np.uint64)
     boxes = np.zeros(n, dtype=np.uint64)
     grid = np.zeros(nn, dtype=np.uint8)
     cells = np.zeros(nn, dtype=np.int32)  # the empty cells, row-major: the search order
     cand = np.zeros(nn + 1, dtype=np.uint64)  # values still to try at each depth
+    now = monotonic_ns()  # a puzzle's end is the next one's start
     for i in range(b):
-        t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
-        if status != GO_ON:
-            out_status[i] = status
+        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
+        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
-        rng = rng_init(seed, i)
+        rng = bits.rng_init(seed, i)
         rows[:] = 0
         cols[:] = 0
         boxes[:] = 0
@@ -91,7 +65,7 @@ def _bt_kernel(
             if v > n:
                 ok = False
                 break
-            bit = _ONE << np.uint64(v - 1)
+            bit = ONE << np.uint64(v - 1)
             r, c, x = row_of[cell], col_of[cell], box_of[cell]
             if (rows[r] | cols[c] | boxes[x]) & bit:
                 ok = False
@@ -111,29 +85,29 @@ def _bt_kernel(
             d = 0
             cell = cells[0]
             cand[0] = full & ~(rows[row_of[cell]] | cols[col_of[cell]] | boxes[box_of[cell]])
-            if cand[0] & (cand[0] - _ONE):
+            if cand[0] & (cand[0] - ONE):
                 guesses += 1
             while True:
                 cell = cells[d]
                 r, c, x = row_of[cell], col_of[cell], box_of[cell]
                 if grid[cell] != 0:  # undo the value tried last at this depth
-                    bit = _ONE << np.uint64(grid[cell] - 1)
+                    bit = ONE << np.uint64(grid[cell] - 1)
                     rows[r] ^= bit
                     cols[c] ^= bit
                     boxes[x] ^= bit
                     grid[cell] = 0
                 m = cand[d]
-                if m == _ZERO:  # every value tried: back to the previous cell
+                if m == ZERO:  # every value tried: back to the previous cell
                     if d == 0:
                         break
                     d -= 1
                     continue
-                nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
-                if halt != GO_ON:
+                nodes, halt = bits.count_node(nodes, max_nodes, stop, end_ns)
+                if halt != bits.GO_ON:
                     status = halt
                     break
-                k, rng = pick_bit(m, seed, rng)
-                bit = _ONE << np.uint64(k)
+                k, rng = bits.pick_bit(m, seed, rng)
+                bit = ONE << np.uint64(k)
                 cand[d] = m ^ bit
                 rows[r] |= bit
                 cols[c] |= bit
@@ -150,12 +124,11 @@ def _bt_kernel(
                 d += 1
                 nxt = cells[d]
                 cand[d] = full & ~(rows[row_of[nxt]] | cols[col_of[nxt]] | boxes[box_of[nxt]])
-                if cand[d] & (cand[d] - _ONE):  # two or more values: a branching decision
+                if cand[d] & (cand[d] - ONE):  # two or more values: a branching decision
                     guesses += 1
                 grid[nxt] = 0
-        if record_puzzle(
-            i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
-        ):
+        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
+        if now < 0:
             break
 
 
@@ -164,7 +137,7 @@ def _tables(box: Box) -> tuple[object, ...]:
     return (np.int64(box.n), geo.row_of, geo.col_of, geo.box_of)
 
 
-BACKTRACKING = register(
+register(
     KernelSolver(
         "backtracking",
         _bt_kernel,

@@ -8,10 +8,11 @@ a seed for randomised branching (0 = the solver's fixed order) and a stop flag a
 thread may raise. Kernels write into preallocated output arrays and return nothing.
 
 Kernel signature (positional), after the solver's own geometry tables:
-    givens uint8[B, NN], limit i64, keep i64, max_nodes i64, time_limit_ns i64,
-    deadline_ns i64, seed i64, stop i64[1],
-    out_solutions uint8[B, keep, NN], out_counts i64[B], out_status i8[B],
-    out_nodes i64[B], out_guesses i64[B], out_ns i64[B]
+    givens uint8[B, NN], ask (limit, keep, max_nodes, time_limit_ns, deadline_ns, seed: six i64),
+    stop i64[1], out (`ExactBatch.arrays`: solutions uint8[B, keep, NN], counts i64[B],
+    status i8[B], nodes i64[B], guesses i64[B], ns i64[B]).
+`KernelSolver.solve_batch` is its only caller; the per-puzzle scaffolding (clock, budget, branch
+pick, outcome) is shared through `solvers.kernel.bits`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ class ExactBatch:
     nodes: np.ndarray  # int64[B]: search nodes visited
     guesses: np.ndarray  # int64[B]: branching decisions taken
     ns: np.ndarray  # int64[B]: nanoseconds spent per puzzle
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The kernel's `out`: (solutions, counts, status, nodes, guesses, ns), written in place."""
+        return (self.solutions, self.counts, self.status, self.nodes, self.guesses, self.ns)
 
 
 @dataclass
@@ -126,24 +132,8 @@ class KernelSolver:
             return out
         stop = np.zeros(1, dtype=np.int64) if stop is None else stop
         tl_ns = 0 if time_limit is None else max(1, int(time_limit * 1e9))
-        self.kernel(
-            *self.tables(box),
-            givens,
-            np.int64(limit),
-            np.int64(keep),
-            np.int64(max_nodes),
-            np.int64(tl_ns),
-            np.int64(deadline_ns),
-            np.int64(seed & 0x7FFF_FFFF_FFFF_FFFF),
-            stop,
-            out.solutions,
-            out.counts,
-            out.status,
-            out.nodes,
-            out.guesses,
-            out.ns,
-            **extra,
-        )
+        ask = (limit, keep, max_nodes, tl_ns, deadline_ns, seed & 0x7FFF_FFFF_FFFF_FFFF)
+        self.kernel(*self.tables(box), givens, tuple(np.int64(x) for x in ask), stop, out.arrays, **extra)
         return out
 
     def run(

@@ -41,51 +41,25 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from solvers.exact.base import DONE, LIMIT, KernelSolver, register
-from solvers.kernel.bits import (
-    GO_ON,
-    count_node,
-    pick_bit,
-    popcount,
-    record_puzzle,
-    rng_init,
-    start_puzzle,
-)
+from solvers.kernel import bits
+from solvers.kernel.bits import ALL, ONE, ZERO, popcount
+from solvers.kernel.clock import monotonic_ns
 from solvers.model.puzzle import Box
-
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
 
 @njit(cache=True, nogil=True)
-def _dw_kernel(
-    n,
-    box_rows,
-    box_cols,
-    givens,
-    limit,
-    keep,
-    max_nodes,
-    time_limit_ns,
-    deadline_ns,
-    seed,
-    stop,
-    out_solutions,
-    out_counts,
-    out_status,
-    out_nodes,
-    out_guesses,
-    out_ns,
-):  # type: ignore[no-untyped-def]
+def _dw_kernel(n, box_rows, box_cols, givens, ask, stop, out):  # type: ignore[no-untyped-def]
+    limit, keep, max_nodes, _, _, seed = ask
+    out_solutions, _, _, _, _, _ = out
     b = givens.shape[0]
     nn = n * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     bands = n // box_rows
     # boxcols[j]: the columns of box column j (the boxes of a band are box_cols wide)
     nstacks = n // box_cols
     boxcols = np.zeros(nstacks, dtype=np.uint64)
     for c in range(n):
-        boxcols[c // box_cols] |= _ONE << np.uint64(c)
+        boxcols[c // box_cols] |= ONE << np.uint64(c)
     occ = np.zeros(n, dtype=np.uint64)
     colv = np.zeros(n, dtype=np.uint64)
     bandv = np.zeros((n, bands), dtype=np.uint64)
@@ -93,7 +67,7 @@ def _dw_kernel(
     stackv = np.zeros((n, nstacks), dtype=np.uint64)  # rows of a stack's boxes holding v
     bandrows = np.zeros(bands, dtype=np.uint64)
     for r in range(n):
-        bandrows[r // box_rows] |= _ONE << np.uint64(r)
+        bandrows[r // box_rows] |= ONE << np.uint64(r)
     rowhas = np.zeros(n, dtype=np.uint64)  # rowhas[r]: values (bit v) already in row r
     grid = np.zeros(nn, dtype=np.uint8)
     step_v = np.zeros(nn, dtype=np.int32)  # the value placed at each step
@@ -103,12 +77,12 @@ def _dw_kernel(
     key = np.zeros(n, dtype=np.int64)
     cand = np.zeros(nn + 1, dtype=np.uint64)  # columns still to try at each step
     placed = np.full(nn + 1, -1, dtype=np.int32)  # the column placed at each step, -1 none
+    now = monotonic_ns()  # a puzzle's end is the next one's start
     for i in range(b):
-        t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
-        if status != GO_ON:
-            out_status[i] = status
+        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
+        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
-        rng = rng_init(seed, i)
+        rng = bits.rng_init(seed, i)
         occ[:] = 0
         occc[:] = 0
         stackv[:, :] = 0
@@ -126,8 +100,8 @@ def _dw_kernel(
                 break
             r = cell // n
             c = cell % n
-            bit = _ONE << np.uint64(c)
-            vb = _ONE << np.uint64(v - 1)
+            bit = ONE << np.uint64(c)
+            vb = ONE << np.uint64(v - 1)
             band = r // box_rows
             if (colv[v - 1] & bit) or (rowhas[r] & vb) or (bandv[v - 1, band] & boxcols[c // box_cols]):
                 ok = False
@@ -135,7 +109,7 @@ def _dw_kernel(
             occ[r] |= bit
             colv[v - 1] |= bit
             bandv[v - 1, band] |= boxcols[c // box_cols]
-            occc[c] |= _ONE << np.uint64(r)
+            occc[c] |= ONE << np.uint64(r)
             stackv[v - 1, c // box_cols] |= bandrows[band]
             rowhas[r] |= vb
         ns = 0
@@ -145,8 +119,8 @@ def _dw_kernel(
                 order[v] = v
                 left[v] = 0
                 for r in range(n):
-                    if not rowhas[r] & (_ONE << np.uint64(v)):
-                        left[v] |= _ONE << np.uint64(r)
+                    if not rowhas[r] & (ONE << np.uint64(v)):
+                        left[v] |= ONE << np.uint64(r)
                 key[v] = popcount(left[v])
             for a in range(1, n):  # insertion sort by rows left, stable: ties keep value order
                 v = order[a]
@@ -165,8 +139,8 @@ def _dw_kernel(
                 m = left[v]
                 while m:
                     r = np.int64(trailing_zeros(m))
-                    m &= m - _ONE
-                    if (full & ~(occ[r] | colv[v] | bandv[v, r // box_rows])) == _ZERO:
+                    m &= m - ONE
+                    if (full & ~(occ[r] | colv[v] | bandv[v, r // box_rows])) == ZERO:
                         ok = False
         count = 0
         nodes = 0
@@ -188,47 +162,47 @@ def _dw_kernel(
                     m = left[v]
                     while m:
                         r2 = np.int64(trailing_zeros(m))
-                        m &= m - _ONE
+                        m &= m - ONE
                         k = popcount(full & ~(occ[r2] | colv[v] | bandv[v, r2 // box_rows]))
                         if k < best:
                             best = k
                             r = r2
                     step_r[d] = r
-                    left[v] ^= _ONE << np.uint64(r)
+                    left[v] ^= ONE << np.uint64(r)
                     cand[d] = full & ~(occ[r] | colv[v] | bandv[v, r // box_rows])
-                    if cand[d] & (cand[d] - _ONE):  # two or more columns: a branching decision
+                    if cand[d] & (cand[d] - ONE):  # two or more columns: a branching decision
                         guesses += 1
                     placed[d] = -1
                 r = step_r[d]
                 band = r // box_rows
                 c = placed[d]
                 if c >= 0:  # undo the column tried last at this step
-                    bit = _ONE << np.uint64(c)
+                    bit = ONE << np.uint64(c)
                     occ[r] ^= bit
                     colv[v] ^= bit
                     bandv[v, band] ^= boxcols[c // box_cols]
-                    occc[c] ^= _ONE << np.uint64(r)
+                    occc[c] ^= ONE << np.uint64(r)
                     stackv[v, c // box_cols] ^= bandrows[band]
                     grid[r * n + c] = 0
                     placed[d] = -1
                 m = cand[d]
-                if m == _ZERO:  # every column tried: back to the previous step
-                    left[v] |= _ONE << np.uint64(r)
+                if m == ZERO:  # every column tried: back to the previous step
+                    left[v] |= ONE << np.uint64(r)
                     if d == 0:
                         break
                     d -= 1
                     continue
-                nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
-                if halt != GO_ON:
+                nodes, halt = bits.count_node(nodes, max_nodes, stop, end_ns)
+                if halt != bits.GO_ON:
                     status = halt
                     break
-                c, rng = pick_bit(m, seed, rng)
-                bit = _ONE << np.uint64(c)
+                c, rng = bits.pick_bit(m, seed, rng)
+                bit = ONE << np.uint64(c)
                 cand[d] = m ^ bit
                 occ[r] |= bit
                 colv[v] |= bit
                 bandv[v, band] |= boxcols[c // box_cols]
-                occc[c] |= _ONE << np.uint64(r)
+                occc[c] |= ONE << np.uint64(r)
                 stackv[v, c // box_cols] |= bandrows[band]
                 grid[r * n + c] = v + 1
                 placed[d] = c
@@ -249,9 +223,9 @@ def _dw_kernel(
                 m = left[v]
                 while m:
                     r2 = np.int64(trailing_zeros(m))
-                    m &= m - _ONE
+                    m &= m - ONE
                     cc = full & ~(occ[r2] | colv[v] | bandv[v, r2 // box_rows])
-                    if cc == _ZERO:
+                    if cc == ZERO:
                         dead = True
                         break
                     cover |= cc
@@ -263,22 +237,21 @@ def _dw_kernel(
                     stack = c // box_cols
                     for w in range(n):
                         lw = left[w]
-                        if lw == _ZERO:  # a value already in every row
+                        if lw == ZERO:  # a value already in every row
                             continue
-                        row_lost = ((lw >> np.uint64(r)) & _ONE) != _ZERO and (
+                        row_lost = ((lw >> np.uint64(r)) & ONE) != ZERO and (
                             free & ~(colv[w] | bandv[w, band])
-                        ) == _ZERO
-                        col_open = ((colv[w] >> np.uint64(c)) & _ONE) == _ZERO
-                        if row_lost or (col_open and (freec & lw & ~stackv[w, stack]) == _ZERO):
+                        ) == ZERO
+                        col_open = ((colv[w] >> np.uint64(c)) & ONE) == ZERO
+                        if row_lost or (col_open and (freec & lw & ~stackv[w, stack]) == ZERO):
                             dead = True
                             break
                 if dead:
                     continue  # undo at the top of the loop, try the next column
                 d += 1
                 entering = True
-        if record_puzzle(
-            i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
-        ):
+        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
+        if now < 0:
             break
 
 
@@ -286,7 +259,7 @@ def _tables(box: Box) -> tuple[object, ...]:
     return (np.int64(box.n), np.int64(box.rows), np.int64(box.cols))
 
 
-DIGITWISE = register(
+register(
     KernelSolver(
         "digitwise",
         _dw_kernel,

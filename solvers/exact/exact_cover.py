@@ -36,19 +36,11 @@ import numpy as np
 from numba import njit
 
 from solvers.exact.base import DONE, LIMIT, KernelSolver, register
-from solvers.kernel.bits import (
-    GO_ON,
-    count_node,
-    pick_bit,
-    record_puzzle,
-    rng_init,
-    start_puzzle,
-)
+from solvers.kernel import bits
+from solvers.kernel.bits import ONE, ZERO
+from solvers.kernel.clock import monotonic_ns
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
-
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
 
 
 @njit(cache=True, nogil=True)
@@ -76,25 +68,9 @@ def _uncover(col, col_rows, row_cols, dead, size, left, right):  # type: ignore[
 
 
 @njit(cache=True, nogil=True)
-def _ec_kernel(
-    n,
-    col_rows,
-    row_cols,
-    givens,
-    limit,
-    keep,
-    max_nodes,
-    time_limit_ns,
-    deadline_ns,
-    seed,
-    stop,
-    out_solutions,
-    out_counts,
-    out_status,
-    out_nodes,
-    out_guesses,
-    out_ns,
-):  # type: ignore[no-untyped-def]
+def _ec_kernel(n, col_rows, row_cols, givens, ask, stop, out):  # type: ignore[no-untyped-def]
+    limit, keep, max_nodes, _, _, seed = ask
+    out_solutions, _, _, _, _, _ = out
     b = givens.shape[0]
     nn = n * n
     ncols = 4 * nn
@@ -107,12 +83,12 @@ def _ec_kernel(
     stack_col = np.zeros(nn + 1, dtype=np.int64)  # the column branched on at each depth
     stack_cand = np.zeros(nn + 1, dtype=np.uint64)  # its rows (as k bits) still to try
     stack_row = np.full(nn + 1, -1, dtype=np.int64)  # the row selected at each depth, -1 none
+    now = monotonic_ns()  # a puzzle's end is the next one's start
     for i in range(b):
-        t0, end_ns, status = start_puzzle(deadline_ns, time_limit_ns, stop)
-        if status != GO_ON:
-            out_status[i] = status
+        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
+        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
-        rng = rng_init(seed, i)
+        rng = bits.rng_init(seed, i)
         dead[:] = 0
         size[:] = n
         for j in range(ncols + 1):
@@ -162,14 +138,14 @@ def _ec_kernel(
                             if s <= 1:
                                 break
                         j = right[j]
-                    m = _ZERO
+                    m = ZERO
                     if best_size > 0:
                         for k in range(n):
                             if dead[col_rows[best, k]] == 0:
-                                m |= _ONE << np.uint64(k)
+                                m |= ONE << np.uint64(k)
                     stack_col[d] = best
                     stack_cand[d] = m
-                    if m & (m - _ONE):  # two or more rows: a branching decision
+                    if m & (m - ONE):  # two or more rows: a branching decision
                         guesses += 1
                     stack_row[d] = -1
                 col = stack_col[d]
@@ -180,17 +156,17 @@ def _ec_kernel(
                     grid[row // n] = 0
                     stack_row[d] = -1
                 m = stack_cand[d]
-                if m == _ZERO:  # every row of the column tried: back up
+                if m == ZERO:  # every row of the column tried: back up
                     if d == 0:
                         break
                     d -= 1
                     continue
-                nodes, halt = count_node(nodes, max_nodes, stop, end_ns)
-                if halt != GO_ON:
+                nodes, halt = bits.count_node(nodes, max_nodes, stop, end_ns)
+                if halt != bits.GO_ON:
                     status = halt
                     break
-                k, rng = pick_bit(m, seed, rng)
-                stack_cand[d] = m ^ (_ONE << np.uint64(k))
+                k, rng = bits.pick_bit(m, seed, rng)
+                stack_cand[d] = m ^ (ONE << np.uint64(k))
                 row = np.int64(col_rows[col, k])
                 stack_row[d] = row
                 grid[row // n] = row % n + 1
@@ -198,9 +174,8 @@ def _ec_kernel(
                     _cover(row_cols[row, j], col_rows, row_cols, dead, size, left, right)
                 d += 1
                 entering = True
-        if record_puzzle(
-            i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
-        ):
+        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
+        if now < 0:
             break
 
 
@@ -230,7 +205,7 @@ def _tables(box: Box) -> tuple[object, ...]:
     return (np.int64(n), col_rows, row_cols)
 
 
-EXACT_COVER = register(
+register(
     KernelSolver(
         "exact_cover",
         _ec_kernel,

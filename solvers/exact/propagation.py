@@ -57,85 +57,49 @@ from numba import njit
 
 from solvers.exact import propagation9, propagation16, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
-from solvers.exact.propagation9 import _pick, kernel9
+from solvers.exact.propagation9 import kernel9
 from solvers.exact.propagation_rules import JIT, luby, propagate
 from solvers.kernel import bits
-from solvers.kernel.bits import copy_items as _copy
-from solvers.kernel.bits import ctz as _ctz
-from solvers.kernel.bits import fill_items as _fill
-from solvers.kernel.bits import popcount as _popcnt
-from solvers.kernel.bits import rng_init as _rng_init
-from solvers.kernel.bits import rng_next as _rng_next
+from solvers.kernel.bits import ALL, ONE, ZERO, copy_items, ctz, popcount, rng_init, rng_next
 from solvers.kernel.clock import monotonic_ns
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 _DUAL_UP_TO = 3  # branch on a value of a unit when it has at most this many places
 RESTART_UNIT = 512  # nodes of a run between restarts (limit 1), times the Luby sequence
 
 
 @njit(**JIT)
-def _kernel_generic(
-    r,
-    c,
-    units,
-    cell_units,
-    peers,
-    givens,
-    limit,
-    keep,
-    max_nodes,
-    time_limit_ns,
-    deadline_ns,
-    seed,
-    stop,
-    out_solutions,
-    out_counts,
-    out_status,
-    out_nodes,
-    out_guesses,
-    out_ns,
-    carry,
-    masks,
-    ints,
-):  # type: ignore[no-untyped-def]
+def _kernel_generic(r, c, units, cell_units, peers, givens, ask, stop, out, carry, masks, ints):  # type: ignore[no-untyped-def]
     """The generic kernel: the common exact signature after (r, c, units, cell_units, peers),
     then `carry` (int64[0], or int64[3 + 3N] for a batch of one: see `new_carry`), then the
     working arrays of `workspace`."""
+    limit, keep, max_nodes, _, _, seed = ask
+    out_solutions, _, _, _, _, _ = out
     n = r * c
     nn = n * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     check = 255 if nn <= 256 else (63 if nn <= 1296 else 15)  # nodes between clock looks (mask)
     cand, root, du, elim, seg, wv, stk_cand, stk_val = masks  # see `workspace`
     queue, ecell, wi, weight, stk_cell = ints
+    now = monotonic_ns()  # a puzzle's end is the next one's start
     for i in range(givens.shape[0]):
-        t0 = monotonic_ns()
-        end_ns = deadline_ns
-        if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
-            end_ns = t0 + time_limit_ns
-        if stop[0] != 0:
-            _fill(out_status, i, STOPPED, givens.shape[0] - i)
-            break
-        if end_ns != 0 and t0 >= end_ns:
-            out_status[i] = TIMEOUT
-            out_ns[i] = monotonic_ns() - t0
+        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
+        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
         if seed != 0:
-            rng = _rng_init(seed, i)
+            rng = rng_init(seed, i)
         else:  # restarts after the first run draw from a stream fixed by the puzzle itself
             h = np.uint64(0xCBF2_9CE4_8422_2325)
             for x in range(nn):
                 h = (h ^ np.uint64(givens[i, x])) * np.uint64(0x100_0000_01B3)
-            rng = _rng_init(np.int64(h >> np.uint64(1)), np.int64(0))  # typed: a literal 0 compiles twice
+            rng = rng_init(np.int64(h >> np.uint64(1)), np.int64(0))  # typed: a literal 0 compiles twice
         for u in range(3 * n):
             weight[u] = 1
         qt = 0
         for x in range(nn):
             v = np.int64(givens[i, x])
-            cand[x] = full if v == 0 else (_ONE << np.uint64(v - 1) if v <= n else _ZERO)
+            cand[x] = full if v == 0 else (ONE << np.uint64(v - 1) if v <= n else ZERO)
             if v != 0:
                 queue[qt] = x
                 qt += 1
@@ -144,7 +108,7 @@ def _kernel_generic(
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
         qt = np.int64(qt)  # typed: an untyped 0 reaches `propagate` as a literal and compiles a second copy
         ok = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
-        _copy(root, 0, cand, 0, nn)
+        copy_items(root, 0, cand, 0, nn)
         shuffle = seed != 0  # random ties and alternatives
         run_start, runs = 1, 1
         resume = carry.shape[0] > 0  # one Luby run per call, the weights carried between calls
@@ -159,31 +123,31 @@ def _kernel_generic(
                 status = BUDGET
                 break
             if limit == 1 and depth > 0 and nodes - run_start >= cutoff:  # restart, keeping the weights
-                _copy(cand, 0, root, 0, nn)
+                copy_items(cand, 0, root, 0, nn)
                 ok, depth, run_start, runs, shuffle, last = True, 0, nodes, runs + 1, True, -1
                 cutoff = RESTART_UNIT * luby(runs)
             if ok:
-                cell, unit, val = -1, -1, _ZERO
-                if last >= 0 and cand[last] & (cand[last] - _ONE):
+                cell, unit, val = -1, -1, ZERO
+                if last >= 0 and cand[last] & (cand[last] - ONE):
                     cell = last  # last conflict: the culprit again, until it holds
                 else:
                     last = -1
                     best, bw, ties = 65, 1, 0  # the cell with the fewest candidates per weight of its units
                     for x in range(nn):
                         m = cand[x]
-                        if m & (m - _ONE):
-                            pc = _popcnt(m)
+                        if m & (m - ONE):
+                            pc = popcount(m)
                             w = weight[cell_units[x, 0]] + weight[cell_units[x, 1]] + weight[cell_units[x, 2]]
                             if pc * bw < best * w:
                                 best, bw, cell, ties = pc, w, x, 1
                             elif pc * bw == best * w and shuffle:
                                 ties += 1
-                                rng = _rng_next(rng)
-                                if rng % np.uint64(ties) == _ZERO:
+                                rng = rng_next(rng)
+                                if rng % np.uint64(ties) == ZERO:
                                     cell = x
                     dual = cell >= 0 and (best > 2 or bw > 3)
                     for u in range(3 * n if dual else 0):  # ... or a value of a unit
-                        g1, g2, g3, g4 = _ZERO, _ZERO, _ZERO, _ZERO
+                        g1, g2, g3, g4 = ZERO, ZERO, ZERO, ZERO
                         for k in range(n):
                             m = cand[units[u, k]]
                             g4 |= g3 & m
@@ -193,20 +157,20 @@ def _kernel_generic(
                         w = 3 * weight[u]
                         for pc in range(2, _DUAL_UP_TO + 1):
                             few = (g2 & ~g3) if pc == 2 else (g3 & ~g4)  # values with pc places
-                            if few == _ZERO:
+                            if few == ZERO:
                                 continue
                             if pc * bw < best * w:
-                                best, bw, unit, val, ties = pc, w, u, few & (~few + _ONE), 1
+                                best, bw, unit, val, ties = pc, w, u, few & (~few + ONE), 1
                             elif pc * bw == best * w and shuffle:
                                 ties += 1
-                                rng = _rng_next(rng)
-                                if rng % np.uint64(ties) == _ZERO:
-                                    unit, val = u, few & (~few + _ONE)
+                                rng = rng_next(rng)
+                                if rng % np.uint64(ties) == ZERO:
+                                    unit, val = u, few & (~few + ONE)
                             break
                 if cell < 0:  # every cell holds one value: a solution
                     if count < keep:
                         for x in range(nn):
-                            out_solutions[i, count, x] = _ctz(cand[x]) + 1
+                            out_solutions[i, count, x] = ctz(cand[x]) + 1
                     count += 1
                     if count >= limit:
                         status = LIMIT
@@ -218,18 +182,14 @@ def _kernel_generic(
                     break
                 m = cand[cell]  # the values of the cell, or the places of the unit's value
                 if unit >= 0:
-                    m = _ZERO
+                    m = ZERO
                     for k in range(n):
                         if cand[units[unit, k]] & val:
-                            m |= _ONE << np.uint64(k)
-                if not shuffle:
-                    v = m & (~m + _ONE)
-                else:
-                    rng = _rng_next(rng)
-                    v = _pick(m, rng)
+                            m |= ONE << np.uint64(k)
+                v, rng = bits.pick_value(m, shuffle, rng)
                 if unit >= 0:
-                    cell, v = units[unit, _ctz(v)], val
-                _copy(stk_cand, depth * nn, cand, 0, nn)
+                    cell, v = units[unit, ctz(v)], val
+                copy_items(stk_cand, depth * nn, cand, 0, nn)
                 stk_cell[depth], stk_val[depth] = cell, v
                 depth += 1
                 guesses += 1
@@ -243,30 +203,27 @@ def _kernel_generic(
                     status = BUDGET
                     break
                 depth -= 1
-                _copy(cand, 0, stk_cand, depth * nn, nn)
+                copy_items(cand, 0, stk_cand, depth * nn, nn)
                 cell, v = stk_cell[depth], stk_val[depth]
                 cand[cell] &= ~v
                 du[8] = v
                 decided = False
             nodes += 1
-            if (nodes & check) == 0:
-                if stop[0] != 0:
-                    status = STOPPED
-                    break
-                if end_ns != 0 and monotonic_ns() >= end_ns:
-                    status = TIMEOUT
-                    break
+            halt = bits.interrupted(stop, end_ns) if (nodes & check) == 0 else bits.GO_ON
+            if halt != bits.GO_ON:
+                status = halt
+                break
             m = cand[cell]
-            if m == _ZERO:  # cannot happen (a decision's cell has two values or more): kept safe
+            if m == ZERO:  # cannot happen (a decision's cell has two values or more): kept safe
                 ok = False
                 continue
             qt = np.int64(0)
-            if (m & (m - _ONE)) == _ZERO:
+            if (m & (m - ONE)) == ZERO:
                 queue[0] = cell
                 qt = np.int64(1)
-            du[0] = du[3] = _ONE << np.uint64(cell_units[cell, 0])
-            du[1] = du[4] = _ONE << np.uint64(cell_units[cell, 1] - n)
-            du[2] = du[5] = _ONE << np.uint64(cell_units[cell, 2] - 2 * n)
+            du[0] = du[3] = ONE << np.uint64(cell_units[cell, 0])
+            du[1] = du[4] = ONE << np.uint64(cell_units[cell, 1] - n)
+            du[2] = du[5] = ONE << np.uint64(cell_units[cell, 2] - 2 * n)
             du[6], du[7] = du[0], du[1]
             blame = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv)
             ok = blame < 0
@@ -278,13 +235,8 @@ def _kernel_generic(
             carry[0], carry[1], carry[2] = runs, np.int64(rng), carry[2] + nodes
             for u in range(3 * n):
                 carry[3 + u] = weight[u]
-        out_counts[i] = count
-        out_status[i] = status
-        out_nodes[i] = nodes
-        out_guesses[i] = guesses
-        out_ns[i] = monotonic_ns() - t0
-        if status == STOPPED:
-            _fill(out_status, i + 1, STOPPED, givens.shape[0] - i - 1)
+        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
+        if now < 0:
             break
 
 
@@ -294,13 +246,13 @@ def _root_kernel(r, c, units, cell_units, peers, givens, cand, masks, ints):  # 
     into `cand`; return -1 at a fixpoint, else the unit blamed for a contradiction."""
     n = r * c
     nn = n * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     _, _, du, elim, seg, wv, _, _ = masks
     queue, ecell, wi, _, _ = ints
     qt = 0
     for x in range(nn):
         v = np.int64(givens[x])
-        cand[x] = full if v == 0 else (_ONE << np.uint64(v - 1) if v <= n else _ZERO)
+        cand[x] = full if v == 0 else (ONE << np.uint64(v - 1) if v <= n else ZERO)
         if v != 0:
             queue[qt] = x
             qt += 1
@@ -384,16 +336,16 @@ _NCONF16 = propagation16.build_nconf16()
 HANDOFF_NODES = 1000  # nodes of the 16x16 band kernel before the generic kernel takes a puzzle over
 
 
-def kernel16_first(r, c, units, cell_units, peers, *args):  # type: ignore[no-untyped-def]
+def kernel16_first(r, c, units, cell_units, peers, givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """16x16 (4x4 boxes): the band kernel of `propagation16` on every puzzle with a budget of
     HANDOFF_NODES nodes, then the generic kernel from scratch on those it left open (its
     conflict-weighted branching and restarts suit hard puzzles; on acs 16x16 4 of 2000 go
     over). A puzzle's counters and time add up both runs; the caller's node budget and time
     limit hold for the sum."""
-    givens, limit, keep, max_nodes, time_limit_ns, deadline_ns, seed, stop = args[:8]
-    sols, counts, status, nodes, guesses, ns = args[8:]
+    limit, keep, max_nodes, time_limit_ns, deadline_ns, seed = ask
+    sols, _, status, nodes, guesses, ns = out
     first = HANDOFF_NODES if max_nodes == 0 else min(max_nodes, HANDOFF_NODES)
-    propagation16.kernel16(_PERM16, _NCONF16, givens, limit, keep, np.int64(first), *args[4:])
+    propagation16.kernel16(_PERM16, _NCONF16, givens, (limit, keep, np.int64(first), *ask[3:]), stop, out)
     if first == max_nodes:  # the caller's budget, not the hand-off's
         return
     for i in np.flatnonzero(status == BUDGET):
@@ -409,24 +361,9 @@ def kernel16_first(r, c, units, cell_units, peers, *args):  # type: ignore[no-un
         budget = np.int64(0 if max_nodes == 0 else max(1, max_nodes - nodes[i]))
         spent_nodes, spent_guesses, spent_ns = nodes[i], guesses[i], ns[i]
         sols[i] = 0  # the generic kernel counts from scratch
-        sl = slice(i, i + 1)
-        rest = (sols[sl], counts[sl], status[sl], nodes[sl], guesses[sl], ns[sl])
-        generic_kernel(
-            r,
-            c,
-            units,
-            cell_units,
-            peers,
-            givens[sl],
-            limit,
-            keep,
-            budget,
-            tl,
-            deadline_ns,
-            seed,
-            stop,
-            *rest,
-        )
+        rest = tuple(a[i : i + 1] for a in out)
+        ask_rest = (limit, keep, budget, tl, deadline_ns, seed)
+        generic_kernel(r, c, units, cell_units, peers, givens[i : i + 1], ask_rest, stop, rest)
         nodes[i] += spent_nodes
         guesses[i] += spent_guesses
         ns[i] += spent_ns
@@ -476,7 +413,7 @@ def resumable(box: Box) -> bool:
     return not (box.rows == 3 and box.cols == 3)
 
 
-PROPAGATION = register(
+register(
     KernelSolver(
         "propagation",
         kernel,

@@ -29,23 +29,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
-from solvers.kernel.bits import ctz as _ctz
-from solvers.kernel.bits import fill_items as _fill
-from solvers.kernel.bits import popcount as _popcnt
-from solvers.kernel.bits import rng_init as _rng_init
-from solvers.kernel.bits import rng_next as _rng_next
+from solvers.exact.base import BUDGET, DONE, LIMIT
+from solvers.exact.propagation9 import cell_branch
+from solvers.kernel import bits
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount
 from solvers.kernel.clock import monotonic_ns
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 _ROW = np.uint64(0xFFFF)
 _NIB = np.uint64(0x1111_1111_1111_1111)  # the low bit of every group of four cells (a box's row)
 _GATHER4 = np.uint64(0x249)  # multiplier: bits 4k of a row -> bits 9 + k (no carries)
 _GATHER16 = np.uint64((1 << 36) | (1 << 24) | (1 << 12) | 1)  # nibbles 16r -> 36 + 4r
 _LOW_NIBS = np.uint64(0x000F_000F_000F_000F)
-_CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
 CONFIG_BRANCH = True  # else branch on a cell with two candidates (else the fewest)
 CONFIG_FROM_GIVENS = 96  # givens from which a puzzle branches on configurations
 DEPTH = 258  # snapshot levels: one per decision, at most one per open cell
@@ -80,18 +74,9 @@ _EXP4 = np.array([sum(0xF << (4 * k) for k in range(4) if (v >> k) & 1) for v in
 
 
 @njit(cache=True, nogil=True)
-def _pick(m, r):  # type: ignore[no-untyped-def]
-    """Return the (r mod popcount)-th set bit of `m` as a one-bit mask."""
-    k = np.int64(r % np.uint64(_popcnt(m)))
-    for _ in range(k):
-        m &= m - _ONE
-    return m & (~m + _ONE)
-
-
-@njit(cache=True, nogil=True)
 def _occupancy(a):  # type: ignore[no-untyped-def]
     """A band word's 4x4 occupancy: bit 4r + k when row r has a cell in box k."""
-    z = (a | (a >> _ONE) | (a >> np.uint64(2)) | (a >> np.uint64(3))) & _NIB
+    z = (a | (a >> ONE) | (a >> np.uint64(2)) | (a >> np.uint64(3))) & _NIB
     t = ((z * _GATHER4) >> np.uint64(9)) & _LOW_NIBS
     return ((t * _GATHER16) >> np.uint64(36)) & _ROW
 
@@ -100,7 +85,7 @@ def _occupancy(a):  # type: ignore[no-untyped-def]
 def _box_set(a):  # type: ignore[no-untyped-def]
     """The 4-bit set of the boxes where a band word has a cell."""
     x = _columns(a)
-    z = (x | (x >> _ONE) | (x >> np.uint64(2)) | (x >> np.uint64(3))) & _NIB
+    z = (x | (x >> ONE) | (x >> np.uint64(2)) | (x >> np.uint64(3))) & _NIB
     return ((z * _GATHER4) >> np.uint64(9)) & np.uint64(15)
 
 
@@ -130,16 +115,16 @@ def _spread(x):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def _row_peers(lb):  # type: ignore[no-untyped-def]
     """The other cells of the band row holding the one-bit mask `lb`."""
-    return (_ROW << np.uint64(_ctz(lb) & ~15)) ^ lb
+    return (_ROW << np.uint64(ctz(lb) & ~15)) ^ lb
 
 
 @njit(cache=True, nogil=True)
 def _rows_single(a):  # type: ignore[no-untyped-def]
     """The cells of a band word alone in their row."""
-    out = _ZERO
+    out = ZERO
     for r in range(4):
         x = a & (_ROW << np.uint64(16 * r))
-        if (x & (x - _ONE)) == _ZERO:
+        if (x & (x - ONE)) == ZERO:
             out |= x
     return out
 
@@ -150,20 +135,20 @@ def _stack_update(f, d, perm16):  # type: ignore[no-untyped-def]
     of each stack, then hidden singles in columns. -> (ok, 4-bit set of changed bands)."""
     c0, c1 = _columns(f[4 * d]), _columns(f[4 * d + 1])
     c2, c3 = _columns(f[4 * d + 2]), _columns(f[4 * d + 3])
-    k0, k1, k2, k3 = _ZERO, _ZERO, _ZERO, _ZERO
+    k0, k1, k2, k3 = ZERO, ZERO, ZERO, ZERO
     fifteen = np.uint64(15)
     for t in range(4):
         sh = np.uint64(4 * t)
         s = ((c0 >> sh) & fifteen) | (((c1 >> sh) & fifteen) << np.uint64(4))
         s |= (((c2 >> sh) & fifteen) << np.uint64(8)) | (((c3 >> sh) & fifteen) << np.uint64(12))
         m = np.uint64(perm16[s])
-        if m == _ZERO:
+        if m == ZERO:
             return False, 0
         k0 |= (m & fifteen) << sh
         k1 |= ((m >> np.uint64(4)) & fifteen) << sh
         k2 |= ((m >> np.uint64(8)) & fifteen) << sh
         k3 |= ((m >> np.uint64(12)) & fifteen) << sh
-    one, two = _ZERO, _ZERO  # columns holding the digit once, twice or more (over the 16 rows)
+    one, two = ZERO, ZERO  # columns holding the digit once, twice or more (over the 16 rows)
     changed = 0
     for b in range(4):
         k = k0 if b == 0 else (k1 if b == 1 else (k2 if b == 2 else k3))
@@ -177,14 +162,14 @@ def _stack_update(f, d, perm16):  # type: ignore[no-untyped-def]
             two |= one & x
             one |= x
     single = one & ~two
-    if single == _ZERO:
+    if single == ZERO:
         return True, changed
     for b in range(4):
         a = f[4 * d + b]
         x = a & _spread(single)
         a2 = a
         while x:
-            lb = x & (~x + _ONE)
+            lb = x & (~x + ONE)
             x ^= lb
             a2 &= ~_row_peers(lb)
         if a2 != a:
@@ -196,7 +181,7 @@ def _stack_update(f, d, perm16):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def _stack_occupancy(f, d, t):  # type: ignore[no-untyped-def]
     """Digit d's 4x4 occupancy of stack t: bit 4i + j when band i has a cell in the stack's column j."""
-    sh, fifteen, s = np.uint64(4 * t), np.uint64(15), _ZERO
+    sh, fifteen, s = np.uint64(4 * t), np.uint64(15), ZERO
     for i in range(4):
         s |= ((_columns(f[4 * d + i]) >> sh) & fifteen) << np.uint64(4 * i)
     return s
@@ -216,8 +201,8 @@ def _choose_config(f, nconf16):  # type: ignore[no-untyped-def]
         if 16 < tot < best:
             best, bb = tot, k
     if bb < 0:
-        return -1, 0, _ZERO
-    bd, bc, bs = 0, 25, _ZERO
+        return -1, 0, ZERO
+    bd, bc, bs = 0, 25, ZERO
     for d in range(16):
         s = _occupancy(f[4 * d + bb]) if bb < 4 else _stack_occupancy(f, d, bb - 4)
         pc = np.int64(nconf16[s])
@@ -225,33 +210,18 @@ def _choose_config(f, nconf16):  # type: ignore[no-untyped-def]
             bd, bc, bs = d, pc, s
             if pc == 2:
                 break
-    m = _ZERO
+    m = ZERO
     for p in range(24):
         m |= np.uint64((bs & _PMASK16[p]) == _PMASK16[p]) << np.uint64(p)
     return bb, bd, m
 
 
 @njit(cache=True, nogil=True)
-def kernel16(
-    perm16,
-    nconf16,
-    givens,
-    limit,
-    keep,
-    max_nodes,
-    time_limit_ns,
-    deadline_ns,
-    seed,
-    stop,
-    out_solutions,
-    out_counts,
-    out_status,
-    out_nodes,
-    out_guesses,
-    out_ns,
-):  # type: ignore[no-untyped-def]
+def kernel16(perm16, nconf16, givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 16x16 kernel: `perm16` and `nconf16` (see `build_perm16`, `build_nconf16`), then the
     common exact signature."""
+    limit, keep, max_nodes, _, _, seed = ask
+    out_solutions, _, _, _, _, _ = out
     nb = givens.shape[0]
     f = np.empty(64, dtype=np.uint64)
     u = np.empty(4, dtype=np.uint64)
@@ -263,29 +233,20 @@ def kernel16(
     stk_rem = np.empty(DEPTH, dtype=np.uint64)
     now = monotonic_ns()
     for i in range(nb):
-        t0 = now
-        end_ns = deadline_ns
-        if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
-            end_ns = t0 + time_limit_ns
-        if stop[0] != 0:
-            _fill(out_status, i, STOPPED, out_status.shape[0] - i)
-            break
-        if end_ns != 0 and t0 >= end_ns:
-            out_status[i] = TIMEOUT
-            now = monotonic_ns()
-            out_ns[i] = now - t0
+        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
+        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
-        rng = _rng_init(seed, i) if seed != 0 else _ONE  # the stream only serves a seed
+        rng = bits.rng_init(seed, i) if seed != 0 else ONE  # the stream only serves a seed
         for k in range(72):
-            clue[k] = _ZERO
+            clue[k] = ZERO
         row = givens[i]
         for b in range(4):  # without branches: slots 0-3 take the blanks
             for p in range(64):
-                clue[4 * min(np.int64(row[64 * b + p]), 17) + b] |= _ONE << np.uint64(p)
-        if (clue[68] | clue[69] | clue[70] | clue[71]) != _ZERO:
-            clue[4] = _ALL  # a value above 16: report the puzzle unsolvable (digit 1 clashes)
+                clue[4 * min(np.int64(row[64 * b + p]), 17) + b] |= ONE << np.uint64(p)
+        if (clue[68] | clue[69] | clue[70] | clue[71]) != ZERO:
+            clue[4] = ALL  # a value above 16: report the puzzle unsolvable (digit 1 clashes)
         for b in range(4):  # the givens placed at once
-            g = _ZERO
+            g = ZERO
             for d in range(16):
                 g |= clue[4 * d + 4 + b]
             u[b] = ~g
@@ -294,38 +255,38 @@ def kernel16(
                 cols = _spread(
                     _columns(clue[4 * d + 4] | clue[4 * d + 5] | clue[4 * d + 6] | clue[4 * d + 7])
                 )
-                rows = _ZERO  # without branches
+                rows = ZERO  # without branches
                 for r in range(4):
                     sh = np.uint64(16 * r)
-                    rows |= (_ROW * np.uint64(((c >> sh) & _ROW) != _ZERO)) << sh
-                out = rows | cols | g | _spread(_EXP4[_box_set(c)])
-                f[4 * d + b] = ~out | c
+                    rows |= (_ROW * np.uint64(((c >> sh) & _ROW) != ZERO)) << sh
+                gone = rows | cols | g | _spread(_EXP4[_box_set(c)])
+                f[4 * d + b] = ~gone | c
         # configurations to branch on in puzzles with 96 givens or more (37.5%), cells in sparser
         # grids: there committing a digit's band configuration thrashes (acs 16x16 with 64-95
         # givens: 153 of 300 over 1000 nodes, against 1 of 200 from 96)
-        ngiven = _popcnt(~u[0]) + _popcnt(~u[1]) + _popcnt(~u[2]) + _popcnt(~u[3])
+        ngiven = popcount(~u[0]) + popcount(~u[1]) + popcount(~u[2]) + popcount(~u[3])
         by_config = CONFIG_BRANCH and ngiven >= CONFIG_FROM_GIVENS
-        todo = _ALL  # words waiting for a band update
+        todo = ALL  # words waiting for a band update
         dd = np.uint64(0xFFFF)  # digits waiting for a stack update
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
         while True:
             ok = True
             while ok:  # propagate to a fixpoint (or a contradiction)
                 while todo:
-                    j = _ctz(todo)
-                    todo &= todo - _ONE
+                    j = ctz(todo)
+                    todo &= todo - ONE
                     d = j >> 2
                     b = j & 3
                     a = f[j]
                     m = np.uint64(perm16[_occupancy(a)])
-                    if m == _ZERO:
+                    if m == ZERO:
                         ok = False
                         break
                     a2 = a & _expand(m)
                     dd |= np.uint64(a2 != a) << np.uint64(d)
                     f[j] = a2
                     new = _rows_single(a2) & u[b]
-                    if new == _ZERO:
+                    if new == ZERO:
                         continue
                     u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
                     for d2 in range(16):
@@ -341,24 +302,24 @@ def kernel16(
                         j2 = 4 * d + (b + k) % 4
                         x = f[j2]
                         f[j2] = x & ~cols
-                        ch = np.uint64((x & cols) != _ZERO)
+                        ch = np.uint64((x & cols) != ZERO)
                         todo |= ch << np.uint64(j2)
                         dd |= ch << np.uint64(d)
                 if not ok:
                     break
                 if dd:
                     cur = dd
-                    dd = _ZERO
+                    dd = ZERO
                     while cur:
-                        d = _ctz(cur)
-                        cur &= cur - _ONE
+                        d = ctz(cur)
+                        cur &= cur - ONE
                         good, changed = _stack_update(f, d, perm16)
                         if not good:
                             ok = False
                             break
                         if changed:
                             todo |= np.uint64(changed) << np.uint64(4 * d)
-                            dd |= _ONE << np.uint64(d)
+                            dd |= ONE << np.uint64(d)
                     if not ok:
                         break
                     if todo:
@@ -366,7 +327,7 @@ def kernel16(
                 found = False
                 for b in range(4):  # naked singles and empty cells, by bit-sliced counting
                     ub = u[b]
-                    one, two, three = _ZERO, _ZERO, _ZERO
+                    one, two, three = ZERO, ZERO, ZERO
                     for d in range(16):
                         x = f[4 * d + b]
                         three |= two & x
@@ -377,29 +338,29 @@ def kernel16(
                         break
                     ns = ub & one & ~two
                     pairs[b] = ub & two & ~three
-                    if ns == _ZERO:
+                    if ns == ZERO:
                         continue
                     found = True
                     for d in range(16):
                         x = f[4 * d + b] & ns
                         if x:
-                            todo |= _ONE << np.uint64(4 * d + b)
-                            dd |= _ONE << np.uint64(d)
+                            todo |= ONE << np.uint64(4 * d + b)
+                            dd |= ONE << np.uint64(d)
                         while x:
-                            lb = x & (~x + _ONE)
+                            lb = x & (~x + ONE)
                             x ^= lb
                             f[4 * d + b] &= ~_row_peers(lb)
                 if not found:
                     break
-            if ok and (u[0] | u[1] | u[2] | u[3]) == _ZERO:  # every cell placed: a solution
+            if ok and (u[0] | u[1] | u[2] | u[3]) == ZERO:  # every cell placed: a solution
                 if count < keep:  # each word holds one cell per row of its band
                     grid = out_solutions[i, count]
                     for j in range(64):
                         x = f[j]
                         base, val = 64 * (j & 3), (j >> 2) + 1
                         for _ in range(4):
-                            grid[base + _ctz(x | (_ONE << np.uint64(63)))] = val
-                            x &= x - _ONE
+                            grid[base + ctz(x | (ONE << np.uint64(63)))] = val
+                            x &= x - ONE
                 count += 1
                 if count >= limit:
                     status = LIMIT
@@ -409,45 +370,13 @@ def kernel16(
                 status = BUDGET
                 break
             if ok:  # branch
-                b, lb, m = -1, _ZERO, _ZERO
+                b, lb, m = -1, ZERO, ZERO
                 if by_config:
                     kb, kd, km = _choose_config(f, nconf16)
                     if kb >= 0:
                         b, lb, m = 4 + kb, np.uint64(kd), km
-                if b < 0:  # a cell with two candidates if any, else one with the fewest
-                    npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2]) + _popcnt(pairs[3])
-                    b, lb = 0, _ZERO
-                    if npairs > 0:
-                        k = 0
-                        if seed != 0:
-                            rng = _rng_next(rng)
-                            k = np.int64(rng % np.uint64(npairs))
-                        for b2 in range(4):
-                            pc = _popcnt(pairs[b2])
-                            if k < pc:
-                                b, lb = b2, _pick(pairs[b2], np.uint64(k))
-                                break
-                            k -= pc
-                    else:
-                        best, ties = 17, 0
-                        for b2 in range(4):
-                            rest = u[b2]
-                            while rest:
-                                lb2 = rest & (~rest + _ONE)
-                                rest ^= lb2
-                                pc = 0
-                                for d in range(16):
-                                    pc += np.int64((f[4 * d + b2] & lb2) != _ZERO)
-                                if pc < best:
-                                    best, b, lb, ties = pc, b2, lb2, 1
-                                elif pc == best and seed != 0:
-                                    ties += 1
-                                    rng = _rng_next(rng)
-                                    if rng % np.uint64(ties) == _ZERO:
-                                        b, lb = b2, lb2
-                    m = _ZERO
-                    for d in range(16):
-                        m |= np.uint64((f[4 * d + b] & lb) != _ZERO) << np.uint64(d)
+                if b < 0:
+                    b, lb, m, rng = cell_branch(f, u, pairs, 4, 16, 4, 1, seed, rng)
                 for k in range(64):
                     stk[depth, k] = f[k]
                 for k in range(4):
@@ -466,46 +395,33 @@ def kernel16(
                 b = stk_b[depth]
                 lb = stk_lb[depth]
                 m = stk_rem[depth]
-            if seed == 0:
-                v = m & (~m + _ONE)
-            else:
-                rng = _rng_next(rng)
-                v = _pick(m, rng)
+            v, rng = bits.pick_value(m, seed != 0, rng)
             stk_rem[depth - 1 if ok else depth] = m & ~v
             if m != v:  # a binary branch point: this value, or one of the others
                 guesses += 1
             if ok or m != v:
                 depth += 0 if ok else 1  # keep the level while values are left to try
             nodes += 1
-            if (nodes & _CHECK_EVERY) == 0:
-                if stop[0] != 0:
-                    status = STOPPED
-                    break
-                if end_ns != 0 and monotonic_ns() >= end_ns:
-                    status = TIMEOUT
-                    break
+            halt = bits.interrupted(stop, end_ns) if (nodes & bits.CHECK_EVERY) == 0 else bits.GO_ON
+            if halt != bits.GO_ON:
+                status = halt
+                break
             if b < 4:  # a value in a cell
-                d = _ctz(v)
+                d = ctz(v)
                 f[4 * d + b] &= ~_row_peers(lb)
-                todo = _ONE << np.uint64(4 * d + b)
+                todo = ONE << np.uint64(4 * d + b)
             elif b < 8:  # a configuration of a digit in a band of rows
                 d = np.int64(lb)
-                f[4 * d + b - 4] &= _expand(_PMASK16[_ctz(v)])
-                todo = _ONE << np.uint64(4 * d + b - 4)
+                f[4 * d + b - 4] &= _expand(_PMASK16[ctz(v)])
+                todo = ONE << np.uint64(4 * d + b - 4)
             else:  # ... in a stack: band i keeps one column of the stack
                 d = np.int64(lb)
-                t, p = b - 8, _ctz(v)
+                t, p = b - 8, ctz(v)
                 stack = _spread(np.uint64(15) << np.uint64(4 * t))
                 for bi in range(4):  # (not `i`: the puzzle's index)
-                    f[4 * d + bi] &= ~stack | _spread(_ONE << np.uint64(4 * t + _PCOL16[p, bi]))
+                    f[4 * d + bi] &= ~stack | _spread(ONE << np.uint64(4 * t + _PCOL16[p, bi]))
                 todo = np.uint64(15) << np.uint64(4 * d)
-            dd = _ONE << np.uint64(d)
-        out_counts[i] = count
-        out_status[i] = status
-        out_nodes[i] = nodes
-        out_guesses[i] = guesses
-        now = monotonic_ns()
-        out_ns[i] = now - t0
-        if status == STOPPED:
-            _fill(out_status, i + 1, STOPPED, out_status.shape[0] - i - 1)
+            dd = ONE << np.uint64(d)
+        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
+        if now < 0:
             break

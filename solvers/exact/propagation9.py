@@ -38,16 +38,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
-from solvers.kernel.bits import ctz as _ctz
-from solvers.kernel.bits import fill_items as _fill
-from solvers.kernel.bits import popcount as _popcnt
-from solvers.kernel.bits import rng_init as _rng_init
-from solvers.kernel.bits import rng_next as _rng_next
+from solvers.exact.base import BUDGET, DONE, LIMIT
+from solvers.kernel import bits
+from solvers.kernel.bits import ONE, ZERO, ctz, pick_mask, popcount, rng_next
 from solvers.kernel.clock import monotonic_ns
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
 _DIGITS = np.uint64(0x1FF)
@@ -55,7 +50,6 @@ _DIGITS = np.uint64(0x1FF)
 # in as constants, so after flipping one run `make clean-cache`.
 TRIADS = True
 CONFIG_BRANCH = True  # else branch on a cell with two candidates (else the fewest)
-_CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (mask)
 
 
 def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,21 +75,8 @@ _SHRINK, _PERM27, _PERM9 = _build_tables()  # frozen into the compiled code as c
 
 
 def _build_triad_tables() -> tuple[np.ndarray, ...]:
-    """(must9, solo9, mini27, linebox27, col27, boxother27) for the triad rule (see `_triads`)."""
-    must9 = np.zeros(512, dtype=np.uint64)
-    solo9 = np.zeros(512, dtype=np.uint64)
-    for s in range(512):
-        m = 0
-        for i in range(3):
-            line = (s >> (3 * i)) & 7
-            if line and line & (line - 1) == 0:
-                m |= line << (3 * i)
-                solo9[s] |= line << (3 * i)
-        for j in range(3):
-            col = [(s >> (3 * i + j)) & 1 for i in range(3)]
-            if sum(col) == 1:
-                m |= 1 << (3 * col.index(1) + j)
-        must9[s] = m
+    """(mini27, linebox27, col27, boxother27): a minirow's cells, the rest of its line and box, a
+    minicolumn's cells, the rest of its box (the triad rule, see `_triads`)."""
     mini27 = np.zeros(9, dtype=np.uint64)
     linebox27 = np.zeros(9, dtype=np.uint64)
     col27 = np.zeros(9, dtype=np.uint64)
@@ -109,10 +90,10 @@ def _build_triad_tables() -> tuple[np.ndarray, ...]:
         col = sum(1 << (9 * i + p) for i in range(3))
         col27[p] = col
         boxother27[p] = sum(7 << (9 * i + 3 * (p // 3)) for i in range(3)) & ~col
-    return must9, solo9, mini27, linebox27, col27, boxother27
+    return mini27, linebox27, col27, boxother27
 
 
-_MUST9, _SOLO9, _MINI27, _LINEBOX27, _COL27, _BOXOTHER27 = _build_triad_tables()
+_MINI27, _LINEBOX27, _COL27, _BOXOTHER27 = _build_triad_tables()
 _FULL54 = np.uint64((1 << 54) - 1)
 
 
@@ -142,9 +123,6 @@ def _build_config_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _PERMSET, _PCELLS27, _SKEEP = _build_config_tables()
 _NCONF = np.array([bin(int(x)).count("1") for x in _PERMSET], dtype=np.int64)
 _TOP = np.uint64(1 << 26)  # keeps ctz inside a band whatever the word
-_NOT_PEERS = np.array(
-    [((1 << 27) - 1) & ~((0x1FF << (9 * (p // 9))) ^ (1 << p)) for p in range(27)], dtype=np.uint64
-)
 _LINES3 = np.array(
     [sum(0x1FF << (9 * r) for r in range(3) if (k >> r) & 1) for k in range(8)], dtype=np.uint64
 )
@@ -153,15 +131,6 @@ _BOXES9 = np.array(
 )
 _DSPREAD = np.uint64(1 | (1 << 9) | (1 << 18))  # a digit's three words in `todo`
 _G3 = np.uint64(sum(1 << (3 * g) for g in range(18)))  # the low bit of each group of three
-
-
-@njit(cache=True, nogil=True)
-def _pick(m, r):  # type: ignore[no-untyped-def]
-    """Return the (r mod popcount)-th set bit of `m` as a one-bit mask."""
-    k = np.int64(r % np.uint64(_popcnt(m)))
-    for _ in range(k):
-        m &= m - _ONE
-    return m & (~m + _ONE)
 
 
 @njit(cache=True, nogil=True)
@@ -189,9 +158,9 @@ def _columns(a):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def _rows3(a):  # type: ignore[no-untyped-def]
     """The 3-bit set of the rows where a band word has a bit."""
-    r0 = np.uint64((a & _ROW) != _ZERO)
-    r1 = np.uint64((a & (_ROW << np.uint64(9))) != _ZERO)
-    return r0 | (r1 << _ONE) | (np.uint64((a >> np.uint64(18)) != _ZERO) << np.uint64(2))
+    r0 = np.uint64((a & _ROW) != ZERO)
+    r1 = np.uint64((a & (_ROW << np.uint64(9))) != ZERO)
+    return r0 | (r1 << ONE) | (np.uint64((a >> np.uint64(18)) != ZERO) << np.uint64(2))
 
 
 @njit(cache=True, nogil=True)
@@ -208,12 +177,12 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
     alone in the band row of a column's only cell). -> (ok, a0, a1, a2)."""
     seven = np.uint64(7)
     c0, c1, c2 = _columns(a0), _columns(a1), _columns(a2)
-    k0, k1, k2, vs = _ZERO, _ZERO, _ZERO, _ZERO
+    k0, k1, k2, vs = ZERO, ZERO, ZERO, ZERO
     for k in range(3):
         sh = np.uint64(3 * k)
         s = ((c0 >> sh) & seven) | (((c1 >> sh) & seven) << np.uint64(3))
         m = _PERM9[s | (((c2 >> sh) & seven) << np.uint64(6))]
-        if m == _ZERO:
+        if m == ZERO:
             return False, a0, a1, a2, vs
         vs |= m << np.uint64(9 * k)
         k0 |= (m & seven) << sh
@@ -227,7 +196,7 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
         a = a0 if b == 0 else (a1 if b == 1 else a2)
         x = a & one & (u0 if b == 0 else (u1 if b == 1 else u2))
         while x:
-            lb = x & (~x + _ONE)
+            lb = x & (~x + ONE)
             x ^= lb
             a &= ~_row_peers(lb)
         if b == 0:
@@ -243,9 +212,9 @@ def _stack_update(a0, a1, a2, u0, u1, u2):  # type: ignore[no-untyped-def]
 def _certain(w):  # type: ignore[no-untyped-def]
     """The bits of an occupancy word alone in their group of three: a line of a 3x3
     occupancy with a single place left holds the digit there in every configuration."""
-    b0, b1, b2 = w & _G3, (w >> _ONE) & _G3, (w >> np.uint64(2)) & _G3
+    b0, b1, b2 = w & _G3, (w >> ONE) & _G3, (w >> np.uint64(2)) & _G3
     one = (b0 ^ b1 ^ b2) & ~(b0 & b1 & b2)
-    return w & (one | (one << _ONE) | (one << np.uint64(2)))
+    return w & (one | (one << ONE) | (one << np.uint64(2)))
 
 
 @njit(cache=True, nogil=True)
@@ -254,8 +223,8 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
     with three possible digits they are all certain there (they leave the rest of its line and
     box); with three certain ones the others leave its cells. `occ[d]` is digit d's
     occupancy word (see the kernel), up to date at a fixpoint."""
-    p1, p2, p3, p4 = _ZERO, _ZERO, _ZERO, _ZERO
-    m1, m2, m3, m4 = _ZERO, _ZERO, _ZERO, _ZERO
+    p1, p2, p3, p4 = ZERO, ZERO, ZERO, ZERO
+    m1, m2, m3, m4 = ZERO, ZERO, ZERO, ZERO
     for d in range(9):
         w = occ[d]
         m = _certain(w)
@@ -267,23 +236,23 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
         m3 |= m2 & m
         m2 |= m1 & m
         m1 |= m
-    if (_FULL54 & ~p3) != _ZERO or m4 != _ZERO:
-        return False, _ZERO, _ZERO
+    if (_FULL54 & ~p3) != ZERO or m4 != ZERO:
+        return False, ZERO, ZERO
     x = p3 & ~p4 & ~m3
     y = m3 & p4
-    todo, dd = _ZERO, _ZERO
-    if (x | y) == _ZERO:
+    todo, dd = ZERO, ZERO
+    if (x | y) == ZERO:
         return True, todo, dd
     for d in range(9):
         w = occ[d]
         m = _certain(w)
         a = w & x & ~m
         r = w & y & ~m
-        if (a | r) == _ZERO:
+        if (a | r) == ZERO:
             continue
         while a:  # certain from now on
-            bit = _ctz(a)
-            a &= a - _ONE
+            bit = ctz(a)
+            a &= a - ONE
             if bit < 27:
                 f[9 * (bit // 9) + d] &= ~_LINEBOX27[bit % 9]
             else:
@@ -292,15 +261,15 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
                 for b2 in range(3):
                     f[9 * b2 + d] &= ~(_BOXOTHER27[c] if b2 == i else _COL27[c])
         while r:  # out
-            bit = _ctz(r)
-            r &= r - _ONE
+            bit = ctz(r)
+            r &= r - ONE
             if bit < 27:
                 f[9 * (bit // 9) + d] &= ~_MINI27[bit % 9]
             else:
                 t, i, j = (bit - 27) // 9, ((bit - 27) % 9) // 3, (bit - 27) % 3
                 f[9 * i + d] &= ~_COL27[3 * t + j]
         todo |= _DSPREAD << np.uint64(d)
-        dd |= _ONE << np.uint64(d)
+        dd |= ONE << np.uint64(d)
     return True, todo, dd
 
 
@@ -318,7 +287,7 @@ def _choose_config(occ):  # type: ignore[no-untyped-def]
         if 9 < tot < best:
             best, bb = tot, k
     if bb < 0:
-        return -1, 0, _ZERO
+        return -1, 0, ZERO
     sh = np.uint64(9 * bb)
     bd, bc = 0, 7
     for d in range(9):
@@ -330,24 +299,55 @@ def _choose_config(occ):  # type: ignore[no-untyped-def]
     return bb, bd, _PERMSET[(occ[bd] >> sh) & _ROW]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng):  # type: ignore[no-untyped-def]
+    """Where a band kernel branches on a cell (this one's and `propagation16`'s: word sd*d + sb*b holds
+    digit d in band b, `u` the open cells, `pairs` those with two candidates): a cell with two
+    candidates if any (a random one with a seed), else one with the fewest. -> (band, the cell's bit,
+    its digits, rng). Inlined: the sizes, constants at the call, unroll its loops."""
+    npairs = 0
+    for b2 in range(nbands):
+        npairs += popcount(pairs[b2])
+    b, lb = 0, ZERO
+    if npairs > 0:
+        k = 0
+        if seed != 0:
+            rng = rng_next(rng)
+            k = np.int64(rng % np.uint64(npairs))
+        for b2 in range(nbands):
+            pc = popcount(pairs[b2])
+            if k < pc:
+                b, lb = b2, pick_mask(pairs[b2], np.uint64(k))
+                break
+            k -= pc
+    else:
+        best, ties = ndigits + 1, 0
+        for b2 in range(nbands):
+            rest = u[b2]
+            while rest:
+                lb2 = rest & (~rest + ONE)
+                rest ^= lb2
+                pc = 0
+                for d in range(ndigits):
+                    pc += np.int64((f[sd * d + sb * b2] & lb2) != ZERO)
+                if pc < best:
+                    best, b, lb, ties = pc, b2, lb2, 1
+                elif pc == best and seed != 0:
+                    ties += 1
+                    rng = rng_next(rng)
+                    if rng % np.uint64(ties) == ZERO:
+                        b, lb = b2, lb2
+    m = ZERO
+    for d in range(ndigits):
+        m |= np.uint64((f[sd * d + sb * b] & lb) != ZERO) << np.uint64(d)
+    return b, lb, m, rng
+
+
 @njit(cache=True, nogil=True)
-def kernel9(
-    givens,
-    limit,
-    keep,
-    max_nodes,
-    time_limit_ns,
-    deadline_ns,
-    seed,
-    stop,
-    out_solutions,
-    out_counts,
-    out_status,
-    out_nodes,
-    out_guesses,
-    out_ns,
-):  # type: ignore[no-untyped-def]
+def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 9x9 kernel: the common exact signature (its tables are module constants)."""
+    limit, keep, max_nodes, _, _, seed = ask
+    out_solutions, _, _, _, _, _ = out
     nine = np.uint64(9)
     eighteen = np.uint64(18)
     nb = givens.shape[0]
@@ -362,29 +362,20 @@ def kernel9(
     stk_rem = np.empty(82, dtype=np.uint64)
     now = monotonic_ns()  # one clock read a puzzle: a puzzle's end is the next one's start
     for i in range(nb):
-        t0 = now
-        end_ns = deadline_ns
-        if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
-            end_ns = t0 + time_limit_ns
-        if stop[0] != 0:
-            _fill(out_status, i, STOPPED, out_status.shape[0] - i)
-            break
-        if end_ns != 0 and t0 >= end_ns:
-            out_status[i] = TIMEOUT
-            now = monotonic_ns()
-            out_ns[i] = now - t0
+        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
+        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
-        rng = _rng_init(seed, i) if seed != 0 else _ONE  # the stream only serves a seed
+        rng = bits.rng_init(seed, i) if seed != 0 else ONE  # the stream only serves a seed
         for k in range(33):
-            clue[k] = _ZERO
+            clue[k] = ZERO
         row = givens[i]
         for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
             for p in range(27):
-                clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= _ONE << np.uint64(p)
-        if (clue[10] | clue[21] | clue[32]) != _ZERO:
+                clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= ONE << np.uint64(p)
+        if (clue[10] | clue[21] | clue[32]) != ZERO:
             clue[1] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
         # the givens placed at once: each leaves its row, box and column and the other digits its cell
-        g0, g1, g2 = _ZERO, _ZERO, _ZERO
+        g0, g1, g2 = ZERO, ZERO, ZERO
         for d in range(9):
             g0 |= clue[d + 1]
             g1 |= clue[d + 12]
@@ -395,8 +386,8 @@ def kernel9(
             for b in range(3):
                 c = c0 if b == 0 else (c1 if b == 1 else c2)
                 g = g0 if b == 0 else (g1 if b == 1 else g2)
-                out = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
-                f[9 * b + d] = _BAND & (~out | c)
+                gone = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
+                f[9 * b + d] = _BAND & (~gone | c)
         for k in range(9):
             occ[k] = _FULL54
         u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
@@ -406,19 +397,19 @@ def kernel9(
         while True:
             ok = True
             while ok:  # propagate to a fixpoint (or a contradiction)
-                pos = _ZERO
+                pos = ZERO
                 while todo:  # ascending passes: a word flagged behind the pass waits for the next
                     ahead = (todo >> pos) << pos
-                    j = _ctz(ahead if ahead else todo)
+                    j = ctz(ahead if ahead else todo)
                     pos = np.uint64(j + 1)
-                    todo &= ~(_ONE << np.uint64(j))
+                    todo &= ~(ONE << np.uint64(j))
                     b = j // 9
                     d = j - 9 * b
                     a = f[j]
                     s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
                     s |= _SHRINK[a >> eighteen] << np.uint64(6)
                     a2 = a & _PERM27[s]
-                    if a2 == _ZERO:
+                    if a2 == ZERO:
                         ok = False
                         break
                     dd |= np.uint64(a2 != a) << np.uint64(d)
@@ -426,18 +417,18 @@ def kernel9(
                     sh = np.uint64(9 * b)
                     occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
                     r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
-                    single = _ZERO
-                    if (r0 & (r0 - _ONE)) == _ZERO:
+                    single = ZERO
+                    if (r0 & (r0 - ONE)) == ZERO:
                         single |= r0
-                    if (r1 & (r1 - _ONE)) == _ZERO:
+                    if (r1 & (r1 - ONE)) == ZERO:
                         single |= r1
-                    if (r2 & (r2 - _ONE)) == _ZERO:
+                    if (r2 & (r2 - ONE)) == ZERO:
                         single |= r2
                     new = single & u[b]
-                    if new == _ZERO:
+                    if new == ZERO:
                         continue
                     u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
-                    base, chm = 9 * b, _ZERO  # the band's nine words lie side by side: one vector loop
+                    base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
                     for d2 in range(9):  # flags computed without branches: they are unpredictable
                         x = f[base + d2]
                         y = x & ~new if d2 != d else x
@@ -450,17 +441,17 @@ def kernel9(
                         j2 = 9 * ((b + k) % 3) + d
                         x = f[j2]
                         f[j2] = x & ~cols
-                        ch = np.uint64((x & cols) != _ZERO)
+                        ch = np.uint64((x & cols) != ZERO)
                         todo |= ch << np.uint64(j2)
                         dd |= ch << np.uint64(d)
                 if not ok:
                     break
                 if dd:
                     cur = dd
-                    dd = _ZERO
+                    dd = ZERO
                     while cur:
-                        d = _ctz(cur)
-                        cur &= cur - _ONE
+                        d = ctz(cur)
+                        cur &= cur - ONE
                         good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
                         if not good:
                             ok = False
@@ -471,7 +462,7 @@ def kernel9(
                         occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
                         if ch:
                             todo |= ch << np.uint64(d)
-                            dd |= _ONE << np.uint64(d)
+                            dd |= ONE << np.uint64(d)
                     if not ok:
                         break
                     if todo:
@@ -479,7 +470,7 @@ def kernel9(
                 found = False
                 for b in range(3):  # naked singles and empty cells, by bit-sliced counting
                     ub = u[b]
-                    one, two, three = _ZERO, _ZERO, _ZERO
+                    one, two, three = ZERO, ZERO, ZERO
                     for d in range(9):
                         x = f[9 * b + d]
                         three |= two & x
@@ -490,35 +481,35 @@ def kernel9(
                         break
                     ns = ub & one & ~two
                     pairs[b] = ub & two & ~three
-                    if ns == _ZERO:
+                    if ns == ZERO:
                         continue
                     found = True
                     for d in range(9):
                         x = f[9 * b + d] & ns
                         if x:
-                            todo |= _ONE << np.uint64(9 * b + d)
-                            dd |= _ONE << np.uint64(d)
+                            todo |= ONE << np.uint64(9 * b + d)
+                            dd |= ONE << np.uint64(d)
                         while x:
-                            lb = x & (~x + _ONE)
+                            lb = x & (~x + ONE)
                             x ^= lb
                             f[9 * b + d] &= ~_row_peers(lb)
                 if not ok:
                     break
                 if not found:
-                    if not TRIADS or (u[0] | u[1] | u[2]) == _ZERO:  # singles finished it
+                    if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
                         break
                     ok, todo, dd = _triads(f, occ)
-                    if not ok or (todo == _ZERO):
+                    if not ok or (todo == ZERO):
                         break
-            if ok and (u[0] | u[1] | u[2]) == _ZERO:  # every cell placed: a solution
+            if ok and (u[0] | u[1] | u[2]) == ZERO:  # every cell placed: a solution
                 if count < keep:  # each word holds one cell per row of its band: loops of fixed length
                     grid = out_solutions[i, count]
                     for j in range(27):
                         x = f[j]
                         base, val = 27 * (j // 9), j % 9 + 1
                         for _ in range(3):
-                            grid[base + _ctz(x | _TOP)] = val
-                            x &= x - _ONE
+                            grid[base + ctz(x | _TOP)] = val
+                            x &= x - ONE
                 count += 1
                 if count >= limit:
                     status = LIMIT
@@ -528,44 +519,13 @@ def kernel9(
                 status = BUDGET
                 break
             if ok:  # branch
-                b, lb, m = -1, _ZERO, _ZERO
+                b, lb, m = -1, ZERO, ZERO
                 if CONFIG_BRANCH:
                     kb, kd, km = _choose_config(occ)
                     if kb >= 0:
                         b, lb, m = 3 + kb, np.uint64(kd), km
-                if b < 0:  # a cell with two candidates if any, else one with the fewest
-                    npairs = _popcnt(pairs[0]) + _popcnt(pairs[1]) + _popcnt(pairs[2])
-                    b = 0
-                    if npairs > 0:
-                        k = 0
-                        if seed != 0:
-                            rng = _rng_next(rng)
-                            k = np.int64(rng % np.uint64(npairs))
-                        for b2 in range(3):
-                            pc = _popcnt(pairs[b2])
-                            if k < pc:
-                                b, lb = b2, _pick(pairs[b2], np.uint64(k))
-                                break
-                            k -= pc
-                    else:
-                        best, ties = 10, 0
-                        for b2 in range(3):
-                            rest = u[b2]
-                            while rest:
-                                lb2 = rest & (~rest + _ONE)
-                                rest ^= lb2
-                                pc = 0
-                                for d in range(9):
-                                    pc += np.int64((f[9 * b2 + d] & lb2) != _ZERO)
-                                if pc < best:
-                                    best, b, lb, ties = pc, b2, lb2, 1
-                                elif pc == best and seed != 0:
-                                    ties += 1
-                                    rng = _rng_next(rng)
-                                    if rng % np.uint64(ties) == _ZERO:
-                                        b, lb = b2, lb2
-                    for d in range(9):
-                        m |= np.uint64((f[9 * b + d] & lb) != _ZERO) << np.uint64(d)
+                if b < 0:
+                    b, lb, m, rng = cell_branch(f, u, pairs, 3, 9, 1, 9, seed, rng)
                 for k in range(27):
                     stk[depth, k] = f[k]
                 for k in range(9):
@@ -586,46 +546,33 @@ def kernel9(
                 b = stk_b[depth]
                 lb = stk_lb[depth]
                 m = stk_rem[depth]
-            if seed == 0:
-                v = m & (~m + _ONE)
-            else:
-                rng = _rng_next(rng)
-                v = _pick(m, rng)
+            v, rng = bits.pick_value(m, seed != 0, rng)
             stk_rem[depth - 1 if ok else depth] = m & ~v
             if m != v:  # a binary branch point: this alternative, or one of the others
                 guesses += 1
             if ok or m != v:
                 depth += 0 if ok else 1  # keep the level while digits are left to try
             nodes += 1
-            if (nodes & _CHECK_EVERY) == 0:
-                if stop[0] != 0:
-                    status = STOPPED
-                    break
-                if end_ns != 0 and monotonic_ns() >= end_ns:
-                    status = TIMEOUT
-                    break
+            halt = bits.interrupted(stop, end_ns) if (nodes & bits.CHECK_EVERY) == 0 else bits.GO_ON
+            if halt != bits.GO_ON:
+                status = halt
+                break
             if b < 3:  # a digit in a cell
-                d = _ctz(v)
+                d = ctz(v)
                 f[9 * b + d] &= ~_row_peers(lb)
-                todo = _ONE << np.uint64(9 * b + d)
+                todo = ONE << np.uint64(9 * b + d)
             elif b < 6:  # a configuration of a digit in a band of rows
                 d = np.int64(lb)
-                f[9 * (b - 3) + d] &= _PCELLS27[_ctz(v)]
-                todo = _ONE << np.uint64(9 * (b - 3) + d)
+                f[9 * (b - 3) + d] &= _PCELLS27[ctz(v)]
+                todo = ONE << np.uint64(9 * (b - 3) + d)
             else:  # ... in a stack
                 d = np.int64(lb)
-                k = 3 * (6 * (b - 6) + _ctz(v))
+                k = 3 * (6 * (b - 6) + ctz(v))
                 f[d] &= _SKEEP[k]
                 f[d + 9] &= _SKEEP[k + 1]
                 f[d + 18] &= _SKEEP[k + 2]
                 todo = _DSPREAD << np.uint64(d)
-            dd = _ONE << np.uint64(d)
-        out_counts[i] = count
-        out_status[i] = status
-        out_nodes[i] = nodes
-        out_guesses[i] = guesses
-        now = monotonic_ns()
-        out_ns[i] = now - t0
-        if status == STOPPED:
-            _fill(out_status, i + 1, STOPPED, out_status.shape[0] - i - 1)
+            dd = ONE << np.uint64(d)
+        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
+        if now < 0:
             break

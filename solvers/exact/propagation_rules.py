@@ -16,13 +16,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.kernel.bits import ctz as _ctz
-from solvers.kernel.bits import popcount as _popcnt
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
 _STEP1, _NONE = np.int64(1), np.int64(0)  # typed, not literals: each literal would compile a variant
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 LOCKED_FROM = 12  # grid side from which locked candidates pay for themselves
 GAC_FROM = 25  # grid side from which all-different consistency pays for itself
 FISH_FROM = 25  # grid side from which fish (value-wise row/column matching) pay for themselves
@@ -57,7 +53,7 @@ INTERNAL = {**JIT, "no_cpython_wrapper": True}
 def _eliminate(x, e, elim, ecell, ne):  # type: ignore[no-untyped-def]
     """Record that the values `e` leave cell x (elim[x]; x joins ecell on its first
     elimination): -> the new count of cells in ecell."""
-    if elim[x] == _ZERO:
+    if elim[x] == ZERO:
         ecell[ne] = x
         ne += 1
     elim[x] |= e
@@ -73,14 +69,14 @@ def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: i
     concerned, `ne` of them so far); returns the new count."""
     n = a * b
     nseg = n // b
-    lines = _ONE << np.uint64(a) if a < 64 else _ZERO
-    lines -= _ONE
+    lines = ONE << np.uint64(a) if a < 64 else ZERO
+    lines -= ONE
     for line in range(n):  # seg[l, s]: the values of line l inside box column s
-        if ((changed >> np.uint64(line - line % a)) & lines) == _ZERO:
+        if ((changed >> np.uint64(line - line % a)) & lines) == ZERO:
             continue
-        once, twice = _ZERO, _ZERO
+        once, twice = ZERO, ZERO
         for s in range(nseg):
-            m = _ZERO
+            m = ZERO
             for p in range(s * b, s * b + b):
                 m |= cand[line * ls + p * ps]
             seg[line, s] = m
@@ -89,10 +85,10 @@ def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: i
         seg[line, nseg] = once
         seg[line, nseg + 1] = twice
     for band in range(0, n, a):
-        if ((changed >> np.uint64(band)) & lines) == _ZERO:
+        if ((changed >> np.uint64(band)) & lines) == ZERO:
             continue
         for s in range(nseg):
-            box_once, box_twice = _ZERO, _ZERO
+            box_once, box_twice = ZERO, ZERO
             for line in range(band, band + a):
                 box_twice |= box_once & seg[line, s]
                 box_once |= seg[line, s]
@@ -127,39 +123,39 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
     lose values, or -1 when no such matching exists (a contradiction)."""
     # wi rows: 1 the variable matched to each value (-1: none), 2 the value matched to
     # each variable, 3 BFS parents; wv row 1: the domain of each value's matched variable
-    used = _ZERO
+    used = ZERO
     for v in range(n):
         wi[1, v] = -1
     for j in range(p):  # greedy matching first
         free = wv[0, j] & ~used
         wi[2, j] = -1
-        wv[3, j] = _ZERO
+        wv[3, j] = ZERO
         if free:
-            v = _ctz(free)
-            used |= _ONE << np.uint64(v)
+            v = ctz(free)
+            used |= ONE << np.uint64(v)
             wi[1, v] = j
             wi[2, j] = v
     for j in range(p):  # then augmenting paths, breadth first over values (bitsets)
         if wi[2, j] >= 0:
             continue
-        seen = _ZERO
-        front = _ONE << np.uint64(j)
+        seen = ZERO
+        front = ONE << np.uint64(j)
         found = -1
         while front and found < 0:
-            nxt = _ZERO
+            nxt = ZERO
             while front and found < 0:
-                x = _ctz(front)
-                front &= front - _ONE
+                x = ctz(front)
+                front &= front - ONE
                 vals = wv[0, x] & ~seen
                 seen |= vals
                 while vals:
-                    v = _ctz(vals)
-                    vals &= vals - _ONE
+                    v = ctz(vals)
+                    vals &= vals - ONE
                     wi[3, v] = x
                     if wi[1, v] < 0:
                         found = v
                         break
-                    nxt |= _ONE << np.uint64(wi[1, v])
+                    nxt |= ONE << np.uint64(wi[1, v])
             front = nxt
         if found < 0:
             return -1  # these variables cannot all get distinct values
@@ -172,10 +168,10 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
             if x == j:
                 break
             v = prev
-    union = _ZERO
+    union = ZERO
     for j in range(p):
         union |= wv[0, j]
-    if _popcnt(union) != p:
+    if popcount(union) != p:
         return 0  # free values: pruning would need alternating paths from them (callers avoid this)
     # Strongly connected components of the graph "variable j -> the variable matched to a
     # value of j", worked in value space: a variable stands for its matched value, so a
@@ -187,11 +183,11 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
     pruned = 0
     left = union  # the values of the variables not yet in a component
     while left:
-        root = left & (~left + _ONE)  # lowest set bit
+        root = left & (~left + ONE)  # lowest set bit
         fwd, new = root, root  # reachable from the root (within `left`: a component lies in it)
         while new:
-            v = _ctz(new)
-            new &= new - _ONE
+            v = ctz(new)
+            new &= new - ONE
             more = wv[1, v] & left & ~fwd
             fwd |= more
             new |= more
@@ -202,9 +198,9 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
             grew = False
             t = rest
             while t:
-                b = t & (~t + _ONE)
-                t &= t - _ONE
-                if wv[1, _ctz(b)] & comp:
+                b = t & (~t + ONE)
+                t &= t - ONE
+                if wv[1, ctz(b)] & comp:
                     comp |= b
                     rest &= ~b
                     grew = True
@@ -213,8 +209,8 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
         left &= ~comp
         t = comp
         while t:
-            v = _ctz(t)
-            t &= t - _ONE
+            v = ctz(t)
+            t &= t - ONE
             j = wi[1, v]
             e = wv[0, j] & ~comp
             wv[3, j] = e
@@ -232,7 +228,7 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
     p = 0
     for k in range(n):
         m = cand[units[u, k]]
-        if m & (m - _ONE):
+        if m & (m - ONE):
             wi[0, p] = units[u, k]
             wv[0, p] = m
             p += 1
@@ -255,15 +251,15 @@ def _fish(v, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
     exactly one column and every column in one row, so the open rows must be matched to
     the open columns; a place of v on no such matching goes (fish of every size: X-wing,
     swordfish, ...). Records eliminations like `_alldiff`; -1 on a contradiction."""
-    vb = _ONE << np.uint64(v)
+    vb = ONE << np.uint64(v)
     p = 0
     for row in range(n):
-        dom = _ZERO
+        dom = ZERO
         base = row * n
         for k in range(n):
             if cand[base + k] & vb:
-                dom |= _ONE << np.uint64(k)
-        if dom & (dom - _ONE):
+                dom |= ONE << np.uint64(k)
+        if dom & (dom - ONE):
             wi[0, p] = row
             wv[0, p] = dom
             p += 1
@@ -276,8 +272,8 @@ def _fish(v, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
         e = wv[3, j]
         base = wi[0, j] * n
         while e:
-            col = _ctz(e)
-            e &= e - _ONE
+            col = ctz(e)
+            e &= e - ONE
             x = base + col
             ne = _eliminate(x, vb, elim, ecell, ne)
     return ne
@@ -292,7 +288,7 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
     unit blamed for the contradiction found."""
     n = r * c
     n2 = 2 * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     npeers = peers.shape[1]
     drow, dcol, dbox, grow, gcol, gbox = du[0], du[1], du[2], du[3], du[4], du[5]
     lrow, lcol = du[6], du[7]  # lines changed since the last look for locked candidates
@@ -303,7 +299,7 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
             x = queue[qh]
             qh += 1
             v = cand[x]
-            if v == _ZERO:
+            if v == ZERO:
                 return cell_units[x, 0]  # a given that is no value of the grid
             for k in range(npeers):
                 p = peers[x, k]
@@ -312,37 +308,37 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
                     m &= ~v
                     dval |= v
                     cand[p] = m
-                    if m == _ZERO:  # blame the unit x and p share
+                    if m == ZERO:  # blame the unit x and p share
                         if cell_units[p, 0] == cell_units[x, 0]:
                             return cell_units[p, 0]
                         return cell_units[p, 1] if cell_units[p, 1] == cell_units[x, 1] else cell_units[p, 2]
-                    if (m & (m - _ONE)) == _ZERO:
+                    if (m & (m - ONE)) == ZERO:
                         queue[qt] = p
                         qt += 1
-                    drow |= _ONE << np.uint64(cell_units[p, 0])
-                    dcol |= _ONE << np.uint64(cell_units[p, 1] - n)
-                    dbox |= _ONE << np.uint64(cell_units[p, 2] - n2)
+                    drow |= ONE << np.uint64(cell_units[p, 0])
+                    dcol |= ONE << np.uint64(cell_units[p, 1] - n)
+                    dbox |= ONE << np.uint64(cell_units[p, 2] - n2)
         if drow | dcol | dbox:  # hidden singles in one changed unit
             if drow:
-                u = _ctz(drow)
-                drow &= drow - _ONE
-                grow |= _ONE << np.uint64(u)
-                lrow |= _ONE << np.uint64(u)
+                u = ctz(drow)
+                drow &= drow - ONE
+                grow |= ONE << np.uint64(u)
+                lrow |= ONE << np.uint64(u)
             elif dcol:
-                u = n + _ctz(dcol)
-                dcol &= dcol - _ONE
-                gcol |= _ONE << np.uint64(u - n)
-                lcol |= _ONE << np.uint64(u - n)
+                u = n + ctz(dcol)
+                dcol &= dcol - ONE
+                gcol |= ONE << np.uint64(u - n)
+                lcol |= ONE << np.uint64(u - n)
             else:
-                u = n2 + _ctz(dbox)
-                dbox &= dbox - _ONE
-                gbox |= _ONE << np.uint64(u - n2)
-            once, twice, placed = _ZERO, _ZERO, _ZERO
+                u = n2 + ctz(dbox)
+                dbox &= dbox - ONE
+                gbox |= ONE << np.uint64(u - n2)
+            once, twice, placed = ZERO, ZERO, ZERO
             for k in range(n):
                 m = cand[units[u, k]]
                 twice |= once & m
                 once |= m
-                if (m & (m - _ONE)) == _ZERO:
+                if (m & (m - ONE)) == ZERO:
                     placed |= m
             if once != full:
                 return u  # a value with no place in the unit
@@ -352,46 +348,46 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
                     x = units[u, k]
                     h = cand[x] & hs
                     if h:
-                        if h & (h - _ONE):
+                        if h & (h - ONE):
                             return u  # two values with this cell as their only place
                         dval |= cand[x] & ~h
                         cand[x] = h
                         queue[qt] = x
                         qt += 1
-                        drow |= _ONE << np.uint64(cell_units[x, 0])
-                        dcol |= _ONE << np.uint64(cell_units[x, 1] - n)
-                        dbox |= _ONE << np.uint64(cell_units[x, 2] - n2)
+                        drow |= ONE << np.uint64(cell_units[x, 0])
+                        dcol |= ONE << np.uint64(cell_units[x, 1] - n)
+                        dbox |= ONE << np.uint64(cell_units[x, 2] - n2)
             continue
         ne = 0
         if n >= LOCKED_FROM:
             ne = _locked_lines(cand, seg, r, c, n, _STEP1, lrow, elim, ecell, _NONE)
             ne = _locked_lines(cand, seg, c, r, _STEP1, n, lcol, elim, ecell, ne)
-            lrow, lcol = _ZERO, _ZERO
+            lrow, lcol = ZERO, ZERO
         if ne == 0 and n >= GAC_FROM:
             while grow | gcol | gbox:  # one sweep of the changed units
                 if grow:
-                    u = _ctz(grow)
-                    grow &= grow - _ONE
+                    u = ctz(grow)
+                    grow &= grow - ONE
                 elif gcol:
-                    u = n + _ctz(gcol)
-                    gcol &= gcol - _ONE
+                    u = n + ctz(gcol)
+                    gcol &= gcol - ONE
                 else:
-                    u = n2 + _ctz(gbox)
-                    gbox &= gbox - _ONE
+                    u = n2 + ctz(gbox)
+                    gbox &= gbox - ONE
                 k = _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv)
                 if k < 0:
                     for k2 in range(ne):
-                        elim[ecell[k2]] = _ZERO
+                        elim[ecell[k2]] = ZERO
                     return u
                 ne = k
         if ne == 0 and n >= FISH_FROM:
             while dval:  # one sweep of the changed values
-                v = _ctz(dval)
-                dval &= dval - _ONE
+                v = ctz(dval)
+                dval &= dval - ONE
                 k = _fish(v, n, cand, elim, ecell, ne, wi, wv)
                 if k < 0:
                     for k2 in range(ne):
-                        elim[ecell[k2]] = _ZERO
+                        elim[ecell[k2]] = ZERO
                     return v  # blame row v (a value's fish spans every row)
                 ne = k
         if ne == 0:
@@ -400,18 +396,18 @@ def propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ec
             x = ecell[k]
             m = cand[x] & ~elim[x]
             dval |= cand[x] & elim[x]
-            elim[x] = _ZERO
+            elim[x] = ZERO
             cand[x] = m
-            if m == _ZERO:
+            if m == ZERO:
                 for k2 in range(k + 1, ne):
-                    elim[ecell[k2]] = _ZERO
+                    elim[ecell[k2]] = ZERO
                 return cell_units[x, 2]
-            if (m & (m - _ONE)) == _ZERO:
+            if (m & (m - ONE)) == ZERO:
                 queue[qt] = x
                 qt += 1
-            drow |= _ONE << np.uint64(cell_units[x, 0])
-            dcol |= _ONE << np.uint64(cell_units[x, 1] - n)
-            dbox |= _ONE << np.uint64(cell_units[x, 2] - n2)
+            drow |= ONE << np.uint64(cell_units[x, 0])
+            dcol |= ONE << np.uint64(cell_units[x, 1] - n)
+            dbox |= ONE << np.uint64(cell_units[x, 2] - n2)
 
 
 @njit(**INTERNAL)

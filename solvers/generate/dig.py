@@ -36,23 +36,20 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from solvers.kernel.bits import ctz, popcount, rng_next
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, pick_value, popcount, rng_next
 from solvers.kernel.outcome import BUDGET, DONE, LIMIT
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 DIG_MINIMAL, DIG_AT_TARGET = 1, 2  # bit flags of one dig: proven minimal / stopped at the clue target
 
 
 @njit(cache=True, nogil=True)
 def _all_units(n):  # type: ignore[no-untyped-def]
     """The dirty-set words d0..d2 holding all 3N units (a fresh state: look everywhere)."""
-    d = [_ZERO, _ZERO, _ZERO]
+    d = [ZERO, ZERO, ZERO]
     for u in range(3 * n):
-        d[u >> 6] |= _ONE << np.uint64(u & 63)
+        d[u >> 6] |= ONE << np.uint64(u & 63)
     return d[0], d[1], d[2]
 
 
@@ -64,7 +61,7 @@ def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-
     holds the three units of cell x. Returns False on a contradiction.
     """
     units, _, unit_bits, peers = geo
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     npeers = peers.shape[1]
     qh = 0
     while True:
@@ -78,9 +75,9 @@ def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-
                 if m & v:
                     m &= ~v
                     cand[p] = m
-                    if m == _ZERO:
+                    if m == ZERO:
                         return False
-                    if (m & (m - _ONE)) == _ZERO:
+                    if (m & (m - ONE)) == ZERO:
                         queue[qt] = p
                         qt += 1
                     d0 |= unit_bits[p, 0]
@@ -88,21 +85,21 @@ def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-
                     d2 |= unit_bits[p, 2]
         if d0:
             u = ctz(d0)
-            d0 &= d0 - _ONE
+            d0 &= d0 - ONE
         elif d1:
             u = 64 + ctz(d1)
-            d1 &= d1 - _ONE
+            d1 &= d1 - ONE
         elif d2:
             u = 128 + ctz(d2)
-            d2 &= d2 - _ONE
+            d2 &= d2 - ONE
         else:
             return True
-        once, twice, placed = _ZERO, _ZERO, _ZERO
+        once, twice, placed = ZERO, ZERO, ZERO
         for k in range(n):
             m = cand[units[u, k]]
             twice |= once & m
             once |= m
-            if (m & (m - _ONE)) == _ZERO:
+            if (m & (m - ONE)) == ZERO:
                 placed |= m
         if once != full:
             return False
@@ -112,7 +109,7 @@ def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-
                 x = units[u, k]
                 h = cand[x] & hs
                 if h:
-                    if h & (h - _ONE):
+                    if h & (h - ONE):
                         return False
                     cand[x] = h
                     queue[qt] = x
@@ -127,13 +124,7 @@ def _value(m, prefer, rng):  # type: ignore[no-untyped-def]
     """Next value (one-bit mask) to try from `m`: `prefer` first, else random when rng != 0."""
     if m & prefer:
         return prefer, rng
-    if rng == _ZERO:
-        return m & (~m + _ONE), rng
-    rng = rng_next(rng)
-    k = np.int64(rng % np.uint64(popcount(m)))
-    for _ in range(k):
-        m &= m - _ONE
-    return m & (~m + _ONE), rng
+    return pick_value(m, rng != ZERO, rng)
 
 
 @njit(cache=True, nogil=True)
@@ -160,18 +151,18 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
             ties = 0
             for x in range(nn):
                 m = cand[x]
-                if m & (m - _ONE):
+                if m & (m - ONE):
                     pc = popcount(m)
                     if pc < best:
                         best = pc
                         cell = x
                         ties = 1
-                        if pc == 2 and rng == _ZERO:
+                        if pc == 2 and rng == ZERO:
                             break
-                    elif pc == best and rng != _ZERO:
+                    elif pc == best and rng != ZERO:
                         ties += 1
                         rng = rng_next(rng)
-                        if rng % np.uint64(ties) == _ZERO:
+                        if rng % np.uint64(ties) == ZERO:
                             cell = x
             if cell < 0:
                 if count == 0:
@@ -189,7 +180,7 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
                 grown[:depth] = stk
                 stk = grown
             m = cand[cell]
-            av = _ZERO if prefer[cell] == 0 else _ONE << np.uint64(prefer[cell] - 1)
+            av = ZERO if prefer[cell] == 0 else ONE << np.uint64(prefer[cell] - 1)
             v, rng = _value(m, av, rng)
             stk[depth, :nn] = cand
             stk[depth, nn] = np.uint64(cell)
@@ -205,11 +196,11 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
             cand[:] = stk[top, :nn]
             cell = np.int64(stk[top, nn])
             m = stk[top, nn + 1]
-            av = _ZERO if prefer[cell] == 0 else _ONE << np.uint64(prefer[cell] - 1)
+            av = ZERO if prefer[cell] == 0 else ONE << np.uint64(prefer[cell] - 1)
             v, rng = _value(m, av, rng)
             m &= ~v
             stk[top, nn + 1] = m
-            if m == _ZERO:
+            if m == ZERO:
                 depth -= 1
         nodes += 1
         cand[cell] = v
@@ -228,7 +219,7 @@ def _solve_kernel(
     `restarts` times (so a heavy-tailed search cannot stall a batch).
     """
     nn = n * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     cand = np.empty(nn, dtype=np.uint64)
     queue = np.empty(nn + geo[3].shape[1] + 8, dtype=np.int32)
     prefer = np.zeros(nn, dtype=np.uint8)
@@ -244,7 +235,7 @@ def _solve_kernel(
                 if v == 0:
                     cand[x] = full
                 else:
-                    cand[x] = _ONE << np.uint64(v - 1)
+                    cand[x] = ONE << np.uint64(v - 1)
                     queue[qt] = x
                     qt += 1
             res, count, nodes, guesses, rng, stk = _search(
@@ -267,16 +258,16 @@ def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type
     units, cu = geo[0], geo[1]
     cand, queue, out = ws
     nn = n * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     xj = orbit[j]
-    vj = _ONE << np.uint64(sol[xj] - 1)
-    if full & ~(um[cu[xj, 0]] | um[cu[xj, 1]] | um[cu[xj, 2]]) & ~vj == _ZERO:
+    vj = ONE << np.uint64(sol[xj] - 1)
+    if full & ~(um[cu[xj, 0]] | um[cu[xj, 1]] | um[cu[xj, 2]]) & ~vj == ZERO:
         return DONE, 0, stk  # x_j is a naked single once removed: nothing else fits there
     for t in range(3):  # or a hidden single: no other empty cell of one of its units takes v_j
         alone = True
         for k in range(n):
             y = units[cu[xj, t], k]
-            if y != xj and puzzle[y] == 0 and (um[cu[y, 0]] | um[cu[y, 1]] | um[cu[y, 2]]) & vj == _ZERO:
+            if y != xj and puzzle[y] == 0 and (um[cu[y, 0]] | um[cu[y, 1]] | um[cu[y, 2]]) & vj == ZERO:
                 alone = False
                 break
         if alone:
@@ -284,26 +275,26 @@ def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type
     qt = 0
     for y in range(nn):
         if puzzle[y] != 0:
-            cand[y] = _ONE << np.uint64(puzzle[y] - 1)
+            cand[y] = ONE << np.uint64(puzzle[y] - 1)
         else:
             m = full & ~(um[cu[y, 0]] | um[cu[y, 1]] | um[cu[y, 2]])
-            if m == _ZERO:
+            if m == ZERO:
                 return DONE, 0, stk
             cand[y] = m
-            if (m & (m - _ONE)) == _ZERO:
+            if (m & (m - ONE)) == ZERO:
                 queue[qt] = y
                 qt += 1
     for i in range(j):  # held at their values: propagate them like singles
         x = orbit[i]
-        cand[x] = _ONE << np.uint64(sol[x] - 1)
+        cand[x] = ONE << np.uint64(sol[x] - 1)
         queue[qt] = x
         qt += 1
     m = cand[xj] & ~vj
     cand[xj] = m
-    if (m & (m - _ONE)) == _ZERO:
+    if (m & (m - ONE)) == ZERO:
         queue[qt] = xj
         qt += 1
-    res, _, nodes, _, _, stk = _search(n, geo, cand, queue, qt, 1, budget, _ZERO, sol, out, stk)
+    res, _, nodes, _, _, stk = _search(n, geo, cand, queue, qt, 1, budget, ZERO, sol, out, stk)
     return res, nodes, stk
 
 
@@ -314,7 +305,7 @@ def _try_orbit(n, geo, puzzle, um, sol, orbit, budget, ws, stk, nodes):  # type:
     size = 2 if orbit[1] >= 0 else 1
     for i in range(size):
         x = orbit[i]
-        v = _ONE << np.uint64(sol[x] - 1)
+        v = ONE << np.uint64(sol[x] - 1)
         for t in range(3):
             um[cell_units[x, t]] &= ~v
         puzzle[x] = 0
@@ -327,7 +318,7 @@ def _try_orbit(n, geo, puzzle, um, sol, orbit, budget, ws, stk, nodes):  # type:
     if res != DONE:
         for i in range(size):
             x = orbit[i]
-            v = _ONE << np.uint64(sol[x] - 1)
+            v = ONE << np.uint64(sol[x] - 1)
             for t in range(3):
                 um[cell_units[x, t]] |= v
             puzzle[x] = sol[x]
@@ -350,7 +341,7 @@ def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, 
     um = np.empty(3 * n, dtype=np.uint64)
     stk = np.empty((16, nn + 2), dtype=np.uint64)
     todo = np.empty(orbits.shape[0], dtype=np.int64)
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     for b in range(sols.shape[0]):
         sol = sols[b]
         puzzle = out[b]
@@ -397,7 +388,7 @@ def tables(box: Box) -> tuple[np.int64, tuple[np.ndarray, np.ndarray, np.ndarray
     for t in range(3):
         u = g.cell_units[:, t].astype(np.int64)
         np.bitwise_or.at(
-            unit_bits, (np.arange(box.cells), u >> 6), np.left_shift(_ONE, (u & 63).astype(np.uint64))
+            unit_bits, (np.arange(box.cells), u >> 6), np.left_shift(ONE, (u & 63).astype(np.uint64))
         )
     return np.int64(box.n), (g.units, g.cell_units, unit_bits, g.peers)
 

@@ -15,12 +15,9 @@ import numpy as np
 from numba import njit
 
 from solvers.generate.dig import solve_starts, tables
-from solvers.kernel.bits import ctz, popcount, rng_next
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, pick_mask, rng_next
 from solvers.model.puzzle import Box
 
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
-_ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 ROWWISE_MAX = 12  # grid sides filled by row-major backtracking (faster than propagation)
 RESTART_NODES = 10  # nodes per cell before a completion starts over
 MAX_RESTARTS = 1000  # then the start is declared hopeless (never seen with a random first row)
@@ -35,19 +32,19 @@ def _fill_rows_kernel(n, cell_units, starts, seeds, budget, max_restarts, out, o
     after `budget` nodes; out_restarts[b] = -1 when the start cannot be completed.
     """
     nn = n * n
-    full = _ALL >> np.uint64(64 - n)
+    full = ALL >> np.uint64(64 - n)
     um = np.empty(3 * n, dtype=np.uint64)  # values used per unit
     rem = np.empty(nn, dtype=np.uint64)  # values left to try per cell on the path
     grid = np.empty(nn, dtype=np.int64)
     for b in range(starts.shape[0]):
-        rng = np.uint64(seeds[b]) | _ONE
+        rng = np.uint64(seeds[b]) | ONE
         restarts = 0
         while True:
-            um[:] = _ZERO
+            um[:] = ZERO
             for x in range(nn):
                 grid[x] = starts[b, x]
                 if grid[x]:
-                    v = _ONE << np.uint64(grid[x] - 1)
+                    v = ONE << np.uint64(grid[x] - 1)
                     for t in range(3):
                         um[cell_units[x, t]] |= v
             x = 0
@@ -61,13 +58,13 @@ def _fill_rows_kernel(n, cell_units, starts, seeds, budget, max_restarts, out, o
                 if fresh:
                     rem[x] = full & ~(um[a] | um[c] | um[d])
                 else:
-                    v = _ONE << np.uint64(grid[x] - 1)
+                    v = ONE << np.uint64(grid[x] - 1)
                     um[a] &= ~v
                     um[c] &= ~v
                     um[d] &= ~v
                     grid[x] = 0
                 m = rem[x]
-                if m == _ZERO:
+                if m == ZERO:
                     fresh = False
                     x -= 1
                     continue
@@ -75,10 +72,7 @@ def _fill_rows_kernel(n, cell_units, starts, seeds, budget, max_restarts, out, o
                 if budget > 0 and nodes > budget:
                     break
                 rng = rng_next(rng)
-                k = np.int64(rng % np.uint64(popcount(m)))
-                for _ in range(k):
-                    m &= m - _ONE
-                v = m & (~m + _ONE)
+                v = pick_mask(m, rng)
                 rem[x] &= ~v
                 grid[x] = ctz(v) + 1
                 um[a] |= v
@@ -104,7 +98,7 @@ def complete_grids(box: Box, starts: np.ndarray, seeds: np.ndarray, budget: int 
     `budget` is the node count per try before a restart (default RESTART_NODES per cell).
     """
     starts = np.ascontiguousarray(starts, dtype=np.uint8).reshape(-1, box.cells)
-    seeds = np.ascontiguousarray(seeds, dtype=np.uint64) | _ONE
+    seeds = np.ascontiguousarray(seeds, dtype=np.uint64) | ONE
     budget = RESTART_NODES * box.cells if budget is None else budget
     if box.n <= ROWWISE_MAX:
         out = np.zeros_like(starts)

@@ -137,19 +137,29 @@ def interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
 
 
 # The per-puzzle scaffolding every exact kernel shares: start the clock, count nodes
-# against the budget and the deadline, pick a branch, record the outcome.
+# against the budget and the deadline, pick a branch, record the outcome. `ask` is a kernel's
+# (limit, keep, max_nodes, time_limit_ns, deadline_ns, seed), `out` its (solutions, counts,
+# status, nodes, guesses, ns) arrays (see `solvers.exact.base`).
 CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (a mask)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def start_puzzle(deadline_ns, time_limit_ns, stop):  # type: ignore[no-untyped-def]
-    """Start one puzzle's clock: -> (t0, end_ns, status): end_ns is the earlier of the batch
-    deadline and t0 + the time limit (0 = none); a status other than GO_ON means do not start at all."""
-    t0 = monotonic_ns()
-    end_ns = deadline_ns
-    if time_limit_ns > 0 and (end_ns == 0 or t0 + time_limit_ns < end_ns):
-        end_ns = t0 + time_limit_ns
-    return t0, end_ns, interrupted(stop, end_ns)
+def start_puzzle(i, t0, ask, stop, out):  # type: ignore[no-untyped-def]
+    """Start puzzle i at `t0`: -> (end_ns, status): end_ns is the earlier of the batch deadline
+    and t0 + the time limit (0 = none); a status other than GO_ON (STOPPED, TIMEOUT) is recorded
+    as the puzzle's outcome and means do not start it."""
+    end_ns = ask[4]
+    if ask[3] > 0 and (end_ns == 0 or t0 + ask[3] < end_ns):
+        end_ns = t0 + ask[3]
+    status = GO_ON
+    if stop[0] != 0:
+        status = STOPPED
+    elif end_ns != 0 and t0 >= end_ns:
+        status = TIMEOUT
+    if status != GO_ON:
+        _, _, statuses, _, _, _ = out
+        statuses[i] = status
+    return end_ns, status
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -175,17 +185,32 @@ def pick_bit(mask, seed, rng):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def record_puzzle(  # type: ignore[no-untyped-def]
-    i, count, status, nodes, guesses, t0, out_counts, out_status, out_nodes, out_guesses, out_ns
-):
-    """Write puzzle i's outcome; when it was STOPPED mark every later puzzle so and return True
-    (the batch ends: the stop flag is for the whole call)."""
-    out_counts[i] = count
-    out_status[i] = status
-    out_nodes[i] = nodes
-    out_guesses[i] = guesses
-    out_ns[i] = monotonic_ns() - t0
+def pick_mask(m, r):  # type: ignore[no-untyped-def]
+    """Return the (r mod popcount)-th set bit of `m` as a one-bit mask."""
+    k = np.int64(r % np.uint64(popcount(m)))
+    for _ in range(k):
+        m &= m - ONE
+    return m & (~m + ONE)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def pick_value(m, rand, rng):  # type: ignore[no-untyped-def]
+    """Choose a set bit of `m` as a one-bit mask: the lowest, or with `rand` a random one from the
+    puzzle's stream: -> (mask, rng)."""
+    if not rand:
+        return m & (~m + ONE), rng
+    rng = rng_next(rng)
+    return pick_mask(m, rng), rng
+
+
+@njit(cache=True, nogil=True, inline="always")
+def record_puzzle(i, count, status, nodes, guesses, t0, out):  # type: ignore[no-untyped-def]
+    """Write puzzle i's outcome; return the clock (the next puzzle's start), or -1 when it was
+    STOPPED: every later puzzle is marked so and the batch ends (the stop flag is for the whole call)."""
+    now = monotonic_ns()
+    _, counts, statuses, nodes_, guesses_, ns = out
+    counts[i], statuses[i], nodes_[i], guesses_[i], ns[i] = count, status, nodes, guesses, now - t0
     if status != STOPPED:
-        return False
-    fill_items(out_status, i + 1, STOPPED, out_status.shape[0] - i - 1)
-    return True
+        return now
+    fill_items(statuses, i + 1, STOPPED, statuses.shape[0] - i - 1)
+    return -1

@@ -21,40 +21,16 @@ import numpy as np
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
 from solvers.model.puzzle import Puzzle
-from solvers.stochastic.base import (
-    I_BEST,
-    I_BEST_NS,
-    I_COMMON,
-    I_COST,
-    I_ITER,
-    I_RESTARTS,
-    I_WORK,
-    Params,
-    StochasticRun,
-    StochasticSolver,
-    register,
-)
-from solvers.stochastic.state import (
-    CLOCK_EVERY,
-    GIVEN_WEIGHT,
-    apply_swap,
-    free_groups,
-    new_rng,
-    pick_pair,
-    recount,
-    rng_unit,
-    start_grid,
-    swap_delta,
-    tables,
-)
+from solvers.stochastic import base, state
+from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
 
-I_CHAIN_LEN = I_COMMON  # moves per temperature step
-I_CHAIN_POS = I_COMMON + 1
-I_STUCK = I_COMMON + 2  # chains since the level last fell
-I_STUCK_LIMIT = I_COMMON + 3
-I_LEVEL = I_COMMON + 4  # lowest cost since the last reheat
-I_CHAIN_MIN = I_COMMON + 5  # lowest cost in the current chain
-I_SIZE = I_COMMON + 6
+I_CHAIN_LEN = base.I_COMMON  # moves per temperature step
+I_CHAIN_POS = base.I_COMMON + 1
+I_STUCK = base.I_COMMON + 2  # chains since the level last fell
+I_STUCK_LIMIT = base.I_COMMON + 3
+I_LEVEL = base.I_COMMON + 4  # lowest cost since the last reheat
+I_CHAIN_MIN = base.I_COMMON + 5  # lowest cost in the current chain
+I_SIZE = base.I_COMMON + 6
 F_T, F_T0, F_ALPHA = 0, 1, 2
 
 
@@ -86,10 +62,10 @@ def calibrate_t0(
     s2 = 0.0
     k = 0
     for _ in range(samples):
-        a, b = pick_pair(grid, cand, gcells, gsize, rng)
+        a, b = state.pick_pair(grid, cand, gcells, gsize, rng)
         if a < 0:
             continue
-        d = float(swap_delta(grid, givens, counts, cell_units, a, b, GIVEN_WEIGHT))
+        d = float(state.swap_delta(grid, givens, counts, cell_units, a, b, state.GIVEN_WEIGHT))
         s += d
         s2 += d * d
         k += 1
@@ -118,40 +94,40 @@ def anneal_slice(
     stop: np.ndarray,
 ) -> int:
     """Make `work` annealing moves (1 unit each); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
-    if istate[I_BEST] == 0:
+    if istate[base.I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
         return EXHAUSTED
-    cost = istate[I_COST]
+    cost = istate[base.I_COST]
     t = fstate[F_T]
-    end = istate[I_WORK] + work
+    end = istate[base.I_WORK] + work
     it = -1
-    while istate[I_WORK] < end:
+    while istate[base.I_WORK] < end:
         it += 1
-        if (it & CLOCK_EVERY) == 0:
+        if (it & state.CLOCK_EVERY) == 0:
             if stop[0] != 0:
-                istate[I_COST] = cost
+                istate[base.I_COST] = cost
                 fstate[F_T] = t
                 return STOPPED
             if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
-                istate[I_COST] = cost
+                istate[base.I_COST] = cost
                 fstate[F_T] = t
                 return TIMEOUT
-        istate[I_ITER] += 1
-        istate[I_WORK] += 1
-        a, b = pick_pair(grid, cand, gcells, gsize, rng)
+        istate[base.I_ITER] += 1
+        istate[base.I_WORK] += 1
+        a, b = state.pick_pair(grid, cand, gcells, gsize, rng)
         if a < 0:
             continue
-        d = swap_delta(grid, givens, counts, cell_units, a, b, GIVEN_WEIGHT)
-        if d <= 0 or rng_unit(rng) < math.exp(-d / t):
-            apply_swap(grid, counts, cell_units, a, b)
+        d = state.swap_delta(grid, givens, counts, cell_units, a, b, state.GIVEN_WEIGHT)
+        if d <= 0 or state.rng_unit(rng) < math.exp(-d / t):
+            state.apply_swap(grid, counts, cell_units, a, b)
             cost += d
-            if cost < istate[I_BEST]:
-                istate[I_BEST] = cost
-                istate[I_BEST_NS] = monotonic_ns()
+            if cost < istate[base.I_BEST]:
+                istate[base.I_BEST] = cost
+                istate[base.I_BEST_NS] = monotonic_ns()
                 best_grid[:] = grid
                 if cost == 0:
-                    istate[I_COST] = cost
+                    istate[base.I_COST] = cost
                     fstate[F_T] = t
                     return SOLVED
             if cost < istate[I_CHAIN_MIN]:
@@ -169,9 +145,9 @@ def anneal_slice(
                     t = fstate[F_T0]
                     istate[I_STUCK] = 0
                     istate[I_LEVEL] = cost
-                    istate[I_RESTARTS] += 1
+                    istate[base.I_RESTARTS] += 1
             istate[I_CHAIN_MIN] = cost
-    istate[I_COST] = cost
+    istate[base.I_COST] = cost
     fstate[F_T] = t
     return BUDGET
 
@@ -182,16 +158,14 @@ class AnnealingRun(StochasticRun):
     name = "annealing"
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: AnnealingParams) -> None:
-        super().__init__(puzzle, I_SIZE)
-        t = tables(puzzle.box)
+        super().__init__(puzzle, I_SIZE, gen)
         n = puzzle.box.n
-        self.cell_units = t.cell_units
-        self.givens = puzzle.givens.astype(np.uint8)
-        self.rng = new_rng(gen)
-        fixed, self.cand, self.grid = start_grid(puzzle, params.propagate, params.restrict, 2 * n, self.rng)
+        fixed, self.cand, self.grid = state.start_grid(
+            puzzle, params.propagate, params.restrict, 2 * n, self.rng
+        )
         self.counts = np.zeros((3 * n, n + 1), dtype=np.int32)
-        cost = recount(self.grid, self.givens, t.units, self.counts, GIVEN_WEIGHT)
-        self.gcells, self.gsize = free_groups(fixed, t.units, 2 * n, n)
+        cost = state.recount(self.grid, self.givens, self.units, self.counts, state.GIVEN_WEIGHT)
+        self.gcells, self.gsize = state.free_groups(fixed, self.units, 2 * n, n)
         t0 = 1.0
         if len(self.gsize):
             t0 = params.t0_scale * calibrate_t0(
@@ -207,10 +181,10 @@ class AnnealingRun(StochasticRun):
             )
         self.fstate = np.array([t0, t0, params.alpha], dtype=np.float64)
         chain = int(params.chain_factor * float((self.gsize.astype(np.int64) ** 2).sum()))
-        self.istate[[I_COST, I_BEST, I_LEVEL, I_CHAIN_MIN]] = cost
+        self.istate[[base.I_COST, base.I_BEST, I_LEVEL, I_CHAIN_MIN]] = cost
         self.istate[I_CHAIN_LEN] = max(1, chain)
         self.istate[I_STUCK_LIMIT] = max(1, params.stuck_chains)
-        self.istate[I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
+        self.istate[base.I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
         self.best_grid[:] = self.grid
         if cost == 0:
             self.status = Outcome.SOLVED
@@ -232,11 +206,6 @@ class AnnealingRun(StochasticRun):
             deadline_ns,
             stop,
         )
-
-    @property
-    def temperature(self) -> float:
-        """Return the current temperature."""
-        return float(self.fstate[F_T])
 
 
 ANNEALING = register(

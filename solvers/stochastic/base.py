@@ -27,6 +27,7 @@ from solvers.model.puzzle import Puzzle
 from solvers.model.result import SolveResult, Status
 from solvers.model.verify import is_solution
 from solvers.registry import Kind, KindView
+from solvers.stochastic import state
 
 # Common int64 state slots every kernel maintains (solver slots follow).
 I_ITER = 0  # iterations done
@@ -52,8 +53,12 @@ class StochasticRun(ABC):
 
     name = "stochastic"
 
-    def __init__(self, puzzle: Puzzle, istate_size: int) -> None:
+    def __init__(self, puzzle: Puzzle, istate_size: int, gen: np.random.Generator) -> None:
         self.puzzle = puzzle
+        tables = state.tables(puzzle.box)
+        self.units, self.cell_units = tables.units, tables.cell_units
+        self.givens = puzzle.givens.astype(np.uint8)
+        self.rng = state.new_rng(gen)  # the run's own stream, drawn first from `gen`
         self.istate = np.zeros(istate_size, dtype=np.int64)
         self.best_grid = np.zeros(puzzle.box.cells, dtype=np.uint8)
         self.stop = np.zeros(1, dtype=np.int64)

@@ -19,44 +19,15 @@ import numpy as np
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
 from solvers.model.puzzle import Puzzle
-from solvers.stochastic.base import (
-    I_BEST,
-    I_BEST_NS,
-    I_COMMON,
-    I_COST,
-    I_ITER,
-    I_RESTARTS,
-    I_WORK,
-    Params,
-    StochasticRun,
-    StochasticSolver,
-    register,
-)
-from solvers.stochastic.state import (
-    CLOCK_EVERY,
-    GIVEN_WEIGHT,
-    apply_swap,
-    domains,
-    fill_boxes,
-    fill_boxes_matched,
-    free_groups,
-    new_rng,
-    pick_pair,
-    recount,
-    restricted,
-    rng_below,
-    rng_unit,
-    swap_delta,
-    tables,
-)
+from solvers.stochastic import base, state
+from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
 
-I_POS = I_COMMON  # next organism to move in this epoch
-I_EPOCH = I_COMMON + 1  # epochs since the last hive (re)start
-I_MAX_EPOCHS = I_COMMON + 2
-I_MAX_RESTARTS = I_COMMON + 3
-I_MAX_AGE = I_COMMON + 4
-I_EPOCHS = I_COMMON + 5  # epochs in total
-I_SIZE = I_COMMON + 6
+I_POS = base.I_COMMON  # next organism to move in this epoch
+I_EPOCH = base.I_COMMON + 1  # epochs since the last hive (re)start
+I_MAX_EPOCHS = base.I_COMMON + 2
+I_MAX_RESTARTS = base.I_COMMON + 3
+I_MAX_AGE = base.I_COMMON + 4
+I_SIZE = base.I_COMMON + 5
 WORKER, EXPLORER = 0, 1
 
 
@@ -87,21 +58,21 @@ def _new_organism(
 ) -> None:
     """Give organism i a random box-invariant grid (a candidate matching when `cand`
     restricts anything) and its error."""
-    if restricted(cand, units.shape[1]):
-        fill_boxes_matched(fixed, cand, units, rng, grids[i])
+    if state.restricted(cand, units.shape[1]):
+        state.fill_boxes_matched(fixed, cand, units, rng, grids[i])
     else:
-        fill_boxes(fixed, units, rng, grids[i])
-    err[i] = recount(grids[i], givens, units, counts[i], GIVEN_WEIGHT)
+        state.fill_boxes(fixed, units, rng, grids[i])
+    err[i] = state.recount(grids[i], givens, units, counts[i], state.GIVEN_WEIGHT)
 
 
 @nb.njit(cache=True, nogil=True)
 def _note_best(i: int, grids: np.ndarray, err: np.ndarray, best_grid: np.ndarray, istate: np.ndarray) -> bool:
     """Record organism i as the best grid if it beats it; True when it is a solution."""
-    if err[i] < istate[I_BEST]:
-        istate[I_BEST] = err[i]
-        istate[I_BEST_NS] = monotonic_ns()
+    if err[i] < istate[base.I_BEST]:
+        istate[base.I_BEST] = err[i]
+        istate[base.I_BEST_NS] = monotonic_ns()
         best_grid[:] = grids[i]
-    return istate[I_BEST] == 0
+    return istate[base.I_BEST] == 0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -157,12 +128,12 @@ def _mate(
     if bw < 0 or be < 0:
         return -1
     for b in range(n):
-        src = bw if rng_below(rng, 2) == 0 else be
+        src = bw if state.rng_below(rng, 2) == 0 else be
         for k in range(n):
             c = units[2 * n + b, k]
             child[c] = grids[src, c]
     grids[ww, :] = child
-    err[ww] = recount(grids[ww], givens, units, counts[ww], GIVEN_WEIGHT)
+    err[ww] = state.recount(grids[ww], givens, units, counts[ww], state.GIVEN_WEIGHT)
     age[ww] = 0
     return ww
 
@@ -192,61 +163,64 @@ def evolve_slice(
     """Make organism moves (one per organism per epoch) worth `work` units: 1 per worker
     move, 3N*N/4 per fresh grid (explorers, deaths) and per mating; return SOLVED,
     TIMEOUT, STOPPED, EXHAUSTED or BUDGET."""
-    if istate[I_BEST] == 0:
+    if istate[base.I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
         return EXHAUSTED
     pop = grids.shape[0]
     child = np.empty(grids.shape[1], dtype=np.uint8)
     grid_work = 1 + 3 * grids.shape[1] // 4
-    end = istate[I_WORK] + work
+    end = istate[base.I_WORK] + work
     it = -1
-    while istate[I_WORK] < end:
+    while istate[base.I_WORK] < end:
         it += 1
-        if (it & CLOCK_EVERY) == 0:
+        if (it & state.CLOCK_EVERY) == 0:
             if stop[0] != 0:
                 return STOPPED
             if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
                 return TIMEOUT
-        istate[I_ITER] += 1
-        istate[I_WORK] += 1
+        istate[base.I_ITER] += 1
+        istate[base.I_WORK] += 1
         i = istate[I_POS]
         if kind[i] == EXPLORER:
             _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
-            istate[I_WORK] += grid_work
+            istate[base.I_WORK] += grid_work
         else:
-            a, b = pick_pair(grids[i], cand, gcells, gsize, rng)
-            d = 0 if a < 0 else swap_delta(grids[i], givens, counts[i], cell_units, a, b, GIVEN_WEIGHT)
-            if a >= 0 and (d < 0 or rng_unit(rng) < p_worse):
-                apply_swap(grids[i], counts[i], cell_units, a, b)
+            a, b = state.pick_pair(grids[i], cand, gcells, gsize, rng)
+            d = (
+                0
+                if a < 0
+                else state.swap_delta(grids[i], givens, counts[i], cell_units, a, b, state.GIVEN_WEIGHT)
+            )
+            if a >= 0 and (d < 0 or state.rng_unit(rng) < p_worse):
+                state.apply_swap(grids[i], counts[i], cell_units, a, b)
                 err[i] += d
             if d >= 0:
                 age[i] += 1
                 if age[i] > istate[I_MAX_AGE]:
                     _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
-                    istate[I_WORK] += grid_work
+                    istate[base.I_WORK] += grid_work
                     age[i] = 0
         if _note_best(i, grids, err, best_grid, istate):
-            istate[I_COST] = 0
+            istate[base.I_COST] = 0
             return SOLVED
         istate[I_POS] = i + 1
         if i + 1 < pop:
             continue
         istate[I_POS] = 0
         istate[I_EPOCH] += 1
-        istate[I_EPOCHS] += 1
         c = _mate(fixed, givens, units, grids, counts, err, age, kind, child, rng)
-        istate[I_WORK] += grid_work
+        istate[base.I_WORK] += grid_work
         if c >= 0 and _note_best(c, grids, err, best_grid, istate):
-            istate[I_COST] = 0
+            istate[base.I_COST] = 0
             return SOLVED
-        istate[I_COST] = err.min()
+        istate[base.I_COST] = err.min()
         if istate[I_EPOCH] >= istate[I_MAX_EPOCHS]:
-            if istate[I_MAX_RESTARTS] > 0 and istate[I_RESTARTS] >= istate[I_MAX_RESTARTS]:
+            if istate[I_MAX_RESTARTS] > 0 and istate[base.I_RESTARTS] >= istate[I_MAX_RESTARTS]:
                 return EXHAUSTED
-            istate[I_RESTARTS] += 1
+            istate[base.I_RESTARTS] += 1
             hive_init(fixed, cand, givens, units, grids, counts, err, age, best_grid, rng, istate)
-            istate[I_WORK] += pop * grid_work
+            istate[base.I_WORK] += pop * grid_work
     return BUDGET
 
 
@@ -261,18 +235,13 @@ class EvolutionRun(StochasticRun):
     name = "evolution"
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: EvolutionParams) -> None:
-        super().__init__(puzzle, I_SIZE)
-        t = tables(puzzle.box)
+        super().__init__(puzzle, I_SIZE, gen)
         n, nn = puzzle.box.n, puzzle.box.cells
         pop = max(2, params.organisms)
-        self.units = t.units
-        self.cell_units = t.cell_units
-        self.givens = puzzle.givens.astype(np.uint8)
-        self.fixed, self.cand = domains(puzzle, params.propagate)
+        self.fixed, self.cand = state.domains(puzzle, params.propagate)
         if not params.restrict:
             self.cand[:] = np.uint64((1 << n) - 1)
-        self.gcells, self.gsize = free_groups(self.fixed, t.units, 2 * n, n)
-        self.rng = new_rng(gen)
+        self.gcells, self.gsize = state.free_groups(self.fixed, self.units, 2 * n, n)
         self.p_worse = float(params.p_worse)
         self.grids = np.zeros((pop, nn), dtype=np.uint8)
         self.counts = np.zeros((pop, 3 * n, n + 1), dtype=np.int32)
@@ -281,7 +250,7 @@ class EvolutionRun(StochasticRun):
         explorers = min(pop - 1, max(1, round(pop * params.explorers)))
         self.kind = np.full(pop, WORKER, dtype=np.int8)
         self.kind[pop - explorers :] = EXPLORER
-        self.istate[I_BEST] = np.iinfo(np.int64).max
+        self.istate[base.I_BEST] = np.iinfo(np.int64).max
         self.istate[I_MAX_EPOCHS] = max(1, params.max_epochs)
         self.istate[I_MAX_RESTARTS] = max(0, params.max_restarts)
         self.istate[I_MAX_AGE] = max(1, params.max_age)
@@ -289,9 +258,9 @@ class EvolutionRun(StochasticRun):
             self.fixed, self.cand, self.givens, self.units, self.grids, self.counts, self.err, self.age,
             self.best_grid, self.rng, self.istate,
         )  # fmt: skip
-        self.istate[I_WORK] = start_work(puzzle, params)  # the start-up: fill and count
-        self.istate[I_COST] = self.err.min()
-        if self.istate[I_BEST] == 0:
+        self.istate[base.I_WORK] = start_work(puzzle, params)  # the start-up: fill and count
+        self.istate[base.I_COST] = self.err.min()
+        if self.istate[base.I_BEST] == 0:
             self.status = Outcome.SOLVED
 
     def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
@@ -316,11 +285,6 @@ class EvolutionRun(StochasticRun):
             deadline_ns,
             stop,
         )
-
-    @property
-    def epochs(self) -> int:
-        """Return the epochs completed in total."""
-        return int(self.istate[I_EPOCHS])
 
 
 EVOLUTION = register(

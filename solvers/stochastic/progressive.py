@@ -22,38 +22,15 @@ import numpy as np
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
 from solvers.model.puzzle import Puzzle
-from solvers.stochastic.base import (
-    I_BEST,
-    I_BEST_NS,
-    I_COMMON,
-    I_COST,
-    I_ITER,
-    I_WORK,
-    Params,
-    StochasticRun,
-    StochasticSolver,
-    register,
-)
-from solvers.stochastic.state import (
-    CLOCK_EVERY,
-    GIVEN_WEIGHT,
-    apply_swap,
-    free_groups,
-    new_rng,
-    pick_pair,
-    recount,
-    rng_below,
-    start_grid,
-    swap_delta,
-    tables,
-)
+from solvers.stochastic import base, state
+from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
 
-I_POOL_N = I_COMMON  # grids in the queue
-I_NB_POS = I_COMMON + 1  # mutations made in the current neighbourhood
-I_NB_SIZE = I_COMMON + 2
-I_SMALL = I_COMMON + 3
-I_DISTINCT = I_COMMON + 4  # 1: never queue a grid equal to a queued one
-I_SIZE = I_COMMON + 5
+I_POOL_N = base.I_COMMON  # grids in the queue
+I_NB_POS = base.I_COMMON + 1  # mutations made in the current neighbourhood
+I_NB_SIZE = base.I_COMMON + 2
+I_SMALL = base.I_COMMON + 3
+I_DISTINCT = base.I_COMMON + 4  # 1: never queue a grid equal to a queued one
+I_SIZE = base.I_COMMON + 5
 
 
 class ProgressiveParams(Params):
@@ -152,57 +129,57 @@ def progressive_slice(
 ) -> int:
     """Make mutations worth `work` units (1 each, plus N*N/16 per queued copy and N*N/4
     per RandomItem recount); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
-    if istate[I_BEST] == 0:
+    if istate[base.I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
         return EXHAUSTED
-    cost = istate[I_COST]
+    cost = istate[base.I_COST]
     size = istate[I_POOL_N]
     small = istate[I_SMALL]
     distinct = istate[I_DISTINCT] != 0
     copy_work = 1 + grid.shape[0] // 16
     status = BUDGET
-    end = istate[I_WORK] + work
+    end = istate[base.I_WORK] + work
     it = -1
-    while istate[I_WORK] < end:
+    while istate[base.I_WORK] < end:
         it += 1
-        if (it & CLOCK_EVERY) == 0:
+        if (it & state.CLOCK_EVERY) == 0:
             if stop[0] != 0:
                 status = STOPPED
                 break
             if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
                 status = TIMEOUT
                 break
-        istate[I_ITER] += 1
-        istate[I_WORK] += 1
-        a, b = pick_pair(grid, cand, gcells, gsize, rng)
+        istate[base.I_ITER] += 1
+        istate[base.I_WORK] += 1
+        a, b = state.pick_pair(grid, cand, gcells, gsize, rng)
         if a < 0:
             continue
-        new = cost + swap_delta(grid, givens, counts, cell_units, a, b, GIVEN_WEIGHT)
-        apply_swap(grid, counts, cell_units, a, b)  # grid is now the mutation
-        if new < istate[I_BEST]:
-            istate[I_BEST] = new
-            istate[I_BEST_NS] = monotonic_ns()
+        new = cost + state.swap_delta(grid, givens, counts, cell_units, a, b, state.GIVEN_WEIGHT)
+        state.apply_swap(grid, counts, cell_units, a, b)  # grid is now the mutation
+        if new < istate[base.I_BEST]:
+            istate[base.I_BEST] = new
+            istate[base.I_BEST_NS] = monotonic_ns()
             best_grid[:] = grid
             if new == 0:
                 cost = new
                 status = SOLVED
                 break
         if size < pool.shape[0] or new < pcost[0]:
-            istate[I_WORK] += copy_work
+            istate[base.I_WORK] += copy_work
             size = _offer(pool, pcost, size, grid, new, distinct)
-        if new <= istate[I_BEST] + small:
+        if new <= istate[base.I_BEST] + small:
             cost = new  # jump
         else:
-            apply_swap(grid, counts, cell_units, a, b)  # back to the current grid
+            state.apply_swap(grid, counts, cell_units, a, b)  # back to the current grid
         istate[I_NB_POS] += 1
         if istate[I_NB_POS] >= istate[I_NB_SIZE]:
             istate[I_NB_POS] = 0
-            k = rng_below(rng, size)  # RandomItem()
+            k = state.rng_below(rng, size)  # RandomItem()
             grid[:] = pool[k]
-            cost = recount(grid, givens, units, counts, GIVEN_WEIGHT)
-            istate[I_WORK] += 4 * copy_work
-    istate[I_COST] = cost
+            cost = state.recount(grid, givens, units, counts, state.GIVEN_WEIGHT)
+            istate[base.I_WORK] += 4 * copy_work
+    istate[base.I_COST] = cost
     istate[I_POOL_N] = size
     return status
 
@@ -213,35 +190,30 @@ class ProgressiveRun(StochasticRun):
     name = "progressive"
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: ProgressiveParams) -> None:
-        super().__init__(puzzle, I_SIZE)
-        t = tables(puzzle.box)
+        super().__init__(puzzle, I_SIZE, gen)
         n, nn = puzzle.box.n, puzzle.box.cells
-        self.units = t.units
-        self.cell_units = t.cell_units
-        self.givens = puzzle.givens.astype(np.uint8)
-        self.rng = new_rng(gen)
         if params.variant == "article":
             self.grid = np.tile(np.arange(1, n + 1, dtype=np.uint8), n)
             self.cand = np.full(nn, (1 << n) - 1, dtype=np.uint64)
-            self.gcells, self.gsize = free_groups(np.zeros(nn, dtype=np.uint8), t.units, 0, n)
+            self.gcells, self.gsize = state.free_groups(np.zeros(nn, dtype=np.uint8), self.units, 0, n)
         else:
             first = 0 if params.variant == "row" else 2 * n
-            fixed, self.cand, self.grid = start_grid(
+            fixed, self.cand, self.grid = state.start_grid(
                 puzzle, params.propagate, params.restrict, first, self.rng
             )
-            self.gcells, self.gsize = free_groups(fixed, t.units, first, n)
+            self.gcells, self.gsize = state.free_groups(fixed, self.units, first, n)
         self.counts = np.zeros((3 * n, n + 1), dtype=np.int32)
-        cost = recount(self.grid, self.givens, t.units, self.counts, GIVEN_WEIGHT)
+        cost = state.recount(self.grid, self.givens, self.units, self.counts, state.GIVEN_WEIGHT)
         self.pool = np.zeros((max(1, params.max_size), nn), dtype=np.uint8)
         self.pcost = np.zeros(max(1, params.max_size), dtype=np.int64)
         self.pool[0] = self.grid
         self.pcost[0] = cost
-        self.istate[[I_COST, I_BEST]] = cost
+        self.istate[[base.I_COST, base.I_BEST]] = cost
         self.istate[I_POOL_N] = 1
         self.istate[I_NB_SIZE] = max(1, params.neighbourhood)
         self.istate[I_SMALL] = params.small_threshold
         self.istate[I_DISTINCT] = int(params.distinct)
-        self.istate[I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
+        self.istate[base.I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
         self.best_grid[:] = self.grid
         if cost == 0:
             self.status = Outcome.SOLVED

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from solvers.exact.exact_cover import EXACT_COVER  # noqa: E402
+from solvers.exact import EXACT_SOLVERS  # noqa: E402
 from solvers.model.parse import parse_puzzle  # noqa: E402
 from solvers.model.puzzle import ALPHABET, Box  # noqa: E402
 from solvers.model.verify import is_solution  # noqa: E402
@@ -130,7 +130,7 @@ def py_count(givens: list[int], box: Box, cap: int) -> tuple[int, list[int] | No
 
 
 def kernel_count(givens: list[int], box: Box, cap: int) -> tuple[int, np.ndarray]:
-    out = EXACT_COVER.solve_batch(np.array([givens], dtype=np.uint8), box, limit=cap, keep=1)
+    out = EXACT_SOLVERS["exact_cover"].solve_batch(np.array([givens], dtype=np.uint8), box, limit=cap, keep=1)
     assert out.status[0] in (0, 1), out.status
     return int(out.counts[0]), out.solutions[0, 0]
 
