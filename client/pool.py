@@ -327,21 +327,26 @@ class LocalPool(WarmPool):
 
     def close(self) -> None:
         """Stop the processes (pending chunks are cancelled, running ones finish)."""
-        self._end(super().close)
+        self._end(super().close, wake=True)
 
     def kill(self) -> None:
         """Kill the processes now, dropping the chunks they are solving (an interrupted command)."""
-        self._end(super().kill)
+        self._end(super().kill, wake=False)
 
-    def _end(self, stop: Callable[[], None]) -> None:
+    def _end(self, stop: Callable[[], None], wake: bool) -> None:
         """Stop the helper dispatch, the processes (`stop`), then the thread handing parts over (every part
-        they sent is stored) and the board's manager process (its processes use it to the end)."""
+        they sent is stored) and the board's manager process (its processes use it to the end).
+
+        Killed processes are not woken through the queue: one killed while sending held the queue's write
+        lock, and a put would wait on it for ever (a closed stdout hung `solve` 1 time in 6); the daemon
+        thread waiting on the queue then ends with the command."""
         self._dispatching.clear()
         stop()
         if self._parts is not None:
             parts, self._parts = self._parts, None
-            with contextlib.suppress(OSError):
-                parts.put(None)
+            if wake:
+                with contextlib.suppress(OSError):
+                    parts.put(None)
         if self._manager is not None:
             manager, self._manager, self._board = self._manager, None, None
             with contextlib.suppress(Exception):  # already gone: nothing is left to stop

@@ -127,3 +127,18 @@ def test_a_producer_thread_of_this_process_busy_longer_than_a_silent_one_may_be_
     with BatchClient(settings=ClientSettings(producer_stale_s=0.3)) as client:
         records = list(client.submit(slow_lines(), escalate_after=0).results(ordered=True))
     assert [r.status for r in records] == ["solved"] * 3
+
+
+def test_killing_the_pool_returns_though_a_killed_process_held_the_parts_queue():
+    """A process killed while sending a part dies holding the queue's write lock: `kill` must not wait on it
+    (it put a wake-up there, and a closed stdout hung `solve` one run in six)."""
+    import threading
+
+    from client.pool import LocalPool
+
+    pool = LocalPool(1)
+    pool.start(warm=lambda: None, races=False)
+    pool._parts._wlock.acquire()  # as the killed process left it  # noqa: SLF001
+    ended = threading.Event()
+    threading.Thread(target=lambda: (pool.kill(), ended.set()), daemon=True).start()
+    assert ended.wait(10), "kill waited on the parts queue's lock"
