@@ -20,7 +20,6 @@ from solvers.generate.difficulty import (
     parse_levels,
     possible_levels,
     rate_batch,
-    rate_puzzle,
 )
 from solvers.generate.dig import dig
 from solvers.generate.fill import random_grids
@@ -344,7 +343,7 @@ def test_rating_does_not_depend_on_how_values_are_labelled():
     box = Box(3, 3)
     g = next(iter(generate(box, 1, seed=25, minimal=True, difficulty="expert", attempts=1000)))
     relabel = np.concatenate([[0], np.random.default_rng(1).permutation(9) + 1]).astype(np.uint8)
-    a, b = rate_puzzle(box, g.puzzle), rate_puzzle(box, relabel[g.puzzle])
+    a, b = rate_batch(box, np.stack([g.puzzle, relabel[g.puzzle]]).astype(np.uint8))
     assert (a.guesses, a.nodes, a.level) == (b.guesses, b.nodes, b.level)
 
 
