@@ -125,6 +125,12 @@ def slow_corpus(
     return path, puzzles
 
 
+def solve_slow(stack: Stack, path: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """A running `solve` of the slow corpus on the stack to `out`, in input order."""
+    return start_cli("solve", str(path), "--broker", stack.url, "-o", str(out), "--ordered", "-q",
+                     "--time-limit", "0.25", env=env)  # fmt: skip
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnect(
@@ -133,19 +139,7 @@ def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnec
     path, puzzles = slow_corpus
     out = tmp_path / "out.jsonl"
     client = stack.client()
-    args = (
-        "solve",
-        str(path),
-        "--broker",
-        stack.url,
-        "-o",
-        str(out),
-        "--ordered",
-        "-q",
-        "--time-limit",
-        "0.25",
-    )
-    solve = start_cli(*args, env={**SMALL_CHUNKS, **FAST_RESEND})
+    solve = solve_slow(stack, path, out, {**SMALL_CHUNKS, **FAST_RESEND})
     deadline = time.monotonic() + 60
     while not (running := client.hvals("sbatch:current")):  # a chunk is being solved
         assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
@@ -505,19 +499,7 @@ def test_a_whole_worker_killed_mid_chunk_loses_nothing_the_other_takes_its_chunk
     out = tmp_path / "out.jsonl"
     client = stack.client()
     victim = stack.workers[0]
-    args = (
-        "solve",
-        str(path),
-        "--broker",
-        stack.url,
-        "-o",
-        str(out),
-        "--ordered",
-        "-q",
-        "--time-limit",
-        "0.25",
-    )
-    solve = start_cli(*args, env=SMALL_CHUNKS)
+    solve = solve_slow(stack, path, out, SMALL_CHUNKS)
     deadline = time.monotonic() + 60
     while True:  # until the victim's pool process is solving a chunk
         running = {k.decode(): v.decode() for k, v in client.hgetall("sbatch:current").items()}
