@@ -87,6 +87,15 @@ def assert_symmetric(box, items, symmetry):
     assert (filled[:, pairs[:, 0]] == filled[:, pairs[:, 1]]).all()
 
 
+def symmetric_digs(box, count, seed, symmetry):
+    """`count` unique digs of `symmetry`, checked valid, unique and symmetric."""
+    items = list(generate(box, count, seed=seed, unique=True, symmetry=symmetry))
+    assert_valid(box, items)
+    assert_unique(box, items)
+    assert_symmetric(box, items, symmetry)
+    return items
+
+
 @pytest.mark.parametrize("shape", SQUARES + RECTANGLES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_full_grids_of_every_box_shape_are_valid_and_distinct(shape):
     box = Box(*shape)
@@ -127,11 +136,7 @@ def test_dug_puzzles_up_to_16x16_are_unique_minimal_and_checked_by_another_solve
 )
 def test_dug_puzzles_of_the_large_shapes_are_unique_and_symmetric(shape, symmetry):
     box = Box(*shape)
-    items = list(generate(box, 1, seed=13, unique=True, symmetry=symmetry))
-    assert_valid(box, items)
-    assert_unique(box, items)
-    assert_symmetric(box, items, symmetry)
-    assert items[0].clues < box.cells * 3 // 4
+    assert symmetric_digs(box, 1, 13, symmetry)[0].clues < box.cells * 3 // 4
 
 
 @pytest.mark.parametrize("symmetry", ["rotational", "mirror"])
@@ -139,11 +144,7 @@ def test_dug_puzzles_of_the_large_shapes_are_unique_and_symmetric(shape, symmetr
     "shape", [(3, 3), (2, 3), (3, 4), (4, 3), (5, 3), (2, 5)], ids=lambda s: f"{s[0]}x{s[1]}"
 )
 def test_symmetric_digs_keep_their_symmetry_and_stay_unique(shape, symmetry):
-    box = Box(*shape)
-    items = list(generate(box, 4, seed=14, unique=True, symmetry=symmetry))
-    assert_valid(box, items)
-    assert_unique(box, items)
-    assert_symmetric(box, items, symmetry)
+    symmetric_digs(Box(*shape), 4, 14, symmetry)
 
 
 def test_minimal_puzzles_lose_uniqueness_when_any_single_given_is_removed():
