@@ -125,10 +125,15 @@ def slow_corpus(
     return path, puzzles
 
 
-def solve_slow(stack: Stack, path: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    """A running `solve` of the slow corpus on the stack to `out`, in input order."""
-    return start_cli("solve", str(path), "--broker", stack.url, "-o", str(out), "--ordered", "-q",
-                     "--time-limit", "0.25", env=env)  # fmt: skip
+def solve_slow(
+    stack: Stack, slow_corpus: tuple[Path, list[str]], tmp_path: Path, env: dict[str, str]
+) -> tuple[subprocess.Popen[str], Path, list[str]]:
+    """A running ordered `solve` of the slow corpus on the stack: the process, its output, the puzzles."""
+    path, puzzles = slow_corpus
+    out = tmp_path / "out.jsonl"
+    solve = start_cli("solve", str(path), "--broker", stack.url, "-o", str(out), "--ordered", "-q",
+                      "--time-limit", "0.25", env=env)  # fmt: skip
+    return solve, out, puzzles
 
 
 @pytest.mark.integration
@@ -136,10 +141,8 @@ def solve_slow(stack: Stack, path: Path, out: Path, env: dict[str, str]) -> subp
 def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnect(
     stack, slow_corpus, tmp_path
 ):
-    path, puzzles = slow_corpus
-    out = tmp_path / "out.jsonl"
     client = stack.client()
-    solve = solve_slow(stack, path, out, {**SMALL_CHUNKS, **FAST_RESEND})
+    solve, out, puzzles = solve_slow(stack, slow_corpus, tmp_path, {**SMALL_CHUNKS, **FAST_RESEND})
     deadline = time.monotonic() + 60
     while not (running := client.hvals("sbatch:current")):  # a chunk is being solved
         assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
@@ -495,11 +498,8 @@ def test_a_whole_worker_killed_mid_chunk_loses_nothing_the_other_takes_its_chunk
     stack, slow_corpus, tmp_path
 ):
     # Runs last in the module: it leaves one worker of the stack dead.
-    path, puzzles = slow_corpus
-    out = tmp_path / "out.jsonl"
-    client = stack.client()
-    victim = stack.workers[0]
-    solve = solve_slow(stack, path, out, SMALL_CHUNKS)
+    client, victim = stack.client(), stack.workers[0]
+    solve, out, puzzles = solve_slow(stack, slow_corpus, tmp_path, SMALL_CHUNKS)
     deadline = time.monotonic() + 60
     while True:  # until the victim's pool process is solving a chunk
         running = {k.decode(): v.decode() for k, v in client.hgetall("sbatch:current").items()}
