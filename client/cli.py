@@ -55,8 +55,8 @@ SOLVE: list[Option] = [  # the options of `solve` and `submit` after their input
                          "without one, one puzzle a line)")),
     (("--broker",), dict(metavar="URL", help="redis://[:password@]host:port/db (default: "
                          "SUDOKU_BATCH_BROKER; solve without one: embedded)")),
-    (("--escalate-after",), dict(type=float, default=DEFAULT_ESCALATE_AFTER_S, metavar="S", help="race a "
-                                 f"puzzle unsolved after S s on idle workers too (default: "
+    (("--escalate-after",), dict(type=float, default=DEFAULT_ESCALATE_AFTER_S, metavar="S", help="escalate a "
+                                 f"puzzle unsolved after S s to idle workers too (default: "
                                  f"{DEFAULT_ESCALATE_AFTER_S:g}; 0: never)")),
 ]  # fmt: skip
 DATASET: list[Option] = [

@@ -170,7 +170,6 @@ def _unique(args: argparse.Namespace) -> bool:
 class Tally:
     """What the summary reports: puzzles written, targets missed, levels, clue counts, CPU."""
 
-    requested: int
     produced: int = 0
     planned_done: int = 0  # requested puzzles of the chunks written so far (progress)
     missed_clues: int = 0
@@ -299,7 +298,7 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
     if not req.seed_given:
         print(f"seed {req.seed} (pass --seed {req.seed} to replay this run)", file=sys.stderr, flush=True)
     started = time.monotonic()
-    tally = Tally(req.count)
+    tally = Tally()
     progress = Progress(args.progress or sys.stderr.isatty())
     complete = False
     job = None

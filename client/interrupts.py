@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -59,15 +59,22 @@ def handled() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
     _State.held, _State.pending, _State.raised = 0, None, False
+    with _installed(_on_signal):
+        yield
+
+
+@contextlib.contextmanager
+def _installed(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """`handler` for SIGNALS while the block runs; the handlers before it again after."""
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
-        signal.signal(sig, _on_signal)
+        signal.signal(sig, handler)
     try:
         yield
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+        for sig, before_handler in before.items():
+            signal.signal(sig, before_handler)
 
 
 @contextlib.contextmanager
@@ -111,17 +118,9 @@ def _end_now(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
-@contextlib.contextmanager
-def starting() -> Iterator[None]:
+def starting() -> contextlib.AbstractContextManager[None]:
     """While a command loads (its imports, its arguments): SIGINT, SIGTERM and SIGHUP end the process at once,
     with its one line and exit 128 + the signal. Nothing is started yet that could be stopped or kept, and an
     exception raised inside an import can be swallowed or turned into another (pydantic's schema builder made
     one a SchemaError, a traceback): `handled` takes over once the command runs."""
-    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    for sig in SIGNALS:
-        signal.signal(sig, _end_now)
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+    return _installed(_end_now)

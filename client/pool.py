@@ -168,17 +168,17 @@ class _QueuePort(ListPort):
         self.parts.put((result.header.job, result))
 
 
-_BOARD: LocalBoard | None = None  # in a local process: the board its races meet on (None: one process)
+_BOARD: LocalBoard | None = None  # in a local process: the board its escalations meet on (None: one process)
 _PARTS: Any = None  # in a local process: the queue its parts go to the command by
 _ARENA: RingArena | None = None  # in a local process: its shared ring, where its parts' records are rendered
-STOP_POLL_S = 0.25  # how often a local owner or helper looks at its race (as workers do)
+STOP_POLL_S = 0.25  # how often a local owner or helper looks at its escalation (as workers do)
 
 
 def _run(task: Task) -> int:
     """Local-process entry: run a task (`pipeline.engine.runner.execute`; the validated model itself, pickled
     by the pool: a ChunkTask made by this process's producer is already valid, which skips a JSON dump and
     parse of ~1 MB). Its parts or result go to the command through the queue as they are made; with more
-    than one process, a solve chunk asking for escalation races its slow puzzles on the idle ones too."""
+    than one process, a solve chunk asking for escalation has its slow puzzles helped by the idle ones too."""
     port = _QueuePort(_PARTS, _ARENA)
     if _BOARD is None:
         return execute(task, port)
@@ -188,7 +188,7 @@ def _run(task: Task) -> int:
 
 
 def _setup(board: LocalBoard | None, parts: Any, rings: list[Ring], taken: Any) -> None:
-    """A local process takes the board its races meet on, the queue its parts go by, and a shared ring of
+    """A local process takes the board escalations meet on, the queue its parts go by, and a shared ring of
     its own (the first free one, by the shared counter `taken`)."""
     global _BOARD, _PARTS, _ARENA
     _BOARD, _PARTS = board, parts
@@ -234,7 +234,7 @@ class LocalPool(WarmPool):
         """Warm the kernels the tasks will run here, then fork the worker processes (no-op when started).
 
         With `races` and more than one process, a board is started first (`client.local_board`):
-        an idle process may race another's slow puzzle (`--escalate-after`)."""
+        an idle process may help another's slow puzzle (`--escalate-after`)."""
         if self.started:
             return
         reuse_freed_memory()  # this process's and its children's chunk buffers are reused, not re-faulted
@@ -255,7 +255,7 @@ class LocalPool(WarmPool):
         if self._board is not None:
             self._dispatching.set()
             threading.Thread(
-                target=self._dispatch, args=(self._board,), name="race-calls", daemon=True
+                target=self._dispatch, args=(self._board,), name="escalation-calls", daemon=True
             ).start()
 
     def _dispatch(self, board: LocalBoard) -> None:

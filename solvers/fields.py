@@ -2,8 +2,8 @@
 
 Why one table: a result used to take four forms (`SolveResult`, the pipeline's columns, the
 rendered records, `Record`) described in seven modules, so a new field meant seven edits that
-could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.record.Record`, the race's
-`HelperEntry`, the CSV header, the Parquet schema and its tables are built from `FIELDS`,
+could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.record.Record`, the
+escalation's `HelperEntry`, the CSV header, the Parquet schema and its tables are built from `FIELDS`,
 and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
 Parquet, `Record`) disagrees with it. What a new field takes besides its row here and the code
 that sets it (the pipeline's arrays and the compiled writers' arguments, so far): docs/architecture.md,
@@ -53,7 +53,7 @@ class Field:
     result: str | None = None  # its SolveResult attribute (None: the pipeline sets it: a position)
     result_type: Any = None  # the attribute's type, as SolveResult declares it
     result_default: Any = None  # the attribute's default (SolveResult's order is RESULT_ORDER)
-    raced: bool = False  # a helper racing the puzzle for another process posts it (`HelperEntry`)
+    posted: bool = False  # an escalation helper posts it for another process (`HelperEntry`)
     column: str = ""  # its array in the pipeline's columns (`ResultColumns`): "" for its name
     valid: str = ""  # a nullable number's mask there: true where it is not null
     doc: str = ""
@@ -74,26 +74,26 @@ FIELDS: tuple[Field, ...] = (
     Field("puzzle", "text", parquet="string", result="puzzle", result_type="str", result_default="",
           doc="the puzzle as given (one line)"),
     Field("status", "status", parquet="string", dictionary=True, result="status", result_type="Status",
-          result_default=None, raced=True, doc="solved, unsolvable, timeout, approximate, invalid, error"),
+          result_default=None, posted=True, doc="solved, unsolvable, timeout, approximate, invalid, error"),
     Field("solution", "text", nullable=True, parquet="string", result="solution", result_type="str | None",
-          raced=True, doc="the grid in the input's notation; null when none"),
+          posted=True, doc="the grid in the input's notation; null when none"),
     Field("cost", "int", nullable=True, statistics=True, valid="has_cost", result="cost",
           result_type="int | None", doc="0 for a valid grid; the approximate grid's cost; null when no grid"),
     Field("solver", "name", nullable=True, parquet="string", dictionary=True, result="solver",
-          result_type="str | None", raced=True, doc="the member that answered"),
+          result_type="str | None", posted=True, doc="the member that answered"),
     Field("time_ms", "fixed", nullable=True, parquet="float64", statistics=True, decimals=TIME_DECIMALS,
           result="elapsed", result_type="float", result_default=0.0, column="time_q", valid="time_ok",
           doc="solving time of this puzzle (SolveResult.elapsed is seconds)"),
     Field("error", "text", nullable=True, parquet="string", result="error", result_type="str | None",
           doc="why there is no answer (invalid, error, timeout)"),
-    Field("nodes", "int", statistics=True, result="nodes", result_type="int", result_default=0, raced=True,
+    Field("nodes", "int", statistics=True, result="nodes", result_type="int", result_default=0, posted=True,
           doc="the answering member's work (see the module docstring)"),
     Field("guesses", "int", statistics=True, result="guesses", result_type="int", result_default=0,
-          raced=True, doc="the answering member's branching decisions"),
+          posted=True, doc="the answering member's branching decisions"),
     Field("restarts", "int", statistics=True, result="restarts", result_type="int", result_default=0,
-          raced=True, doc="the answering member's runs beyond its first"),
+          posted=True, doc="the answering member's runs beyond its first"),
     Field("counters", "counters", parquet="string", result="counters",
-          result_type="dict[str, dict[str, Any]]", raced=True, doc="per member: its own counters"),
+          result_type="dict[str, dict[str, Any]]", posted=True, doc="per member: its own counters"),
     Field("solution_count", "int", nullable=True, record=False, result="solution_count",
           result_type="int | None", doc="with limit > 1: solutions found, up to the limit"),
 )  # fmt: skip

@@ -34,6 +34,7 @@ from pipeline.engine.dataset import CLAIM, TEMP_DIR, Claim
 from pipeline.engine.runner import ListPort, run_chunk
 from pipeline.engine.storage import DataRoots, LocalStorage, OutsideRoots
 from tests.conftest import SAMPLE, RedisServer, check_records, run_cli, start_workers, stop_all
+from tests.test_dataset import FailingPort
 
 PUZZLES = [ln for ln in SAMPLE.read_text().splitlines() if len(ln) == 81]
 SECRET = "roots-secret-marker-7f3a"  # in every file a worker must not read: never in Redis or any output
@@ -152,17 +153,6 @@ def split_task(path: Path, size: int, dataset: Path | None = None) -> ChunkTask:
     )  # fmt: skip
 
 
-class FailedPort(ListPort):
-    """A port that keeps the reasons a job was failed for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failed: list[str] = []
-
-    def fail_job(self, job: str, reason: str) -> None:
-        self.failed.append(reason)
-
-
 def test_a_chunk_outside_the_roots_is_refused_before_anything_is_opened_and_fails_the_job(tree, monkeypatch):
     def untouched(*_: Any) -> None:
         raise AssertionError("the storage was used")
@@ -180,7 +170,7 @@ def test_a_chunk_outside_the_roots_is_refused_before_anything_is_opened_and_fail
             f"write the dataset {tree}/outside",
         ),
     ):
-        port = FailedPort()
+        port = FailingPort()
         assert run_chunk(port, task, roots=roots) == 0
         (reason,) = port.failed
         assert reason.startswith("worker ") and f"refuses to {refused}" in reason, reason

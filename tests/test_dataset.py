@@ -935,6 +935,21 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
         server.stop()
 
 
+def submitted(workers: str, path: Path, out: Path) -> str:
+    """The job of a dataset `submit` of `path` to `out/` (small splits), which must succeed."""
+    submit = run_cli("submit", str(path), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
+    assert submit.returncode == 0, submit.stderr
+    return submit.stdout.strip()
+
+
+def wait_for_a_part(out: Path) -> None:
+    """Until the workers wrote a first part into the dataset `out` (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while not list(out.glob("part-*")):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def one_line(stderr: str) -> str:
     """The one line a command failed with (its stderr holds nothing else)."""
     lines = stderr.strip().splitlines()
@@ -952,9 +967,7 @@ def test_a_second_job_naming_a_directory_the_first_job_owns_is_refused_and_the_f
     first.write_text("\n".join(a) + "\n")
     second.write_text("\n".join(b) + "\n")
     out = tmp_path / "out"
-    submit = run_cli("submit", str(first), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
-    assert submit.returncode == 0, submit.stderr
-    job = submit.stdout.strip()
+    job = submitted(workers, first, out)
     try:
         refused = run_cli("solve", str(second), "--broker", workers, "-o", f"{out}/", "-q")
         assert refused.returncode != 0
@@ -965,13 +978,12 @@ def test_a_second_job_naming_a_directory_the_first_job_owns_is_refused_and_the_f
         check_dataset(out, a)  # every line of the first job's input once, nothing of the second's
     finally:
         assert run_cli("purge", job, "--broker", workers).returncode == 0
-    gone = run_cli("submit", str(first), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
-    assert gone.returncode == 0, gone.stderr  # committed: the directory was free again
-    assert run_cli("purge", gone.stdout.strip(), "--broker", workers).returncode == 0
+    gone = submitted(workers, first, out)  # committed: the directory was free again
+    assert run_cli("purge", gone, "--broker", workers).returncode == 0
     taken = run_cli("solve", str(second), "--broker", workers, "-o", f"{out}/", "-q")
     assert taken.returncode == 0, taken.stderr  # its owner purged: taken over, its parts cleared
     check_dataset(out, b)
-    redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop", f"sbatch:job:{gone.stdout.strip()}:stop")
+    redis.Redis.from_url(workers).delete(f"sbatch:job:{job}:stop", f"sbatch:job:{gone}:stop")
 
 
 @pytest.mark.integration
@@ -982,14 +994,9 @@ def test_a_job_whose_dataset_directory_vanished_fails_in_one_line_instead_of_res
     path = tmp_path / "in.txt"
     path.write_text("\n".join(corpus_lines(12000)) + "\n")
     out = tmp_path / "out"
-    submit = run_cli("submit", str(path), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
-    assert submit.returncode == 0, submit.stderr
-    job = submit.stdout.strip()
+    job = submitted(workers, path, out)
     try:
-        deadline = time.monotonic() + 60
-        while not list(out.glob("part-*")):  # the workers are writing it: delete it under them
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_for_a_part(out)  # the workers are writing it: delete it under them
         out.rename(tmp_path / "moved")  # gone at once, as a `rm -r` racing the workers' writes is not
         began = time.monotonic()
         collect = run_cli("collect", job, "--broker", workers, "-o", f"{out}/", "-q", timeout=90)
@@ -1057,14 +1064,9 @@ def test_an_input_rewritten_at_the_same_size_mid_job_fails_the_job_in_one_line_n
     puzzles = corpus_lines(6000)
     path.write_text("\n".join(puzzles) + "\n")
     out = tmp_path / "out"
-    submit = run_cli("submit", str(path), "--broker", workers, "-o", f"{out}/", env=SMALL_SPLITS)
-    assert submit.returncode == 0, submit.stderr
-    job = submit.stdout.strip()
+    job = submitted(workers, path, out)
     try:
-        deadline = time.monotonic() + 60
-        while not list(out.glob("part-*")):  # the first splits are read: rewrite the rest under the workers
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_for_a_part(out)  # the first splits are read: rewrite the rest under the workers
         before = path.stat()
         path.write_text("\n".join(reversed(puzzles)) + "\n")
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))  # whatever the clock

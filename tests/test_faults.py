@@ -125,27 +125,24 @@ def slow_corpus(
     return path, puzzles
 
 
+def solve_slow(
+    stack: Stack, slow_corpus: tuple[Path, list[str]], tmp_path: Path, env: dict[str, str]
+) -> tuple[subprocess.Popen[str], Path, list[str]]:
+    """A running ordered `solve` of the slow corpus on the stack: the process, its output, the puzzles."""
+    path, puzzles = slow_corpus
+    out = tmp_path / "out.jsonl"
+    solve = start_cli("solve", str(path), "--broker", stack.url, "-o", str(out), "--ordered", "-q",
+                      "--time-limit", "0.25", env=env)  # fmt: skip
+    return solve, out, puzzles
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_redis_restart_mid_chunk_loses_nothing_and_workers_and_client_reconnect(
     stack, slow_corpus, tmp_path
 ):
-    path, puzzles = slow_corpus
-    out = tmp_path / "out.jsonl"
     client = stack.client()
-    args = (
-        "solve",
-        str(path),
-        "--broker",
-        stack.url,
-        "-o",
-        str(out),
-        "--ordered",
-        "-q",
-        "--time-limit",
-        "0.25",
-    )
-    solve = start_cli(*args, env={**SMALL_CHUNKS, **FAST_RESEND})
+    solve, out, puzzles = solve_slow(stack, slow_corpus, tmp_path, {**SMALL_CHUNKS, **FAST_RESEND})
     deadline = time.monotonic() + 60
     while not (running := client.hvals("sbatch:current")):  # a chunk is being solved
         assert time.monotonic() < deadline and solve.poll() is None, solve.communicate()
@@ -501,23 +498,8 @@ def test_a_whole_worker_killed_mid_chunk_loses_nothing_the_other_takes_its_chunk
     stack, slow_corpus, tmp_path
 ):
     # Runs last in the module: it leaves one worker of the stack dead.
-    path, puzzles = slow_corpus
-    out = tmp_path / "out.jsonl"
-    client = stack.client()
-    victim = stack.workers[0]
-    args = (
-        "solve",
-        str(path),
-        "--broker",
-        stack.url,
-        "-o",
-        str(out),
-        "--ordered",
-        "-q",
-        "--time-limit",
-        "0.25",
-    )
-    solve = start_cli(*args, env=SMALL_CHUNKS)
+    client, victim = stack.client(), stack.workers[0]
+    solve, out, puzzles = solve_slow(stack, slow_corpus, tmp_path, SMALL_CHUNKS)
     deadline = time.monotonic() + 60
     while True:  # until the victim's pool process is solving a chunk
         running = {k.decode(): v.decode() for k, v in client.hgetall("sbatch:current").items()}

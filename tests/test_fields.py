@@ -95,7 +95,7 @@ def test_the_parquet_schema_and_values_follow_the_table():
 def test_records_solve_results_and_race_entries_are_built_from_the_table():
     assert tuple(f.name for f in dataclasses.fields(Record)) == NAMES
     assert tuple(f.name for f in dataclasses.fields(SolveResult)) == RESULT_ORDER
-    assert set(HelperEntry.model_fields) == {"state"} | {f.name for f in FIELDS if f.raced}
+    assert set(HelperEntry.model_fields) == {"state"} | {f.name for f in FIELDS if f.posted}
     for result in chunks():
         for line in rendered(result, "jsonl").decode().splitlines():
             assert Record.from_json(line).to_dict() == json.loads(line)

@@ -195,19 +195,8 @@ def test_the_difficulty_filter_keeps_only_the_levels_asked(tmp_path, capsys):
 
 def test_fewer_puzzles_than_asked_exit_1_with_one_error_line_even_quiet(tmp_path, capsys):
     out = tmp_path / "none.txt"
-    args = [
-        "generate",
-        "--count",
-        "3",
-        "--difficulty",
-        "expert",
-        "--attempts",
-        "1",
-        "--seed",
-        "3",
-        "-o",
-        str(out),
-    ]
+    args = ["generate", "--count", "3", "--difficulty", "expert", "--attempts", "1",
+            "--seed", "3", "-o", str(out)]  # fmt: skip
     assert main(args) == 1  # no 9x9 expert among three candidates: not a success
     err = capsys.readouterr().err
     assert "generated 0 of 3 puzzles (3x3 boxes" in err

@@ -20,7 +20,6 @@ from solvers.generate.difficulty import (
     parse_levels,
     possible_levels,
     rate_batch,
-    rate_puzzle,
 )
 from solvers.generate.dig import dig
 from solvers.generate.fill import random_grids
@@ -88,6 +87,15 @@ def assert_symmetric(box, items, symmetry):
     assert (filled[:, pairs[:, 0]] == filled[:, pairs[:, 1]]).all()
 
 
+def symmetric_digs(box, count, seed, symmetry):
+    """`count` unique digs of `symmetry`, checked valid, unique and symmetric."""
+    items = list(generate(box, count, seed=seed, unique=True, symmetry=symmetry))
+    assert_valid(box, items)
+    assert_unique(box, items)
+    assert_symmetric(box, items, symmetry)
+    return items
+
+
 @pytest.mark.parametrize("shape", SQUARES + RECTANGLES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_full_grids_of_every_box_shape_are_valid_and_distinct(shape):
     box = Box(*shape)
@@ -128,11 +136,7 @@ def test_dug_puzzles_up_to_16x16_are_unique_minimal_and_checked_by_another_solve
 )
 def test_dug_puzzles_of_the_large_shapes_are_unique_and_symmetric(shape, symmetry):
     box = Box(*shape)
-    items = list(generate(box, 1, seed=13, unique=True, symmetry=symmetry))
-    assert_valid(box, items)
-    assert_unique(box, items)
-    assert_symmetric(box, items, symmetry)
-    assert items[0].clues < box.cells * 3 // 4
+    assert symmetric_digs(box, 1, 13, symmetry)[0].clues < box.cells * 3 // 4
 
 
 @pytest.mark.parametrize("symmetry", ["rotational", "mirror"])
@@ -140,11 +144,7 @@ def test_dug_puzzles_of_the_large_shapes_are_unique_and_symmetric(shape, symmetr
     "shape", [(3, 3), (2, 3), (3, 4), (4, 3), (5, 3), (2, 5)], ids=lambda s: f"{s[0]}x{s[1]}"
 )
 def test_symmetric_digs_keep_their_symmetry_and_stay_unique(shape, symmetry):
-    box = Box(*shape)
-    items = list(generate(box, 4, seed=14, unique=True, symmetry=symmetry))
-    assert_valid(box, items)
-    assert_unique(box, items)
-    assert_symmetric(box, items, symmetry)
+    symmetric_digs(Box(*shape), 4, 14, symmetry)
 
 
 def test_minimal_puzzles_lose_uniqueness_when_any_single_given_is_removed():
@@ -344,7 +344,7 @@ def test_rating_does_not_depend_on_how_values_are_labelled():
     box = Box(3, 3)
     g = next(iter(generate(box, 1, seed=25, minimal=True, difficulty="expert", attempts=1000)))
     relabel = np.concatenate([[0], np.random.default_rng(1).permutation(9) + 1]).astype(np.uint8)
-    a, b = rate_puzzle(box, g.puzzle), rate_puzzle(box, relabel[g.puzzle])
+    a, b = rate_batch(box, np.stack([g.puzzle, relabel[g.puzzle]]).astype(np.uint8))
     assert (a.guesses, a.nodes, a.level) == (b.guesses, b.nodes, b.level)
 
 

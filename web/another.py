@@ -11,9 +11,7 @@ It runs in the server's puzzle processes in either mode, bounded by the request'
 
 from __future__ import annotations
 
-import asyncio
 import time
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import numpy as np
@@ -27,10 +25,11 @@ from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, PuzzleError
 from solvers.model.status import MemberState, Status
 from solvers.model.verify import is_solution
-from web.errors import ApiError
+from web.errors import ApiError, in_pool
 
 MAX_EXCLUDE = 16  # solutions a request may name as shown (the page keeps the last 16)
 GRACE_S = 30.0  # beyond the time limit, before a 504
+DIED = "the solving process died on this puzzle (a new one is started)"
 
 
 def excluded_grids(texts: list[str], box: str, most_chars: int) -> list[bytes]:
@@ -99,13 +98,8 @@ async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], tex
     if mine not in shown:
         return {**record, "another": True, "solutions": None}
     seeded = solver_seed(str(seed), 1)  # not the race's own seed (`solver_seed(seed, 0)`)
-    future = asyncio.wrap_future(pool.submit(other_solution, text, box, shown, seeded, time_limit))
-    try:
-        other = await asyncio.wait_for(future, time_limit + GRACE_S)
-    except TimeoutError:
-        raise ApiError(504, f"no answer within {time_limit + GRACE_S:g} s") from None
-    except BrokenProcessPool:
-        raise ApiError(503, "the solving process died on this puzzle (a new one is started)") from None
+    args = (text, box, shown, seeded, time_limit)
+    other = await in_pool(pool, time_limit + GRACE_S, "no answer", DIED, other_solution, *args)
     ended = MemberState.DONE if other["complete"] else MemberState.TIMEOUT  # counted every solution, or not
     name = f"{DEFAULT_EXACT} (another)"  # beside the portfolio's members in the counters
     counters = {

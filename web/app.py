@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from solvers.generate.generator import random_seed
 from web import another
 from web.another import MAX_EXCLUDE, excluded_grids
 from web.backend import Backend, check_job_id
-from web.errors import ApiError, on_api_error, on_http_error, on_unexpected
+from web.errors import ApiError, in_pool, on_api_error, on_http_error, on_unexpected
 from web.guard import Guard
 from web.puzzles import BOXES, LEVELS, MAX_RANDOM_SEED, RANDOM_BOXES, check_random, random_puzzle, samples
 from web.settings import ServeSettings
@@ -129,13 +128,10 @@ def solve_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
             raise ApiError(422, str(exc)) from None
         seed = int_param(q.get("seed"), "seed", 0, MAX_RANDOM_SEED - 1)
         seed = random_seed() if seed is None else seed
-        future = asyncio.wrap_future(backend.pool.submit(random_puzzle, box, level, seed))
-        try:
-            made = await asyncio.wait_for(future, RANDOM_WAIT_S)
-        except TimeoutError:
-            raise ApiError(504, f"no puzzle made within {RANDOM_WAIT_S:g} s") from None
-        except BrokenProcessPool:
-            raise ApiError(503, "the puzzle process died (a new one is started): ask again") from None
+        died = "the puzzle process died (a new one is started): ask again"
+        made = await in_pool(
+            backend.pool, RANDOM_WAIT_S, "no puzzle made", died, random_puzzle, box, level, seed
+        )
         if made is None:
             raise ApiError(422, f"no {level} puzzle turned up for {box} boxes; try another difficulty")
         return JSONResponse(made)

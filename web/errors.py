@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+
+if TYPE_CHECKING:
+    from client.pool import WarmPool
 
 
 class ApiError(Exception):
@@ -14,6 +22,19 @@ class ApiError(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+async def in_pool(
+    pool: WarmPool, seconds: float, late: str, died: str, fn: Callable[..., Any], *args: Any
+) -> Any:
+    """`fn(*args)` in a puzzle process without blocking the event loop: a 504 ("`late` within `seconds`")
+    past `seconds`, a 503 (`died`) when the process died on it (the pool starts a new one)."""
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(pool.submit(fn, *args)), seconds)
+    except TimeoutError:
+        raise ApiError(504, f"{late} within {seconds:g} s") from None
+    except BrokenProcessPool:
+        raise ApiError(503, died) from None
 
 
 def error_response(status: int, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -47,11 +47,6 @@ class ServeSettings(BaseModel):
             )
         return self
 
-    @property
-    def loopback(self) -> bool:
-        """True when only this machine can reach the server."""
-        return is_loopback(self.host)
-
 
 def is_loopback(host: str) -> bool:
     """True for `localhost` and loopback addresses (127.0.0.0/8, ::1); false for 0.0.0.0 and the rest."""

@@ -12,7 +12,6 @@ import asyncio
 import json
 import math
 import uuid
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,8 +25,8 @@ from pipeline.contract.tasks import ChunkTask, solver_seed
 from pipeline.engine.runner import ListPort, execute
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, PuzzleError, as_box
-from web.another import MAX_EXCLUDE
-from web.errors import ApiError
+from web.another import DIED, MAX_EXCLUDE
+from web.errors import ApiError, in_pool
 from web.settings import ServeSettings
 
 MAX_OPTION_CHARS = 200  # portfolio and box texts
@@ -141,15 +140,8 @@ class LocalSolver:
     async def solve(self, checked: Checked) -> dict[str, Any]:
         """The record of one puzzle, without blocking the event loop."""
         with self.busy:
-            future = asyncio.wrap_future(self.pool.submit(solve_record, checked))
-            try:
-                line = await asyncio.wait_for(future, checked.time_limit + ANSWER_GRACE_S)
-            except TimeoutError:
-                raise ApiError(504, f"no answer within {checked.time_limit + ANSWER_GRACE_S:g} s") from None
-            except BrokenProcessPool:
-                raise ApiError(
-                    503, "the solving process died on this puzzle (a new one is started)"
-                ) from None
+            wait = checked.time_limit + ANSWER_GRACE_S
+            line = await in_pool(self.pool, wait, "no answer", DIED, solve_record, checked)
         return json.loads(line)
 
 

@@ -1,5 +1,5 @@
-"""The Celery adapter: settings, the app, and the three tasks (solve, generate, race help) that hand each
-message to `pipeline.engine.runner.execute`.
+"""The Celery adapter: settings, the app, and the three tasks (solve, generate, escalation help) that hand
+each message to `pipeline.engine.runner.execute`.
 
 Thin on purpose: solving lives in `solvers`, the task and result contract and its engine in
 `pipeline`, and the worker only moves a task from a message to the job store (`tasks`), beats

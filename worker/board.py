@@ -13,9 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipeline.contract.keys import JobKeys, current_key, escalation_over, job_stopped, workers_key
-from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.solve import worker_name
-from pipeline.escalation.board import Board, Escalation
+from pipeline.escalation.board import Board
 from pipeline.escalation.task import MAX_SHARED_BATCHES, HelperEntry, HelperTask
 from worker.app import app
 from worker.config import settings
@@ -132,10 +131,3 @@ class RedisBoard(Board):
 
     def _batches(self, chunk: int, row: int, since: int) -> list[Any]:
         return self.client.lrange(self.keys.escalation(chunk, row).clauses, since, -1)
-
-
-def escalation_for(task: ChunkTask, client: Any, stop: Any) -> contextlib.AbstractContextManager[Any]:
-    """The running escalation of a chunk whose task asks for one (None inside the block otherwise)."""
-    if not task.escalate_after:
-        return contextlib.nullcontext(None)
-    return Escalation(task, RedisBoard(client, task.job), stop, poll_s=settings.stop_poll_s)

@@ -61,7 +61,7 @@ class Current:
 
     @contextlib.contextmanager
     def solving(self, client: Any, what: str) -> Iterator[None]:
-        """Name `what` (`job:chunk`, `job:chunk:race`) as solved by this process while the block runs.
+        """Name `what` (`job:chunk`; `job:chunk:race`, a helper) as solved here while the block runs.
 
         Bookkeeping only: a Redis away or full neither refuses the run nor, as it ends, replaces
         the exception that ends it (a cancel's SystemExit); the next beat writes the entry right.

@@ -1,4 +1,4 @@
-"""The Celery tasks (solve a chunk, generate one, help race a puzzle): each message is checked, counted and
+"""The Celery tasks (solve a chunk, generate one, help escalate one): each message is checked, counted and
 run by `pipeline.engine.runner.execute` on a `RedisPort`, the job's keys in Redis.
 
 Results never go through Celery's result backend: a solve chunk publishes its parts under the
@@ -279,7 +279,9 @@ def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
     """
     if kind is HelperTask:
         helper = HelperTask.model_validate(payload)
-        with CURRENT.solving(client, f"{helper.job}:{helper.chunk}:race"):  # not idle while it races
+        with CURRENT.solving(
+            client, f"{helper.job}:{helper.chunk}:race"
+        ):  # not idle while it helps (the value's word is `race`: read by running fleets)
             board = RedisBoard(client, helper.job)
             return execute(helper, RedisPort(client), board, poll_s=settings.stop_poll_s)
     ref = ChunkRef.model_validate(payload) if kind is ChunkTask and "ref" in _dict(payload) else None
@@ -443,4 +445,4 @@ def _entry(kind: type[Any], what: str, **options: Any) -> Any:
 
 solve_chunk_task = _entry(ChunkTask, "chunk", **TASK_OPTIONS)
 generate_chunk_task = _entry(GenerateTask, "generate", **TASK_OPTIONS)
-race_puzzle_task = _entry(HelperTask, "race", ignore_result=True, acks_late=False)  # killed: not redone
+helper_task = _entry(HelperTask, "helper", ignore_result=True, acks_late=False)  # killed: not redone

@@ -132,18 +132,15 @@ class Texts:
 
 
 @dataclass
-class ResultColumns:
-    """One chunk's results, a row per puzzle: the arrays that travel and the renderers read (`COLUMNS`)."""
+class _Numbers:
+    """A chunk's number columns, an array each, a row per puzzle: the same in both forms of its rows."""
 
-    names: list[str]  # solver names the ids index
-    puzzle: Texts
-    solution: Texts
-    error: Texts
-    counters_raw: Texts
     status: np.ndarray
     cost: np.ndarray
+    has_cost: np.ndarray
     solver: np.ndarray
     time_q: np.ndarray
+    time_ok: np.ndarray
     nodes: np.ndarray
     guesses: np.ndarray
     restarts: np.ndarray
@@ -152,8 +149,17 @@ class ResultColumns:
     counter_nodes: np.ndarray
     counter_guesses: np.ndarray
     counter_time_q: np.ndarray
-    has_cost: np.ndarray
-    time_ok: np.ndarray
+
+
+@dataclass
+class ResultColumns(_Numbers):
+    """One chunk's results, a row per puzzle: the arrays that travel and the renderers read (`COLUMNS`)."""
+
+    names: list[str]  # solver names the ids index
+    puzzle: Texts
+    solution: Texts
+    error: Texts
+    counters_raw: Texts
 
     def __len__(self) -> int:
         return int(self.status.shape[0])
@@ -239,24 +245,10 @@ class Tally:
 
 
 @dataclass
-class _Rows:
+class _Rows(_Numbers):
     """Columns under construction: numbers as arrays, texts as lists (or the solutions as a symbol block)."""
 
     names: list[str]
-    status: np.ndarray
-    cost: np.ndarray
-    has_cost: np.ndarray
-    solver: np.ndarray
-    time_q: np.ndarray
-    time_ok: np.ndarray
-    nodes: np.ndarray
-    guesses: np.ndarray
-    restarts: np.ndarray
-    counter_kind: np.ndarray
-    counter_solver: np.ndarray
-    counter_nodes: np.ndarray
-    counter_guesses: np.ndarray
-    counter_time_q: np.ndarray
     solutions: list[str] | None  # "" for none; None while they are the `symbols` block
     errors: list[str | None] | None  # None: no row has an error
     counters_raw: list[str] | None  # None: no row has raw counters

@@ -35,12 +35,6 @@ def cells_ok(raw: np.ndarray, box: Box) -> np.ndarray:
     return ~_repeats(masks, box, bad)
 
 
-def clashes(givens: np.ndarray, box: Box) -> np.ndarray:
-    """Return bool[B]: some row, column or box holds a value twice (givens uint8[B, N*N], 0 = empty)."""
-    table, _ = _value_masks(box.n)
-    return _repeats(np.take(table, np.ascontiguousarray(givens.T)), box, 0)
-
-
 def _value_masks(n: int) -> tuple[np.ndarray, int]:
     """Table value -> one-hot bit (bit v-1; 0 for empty) in the smallest dtype leaving a spare top bit."""
     dtype = np.uint16 if n < 16 else np.uint32 if n < 32 else np.uint64

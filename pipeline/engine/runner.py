@@ -1,6 +1,6 @@
 """The one way a task is run, wherever it runs (`execute`): a solve chunk counts its delivery, reads what
 is answered, solves the rest and publishes each part as it is found; a generate chunk publishes its
-result; a race helper races its puzzle on the board.
+result; an escalation helper works its puzzle on the board.
 
 A Celery worker (`worker.tasks`), an embedded local process or the client's own process
 (`client.transport`), and the web page's one-puzzle solve all call `execute` with their
@@ -51,7 +51,7 @@ def execute(
     roots: DataRoots | None = None,
 ) -> int:
     """Run one task of any kind where this process meets its job (`port`) and, racing, the other processes
-    (`board`, the task's job's; None: no race): the puzzles it answered (a helper: 1 if it solved its one).
+    (`board`, the task's job's; None: none): the puzzles it answered (a helper: 1 if it solved its one).
 
     A solve chunk is `run_chunk`, racing its slow puzzles on `board`; a generate chunk is made (or, past
     `max_attempts` deliveries, answered with an error) and published; a helper runs `run_helper`."""
@@ -61,7 +61,7 @@ def execute(
             port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts,
             roots=roots,
         )  # fmt: skip
-    if task.NAME == HELPER_TASK_NAME:  # a helper of another process's race
+    if task.NAME == HELPER_TASK_NAME:  # a helper of another process's escalation
         from pipeline.escalation.board import run_helper
 
         result = None if board is None else run_helper(task, board, poll_s)  # type: ignore[arg-type]
@@ -82,15 +82,15 @@ def execute(
 
 
 def _escalation(board: Board, poll_s: float) -> Callable[[ChunkTask, np.ndarray], Any]:
-    """The race of a chunk's slow puzzles on `board` (`pipeline.escalation.board.Escalation`), loaded by the
-    first chunk that asks for one."""
+    """The escalation of a chunk's slow puzzles on `board` (`pipeline.escalation.board.Escalation`),
+    loaded by the first chunk that asks for one."""
 
-    def race(task: ChunkTask, stop: np.ndarray) -> Any:
+    def escalate(task: ChunkTask, stop: np.ndarray) -> Any:
         from pipeline.escalation.board import Escalation
 
         return Escalation(task, board, stop, poll_s=poll_s)
 
-    return race
+    return escalate
 
 
 def give_up(
@@ -210,8 +210,8 @@ def run_chunk(
             publish(part)
         rows = [r for r in rows if r < valid]
     with StopPoller(lambda: port.stopped(task.job), poll_s) as poller:
-        races = escalation(task, poller.flag) if escalation is not None and task.escalate_after else None
-        with races if races is not None else contextlib.nullcontext() as running:
+        escalating = escalation(task, poller.flag) if escalation is not None and task.escalate_after else None
+        with escalating if escalating is not None else contextlib.nullcontext() as running:
             solve_parts(task, rows, publish, poller.flag, running, arena=getattr(port, "arena", None))
     return answered[0]
 

@@ -60,7 +60,7 @@ class HelperTask(BaseModel):
 
 class _Entry(BaseModel):
     """What a helper posts: `started` when it begins, `done` with its answer and counters when it ends;
-    its answer's fields are those the field table marks `raced` (`solvers.fields`)."""
+    its answer's fields are those the field table marks `posted` (`solvers.fields`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -90,7 +90,7 @@ def _entry_field(f: Field) -> tuple[Any, Any]:
     raise ValueError(f"field {f.name}: a helper cannot post a {f.kind} value")
 
 
-POSTED = [f for f in FIELDS if f.raced]
+POSTED = [f for f in FIELDS if f.posted]
 HelperEntry = create_model(
     "HelperEntry", __base__=_Entry, __module__=__name__, **{f.name: _entry_field(f) for f in POSTED}
 )

@@ -101,8 +101,3 @@ def rate_batch(box: Box, puzzles: np.ndarray, budget: int = RATE_BUDGET) -> list
             levels, guesses.tolist(), nodes.tolist(), singles, count.tolist(), complete.tolist(), strict=True
         )
     ]
-
-
-def rate_puzzle(box: Box, puzzle: np.ndarray, budget: int = RATE_BUDGET) -> Rating:
-    """Rate one puzzle (uint8[N*N]); for a few puzzles, `rate_batch` for many."""
-    return rate_batch(box, np.asarray(puzzle, dtype=np.uint8)[None, :], budget)[0]
