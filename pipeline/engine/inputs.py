@@ -3,7 +3,6 @@ and a CSV input seen as its puzzle column (`ColumnStream`). `pipeline.engine.rea
 
 from __future__ import annotations
 
-import gzip
 import io
 import sys
 import zlib
@@ -13,6 +12,7 @@ from typing import IO, Any
 import numpy as np
 
 from pipeline.engine.storage import is_url, storage_for
+from solvers.model.entries import unpacked
 from solvers.model.parse import MAX_LINE_CHARS, csv_column
 
 SLAB = 1 << 20
@@ -28,16 +28,6 @@ def open_input(source: str | Path) -> IO[bytes]:
     if isinstance(source, str) and is_url(source):
         return unpacked(storage_for(source).open_read(source))
     return unpacked(open(source, "rb"))  # noqa: SIM115
-
-
-def unpacked(raw: IO[bytes]) -> IO[bytes]:
-    """A binary stream's input bytes: through a gzip reader (every member of a `cat a.gz b.gz`)
-    when it starts with the gzip magic, as is otherwise. The one reader of files, stdin, streams
-    and web uploads (`read_upload`)."""
-    if not hasattr(raw, "peek"):  # BytesIO and raw streams: buffered, so the magic can be peeked
-        raw = io.BufferedReader(raw, buffer_size=SLAB)  # type: ignore[arg-type, type-var]
-    head = raw.peek(2)[:2]  # type: ignore[attr-defined]
-    return gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[return-value]
 
 
 class TooLarge(ValueError):

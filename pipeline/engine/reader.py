@@ -18,8 +18,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from pipeline.engine.inputs import BOM, SLAB, ColumnStream, csv_columns, open_input, unpacked
+from pipeline.engine.inputs import BOM, SLAB, ColumnStream, csv_columns, open_input
 from pipeline.engine.lines import Block, LineReader
+from solvers.model.entries import unpacked
 from solvers.model.parse import MAX_LINE_CHARS
 from solvers.model.puzzle import Box, as_box
 

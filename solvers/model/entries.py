@@ -33,23 +33,21 @@ class Entry:
         return f"line {self.line}: {self.error}"
 
 
-def _open_binary(source: str | Path) -> IO[bytes]:
-    """Open a path (or `-` for stdin) as bytes, gunzipping when it is gzip."""
-    if str(source) == "-":
-        raw: IO[bytes] = sys.stdin.buffer
-    else:
-        raw = open(source, "rb")  # noqa: SIM115 - closed by the caller's generator
-    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-    if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    return raw
+def unpacked(raw: IO[bytes]) -> IO[bytes]:
+    """A binary stream's input bytes: through a gzip reader (every member of a `cat a.gz b.gz`)
+    when it starts with the gzip magic, as is otherwise. The one reader of files, stdin, streams
+    and web uploads (`pipeline.engine.inputs`)."""
+    if not hasattr(raw, "peek"):  # BytesIO and raw streams: buffered, so the magic can be peeked
+        raw = io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[arg-type, type-var]
+    head = raw.peek(2)[:2]  # type: ignore[attr-defined]
+    return gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[return-value]
 
 
 def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | None, str | None]]:
     """Yield (line number, text, decode error) for a path, `-`, or an iterable of strings; a
     byte-order mark opening the input is skipped (editors on Windows write one)."""
     if isinstance(source, (str, Path)):
-        stream = _open_binary(source)
+        stream = unpacked(sys.stdin.buffer if str(source) == "-" else open(source, "rb"))  # noqa: SIM115
         try:
             n = 0
             try:
