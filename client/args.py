@@ -165,7 +165,8 @@ def input_sources(names: list[str]) -> list[tuple[str, str]]:
 def data_roots(given: list[str] | None) -> str:
     """A worker's data roots as SUDOKU_BATCH_DATA_ROOTS holds them: each --data-root made absolute, or else
     the variable as it is; UsageError (one line) for a root that cannot be one."""
-    from pipeline.engine.storage import DataRoots, absolute
+    from pipeline.engine.roots import DataRoots
+    from pipeline.engine.storage import absolute
 
     if given is None:
         texts = os.environ.get("SUDOKU_BATCH_DATA_ROOTS", "").split(",")

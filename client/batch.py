@@ -60,7 +60,7 @@ from pipeline.contract.tasks import (
     MAX_TIME_LIMIT_S,
 )
 from pipeline.engine.dataset import Claim
-from pipeline.engine.reader import check_column, peek_stdin
+from pipeline.engine.inputs import check_column, peek_stdin
 from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars
 from solvers.model.puzzle import as_box

@@ -42,9 +42,12 @@ from pipeline.contract.tasks import (
     solver_seed,
 )
 from pipeline.engine.dataset import commit_part, stage_part
-from pipeline.engine.reader import SlabTexts, csv_field, has_grid_rows, read_blocks
+from pipeline.engine.inputs import csv_field
+from pipeline.engine.lines import SlabTexts, has_grid_rows
+from pipeline.engine.reader import read_blocks
+from pipeline.engine.roots import DataRoots
 from pipeline.engine.solve import answered_chunk
-from pipeline.engine.storage import DataRoots, Storage, absolute, is_url, storage_for
+from pipeline.engine.storage import Storage, absolute, is_url, storage_for
 
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateTask

@@ -36,7 +36,7 @@ from pipeline.contract.keys import (
 from pipeline.contract.outbox import outbox_entry, read_outbox_entry
 from pipeline.contract.part import Part, PartStats
 from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask
-from pipeline.engine.storage import MAX_ROOTS
+from pipeline.engine.roots import MAX_ROOTS
 
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult, GenerateTask

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from solvers.model.cost import grid_cost
-from solvers.model.parse import Entry, parse_puzzle, read_entries
+from solvers.model.entries import Entry, read_entries
+from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import ALPHABET, Box, Puzzle, PuzzleError
 from solvers.model.result import Results, SolveResult, Status
 from solvers.model.verify import is_solution, verify_batch

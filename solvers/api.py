@@ -7,8 +7,7 @@ stays a small fraction of solving time even for puzzles solved in microseconds.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -18,8 +17,9 @@ from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
 from solvers.kernel.outcome import BUDGET
-from solvers.model.parse import Lines, clash_mask, parse_compact_batch, parse_puzzle, read_framed
-from solvers.model.puzzle import ALPHABET, COMPACT, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
+from solvers.model.batch import read_batch
+from solvers.model.parse import Lines, clash_mask, parse_puzzle
+from solvers.model.puzzle import ALPHABET, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.model.result import Results, SolveResult
 from solvers.model.status import (
     END_CODE,
@@ -37,32 +37,8 @@ from solvers.registry import Kind
 
 _RENDER = np.frombuffer((" " + ALPHABET).encode("ascii"), dtype=np.uint8)
 
-GroupKey = tuple[Box, Notation]
 # input position -> that search's stop flag, or the flag and its exchange with other processes (`Raced`)
 Racing = Callable[[int], AbstractContextManager[np.ndarray | Raced]]
-
-
-class _Groups:
-    """Puzzles gathered by (box, notation): input indices and their givens rows."""
-
-    def __init__(self) -> None:
-        self.indices: dict[GroupKey, list[np.ndarray]] = {}
-        self.givens: dict[GroupKey, list[np.ndarray]] = {}
-
-    def add(self, key: GroupKey, indices: Sequence[int] | np.ndarray, givens: np.ndarray) -> None:
-        """Add puzzles (givens: uint8[k, N*N]) found at `indices` of the input."""
-        self.indices.setdefault(key, []).append(np.asarray(indices, dtype=np.int64).reshape(-1))
-        self.givens.setdefault(key, []).append(givens)
-
-    def items(self) -> Iterable[tuple[GroupKey, np.ndarray, np.ndarray]]:
-        """Yield each group with its indices (int64) and stacked givens."""
-        for key, indices in self.indices.items():
-            one = len(indices) == 1
-            yield (
-                key,
-                indices[0] if one else np.concatenate(indices),
-                self.givens[key][0] if one else np.concatenate(self.givens[key]),
-            )
 
 
 def solve(
@@ -126,16 +102,7 @@ def solve_many(
     exact, spec = _plan(solver, portfolio, limit)
     if spec is None and racing is not None and limit == 1:  # one exact member: searched puzzle by puzzle
         spec = PortfolioSpec(name=exact.name, members=(MemberSpec(solver=exact.name, randomised=False),))
-    framed = _read_framed(items, box)
-    if framed is not None:  # one compact puzzle a line, every line alike: read at once
-        texts, results, groups = framed
-    else:
-        if isinstance(items, Lines):
-            items = list(items)
-        all_text = set(map(type, items)) <= {str}
-        texts = list(map(str.strip, items)) if all_text else [_strip(item) for item in items]
-        results = Results(texts)
-        groups = _parse_all(items, texts, box, results, all_text)
+    texts, results, groups = read_batch(items, box)
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
     races: list[_Leftovers] = []
     for (group_box, notation), indices, givens in groups.items():
@@ -158,45 +125,6 @@ def solve_many(
     for left in races:
         _race_left(spec, left, texts, results, time_limit, seed, stop, racing, variant, on_final)  # type: ignore[arg-type]
     return results
-
-
-def _read_framed(items: Sequence[object], box: Box | None) -> tuple[Sequence[str], Results, _Groups] | None:
-    """The batch read at once when it is compact puzzles of one length, one per text (`Lines` or strs; the
-    pipeline's chunks and most corpora): no Python per puzzle. None for anything else (`_parse_all`)."""
-    if isinstance(items, Lines):
-        text, count = items.text, len(items)
-        cells = text.find("\n") if count > 1 else len(text)
-    else:
-        try:
-            text = "\n".join(items)  # type: ignore[arg-type]  # TypeError: not all str
-        except TypeError:
-            return None
-        count = len(items)
-        cells = len(items[0]) if count else 0  # type: ignore[arg-type]
-    group_box = box if box is not None else _inferred_box(cells)
-    if count == 0 or group_box is None or group_box.cells != cells or group_box.n > len(ALPHABET):
-        return None
-    read = read_framed(text, count, cells, group_box.n)
-    if read is None:
-        return None
-    givens, bad, symbols = read
-    if isinstance(items, Lines):
-        items.symbols = symbols  # the pipeline's puzzle column is cut from it, not from strs
-    texts: Sequence[str] = items if isinstance(items, Lines) else list(items)  # type: ignore[arg-type]
-    groups = _Groups()
-    if not bad.any():
-        results = Results(texts)  # type: ignore[arg-type]
-        groups.add((group_box, COMPACT), np.arange(count), givens)
-        return texts, results, groups
-    slow = np.flatnonzero(bad)
-    texts = list(texts)
-    for i in slow.tolist():
-        texts[i] = texts[i].strip()
-    results = Results(texts)
-    good = np.flatnonzero(~bad)
-    groups.add((group_box, COMPACT), good, givens[good])
-    _parse_slow(slow.tolist(), texts, texts, box, results, groups)
-    return texts, results, groups
 
 
 def _plan(solver: str | None, portfolio: str | None, limit: int) -> tuple[KernelSolver, PortfolioSpec | None]:
@@ -301,89 +229,6 @@ def _race_left(
             results.put(i, raced)
         if on_final is not None:
             on_final(results, [i])
-
-
-def _text(item: object) -> str:
-    return item.render() if isinstance(item, Puzzle) else repr(item)[:200]
-
-
-def _strip(item: object) -> str:
-    return item.strip() if isinstance(item, str) else _text(item)
-
-
-def _parse_all(
-    items: Sequence[object], texts: list[str], box: Box | None, results: Results, all_text: bool
-) -> _Groups:
-    """Group every puzzle by (box, notation); record invalid lines in `results`.
-
-    Lines whose length is N*N go through the vectorised compact parser together; the
-    lines it refuses (integers, several rows, bad symbols) are parsed one by one, which
-    also finds the reason for an invalid one.
-    """
-    groups = _Groups()
-    by_length: dict[int, list[int]] = _by_length(texts) if all_text else {}
-    slow: list[int] = []
-    for i, item in enumerate([] if all_text else items):
-        if isinstance(item, Puzzle):
-            groups.add((item.box, item.notation), [i], item.givens[None, :])
-        elif type(item) is str:
-            by_length.setdefault(len(texts[i]), []).append(i)
-        else:
-            slow.append(i)
-    for length, indices in by_length.items():
-        group_box = box if box is not None else _inferred_box(length)
-        if group_box is None or group_box.cells != length:
-            slow.extend(indices)
-            continue
-        whole = len(indices) == len(texts)  # every line has this length (the usual case): no copies
-        givens, ok = parse_compact_batch(texts if whole else [texts[i] for i in indices], group_box)
-        if ok.all():
-            groups.add((group_box, COMPACT), indices, givens)
-            continue
-        good = np.flatnonzero(ok)
-        groups.add((group_box, COMPACT), [indices[k] for k in good.tolist()], givens[good])
-        slow.extend(indices[k] for k in np.flatnonzero(~ok).tolist())
-    _parse_slow(sorted(slow), items, texts, box, results, groups)
-    return groups
-
-
-def _parse_slow(
-    rows: list[int],
-    items: Sequence[object],
-    texts: Sequence[str],
-    box: Box | None,
-    results: Results,
-    groups: _Groups,
-) -> None:
-    """Parse the items at `rows` one by one: a puzzle joins its group, anything else is `invalid` with why."""
-    for i in rows:
-        item = items[i]
-        if not isinstance(item, str):
-            results.put(
-                i, SolveResult(Status.INVALID, texts[i], error=f"not a puzzle text: {type(item).__name__}")
-            )
-            continue
-        try:
-            puzzle = parse_puzzle(item, box)
-        except PuzzleError as exc:
-            results.put(i, SolveResult(Status.INVALID, texts[i], error=str(exc)))
-            continue
-        groups.add((puzzle.box, puzzle.notation), [i], puzzle.givens[None, :])
-
-
-def _by_length(texts: list[str]) -> dict[int, list[int]]:
-    """Group line positions by text length (vectorised: this runs once per puzzle)."""
-    lengths = list(map(len, texts))
-    if not lengths or lengths.count(lengths[0]) == len(lengths):
-        return {lengths[0]: list(range(len(lengths)))} if lengths else {}
-    arr = np.array(lengths, dtype=np.int64)
-    return {int(n): np.flatnonzero(arr == n).tolist() for n in np.unique(arr)}
-
-
-def _inferred_box(cells: int) -> Box | None:
-    """The conventional box of a grid of `cells` cells (None when there is none: the slow path says why)."""
-    side = math.isqrt(cells)
-    return Box.for_side(side) if side * side == cells else None
 
 
 def _collect(

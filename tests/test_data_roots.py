@@ -31,8 +31,9 @@ from client.transport import celery_app
 from pipeline.contract.outbox import outbox_entry, read_outbox_entry
 from pipeline.contract.tasks import VERSION, ChunkTask, Dataset, InputRange
 from pipeline.engine.dataset import CLAIM, TEMP_DIR, Claim
+from pipeline.engine.roots import DataRoots, OutsideRoots
 from pipeline.engine.runner import ListPort, run_chunk
-from pipeline.engine.storage import DataRoots, LocalStorage, OutsideRoots
+from pipeline.engine.storage import LocalStorage
 from tests.conftest import SAMPLE, RedisServer, check_records, run_cli, start_workers, stop_all
 from tests.test_dataset import FailingPort
 

@@ -40,7 +40,8 @@ from pipeline.contract.keys import Frontier, JobKeys
 from pipeline.contract.runs import runs_array
 from pipeline.contract.tasks import ChunkTask, Dataset, InputRange
 from pipeline.engine.dataset import TEMP_DIR, Claim, part_name, read_claim
-from pipeline.engine.reader import ROW_IN_SPLIT, read_blocks
+from pipeline.engine.lines import ROW_IN_SPLIT
+from pipeline.engine.reader import read_blocks
 from pipeline.engine.runner import ListPort, run_chunk
 from pipeline.engine.splits import SplitRead, read_split
 from pipeline.engine.storage import FsspecStorage, LocalStorage, StorageError
@@ -222,7 +223,7 @@ def test_a_split_owning_no_puzzle_line_completes_its_chunk_with_no_record_and_no
     from pipeline.contract.outbox import outbox_entry
     from pipeline.contract.part import Part
     from pipeline.contract.tasks import VERSION, ChunkRef
-    from pipeline.engine.storage import DataRoots
+    from pipeline.engine.roots import DataRoots
     from worker.config import settings
     from worker.tasks import handle
 
@@ -268,7 +269,7 @@ def test_a_csv_input_read_in_splits_gives_each_line_its_puzzle_field_once_wherev
     tmp_path_factory, lines, crlf, seed
 ):
     """A split after the first never sees the header: the task carries the column the producer found."""
-    from pipeline.engine.reader import csv_field
+    from pipeline.engine.inputs import csv_field
 
     path = tmp_path_factory.mktemp("csv-splits") / "in.csv"
     rows = [

@@ -8,7 +8,8 @@ import io
 import numpy as np
 import pytest
 
-from solvers.model.parse import parse_compact_batch, parse_puzzle, read_entries, read_text
+from solvers.model.entries import read_entries, read_text
+from solvers.model.parse import parse_compact_batch, parse_puzzle
 from solvers.model.puzzle import ALPHABET, Box, NotationKind, PuzzleError
 from tests.grids import blank, pattern_grid
 

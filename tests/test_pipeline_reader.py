@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from pipeline.engine.checks import compact_ok
 from pipeline.engine.reader import read_blocks
-from solvers.model.parse import CR_INSIDE, clash_mask, parse_compact_batch, read_entries, too_long
+from solvers.model.entries import read_entries
+from solvers.model.parse import CR_INSIDE, clash_mask, parse_compact_batch, too_long
 from solvers.model.puzzle import ALPHABET, Box
 from tests.conftest import CORPORA, SAMPLE
 from tests.grids import blank, pattern_grid

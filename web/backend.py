@@ -23,7 +23,7 @@ from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
 from pipeline.contract.formats import FORMATS
-from pipeline.engine.reader import TooLarge, read_upload
+from pipeline.engine.inputs import TooLarge, read_upload
 from pipeline.engine.render import rows
 from web.errors import ApiError
 from web.retention import Retention, release_memory

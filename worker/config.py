@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.tasks import DEFAULT_QUEUE
-from pipeline.engine.storage import DataRoots
+from pipeline.engine.roots import DataRoots
 
 
 class WorkerSettings(BaseSettings):

@@ -190,7 +190,7 @@ def refuse_outside_roots(port: RedisPort, task: ChunkTask) -> None:
     """Fail the job in one line and stop waiting on it (JobStopped) when a split counted for the splits after
     it lies outside this worker's data roots: it is not opened."""
     from pipeline.engine.dataset import JobStopped, check_roots
-    from pipeline.engine.storage import OutsideRoots
+    from pipeline.engine.roots import OutsideRoots
 
     try:
         check_roots(task, settings.roots)

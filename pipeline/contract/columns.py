@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.contract.texts import Texts
 from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
 from solvers.model.frame import plain, quantise, simple_counters
 from solvers.model.result import Results, SolveResult, symbol_texts
@@ -63,72 +64,6 @@ COLUMNS = (
     Column("has_cost", "has_cost", "bool"),
     Column("time_ok", "time_ok", "bool"),  # the time is finite (else null)
 )
-
-
-@dataclass
-class Texts:
-    """Texts of consecutive rows as one UTF-8 buffer and byte offsets (row i: buf[off[i]:off[i+1]])."""
-
-    buf: np.ndarray  # uint8
-    off: np.ndarray  # uint64[n+1]
-
-    @classmethod
-    def of(cls, texts: Sequence[str]) -> Texts:
-        """Concatenate texts as UTF-8 bytes with their byte offsets."""
-        joined = "".join(texts).encode()
-        off = np.zeros(len(texts) + 1, np.uint64)
-        np.cumsum(np.fromiter(map(len, texts), np.uint64, len(texts)), out=off[1:])
-        if int(off[-1]) != len(joined):  # not all ASCII: offsets in bytes, not characters
-            np.cumsum(np.fromiter((len(t.encode()) for t in texts), np.uint64, len(texts)), out=off[1:])
-        return cls(np.frombuffer(joined, dtype=np.uint8), off)
-
-    @classmethod
-    def empty(cls, n: int) -> Texts:
-        """n empty texts."""
-        return cls(np.zeros(0, np.uint8), np.zeros(n + 1, np.uint64))
-
-    @classmethod
-    def of_block(cls, symbols: np.ndarray, has: np.ndarray | None = None) -> Texts:
-        """Texts of a block of ASCII symbols (u8[n, width]): row i is its row where `has` (None: every
-        row), else empty."""
-        n, width = symbols.shape
-        if has is None or has.all():
-            off = np.arange(0, (n + 1) * width, width, dtype=np.uint64)
-            return cls(np.ascontiguousarray(symbols).reshape(-1), off)
-        off = np.zeros(n + 1, np.uint64)
-        np.cumsum(has.astype(np.uint64) * np.uint64(width), out=off[1:])
-        return cls(np.ascontiguousarray(symbols[has]).reshape(-1), off)
-
-    def __len__(self) -> int:
-        return int(self.off.shape[0]) - 1
-
-    def slice(self, start: int, stop: int) -> Texts:
-        """Rows `start:stop` (views of the same buffer, offsets made relative)."""
-        off = self.off[start : stop + 1]
-        base = off[0] if off.size else np.uint64(0)
-        return Texts(self.buf[int(base) : int(off[-1])] if off.size else self.buf[:0], off - base)
-
-    def take(self, rows: np.ndarray) -> Texts:
-        """Rows `rows` (increasing positions), copied into a buffer of their own."""
-        starts, ends = self.off[rows], self.off[rows + 1]
-        off = np.zeros(len(rows) + 1, np.uint64)
-        np.cumsum(ends - starts, out=off[1:])
-        gather = np.repeat(
-            starts.astype(np.int64) - off[:-1].astype(np.int64), (ends - starts).astype(np.int64)
-        )
-        return Texts(self.buf[gather + np.arange(int(off[-1]), dtype=np.int64)], off)
-
-    def to_list(self, start: int = 0, stop: int | None = None) -> list[str]:
-        """Rows `start:stop` as str."""
-        stop = len(self) if stop is None else stop
-        off = self.off[start : stop + 1].tolist()
-        data = self.buf[off[0] : off[-1]].tobytes() if off else b""
-        base = off[0] if off else 0
-        ascii_only = len(data) == 0 or int(np.frombuffer(data, np.uint8).max()) < 128
-        if ascii_only:
-            text = data.decode("ascii")
-            return [text[a - base : b - base] for a, b in zip(off, off[1:], strict=False)]
-        return [data[a - base : b - base].decode() for a, b in zip(off, off[1:], strict=False)]
 
 
 @dataclass
@@ -254,10 +189,9 @@ class _Rows(_Numbers):
     counters_raw: list[str] | None  # None: no row has raw counters
     symbols: tuple[np.ndarray, np.ndarray] | None = field(default=None)  # (ASCII u8[n, NN], has one)
 
-    _NUMBERS = (
-        "status", "cost", "has_cost", "time_q", "time_ok", "nodes", "guesses", "restarts", "counter_kind",
-        "counter_nodes", "counter_guesses", "counter_time_q",
-    )  # fmt: skip
+    _NUMBERS = tuple(
+        c.name for c in COLUMNS if c.kind != "text" and c.name not in ("solver", "counter_solver")
+    )
 
     def solution_texts(self) -> list[str]:
         """Every row's solution ("" for none), cut from `symbols` when they are a block."""
@@ -389,11 +323,7 @@ def _from_objects(results: Sequence[SolveResult]) -> _Rows:
         nodes=np.array(nodes, dtype=np.int64).reshape(b),
         guesses=np.array(guesses, dtype=np.int64).reshape(b),
         restarts=np.array(restarts, dtype=np.int64).reshape(b),
-        counter_kind=np.zeros(b, np.uint8),
-        counter_solver=np.full(b, -1, np.int16),
-        counter_nodes=np.zeros(b, np.int64),
-        counter_guesses=np.zeros(b, np.int64),
-        counter_time_q=np.zeros(b, np.int64),
+        **{c.name: np.full(b, c.default, c.dtype) for c in COLUMNS if c.name.startswith("counter_")},
         solutions=solutions,
         errors=errors,
         counters_raw=[""] * b,

@@ -24,7 +24,8 @@ import json
 
 import numpy as np
 
-from pipeline.contract.columns import COLUMNS, Column, ResultColumns, Texts
+from pipeline.contract.columns import COLUMNS, Column, ResultColumns
+from pipeline.contract.texts import Texts
 
 WIRE = "packed1"  # the layout line's format tag
 LAYOUT_MAX = 1 << 20  # bytes of the layout line (solver names included)

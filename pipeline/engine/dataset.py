@@ -35,8 +35,9 @@ from pipeline.contract.part import Part, PartFile
 from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask, Dataset
 from pipeline.engine.port import ChunkPort
 from pipeline.engine.render import part_file
+from pipeline.engine.roots import DataRoots
 from pipeline.engine.solve import worker_name
-from pipeline.engine.storage import DataRoots, Storage, StorageError, storage_errors, storage_for
+from pipeline.engine.storage import Storage, StorageError, storage_errors, storage_for
 
 TEMP_DIR = "_temporary"  # where parts are written before they are renamed into place (readers skip `_` names)
 MANIFEST = "_manifest.json"

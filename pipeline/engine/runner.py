@@ -30,7 +30,7 @@ from solvers.model.result import Status
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult, GenerateTask
     from pipeline.engine.dataset import Prepared
-    from pipeline.engine.storage import DataRoots
+    from pipeline.engine.roots import DataRoots
     from pipeline.escalation.board import Board
     from pipeline.escalation.task import HelperTask
 
@@ -222,7 +222,7 @@ def _prepared(port: ChunkPort, task: ChunkTask, roots: DataRoots | None) -> Prep
     the job's storage or refuses a location outside its data roots: the job is failed in one line naming
     this process, the path and the reason."""
     from pipeline.engine.dataset import prepare
-    from pipeline.engine.storage import OutsideRoots
+    from pipeline.engine.roots import OutsideRoots
 
     try:
         return prepare(port, task, roots=roots)

@@ -16,7 +16,6 @@ import gc
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from pipeline.contract.formats import FORMATS
 from pipeline.contract.part import Part, PartHeader, PartStats, Problem
 from pipeline.contract.runs import Runs, runs_array, to_runs
 from pipeline.contract.tasks import ChunkTask
+from pipeline.engine.gather import Clock, Gather
 from pipeline.engine.storage import StorageError
 from solvers.model.result import Results, SolveResult
 from solvers.model.status import STATUS_NAMES, Status
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_PROBLEMS = 1000  # invalid/error lines listed per part; the rest are only counted
-GATHER_S = 1.0  # raced puzzles ending within this many seconds of the first gathered go in one part
 Publish = Callable[[Part], object]
 
 
@@ -97,7 +96,7 @@ def solve_parts(
         all_texts = task.texts()
         texts = all_texts if every else [all_texts[r] for r in at.tolist()]
     runs = (runs_array(task.index_runs), runs_array(task.line_runs))
-    clock = _Clock()
+    clock = Clock()
     done = np.zeros(len(at), dtype=bool)
     first: list[ResultColumns] = []  # every row's columns as the first pass left them (built once)
 
@@ -157,82 +156,6 @@ def solve_parts(
             gc.enable()
 
 
-class Gather:
-    """Raced puzzles' final answers gathered into parts (`flush`: positions, increasing, and their results):
-    what ends within `window` seconds of the first gathered goes out together, when the window closes (a
-    thread watches it while the next puzzle is searched) or the block ends. One puzzle a part, as before,
-    made a part file per raced puzzle: 2,296 of them for 4,000 rows."""
-
-    def __init__(
-        self, flush: Callable[[np.ndarray, list[SolveResult]], None], window: float = GATHER_S
-    ) -> None:
-        self.flush = flush
-        self.window = window
-        self._lock = threading.Lock()  # one part published at a time, from either thread
-        self._pending: dict[int, SolveResult] = {}
-        self._since = 0.0
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def add(self, answers: list[tuple[int, SolveResult]]) -> None:
-        """Gather final answers (position, result); the watching thread starts with the first."""
-        with self._lock:
-            if not self._pending:
-                self._since = time.monotonic()
-            self._pending.update(answers)
-            if self._thread is None and not self._done.is_set():
-                self._thread = threading.Thread(target=self._watch, name="gather", daemon=True)
-                self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._done.wait(self.window / 4):
-            with self._lock:
-                if self._pending and time.monotonic() - self._since >= self.window:
-                    try:
-                        self._out()
-                    except Exception as exc:  # noqa: BLE001 - kept; the block's end publishes them or raises
-                        log.warning("chunk answers wait for the end of the chunk: %s", exc)
-                        return
-
-    def _out(self) -> None:
-        """Publish what is gathered (the lock held); kept when publishing raises."""
-        positions = sorted(self._pending)
-        self.flush(np.asarray(positions, dtype=np.int64), [self._pending[i] for i in positions])
-        self._pending.clear()
-
-    def __enter__(self) -> Gather:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-        with self._lock:
-            if self._pending:
-                self._out()
-
-
-class _Clock:
-    """CPU and wall time of the parts of one run: each part is charged what was spent since the last."""
-
-    def __init__(self) -> None:
-        self.cpu = self.solver_at = time.process_time()
-        self.wall = time.perf_counter()
-        self.solver_cpu = 0.0
-
-    def solved(self) -> None:
-        """The solvers just handed over answers: what was spent since the last part is solver time."""
-        now = time.process_time()
-        self.solver_cpu += now - self.solver_at
-        self.solver_at = now
-
-    def charge(self, stats: PartStats) -> None:
-        """Charge a part with the CPU and wall time since the last one (rendering it included)."""
-        now, wall = time.process_time(), time.perf_counter()
-        stats.cpu_s, stats.solver_cpu_s, stats.wall_s = now - self.cpu, self.solver_cpu, wall - self.wall
-        self.cpu, self.wall, self.solver_cpu, self.solver_at = now, wall, 0.0, now
-
-
 def _segments(
     positions: Sequence[int] | np.ndarray, rows: Sequence[int] | np.ndarray
 ) -> list[tuple[int, int]]:
@@ -267,7 +190,7 @@ def _part(
     task: ChunkTask,
     rows: Sequence[int] | np.ndarray,
     columns: ResultColumns,
-    clock: _Clock | None = None,
+    clock: Clock | None = None,
     runs: tuple[np.ndarray, np.ndarray] | None = None,
     arena: Arena | None = None,
 ) -> Part:
@@ -408,13 +331,7 @@ def failed_chunk(task: ChunkTask, reason: str, status: Status = Status.ERROR) ->
 
 def failed_parts(task: ChunkTask, reason: str, status: Status, rows: list[int]) -> list[Part]:
     """Answer rows `rows` of a chunk with `status`: a part per run of consecutive rows, in its format."""
-    texts = task.texts()
-    parts = []
-    for a, b in _segments(list(range(len(rows))), rows):
-        chosen = rows[a:b]
-        results = [SolveResult(status, texts[r], error=reason) for r in chosen]
-        parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
-    return parts
+    return _answered_parts(task, rows, status, dict.fromkeys(rows, reason))
 
 
 def empty_part(task: ChunkTask) -> Part:
@@ -429,11 +346,16 @@ def empty_part(task: ChunkTask) -> Part:
 def invalid_parts(task: ChunkTask, rows: list[int], reasons: dict[int, str]) -> list[Part]:
     """Answer rows `rows` of a chunk `invalid`, each with its reason (a split's lines its worker's reader
     rejected): a part per run of consecutive rows, in its format."""
+    return _answered_parts(task, rows, Status.INVALID, reasons)
+
+
+def _answered_parts(task: ChunkTask, rows: list[int], status: Status, reasons: dict[int, str]) -> list[Part]:
+    """Rows `rows` of a chunk answered `status` without solving, each with its reason: a part per run."""
     texts = task.texts()
     parts = []
     for a, b in _segments(list(range(len(rows))), rows):
         chosen = rows[a:b]
-        results = [SolveResult(Status.INVALID, texts[r], error=reasons[r]) for r in chosen]
+        results = [SolveResult(status, texts[r], error=reasons[r]) for r in chosen]
         parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
     return parts
 

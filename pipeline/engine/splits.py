@@ -21,7 +21,8 @@ from typing import IO
 
 from pipeline.contract.runs import Runs, join_texts
 from pipeline.contract.tasks import MAX_SPLIT_ENTRIES, ChunkTask, InputRange
-from pipeline.engine.reader import SLAB, read_lines
+from pipeline.engine.inputs import SLAB
+from pipeline.engine.reader import read_lines
 from pipeline.engine.storage import Storage, StorageError, reason, storage_for
 
 SCAN = 1 << 16  # bytes read at a time looking for a line's end

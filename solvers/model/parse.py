@@ -1,22 +1,14 @@
-"""Reading puzzles: one text, a batch of compact lines, or a whole file, line by line.
-
-Bad input never raises out of the readers: each puzzle becomes an `Entry` that holds
-either a `Puzzle` or the reason it is not one, named by line, so one bad line never
-stops a batch. The batch parser is vectorised because the pipeline parses every line
-twice (producer, then worker) and must stay far cheaper than solving.
+"""Parsing puzzles: one text (`parse_puzzle`: the puzzle, or PuzzleError with the reason) or a batch of
+compact lines at once (compiled, because the pipeline parses every line twice, producer then worker, and
+must stay far cheaper than solving). `solvers.model.entries` reads a whole input with these.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import math
 import re
-import sys
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, overload
+from collections.abc import Sequence
+from typing import overload
 
 import numba as nb
 import numpy as np
@@ -37,28 +29,12 @@ from solvers.model.puzzle import (
 )
 
 MAX_LINE_CHARS = 4 * MAX_SIDE * MAX_SIDE * 3  # a 64x64 grid of integers with separators
-BOM = "\ufeff"  # a byte-order mark, as the first line decodes it
 _SPLIT_RE = re.compile(r"[,;\s]+")
 _SYMBOL_VALUE = np.full(256, 255, dtype=np.uint8)  # byte -> value; 255 = unknown symbol
 for _i, _ch in enumerate(ALPHABET):
     _SYMBOL_VALUE[ord(_ch)] = _i + 1
 for _ch in EMPTY_SYMBOLS:
     _SYMBOL_VALUE[ord(_ch)] = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One puzzle of an input: where it starts, its text, and the puzzle or the reason."""
-
-    line: int  # 1-based line of the input where the puzzle starts
-    text: str
-    puzzle: Puzzle | None = None
-    error: str | None = None
-
-    @property
-    def message(self) -> str:
-        """Return the error as a user reads it: `line 17: row 3 has two 5s`."""
-        return f"line {self.line}: {self.error}"
 
 
 def symbol(value: int, notation: Notation = COMPACT) -> str:
@@ -231,10 +207,8 @@ def parse_compact_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndar
     givens = np.zeros((b, nn), dtype=np.uint8)
     if not ok.any():
         return givens, ok
-    try:
-        joined = "".join(lines if whole else [s for s, g in zip(lines, ok, strict=True) if g]).encode("ascii")
-    except UnicodeEncodeError:
-        return parse_slow_batch(lines, box)
+    kept = lines if whole else [s for s, g in zip(lines, ok, strict=True) if g]
+    joined = "".join(kept).encode("ascii", "replace")  # a character beyond ASCII becomes "?", no symbol
     raw = np.frombuffer(joined, dtype=np.uint8).reshape(-1, nn)
     out = givens if whole else np.zeros((raw.shape[0], nn), dtype=np.uint8)
     good = np.zeros(raw.shape[0], dtype=np.bool_)
@@ -358,19 +332,6 @@ class Lines(Sequence[str]):
         return self._lines[i]
 
 
-def parse_slow_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndarray]:
-    """Parse lines one by one (the fallback of `parse_compact_batch`)."""
-    givens = np.zeros((len(lines), box.cells), dtype=np.uint8)
-    ok = np.zeros(len(lines), dtype=bool)
-    for i, text in enumerate(lines):
-        try:
-            givens[i] = parse_puzzle(text, box).givens
-            ok[i] = True
-        except PuzzleError:
-            pass
-    return givens, ok
-
-
 def clash_mask(givens: np.ndarray, box: Box) -> np.ndarray:
     """Return bool[B]: True where some unit holds a given twice (compiled: parsing runs
     twice per puzzle in the pipeline and must cost far less than solving)."""
@@ -403,42 +364,6 @@ def _clash_rows(givens: np.ndarray, cell_units: np.ndarray, n: int, out: np.ndar
             seen[ub] |= bit
 
 
-def _open_binary(source: str | Path) -> IO[bytes]:
-    """Open a path (or `-` for stdin) as bytes, gunzipping when it is gzip."""
-    if str(source) == "-":
-        raw: IO[bytes] = sys.stdin.buffer
-    else:
-        raw = open(source, "rb")  # noqa: SIM115 - closed by the caller's generator
-    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-    if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    return raw
-
-
-def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | None, str | None]]:
-    """Yield (line number, text, decode error) for a path, `-`, or an iterable of strings; a
-    byte-order mark opening the input is skipped (editors on Windows write one)."""
-    if isinstance(source, (str, Path)):
-        stream = _open_binary(source)
-        try:
-            n = 0
-            try:
-                for n, raw in enumerate(stream, start=1):
-                    try:
-                        text = raw.decode("utf-8").rstrip("\r\n")
-                        yield n, text.removeprefix(BOM) if n == 1 else text, None
-                    except UnicodeDecodeError:
-                        yield n, None, "the line is not UTF-8 text"
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                yield n + 1, None, f"the file cannot be read further: {exc}"
-        finally:
-            if stream is not sys.stdin.buffer:
-                stream.close()
-        return
-    for n, text in enumerate(source, start=1):
-        yield n, (text.removeprefix(BOM) if n == 1 else text).rstrip("\r\n"), None
-
-
 CR_INSIDE = (
     "the line holds a carriage return, which ends no line (a newline or CRLF does): a file with CR-only "
     "line ends? convert it, e.g. tr '\\r' '\\n' < IN > OUT"
@@ -466,68 +391,3 @@ def row_side(tokens: int, box: Box | None) -> int | None:
     side = math.isqrt(tokens)
     whole = side * side == tokens and Box.for_side(side) is not None
     return tokens if Box.square(tokens) is not None and not whole else None
-
-
-def read_entries(source: str | Path | Iterable[str], box: Box | str | None = None) -> Iterator[Entry]:
-    """Yield every puzzle of an input as an Entry, streaming: nothing is held in memory.
-
-    A line holds a whole puzzle, or one row of a grid written one row per line (rows are
-    gathered until the grid is full). Blank lines and lines starting with `#` are skipped.
-    """
-    box = as_box(box)
-    pending: list[str] = []
-    start = 0
-    side = 0
-    for n, text, bad in iter_lines(source):
-        if bad is not None or text is None:
-            if pending:
-                yield _partial(start, pending, side)
-                pending = []
-            yield Entry(n, "", error=bad)
-            continue
-        if len(text) > MAX_LINE_CHARS:
-            if pending:
-                yield _partial(start, pending, side)
-                pending = []
-            yield Entry(n, text[:200], error=too_long(len(text), text))
-            continue
-        stripped = text.strip()
-        if "\r" in stripped:  # a carriage return ends no line: CR-only line ends are answered, not skipped
-            if pending:
-                yield _partial(start, pending, side)
-                pending = []
-            yield Entry(n, stripped[:200], error=CR_INSIDE)
-            continue
-        if not stripped or stripped.startswith("#"):
-            continue
-        row = row_side(len(split_tokens(stripped)[0]), box)
-        if row is not None:
-            if not pending:
-                start, side = n, row
-            pending.append(stripped)
-            if len(pending) == side:
-                yield _entry(start, "\n".join(pending), box)
-                pending = []
-            continue
-        if pending:
-            yield _partial(start, pending, side)
-            pending = []
-        yield _entry(n, stripped, box)
-    if pending:
-        yield _partial(start, pending, side)
-
-
-def _entry(line: int, text: str, box: Box | None) -> Entry:
-    try:
-        return Entry(line, text, puzzle=parse_puzzle(text, box))
-    except PuzzleError as exc:
-        return Entry(line, text, error=str(exc))
-
-
-def _partial(start: int, rows: list[str], side: int) -> Entry:
-    return Entry(start, "\n".join(rows), error=f"the grid starting here has {len(rows)} of its {side} rows")
-
-
-def read_text(text: str, box: Box | str | None = None) -> list[Entry]:
-    """Read every puzzle of a string holding a whole input."""
-    return list(read_entries(io.StringIO(text), box))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pipeline.contract.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns, Texts
+from pipeline.contract.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns
+from pipeline.contract.texts import Texts
 from solvers.fields import NAMES, RECORD_FIELDS
 from solvers.model.status import STATUS_NAMES
 
