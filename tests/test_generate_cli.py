@@ -16,8 +16,8 @@ import time
 import numpy as np
 import pytest
 
-from client.batch import Job
 from client.cli import main, parser
+from client.job import Job
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DONE
 from solvers.generate.generator import orbits

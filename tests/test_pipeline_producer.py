@@ -10,8 +10,8 @@ import pytest
 
 from client.collector import in_order
 from client.config import ClientSettings
+from client.memory_store import MemoryStore
 from client.producer import ChunkSizer, JobSpec, Producer
-from client.store import MemoryStore
 from client.transport import Transport
 from pipeline.contract.runs import expand_runs
 from pipeline.contract.tasks import ChunkTask

@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 
 import client.redis_store
-from client.batch import BatchClient, Job
+from client.batch import BatchClient
 from client.cli import main
 from client.collector import JobFailed, in_order, stream_chunks
 from client.config import ClientSettings
+from client.job import Job
+from client.memory_store import MemoryStore
 from client.producer import JobSpec, Producer, ResumeRefused, fingerprint
 from client.redis_store import RedisJobStore
-from client.store import Checkpoint, MemoryStore, Superseded
+from client.store import Checkpoint, Superseded
 from client.transport import Transport
 from pipeline.contract.keys import roots_key, workers_key
 from pipeline.contract.part import Part
