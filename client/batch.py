@@ -9,7 +9,6 @@ producer, chunk function and collector, with local processes and an in-memory st
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import time
@@ -19,35 +18,36 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from client.config import ClientSettings, check_broker_url
-from client.dataset import check_directory, claim_directory, claim_lives, dataset_url
+from client.dataset import claim_directory, claim_lives
 from client.job import Collected, Job
 from client.memory_store import MemoryStore
-from client.pool import LocalPool, default_workers, max_workers, warm_solvers
-from client.producer import (
+from client.plan import (
     JobSpec,
-    Producer,
     ResumeRefused,
     Source,
-    check_writable,
+    check_columns,
+    dataset_plan,
     fingerprint,
     fleet_roots,
     new_job_id,
-    split_plan,
+    opened,
+    resumable,
+    resumed_inputs,
+    small_inputs,
 )
-from client.store import Checkpoint, JobStore, submission_state
-from client.transport import INLINE_BYTES, CeleryTransport, LocalTransport, Transport
-from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, zstd_codec
+from client.pool import LocalPool, default_workers, max_workers, warm_solvers
+from client.producer import Producer
+from client.store import Checkpoint, JobStore
+from client.transport import CeleryTransport, LocalTransport, Transport
 from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.outbox import parse_task
 from pipeline.contract.tasks import (
     DEFAULT_ESCALATE_AFTER_S,
     DEFAULT_TIME_LIMIT_S,
     MAX_ESCALATE_AFTER_S,
-    MAX_NAME_CHARS,
     MAX_TIME_LIMIT_S,
 )
 from pipeline.engine.dataset import Claim
-from pipeline.engine.reader import check_column, peek_stdin
 from solvers.model.puzzle import as_box
 
 if TYPE_CHECKING:
@@ -95,7 +95,8 @@ class BatchClient:
         self._celery: CeleryTransport | None = None
         self._live: tuple[float, int] = (0.0, 0)
         if self.url:
-            from client.redis_store import RedisJobStore, connect
+            from client.config import connect
+            from client.redis_store import RedisJobStore
 
             check_broker_url(self.url)
             self.store: JobStore = RedisJobStore(connect(self.url, self.settings), self.settings)
@@ -145,8 +146,8 @@ class BatchClient:
         `columns`, the default: the result columns, which `Job.results()` and any output format read).
         `dataset`: a directory (path or URL) the solving processes write the records to as part files
         (`pipeline.engine.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the
-        first
-        two), committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
+        first two),
+        committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
         ValueError naming the owner, while another job does); with a broker, a directory outside the data
         roots of a live worker (`sudoku-batch worker --data-root`) is a ValueError. `splits`: with a broker
         and a dataset, the workers read plain file inputs themselves in byte ranges (None: whenever every
@@ -156,9 +157,8 @@ class BatchClient:
         names; an input without such a header is read as plain lines); a file whose first line does not
         name `column` is a ValueError.
         """
-        if format not in FORMATS:
-            raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
-        url, split_urls, note = self._dataset_plan(inputs, dataset, format, compression, splits, box)
+        fleet = None if self.embedded else lambda: fleet_roots(self._redis_store().worker_roots())
+        url, split_urls, note = dataset_plan(inputs, dataset, format, compression, splits, box, fleet)
         as_box(box)  # a bad box shape is the caller's error, raised here
         if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
             raise ValueError(
@@ -175,18 +175,18 @@ class BatchClient:
             _check_portfolio(portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
-        _check_column(inputs, column)
+        check_columns(inputs, column)
         spec = JobSpec(
             new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None,
             format, url, compression, split_urls, column,
         )  # fmt: skip
-        inputs = [(name, _stdin() if isinstance(src, str) and src == "-" else src) for name, src in inputs]
+        inputs = opened(inputs)
         self.store.create(spec.job, spec.meta())
         if url is not None:
             self._claim(url, spec.job)
         transport: Transport
         if self.embedded:
-            if not _small(inputs, escalate=bool(escalate_after) and self.workers > 1):
+            if not small_inputs(inputs, escalate=bool(escalate_after) and self.workers > 1):
                 self.pool.start()  # here, before the producer thread exists: the pool is forked
             else:
                 warm_solvers()  # what the pool's processes load: a later job or command compiles no more
@@ -230,51 +230,6 @@ class BatchClient:
         prefix = self.settings.key_prefix
         return place if prefix == KEY_PREFIX else f"{place} prefix {prefix}"
 
-    def _dataset_plan(
-        self,
-        inputs: list[tuple[str, Source]],
-        dataset: str | None,
-        format: str,
-        compression: str,
-        splits: bool | None,
-        box: str | None,
-    ) -> tuple[str | None, list[str] | None, str | None]:
-        """The dataset's directory (checked, made ready), the inputs the workers read in splits, if any, and a
-        note when this machine reads them because the live workers' data roots do not hold them; ValueError
-        (one line) for options that do not go together, or a dataset outside a live worker's data roots."""
-        if dataset is None:
-            if splits:
-                raise ValueError("splits need a dataset output (a directory: -o DIR/)")
-            if compression != "none":
-                raise ValueError(
-                    "compression applies to a dataset's parts (-o DIR/); name a file .gz instead"
-                )
-            return None, None, None
-        if format not in OUTPUTS:
-            raise ValueError(f"a dataset's format is one of {', '.join(OUTPUTS)}, not {format!r}")
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"compression {compression!r}: use one of {', '.join(COMPRESSIONS)}")
-        if compression == "zstd" and FORMATS[format].lines:
-            zstd_codec()
-        if format == "parquet":
-            from pipeline.engine.render.parquet import INSTALL_HINT, installed
-
-            if not installed():
-                raise ValueError(f"Parquet needs pyarrow: {INSTALL_HINT}")
-        url = dataset_url(dataset)
-        if self.embedded:
-            if splits:
-                raise ValueError("splits need a broker: local processes read what this process reads")
-            check_directory(url)
-            return url, None, None
-        fleet = fleet_roots(self._redis_store().worker_roots())
-        check_writable(fleet, url)  # before the directory is touched: a dataset there stays as it is
-        check_directory(url)
-        if splits is False:
-            return url, None, None
-        urls, note = split_plan(inputs, box, splits, fleet)
-        return url, urls, note
-
     def resume(
         self,
         job_id: str,
@@ -297,27 +252,9 @@ class BatchClient:
         if self.embedded:
             raise ResumeRefused("resuming needs a broker: an embedded job lives and dies with its process")
         meta = self.store.meta(job_id)
-        spec = _resumable(job_id, meta)
+        spec = resumable(job_id, meta)
         given = {"time_limit": time_limit, "portfolio": portfolio, "box": box, "column": column}
-        for key, value in given.items():
-            if value is not None and value != getattr(spec, key):
-                raise ResumeRefused(
-                    f"job {job_id} was submitted with {key} {getattr(spec, key)}, not {value}: "
-                    "a resume keeps the job's options"
-                )
-        if sources is None:
-            sources = list(spec.splits) if spec.splits is not None else _recorded(spec)
-        if len(sources) != len(spec.inputs):
-            raise ResumeRefused(
-                f"job {job_id} has {len(spec.inputs)} inputs ({', '.join(spec.inputs)}), not {len(sources)}"
-            )
-        for name, was, src in zip(spec.inputs, spec.prints, sources, strict=True):
-            if was is not None and fingerprint(src) != was:
-                raise ResumeRefused(f"{src}: not the input submitted as {name} (size or first MB differ)")
-        inputs = [
-            (n, _stdin() if isinstance(s, str) and s == "-" else s)
-            for n, s in zip(spec.inputs, sources, strict=True)
-        ]
+        inputs = resumed_inputs(spec, sources, given)
         token = self.store.claim(job_id)  # first: an old producer can no longer move the checkpoint read next
         meta = self.store.meta(job_id)
         if meta.get("state") == "produced":  # its producer finished just before the claim
@@ -427,77 +364,6 @@ class BatchClient:
 
 
 MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence
-SMALL_GRID_CHARS = 2 * 81 + 1  # the longest line of a 9x9 grid: 81 values with separators
-
-
-def _stdin() -> Source:
-    """Stdin, peeked: a small input is read whole now (so the job can tell it is small)."""
-    stream, _ = peek_stdin(INLINE_BYTES)
-    return stream
-
-
-def _small(inputs: list[tuple[str, Source]], escalate: bool = True) -> bool:
-    """True when solving in-process beats starting the pool: the inputs are known to total at
-    most INLINE_BYTES and hold only lines short enough for 9x9 grids (a few 25x25 grids fit in
-    those bytes too, but each may take seconds: they get the pool), or one puzzle of any size when
-    no escalation could hand it to the pool's idle processes (`escalate` False)."""
-    texts: list[str] = []
-    for _, src in inputs:
-        if isinstance(src, (str, Path)):
-            try:
-                with open(src, "rb") as f:
-                    texts.append(f.read(INLINE_BYTES + 1).decode("utf-8", "replace"))
-            except OSError:
-                return False
-        elif isinstance(src, io.BytesIO):
-            texts.append(bytes(src.getbuffer()[: INLINE_BYTES + 1]).decode("utf-8", "replace"))
-        elif isinstance(src, Sequence) and len(src) <= INLINE_BYTES:
-            texts.append("".join(f"{t}\n" for t in src))
-        else:
-            return False
-    if sum(map(len, texts)) > INLINE_BYTES:
-        return False
-    lines = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return max(map(len, lines), default=0) <= SMALL_GRID_CHARS or (len(lines) <= 1 and not escalate)
-
-
-def _check_column(inputs: list[tuple[str, Source]], column: str | None) -> None:
-    """ValueError (one line) before the job starts when a file's first line does not name `column`."""
-    if column is None:
-        return
-    if not column.strip() or len(column) > MAX_NAME_CHARS:
-        raise ValueError(f"column {column[:80]!r}: a CSV header's name, 1 to {MAX_NAME_CHARS:,} characters")
-    for _, src in inputs:
-        if isinstance(src, (str, Path)) and str(src) != "-":
-            check_column(src, column)
-
-
-def _resumable(job_id: str, meta: dict[str, str]) -> JobSpec:
-    """The spec of a job whose submission can be resumed now; ResumeRefused saying why not otherwise."""
-    if not meta or "created" not in meta:
-        raise ResumeRefused(f"no job {job_id} (never created, purged, or expired)")
-    submission, silent = submission_state(meta)
-    if not submission:
-        raise ResumeRefused(f"job {job_id} records no submission checkpoint: it cannot be resumed")
-    if submission == "complete":
-        raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
-    if submission == "cancelled":
-        raise ResumeRefused(f"job {job_id} was cancelled: submit its inputs again as a new job")
-    if submission == "running":
-        raise ResumeRefused(
-            f"job {job_id}: its producer beat {silent or 0:.0f} s ago and may still be running; "
-            "stop it, or retry a few seconds after it died"
-        )
-    return JobSpec.from_meta(job_id, meta)
-
-
-def _recorded(spec: JobSpec) -> list[Source]:
-    """The job's inputs reopened by their recorded names (ResumeRefused when one cannot be)."""
-    for name in spec.inputs:
-        if name == "-" or not Path(name).is_file():
-            what = "stdin" if name == "-" else f"{name}: no such file here"
-            raise ResumeRefused(f"job {spec.job} read {what}: give its inputs again after the job id")
-    return list(spec.inputs)
 
 
 def _check_portfolio(portfolio: str | None) -> None:

@@ -14,7 +14,8 @@ from client.collector import JobFailed, Slice, arrival_order, chunk_order, in_or
 from client.config import ClientSettings
 from client.interrupts import held
 from client.numbers import plural
-from client.producer import Producer, Source
+from client.plan import Source
+from client.producer import Producer
 from client.store import JobStatus, JobStore, Superseded, sent_bytes, split_words
 from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars

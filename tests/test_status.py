@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-import client.redis_store
+import client.config
 from client.batch import BatchClient
 from client.cli import main
 from client.config import ClientSettings
-from client.producer import ResumeRefused
+from client.plan import ResumeRefused
 from client.redis_store import RedisJobStore
 from client.store import Checkpoint
 from client.transport import Transport
@@ -46,7 +46,7 @@ class Dropped(Transport):
 @pytest.fixture
 def store(fake_redis, monkeypatch) -> RedisJobStore:
     """The job store `main([... "--broker", URL])` reaches: fakeredis."""
-    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    monkeypatch.setattr(client.config, "connect", lambda url, settings: fake_redis)
     return RedisJobStore(fake_redis, SETTINGS)
 
 
