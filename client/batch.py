@@ -184,17 +184,11 @@ class BatchClient:
         self.store.create(spec.job, spec.meta())
         if url is not None:
             self._claim(url, spec.job)
-        transport: Transport
-        if self.embedded:
-            if not small_inputs(inputs, escalate=bool(escalate_after) and self.workers > 1):
-                self.pool.start()  # here, before the producer thread exists: the pool is forked
-            else:
-                warm_solvers()  # what the pool's processes load: a later job or command compiles no more
-            transport = LocalTransport(self.store, spec.job, self.pool)
-            window: Callable[[], int] | None = lambda: 2 * self.workers + 2  # noqa: E731
-        else:
-            transport = self._celery_transport()
-            window = self._broker_window if bounded else None
+        if self.embedded and not small_inputs(inputs, escalate=bool(escalate_after) and self.workers > 1):
+            self.pool.start()  # here, before the producer thread exists: the pool is forked
+        elif self.embedded:
+            warm_solvers()  # what the pool's processes load: a later job or command compiles no more
+        transport, window = self._route(spec.job, bounded, spare=2)
         collected = Collected()
         consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
         producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
@@ -261,9 +255,9 @@ class BatchClient:
             raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
         checkpoint = Checkpoint.of(meta)
         self._send_unsent(job_id, checkpoint)
-        window = self._broker_window if bounded else None
+        transport, window = self._route(job_id, bounded, 0)
         producer = Producer(
-            spec, self.store, self._celery_transport(), self.settings, window, resume=checkpoint, token=token
+            spec, self.store, transport, self.settings, window, resume=checkpoint, token=token
         )
         return Job(self, job_id, producer, inputs)
 
@@ -300,15 +294,9 @@ class BatchClient:
         self.store.create(
             spec.job, {"kind": "generate", "state": "producing", **meta, "created": f"{time.time():.6f}"}
         )
-        transport: Transport
-        if self.embedded:
-            if self.workers > 1:
-                self.pool.start(partial(warm_generator, box), races=False)
-            transport = LocalTransport(self.store, spec.job, self.pool)
-            window: Callable[[], int] = lambda: 2 * self.workers  # noqa: E731
-        else:
-            transport = self._celery_transport()
-            window = self._broker_window
+        if self.embedded and self.workers > 1:
+            self.pool.start(partial(warm_generator, box), races=False)
+        transport, window = self._route(spec.job, bounded=True, spare=0)
         taken = [0]
         producer = Producer(spec, self.store, transport, self.settings, window, consumed=lambda: taken[0])
         return Job(self, spec.job, producer, tasks, taken=taken)
@@ -331,6 +319,13 @@ class BatchClient:
         from client.resend import Resender
 
         return Resender(self._redis_store(), job_id, self._celery_transport, self.settings.resend_after)
+
+    def _route(self, job: str, bounded: bool, spare: int) -> tuple[Transport, Callable[[], int] | None]:
+        """Where a job's tasks go, and its window of chunks in flight: the local processes (two each, `spare`
+        more), or the broker's workers (`bounded`: a few per live worker; else no window)."""
+        if self.embedded:
+            return LocalTransport(self.store, job, self.pool), lambda: 2 * self.workers + spare
+        return self._celery_transport(), self._broker_window if bounded else None
 
     def _celery_transport(self) -> CeleryTransport:
         if self._celery is None:

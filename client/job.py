@@ -151,8 +151,7 @@ class Job:
 
     def stopped_words(self) -> str | None:
         """How far this process's producer got, in words, if it stopped short (as `stopped_at`): `860,903
-        puzzles`, or for inputs read in splits (their puzzles counted by the workers) `7 splits (3.1 MB of
-        9.2 MB)`."""
+        puzzles`, or read in splits (the workers count their puzzles) `7 splits (3.1 MB of 9.2 MB)`."""
         done = self.stopped_at()
         if done is None or self._producer is None:
             return None

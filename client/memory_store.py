@@ -8,13 +8,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from client.store import Checkpoint, Decode, JobStore, Superseded, decode_solve
+from client.store import Decode, JobStore, Superseded, decode_solve
 from pipeline.contract.part import Part, PartStats
 from pipeline.contract.runs import overlaps
-from pipeline.contract.tasks import ChunkTask
 
 if TYPE_CHECKING:
-    from pipeline.contract.generate import GenerateResult, GenerateTask
+    from client.store import Task
+    from pipeline.contract.generate import GenerateResult
 
 
 class MemoryStore(JobStore):
@@ -62,21 +62,15 @@ class MemoryStore(JobStore):
             self._tokens[job] = token = uuid.uuid4().hex
             return token
 
-    def commit(
-        self,
-        job: str,
-        token: str,
-        checkpoint: Checkpoint,
-        fields: dict[str, str] | None = None,
-        answered: Part | None = None,
-        task: ChunkTask | GenerateTask | None = None,
+    def _commit(
+        self, job: str, token: str, meta: dict[str, str], answered: Part | None, task: Task | None
     ) -> None:
         with self._cond:  # a re-entrant lock: put_result and update take it again
             if self._tokens.get(job) != token:
                 raise Superseded(f"job {job}: a resume took the submission over (or the job was purged)")
             if answered is not None:
                 self.put_result(job, answered)
-            self.update(job, {"checkpoint": checkpoint.model_dump_json(), **(fields or {})})
+            self.update(job, meta)
 
     def owns(self, job: str, token: str) -> bool:
         with self._cond:

@@ -37,7 +37,8 @@ from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask
 from pipeline.engine.storage import MAX_ROOTS
 
 if TYPE_CHECKING:
-    from pipeline.contract.generate import GenerateResult, GenerateTask
+    from client.store import Task
+    from pipeline.contract.generate import GenerateResult
 
 try:  # redis-py's own reply buffer (a private module): without it `read_large` takes the plain path
     from redis._parsers.socket import SocketBuffer
@@ -113,14 +114,8 @@ class RedisJobStore(JobStore):
         self.r.set(self.keys(job).producer, token, ex=self.settings.job_ttl)
         return token
 
-    def commit(
-        self,
-        job: str,
-        token: str,
-        checkpoint: Checkpoint,
-        fields: dict[str, str] | None = None,
-        answered: Part | None = None,
-        task: ChunkTask | GenerateTask | None = None,
+    def _commit(
+        self, job: str, token: str, meta: dict[str, str], answered: Part | None, task: Task | None
     ) -> None:
         """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
 
@@ -134,7 +129,6 @@ class RedisJobStore(JobStore):
         if task is not None:
             entry = outbox_entry(time.time(), task.model_dump_json())
             commands += [("HSET", k.outbox, str(task.chunk), entry), ("EXPIRE", k.outbox, ttl)]
-        meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
         commands += [("HSET", k.meta, *[x for kv in meta.items() for x in kv]), ("EXPIRE", k.meta, ttl)]
         if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
             commands += wake_commands(k, ttl)

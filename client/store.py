@@ -23,6 +23,8 @@ from pipeline.contract.tasks import ChunkTask
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult, GenerateTask
 
+    Task = ChunkTask | GenerateTask  # what a producer sends, and keeps until it is answered
+
 Decode = Callable[[bytes | bytearray, str, int], Any]  # (payload, job, chunk) -> a chunk result
 
 
@@ -104,7 +106,6 @@ class JobStore(ABC):
     def claim(self, job: str) -> str:
         """Make a new producer token the only one `commit` accepts for `job` (fences off an old producer)."""
 
-    @abstractmethod
     def commit(
         self,
         job: str,
@@ -119,6 +120,15 @@ class JobStore(ABC):
         Raises Superseded (changing nothing) unless `token` is the job's current producer
         token, so a producer that was taken over can never write a chunk id twice.
         """
+        self._commit(
+            job, token, {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}, answered, task
+        )
+
+    @abstractmethod
+    def _commit(
+        self, job: str, token: str, meta: dict[str, str], answered: Part | None, task: Task | None
+    ) -> None:
+        """`commit` in one step: `meta` holds the checkpoint (and the fields given with it)."""
 
     @abstractmethod
     def owns(self, job: str, token: str) -> bool:
