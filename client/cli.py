@@ -289,7 +289,8 @@ def _health(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Liveness probe: the broker answers, and (unless --broker-only) a worker process of this host beats."""
     import socket
 
-    from client.redis_store import RedisJobStore, connect
+    from client.config import connect
+    from client.redis_store import RedisJobStore
 
     url = broker_or_local(args, settings)
     store = RedisJobStore(connect(url, settings), settings)
@@ -323,7 +324,7 @@ def _serve(args: argparse.Namespace, settings: ClientSettings) -> int:
 
 def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Replace this process by a Celery worker (`celery -A worker.app worker`) for the broker."""
-    from client.redis_store import connect
+    from client.config import connect
 
     check_processes("--concurrency", args.concurrency)
     roots = data_roots(args.data_root)

@@ -1,8 +1,9 @@
-"""Client settings (environment variables `SUDOKU_BATCH_*`), URL masking and broker checks."""
+"""Client settings (environment variables `SUDOKU_BATCH_*`), URL masking, broker checks and `connect`."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pydantic import Field
@@ -10,6 +11,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.tasks import DEFAULT_QUEUE, MAX_SPLIT_BYTES, MAX_TASK_CHARS
+
+if TYPE_CHECKING:
+    import redis
+
+OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
 
 
 class ClientSettings(BaseSettings):
@@ -71,3 +77,35 @@ class BrokerUnreachable(ConnectionError):
 
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(f"cannot reach broker {mask_url(url)}: {reason}")
+
+
+def connect(url: str, settings: ClientSettings) -> redis.Redis:
+    """Open a Redis client with short timeouts and check that it answers (BrokerUnreachable if not)."""
+    import redis
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.retry import Retry
+
+    try:
+        client = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=settings.connect_timeout,
+            socket_timeout=settings.socket_timeout,
+            retry_on_timeout=False,
+            health_check_interval=30,
+        )
+        client.ping()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        raise BrokerUnreachable(url, _reason(exc)) from None
+    # Connected: from now on ride out a broker restart (about a minute) instead of failing the job.
+    client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.1, cap=2.0), OUTAGE_RETRIES))
+    return client
+
+
+def _reason(exc: BaseException) -> str:
+    """The shortest useful reason from a redis-py error (its messages repeat host and port)."""
+    text = str(exc).strip() or type(exc).__name__
+    if "Connection refused" in text:
+        return "Connection refused"
+    if "Timeout" in type(exc).__name__ or "timed out" in text:
+        return "connection timed out"
+    return text.splitlines()[0][:200]

@@ -13,14 +13,12 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.retry import Retry
 
-from client.config import BrokerUnreachable, ClientSettings
+from client.config import ClientSettings
 from client.store import Checkpoint, JobStore, Superseded
 from pipeline.contract.keys import (
     Frontier,
@@ -39,7 +37,8 @@ from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask
 from pipeline.engine.roots import MAX_ROOTS
 
 if TYPE_CHECKING:
-    from pipeline.contract.generate import GenerateResult, GenerateTask
+    from client.store import Task
+    from pipeline.contract.generate import GenerateResult
 
 try:  # redis-py's own reply buffer (a private module): without it `read_large` takes the plain path
     from redis._parsers.socket import SocketBuffer
@@ -49,42 +48,13 @@ except ImportError:  # pragma: no cover - another redis-py layout
 log = logging.getLogger(__name__)
 
 JOB_ID = re.compile(JOB_ID_PATTERN)
-OUTAGE_RETRIES = 32  # reconnection attempts, 0.1 s growing to 2 s apart: ~1 min of broker outage
 LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
 COMMIT_TRIES = 8  # rounds of a producer's commit interrupted by a broken connection before it fails
-
-
-def connect(url: str, settings: ClientSettings) -> redis.Redis:
-    """Open a Redis client with short timeouts and check that it answers (BrokerUnreachable if not)."""
-    try:
-        client = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=settings.connect_timeout,
-            socket_timeout=settings.socket_timeout,
-            retry_on_timeout=False,
-            health_check_interval=30,
-        )
-        client.ping()
-    except (redis.RedisError, OSError, ValueError) as exc:
-        raise BrokerUnreachable(url, _reason(exc)) from None
-    # Connected: from now on ride out a broker restart (about a minute) instead of failing the job.
-    client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.1, cap=2.0), OUTAGE_RETRIES))
-    return client
 
 
 def _glob_escape(text: str) -> str:
     """`text` as a literal in a Redis MATCH pattern (a key prefix may hold `*`, `?`, `[` or `\\`)."""
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
-def _reason(exc: BaseException) -> str:
-    """The shortest useful reason from a redis-py error (its messages repeat host and port)."""
-    text = str(exc).strip() or type(exc).__name__
-    if "Connection refused" in text:
-        return "Connection refused"
-    if "Timeout" in type(exc).__name__ or "timed out" in text:
-        return "connection timed out"
-    return text.splitlines()[0][:200]
 
 
 class RedisJobStore(JobStore):
@@ -113,18 +83,27 @@ class RedisJobStore(JobStore):
     def update(self, job: str, fields: dict[str, str]) -> None:
         """Set fields of a job that exists and is not stopped (a purged job is never re-created)."""
         k = self.keys(job)
+
+        def write(pipe: Any) -> None:
+            pipe.hset(k.meta, mapping=fields)
+            pipe.expire(k.meta, self.settings.job_ttl)
+            if "state" in fields or "total" in fields:  # a collector waiting on it looks again
+                for command in wake_commands(k, self.settings.job_ttl):
+                    pipe.execute_command(*command)
+
+        self._unless_stopped(k, write)
+
+    def _unless_stopped(self, k: JobKeys, write: Callable[[Any], None]) -> None:
+        """Run `write(pipe)` in one MULTI under WATCH of the job's stop key, unless the job is stopped or gone
+        (a purge sets the key first: set in between, the EXEC is void and this looks again)."""
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
                 try:
-                    pipe.watch(k.stop)  # a purge sets it first: set in between, the EXEC is void
+                    pipe.watch(k.stop)
                     if job_stopped(pipe, k):
                         return
                     pipe.multi()
-                    pipe.hset(k.meta, mapping=fields)
-                    pipe.expire(k.meta, self.settings.job_ttl)
-                    if "state" in fields or "total" in fields:  # a collector waiting on it looks again
-                        for command in wake_commands(k, self.settings.job_ttl):
-                            pipe.execute_command(*command)
+                    write(pipe)
                     pipe.execute()
                     return
                 except redis.WatchError:
@@ -135,14 +114,8 @@ class RedisJobStore(JobStore):
         self.r.set(self.keys(job).producer, token, ex=self.settings.job_ttl)
         return token
 
-    def commit(
-        self,
-        job: str,
-        token: str,
-        checkpoint: Checkpoint,
-        fields: dict[str, str] | None = None,
-        answered: Part | None = None,
-        task: ChunkTask | GenerateTask | None = None,
+    def _commit(
+        self, job: str, token: str, meta: dict[str, str], answered: Part | None, task: Task | None
     ) -> None:
         """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
 
@@ -151,16 +124,11 @@ class RedisJobStore(JobStore):
         """
         k, ttl = self.keys(job), self.settings.job_ttl
         commands: list[tuple[Any, ...]] = []
-        if answered is not None:  # the producer's own answers: a new chunk, whole in one part
-            stats, chunk = answered.header.stats, answered.header.chunk
-            payload = answered.encode()
-            commands += part_commands(
-                k, chunk, 0, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl, complete=True
-            )
+        if answered is not None:  # the producer's own answers: a new chunk, whole in one part (row 0)
+            commands += self._publish(k, answered, answered.encode())
         if task is not None:
             entry = outbox_entry(time.time(), task.model_dump_json())
             commands += [("HSET", k.outbox, str(task.chunk), entry), ("EXPIRE", k.outbox, ttl)]
-        meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
         commands += [("HSET", k.meta, *[x for kv in meta.items() for x in kv]), ("EXPIRE", k.meta, ttl)]
         if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
             commands += wake_commands(k, ttl)
@@ -189,27 +157,20 @@ class RedisJobStore(JobStore):
 
     def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
         """Store a generate chunk's result, or a part of a new chunk answered whole (tests, the producer)."""
-        stats = result.header.stats
         data = payload if payload is not None else result.encode()
-        k = self.keys(job)
-        if isinstance(result, Part):
-            head = result.header
-            commands = part_commands(
-                k, head.chunk, head.row, data, stats.model_dump_json(), stats.n, stats.cpu_s,
-                self.settings.job_ttl, complete=head.row + stats.n >= stats.chunk_n,
-            )  # fmt: skip
-        else:
-            commands = result_commands(
-                k,
-                result.header.chunk,
-                data,
-                stats.model_dump_json(),
-                stats.n,
-                stats.cpu_s,
-                self.settings.job_ttl,
-            )
+        commands = self._publish(self.keys(job), result, data)
         run_commands(self.r, commands)
         return True
+
+    def _publish(self, k: JobKeys, result: Part | GenerateResult, data: bytes) -> list[tuple[Any, ...]]:
+        """The commands that store `result` (a part, or a generate chunk's result) encoded as `data`."""
+        head, stats = result.header, result.header.stats
+        shared = (data, stats.model_dump_json(), stats.n, stats.cpu_s, self.settings.job_ttl)
+        if isinstance(result, Part):
+            return part_commands(
+                k, head.chunk, head.row, *shared, complete=head.row + stats.n >= stats.chunk_n
+            )
+        return result_commands(k, head.chunk, *shared)
 
     def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
         got = self.r.lrange(self.keys(job).arrivals, cursor, -1)
@@ -265,22 +226,15 @@ class RedisJobStore(JobStore):
         """Drop the parts and record the checkpoint in one MULTI, unless the job is stopped or gone (a
         purged job's keys are never re-created)."""
         k = self.keys(job)
-        for _ in range(COMMIT_TRIES):
-            with self.r.pipeline(transaction=True) as pipe:
-                try:
-                    pipe.watch(k.stop)
-                    if job_stopped(pipe, k):
-                        return
-                    pipe.multi()
-                    if parts:
-                        pipe.delete(*[_result_key(k, p) for p in parts])
-                        pipe.sadd(k.collected, *[f"{c}:{r}" for c, r in parts])
-                        pipe.expire(k.collected, self.settings.job_ttl)
-                    pipe.hset(k.meta, "collected", json.dumps(checkpoint))
-                    pipe.execute()
-                    return
-                except redis.WatchError:
-                    continue
+
+        def write(pipe: Any) -> None:
+            if parts:
+                pipe.delete(*[_result_key(k, p) for p in parts])
+                pipe.sadd(k.collected, *[f"{c}:{r}" for c, r in parts])
+                pipe.expire(k.collected, self.settings.job_ttl)
+            pipe.hset(k.meta, "collected", json.dumps(checkpoint))
+
+        self._unless_stopped(k, write)
 
     def part_stats(self, job: str, parts: Sequence[Any]) -> list[tuple[Any, PartStats]]:
         """(part, statistics) of the given parts (those still recorded)."""

@@ -24,10 +24,11 @@ from client.args import (
     resume_command,
     say_error,
 )
-from client.batch import BatchClient, Job, Written
+from client.batch import BatchClient
 from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.dataset import DatasetOutput, dataset_url, is_dataset
+from client.job import Job, Written
 from client.notice import NoWorkerNotice, StoppedNotice
 from client.numbers import plural
 from client.output import Output, ReaderGone

@@ -1,17 +1,15 @@
-"""The job store interface, and its in-memory implementation for the embedded mode.
+"""The job store interface, and a job's status as every store summarises it.
 
 A job store holds a job's metadata and its chunk results until they are collected.
-`RedisJobStore` (client/redis_store.py) is the distributed one; `MemoryStore` keeps
-the same contract inside one process, so the producer and the collector run unchanged
-on either, and tests run the same cases against both.
+`RedisJobStore` (client/redis_store.py) is the distributed one; `MemoryStore`
+(client/memory_store.py) keeps the same contract inside one process, so the producer and
+the collector run unchanged on either, and tests run the same cases against both.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,11 +18,12 @@ from pydantic import BaseModel
 
 from client.numbers import byte_size, plural
 from pipeline.contract.part import Part, PartStats
-from pipeline.contract.runs import overlaps
 from pipeline.contract.tasks import ChunkTask
 
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult, GenerateTask
+
+    Task = ChunkTask | GenerateTask  # what a producer sends, and keeps until it is answered
 
 Decode = Callable[[bytes | bytearray, str, int], Any]  # (payload, job, chunk) -> a chunk result
 
@@ -107,7 +106,6 @@ class JobStore(ABC):
     def claim(self, job: str) -> str:
         """Make a new producer token the only one `commit` accepts for `job` (fences off an old producer)."""
 
-    @abstractmethod
     def commit(
         self,
         job: str,
@@ -122,6 +120,15 @@ class JobStore(ABC):
         Raises Superseded (changing nothing) unless `token` is the job's current producer
         token, so a producer that was taken over can never write a chunk id twice.
         """
+        self._commit(
+            job, token, {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}, answered, task
+        )
+
+    @abstractmethod
+    def _commit(
+        self, job: str, token: str, meta: dict[str, str], answered: Part | None, task: Task | None
+    ) -> None:
+        """`commit` in one step: `meta` holds the checkpoint (and the fields given with it)."""
 
     @abstractmethod
     def owns(self, job: str, token: str) -> bool:
@@ -356,193 +363,3 @@ def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
     if state == "failed" or silent > PRODUCER_SILENT_S:
         return "stopped", silent
     return "running", silent
-
-
-class MemoryStore(JobStore):
-    """A job store inside one process (embedded mode): dictionaries under one condition variable.
-
-    It keeps no outbox of sent tasks (`RedisJobStore.commit`): local processes get their
-    chunks through a pipe of this process and cannot lose one unnoticed; a crashed process
-    fails the job instead (and nothing outlives the process to resume). Collected results
-    expire as in Redis: at once when collected with ttl 0, else `ttl` seconds later.
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock  # when collected results expire (a fake in tests)
-        self._cond = threading.Condition()
-        self._meta: dict[str, dict[str, str]] = {}
-        self._results: dict[str, dict[int, tuple[Any, bytes | None]]] = {}  # result, its encoding
-        self._stats: dict[str, dict[int, PartStats]] = {}
-        self._arrivals: dict[str, list[Any]] = {}  # part ids (chunk, row), or a generate run's chunk ids
-        self._parts: dict[str, dict[int, dict[int, int]]] = {}  # chunk -> first row -> rows published
-        self._done: dict[str, int] = {}  # chunks every row of which is answered
-        self._hint: dict[str, tuple[int, float]] = {}
-        self._tokens: dict[str, str] = {}
-        self._expiry: dict[str, dict[int, float]] = {}  # collected results: monotonic time they go
-        self.workers: list[str] = []
-
-    def create(self, job: str, meta: dict[str, str]) -> None:
-        with self._cond:
-            self._meta[job] = dict(meta)
-            self._results[job], self._stats[job], self._arrivals[job] = {}, {}, []
-            self._parts[job], self._done[job] = {}, 0
-            self._hint[job] = (0, 0.0)
-
-    def meta(self, job: str) -> dict[str, str]:
-        with self._cond:
-            return dict(self._meta.get(job, {}))
-
-    def update(self, job: str, fields: dict[str, str]) -> None:
-        with self._cond:
-            if job in self._meta:
-                self._meta[job].update(fields)
-            self._cond.notify_all()
-
-    def claim(self, job: str) -> str:
-        with self._cond:
-            self._tokens[job] = token = uuid.uuid4().hex
-            return token
-
-    def commit(
-        self,
-        job: str,
-        token: str,
-        checkpoint: Checkpoint,
-        fields: dict[str, str] | None = None,
-        answered: Part | None = None,
-        task: ChunkTask | GenerateTask | None = None,
-    ) -> None:
-        with self._cond:  # a re-entrant lock: put_result and update take it again
-            if self._tokens.get(job) != token:
-                raise Superseded(f"job {job}: a resume took the submission over (or the job was purged)")
-            if answered is not None:
-                self.put_result(job, answered)
-            self.update(job, {"checkpoint": checkpoint.model_dump_json(), **(fields or {})})
-
-    def owns(self, job: str, token: str) -> bool:
-        with self._cond:
-            return self._tokens.get(job) == token
-
-    def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
-        """Keep the result object itself: the collector in this process reads it without decoding. A part
-        any of whose rows is answered already is refused (False), as in Redis."""
-        with self._cond:
-            if job not in self._results:
-                return False  # purged
-            stats = result.header.stats
-            key: Any = result.header.chunk
-            if isinstance(result, Part):
-                parts = self._parts[job].setdefault(key, {})
-                runs = result.row_runs()
-                if -1 in parts or overlaps(runs, sorted(parts.items())):
-                    return False
-                parts.update(runs)
-                if sum(parts.values()) >= stats.chunk_n:
-                    parts[-1] = 0  # done
-                    self._done[job] += 1
-                key = result.part
-            else:
-                self._done[job] += 1
-            self._results[job][key] = (result, payload)
-            self._stats[job][key] = stats
-            self._arrivals[job].append(key)
-            n, cpu = self._hint[job]
-            self._hint[job] = (n + stats.n, cpu + stats.cpu_s)
-            self._cond.notify_all()
-            return True
-
-    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
-        """(first row, rows) of the parts of `chunk` published; None once it is complete (or purged)."""
-        with self._cond:
-            parts = self._parts.get(job, {}).get(chunk, {})
-            return None if -1 in parts or job not in self._parts else sorted(parts.items())
-
-    def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
-        with self._cond:
-            got = self._arrivals.get(job, [])[cursor:]
-            return list(got), cursor + len(got)
-
-    def fetch(self, job: str, chunks: Sequence[Any]) -> list[bytes | None]:
-        got = self._kept(job, chunks)
-        return [None if k is None else k[1] if k[1] is not None else k[0].encode() for k in got]
-
-    def fetch_results(self, job: str, chunks: Sequence[Any], decode: Decode = decode_solve) -> list[Any]:
-        return [None if k is None else k[0] for k in self._kept(job, chunks)]
-
-    def stored(self, job: str, chunks: Sequence[Any]) -> list[bool]:
-        return [k is not None for k in self._kept(job, chunks)]
-
-    def job_ids(self, most: int) -> list[str]:
-        with self._cond:
-            return list(self._meta)[:most]
-
-    def _kept(self, job: str, chunks: Sequence[Any]) -> list[tuple[Any, bytes | None] | None]:
-        with self._cond:
-            self._expire(job)
-            results = self._results.get(job, {})
-            return [results.get(c) for c in chunks]
-
-    def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
-        """Drop collected results at once (ttl 0: a collector that will not read again), else keep
-        them `ttl` seconds, so the job can be read again (`Job.results()` twice), as in Redis."""
-        with self._cond:
-            results = self._results.get(job, {})
-            expiry = self._expiry.setdefault(job, {})
-            for c in chunks:
-                if ttl <= 0:
-                    results.pop(c, None)
-                    expiry.pop(c, None)
-                else:
-                    expiry[c] = self._clock() + ttl
-            self._expire(job)
-
-    def _expire(self, job: str) -> None:
-        """Drop the job's collected results whose time is up (under the lock)."""
-        now = self._clock()
-        expiry = self._expiry.get(job, {})
-        for c in [c for c, at in expiry.items() if at <= now]:
-            del expiry[c]
-            self._results.get(job, {}).pop(c, None)
-
-    def stats(self, job: str) -> list[PartStats]:
-        with self._cond:
-            return list(self._stats.get(job, {}).values())
-
-    def hint(self, job: str) -> tuple[int, float]:
-        with self._cond:
-            return self._hint.get(job, (0, 0.0))
-
-    def wait(self, job: str, timeout: float) -> None:
-        with self._cond:
-            self._cond.wait(timeout)
-
-    def wait_arrival(self, job: str, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait(timeout)
-
-    def live_workers(self) -> list[str]:
-        return list(self.workers)
-
-    def purge(self, job: str, *, stop: bool = True) -> int:
-        with self._cond:
-            found = job in self._meta
-            tables = (
-                self._meta,
-                self._results,
-                self._stats,
-                self._arrivals,
-                self._parts,
-                self._done,
-                self._hint,
-                self._tokens,
-                self._expiry,
-            )
-            for table in tables:
-                table.pop(job, None)  # type: ignore[attr-defined]
-            self._cond.notify_all()
-            return int(found)
-
-    def arrived_count(self, job: str) -> int:
-        """How many chunks are answered whole (the producer's backpressure reads this)."""
-        with self._cond:
-            return self._done.get(job, 0)

@@ -16,8 +16,8 @@ import time
 import numpy as np
 import pytest
 
-from client.batch import Job
 from client.cli import main, parser
+from client.job import Job
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DONE
 from solvers.generate.generator import orbits
@@ -272,7 +272,8 @@ def test_the_worker_task_stores_the_chunk_a_local_process_makes_and_redelivery_i
     from client.collector import chunk_order, stream_chunks
     from client.config import ClientSettings
     from client.generate import build_request
-    from client.producer import JobSpec, Producer
+    from client.plan import JobSpec
+    from client.producer import Producer
     from client.redis_store import RedisJobStore
     from client.transport import Transport
     from pipeline.contract.generate import GenerateOptions, GenerateResult, GenerateTask, generate_result

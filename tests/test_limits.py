@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from client.config import ClientSettings
-from client.producer import ChunkSizer
+from client.pending import ChunkSizer
 from pipeline.contract.tasks import MAX_CHUNK_PUZZLES, MAX_NAME_CHARS, MAX_TASK_CHARS, ChunkTask
 from pipeline.engine.reader import read_blocks
 from solvers.model.parse import MAX_LINE_CHARS

@@ -50,7 +50,7 @@ def test_results_can_be_streamed_in_arrival_order_from_a_file(tmp_path):
 
 
 def test_a_small_input_of_large_grids_is_spread_over_the_pool_not_solved_in_process(tmp_path):
-    from client.batch import _small
+    from client.plan import small_inputs
 
     easy = tmp_path / "easy.txt"
     easy.write_text("53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79\n" * 3)
@@ -58,10 +58,12 @@ def test_a_small_input_of_large_grids_is_spread_over_the_pool_not_solved_in_proc
     big.write_text(("." * 625 + "\n") * 3)
     one_big = tmp_path / "one.txt"
     one_big.write_text("# a comment\n" + "." * 625 + "\n")
-    assert _small([("easy", easy)]) and _small([("one", one_big)], escalate=False)
-    assert not _small([("one", one_big)])  # escalated, one hard puzzle is raced by the pool's idle processes
-    assert not _small([("big", big)])
-    assert not _small([("many", ["." * 81] * 200)])  # more bytes than INLINE_BYTES
+    assert small_inputs([("easy", easy)]) and small_inputs([("one", one_big)], escalate=False)
+    assert not small_inputs(
+        [("one", one_big)]
+    )  # escalated, one hard puzzle is raced by the pool's idle processes
+    assert not small_inputs([("big", big)])
+    assert not small_inputs([("many", ["." * 81] * 200)])  # more bytes than INLINE_BYTES
 
 
 def test_an_embedded_job_can_be_read_again_as_a_broker_job_can():
@@ -83,7 +85,7 @@ def test_reading_with_keep_false_frees_the_results_as_it_goes():
 
 
 def test_the_memory_store_keeps_collected_results_for_their_ttl_then_drops_them():
-    from client.store import MemoryStore
+    from client.memory_store import MemoryStore
     from pipeline.engine.solve import failed_chunk
     from tests.conftest import chunk_task
 

@@ -16,8 +16,9 @@ import pytest
 
 from client.collector import stream_chunks
 from client.config import ClientSettings
+from client.memory_store import MemoryStore
 from client.redis_store import RedisJobStore, read_large
-from client.store import Checkpoint, MemoryStore
+from client.store import Checkpoint
 from pipeline.contract.part import Part
 from pipeline.contract.runs import runs_array, to_runs
 from pipeline.contract.tasks import VERSION, ChunkTask

@@ -10,8 +10,10 @@ import pytest
 
 from client.collector import in_order
 from client.config import ClientSettings
-from client.producer import ChunkSizer, JobSpec, Producer
-from client.store import MemoryStore
+from client.memory_store import MemoryStore
+from client.pending import ChunkSizer
+from client.plan import JobSpec
+from client.producer import Producer
 from client.transport import Transport
 from pipeline.contract.runs import expand_runs
 from pipeline.contract.tasks import ChunkTask

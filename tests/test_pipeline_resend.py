@@ -114,7 +114,8 @@ def test_a_broker_outage_during_the_sweep_leaves_the_tasks_for_the_next_one(stor
 
 def test_generate_resends_a_chunk_the_broker_lost_and_reads_each_chunk_once(store):
     from client.collector import chunk_order, stream_chunks
-    from client.producer import JobSpec, Producer
+    from client.plan import JobSpec
+    from client.producer import Producer
     from pipeline.contract.generate import GenerateHeader, GenerateResult, GenerateTask
     from pipeline.contract.part import PartStats
 

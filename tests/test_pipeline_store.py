@@ -12,8 +12,9 @@ import pytest
 
 from client.collector import JobFailed, stream_chunks
 from client.config import ClientSettings
+from client.memory_store import MemoryStore
 from client.redis_store import RedisJobStore
-from client.store import JobStore, MemoryStore
+from client.store import JobStore
 from pipeline.contract.keys import JobKeys, workers_key
 from pipeline.engine.solve import answered_chunk
 

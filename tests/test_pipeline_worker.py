@@ -242,7 +242,7 @@ def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answ
     """A chunk's first pass is one part around the puzzles left to race, and the raced puzzles one more: the
     parts hash holds their row runs, so a part meeting any of them is refused, and the chunk is complete
     when they add up to it (in Redis as in the embedded store)."""
-    from client.store import MemoryStore
+    from client.memory_store import MemoryStore
     from pipeline.contract.columns import ResultColumns
     from pipeline.contract.runs import to_runs
     from pipeline.engine.solve import build_part

@@ -14,14 +14,17 @@ from pathlib import Path
 
 import pytest
 
-import client.redis_store
-from client.batch import BatchClient, Job
+import client.config
+from client.batch import BatchClient
 from client.cli import main
 from client.collector import JobFailed, in_order, stream_chunks
 from client.config import ClientSettings
-from client.producer import JobSpec, Producer, ResumeRefused, fingerprint
+from client.job import Job
+from client.memory_store import MemoryStore
+from client.plan import JobSpec, ResumeRefused, fingerprint
+from client.producer import Producer
 from client.redis_store import RedisJobStore
-from client.store import Checkpoint, MemoryStore, Superseded
+from client.store import Checkpoint, Superseded
 from client.transport import Transport
 from pipeline.contract.keys import roots_key, workers_key
 from pipeline.contract.part import Part
@@ -196,7 +199,7 @@ def test_the_collector_waits_for_an_incomplete_submission_then_says_how_far_it_g
 @pytest.fixture
 def broker(fake_redis, monkeypatch) -> tuple[BatchClient, Recorder]:
     """A BatchClient in broker mode on fakeredis, whose chunk tasks go to a Recorder."""
-    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    monkeypatch.setattr(client.config, "connect", lambda url, settings: fake_redis)
     batch = BatchClient("redis://fake:6379/0", settings=SMALL)
     recorder = Recorder()
     monkeypatch.setattr(batch, "_celery_transport", lambda: recorder)
@@ -362,7 +365,7 @@ def test_an_interrupted_submission_in_splits_says_how_many_splits_and_bytes_it_s
 
     from client.run import _say_how_to_go_on
 
-    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    monkeypatch.setattr(client.config, "connect", lambda url, settings: fake_redis)
     fake_redis.zadd(workers_key(), {"host:1": time.time()})  # a live worker that reads under tmp_path
     fake_redis.set(roots_key("host:1"), json.dumps([str(tmp_path)]))
     batch = BatchClient("redis://fake:6379/0", settings=ClientSettings(max_split_bytes=820))

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-import client.redis_store
+import client.config
 from client.batch import BatchClient
 from client.cli import main
 from client.config import ClientSettings
-from client.producer import ResumeRefused
+from client.plan import ResumeRefused
 from client.redis_store import RedisJobStore
 from client.store import Checkpoint
 from client.transport import Transport
@@ -46,7 +46,7 @@ class Dropped(Transport):
 @pytest.fixture
 def store(fake_redis, monkeypatch) -> RedisJobStore:
     """The job store `main([... "--broker", URL])` reaches: fakeredis."""
-    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    monkeypatch.setattr(client.config, "connect", lambda url, settings: fake_redis)
     return RedisJobStore(fake_redis, SETTINGS)
 
 
@@ -151,7 +151,7 @@ def test_a_producer_that_said_it_left_is_stopped_not_silent_since_1970(store, ca
 def test_status_and_the_progress_bar_write_counts_with_separators_and_times_in_their_unit(
     store, monkeypatch, capsys
 ):
-    from client import batch
+    from client.job import Job
     from client.progress import Progress
     from client.store import JobStatus
 
@@ -159,7 +159,7 @@ def test_status_and_the_progress_bar_write_counts_with_separators_and_times_in_t
         job=JOB, state="producing", phase="solving", submitted=214200, total=214200, done=107100,
         counts={"solved": 107100}, chunks_sent=2142, chunks_done=1071, rate=25.0, eta_s=4284.0,
     )  # fmt: skip
-    monkeypatch.setattr(batch.Job, "status", lambda self: big)
+    monkeypatch.setattr(Job, "status", lambda self: big)
     out = status_text(capsys)
     assert f"job {JOB}: solving, 107,100/214,200 puzzles, 25 puzzles/s, ETA 1 h 11 min" in out, out
     assert "counts: solved 107,100" in out and "chunks: 1,071/2,142 done" in out, out

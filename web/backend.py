@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from client.args import resume_command
-from client.batch import BatchClient, Job
+from client.batch import BatchClient
+from client.job import Job
 from client.pool import WarmPool
 from client.report import plots
 from client.store import JobStatus
