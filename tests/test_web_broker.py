@@ -132,9 +132,9 @@ def test_a_job_whose_producer_died_is_listed_stopped_with_its_resume_command_and
 ):
     import types
 
-    import client.redis_store
+    import client.config
 
-    monkeypatch.setattr(client.redis_store, "connect", lambda url, settings: fake_redis)
+    monkeypatch.setattr(client.config, "connect", lambda url, settings: fake_redis)
     backend = Backend(BatchClient("redis://fake:6379/0"), types.SimpleNamespace(), ServeSettings())
     job, created = "5b" * 16, time.time() - 3600  # its producer beat last 10 s after it started
     meta = {"created": f"{created:.3f}", "inputs": "big.txt", "state": "producing", "submitted": "5"}
