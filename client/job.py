@@ -166,10 +166,6 @@ class Job:
         """True while this process's producer is still reading the input."""
         return not self._done.is_set()
 
-    def _producing_here(self) -> bool:
-        """True while this job's producer is a live thread of this process (whatever its beat says)."""
-        return self._thread is not None and self._thread.is_alive()
-
     def status(self) -> JobStatus:
         """Progress, counts by status, rate and live workers."""
         return self.client.store.status(self.id)
@@ -223,7 +219,7 @@ class Job:
         s, resender = self.client.settings, self.client.resender(self.id)
         return stream_chunks(
             self.client.store, self.id, poll=s.poll_interval, stale_after=s.producer_stale_s,
-            sweep=resender.sweep if resender is not None else None, producer_alive=self._producing_here,
+            sweep=resender.sweep if resender is not None else None, producer_alive=lambda: self.producing,
             **options,
         )  # fmt: skip
 
