@@ -887,7 +887,9 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
     client = redis.Redis.from_url(server.url)
     try:
         path = tmp_path / "in.txt"
-        puzzles = corpus_lines(6000)
+        # 12,000 lines: the two kills and the first 20 parts take a few seconds; the job must not end
+        # before them on a quiet machine (with 6,000 it ended first 1 run in about 30)
+        puzzles = corpus_lines(12000)
         path.write_text("\n".join(puzzles) + "\n")
         out = tmp_path / "out"
         env = {"SUDOKU_BATCH_MAX_SPLIT_BYTES": str(82 * 40), "SUDOKU_BATCH_CHUNK_SECONDS": "0.05"}
