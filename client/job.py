@@ -21,11 +21,11 @@ from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars
 
 if TYPE_CHECKING:
-    from client.dataset import DatasetOutput, Manifest
-    from client.output import Output
+    from client.dataset import Manifest
     from client.resend import Resender
     from client.summary import Summary
     from pipeline.contract.generate import GenerateResult, GenerateTask
+    from pipeline.contract.part import Part
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,16 @@ class JobHost(Protocol):
     def embedded(self) -> bool: ...
 
     def resender(self, job_id: str) -> Resender | None: ...
+
+
+class Destination(Protocol):
+    """What `Job.write` writes into: `Output` (a file or stdout), `DatasetOutput`, the page's `Answer`."""
+
+    def write(self, result: Part, start: int, stop: int) -> None: ...
+
+    def durable(self) -> dict[str, Any]: ...
+
+    def commit(self) -> Manifest | None: ...
 
 
 @dataclass
@@ -274,7 +284,7 @@ class Job:
 
     def write(
         self,
-        target: Output | DatasetOutput,
+        target: Destination,
         summary: Summary,
         written: Written | None = None,
         *,
@@ -285,8 +295,8 @@ class Job:
         on_wait: Callable[[], None] | None = None,
         on_write: Callable[[], None] | None = None,
     ) -> Written:
-        """Write every record of the job into `target` (a file or stdout, or a dataset then committed), each
-        part's statistics into `summary` once; JobFailed (one line) when records are missing at the end.
+        """Write every record of the job into `target`, each part's statistics into `summary` once; JobFailed
+        (one line) when records are missing at the end.
         `written`: how far an earlier collection wrote the target (this one goes on from there), kept up to
         date (an interrupted caller knows how far it got). `acked`: each part leaves the store once durable in
         the target (every `ack_s` or `ack_mb`, at the end, at an interrupt) with the target's checkpoint

@@ -18,7 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from client.batch import MAX_SEED, BatchClient
 from client.collector import JobFailed
+from client.job import Written
 from client.pool import WarmPool
+from client.summary import Summary
+from pipeline.contract.part import Part
 from pipeline.contract.runs import join_texts
 from pipeline.contract.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
 from pipeline.contract.tasks import ChunkTask, solver_seed
@@ -164,20 +167,30 @@ class BrokerSolver:
             [checked.text], time_limit=checked.time_limit, portfolio=checked.portfolio, box=checked.box,
             name=INPUT_NAME, seed=checked.seed,
         )  # fmt: skip
-        complete = False
-        try:
-            wait = checked.time_limit + ANSWER_GRACE_S
-            lines = [
-                line
-                for result, start, stop in job.chunks(idle_timeout=wait, keep=False)
-                for line in result.lines()[start:stop]
-            ]
-            complete = True
+        answer, written, wait = Answer(), Written(), checked.time_limit + ANSWER_GRACE_S
+        try:  # collected as the command line collects: each result leaves the store as it is read
+            job.write(answer, Summary(), written, keep=False, idle_timeout=wait)
         except JobFailed as exc:
             raise ApiError(504, f"job {job.id}: {exc}") from None
         finally:
-            job.purge(stop=not complete)
-        return json.loads(lines[0])
+            job.purge(stop=not written.complete)
+        return json.loads(answer.lines[0])
+
+
+class Answer:
+    """Where `Job.write` puts a one-puzzle job's record: kept here, for the page (nothing to make durable)."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def write(self, result: Part, start: int, stop: int) -> None:
+        self.lines += result.lines()[start:stop]
+
+    def durable(self) -> dict[str, Any]:
+        return {}
+
+    def commit(self) -> None:
+        """Nothing to commit: the record is read from `lines`."""
 
 
 def box_of(text: str) -> Box:
