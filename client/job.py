@@ -47,9 +47,7 @@ class Destination(Protocol):
     """What `Job.write` writes into: `Output` (a file or stdout), `DatasetOutput`, the page's `Answer`."""
 
     def write(self, result: Part, start: int, stop: int) -> None: ...
-
     def durable(self) -> dict[str, Any]: ...
-
     def commit(self) -> Manifest | None: ...
 
 
@@ -234,12 +232,9 @@ class Job:
         )  # fmt: skip
 
     def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
-        """Stream one Record per input puzzle, as they arrive (or in input order).
-
-        The results stay readable `result_ttl` seconds after (call again to read them again;
-        embedded, they stay in this process's memory until then or `purge()`); `keep=False`
-        drops each as it is read.
-        """
+        """Stream one Record per input puzzle, as they arrive (or in input order). The results stay readable
+        `result_ttl` seconds after (call again to read them again; embedded, they stay in this process's
+        memory until then or `purge()`); `keep=False` drops each as it is read."""
         self._refuse_dataset("Job.results()")
         for result, start, stop in self.chunks(ordered, keep=keep):
             if result.columns is not None:  # read from the columns as they are: no JSON text
@@ -391,10 +386,8 @@ class Job:
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
         """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.
-
-        `fail` marks the job failed; without it the job stays as it is and a resume can go
-        on from its checkpoint (broker mode).
-        """
+        `fail` marks the job failed; without it the job stays as it is and a resume can go on from its
+        checkpoint (broker mode)."""
         if self._producer is None:
             return
         self._producer.stop(fail)
