@@ -29,11 +29,10 @@ from pipeline.engine.runner import ListPort, execute
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, PuzzleError, as_box
 from web.another import DIED, MAX_EXCLUDE
-from web.errors import ApiError, in_pool
+from web.errors import ANSWER_GRACE_S, ApiError, in_pool
 from web.settings import ServeSettings
 
 MAX_OPTION_CHARS = 200  # portfolio and box texts
-ANSWER_GRACE_S = 30.0  # beyond the time limit: loading, queueing and rendering, before a 504
 INPUT_NAME = "web"  # the `input` field of a single puzzle's record
 
 
@@ -133,34 +132,25 @@ class Busy:
         self.now -= 1
 
 
-class LocalSolver:
-    """Embedded: single puzzles go to the server's own puzzle processes."""
+class Solver:
+    """Single puzzles, at most `max_pending` at once: embedded, in the server's own puzzle processes; with a
+    broker, each a one-puzzle job for the workers, collected and purged here."""
 
-    def __init__(self, pool: WarmPool, settings: ServeSettings) -> None:
+    def __init__(self, client: BatchClient, pool: WarmPool, settings: ServeSettings) -> None:
+        self.client = client
         self.pool = pool
         self.busy = Busy(settings.max_pending)
 
     async def solve(self, checked: Checked) -> dict[str, Any]:
-        """The record of one puzzle, without blocking the event loop."""
+        """The record of one puzzle, without blocking the event loop (a thread waits for a worker's)."""
         with self.busy:
+            if not self.client.embedded:
+                return await asyncio.to_thread(self._from_workers, checked)
             wait = checked.time_limit + ANSWER_GRACE_S
             line = await in_pool(self.pool, wait, "no answer", DIED, solve_record, checked)
         return json.loads(line)
 
-
-class BrokerSolver:
-    """Broker mode: a single puzzle is a one-puzzle job for the workers, collected and purged here."""
-
-    def __init__(self, client: BatchClient, settings: ServeSettings) -> None:
-        self.client = client
-        self.busy = Busy(settings.max_pending)
-
-    async def solve(self, checked: Checked) -> dict[str, Any]:
-        """The record of one puzzle, from a worker (a thread waits for it, not the event loop)."""
-        with self.busy:
-            return await asyncio.to_thread(self._solve, checked)
-
-    def _solve(self, checked: Checked) -> dict[str, Any]:
+    def _from_workers(self, checked: Checked) -> dict[str, Any]:
         if not self.client.store.live_workers():
             raise ApiError(503, "no live worker process for this broker: start one (`sudoku-batch worker`)")
         job = self.client.submit(
