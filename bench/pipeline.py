@@ -266,7 +266,7 @@ def floor(path: Path, tmp: Path, chunk: int = 12_787, repeat: int = 3) -> dict[s
     import redis
 
     from client.output import Output
-    from client.redis_store import read_large
+    from client.redis_read import read_large
     from pipeline.contract.part import Part
     from pipeline.contract.tasks import ChunkTask
     from pipeline.engine.reader import read_blocks

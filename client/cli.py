@@ -35,6 +35,7 @@ from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled, say_interrupted
 from client.numbers import plural
 from client.target import ReaderGone
+from pipeline.contract.formats import COMPRESSIONS, OUTPUTS
 from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
 
 EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
@@ -42,7 +43,6 @@ EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose
 
 BROKER_HELP = "redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER)"
 LOCAL_BROKER_HELP = f"redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER, else {LOCAL_BROKER})"
-FORMAT_CHOICES = ("jsonl", "csv", "parquet")
 BROKER: Option = (("--broker",), dict(metavar="URL", help=BROKER_HELP))
 LOCAL_BROKER_OPTION: Option = (("--broker",), dict(metavar="URL", help=LOCAL_BROKER_HELP))
 SOLVE: list[Option] = [  # the options of `solve` and `submit` after their inputs
@@ -60,7 +60,7 @@ SOLVE: list[Option] = [  # the options of `solve` and `submit` after their input
                                  f"{DEFAULT_ESCALATE_AFTER_S:g}; 0: never)")),
 ]  # fmt: skip
 DATASET: list[Option] = [
-    (("--compression",), dict(choices=("none", "gzip", "zstd"), help="a dataset's JSON Lines or CSV parts "
+    (("--compression",), dict(choices=tuple(COMPRESSIONS), help="a dataset's JSON Lines or CSV parts "
                               "(Parquet: inside the file): none (default), gzip, zstd")),
     (("--no-splits",), dict(action="store_true", help="a dataset with a broker: read the inputs here, not in "
                             "byte ranges on the workers")),
@@ -69,7 +69,7 @@ OUTPUT: list[Option] = [  # where and how `solve` and `collect` write the record
     (("-o", "--output"), dict(metavar="FILE", help="results file, .gz compresses (default: stdout); DIR/ (a "
                               "trailing slash, or a directory): a dataset of part files the workers write, "
                               "with _manifest.json and _SUCCESS (a path or an fsspec URL)")),
-    (("--format",), dict(choices=FORMAT_CHOICES, help="jsonl, csv, or parquet (the `parquet` extra: "
+    (("--format",), dict(choices=OUTPUTS, help="jsonl, csv, or parquet (the `parquet` extra: "
                          "pyarrow); default: -o's extension (.jsonl or .json, .csv, .parquet), else jsonl")),
     (("--ordered",), dict(action="store_true", help="write results in input order")),
     (("--report",), dict(metavar="HTML", help="also write an HTML report with plots (default: none)")),
@@ -84,7 +84,7 @@ COMMANDS: dict[str, tuple[str, list[Option]]] = {  # command -> (its help, its o
     ]),
     "submit": ("submit files to the broker, print the job id and return", [
         (("inputs",), dict(nargs="*", **INPUTS)), *SOLVE,
-        (("--format",), dict(choices=FORMAT_CHOICES, help="what the workers render the records in: jsonl, "
+        (("--format",), dict(choices=OUTPUTS, help="what the workers render the records in: jsonl, "
                              "csv or parquet (default: jsonl); collect writes it")),
         (("-o", "--output"), dict(metavar="DIR/", help="a dataset directory (path or fsspec URL) the workers "
                                   "write the part files to; collect JOB commits it (default: none, collect "
@@ -181,22 +181,16 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
             from client.run import run_command
 
             return run_command(args, settings)
-        if args.command == "status":
-            return _status(args, settings)
-        if args.command == "purge":
-            return _purge(args, settings)
-        if args.command == "health":
-            return _health(args, settings)
         if args.command == "generate":
             from client.generate import run_generate
 
             return run_generate(args, settings)
         if args.command == "warm":
             return run_warm()
-        if args.command == "serve":
-            return _serve(args, settings)
-        args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
-        return _worker(args, settings)
+        if args.command == "worker":
+            args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
+        commands = {"status": _status, "purge": _purge, "health": _health, "serve": _serve, "worker": _worker}
+        return commands[args.command](args, settings)
     except UsageError as exc:
         say_error(str(exc))
         return EXIT_USAGE

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from client.output import Output
 
+from client.store import input_names
 from client.summary import Summary
 from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, decompress
 from pipeline.contract.part import Part, PartStats
@@ -279,7 +280,7 @@ class DatasetOutput:
         }  # fmt: skip
         return Manifest(
             sudoku_batch=package_version(), job=self.job, created=float(meta.get("created") or 0.0),
-            committed=time.time(), inputs=meta["inputs"].split("\n") if meta.get("inputs") else [],
+            committed=time.time(), inputs=input_names(meta),
             options=options, records=sum(p.records for p in parts), parts=parts, summary=figures,
         )  # fmt: skip
 

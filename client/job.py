@@ -21,11 +21,11 @@ from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars
 
 if TYPE_CHECKING:
-    from client.dataset import DatasetOutput, Manifest
-    from client.output import Output
+    from client.dataset import Manifest
     from client.resend import Resender
     from client.summary import Summary
     from pipeline.contract.generate import GenerateResult, GenerateTask
+    from pipeline.contract.part import Part
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,14 @@ class JobHost(Protocol):
     def embedded(self) -> bool: ...
 
     def resender(self, job_id: str) -> Resender | None: ...
+
+
+class Destination(Protocol):
+    """What `Job.write` writes into: `Output` (a file or stdout), `DatasetOutput`, the page's `Answer`."""
+
+    def write(self, result: Part, start: int, stop: int) -> None: ...
+    def durable(self) -> dict[str, Any]: ...
+    def commit(self) -> Manifest | None: ...
 
 
 @dataclass
@@ -224,12 +232,9 @@ class Job:
         )  # fmt: skip
 
     def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
-        """Stream one Record per input puzzle, as they arrive (or in input order).
-
-        The results stay readable `result_ttl` seconds after (call again to read them again;
-        embedded, they stay in this process's memory until then or `purge()`); `keep=False`
-        drops each as it is read.
-        """
+        """Stream one Record per input puzzle, as they arrive (or in input order). The results stay readable
+        `result_ttl` seconds after (call again to read them again; embedded, they stay in this process's
+        memory until then or `purge()`); `keep=False` drops each as it is read."""
         self._refuse_dataset("Job.results()")
         for result, start, stop in self.chunks(ordered, keep=keep):
             if result.columns is not None:  # read from the columns as they are: no JSON text
@@ -274,7 +279,7 @@ class Job:
 
     def write(
         self,
-        target: Output | DatasetOutput,
+        target: Destination,
         summary: Summary,
         written: Written | None = None,
         *,
@@ -285,8 +290,8 @@ class Job:
         on_wait: Callable[[], None] | None = None,
         on_write: Callable[[], None] | None = None,
     ) -> Written:
-        """Write every record of the job into `target` (a file or stdout, or a dataset then committed), each
-        part's statistics into `summary` once; JobFailed (one line) when records are missing at the end.
+        """Write every record of the job into `target`, each part's statistics into `summary` once; JobFailed
+        (one line) when records are missing at the end.
         `written`: how far an earlier collection wrote the target (this one goes on from there), kept up to
         date (an interrupted caller knows how far it got). `acked`: each part leaves the store once durable in
         the target (every `ack_s` or `ack_mb`, at the end, at an interrupt) with the target's checkpoint
@@ -381,10 +386,8 @@ class Job:
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
         """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.
-
-        `fail` marks the job failed; without it the job stays as it is and a resume can go
-        on from its checkpoint (broker mode).
-        """
+        `fail` marks the job failed; without it the job stays as it is and a resume can go on from its
+        checkpoint (broker mode)."""
         if self._producer is None:
             return
         self._producer.stop(fail)

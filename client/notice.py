@@ -1,5 +1,6 @@
-"""Notices on stderr while a broker job waits: no live worker (said once, with how to start one), or a
-submission that stopped half way (said once, with what the wait is for and how to resume it).
+"""What a command says on stderr of a broker job: while it waits, no live worker (said once, with how to start
+one) or a submission that stopped half way (said once, with what the wait is for and how to resume it); when
+it leaves the job, how far it got and how to go on.
 
 Nothing else in a waiting `solve`, `collect` or `generate` tells a user that no worker
 listens (the progress bar only stands still), so after `after` seconds without a live
@@ -10,19 +11,65 @@ silent `producer_stale_s` (120 s): `StoppedNotice` says so as soon as the produc
 
 from __future__ import annotations
 
+import argparse
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from client.args import broker_option, resume_command
+from client.numbers import plural
+from client.store import Checkpoint, input_names, submission_state, submitted_words
+
+if TYPE_CHECKING:
+    from client.job import Job
 
 NO_WORKER_S = 10.0  # seconds without a live worker before the notice
 log = logging.getLogger(__name__)
-CHECK_EVERY_S = 2.0  # the live workers are read at most this often
+CHECK_EVERY_S = 2.0  # what a notice says is read at most this often
 START_WORKER = "sudoku-batch worker --broker URL"
 
 
-class NoWorkerNotice:
+class Notice:
+    """Says its line once while it stands, reading it at most every CHECK_EVERY_S; a broker that does not
+    answer says nothing (the wait reports that, not the notice)."""
+
+    what = "the notice"  # what `_line` reads, for the log line when the broker does not answer
+
+    def __init__(self, say: Callable[[str], None] | None, clock: Callable[[], float]) -> None:
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.clock = clock
+        self._checked = -1e18
+        self._said = False
+
+    def _line(self, now: float) -> str | None:
+        """The line to say now (None: nothing)."""
+        raise NotImplementedError
+
+    def check(self) -> bool:
+        """Say the line if there is one now and it was not said; True when it was said now."""
+        now = self.clock()
+        if now - self._checked < CHECK_EVERY_S:
+            return False
+        self._checked = now
+        try:
+            line = self._line(now)
+        except Exception as exc:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
+            log.debug("%s could not be read: %s", self.what, exc)
+            return False
+        if line is None or self._said:
+            return False
+        self._said = True
+        self.say(line)
+        return True
+
+
+class NoWorkerNotice(Notice):
     """Says once when `live()` (live worker processes) stayed 0 for `after` s; again after workers left."""
+
+    what = "the live workers"
 
     def __init__(
         self,
@@ -31,38 +78,24 @@ class NoWorkerNotice:
         after: float = NO_WORKER_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(say, clock)
         self.live = live
-        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.after = after
-        self.clock = clock
         self._since = clock()  # no worker seen since then
-        self._checked = -1e18
-        self._said = False
 
-    def check(self) -> bool:
-        """Read the live workers if due; say the notice if it is time; True when it was said now."""
-        now = self.clock()
-        if now - self._checked < CHECK_EVERY_S:
-            return False
-        self._checked = now
-        try:
-            count = self.live()
-        except Exception as exc:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
-            log.debug("the live workers could not be read: %s", exc)
-            return False
-        if count:
+    def _line(self, now: float) -> str | None:
+        if self.live():
             self._since, self._said = now, False
-            return False
-        if self._said or now - self._since < self.after:
-            return False
-        self._said = True
-        self.say(f"waiting: no live worker on the broker for {self.after:g} s; start one: {START_WORKER}")
-        return True
+            return None
+        if now - self._since < self.after:
+            return None
+        return f"waiting: no live worker on the broker for {self.after:g} s; start one: {START_WORKER}"
 
 
-class StoppedNotice:
-    """Says once the line `explain()` gives (None while there is nothing to say: the submission goes on),
-    reading it at most every CHECK_EVERY_S; a broker that does not answer says nothing."""
+class StoppedNotice(Notice):
+    """Says once the line `explain()` gives (None while there is nothing to say: the submission goes on)."""
+
+    what = "the submission's state"
 
     def __init__(
         self,
@@ -70,25 +103,87 @@ class StoppedNotice:
         say: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(say, clock)
         self.explain = explain
-        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.clock = clock
-        self._checked = -1e18
-        self._said = False
 
-    def check(self) -> bool:
-        """Say the line if there is one now and it was not said; True when it was said now."""
-        now = self.clock()
-        if self._said or now - self._checked < CHECK_EVERY_S:
-            return False
-        self._checked = now
+    def _line(self, now: float) -> str | None:
+        return None if self._said else self.explain()
+
+
+def stopped_submission(job: Job, args: argparse.Namespace) -> str | None:
+    """What a collection waits for when the job's submission stopped half way (its producer killed: a
+    `collect` after a `submit` that died), or None while the submission goes on or is complete."""
+    if job.producing:  # this process's own producer reads on (one that died fails the collection)
+        return None
+    meta = job.client.store.meta(job.id)
+    submission, silent = submission_state(meta)
+    if submission != "stopped" or meta.get("state") != "producing" or silent is None:
+        return None  # a producer that said it left, or a failed job: the collection ends at once
+    left = max(0.0, job.client.settings.producer_stale_s - silent)
+    return (
+        f"waiting: the job's submission stopped after {submitted_words(meta)} (its producer "
+        f"silent for {silent:.0f} s: killed?); what it sent is collected, then this gives up in {left:.0f} s "
+        f"unless it is resumed: {resume_command(job.id, input_names(meta), broker_option(args))}"
+    )
+
+
+def _meta_after_interrupt(job: Job) -> dict[str, str]:
+    """The job's metadata, or {} when the broker cannot say. Idle pooled connections are dropped
+    first: the interrupt may have cut a command off between its send and its reply."""
+    try:
+        job.client.store.drop_idle_connections()
+        return job.client.store.meta(job.id)
+    except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+        log.debug("job %s: no metadata after the interrupt: %s", job.id, exc)
+        return {}
+
+
+def how_far(job: Job, written: int) -> str:
+    """`N of M puzzles` (`of M+ read so far` while the input is still read or its submission stopped, `of
+    M+ counted so far` while the workers count the splits they read), from the job's metadata."""
+    meta = _meta_after_interrupt(job)
+    if "total" in meta:
+        return f"{written:,} of {plural(int(meta['total']), 'puzzle')}"
+    if meta.get("splits"):  # the producer reads no puzzle: the workers count them
         try:
-            line = self.explain()
-        except Exception as exc:  # noqa: BLE001 - the broker is away: the wait reports that, not this notice
-            log.debug("the submission's state could not be read: %s", exc)
-            return False
-        if line is None:
-            return False
-        self._said = True
-        self.say(line)
-        return True
+            counted = job.client.store.split_counted(job.id)
+        except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
+            log.debug("job %s: no split count after the interrupt: %s", job.id, exc)
+            counted = 0
+        return f"{written:,} of {max(counted, written):,}+ puzzles counted so far"
+    if "submitted" in meta:  # the producer's beat may be a second old: its checkpoint is not
+        read = max(int(meta["submitted"]), Checkpoint.of(meta).index, written)
+        return f"{written:,} of {read:,}+ puzzles read so far"
+    return plural(written, "puzzle")
+
+
+def say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
+    """After an interrupt in broker mode: the job goes on without us; how to finish it, or delete it."""
+    out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
+    broker = broker_option(args)
+    lines = [f"job {job.id} goes on without this command"]
+    meta = _meta_after_interrupt(job)  # the broker may be away: the commands still apply
+    done = job.stopped_words()  # this process's own producer: known without the broker
+    if done is None and not job.submitted_here and meta.get("state") != "produced" and "checkpoint" in meta:
+        done = submitted_words(meta)  # `collect` interrupted: its job's submission stopped earlier
+    if done is not None:
+        resume = resume_command(job.id, input_names(meta) or job.input_names, broker)
+        lines.append(f"its submission stopped after {done}: {resume}")
+    if args.command != "submit":
+        lines.append(f"collect it: sudoku-batch collect {job.id}{broker}{out}")
+    lines.append(f"or delete it: sudoku-batch purge {job.id}{broker}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def resume_hint(job: Job, args: argparse.Namespace) -> str:
+    """`; resume it: ...` when the job's submission stopped half way and a resume can finish it, else ``."""
+    if job.client.embedded or job.producing:
+        return ""
+    try:
+        meta = job.client.store.meta(job.id)
+    except Exception as exc:  # noqa: BLE001 - the broker may be what failed: no hint then
+        log.debug("job %s: no resume hint: %s", job.id, exc)
+        return ""
+    if submission_state(meta)[0] != "stopped":
+        return ""
+    return f"; resume it: {resume_command(job.id, input_names(meta), broker_option(args))}"

@@ -16,7 +16,7 @@ from typing import IO, Any
 from pydantic import BaseModel, TypeAdapter
 
 from client.dataset import check_directory, dataset_url
-from client.store import Checkpoint, submission_state
+from client.store import Checkpoint, input_names, submission_state
 from client.transport import INLINE_BYTES
 from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, zstd_codec
 from pipeline.contract.tasks import MAX_NAME_CHARS, Dataset
@@ -189,7 +189,7 @@ class JobSpec:
     def from_meta(cls, job: str, meta: dict[str, str]) -> JobSpec:
         """The spec a job was submitted with, read back from its metadata."""
         limit = meta.get("time_limit")
-        inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
+        inputs = input_names(meta)
         prints = PRINTS.validate_json(meta["prints"]) if meta.get("prints") else []
         prints += [None] * (len(inputs) - len(prints))
         seed, escalate = meta.get("seed"), meta.get("escalate_after")

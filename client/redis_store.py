@@ -1,24 +1,22 @@
 """The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list.
 
 Key names and the result write come from `pipeline.contract.keys`, which the worker uses
-too. Connections use short timeouts so an unreachable broker is an error within
-seconds, never a hang.
+too; the connection is `client.config.connect`'s (short timeouts: never a hang).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
 
 from client.config import ClientSettings
+from client.redis_read import read_large
 from client.store import Checkpoint, JobStore, Superseded
 from pipeline.contract.keys import (
     Frontier,
@@ -33,19 +31,12 @@ from pipeline.contract.keys import (
 )
 from pipeline.contract.outbox import outbox_entry, read_outbox_entry
 from pipeline.contract.part import Part, PartStats
-from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS, ChunkTask
+from pipeline.contract.tasks import JOB_ID_PATTERN, MAX_NAME_CHARS
 from pipeline.engine.roots import MAX_ROOTS
 
 if TYPE_CHECKING:
     from client.store import Task
     from pipeline.contract.generate import GenerateResult
-
-try:  # redis-py's own reply buffer (a private module): without it `read_large` takes the plain path
-    from redis._parsers.socket import SocketBuffer
-except ImportError:  # pragma: no cover - another redis-py layout
-    SocketBuffer = None  # type: ignore[assignment,misc]
-
-log = logging.getLogger(__name__)
 
 JOB_ID = re.compile(JOB_ID_PATTERN)
 LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many seconds
@@ -66,15 +57,10 @@ class RedisJobStore(JobStore):
         self.prefix = settings.key_prefix
 
     def keys(self, job: str) -> JobKeys:
-        """The key names of a job."""
         return JobKeys(job, self.prefix)
 
     def create(self, job: str, meta: dict[str, str]) -> None:
-        k = self.keys(job)
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(k.meta, mapping=meta)
-        pipe.expire(k.meta, self.settings.job_ttl)
-        pipe.execute()
+        run_commands(self.r, _hset(self.keys(job).meta, meta, self.settings.job_ttl))
 
     def meta(self, job: str) -> dict[str, str]:
         raw = self.r.hgetall(self.keys(job).meta)
@@ -82,19 +68,14 @@ class RedisJobStore(JobStore):
 
     def update(self, job: str, fields: dict[str, str]) -> None:
         """Set fields of a job that exists and is not stopped (a purged job is never re-created)."""
-        k = self.keys(job)
+        k, ttl = self.keys(job), self.settings.job_ttl
+        commands = _hset(k.meta, fields, ttl)
+        if "state" in fields or "total" in fields:  # a collector waiting on it looks again
+            commands += wake_commands(k, ttl)
+        self._unless_stopped(k, commands)
 
-        def write(pipe: Any) -> None:
-            pipe.hset(k.meta, mapping=fields)
-            pipe.expire(k.meta, self.settings.job_ttl)
-            if "state" in fields or "total" in fields:  # a collector waiting on it looks again
-                for command in wake_commands(k, self.settings.job_ttl):
-                    pipe.execute_command(*command)
-
-        self._unless_stopped(k, write)
-
-    def _unless_stopped(self, k: JobKeys, write: Callable[[Any], None]) -> None:
-        """Run `write(pipe)` in one MULTI under WATCH of the job's stop key, unless the job is stopped or gone
+    def _unless_stopped(self, k: JobKeys, commands: list[tuple[Any, ...]]) -> None:
+        """Run `commands` in one MULTI under WATCH of the job's stop key, unless the job is stopped or gone
         (a purge sets the key first: set in between, the EXEC is void and this looks again)."""
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
@@ -103,7 +84,8 @@ class RedisJobStore(JobStore):
                     if job_stopped(pipe, k):
                         return
                     pipe.multi()
-                    write(pipe)
+                    for command in commands:
+                        pipe.execute_command(*command)
                     pipe.execute()
                     return
                 except redis.WatchError:
@@ -127,9 +109,8 @@ class RedisJobStore(JobStore):
         if answered is not None:  # the producer's own answers: a new chunk, whole in one part (row 0)
             commands += self._publish(k, answered, answered.encode())
         if task is not None:
-            entry = outbox_entry(time.time(), task.model_dump_json())
-            commands += [("HSET", k.outbox, str(task.chunk), entry), ("EXPIRE", k.outbox, ttl)]
-        commands += [("HSET", k.meta, *[x for kv in meta.items() for x in kv]), ("EXPIRE", k.meta, ttl)]
+            commands += _outbox(k, task, ttl)
+        commands += _hset(k.meta, meta, ttl)
         if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
             commands += wake_commands(k, ttl)
         commands.append(("EXPIRE", k.producer, ttl))
@@ -158,8 +139,7 @@ class RedisJobStore(JobStore):
     def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
         """Store a generate chunk's result, or a part of a new chunk answered whole (tests, the producer)."""
         data = payload if payload is not None else result.encode()
-        commands = self._publish(self.keys(job), result, data)
-        run_commands(self.r, commands)
+        run_commands(self.r, self._publish(self.keys(job), result, data))
         return True
 
     def _publish(self, k: JobKeys, result: Part | GenerateResult, data: bytes) -> list[tuple[Any, ...]]:
@@ -225,16 +205,12 @@ class RedisJobStore(JobStore):
     def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
         """Drop the parts and record the checkpoint in one MULTI, unless the job is stopped or gone (a
         purged job's keys are never re-created)."""
-        k = self.keys(job)
-
-        def write(pipe: Any) -> None:
-            if parts:
-                pipe.delete(*[_result_key(k, p) for p in parts])
-                pipe.sadd(k.collected, *[f"{c}:{r}" for c, r in parts])
-                pipe.expire(k.collected, self.settings.job_ttl)
-            pipe.hset(k.meta, "collected", json.dumps(checkpoint))
-
-        self._unless_stopped(k, write)
+        k, names = self.keys(job), [f"{c}:{r}" for c, r in parts]
+        commands: list[tuple[Any, ...]] = [("HSET", k.meta, "collected", json.dumps(checkpoint))]
+        if parts:
+            commands.append(("DEL", *[_result_key(k, p) for p in parts]))
+            commands += [("SADD", k.collected, *names), ("EXPIRE", k.collected, self.settings.job_ttl)]
+        self._unless_stopped(k, commands)
 
     def part_stats(self, job: str, parts: Sequence[Any]) -> list[tuple[Any, PartStats]]:
         """(part, statistics) of the given parts (those still recorded)."""
@@ -307,39 +283,21 @@ class RedisJobStore(JobStore):
         live = set(self.live_workers())
         return {_s(w): _s(v) for w, v in self.r.hgetall(current_key(self.prefix)).items() if _s(w) in live}
 
-    def put_outbox(self, job: str, task: ChunkTask) -> None:
-        """Keep a chunk task until its result is stored (the result write drops it), so it can be re-sent.
-
-        Written before the task goes to the broker (the producer does it within `commit`): a
-        message the broker loses (popped by a worker's connection as Redis stopped) is then
-        still here for `Resender`.
-        """
-        k = self.keys(job)
-        entry = outbox_entry(time.time(), task.model_dump_json())
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(k.outbox, str(task.chunk), entry)
-        pipe.expire(k.outbox, self.settings.job_ttl)
-        pipe.execute()
-
     def outbox(self, job: str) -> dict[int, tuple[float, str]]:
         """Chunk -> (last sent, epoch s; task JSON) of every sent task whose result is not stored yet."""
         raw = self.r.hgetall(self.keys(job).outbox)
         return {int(chunk): read_outbox_entry(value) for chunk, value in raw.items()}
 
     def claim_resend(self, job: str, chunk: int, sent_at: float) -> bool:
-        """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed.
-
-        Compare-and-set under WATCH, so two collectors of one job do not both re-send a
-        chunk, and a chunk whose result arrived meanwhile is not put back in the outbox.
-        """
+        """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed
+        (compare-and-set under WATCH: two collectors of one job never both re-send a chunk, nor put one whose
+        result arrived meanwhile back in the outbox)."""
         k = self.keys(job)
         with self.r.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(k.outbox)
                 value = pipe.hget(k.outbox, str(chunk))
-                if value is None:
-                    return False
-                at, task_json = read_outbox_entry(value)
+                at, task_json = read_outbox_entry(value) if value is not None else (None, "")
                 if at != sent_at:
                     return False
                 pipe.multi()
@@ -359,10 +317,6 @@ class RedisJobStore(JobStore):
     def queued(self) -> int:
         """Messages waiting in the workers' broker queue (kombu keeps a queue as a Redis list of its name)."""
         return int(self.r.llen(self.settings.queue))
-
-    def running(self) -> set[str]:
-        """`job:chunk` of every chunk a live worker process is solving now (`sbatch:current`)."""
-        return set(self.current().values())
 
     def purge(self, job: str, *, stop: bool = True) -> int:
         """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.
@@ -398,60 +352,6 @@ class RedisJobStore(JobStore):
         return removed + int(self.r.delete(*k.fixed()))
 
 
-def read_large(client: Any, key: str) -> bytes | bytearray | None:
-    """GET one large value straight from the socket into one buffer; NotImplemented when it cannot.
-
-    A chunk result is megabytes: redis-py's pure-Python reply parser copies such a value
-    four times through fresh buffers (~2 ms of CPU per MB); here the bytes land once in
-    a bytearray. Only the reply's header line goes through redis-py's buffer. Any error
-    drops the connection (its stream may be mid-reply) and returns NotImplemented, so the
-    caller falls back to the ordinary command with its retries; an interrupt (Ctrl-C while
-    a result is read) drops it too before going on up, or the pooled connection would hand
-    the rest of this value to the next command (an interrupted `solve` then read its job's
-    metadata as garbage and forgot to say how to resume the submission).
-    """
-    pool = getattr(client, "connection_pool", None)
-    if SocketBuffer is None or not isinstance(pool, redis.ConnectionPool):
-        return NotImplemented  # a fake or exotic client: the ordinary path
-    try:
-        conn = pool.get_connection()  # connects: a broker outage goes to the caller's retrying path
-    except (redis.RedisError, OSError):
-        return NotImplemented
-    try:
-        conn.send_command("GET", key)
-        buffer, sock = getattr(conn._parser, "_buffer", None), getattr(conn, "_sock", None)
-        if not isinstance(buffer, SocketBuffer) or not isinstance(sock, socket.socket):
-            return conn.read_response()  # another parser (hiredis) or a fake socket: the ordinary read
-        head = buffer.readline()
-        if head in (b"$-1", b"_"):  # RESP2 / RESP3 null: no such key
-            buffer.purge()
-            return None
-        if head[:1] != b"$":
-            raise redis.ResponseError(head[1:].decode("utf-8", "replace"))
-        size = int(head[1:]) + 2  # the value and its CRLF
-        out = bytearray(size)
-        view = memoryview(out)
-        got = buffer._buffer.readinto(view)  # what redis-py already buffered past the header
-        while got < size:
-            n = sock.recv_into(view[got:])
-            if n == 0:
-                raise redis.ConnectionError("connection closed while reading a result")
-            got += n
-        buffer.purge()
-        view.release()
-        del out[-2:]
-        return out
-    except Exception as exc:  # noqa: BLE001 - any surprise: drop the connection, take the ordinary path
-        log.debug("a large read of %s takes the ordinary path: %s", key, exc)
-        conn.disconnect()
-        return NotImplemented
-    except BaseException:  # an interrupt mid-reply: the rest of the value must not answer the next command
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
-
-
 def _arrival(raw: Any) -> Any:
     """An arrival list entry: a part's (chunk, first row), or a generate chunk's id (an int)."""
     text = _s(raw)
@@ -462,6 +362,18 @@ def _arrival(raw: Any) -> Any:
 def _result_key(keys: JobKeys, result: Any) -> str:
     """The key of a part (chunk, row) or of a generate chunk's result (chunk)."""
     return keys.part(*result) if isinstance(result, tuple) else keys.result(result)
+
+
+def _hset(key: str, fields: dict[str, str], ttl: int) -> list[tuple[Any, ...]]:
+    """The commands that set `fields` of the hash `key` and renew its time to live."""
+    return [("HSET", key, *[x for kv in fields.items() for x in kv]), ("EXPIRE", key, ttl)]
+
+
+def _outbox(k: JobKeys, task: Task, ttl: int) -> list[tuple[Any, ...]]:
+    """The commands that keep `task` in the job's outbox, stamped now, until its result is stored (the result
+    write drops it): written before the task goes to the broker, a message the broker loses (popped by a
+    worker's connection as Redis stopped) is still here for `Resender`."""
+    return _hset(k.outbox, {str(task.chunk): outbox_entry(time.time(), task.model_dump_json())}, ttl)
 
 
 def run_commands(client: Any, commands: list[tuple[Any, ...]]) -> None:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from client import numbers, svg_chart
+from client.store import input_names
 from client.summary import Summary
 from pipeline.contract.columns import TIME_BINS_PER_DECADE
 
@@ -54,7 +55,7 @@ def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | N
 
     from client.first_run import package_version
 
-    inputs = [name for name in meta.get("inputs", "").split("\n") if name]
+    inputs = input_names(meta)
     limit = meta.get("time_limit")
     options = [
         f"time limit {numbers.duration(float(limit))} a puzzle" if limit else "no time limit",

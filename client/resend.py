@@ -49,7 +49,7 @@ class Resender:
         try:
             if self.store.queued():  # workers are still busy with queued tasks: nothing is lost yet
                 return 0
-            running = self.store.running()
+            running = set(self.store.current().values())  # `job:chunk` a live worker is solving
             for chunk, (sent_at, payload) in sorted(self.store.outbox(self.job).items()):
                 if time.time() - sent_at < self.after or f"{self.job}:{chunk}" in running:
                     continue

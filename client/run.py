@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -15,13 +14,11 @@ from client.args import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    broker_option,
     broker_url,
     check_job_id,
     check_processes,
     check_seconds,
     input_sources,
-    resume_command,
     say_error,
 )
 from client.batch import BatchClient
@@ -29,11 +26,18 @@ from client.collector import JobFailed
 from client.config import ClientSettings, mask_url
 from client.dataset import DatasetOutput, dataset_url, is_dataset
 from client.job import Job, Written
-from client.notice import NoWorkerNotice, StoppedNotice
+from client.notice import (
+    NoWorkerNotice,
+    StoppedNotice,
+    how_far,
+    resume_hint,
+    say_how_to_go_on,
+    stopped_submission,
+)
 from client.numbers import plural
 from client.output import Output, ReaderGone
 from client.progress import Progress
-from client.store import Checkpoint, Superseded, submission_state, submitted_words
+from client.store import Checkpoint, Superseded
 from client.summary import Summary
 from client.target import check_target
 from pipeline.contract.formats import format_of, named_format
@@ -51,9 +55,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
     (a failed collection no longer waits for it), and an interrupt kills the local
     processes at once and, in broker mode, leaves the job resumable and says how to go on.
     """
-    if args.command == "collect" and is_dataset(
-        args.job
-    ):  # `collect DIR/ -o FILE`: merge a committed dataset
+    if args.command == "collect" and is_dataset(args.job):  # `collect DIR/ -o FILE`: a dataset merged
         return _merge_dataset(args)
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
@@ -79,11 +81,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
             raise UsageError(str(exc)) from None
         if args.format == "parquet":
             check_parquet(args.output, dataset)
-    if getattr(args, "output", None) not in (None, "-") and not dataset:
-        try:
-            check_target(args.output)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    if not dataset:
+        _check_file(getattr(args, "output", None))
     workers = getattr(args, "workers", None)
     check_processes("--workers", workers)
     client = BatchClient(url, workers=workers, settings=settings, daemon=True)
@@ -125,7 +124,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if job is not None:
             job.cancel(fail=client.embedded, wait=STOP_WAIT_S)
             if not client.embedded:
-                _say_how_to_go_on(job, args)
+                say_how_to_go_on(job, args)
         raise
     finally:
         if job is not None and job.producing:  # the collection failed: its producer must not run on
@@ -169,7 +168,7 @@ def _submit(job: Job, args: argparse.Namespace) -> int:
     try:
         job.wait_submitted()
     except Exception as exc:  # noqa: BLE001 - reported in one line
-        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
+        say_error(f"job {job.id}: {mask_url(str(exc))}{resume_hint(job, args)}")
         return EXIT_FAILED
     return EXIT_OK
 
@@ -214,7 +213,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
         failed = True  # every record may be written yet the commit or the merge failed: never exit 0
         progress.close()
-        say_error(f"job {job.id}: {mask_url(str(exc))}{_resume_hint(job, args)}")
+        say_error(f"job {job.id}: {mask_url(str(exc))}{resume_hint(job, args)}")
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
@@ -227,7 +226,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         progress.close()
         if interrupted:
             where = (output.path if isinstance(output, DatasetOutput) else args.output) or "stdout"
-            print(f"interrupted: {_how_far(job, written.rows)} written to {where}", file=sys.stderr)
+            print(f"interrupted: {how_far(job, written.rows)} written to {where}", file=sys.stderr)
     return _finish(job, args, summary, purge, committed) if written.complete and not failed else EXIT_FAILED
 
 
@@ -271,7 +270,7 @@ def _watch(
     if not job.client.embedded:
         after = job.client.settings.no_worker_notice_s
         notices.append(NoWorkerNotice(lambda: len(store.live_workers()), progress.say, after=after))
-        notices.append(StoppedNotice(lambda: _stopped_submission(job, args), progress.say))
+        notices.append(StoppedNotice(lambda: stopped_submission(job, args), progress.say))
     total: list[int | None] = [None, 0]  # (total once known, submitted so far)
     last_meta = [0.0]
 
@@ -333,6 +332,15 @@ def _dataset_collection(job: str, dataset: str, meta: dict[str, str], args: argp
     return output
 
 
+def _check_file(output: str | None) -> None:
+    """UsageError (one line), before any work, when `-o FILE` names what cannot be written (`-`: stdout)."""
+    if output not in (None, "-"):
+        try:
+            check_target(output)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def _merge_dataset(args: argparse.Namespace) -> int:
     """`collect DIR/ -o FILE`: a committed dataset's parts merged into one file (no broker needed)."""
     from client.dataset import read_manifest
@@ -348,11 +356,7 @@ def _merge_dataset(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.format != have:
         raise UsageError(f"the dataset {url}/ holds {have} records: merge them with --format {have}")
-    if args.output != "-":
-        try:
-            check_target(args.output)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    _check_file(args.output)
     _merge(url, args.output, args.format, Progress(False).say)
     if not args.quiet:
         print(f"{plural(manifest.records, 'record')} of {url}/ merged into {args.output}", file=sys.stderr)
@@ -377,9 +381,7 @@ def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str
     with it; JobFailed (one line) when this collection cannot: those results left Redis with it."""
     rows = int(earlier.get("rows", 0))
     target = os.path.realpath(args.output) if args.output not in (None, "-") else None
-    again = f"collect it again with -o {earlier.get('path')}" + (
-        " --ordered" if earlier.get("ordered") else ""
-    )
+    again = f"collect it again with -o {earlier.get('path')}{' --ordered' if earlier.get('ordered') else ''}"
     if earlier.get("path") is None or target != earlier["path"]:
         raise JobFailed(
             f"{rows:,} results were written to {earlier.get('path') or 'a stream'} by an earlier "
@@ -392,86 +394,3 @@ def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str
         if path and os.path.isfile(path) and os.path.getsize(path) >= size:
             return path, size
     raise JobFailed(f"the output of the earlier collection ({size:,} bytes, {rows:,} results) is gone")
-
-
-def _stopped_submission(job: Job, args: argparse.Namespace) -> str | None:
-    """What a collection waits for when the job's submission stopped half way (its producer killed: a
-    `collect` after a `submit` that died), or None while the submission goes on or is complete."""
-    if job.producing:  # this process's own producer reads on (one that died fails the collection)
-        return None
-    meta = job.client.store.meta(job.id)
-    submission, silent = submission_state(meta)
-    if submission != "stopped" or meta.get("state") != "producing" or silent is None:
-        return None  # a producer that said it left, or a failed job: the collection ends at once
-    done = submitted_words(meta)
-    inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
-    left = max(0.0, job.client.settings.producer_stale_s - silent)
-    return (
-        f"waiting: the job's submission stopped after {done} (its producer "
-        f"silent for {silent:.0f} s: killed?); what it sent is collected, then this gives up in {left:.0f} s "
-        f"unless it is resumed: {resume_command(job.id, inputs, broker_option(args))}"
-    )
-
-
-def _meta_after_interrupt(job: Job) -> dict[str, str]:
-    """The job's metadata, or {} when the broker cannot say. Idle pooled connections are dropped
-    first: the interrupt may have cut a command off between its send and its reply."""
-    try:
-        job.client.store.drop_idle_connections()
-        return job.client.store.meta(job.id)
-    except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
-        log.debug("job %s: no metadata after the interrupt: %s", job.id, exc)
-        return {}
-
-
-def _how_far(job: Job, written: int) -> str:
-    """`N of M puzzles` (`of M+ read so far` while the input is still read or its submission stopped, `of
-    M+ counted so far` while the workers count the splits they read), from the job's metadata."""
-    meta = _meta_after_interrupt(job)
-    if "total" in meta:
-        return f"{written:,} of {plural(int(meta['total']), 'puzzle')}"
-    if meta.get("splits"):  # the producer reads no puzzle: the workers count them
-        try:
-            counted = job.client.store.split_counted(job.id)
-        except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: say what is known
-            log.debug("job %s: no split count after the interrupt: %s", job.id, exc)
-            counted = 0
-        return f"{written:,} of {max(counted, written):,}+ puzzles counted so far"
-    if "submitted" in meta:  # the producer's beat may be a second old: its checkpoint is not
-        read = max(int(meta["submitted"]), Checkpoint.of(meta).index, written)
-        return f"{written:,} of {read:,}+ puzzles read so far"
-    return plural(written, "puzzle")
-
-
-def _say_how_to_go_on(job: Job, args: argparse.Namespace) -> None:
-    """After an interrupt in broker mode: the job goes on without us; how to finish it, or delete it."""
-    out = f" -o {shlex.quote(args.output)}" if getattr(args, "output", None) not in (None, "-") else ""
-    broker = broker_option(args)
-    lines = [f"job {job.id} goes on without this command"]
-    meta = _meta_after_interrupt(job)  # the broker may be away: the commands still apply
-    done = job.stopped_words()  # this process's own producer: known without the broker
-    if done is None and not job.submitted_here and meta.get("state") != "produced" and "checkpoint" in meta:
-        done = submitted_words(meta)  # `collect` interrupted: its job's submission stopped earlier
-    if done is not None:
-        inputs = meta["inputs"].split("\n") if meta.get("inputs") else job.input_names
-        resume = resume_command(job.id, inputs, broker)
-        lines.append(f"its submission stopped after {done}: {resume}")
-    if args.command != "submit":
-        lines.append(f"collect it: sudoku-batch collect {job.id}{broker}{out}")
-    lines.append(f"or delete it: sudoku-batch purge {job.id}{broker}")
-    print("\n".join(lines), file=sys.stderr)
-
-
-def _resume_hint(job: Job, args: argparse.Namespace) -> str:
-    """`; resume it: ...` when the job's submission stopped half way and a resume can finish it, else ``."""
-    if job.client.embedded or job.producing:
-        return ""
-    try:
-        meta = job.client.store.meta(job.id)
-    except Exception as exc:  # noqa: BLE001 - the broker may be what failed: no hint then
-        log.debug("job %s: no resume hint: %s", job.id, exc)
-        return ""
-    if submission_state(meta)[0] != "stopped":
-        return ""
-    inputs = meta["inputs"].split("\n") if meta.get("inputs") else []
-    return f"; resume it: {resume_command(job.id, inputs, broker_option(args))}"

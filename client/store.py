@@ -252,7 +252,7 @@ class JobStore(ABC):
             job=job,
             state=meta.get("state", "unknown"),
             phase=job_phase(meta, done, total),
-            inputs=meta.get("inputs", "").split("\n") if meta.get("inputs") else [],
+            inputs=input_names(meta),
             submitted=total if total is not None else submitted,
             total=total,
             done=done,
@@ -297,6 +297,11 @@ def split_bytes(meta: dict[str, str]) -> tuple[int, int]:
 def sent_bytes(checkpoint: Checkpoint, sizes: list[int]) -> int:
     """Bytes of inputs (of `sizes` bytes) a submission in splits has sent up to `checkpoint`."""
     return sum(sizes[: checkpoint.input]) + checkpoint.offset
+
+
+def input_names(meta: dict[str, str]) -> list[str]:
+    """The names of a job's inputs, as its metadata records them (one a line)."""
+    return meta["inputs"].split("\n") if meta.get("inputs") else []
 
 
 def submitted_words(meta: dict[str, str]) -> str:

@@ -17,7 +17,8 @@ import pytest
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.memory_store import MemoryStore
-from client.redis_store import RedisJobStore, read_large
+from client.redis_read import read_large
+from client.redis_store import RedisJobStore
 from client.store import Checkpoint
 from pipeline.contract.part import Part
 from pipeline.contract.runs import runs_array, to_runs
@@ -157,9 +158,9 @@ def test_large_results_read_from_the_socket_equal_what_redis_holds(redis_client)
 @pytest.mark.integration
 def test_a_large_read_that_falls_back_to_the_ordinary_path_logs_why_in_one_line(redis_client, caplog):
     redis_client.hset("hash", "f", "v")
-    with caplog.at_level(logging.DEBUG, "client.redis_store"):
+    with caplog.at_level(logging.DEBUG, "client.redis_read"):
         assert read_large(redis_client, "hash") is NotImplemented
-    lines = [r.getMessage() for r in caplog.records if r.name == "client.redis_store"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "client.redis_read"]
     assert len(lines) == 1 and "WRONGTYPE" in lines[0], lines
 
 

@@ -9,6 +9,7 @@ import pytest
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
 from client.resend import Resender
+from client.store import Checkpoint
 from client.transport import Transport
 from pipeline.contract.keys import current_key, workers_key
 from pipeline.contract.tasks import ChunkTask
@@ -42,6 +43,11 @@ def store(fake_redis) -> RedisJobStore:
     return s
 
 
+def sent(store: RedisJobStore, task: ChunkTask) -> None:
+    """Keep `task` in the outbox as a producer does before it sends it (`JobStore.commit`)."""
+    store.commit(JOB, store.claim(JOB), Checkpoint(chunks=task.chunk + 1), task=task)
+
+
 def age(store: RedisJobStore, seconds: float) -> None:
     """Make every outbox entry of JOB look `seconds` older."""
     for chunk, (at, _) in store.outbox(JOB).items():
@@ -52,8 +58,8 @@ def age(store: RedisJobStore, seconds: float) -> None:
 
 
 def test_a_sent_task_stays_in_the_outbox_until_its_result_is_stored(store):
-    store.put_outbox(JOB, task(0))
-    store.put_outbox(JOB, task(1))
+    sent(store, task(0))
+    sent(store, task(1))
     assert sorted(store.outbox(JOB)) == [0, 1]
     assert ChunkTask.model_validate_json(store.outbox(JOB)[1][1]) == task(1)
     store.put_result(JOB, failed_chunk(task(0), "answered"))
@@ -64,8 +70,8 @@ def test_a_sent_task_stays_in_the_outbox_until_its_result_is_stored(store):
 
 
 def test_a_resend_is_claimed_once_and_not_after_the_result_came(store):
-    store.put_outbox(JOB, task(0))
-    store.put_outbox(JOB, task(1))
+    sent(store, task(0))
+    sent(store, task(1))
     (at0, _), (at1, _) = store.outbox(JOB)[0], store.outbox(JOB)[1]
     assert store.claim_resend(JOB, 0, at0)
     assert not store.claim_resend(JOB, 0, at0)  # a second collector with the old stamp loses
@@ -79,7 +85,7 @@ def test_the_sweep_resends_only_stale_tasks_no_live_worker_is_solving(store):
     recorder = Recorder()
     resender = Resender(store, JOB, lambda: recorder, after=5.0)
     for chunk in range(3):
-        store.put_outbox(JOB, task(chunk))
+        sent(store, task(chunk))
     resender._last -= 10
     assert resender.sweep(idle=10.0) == 0  # sent just now: not lost, only not solved yet
     age(store, 10)
@@ -105,7 +111,7 @@ def test_a_broker_outage_during_the_sweep_leaves_the_tasks_for_the_next_one(stor
             raise ConnectionError("cannot send to broker")
 
     resender = Resender(store, JOB, Down, after=1.0)
-    store.put_outbox(JOB, task(0))
+    sent(store, task(0))
     age(store, 5)
     resender._last -= 5
     assert resender.sweep(idle=5.0) == 0

@@ -13,6 +13,7 @@ import pytest
 from client.collector import stream_chunks
 from client.config import ClientSettings
 from client.redis_store import RedisJobStore
+from client.store import Checkpoint
 from pipeline.contract.keys import JobKeys
 from pipeline.contract.part import Part
 from pipeline.contract.tasks import SOLVE_TASK_NAME as TASK_NAME
@@ -176,7 +177,9 @@ def test_the_orphan_sweep_sends_a_chunk_whose_message_was_dropped_again_from_its
 
     store = new_job(fake_redis)
     for chunk in range(3):
-        store.put_outbox(JOB, chunk_task(JOB, LINES[:2], chunk=chunk))
+        store.commit(
+            JOB, store.claim(JOB), Checkpoint(chunks=chunk + 1), task=chunk_task(JOB, LINES[:2], chunk=chunk)
+        )
     old = time.time() - 120
     for chunk in range(3):
         record_delivery(fake_redis, f"dropped-{chunk}", f"{JOB}:{chunk}", old)

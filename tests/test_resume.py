@@ -332,7 +332,7 @@ def test_an_interrupted_solve_says_how_to_resume_from_its_own_producer_whatever_
     get the last command's reply, or fail; the resume command must not depend on it."""
     import argparse
 
-    from client.run import _say_how_to_go_on
+    from client.notice import say_how_to_go_on
 
     lines, _ = corpus()
     path = tmp_path / "a.txt"
@@ -340,7 +340,7 @@ def test_an_interrupted_solve_says_how_to_resume_from_its_own_producer_whatever_
     done = job.stopped_at()
     assert done == Checkpoint.of(broker[0].store.meta(job.id)).index and 0 < done < len(lines)
     monkeypatch.setattr(broker[0].store, "meta", lambda job_id: meta)
-    _say_how_to_go_on(job, argparse.Namespace(command="solve", output="out.jsonl", broker=None))
+    say_how_to_go_on(job, argparse.Namespace(command="solve", output="out.jsonl", broker=None))
     err = capsys.readouterr().err.splitlines()
     resume = f"sudoku-batch submit --resume {job.id} {path}"  # the broker came from the environment
     assert f"its submission stopped after {done:,} puzzles: {resume}" in err
@@ -363,7 +363,7 @@ def test_an_interrupted_submission_in_splits_says_how_many_splits_and_bytes_it_s
 ):
     import argparse
 
-    from client.run import _say_how_to_go_on
+    from client.notice import say_how_to_go_on
 
     monkeypatch.setattr(client.config, "connect", lambda url, settings: fake_redis)
     fake_redis.zadd(workers_key(), {"host:1": time.time()})  # a live worker that reads under tmp_path
@@ -381,5 +381,5 @@ def test_an_interrupted_submission_in_splits_says_how_many_splits_and_bytes_it_s
     checkpoint = Checkpoint.of(batch.store.meta(job.id))  # the third split committed, its send killed
     assert (checkpoint.index, checkpoint.chunks, checkpoint.offset) == (0, 3, 3 * 820)
     assert job.stopped_words() == "3 splits (2.46 kB of 8.2 kB)"
-    _say_how_to_go_on(job, argparse.Namespace(command="submit", output=None, broker=None))
+    say_how_to_go_on(job, argparse.Namespace(command="submit", output=None, broker=None))
     assert "its submission stopped after 3 splits (2.46 kB of 8.2 kB): " in capsys.readouterr().err

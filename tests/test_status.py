@@ -191,7 +191,7 @@ def test_status_of_a_job_read_in_splits_says_what_was_sent_and_what_the_workers_
 def test_a_stopped_submission_in_splits_is_stopped_in_status_and_interrupts_not_0_puzzles(store, capsys):
     import argparse
 
-    from client.run import _how_far, _say_how_to_go_on
+    from client.notice import how_far, say_how_to_go_on
 
     split_job(store, time.time() - 15)  # its producer was killed 15 s ago
     status = store.status(JOB)
@@ -200,8 +200,8 @@ def test_a_stopped_submission_in_splits_is_stopped_in_status_and_interrupts_not_
     assert f"job {JOB}: stopped, 10/214,200+ (submission stopped) puzzles" in out, out
     assert "submission incomplete: 7 splits (3.1 MB of 9.2 MB) submitted, producer silent for 15 s" in out
     job = BatchClient(URL, settings=SETTINGS).job(JOB)
-    assert _how_far(job, 10) == "10 of 214,200+ puzzles counted so far"
-    _say_how_to_go_on(job, argparse.Namespace(command="collect", output=None, broker=URL))
+    assert how_far(job, 10) == "10 of 214,200+ puzzles counted so far"
+    say_how_to_go_on(job, argparse.Namespace(command="collect", output=None, broker=URL))
     err = capsys.readouterr().err
     assert (
         f"its submission stopped after 7 splits (3.1 MB of 9.2 MB): sudoku-batch submit --resume {JOB}" in err
@@ -209,12 +209,12 @@ def test_a_stopped_submission_in_splits_is_stopped_in_status_and_interrupts_not_
 
 
 def test_an_interrupt_counts_what_the_submission_checkpointed_not_its_last_heartbeat(store):
-    from client.run import _how_far
+    from client.notice import how_far
 
     meta = {"state": "producing", "producer_beat": f"{time.time():.3f}", "submitted": "265"}
     meta["checkpoint"] = Checkpoint(index=138_635, chunks=20).model_dump_json()  # beaten after the beat
     answered(store, time.time() - 5, meta, [LINES[:10]])
-    assert _how_far(BatchClient(URL, settings=SETTINGS).job(JOB), 10) == "10 of 138,635+ puzzles read so far"
+    assert how_far(BatchClient(URL, settings=SETTINGS).job(JOB), 10) == "10 of 138,635+ puzzles read so far"
 
 
 def test_collect_of_a_killed_submission_says_what_it_waits_for_then_gives_up_when_the_producer_is_stale(

@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 
 from client.batch import BatchClient
 from client.config import ClientSettings
+from client.job import Job, Written
 from client.pool import WarmPool
 from client.redis_store import RedisJobStore
 from pipeline.engine.solve import solve_chunk
@@ -91,11 +92,17 @@ def test_an_upload_goes_to_the_workers_and_the_panel_shows_them_solving_it(serve
     api.delete(f"/api/jobs/{job}")
 
 
-def test_a_single_puzzle_through_the_broker_is_a_record_and_leaves_no_job_behind(served, workers):
+def test_a_single_puzzle_through_the_broker_is_a_record_written_by_job_write_leaving_no_job_behind(
+    served, workers, monkeypatch
+):
     api, backend = served
     before = set(backend.client.store.job_ids(1000))
+    written: list[Written] = []
+    write = Job.write
+    monkeypatch.setattr(Job, "write", lambda *a, **kw: written.append(write(*a, **kw)) or written[-1])
     record = api.post("/api/solve", json={"puzzle": LINES[3], "time_limit": 5}).json()
     assert record["status"] == "solved" and record["input"] == "web" and record["cost"] == 0
+    assert [(w.rows, w.complete) for w in written] == [(1, True)]  # the CLI's collection loop, not the page's
     assert set(backend.client.store.job_ids(1000)) <= before
 
 

@@ -25,10 +25,9 @@ from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, PuzzleError
 from solvers.model.status import MemberState, Status
 from solvers.model.verify import is_solution
-from web.errors import ApiError, in_pool
+from web.errors import ANSWER_GRACE_S, ApiError, in_pool
 
 MAX_EXCLUDE = 16  # solutions a request may name as shown (the page keeps the last 16)
-GRACE_S = 30.0  # beyond the time limit, before a 504
 DIED = "the solving process died on this puzzle (a new one is started)"
 
 
@@ -99,7 +98,7 @@ async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], tex
         return {**record, "another": True, "solutions": None}
     seeded = solver_seed(str(seed), 1)  # not the race's own seed (`solver_seed(seed, 0)`)
     args = (text, box, shown, seeded, time_limit)
-    other = await in_pool(pool, time_limit + GRACE_S, "no answer", DIED, other_solution, *args)
+    other = await in_pool(pool, time_limit + ANSWER_GRACE_S, "no answer", DIED, other_solution, *args)
     ended = MemberState.DONE if other["complete"] else MemberState.TIMEOUT  # counted every solution, or not
     name = f"{DEFAULT_EXACT} (another)"  # beside the portfolio's members in the counters
     counters = {

@@ -29,11 +29,15 @@ from pipeline.engine.render import rows
 from web.errors import ApiError
 from web.retention import Retention, release_memory
 from web.settings import ServeSettings
-from web.solving import JOB_ID_PATTERN, BrokerSolver, LocalSolver
+from web.solving import JOB_ID_PATTERN, Solver
 
 JOB_ID = re.compile(JOB_ID_PATTERN)
 IDS_FRESH_S = 2.0  # the broker's job list is scanned at most this often, however many pages poll it
 MAX_NAME_CHARS = 200
+ROW_STATUS = {  # the fields of a job's `JobStatus` its row shows as they are
+    *("submission", "checkpoint", "producer_silent_s", "total", "submitted", "done", "counts"),
+    *("rate", "eta_s", "elapsed_s", "chunks_sent", "chunks_done"),
+}
 
 
 def check_job_id(job: str) -> str:
@@ -50,7 +54,7 @@ class Backend:
         self.client = client
         self.pool = pool
         self.settings = settings
-        self.solver = LocalSolver(pool, settings) if client.embedded else BrokerSolver(client, settings)
+        self.solver = Solver(client, pool, settings)
         self._jobs: dict[str, Job] = {}  # submitted here (embedded: every job there is)
         self._lock = threading.Lock()
         self._ids: tuple[float, list[str]] = (0.0, [])
@@ -111,14 +115,17 @@ class Backend:
         status = self.client.store.status(job)
         return _row(status, meta, self.embedded)
 
-    def job(self, job: str) -> dict[str, Any]:
-        """A job's page data: its row, summary (wins, percentiles, costs, cactus), what results are stored."""
-        check_job_id(job)
-        meta = self.client.store.meta(job)
+    def _meta(self, job: str) -> dict[str, str]:
+        """The metadata of the job a request names; ApiError 404 (410: dropped by a bound) when none."""
+        meta = self.client.store.meta(check_job_id(job))
         if "created" not in meta:
             raise self._missing(job)
-        status = self.client.store.status(job)
-        row = _row(status, meta, self.embedded)
+        return meta
+
+    def job(self, job: str) -> dict[str, Any]:
+        """A job's page data: its row, summary (wins, percentiles, costs, cactus), what results are stored."""
+        meta = self._meta(job)  # the id checked before any key is named
+        row = _row(self.client.store.status(job), meta, self.embedded)
         summary = self._summary(job)
         data = summary.as_dict()
         row["summary"] = {
@@ -154,9 +161,7 @@ class Backend:
 
     def plots(self, job: str) -> dict[str, str]:
         """The job's plots as inline SVG, by title (labels escaped by `client.svg_chart`)."""
-        check_job_id(job)
-        if "created" not in self.client.store.meta(job):
-            raise self._missing(job)
+        self._meta(job)
         return plots(self._summary(job))
 
     def _answered(self, job: str) -> list[int]:
@@ -191,10 +196,7 @@ class Backend:
         Reading does not collect: the results keep their time to live (a `collect` later still
         finds them). ApiError 404 for no such job, 410 when none of its results is stored.
         """
-        check_job_id(job)
-        if "created" not in self.client.store.meta(job):
-            raise self._missing(job)
-        meta = self.client.store.meta(job)
+        meta = self._meta(job)
         if meta.get("kind", "solve") != "solve":
             raise ApiError(404, f"job {job} is a generate run: it has no records")
         if meta.get("dataset"):  # its workers wrote the records as part files
@@ -302,30 +304,17 @@ def _row(status: JobStatus, meta: dict[str, str], embedded: bool) -> dict[str, A
     """A job's summary row: what the jobs list shows. A submission whose producer died or failed
     is `stopped` (as `status` says it), with the command that resumes it when one can (a broker's)."""
     kind = meta.get("kind", "solve")
-    options = {k: meta[k] for k in ("time_limit", "portfolio", "box") if meta.get(k)}
     stopped = status.submission == "stopped"
-    resume = resume_command(status.job, status.inputs) if stopped and not embedded else None
     return {
         "job": status.job,
         "kind": kind,
         "name": ", ".join(status.inputs) or kind,
         "created": float(meta.get("created") or 0.0),
-        "options": options,
+        "options": {k: meta[k] for k in ("time_limit", "portfolio", "box") if meta.get(k)},
         "phase": "stopped" if stopped and status.phase == "submitting" else _phase(status, meta),
-        "submission": status.submission,
-        "checkpoint": status.checkpoint,
-        "producer_silent_s": status.producer_silent_s,
-        "resume": resume,
-        "total": status.total,
-        "submitted": status.submitted,
-        "done": status.done,
-        "counts": status.counts,
-        "rate": status.rate,
-        "eta_s": status.eta_s,
-        "elapsed_s": status.elapsed_s,
-        "chunks_sent": status.chunks_sent,
-        "chunks_done": status.chunks_done,
+        "resume": resume_command(status.job, status.inputs) if stopped and not embedded else None,
         "error": status.error or None,
+        **status.model_dump(include=ROW_STATUS),
     }
 
 

@@ -14,6 +14,8 @@ from starlette.responses import JSONResponse, Response
 if TYPE_CHECKING:
     from client.pool import WarmPool
 
+ANSWER_GRACE_S = 30.0  # beyond a puzzle's time limit (loading, queueing, rendering) before a 504
+
 
 class ApiError(Exception):
     """A request the server refuses: `status` (4xx: the caller's fault) and a one-line reason."""

@@ -18,7 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from client.batch import MAX_SEED, BatchClient
 from client.collector import JobFailed
+from client.job import Written
 from client.pool import WarmPool
+from client.summary import Summary
+from pipeline.contract.part import Part
 from pipeline.contract.runs import join_texts
 from pipeline.contract.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
 from pipeline.contract.tasks import ChunkTask, solver_seed
@@ -26,11 +29,10 @@ from pipeline.engine.runner import ListPort, execute
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, PuzzleError, as_box
 from web.another import DIED, MAX_EXCLUDE
-from web.errors import ApiError, in_pool
+from web.errors import ANSWER_GRACE_S, ApiError, in_pool
 from web.settings import ServeSettings
 
 MAX_OPTION_CHARS = 200  # portfolio and box texts
-ANSWER_GRACE_S = 30.0  # beyond the time limit: loading, queueing and rendering, before a 504
 INPUT_NAME = "web"  # the `input` field of a single puzzle's record
 
 
@@ -130,54 +132,55 @@ class Busy:
         self.now -= 1
 
 
-class LocalSolver:
-    """Embedded: single puzzles go to the server's own puzzle processes."""
+class Solver:
+    """Single puzzles, at most `max_pending` at once: embedded, in the server's own puzzle processes; with a
+    broker, each a one-puzzle job for the workers, collected and purged here."""
 
-    def __init__(self, pool: WarmPool, settings: ServeSettings) -> None:
+    def __init__(self, client: BatchClient, pool: WarmPool, settings: ServeSettings) -> None:
+        self.client = client
         self.pool = pool
         self.busy = Busy(settings.max_pending)
 
     async def solve(self, checked: Checked) -> dict[str, Any]:
-        """The record of one puzzle, without blocking the event loop."""
+        """The record of one puzzle, without blocking the event loop (a thread waits for a worker's)."""
         with self.busy:
+            if not self.client.embedded:
+                return await asyncio.to_thread(self._from_workers, checked)
             wait = checked.time_limit + ANSWER_GRACE_S
             line = await in_pool(self.pool, wait, "no answer", DIED, solve_record, checked)
         return json.loads(line)
 
-
-class BrokerSolver:
-    """Broker mode: a single puzzle is a one-puzzle job for the workers, collected and purged here."""
-
-    def __init__(self, client: BatchClient, settings: ServeSettings) -> None:
-        self.client = client
-        self.busy = Busy(settings.max_pending)
-
-    async def solve(self, checked: Checked) -> dict[str, Any]:
-        """The record of one puzzle, from a worker (a thread waits for it, not the event loop)."""
-        with self.busy:
-            return await asyncio.to_thread(self._solve, checked)
-
-    def _solve(self, checked: Checked) -> dict[str, Any]:
+    def _from_workers(self, checked: Checked) -> dict[str, Any]:
         if not self.client.store.live_workers():
             raise ApiError(503, "no live worker process for this broker: start one (`sudoku-batch worker`)")
         job = self.client.submit(
             [checked.text], time_limit=checked.time_limit, portfolio=checked.portfolio, box=checked.box,
             name=INPUT_NAME, seed=checked.seed,
         )  # fmt: skip
-        complete = False
-        try:
-            wait = checked.time_limit + ANSWER_GRACE_S
-            lines = [
-                line
-                for result, start, stop in job.chunks(idle_timeout=wait, keep=False)
-                for line in result.lines()[start:stop]
-            ]
-            complete = True
+        answer, written, wait = Answer(), Written(), checked.time_limit + ANSWER_GRACE_S
+        try:  # collected as the command line collects: each result leaves the store as it is read
+            job.write(answer, Summary(), written, keep=False, idle_timeout=wait)
         except JobFailed as exc:
             raise ApiError(504, f"job {job.id}: {exc}") from None
         finally:
-            job.purge(stop=not complete)
-        return json.loads(lines[0])
+            job.purge(stop=not written.complete)
+        return json.loads(answer.lines[0])
+
+
+class Answer:
+    """Where `Job.write` puts a one-puzzle job's record: kept here, for the page (nothing to make durable)."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def write(self, result: Part, start: int, stop: int) -> None:
+        self.lines += result.lines()[start:stop]
+
+    def durable(self) -> dict[str, Any]:
+        return {}
+
+    def commit(self) -> None:
+        """Nothing to commit: the record is read from `lines`."""
 
 
 def box_of(text: str) -> Box:
