@@ -11,14 +11,14 @@ from json.encoder import encode_basestring
 
 import numpy as np
 
-from pipeline.contract.columns import (
+from pipeline.engine.render.jsonl import render as render_compiled
+from solvers.model.columns import (
     COUNTER_DECIMALS,
     COUNTERS_RAW,
     COUNTERS_SIMPLE,
     TIME_DECIMALS,
     ResultColumns,
 )
-from pipeline.engine.render.jsonl import render as render_compiled
 from solvers.model.frame import fixed
 from solvers.model.result import SolveResult
 from solvers.model.status import STATUS_NAMES

@@ -116,7 +116,7 @@ def test_a_field_added_to_the_table_is_a_column_of_the_parquet_table_with_no_oth
     fields = (*RECORD_FIELDS, Field("guesses_again", "int", column="guesses"))
     monkeypatch.setattr(parquet, "RECORD_FIELDS", fields)
     monkeypatch.setattr(frame, "RECORD_FIELDS", fields)
-    table = parquet.table(mixed_chunk(), frame.schema())
+    table = parquet.table(mixed_chunk())
     assert table.column_names == [*NAMES, "guesses_again"]
     assert table.column("guesses_again").equals(table.column("guesses"))
 
@@ -131,8 +131,8 @@ def test_one_status_table_names_every_status_by_a_fixed_code():
 
 def test_kernel_ends_summary_order_and_tally_sets_all_read_the_one_status_table():
     from client.summary import _ordered
-    from pipeline.contract.columns import ResultColumns
     from solvers.model import status as table
+    from solvers.model.columns import ResultColumns
 
     assert [r.status for r in table.STATUSES] == table.STATUS_BY_CODE and len(table.STATUSES) == len(Status)
     for outcome in Outcome:  # a kernel end without a verified grid: its status and error, from ENDS

@@ -5,7 +5,7 @@ Why `Results` holds columns: an easy 9x9 puzzle is solved in 2-5 µs, and buildi
 SolveResult (a dozen fields and a counters dict) costs about as much again. So the batch
 path writes arrays, and a row becomes a SolveResult only when it is read (then cached, so
 `results[i] is results[i]` and edits stick). The pipeline never reads rows one by one:
-`pipeline.contract.columns.ResultColumns.build` takes the arrays as they are. Rows that were born as
+`solvers.model.columns.ResultColumns.build` takes the arrays as they are. Rows that were born as
 objects (invalid lines, raced puzzles) are stored as objects.
 """
 
@@ -21,7 +21,9 @@ from typing import Any, overload
 import numpy as np
 
 from solvers.fields import BY_RESULT, RESULT_ORDER
-from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, STATUS_NAMES, Status
+from solvers.model.columns import ResultColumns
+from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, Status
+from solvers.model.texts import symbol_texts
 
 
 def _to_dict(self: Any) -> dict[str, Any]:
@@ -243,29 +245,31 @@ class Results(Sequence[SolveResult]):
         """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
         index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`).
 
-        Made from the columns as they are (`solvers.model.frame`): no SolveResult and no JSON per row; rows
-        already read as objects (or born so: invalid lines, raced puzzles) are taken from the objects.
+        Made by the one Arrow builder from the columns the pipeline sends (`ResultColumns.build`): no
+        SolveResult and no JSON per row; rows read as objects (or born so) are taken from the objects.
         """
-        from solvers.model.frame import results_table
+        from solvers.model.frame import columns_table, need
 
-        return results_table(self, input_name, STATUS_NAMES)
+        need("pyarrow", "Results.to_arrow()", "parquet")
+        index = np.arange(len(self), dtype=np.int64)
+        return columns_table(ResultColumns.build(self.texts, self), input_name, index, index + 1)
 
     def to_pandas(self, input_name: str = "<strings>") -> Any:
         """The records as a pandas DataFrame: what `pandas.read_parquet` reads from the Parquet output
         (`pip install 'sudoku-batch[dataframe]'`)."""
-        from solvers.model.frame import need, results_table, to_pandas
+        from solvers.model.frame import need, to_pandas
 
         need("pandas", "Results.to_pandas()", "dataframe")
         need("pyarrow", "Results.to_pandas()", "dataframe")
-        return to_pandas(results_table(self, input_name, STATUS_NAMES))
+        return to_pandas(self.to_arrow(input_name))
 
     def to_polars(self, input_name: str = "<strings>") -> Any:
         """The records as a polars DataFrame, from the Arrow table (`pip install 'sudoku-batch[polars]'`)."""
-        from solvers.model.frame import need, results_table, to_polars
+        from solvers.model.frame import need, to_polars
 
         need("polars", "Results.to_polars()", "polars")
         need("pyarrow", "Results.to_polars()", "polars")
-        return to_polars(results_table(self, input_name, STATUS_NAMES))
+        return to_polars(self.to_arrow(input_name))
 
     def born_rows(self) -> list[int]:
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""
@@ -279,26 +283,8 @@ def _ascii(values: np.ndarray, has: np.ndarray, table: np.ndarray | None) -> tup
     return (values + np.uint8(48) if table is None else table[values]), has
 
 
-def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
-    """Texts of the rows of ASCII `symbols` where `has` holds (None elsewhere), cut at C speed."""
-    out: list[str | None] = [None] * symbols.shape[0]
-    if not has.any():
-        return out
-    whole = bool(has.all())
-    # widening u8 -> UCS-4 lets numpy cut fixed-width strings without a Python loop
-    texts = (
-        (symbols if whole else symbols[has]).astype(np.uint32).view(f"<U{symbols.shape[1]}").ravel().tolist()
-    )
-    if whole:
-        return texts
-    for row, text in zip(np.flatnonzero(has).tolist(), texts, strict=True):
-        out[row] = text
-    return out
-
-
 __all__ = [
     "Results",
     "SolveResult",
     "Status",
-    "symbol_texts",
 ]

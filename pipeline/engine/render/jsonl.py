@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from pipeline.contract.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns
-from pipeline.contract.texts import Texts
 from solvers.fields import NAMES, RECORD_FIELDS
+from solvers.model.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns
 from solvers.model.status import STATUS_NAMES
+from solvers.model.texts import Texts
 
 
 def _lit(text: str) -> np.ndarray:

@@ -16,7 +16,7 @@ from solvers.fields import COUNTER_DECIMALS, NAMES, RECORD_FIELDS, Field
 from solvers.model.status import STATUS_NAMES
 
 if TYPE_CHECKING:
-    from pipeline.contract.columns import ResultColumns
+    from solvers.model.columns import ResultColumns
 
 _TYPES = {"position": "int", "input": "str", "text": "str", "status": "str", "name": "str", "int": "int",
           "fixed": "float", "counters": "dict[str, dict[str, Any]]"}  # fmt: skip
@@ -65,7 +65,7 @@ def _values(f: Field, c: ResultColumns, input_name: str, positions: dict[str, np
 
 def _counters(c: ResultColumns) -> list[dict[str, Any]]:
     """Each row's counters: none, one member's three (`COUNTERS_SIMPLE`) or raw JSON (its text parsed)."""
-    from pipeline.contract.columns import COUNTERS_RAW, COUNTERS_SIMPLE
+    from solvers.model.columns import COUNTERS_RAW, COUNTERS_SIMPLE
 
     scale, buf, off = 10.0**COUNTER_DECIMALS, c.counters_raw.buf.tobytes(), c.counters_raw.off.tolist()
     names = [c.names[k] if k >= 0 else None for k in c.counter_solver.tolist()]

@@ -3,7 +3,8 @@
 One type, `ResultColumns`, from the solver's `Results` to the output file: the worker builds
 it from what `solve_many` returns (no SolveResult per row), `pipeline.contract.wire` writes its arrays
 as they are (integers narrowed), the collector checks and reads them back into the same
-type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV, Parquet) write records from it.
+type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV; Parquet and every Arrow table
+through `solvers.model.frame.columns_table`) write records from it.
 
 Adding a record field touches this module (a `Column` in `COLUMNS`, an attribute, and
 where `build` fills it) and the renderers: the wire format follows `COLUMNS`. Texts are
@@ -22,11 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.contract.texts import Texts
 from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
 from solvers.model.frame import plain, quantise, simple_counters
-from solvers.model.result import Results, SolveResult, symbol_texts
 from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
+from solvers.model.texts import Texts, symbol_texts
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
 COUNTERS_SIMPLE, COUNTERS_RAW = 1, 2  # (0: {}); {solver: {nodes, guesses, time_ms}}; raw JSON
@@ -119,10 +119,11 @@ class ResultColumns(_Numbers):
         return ResultColumns(names=self.names, **cut)
 
     @classmethod
-    def build(cls, texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:
-        """The columns of `results` (aligned with the puzzle `texts`); a `solved` without cost 0 and a
-        grid is demoted to `error`. A `Results` hands over its arrays without a SolveResult per row."""
-        rows = _from_results(results) if isinstance(results, Results) else _from_objects(results)
+    def build(cls, texts: list[str], results: Sequence[Any]) -> ResultColumns:
+        """The columns of `results` (SolveResults, aligned with the puzzle `texts`); a `solved` without cost
+        0 and a grid is demoted to `error`. A `Results` (`born_rows`: it holds columns) hands over its arrays
+        without a SolveResult per row."""
+        rows = _from_results(results) if hasattr(results, "born_rows") else _from_objects(results)
         return rows.columns(texts)
 
     def check(self) -> None:
@@ -239,7 +240,7 @@ class _Rows(_Numbers):
         return ResultColumns(names=list(self.names), **strings, **numbers)
 
 
-def _from_results(results: Results) -> _Rows:
+def _from_results(results: Any) -> _Rows:
     """Rows of a Results: its arrays as they are, then its object rows laid over them."""
     b = len(results)
     ns = results.ns.astype(np.float64)
@@ -291,7 +292,7 @@ _GETTERS = [attrgetter(name) for name in _ATTRS]
 _SIMPLE_GET = [itemgetter(k) for k in ("nodes", "guesses", "time_ms")]
 
 
-def _from_objects(results: Sequence[SolveResult]) -> _Rows:
+def _from_objects(results: Sequence[Any]) -> _Rows:
     """Rows of SolveResult objects, one C-level pass per attribute."""
     b = len(results)
     status, solution, cost, solver, elapsed, error, nodes, guesses, restarts, counters = [
