@@ -164,3 +164,19 @@ def test_a_race_reports_its_decided_end_and_its_members_states_from_the_status_t
     won = race(parse_puzzle(LINES[0]), spec, time_limit=20, seed=1)
     assert won.status == ENDS[Outcome.SOLVED][0] and won.counters[won.solver]["status"] == MemberState.SOLVED
     assert {c["status"] for c in won.counters.values()} <= set(MemberState)
+
+
+def test_the_columns_of_results_are_its_own_number_arrays_and_its_object_rows_leave_them_untouched():
+    from solvers.api import solve_many
+    from solvers.model.columns import NUMBERS, ResultColumns
+
+    results = solve_many(LINES[:5])
+    columns = ResultColumns.build(results.texts, results)
+    assert all(getattr(columns, c.name) is getattr(results.numbers, c.name) for c in NUMBERS)  # no copy
+    before = {c.name: getattr(results.numbers, c.name).copy() for c in NUMBERS}
+    results[1].status, results[1].solver, results[1].nodes = Status.ERROR, "edited", 7  # read, then edited
+    columns = ResultColumns.build(results.texts, results)
+    assert (STATUS_NAMES[columns.status[1]], columns.names[columns.solver[1]], columns.nodes[1]) == (
+        "error", "edited", 7,
+    )  # fmt: skip
+    assert all((getattr(results.numbers, name) == kept).all() for name, kept in before.items())

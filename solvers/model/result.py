@@ -4,9 +4,9 @@ its cost, the winning solver and its counters), and `Results`, what `solve_many`
 Why `Results` holds columns: an easy 9x9 puzzle is solved in 2-5 µs, and building its
 SolveResult (a dozen fields and a counters dict) costs about as much again. So the batch
 path writes arrays, and a row becomes a SolveResult only when it is read (then cached, so
-`results[i] is results[i]` and edits stick). The pipeline never reads rows one by one:
-`solvers.model.columns.ResultColumns.build` takes the arrays as they are. Rows that were born as
-objects (invalid lines, raced puzzles) are stored as objects.
+`results[i] is results[i]` and edits stick). The pipeline never reads rows one by one: the number
+arrays of its columns (`solvers.model.columns.ResultColumns`) are `Results`' own (`numbers`). Rows
+that were born as objects (invalid lines, raced puzzles) are stored as objects.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from typing import Any, overload
 
 import numpy as np
 
-from solvers.fields import BY_RESULT, RESULT_ORDER
-from solvers.model.columns import ResultColumns
+from solvers.fields import BY_RESULT, COUNTER_DECIMALS, RESULT_ORDER, TIME_DECIMALS
+from solvers.model.columns import COUNTERS_SIMPLE, ResultColumns, empty_numbers, puzzle_texts
+from solvers.model.frame import quantise
 from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, Status
-from solvers.model.texts import symbol_texts
+from solvers.model.texts import Texts, symbol_texts
 
 
 def _to_dict(self: Any) -> dict[str, Any]:
@@ -67,14 +68,9 @@ class Results(Sequence[SolveResult]):
 
     __slots__ = (
         "texts",
-        "code",
-        "solver",
+        "numbers",
         "names",
-        "ns",
-        "nodes",
-        "guesses",
         "counts",
-        "solved_cost",
         "error_id",
         "error_texts",
         "solutions",
@@ -87,14 +83,10 @@ class Results(Sequence[SolveResult]):
     def __init__(self, texts: list[str]) -> None:
         n = len(texts)
         self.texts = texts  # each line's puzzle text as given (stripped)
-        self.code = np.zeros(n, np.uint8)  # STATUS_CODE
-        self.solver = np.full(n, -1, np.int16)  # index into `names`, -1 for none
-        self.names: list[str] = []
-        self.ns = np.zeros(n, np.int64)  # solving time in nanoseconds
-        self.nodes = np.zeros(n, np.int64)
-        self.guesses = np.zeros(n, np.int64)
+        self.numbers = empty_numbers(n)  # the arrays `ResultColumns` carries, as `fill` sets them
+        self.numbers.time_ok[:] = True  # a row nobody set took no time
+        self.names: list[str] = []  # solver names the ids index
         self.counts: np.ndarray | None = None  # solutions counted (limit > 1), else None
-        self.solved_cost = np.zeros(n, np.bool_)  # cost is 0 (else None)
         self.error_id = np.zeros(n, np.int16)  # index into `error_texts` (0: no error)
         self.error_texts: list[str | None] = [None]
         self.solutions: list[str | None] = [None] * n  # as texts (rows not in `symbols`)
@@ -132,12 +124,15 @@ class Results(Sequence[SolveResult]):
         at = np.asarray(indices, dtype=np.int64)
         whole = len(at) == len(self.texts) and bool((at == np.arange(len(at))).all())
         rows: np.ndarray | slice = slice(None) if whole else at
-        self.code[rows] = code
-        self.solver[rows] = self.names.index(solver)
-        self.ns[rows] = ns
-        self.nodes[rows] = nodes
-        self.guesses[rows] = guesses
-        self.solved_cost[rows] = code == STATUS_CODE[Status.SOLVED]
+        num, sid = self.numbers, self.names.index(solver)
+        num.status[rows] = code
+        num.has_cost[rows] = code == STATUS_CODE[Status.SOLVED]  # cost 0
+        num.solver[rows] = num.counter_solver[rows] = sid
+        num.time_q[rows], num.time_ok[rows] = quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s)
+        num.nodes[rows] = num.counter_nodes[rows] = nodes
+        num.guesses[rows] = num.counter_guesses[rows] = guesses
+        num.counter_kind[rows] = COUNTERS_SIMPLE  # {solver: {nodes, guesses, time_ms}}
+        num.counter_time_q[rows] = quantise(ns / 1e6, COUNTER_DECIMALS)[0]  # ns, exactly
         base = len(self.error_texts)
         self.error_texts.extend(error_texts)
         self.error_id[rows] = np.where(errors > 0, errors + base - 1, 0)
@@ -217,7 +212,9 @@ class Results(Sequence[SolveResult]):
         """Make the SolveResults of `rows` from the columns (the fields `_collect` used to set), reading each
         column as a Python list once: for many rows several times cheaper than row by row."""
         names, at = [*self.names, None], np.asarray(rows, dtype=np.int64)  # solver id -1 reads None
-        arrays = (self.code, self.solver, self.ns, self.nodes, self.guesses, self.solved_cost, self.error_id)
+        num = self.numbers  # `counter_time_q` holds a filled row's ns (ms to 6 decimals)
+        arrays = (num.status, num.solver, num.counter_time_q, num.nodes, num.guesses, num.has_cost)
+        arrays += (self.error_id,)
         columns = [a[at].tolist() for a in arrays]
         counts = self.counts[at].tolist() if self.counts is not None else [None] * len(rows)
         texts = self.solution_texts() if len(rows) > 1 else None
@@ -245,14 +242,14 @@ class Results(Sequence[SolveResult]):
         """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
         index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`).
 
-        Made by the one Arrow builder from the columns the pipeline sends (`ResultColumns.build`): no
+        Made by the one Arrow builder from the columns the pipeline sends (`columns`): no
         SolveResult and no JSON per row; rows read as objects (or born so) are taken from the objects.
         """
         from solvers.model.frame import columns_table, need
 
         need("pyarrow", "Results.to_arrow()", "parquet")
         index = np.arange(len(self), dtype=np.int64)
-        return columns_table(ResultColumns.build(self.texts, self), input_name, index, index + 1)
+        return columns_table(self.columns(self.texts), input_name, index, index + 1)
 
     def to_pandas(self, input_name: str = "<strings>") -> Any:
         """The records as a pandas DataFrame: what `pandas.read_parquet` reads from the Parquet output
@@ -270,6 +267,28 @@ class Results(Sequence[SolveResult]):
         need("polars", "Results.to_polars()", "polars")
         need("pyarrow", "Results.to_polars()", "polars")
         return to_polars(self.to_arrow(input_name))
+
+    def columns(self, texts: Sequence[str]) -> ResultColumns:
+        """The pipeline's columns of these results (aligned with the puzzle `texts`): the number arrays as
+        they are (no copy), texts as UTF-8 buffers; rows read or born as objects laid over from them."""
+        n = len(self)
+        symbols = self.symbols
+        if symbols is not None:
+            solution = Texts.of_block(*symbols)
+        else:
+            solution = Texts.of([s or "" for s in self.solutions])
+        error = Texts.empty(n)
+        if self.error_id.any():
+            error = Texts.of([e or "" for e in map(self.error_texts.__getitem__, self.error_id.tolist())])
+        columns = ResultColumns(
+            names=list(self.names), puzzle=puzzle_texts(texts), solution=solution, error=error,
+            counters_raw=Texts.empty(n), **self.numbers.numbers(),
+        )  # fmt: skip
+        born = self.born_rows()
+        if not born:
+            return columns
+        objects = [self[i] for i in born]
+        return columns.overlay(born, ResultColumns.build([r.puzzle for r in objects], objects))
 
     def born_rows(self) -> list[int]:
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""
