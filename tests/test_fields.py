@@ -180,3 +180,19 @@ def test_the_columns_of_results_are_its_own_number_arrays_and_its_object_rows_le
         "error", "edited", 7,
     )  # fmt: skip
     assert all((getattr(results.numbers, name) == kept).all() for name, kept in before.items())
+
+
+def test_a_time_held_in_ns_prints_the_time_ms_its_seconds_printed_to_a_tenth_of_a_microsecond():
+    import numpy as np
+
+    from pipeline.engine.render.jsonl import render
+    from solvers.model.columns import ResultColumns
+
+    rng = np.random.default_rng(7)
+    starts = 1000.0 + rng.random(20_000)
+    elapsed = (starts + rng.random(20_000) * 1e-3) - starts  # as perf_counter differences: ties at 0.1 µs
+    results = [SolveResult(Status.TIMEOUT, "x", elapsed=float(e)) for e in elapsed]
+    index = np.arange(len(results), dtype=np.int64)
+    lines = render(ResultColumns.build(["x"] * len(results), results), "in", index, index + 1).decode()
+    expected = np.rint(elapsed * 1000.0 * 10.0**4) / 10.0**4  # the digits of ms held in fixed point
+    assert [json.loads(line)["time_ms"] for line in lines.splitlines()] == expected.tolist()

@@ -13,8 +13,8 @@ order. The parts are `solvers.model.columns.COLUMNS`: a text column travels as i
 holds its values. `from_bytes` refuses anything inconsistent (lengths, ids, sizes) before
 the unchecked renderer reads it; it ignores parts it does not know and gives a column a
 payload lacks its default, so a field added later does not break older peers. The
-layout tag is still `packed1`: this is the form workers have sent since results travel
-as arrays, and workers and clients of either side of this code read each other.
+layout tag is still `packed1`; a peer whose columns mean otherwise (before VERSION 5 times
+were ms in fixed point, `time_q`) is refused by the part's version before its parts are read.
 No numba here.
 """
 

@@ -8,9 +8,10 @@ through `solvers.model.frame.columns_table`) write records from it.
 
 Adding a record field touches this module (a `Column` in `COLUMNS`, a `Numbers` attribute, and
 `_from_objects`), `Results.fill` and the compiled writers: the wire format follows `COLUMNS`. Texts are
-held as one UTF-8 byte buffer with offsets (`Texts`); numbers as fixed-point integers,
-so every renderer prints the same digits. Status codes are explicit (`solvers.model.status`),
-never positions in the `Status` enum, so reordering the enum cannot change the wire.
+held as one UTF-8 byte buffer with offsets (`Texts`); numbers as integers (times in ns: ms
+only in a rendered record, by one rule), so every renderer prints the same digits. Status codes
+are explicit (`solvers.model.status`), never positions in the `Status` enum, so reordering the
+enum cannot change the wire.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
-from solvers.model.frame import plain, quantise, simple_counters
+from solvers.model.frame import ms_fixed, plain, quantise, seconds_ns, simple_counters
 from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
 from solvers.model.texts import Texts
 
@@ -52,7 +53,7 @@ COLUMNS = (
     Column("status", "status", "int", np.uint8),  # STATUS_CODE
     Column("cost", "cost", "int", np.int64),
     Column("solver", "solver", "int", np.int16, -1),  # id into `names`, -1: none
-    Column("time_q", "time_q", "int", np.int64),  # time_ms * 10**TIME_DECIMALS
+    Column("time_ns", "time_ns", "int", np.int64),  # solving time in ns (`time_ms`, SolveResult.elapsed)
     Column("nodes", "nodes", "int", np.int64),
     Column("guesses", "guesses", "int", np.int64),
     Column("restarts", "restarts", "int", np.int64),
@@ -60,7 +61,7 @@ COLUMNS = (
     Column("counter_solver", "c_name", "int", np.int16, -1),  # id into `names` of COUNTERS_SIMPLE rows
     Column("counter_nodes", "c_nodes", "int", np.int64),
     Column("counter_guesses", "c_guesses", "int", np.int64),
-    Column("counter_time_q", "c_time_q", "int", np.int64),  # time_ms * 10**COUNTER_DECIMALS
+    Column("counter_time_ns", "c_time_ns", "int", np.int64),  # the member's time_ms in ns
     Column("has_cost", "has_cost", "bool"),
     Column("time_ok", "time_ok", "bool"),  # the time is finite (else null)
 )
@@ -78,7 +79,7 @@ class Numbers:
     cost: np.ndarray
     has_cost: np.ndarray
     solver: np.ndarray
-    time_q: np.ndarray
+    time_ns: np.ndarray
     time_ok: np.ndarray
     nodes: np.ndarray
     guesses: np.ndarray
@@ -87,7 +88,7 @@ class Numbers:
     counter_solver: np.ndarray
     counter_nodes: np.ndarray
     counter_guesses: np.ndarray
-    counter_time_q: np.ndarray
+    counter_time_ns: np.ndarray
 
     def numbers(self) -> dict[str, np.ndarray]:
         """The number columns by name (the arrays themselves)."""
@@ -177,7 +178,7 @@ class ResultColumns(Numbers):
         approx = (codes == STATUS_CODE[Status.APPROXIMATE]) & self.has_cost
         cost_values, cost_counts = np.unique(self.cost[approx], return_counts=True)
         timed = self.time_ok & (codes != STATUS_CODE[Status.INVALID])
-        ms = self.time_q[timed] / 10.0**TIME_DECIMALS
+        ms = ms_fixed(self.time_ns[timed], TIME_DECIMALS) / 10.0**TIME_DECIMALS  # as the records print it
         bins = np.floor(TIME_BINS_PER_DECADE * np.log10(np.maximum(ms, 1e-4))).astype(np.int64)
         low = int(bins.min()) if bins.size else 0
         per_bin = np.bincount(bins - low)  # a few hundred bins at most: counting beats sorting
@@ -261,13 +262,13 @@ def _from_objects(texts: Sequence[str], results: Sequence[Any]) -> ResultColumns
     names = [n for n in dict.fromkeys(solver) if n is not None]
     ids: dict[str | None, int] = {n: i for i, n in enumerate(names)}
     ids[None] = -1
-    time_q, time_ok = quantise(np.array(elapsed, dtype=np.float64).reshape(b) * 1000.0, TIME_DECIMALS)
+    time_ns, time_ok = seconds_ns(np.array(elapsed, dtype=np.float64).reshape(b))
     numbers = Numbers(
         status=codes,
         cost=costs,
         has_cost=has_cost,
         solver=np.fromiter(map(ids.__getitem__, solver), np.int16, b),
-        time_q=time_q,
+        time_ns=time_ns,
         time_ok=time_ok,
         nodes=np.array(nodes, dtype=np.int64).reshape(b),
         guesses=np.array(guesses, dtype=np.int64).reshape(b),
@@ -299,7 +300,7 @@ def _counters(rows: Numbers, names: list[str], counters: list[dict], solver: lis
                     rows.counter_solver[:] = rows.solver
                     rows.counter_nodes[:] = values[0]
                     rows.counter_guesses[:] = values[1]
-                    rows.counter_time_q[:] = q
+                    rows.counter_time_ns[:] = q
                     return [""] * b
     raw = [""] * b
     for i, c in enumerate(counters):
@@ -315,5 +316,5 @@ def _counters(rows: Numbers, names: list[str], counters: list[dict], solver: lis
             ids[name] = len(names)
             names.append(name)
         rows.counter_kind[i], rows.counter_solver[i] = COUNTERS_SIMPLE, ids[name]
-        rows.counter_nodes[i], rows.counter_guesses[i], rows.counter_time_q[i] = n, g, t
+        rows.counter_nodes[i], rows.counter_guesses[i], rows.counter_time_ns[i] = n, g, t
     return raw

@@ -20,9 +20,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from solvers.fields import BY_RESULT, COUNTER_DECIMALS, RESULT_ORDER, TIME_DECIMALS
+from solvers.fields import BY_RESULT, RESULT_ORDER
 from solvers.model.columns import COUNTERS_SIMPLE, ResultColumns, empty_numbers, puzzle_texts
-from solvers.model.frame import quantise
 from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, Status
 from solvers.model.texts import Texts, symbol_texts
 
@@ -128,11 +127,11 @@ class Results(Sequence[SolveResult]):
         num.status[rows] = code
         num.has_cost[rows] = code == STATUS_CODE[Status.SOLVED]  # cost 0
         num.solver[rows] = num.counter_solver[rows] = sid
-        num.time_q[rows], num.time_ok[rows] = quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s)
+        num.time_ns[rows] = num.counter_time_ns[rows] = ns
+        num.time_ok[rows] = True
         num.nodes[rows] = num.counter_nodes[rows] = nodes
         num.guesses[rows] = num.counter_guesses[rows] = guesses
         num.counter_kind[rows] = COUNTERS_SIMPLE  # {solver: {nodes, guesses, time_ms}}
-        num.counter_time_q[rows] = quantise(ns / 1e6, COUNTER_DECIMALS)[0]  # ns, exactly
         base = len(self.error_texts)
         self.error_texts.extend(error_texts)
         self.error_id[rows] = np.where(errors > 0, errors + base - 1, 0)
@@ -212,8 +211,8 @@ class Results(Sequence[SolveResult]):
         """Make the SolveResults of `rows` from the columns (the fields `_collect` used to set), reading each
         column as a Python list once: for many rows several times cheaper than row by row."""
         names, at = [*self.names, None], np.asarray(rows, dtype=np.int64)  # solver id -1 reads None
-        num = self.numbers  # `counter_time_q` holds a filled row's ns (ms to 6 decimals)
-        arrays = (num.status, num.solver, num.counter_time_q, num.nodes, num.guesses, num.has_cost)
+        num = self.numbers
+        arrays = (num.status, num.solver, num.time_ns, num.nodes, num.guesses, num.has_cost)
         arrays += (self.error_id,)
         columns = [a[at].tolist() for a in arrays]
         counts = self.counts[at].tolist() if self.counts is not None else [None] * len(rows)

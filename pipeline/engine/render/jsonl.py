@@ -15,6 +15,7 @@ from numba import njit
 
 from solvers.fields import NAMES, RECORD_FIELDS
 from solvers.model.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns
+from solvers.model.frame import ms_fixed
 from solvers.model.status import STATUS_NAMES
 from solvers.model.texts import Texts
 
@@ -154,7 +155,7 @@ def _put_str(out, pos, src, a, b):  # type: ignore[no-untyped-def]
 def _render(  # type: ignore[no-untyped-def]
     inp, index, line, p_buf, p_off, status, s_buf, s_off, sol_buf, sol_off, cost, has_cost, solver,
     n_buf, n_off, time_q, time_ok, e_buf, e_off, nodes, guesses, restarts,
-    c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off, out, p_plain, sol_plain,
+    c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off, out, p_plain, sol_plain,
 ):  # fmt: skip
     pos = _U0
     for j in range(index.shape[0]):
@@ -205,7 +206,7 @@ def _render(  # type: ignore[no-untyped-def]
         pos = _put_int(out, pos, restarts[i])
         pos = _put_lit(out, pos, _L_COUNTERS)
         pos = _put_counters(
-            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off
+            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off
         )
         out[pos] = 125
         pos += _U1
@@ -213,7 +214,7 @@ def _render(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off):  # type: ignore[no-untyped-def]
+def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off):  # type: ignore[no-untyped-def]
     """Write row i's counters object: `{}`, one solver's three counters, or its raw JSON."""
     if c_kind[i] == 1:
         out[pos] = 123
@@ -224,7 +225,7 @@ def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses,
         pos = _put_lit(out, pos, _L_C_GUESSES)
         pos = _put_int(out, pos, c_guesses[i])
         pos = _put_lit(out, pos, _L_C_TIME)
-        pos = _put_fixed(out, pos, c_time_q[i], 6)
+        pos = _put_fixed(out, pos, c_time_ns[i], 6)
         out[pos] = 125
         out[pos + _U1] = 125
         return pos + np.uint64(2)
@@ -234,14 +235,14 @@ def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses,
 
 
 @njit(cache=True)
-def _render_counters(n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off, out, off):  # type: ignore[no-untyped-def]
+def _render_counters(n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off, out, off):  # type: ignore[no-untyped-def]
     """Write every row's counters object back to back; `off[i]:off[i+1]` is row i's."""
     pos = _U0
     for j in range(c_kind.shape[0]):
         i = np.uint64(j)
         off[i] = pos
         pos = _put_counters(
-            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off
+            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off
         )
     off[np.uint64(c_kind.shape[0])] = pos
     return pos
@@ -275,7 +276,7 @@ def jsonl_bound(
     numbers = (
         _numbers_bytes(c, index, line) + _number_bytes(c.counter_nodes) + _number_bytes(c.counter_guesses)
     )
-    numbers += _number_bytes(c.counter_time_q, COUNTER_DECIMALS)
+    numbers += _number_bytes(c.counter_time_ns, COUNTER_DECIMALS)
     inp = len(_json_string(input_name).encode())
     name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
     per_row = _LITERAL_BYTES + _STATUS_BYTES + inp + 2 * name_max + numbers + 32  # quotes, nulls, braces
@@ -310,7 +311,7 @@ def render_into(
     args = (
         *_record_args(c, inp, index, line, statuses, names),
         c.counter_kind, c.counter_solver, c.counter_nodes,
-        c.counter_guesses, c.counter_time_q, _nonempty(c.counters_raw.buf), c.counters_raw.off,
+        c.counter_guesses, c.counter_time_ns, _nonempty(c.counters_raw.buf), c.counters_raw.off,
     )  # fmt: skip
     used = int(_render(*map(_read_only, args), out, *plain))
     out[used] = 10
@@ -324,7 +325,11 @@ _STATUS_BYTES = max(len(s) for s in STATUS_NAMES) + 2
 
 def _numbers_bytes(c: ResultColumns, index: np.ndarray, line: np.ndarray) -> int:
     """The widest printed value of each position and number field of the record (the field table's)."""
-    numbers = (getattr(c, f.array) for f in RECORD_FIELDS if f.kind in ("int", "fixed"))
+    numbers = (
+        ms_fixed(getattr(c, f.array), f.decimals) if f.kind == "fixed" else getattr(c, f.array)
+        for f in RECORD_FIELDS
+        if f.kind in ("int", "fixed")
+    )
     decimals = (f.decimals for f in RECORD_FIELDS if f.kind in ("int", "fixed"))
     return _number_bytes(index) + _number_bytes(line) + sum(map(_number_bytes, numbers, decimals))
 
@@ -479,7 +484,8 @@ def _record_args(c: ResultColumns, inp: np.ndarray, index: np.ndarray, line: np.
     return (
         inp, index, line, _nonempty(c.puzzle.buf), c.puzzle.off, c.status, statuses.buf, statuses.off,
         _nonempty(c.solution.buf), c.solution.off, c.cost, c.has_cost, c.solver, _nonempty(names.buf),
-        names.off, c.time_q, c.time_ok, _nonempty(c.error.buf), c.error.off, c.nodes, c.guesses, c.restarts,
+        names.off, ms_fixed(c.time_ns, TIME_DECIMALS), c.time_ok, _nonempty(c.error.buf), c.error.off,
+        c.nodes, c.guesses, c.restarts,
     )  # fmt: skip
 
 
@@ -500,7 +506,7 @@ def counters_texts(columns: ResultColumns) -> Texts:
     off = np.zeros(b + 1, np.uint64)
     args = (
         _nonempty(names.buf), names.off, c.counter_kind, c.counter_solver, c.counter_nodes,
-        c.counter_guesses, c.counter_time_q, _nonempty(c.counters_raw.buf), c.counters_raw.off,
+        c.counter_guesses, c.counter_time_ns, _nonempty(c.counters_raw.buf), c.counters_raw.off,
     )  # fmt: skip
     used = _render_counters(*map(_read_only, args), out, off)
     return Texts(out[: int(used)], off)

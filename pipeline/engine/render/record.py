@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, NAMES, RECORD_FIELDS, Field
+from solvers.model.frame import ms_fixed
 from solvers.model.status import STATUS_NAMES
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def _values(f: Field, c: ResultColumns, input_name: str, positions: dict[str, np
     if f.kind in ("status", "name"):
         names = STATUS_NAMES if f.kind == "status" else [*c.names, None]  # solver id -1: null
         return [names[k] for k in values.tolist()]
-    out = (values / 10.0**f.decimals if f.kind == "fixed" else values).tolist()
+    out = (ms_fixed(values, f.decimals) / 10.0**f.decimals if f.kind == "fixed" else values).tolist()
     if f.valid:
         out = [v if ok else None for v, ok in zip(out, getattr(c, f.valid).tolist(), strict=True)]
     return out
@@ -69,7 +70,7 @@ def _counters(c: ResultColumns) -> list[dict[str, Any]]:
 
     scale, buf, off = 10.0**COUNTER_DECIMALS, c.counters_raw.buf.tobytes(), c.counters_raw.off.tolist()
     names = [c.names[k] if k >= 0 else None for k in c.counter_solver.tolist()]
-    nodes, guesses, ns = c.counter_nodes.tolist(), c.counter_guesses.tolist(), c.counter_time_q.tolist()
+    nodes, guesses, ns = c.counter_nodes.tolist(), c.counter_guesses.tolist(), c.counter_time_ns.tolist()
     out: list[dict[str, Any]] = []
     for i, kind in enumerate(c.counter_kind.tolist()):
         if kind == COUNTERS_SIMPLE:
