@@ -6,8 +6,8 @@ could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.
 escalation's `HelperEntry`, the CSV header, the Parquet schema and its tables are built from `FIELDS`,
 and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
 Parquet, `Record`) disagrees with it. What a new field takes besides its row here and the code
-that sets it (the pipeline's arrays and the compiled writers' arguments, so far): docs/architecture.md,
-"Adding a field".
+that sets it (its array in `solvers.model.columns`, and two lines in each compiled writer, so far):
+docs/architecture.md, "Adding a field".
 
 Plain data, no numpy and no pyarrow: the solvers, the pipeline and the tests all read it.
 

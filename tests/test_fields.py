@@ -196,3 +196,19 @@ def test_a_time_held_in_ns_prints_the_time_ms_its_seconds_printed_to_a_tenth_of_
     lines = render(ResultColumns.build(["x"] * len(results), results), "in", index, index + 1).decode()
     expected = np.rint(elapsed * 1000.0 * 10.0**4) / 10.0**4  # the digits of ms held in fixed point
     assert [json.loads(line)["time_ms"] for line in lines.splitlines()] == expected.tolist()
+
+
+def test_the_compiled_writers_take_each_record_fields_arguments_in_the_tables_order():
+    import inspect
+
+    import numpy as np
+
+    from pipeline.engine.render import jsonl
+    from solvers.model.texts import Texts
+
+    columns = mixed_chunk().columns
+    index = np.arange(len(columns), dtype=np.int64)
+    names = Texts.of(columns.names)
+    args = list(jsonl.record_args(columns, np.zeros(1, np.uint8), index, index + 1, names, names))
+    for kernel in (jsonl._render, jsonl._render_csv):  # a field in the table but not in a kernel fails here
+        assert list(inspect.signature(kernel.py_func).parameters)[: len(args)] == args, kernel.__name__
