@@ -21,7 +21,7 @@ from typing import Any, overload
 import numpy as np
 
 from solvers.fields import BY_RESULT, RESULT_ORDER
-from solvers.model.columns import COUNTERS_SIMPLE, ResultColumns, empty_numbers, puzzle_texts
+from solvers.model.columns import COUNTERS_SIMPLE, ResultColumns, batch_numbers, puzzle_texts
 from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, Status
 from solvers.model.texts import Texts, symbol_texts
 
@@ -82,7 +82,7 @@ class Results(Sequence[SolveResult]):
     def __init__(self, texts: list[str]) -> None:
         n = len(texts)
         self.texts = texts  # each line's puzzle text as given (stripped)
-        self.numbers = empty_numbers(n)  # the arrays `ResultColumns` carries, as `fill` sets them
+        self.numbers = batch_numbers(n)  # the arrays `ResultColumns` carries, as `fill` sets them
         self.numbers.time_ok[:] = True  # a row nobody set took no time
         self.names: list[str] = []  # solver names the ids index
         self.counts: np.ndarray | None = None  # solutions counted (limit > 1), else None
@@ -126,12 +126,9 @@ class Results(Sequence[SolveResult]):
         num, sid = self.numbers, self.names.index(solver)
         num.status[rows] = code
         num.has_cost[rows] = code == STATUS_CODE[Status.SOLVED]  # cost 0
-        num.solver[rows] = num.counter_solver[rows] = sid
-        num.time_ns[rows] = num.counter_time_ns[rows] = ns
-        num.time_ok[rows] = True
-        num.nodes[rows] = num.counter_nodes[rows] = nodes
-        num.guesses[rows] = num.counter_guesses[rows] = guesses
-        num.counter_kind[rows] = COUNTERS_SIMPLE  # {solver: {nodes, guesses, time_ms}}
+        num.solver[rows], num.time_ns[rows], num.time_ok[rows] = sid, ns, True
+        num.nodes[rows], num.guesses[rows] = nodes, guesses
+        num.counter_kind[rows] = COUNTERS_SIMPLE  # {solver: {nodes, guesses, time_ms}}: the same arrays
         base = len(self.error_texts)
         self.error_texts.extend(error_texts)
         self.error_id[rows] = np.where(errors > 0, errors + base - 1, 0)
