@@ -21,6 +21,7 @@ from client.output import Output
 from client.transport import INLINE_BYTES
 from pipeline.contract.part import Part
 from pipeline.engine.render.jsonl import counters_texts
+from pipeline.engine.render.parquet import records_table
 from pipeline.engine.solve import build_part
 from solvers.api import solve_many
 from solvers.model.columns import ResultColumns
@@ -46,7 +47,7 @@ def pipeline_table(results, input_name: str = "<strings>"):  # noqa: ANN001, ANN
     """The Parquet writer's table of `results` as a worker would send it (rows 0.., lines 1..)."""
     index = np.arange(len(results), dtype=np.int64)
     columns = ResultColumns.build(results.texts, results)
-    return columns_table(columns, input_name, index, index + 1)
+    return records_table(columns, input_name, index, index + 1)  # its counters: the compiled writer's
 
 
 def parquet_output(job, path: Path):  # noqa: ANN001, ANN201 - a Job, a table
@@ -135,7 +136,7 @@ def test_a_part_rendered_in_any_format_reads_as_the_table_of_its_columns(fmt):
     columns_part, columns, index, lines = parts_of("columns")
     rendered = build_part("f" * 16, 0, 0, 12, NAME, index, lines, columns, fmt)
     decoded = type(rendered).decode(rendered.encode())  # as a broker's collector reads it
-    whole = columns_table(columns, NAME, index, lines)
+    whole = records_table(columns, NAME, index, lines)
     assert part_table(decoded, 0, 12).equals(whole)
     assert part_table(columns_part, 0, 12).equals(whole)
     for start, stop in [(0, 4), (4, 8), (8, 12), (4, 12)]:  # the cuts `in_order` makes: at index runs

@@ -80,24 +80,25 @@ def to_polars(table: Any) -> Any:
     return need("polars", "to_polars()").from_arrow(table)
 
 
-def columns_table(c: Any, input_name: str, index: np.ndarray, line: np.ndarray) -> Any:
+def columns_table(c: Any, input_name: str, index: np.ndarray, line: np.ndarray, counters: Any = None) -> Any:
     """The records of result columns (a `solvers.model.columns.ResultColumns`, rows aligned with `index` and
-    `line`) as an Arrow table of `schema()`: the one Arrow builder (Parquet, Arrow IPC, `to_arrow`, `Job`)."""
+    `line`) as an Arrow table of `schema()`: the one Arrow builder (Parquet, Arrow IPC, `to_arrow`, `Job`).
+    `counters`: the rows' counters as JSON text (`Texts`) when the caller has them written (the pipeline's
+    compiled writer: ~0.5 µs a row less on 1024-row parts than Arrow's kernel calls), else joined here."""
     pa = need("pyarrow", "an Arrow table")
-    positions = {"line": line, "index": index}
-    return pa.Table.from_arrays(
-        [_array(pa, f, c, input_name, positions) for f in RECORD_FIELDS], schema=schema()
-    )
+    at = {"line": line, "index": index, "counters": counters}
+    return pa.Table.from_arrays([_array(pa, f, c, input_name, at) for f in RECORD_FIELDS], schema=schema())
 
 
-def _array(pa: ModuleType, f: Field, c: Any, input_name: str, positions: dict[str, np.ndarray]) -> Any:
+def _array(pa: ModuleType, f: Field, c: Any, input_name: str, at: dict[str, Any]) -> Any:
     """One record field of the columns as an Arrow array, by its kind (`solvers.fields`)."""
     if f.kind == "position":
-        return pa.array(positions[f.name])
+        return pa.array(at[f.name])
     if f.kind == "input":
         return pa.array([input_name], pa.string()).take(pa.array(np.zeros(len(c), np.int64)))
     if f.kind == "counters":
-        return _counters(pa, c)
+        text = at["counters"]
+        return _counters(pa, c) if text is None else strings(pa, text.buf, text.off, None)
     values = getattr(c, f.array)
     if f.kind == "text":
         return strings(pa, values.buf, values.off, np.diff(values.off) > 0 if f.nullable else None)

@@ -48,7 +48,7 @@ def _parquet_file(
     import pyarrow.parquet as pq
 
     sink = io.BytesIO()
-    table = parquet.columns_table(columns, input_name, index, line)
+    table = parquet.records_table(columns, input_name, index, line)
     level = GZIP_LEVEL if compression == "gzip" else None  # pyarrow's gzip default took 88 µs a record
     pq.write_table(
         table, sink, compression=compression, compression_level=level, use_dictionary=parquet.DICTIONARY,

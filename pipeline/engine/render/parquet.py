@@ -75,7 +75,15 @@ def table(result: Part) -> Any:
     """The records of a chunk result held as columns as an Arrow table of the records' schema."""
     if result.columns is None:
         raise ValueError(f"a part rendered as {result.header.format} has no columns to tabulate")
-    return columns_table(result.columns, result.header.input, result.row_indices(), result.row_lines())
+    return records_table(result.columns, result.header.input, result.row_indices(), result.row_lines())
+
+
+def records_table(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> Any:
+    """The records of result columns as an Arrow table: the one builder, the counters' text the compiled
+    writer's (`pipeline.engine.render.jsonl.counters_texts`)."""
+    from pipeline.engine.render.jsonl import counters_texts
+
+    return columns_table(columns, input_name, index, line, counters_texts(columns))
 
 
 def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
@@ -84,7 +92,7 @@ def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: 
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    data = columns_table(columns, input_name, index, line)
+    data = records_table(columns, input_name, index, line)
     with pa.ipc.new_stream(sink, data.schema) as writer:
         writer.write_table(data)
     return sink.getvalue().to_pybytes()
