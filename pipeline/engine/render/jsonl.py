@@ -10,6 +10,7 @@ plain-Python renderer of the same bytes, `tests/jsonl_reference.py`).
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
@@ -292,8 +293,8 @@ def jsonl_bound(
         _numbers_bytes(c, index, line) + _number_bytes(c.counter_nodes) + _number_bytes(c.counter_guesses)
     )
     numbers += _number_bytes(c.counter_time_ns, COUNTER_DECIMALS)
-    inp = len(_json_string(input_name).encode())
-    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    inp = len(encode_basestring(input_name).encode())
+    name_max = max(len(encode_basestring(name).encode()) for name in c.names or [""])
     per_row = _LITERAL_BYTES + _STATUS_BYTES + inp + 2 * name_max + numbers + 32  # quotes, nulls, braces
     p_plain, s_plain = plain_texts(c) if plain is None else plain
     texts = (1 if p_plain else 6) * c.puzzle.buf.size + (1 if s_plain else 6) * c.solution.buf.size
@@ -320,9 +321,9 @@ def render_into(
     if out.shape[0] < jsonl_bound(columns, input_name, index, line, plain):
         raise ValueError("the buffer is smaller than the records' bound")
     c = columns
-    inp = np.frombuffer((_INPUT + _json_string(input_name) + _INDEX).encode(), dtype=np.uint8)
+    inp = np.frombuffer((_INPUT + encode_basestring(input_name) + _INDEX).encode(), dtype=np.uint8)
     statuses = _QUOTED_STATUS
-    names = Texts.of([_json_string(name) for name in c.names or [""]])
+    names = Texts.of([encode_basestring(name) for name in c.names or [""]])
     args = (
         *record_args(c, inp, index, line, statuses, names).values(),
         c.counter_kind, c.counter_solver, c.counter_nodes,
@@ -464,7 +465,7 @@ def csv_bound(
 def _counters_bound(c: ResultColumns) -> int:
     """The most bytes every row's counters field takes in CSV (its JSON text as `counters_texts` bounds
     it, quoted, quotes doubled)."""
-    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    name_max = max(len(encode_basestring(name).encode()) for name in c.names or [""])
     per_row = 2 * (2 * name_max + 3 * 22 + 64) + 2
     return len(c) * per_row + 2 * c.counters_raw.buf.size
 
@@ -531,8 +532,8 @@ def counters_texts(columns: ResultColumns) -> Texts:
     """Every row's `counters` object as the records write it (JSON text): for the CSV and Parquet files."""
     c = columns
     b = len(c)
-    names = Texts.of([_json_string(name) for name in c.names or [""]])
-    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    names = Texts.of([encode_basestring(name) for name in c.names or [""]])
+    name_max = max(len(encode_basestring(name).encode()) for name in c.names or [""])
     out = np.empty(b * (2 * name_max + 3 * 22 + 64) + c.counters_raw.buf.size + 2, dtype=np.uint8)
     off = np.zeros(b + 1, np.uint64)
     args = (
@@ -568,12 +569,6 @@ def _escapes(buf):  # type: ignore[no-untyped-def]
         c = buf[k]
         found |= (c < 32) | (c == 34) | (c == 92)
     return found != 0
-
-
-def _json_string(text: str) -> str:
-    from json.encoder import encode_basestring
-
-    return encode_basestring(text)
 
 
 assert TIME_DECIMALS == 4 and COUNTER_DECIMALS == 6  # the kernel writes these precisions
