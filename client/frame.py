@@ -4,11 +4,12 @@ Why per format: since parts are rendered where they are solved (`pipeline.engine
 parts reach the client as result columns (`columns`, the API's and the web's default), an
 Arrow IPC stream (`parquet`), CSV rows or JSON Lines. Each becomes the same table, of the
 Parquet output's schema (`pipeline.engine.render.parquet.schema`, from the field table), with the
-values the Parquet output holds: columns are tabulated as they are (the Parquet writer's
-`columns_table`), an IPC stream is read in place, and CSV and JSON Lines bodies go through
-pyarrow's readers with the schema's types (numbers parsed to the nearest double, as the
-`fixed` decimals were written from it). The one JSON text pyarrow's reader cannot keep is
-`counters` (an object in the record, its text in the table): it is cut from each line as written.
+values the Parquet output holds: columns are tabulated as they are (the one Arrow builder,
+`solvers.model.frame.columns_table`, through the Parquet writer's `records_table`), an IPC
+stream is read in place, and CSV and JSON Lines bodies go through pyarrow's readers with the
+schema's types (numbers parsed to the nearest double, as the `fixed` decimals were written from
+it). The one JSON text pyarrow's reader cannot keep is `counters` (an object in the record, its
+text in the table): it is cut from each line as written.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 
 from client.collector import Slice
 from pipeline.contract.part import Part
-from pipeline.engine.render.parquet import arrow_owned, columns_table, read_ipc, schema
+from pipeline.engine.render.parquet import arrow_owned, read_ipc, records_table
 from solvers.fields import NAMES, RECORD_FIELDS
-from solvers.model.frame import null_empty
+from solvers.model.frame import null_empty, schema
 
 COUNTERS_KEY = b'"counters":'  # the last field of a JSON Lines record (solvers.fields order)
 NULLABLE_TEXTS = [f.name for f in RECORD_FIELDS if f.nullable and f.parquet == "string"]
@@ -42,7 +43,7 @@ def part_table(result: Part, start: int, stop: int) -> Any:
     if result.columns is not None:
         rows = result.columns.slice(start, stop)
         index, line = result.row_indices()[start:stop], result.row_lines()[start:stop]
-        return columns_table(rows, head.input, index, line, schema())
+        return records_table(rows, head.input, index, line)
     if head.format == "parquet":
         table = read_ipc(result.body).slice(start, stop - start)  # type: ignore[arg-type]
     elif head.format == "csv":

@@ -9,7 +9,7 @@ from pathlib import Path
 from client import numbers, svg_chart
 from client.store import input_names
 from client.summary import Summary
-from pipeline.contract.columns import TIME_BINS_PER_DECADE
+from solvers.model.columns import TIME_BINS_PER_DECADE
 
 MAX_ROWS = 1000
 TITLE = "sudoku-batch report"

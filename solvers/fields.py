@@ -6,8 +6,8 @@ could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.
 escalation's `HelperEntry`, the CSV header, the Parquet schema and its tables are built from `FIELDS`,
 and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
 Parquet, `Record`) disagrees with it. What a new field takes besides its row here and the code
-that sets it (the pipeline's arrays and the compiled writers' arguments, so far): docs/architecture.md,
-"Adding a field".
+that sets it (its array in `solvers.model.columns`, and two lines in each compiled writer, so far):
+docs/architecture.md, "Adding a field".
 
 Plain data, no numpy and no pyarrow: the solvers, the pipeline and the tests all read it.
 
@@ -36,10 +36,10 @@ class Field:
 
     `kind` says how the value is held and written: `int` (an integer column), `text` (a UTF-8
     text column, null as the empty text when `nullable`), `status` (a status code, written as
-    its name), `name` (a solver id into the chunk's names, written as the name), `fixed` (a
-    fixed-point integer of `decimals` decimals, written as a decimal), `counters` (per-solver
-    counters: a JSON object; its JSON text in CSV and Parquet), `input` (the chunk's input name),
-    `position` (a run-length coded position: `line`, `index`).
+    its name), `name` (a solver id into the chunk's names, written as the name), `fixed` (a time
+    held in integer ns, written as ms to `decimals` decimals: `solvers.model.frame.ms_fixed`),
+    `counters` (per-solver counters: a JSON object; its JSON text in CSV and Parquet), `input`
+    (the chunk's input name), `position` (a run-length coded position: `line`, `index`).
     """
 
     name: str  # the record field: JSON key, CSV column, Parquet column
@@ -64,8 +64,8 @@ class Field:
         return self.column or self.name
 
 
-TIME_DECIMALS = 4  # `time_ms` is written to 0.1 µs
-COUNTER_DECIMALS = 6  # counter times (ms) are written to 1 ns
+TIME_DECIMALS = 4  # `time_ms` is written to 0.1 µs (held in ns: `time_ns`)
+COUNTER_DECIMALS = 6  # counter times (ms) are written to 1 ns: their ns (`counter_time_ns`) as they are
 
 FIELDS: tuple[Field, ...] = (
     Field("line", "position", statistics=True, doc="1-based input line where the puzzle starts"),
@@ -82,7 +82,7 @@ FIELDS: tuple[Field, ...] = (
     Field("solver", "name", nullable=True, parquet="string", dictionary=True, result="solver",
           result_type="str | None", posted=True, doc="the member that answered"),
     Field("time_ms", "fixed", nullable=True, parquet="float64", statistics=True, decimals=TIME_DECIMALS,
-          result="elapsed", result_type="float", result_default=0.0, column="time_q", valid="time_ok",
+          result="elapsed", result_type="float", result_default=0.0, column="time_ns", valid="time_ok",
           doc="solving time of this puzzle (SolveResult.elapsed is seconds)"),
     Field("error", "text", nullable=True, parquet="string", result="error", result_type="str | None",
           doc="why there is no answer (invalid, error, timeout)"),

@@ -11,15 +11,15 @@ from json.encoder import encode_basestring
 
 import numpy as np
 
-from pipeline.contract.columns import (
+from pipeline.engine.render.jsonl import render as render_compiled
+from solvers.model.columns import (
     COUNTER_DECIMALS,
     COUNTERS_RAW,
     COUNTERS_SIMPLE,
     TIME_DECIMALS,
     ResultColumns,
 )
-from pipeline.engine.render.jsonl import render as render_compiled
-from solvers.model.frame import fixed
+from solvers.model.frame import fixed, ms_fixed
 from solvers.model.result import SolveResult
 from solvers.model.status import STATUS_NAMES
 
@@ -35,6 +35,7 @@ def render_py(input_name: str, indices: list[int], lines: list[int], cols: Resul
     names = [encode_basestring(n) for n in cols.names]
     puzzles, solutions, errors = cols.puzzle.to_list(), cols.solution.to_list(), cols.error.to_list()
     raw = cols.counters_raw.to_list()
+    time_q = ms_fixed(cols.time_ns, TIME_DECIMALS).tolist()  # the record's time_ms digits, from its ns
     out = []
     for i in range(len(cols)):
         solver = int(cols.solver[i])
@@ -43,7 +44,7 @@ def render_py(input_name: str, indices: list[int], lines: list[int], cols: Resul
             counters = (
                 f'{{{names[int(cols.counter_solver[i])]}:{{"nodes":{int(cols.counter_nodes[i])},'
                 f'"guesses":{int(cols.counter_guesses[i])},'
-                f'"time_ms":{fixed(int(cols.counter_time_q[i]), COUNTER_DECIMALS)}}}}}'
+                f'"time_ms":{fixed(int(cols.counter_time_ns[i]), COUNTER_DECIMALS)}}}}}'
             )
         else:
             counters = raw[i] if kind == COUNTERS_RAW else "{}"
@@ -53,7 +54,7 @@ def render_py(input_name: str, indices: list[int], lines: list[int], cols: Resul
             f'"solution":{encode_basestring(solutions[i]) if solutions[i] else "null"},'
             f'"cost":{int(cols.cost[i]) if cols.has_cost[i] else "null"},'
             f'"solver":{"null" if solver < 0 else names[solver]},'
-            f'"time_ms":{fixed(int(cols.time_q[i]), TIME_DECIMALS) if cols.time_ok[i] else "null"},'
+            f'"time_ms":{fixed(time_q[i], TIME_DECIMALS) if cols.time_ok[i] else "null"},'
             f'"error":{encode_basestring(errors[i]) if errors[i] else "null"},'
             f'"nodes":{int(cols.nodes[i])},"guesses":{int(cols.guesses[i])},"restarts":{int(cols.restarts[i])},'
             f'"counters":{counters}}}'

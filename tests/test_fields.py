@@ -116,7 +116,7 @@ def test_a_field_added_to_the_table_is_a_column_of_the_parquet_table_with_no_oth
     fields = (*RECORD_FIELDS, Field("guesses_again", "int", column="guesses"))
     monkeypatch.setattr(parquet, "RECORD_FIELDS", fields)
     monkeypatch.setattr(frame, "RECORD_FIELDS", fields)
-    table = parquet.table(mixed_chunk(), frame.schema())
+    table = parquet.table(mixed_chunk())
     assert table.column_names == [*NAMES, "guesses_again"]
     assert table.column("guesses_again").equals(table.column("guesses"))
 
@@ -131,8 +131,8 @@ def test_one_status_table_names_every_status_by_a_fixed_code():
 
 def test_kernel_ends_summary_order_and_tally_sets_all_read_the_one_status_table():
     from client.summary import _ordered
-    from pipeline.contract.columns import ResultColumns
     from solvers.model import status as table
+    from solvers.model.columns import ResultColumns
 
     assert [r.status for r in table.STATUSES] == table.STATUS_BY_CODE and len(table.STATUSES) == len(Status)
     for outcome in Outcome:  # a kernel end without a verified grid: its status and error, from ENDS
@@ -164,3 +164,51 @@ def test_a_race_reports_its_decided_end_and_its_members_states_from_the_status_t
     won = race(parse_puzzle(LINES[0]), spec, time_limit=20, seed=1)
     assert won.status == ENDS[Outcome.SOLVED][0] and won.counters[won.solver]["status"] == MemberState.SOLVED
     assert {c["status"] for c in won.counters.values()} <= set(MemberState)
+
+
+def test_the_columns_of_results_are_its_own_number_arrays_and_its_object_rows_leave_them_untouched():
+    from solvers.api import solve_many
+    from solvers.model.columns import NUMBERS, ResultColumns
+
+    results = solve_many(LINES[:5])
+    columns = ResultColumns.build(results.texts, results)
+    assert all(getattr(columns, c.name) is getattr(results.numbers, c.name) for c in NUMBERS)  # no copy
+    before = {c.name: getattr(results.numbers, c.name).copy() for c in NUMBERS}
+    results[1].status, results[1].solver, results[1].nodes = Status.ERROR, "edited", 7  # read, then edited
+    columns = ResultColumns.build(results.texts, results)
+    assert (STATUS_NAMES[columns.status[1]], columns.names[columns.solver[1]], columns.nodes[1]) == (
+        "error", "edited", 7,
+    )  # fmt: skip
+    assert all((getattr(results.numbers, name) == kept).all() for name, kept in before.items())
+
+
+def test_a_time_held_in_ns_prints_the_time_ms_its_seconds_printed_to_a_tenth_of_a_microsecond():
+    import numpy as np
+
+    from pipeline.engine.render.jsonl import render
+    from solvers.model.columns import ResultColumns
+
+    rng = np.random.default_rng(7)
+    starts = 1000.0 + rng.random(20_000)
+    elapsed = (starts + rng.random(20_000) * 1e-3) - starts  # as perf_counter differences: ties at 0.1 µs
+    results = [SolveResult(Status.TIMEOUT, "x", elapsed=float(e)) for e in elapsed]
+    index = np.arange(len(results), dtype=np.int64)
+    lines = render(ResultColumns.build(["x"] * len(results), results), "in", index, index + 1).decode()
+    expected = np.rint(elapsed * 1000.0 * 10.0**4) / 10.0**4  # the digits of ms held in fixed point
+    assert [json.loads(line)["time_ms"] for line in lines.splitlines()] == expected.tolist()
+
+
+def test_the_compiled_writers_take_each_record_fields_arguments_in_the_tables_order():
+    import inspect
+
+    import numpy as np
+
+    from pipeline.engine.render import jsonl
+    from solvers.model.texts import Texts
+
+    columns = mixed_chunk().columns
+    index = np.arange(len(columns), dtype=np.int64)
+    names = Texts.of(columns.names)
+    args = list(jsonl.record_args(columns, np.zeros(1, np.uint8), index, index + 1, names, names))
+    for kernel in (jsonl._render, jsonl._render_csv):  # a field in the table but not in a kernel fails here
+        assert list(inspect.signature(kernel.py_func).parameters)[: len(args)] == args, kernel.__name__

@@ -19,13 +19,13 @@ from client import BatchClient
 from client.frame import csv_table, part_table, slices_table
 from client.output import Output
 from client.transport import INLINE_BYTES
-from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part
 from pipeline.engine.render.jsonl import counters_texts
-from pipeline.engine.render.parquet import columns_table, schema
+from pipeline.engine.render.parquet import records_table
 from pipeline.engine.solve import build_part
 from solvers.api import solve_many
-from solvers.model.frame import counters_text
+from solvers.model.columns import ResultColumns
+from solvers.model.frame import columns_table, schema
 from solvers.model.result import SolveResult, Status
 from tests.conftest import REPO, SAMPLE
 from tests.test_portfolio import FRISCH
@@ -47,7 +47,7 @@ def pipeline_table(results, input_name: str = "<strings>"):  # noqa: ANN001, ANN
     """The Parquet writer's table of `results` as a worker would send it (rows 0.., lines 1..)."""
     index = np.arange(len(results), dtype=np.int64)
     columns = ResultColumns.build(results.texts, results)
-    return columns_table(columns, input_name, index, index + 1, schema())
+    return records_table(columns, input_name, index, index + 1)  # its counters: the compiled writer's
 
 
 def parquet_output(job, path: Path):  # noqa: ANN001, ANN201 - a Job, a table
@@ -112,10 +112,14 @@ def test_results_to_pandas_and_to_polars_are_what_they_read_from_the_same_table_
         {"sat": {"nodes": 1, "guesses": 0, "time_ms": 1.0}, "annealing": {"nodes": 2}},  # two members
     ],
 )
-def test_counters_text_is_what_the_compiled_writer_writes_for_them(counters):
+def test_the_arrow_tables_counters_are_what_the_compiled_writer_writes_for_them(counters):
     result = SolveResult(Status.SOLVED, "x", "y", 0, "sat", 0.001, 1, 0, 0, None, None, counters)
     columns = ResultColumns.build(["x"], [result])
-    assert counters_text(counters) == counters_texts(columns).to_list()[0]
+    row = np.zeros(1, np.int64)
+    assert (
+        columns_table(columns, NAME, row, row + 1)["counters"].to_pylist()
+        == counters_texts(columns).to_list()
+    )
 
 
 def parts_of(fmt: str):  # noqa: ANN201 - a list of parts
@@ -132,7 +136,7 @@ def test_a_part_rendered_in_any_format_reads_as_the_table_of_its_columns(fmt):
     columns_part, columns, index, lines = parts_of("columns")
     rendered = build_part("f" * 16, 0, 0, 12, NAME, index, lines, columns, fmt)
     decoded = type(rendered).decode(rendered.encode())  # as a broker's collector reads it
-    whole = columns_table(columns, NAME, index, lines, schema())
+    whole = records_table(columns, NAME, index, lines)
     assert part_table(decoded, 0, 12).equals(whole)
     assert part_table(columns_part, 0, 12).equals(whole)
     for start, stop in [(0, 4), (4, 8), (8, 12), (4, 12)]:  # the cuts `in_order` makes: at index runs

@@ -19,8 +19,8 @@ import pytest
 
 from client import numbers
 from client.summary import Summary
-from pipeline.contract.columns import TIME_BINS_PER_DECADE
 from pipeline.contract.part import PartStats
+from solvers.model.columns import TIME_BINS_PER_DECADE
 from tests.conftest import REPO
 
 COMMON_JS = REPO / "web" / "static" / "common.js"

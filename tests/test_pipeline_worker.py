@@ -246,9 +246,9 @@ def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answ
     parts hash holds their row runs, so a part meeting any of them is refused, and the chunk is complete
     when they add up to it (in Redis as in the embedded store)."""
     from client.memory_store import MemoryStore
-    from pipeline.contract.columns import ResultColumns
     from pipeline.contract.runs import to_runs
     from pipeline.engine.solve import build_part
+    from solvers.model.columns import ResultColumns
     from solvers.model.result import SolveResult, Status
 
     texts = LINES[:8]

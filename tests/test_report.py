@@ -9,8 +9,8 @@ import sys
 from client import svg_chart
 from client.report import plots, write_report
 from client.summary import Summary
-from pipeline.contract.columns import TIME_BINS_PER_DECADE
 from pipeline.contract.part import PartStats, Problem
+from solvers.model.columns import TIME_BINS_PER_DECADE
 
 
 def summary() -> Summary:

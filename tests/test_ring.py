@@ -23,7 +23,7 @@ LINES = SAMPLE.read_text().splitlines()
 
 def parts_of(task: ChunkTask, *arenas: RingArena | None) -> list:
     """The task's answers as one part, rendered once into each of `arenas` (None: a fresh buffer)."""
-    from pipeline.contract.columns import ResultColumns
+    from solvers.model.columns import ResultColumns
 
     texts = task.texts()
     columns = ResultColumns.build(texts, solve_many(texts))

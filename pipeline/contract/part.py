@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel
 
-from pipeline.contract.columns import TIME_BINS_PER_DECADE, ResultColumns
 from pipeline.contract.runs import Runs, expand_runs, runs_array
 from pipeline.contract.tasks import VERSION
 from pipeline.contract.wire import from_bytes, to_bytes
+from solvers.model.columns import TIME_BINS_PER_DECADE, ResultColumns
 
 PartId = tuple[int, int]  # (chunk, first row): a part's name among the job's
 

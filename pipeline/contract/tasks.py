@@ -25,9 +25,10 @@ GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
 HELPER_TASK_NAME = "sudoku_batch.race_puzzle"  # a helper searching one escalated puzzle of another's chunk
 DEFAULT_QUEUE = "sudoku_batch"
 VERSION = (
-    4  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
+    5  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
 )
-# (4: a split carries its input's stamp, a dataset is owned through its `_CLAIM`, workers publish their roots)
+# (4: a split carries its input's stamp, a dataset is owned through its `_CLAIM`, workers publish their roots;
+# 5: result columns carry times in ns, `time_ns` and `c_time_ns`, not ms in fixed point)
 # what a worker renders a job's records in (`pipeline.contract.formats`); a dataset's, compressed how
 Format = Annotated[str, AfterValidator(partial(check_format, within=FORMATS))]
 OutputFormat = Annotated[str, AfterValidator(partial(check_format, within=OUTPUTS))]

@@ -8,13 +8,13 @@ the CPU redis-server and both clients spend moving them.
 
 Form (`to_bytes`): one JSON line naming each part (`[name, dtype, count]`), the row count
 and the solver names, then the parts' raw little-endian bytes back to back, in layout
-order. The parts are `pipeline.contract.columns.COLUMNS`: a text column travels as its bytes
+order. The parts are `solvers.model.columns.COLUMNS`: a text column travels as its bytes
 (`<wire>_buf`) and lengths (`<wire>_len`), an integer column in the narrowest dtype that
 holds its values. `from_bytes` refuses anything inconsistent (lengths, ids, sizes) before
 the unchecked renderer reads it; it ignores parts it does not know and gives a column a
 payload lacks its default, so a field added later does not break older peers. The
-layout tag is still `packed1`: this is the form workers have sent since results travel
-as arrays, and workers and clients of either side of this code read each other.
+layout tag is still `packed1`; a peer whose columns mean otherwise (before VERSION 5 times
+were ms in fixed point, `time_q`) is refused by the part's version before its parts are read.
 No numba here.
 """
 
@@ -24,8 +24,8 @@ import json
 
 import numpy as np
 
-from pipeline.contract.columns import COLUMNS, Column, ResultColumns
-from pipeline.contract.texts import Texts
+from solvers.model.columns import COLUMNS, Column, ResultColumns
+from solvers.model.texts import Texts
 
 WIRE = "packed1"  # the layout line's format tag
 LAYOUT_MAX = 1 << 20  # bytes of the layout line (solver names included)

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.contract.columns import ResultColumns
 from pipeline.contract.formats import FORMATS
 from pipeline.contract.part import Part, PartHeader, PartStats, Problem
 from pipeline.contract.runs import Runs, runs_array, to_runs
 from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.gather import Clock, Gather
 from pipeline.engine.storage import StorageError
+from solvers.model.columns import ResultColumns
 from solvers.model.result import Results, SolveResult
 from solvers.model.status import STATUS_NAMES, Status
 

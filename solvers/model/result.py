@@ -4,9 +4,9 @@ its cost, the winning solver and its counters), and `Results`, what `solve_many`
 Why `Results` holds columns: an easy 9x9 puzzle is solved in 2-5 µs, and building its
 SolveResult (a dozen fields and a counters dict) costs about as much again. So the batch
 path writes arrays, and a row becomes a SolveResult only when it is read (then cached, so
-`results[i] is results[i]` and edits stick). The pipeline never reads rows one by one:
-`pipeline.contract.columns.ResultColumns.build` takes the arrays as they are. Rows that were born as
-objects (invalid lines, raced puzzles) are stored as objects.
+`results[i] is results[i]` and edits stick). The pipeline never reads rows one by one: the number
+arrays of its columns (`solvers.model.columns.ResultColumns`) are `Results`' own (`numbers`). Rows
+that were born as objects (invalid lines, raced puzzles) are stored as objects.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import Any, overload
 import numpy as np
 
 from solvers.fields import BY_RESULT, RESULT_ORDER
-from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, STATUS_NAMES, Status
+from solvers.model.columns import COUNTERS_SIMPLE, ResultColumns, batch_numbers, puzzle_texts
+from solvers.model.status import STATUS_BY_CODE, STATUS_CODE, Status
+from solvers.model.texts import Texts, symbol_texts
 
 
 def _to_dict(self: Any) -> dict[str, Any]:
@@ -65,14 +67,9 @@ class Results(Sequence[SolveResult]):
 
     __slots__ = (
         "texts",
-        "code",
-        "solver",
+        "numbers",
         "names",
-        "ns",
-        "nodes",
-        "guesses",
         "counts",
-        "solved_cost",
         "error_id",
         "error_texts",
         "solutions",
@@ -85,14 +82,10 @@ class Results(Sequence[SolveResult]):
     def __init__(self, texts: list[str]) -> None:
         n = len(texts)
         self.texts = texts  # each line's puzzle text as given (stripped)
-        self.code = np.zeros(n, np.uint8)  # STATUS_CODE
-        self.solver = np.full(n, -1, np.int16)  # index into `names`, -1 for none
-        self.names: list[str] = []
-        self.ns = np.zeros(n, np.int64)  # solving time in nanoseconds
-        self.nodes = np.zeros(n, np.int64)
-        self.guesses = np.zeros(n, np.int64)
+        self.numbers = batch_numbers(n)  # the arrays `ResultColumns` carries, as `fill` sets them
+        self.numbers.time_ok[:] = True  # a row nobody set took no time
+        self.names: list[str] = []  # solver names the ids index
         self.counts: np.ndarray | None = None  # solutions counted (limit > 1), else None
-        self.solved_cost = np.zeros(n, np.bool_)  # cost is 0 (else None)
         self.error_id = np.zeros(n, np.int16)  # index into `error_texts` (0: no error)
         self.error_texts: list[str | None] = [None]
         self.solutions: list[str | None] = [None] * n  # as texts (rows not in `symbols`)
@@ -130,12 +123,12 @@ class Results(Sequence[SolveResult]):
         at = np.asarray(indices, dtype=np.int64)
         whole = len(at) == len(self.texts) and bool((at == np.arange(len(at))).all())
         rows: np.ndarray | slice = slice(None) if whole else at
-        self.code[rows] = code
-        self.solver[rows] = self.names.index(solver)
-        self.ns[rows] = ns
-        self.nodes[rows] = nodes
-        self.guesses[rows] = guesses
-        self.solved_cost[rows] = code == STATUS_CODE[Status.SOLVED]
+        num, sid = self.numbers, self.names.index(solver)
+        num.status[rows] = code
+        num.has_cost[rows] = code == STATUS_CODE[Status.SOLVED]  # cost 0
+        num.solver[rows], num.time_ns[rows], num.time_ok[rows] = sid, ns, True
+        num.nodes[rows], num.guesses[rows] = nodes, guesses
+        num.counter_kind[rows] = COUNTERS_SIMPLE  # {solver: {nodes, guesses, time_ms}}: the same arrays
         base = len(self.error_texts)
         self.error_texts.extend(error_texts)
         self.error_id[rows] = np.where(errors > 0, errors + base - 1, 0)
@@ -215,7 +208,9 @@ class Results(Sequence[SolveResult]):
         """Make the SolveResults of `rows` from the columns (the fields `_collect` used to set), reading each
         column as a Python list once: for many rows several times cheaper than row by row."""
         names, at = [*self.names, None], np.asarray(rows, dtype=np.int64)  # solver id -1 reads None
-        arrays = (self.code, self.solver, self.ns, self.nodes, self.guesses, self.solved_cost, self.error_id)
+        num = self.numbers
+        arrays = (num.status, num.solver, num.time_ns, num.nodes, num.guesses, num.has_cost)
+        arrays += (self.error_id,)
         columns = [a[at].tolist() for a in arrays]
         counts = self.counts[at].tolist() if self.counts is not None else [None] * len(rows)
         texts = self.solution_texts() if len(rows) > 1 else None
@@ -243,29 +238,53 @@ class Results(Sequence[SolveResult]):
         """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
         index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`).
 
-        Made from the columns as they are (`solvers.model.frame`): no SolveResult and no JSON per row; rows
-        already read as objects (or born so: invalid lines, raced puzzles) are taken from the objects.
+        Made by the one Arrow builder from the columns the pipeline sends (`columns`): no
+        SolveResult and no JSON per row; rows read as objects (or born so) are taken from the objects.
         """
-        from solvers.model.frame import results_table
+        from solvers.model.frame import columns_table, need
 
-        return results_table(self, input_name, STATUS_NAMES)
+        need("pyarrow", "Results.to_arrow()", "parquet")
+        index = np.arange(len(self), dtype=np.int64)
+        return columns_table(self.columns(self.texts), input_name, index, index + 1)
 
     def to_pandas(self, input_name: str = "<strings>") -> Any:
         """The records as a pandas DataFrame: what `pandas.read_parquet` reads from the Parquet output
         (`pip install 'sudoku-batch[dataframe]'`)."""
-        from solvers.model.frame import need, results_table, to_pandas
+        from solvers.model.frame import need, to_pandas
 
         need("pandas", "Results.to_pandas()", "dataframe")
         need("pyarrow", "Results.to_pandas()", "dataframe")
-        return to_pandas(results_table(self, input_name, STATUS_NAMES))
+        return to_pandas(self.to_arrow(input_name))
 
     def to_polars(self, input_name: str = "<strings>") -> Any:
         """The records as a polars DataFrame, from the Arrow table (`pip install 'sudoku-batch[polars]'`)."""
-        from solvers.model.frame import need, results_table, to_polars
+        from solvers.model.frame import need, to_polars
 
         need("polars", "Results.to_polars()", "polars")
         need("pyarrow", "Results.to_polars()", "polars")
-        return to_polars(results_table(self, input_name, STATUS_NAMES))
+        return to_polars(self.to_arrow(input_name))
+
+    def columns(self, texts: Sequence[str]) -> ResultColumns:
+        """The pipeline's columns of these results (aligned with the puzzle `texts`): the number arrays as
+        they are (no copy), texts as UTF-8 buffers; rows read or born as objects laid over from them."""
+        n = len(self)
+        symbols = self.symbols
+        if symbols is not None:
+            solution = Texts.of_block(*symbols)
+        else:
+            solution = Texts.of([s or "" for s in self.solutions])
+        error = Texts.empty(n)
+        if self.error_id.any():
+            error = Texts.of([e or "" for e in map(self.error_texts.__getitem__, self.error_id.tolist())])
+        columns = ResultColumns(
+            names=list(self.names), puzzle=puzzle_texts(texts), solution=solution, error=error,
+            counters_raw=Texts.empty(n), **self.numbers.numbers(),
+        )  # fmt: skip
+        born = self.born_rows()
+        if not born:
+            return columns
+        objects = [self[i] for i in born]
+        return columns.overlay(born, ResultColumns.build([r.puzzle for r in objects], objects))
 
     def born_rows(self) -> list[int]:
         """Rows stored as objects by `put` or already built (the objects are authoritative)."""
@@ -279,26 +298,8 @@ def _ascii(values: np.ndarray, has: np.ndarray, table: np.ndarray | None) -> tup
     return (values + np.uint8(48) if table is None else table[values]), has
 
 
-def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
-    """Texts of the rows of ASCII `symbols` where `has` holds (None elsewhere), cut at C speed."""
-    out: list[str | None] = [None] * symbols.shape[0]
-    if not has.any():
-        return out
-    whole = bool(has.all())
-    # widening u8 -> UCS-4 lets numpy cut fixed-width strings without a Python loop
-    texts = (
-        (symbols if whole else symbols[has]).astype(np.uint32).view(f"<U{symbols.shape[1]}").ravel().tolist()
-    )
-    if whole:
-        return texts
-    for row, text in zip(np.flatnonzero(has).tolist(), texts, strict=True):
-        out[row] = text
-    return out
-
-
 __all__ = [
     "Results",
     "SolveResult",
     "Status",
-    "symbol_texts",
 ]

@@ -22,8 +22,8 @@ from pipeline.contract.formats import FORMATS, GZIP_LEVEL, check_format, compres
 from pipeline.engine.render import parquet  # its module imports no pyarrow: its functions do
 
 if TYPE_CHECKING:
-    from pipeline.contract.columns import ResultColumns
     from pipeline.contract.part import Part
+    from solvers.model.columns import ResultColumns
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def _parquet_file(
     import pyarrow.parquet as pq
 
     sink = io.BytesIO()
-    table = parquet.columns_table(columns, input_name, index, line, parquet.schema())
+    table = parquet.records_table(columns, input_name, index, line)
     level = GZIP_LEVEL if compression == "gzip" else None  # pyarrow's gzip default took 88 µs a record
     pq.write_table(
         table, sink, compression=compression, compression_level=level, use_dictionary=parquet.DICTIONARY,

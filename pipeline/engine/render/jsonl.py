@@ -10,13 +10,17 @@ plain-Python renderer of the same bytes, `tests/jsonl_reference.py`).
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring
+from typing import Any
+
 import numpy as np
 from numba import njit
 
-from pipeline.contract.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns
-from pipeline.contract.texts import Texts
-from solvers.fields import NAMES, RECORD_FIELDS
+from solvers.fields import NAMES, RECORD_FIELDS, Field
+from solvers.model.columns import COUNTER_DECIMALS, TIME_DECIMALS, ResultColumns
+from solvers.model.frame import ms_fixed
 from solvers.model.status import STATUS_NAMES
+from solvers.model.texts import Texts
 
 
 def _lit(text: str) -> np.ndarray:
@@ -24,11 +28,12 @@ def _lit(text: str) -> np.ndarray:
 
 
 # the keys of the record, in the field table's order (`solvers.fields.NAMES`): the kernel writes them in turn
-_KEYS = [_lit(("{" if i == 0 else ",") + f'"{name}":') for i, name in enumerate(NAMES)]
-(
-    _L_LINE, _L_INPUT, _L_INDEX, _L_PUZZLE, _L_STATUS, _L_SOLUTION, _L_COST, _L_SOLVER, _L_TIME, _L_ERROR,
-    _L_NODES, _L_GUESSES, _L_RESTARTS, _L_COUNTERS,
-) = _KEYS  # fmt: skip
+_KEY = {name: _lit(("{" if i == 0 else ",") + f'"{name}":') for i, name in enumerate(NAMES)}
+_KEYS = list(_KEY.values())
+_L_LINE, _L_PUZZLE, _L_STATUS, _L_SOLUTION = (_KEY[k] for k in ("line", "puzzle", "status", "solution"))
+_L_COST, _L_SOLVER, _L_TIME, _L_ERROR = (_KEY[k] for k in ("cost", "solver", "time_ms", "error"))
+_L_NODES, _L_GUESSES, _L_RESTARTS = (_KEY[k] for k in ("nodes", "guesses", "restarts"))
+_L_COUNTERS = _KEY["counters"]
 _L_C_NODES, _L_C_GUESSES, _L_C_TIME = _lit(':{"nodes":'), _lit(',"guesses":'), _lit(',"time_ms":')
 _L_NULL, _L_EMPTY, _HEX = _lit("null"), _lit("{}"), _lit("0123456789abcdef")
 # Every literal a record writes (`jsonl_bound` adds the numbers, texts, names, quotes, nulls and braces).
@@ -152,9 +157,10 @@ def _put_str(out, pos, src, a, b):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _render(  # type: ignore[no-untyped-def]
-    inp, index, line, p_buf, p_off, status, s_buf, s_off, sol_buf, sol_off, cost, has_cost, solver,
-    n_buf, n_off, time_q, time_ok, e_buf, e_off, nodes, guesses, restarts,
-    c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off, out, p_plain, sol_plain,
+    line, inp, index, puzzle_buf, puzzle_off, status, status_buf, status_off, solution_buf, solution_off,
+    cost, has_cost, solver, solver_buf, solver_off, time_ms, time_ok, error_buf, error_off, nodes, guesses,
+    restarts,
+    c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off, out, p_plain, sol_plain,
 ):  # fmt: skip
     pos = _U0
     for j in range(index.shape[0]):
@@ -168,18 +174,18 @@ def _render(  # type: ignore[no-untyped-def]
         pos = _put_int(out, pos, index[i])
         pos = _put_lit(out, pos, _L_PUZZLE)
         if p_plain:
-            pos = _put_plain(out, pos, p_buf, p_off[i], p_off[i + _U1])
+            pos = _put_plain(out, pos, puzzle_buf, puzzle_off[i], puzzle_off[i + _U1])
         else:
-            pos = _put_str(out, pos, p_buf, p_off[i], p_off[i + _U1])
+            pos = _put_str(out, pos, puzzle_buf, puzzle_off[i], puzzle_off[i + _U1])
         pos = _put_lit(out, pos, _L_STATUS)
         st = np.uint64(status[i])
-        pos = _put(out, pos, s_buf, s_off[st], s_off[st + _U1])  # quoted beforehand
+        pos = _put(out, pos, status_buf, status_off[st], status_off[st + _U1])  # quoted beforehand
         pos = _put_lit(out, pos, _L_SOLUTION)
-        if sol_off[i + _U1] > sol_off[i]:
+        if solution_off[i + _U1] > solution_off[i]:
             if sol_plain:
-                pos = _put_plain(out, pos, sol_buf, sol_off[i], sol_off[i + _U1])
+                pos = _put_plain(out, pos, solution_buf, solution_off[i], solution_off[i + _U1])
             else:
-                pos = _put_str(out, pos, sol_buf, sol_off[i], sol_off[i + _U1])
+                pos = _put_str(out, pos, solution_buf, solution_off[i], solution_off[i + _U1])
         else:
             pos = _put_lit(out, pos, _L_NULL)
         pos = _put_lit(out, pos, _L_COST)
@@ -187,14 +193,14 @@ def _render(  # type: ignore[no-untyped-def]
         pos = _put_lit(out, pos, _L_SOLVER)
         if solver[i] >= 0:
             name = np.uint64(solver[i])
-            pos = _put(out, pos, n_buf, n_off[name], n_off[name + _U1])  # quoted beforehand
+            pos = _put(out, pos, solver_buf, solver_off[name], solver_off[name + _U1])  # quoted beforehand
         else:
             pos = _put_lit(out, pos, _L_NULL)
         pos = _put_lit(out, pos, _L_TIME)
-        pos = _put_fixed(out, pos, time_q[i], 4) if time_ok[i] else _put_lit(out, pos, _L_NULL)
+        pos = _put_fixed(out, pos, time_ms[i], 4) if time_ok[i] else _put_lit(out, pos, _L_NULL)
         pos = _put_lit(out, pos, _L_ERROR)
-        if e_off[i + _U1] > e_off[i]:
-            pos = _put_str(out, pos, e_buf, e_off[i], e_off[i + _U1])
+        if error_off[i + _U1] > error_off[i]:
+            pos = _put_str(out, pos, error_buf, error_off[i], error_off[i + _U1])
         else:
             pos = _put_lit(out, pos, _L_NULL)
         pos = _put_lit(out, pos, _L_NODES)
@@ -205,7 +211,18 @@ def _render(  # type: ignore[no-untyped-def]
         pos = _put_int(out, pos, restarts[i])
         pos = _put_lit(out, pos, _L_COUNTERS)
         pos = _put_counters(
-            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off
+            out,
+            pos,
+            i,
+            solver_buf,
+            solver_off,
+            c_kind,
+            c_name,
+            c_nodes,
+            c_guesses,
+            c_time_ns,
+            c_buf,
+            c_off,
         )
         out[pos] = 125
         pos += _U1
@@ -213,7 +230,7 @@ def _render(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off):  # type: ignore[no-untyped-def]
+def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off):  # type: ignore[no-untyped-def]
     """Write row i's counters object: `{}`, one solver's three counters, or its raw JSON."""
     if c_kind[i] == 1:
         out[pos] = 123
@@ -224,7 +241,7 @@ def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses,
         pos = _put_lit(out, pos, _L_C_GUESSES)
         pos = _put_int(out, pos, c_guesses[i])
         pos = _put_lit(out, pos, _L_C_TIME)
-        pos = _put_fixed(out, pos, c_time_q[i], 6)
+        pos = _put_fixed(out, pos, c_time_ns[i], 6)
         out[pos] = 125
         out[pos + _U1] = 125
         return pos + np.uint64(2)
@@ -234,14 +251,14 @@ def _put_counters(out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses,
 
 
 @njit(cache=True)
-def _render_counters(n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off, out, off):  # type: ignore[no-untyped-def]
+def _render_counters(n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off, out, off):  # type: ignore[no-untyped-def]
     """Write every row's counters object back to back; `off[i]:off[i+1]` is row i's."""
     pos = _U0
     for j in range(c_kind.shape[0]):
         i = np.uint64(j)
         off[i] = pos
         pos = _put_counters(
-            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_q, c_buf, c_off
+            out, pos, i, n_buf, n_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off
         )
     off[np.uint64(c_kind.shape[0])] = pos
     return pos
@@ -275,9 +292,9 @@ def jsonl_bound(
     numbers = (
         _numbers_bytes(c, index, line) + _number_bytes(c.counter_nodes) + _number_bytes(c.counter_guesses)
     )
-    numbers += _number_bytes(c.counter_time_q, COUNTER_DECIMALS)
-    inp = len(_json_string(input_name).encode())
-    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    numbers += _number_bytes(c.counter_time_ns, COUNTER_DECIMALS)
+    inp = len(encode_basestring(input_name).encode())
+    name_max = max(len(encode_basestring(name).encode()) for name in c.names or [""])
     per_row = _LITERAL_BYTES + _STATUS_BYTES + inp + 2 * name_max + numbers + 32  # quotes, nulls, braces
     p_plain, s_plain = plain_texts(c) if plain is None else plain
     texts = (1 if p_plain else 6) * c.puzzle.buf.size + (1 if s_plain else 6) * c.solution.buf.size
@@ -304,13 +321,13 @@ def render_into(
     if out.shape[0] < jsonl_bound(columns, input_name, index, line, plain):
         raise ValueError("the buffer is smaller than the records' bound")
     c = columns
-    inp = np.frombuffer((_INPUT + _json_string(input_name) + _INDEX).encode(), dtype=np.uint8)
+    inp = np.frombuffer((_INPUT + encode_basestring(input_name) + _INDEX).encode(), dtype=np.uint8)
     statuses = _QUOTED_STATUS
-    names = Texts.of([_json_string(name) for name in c.names or [""]])
+    names = Texts.of([encode_basestring(name) for name in c.names or [""]])
     args = (
-        *_record_args(c, inp, index, line, statuses, names),
+        *record_args(c, inp, index, line, statuses, names).values(),
         c.counter_kind, c.counter_solver, c.counter_nodes,
-        c.counter_guesses, c.counter_time_q, _nonempty(c.counters_raw.buf), c.counters_raw.off,
+        c.counter_guesses, c.counter_time_ns, _nonempty(c.counters_raw.buf), c.counters_raw.off,
     )  # fmt: skip
     used = int(_render(*map(_read_only, args), out, *plain))
     out[used] = 10
@@ -324,7 +341,11 @@ _STATUS_BYTES = max(len(s) for s in STATUS_NAMES) + 2
 
 def _numbers_bytes(c: ResultColumns, index: np.ndarray, line: np.ndarray) -> int:
     """The widest printed value of each position and number field of the record (the field table's)."""
-    numbers = (getattr(c, f.array) for f in RECORD_FIELDS if f.kind in ("int", "fixed"))
+    numbers = (
+        ms_fixed(getattr(c, f.array), f.decimals) if f.kind == "fixed" else getattr(c, f.array)
+        for f in RECORD_FIELDS
+        if f.kind in ("int", "fixed")
+    )
     decimals = (f.decimals for f in RECORD_FIELDS if f.kind in ("int", "fixed"))
     return _number_bytes(index) + _number_bytes(line) + sum(map(_number_bytes, numbers, decimals))
 
@@ -376,8 +397,10 @@ def _comma(out, pos):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _render_csv(  # type: ignore[no-untyped-def]
-    inp, index, line, p_buf, p_off, status, s_buf, s_off, sol_buf, sol_off, cost, has_cost, solver,
-    n_buf, n_off, time_q, time_ok, e_buf, e_off, nodes, guesses, restarts, c_buf, c_off, out,
+    line, inp, index, puzzle_buf, puzzle_off, status, status_buf, status_off, solution_buf, solution_off,
+    cost, has_cost, solver, solver_buf, solver_off, time_ms, time_ok, error_buf, error_off, nodes, guesses,
+    restarts,
+    c_buf, c_off, out,
 ):  # fmt: skip
     """Every row as a CSV line (the record fields in table order, nulls empty), each ending in a newline."""
     pos = _U0
@@ -386,21 +409,21 @@ def _render_csv(  # type: ignore[no-untyped-def]
         pos = _comma(out, _put_int(out, pos, line[i]))
         pos = _comma(out, _put(out, pos, inp, _U0, np.uint64(inp.size)))
         pos = _comma(out, _put_int(out, pos, index[i]))
-        pos = _comma(out, _put_csv(out, pos, p_buf, p_off[i], p_off[i + _U1]))
+        pos = _comma(out, _put_csv(out, pos, puzzle_buf, puzzle_off[i], puzzle_off[i + _U1]))
         st = np.uint64(status[i])
-        pos = _comma(out, _put_csv(out, pos, s_buf, s_off[st], s_off[st + _U1]))
-        pos = _comma(out, _put_csv(out, pos, sol_buf, sol_off[i], sol_off[i + _U1]))
+        pos = _comma(out, _put_csv(out, pos, status_buf, status_off[st], status_off[st + _U1]))
+        pos = _comma(out, _put_csv(out, pos, solution_buf, solution_off[i], solution_off[i + _U1]))
         if has_cost[i]:
             pos = _put_int(out, pos, cost[i])
         pos = _comma(out, pos)
         if solver[i] >= 0:
             name = np.uint64(solver[i])
-            pos = _put_csv(out, pos, n_buf, n_off[name], n_off[name + _U1])
+            pos = _put_csv(out, pos, solver_buf, solver_off[name], solver_off[name + _U1])
         pos = _comma(out, pos)
         if time_ok[i]:
-            pos = _put_fixed(out, pos, time_q[i], 4)
+            pos = _put_fixed(out, pos, time_ms[i], 4)
         pos = _comma(out, pos)
-        pos = _comma(out, _put_csv(out, pos, e_buf, e_off[i], e_off[i + _U1]))
+        pos = _comma(out, _put_csv(out, pos, error_buf, error_off[i], error_off[i + _U1]))
         pos = _comma(out, _put_int(out, pos, nodes[i]))
         pos = _comma(out, _put_int(out, pos, guesses[i]))
         pos = _comma(out, _put_int(out, pos, restarts[i]))
@@ -442,7 +465,7 @@ def csv_bound(
 def _counters_bound(c: ResultColumns) -> int:
     """The most bytes every row's counters field takes in CSV (its JSON text as `counters_texts` bounds
     it, quoted, quotes doubled)."""
-    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    name_max = max(len(encode_basestring(name).encode()) for name in c.names or [""])
     per_row = 2 * (2 * name_max + 3 * 22 + 64) + 2
     return len(c) * per_row + 2 * c.counters_raw.buf.size
 
@@ -469,18 +492,33 @@ def csv_into(
     statuses = Texts.of(STATUS_NAMES)
     names = Texts.of(c.names or [""])
     counters = counters_texts(c)
-    args = (*_record_args(c, inp, index, line, statuses, names), _nonempty(counters.buf), counters.off)
+    args = (*record_args(c, inp, index, line, statuses, names).values(), _nonempty(counters.buf))
+    args += (counters.off,)
     return int(_render_csv(*map(_read_only, args), out))
 
 
-def _record_args(c: ResultColumns, inp: np.ndarray, index: np.ndarray, line: np.ndarray, statuses: Texts,
-                 names: Texts) -> tuple[np.ndarray, ...]:  # fmt: skip
-    """Both compiled writers' arguments for the record's fields from `line` to `restarts`, in field order."""
-    return (
-        inp, index, line, _nonempty(c.puzzle.buf), c.puzzle.off, c.status, statuses.buf, statuses.off,
-        _nonempty(c.solution.buf), c.solution.off, c.cost, c.has_cost, c.solver, _nonempty(names.buf),
-        names.off, c.time_q, c.time_ok, _nonempty(c.error.buf), c.error.off, c.nodes, c.guesses, c.restarts,
-    )  # fmt: skip
+def record_args(c: ResultColumns, inp: np.ndarray, index: np.ndarray, line: np.ndarray, statuses: Texts,
+                names: Texts) -> dict[str, np.ndarray]:  # fmt: skip
+    """Both compiled writers' arguments for the record's fields but `counters`, named and in field order, by
+    each field's kind: the kernels' leading parameters (`tests/test_fields.py` holds them to the table)."""
+    at = {"line": line, "index": index, "input": inp, "status": statuses, "solver": names}
+    return dict(pair for f in RECORD_FIELDS if f.kind != "counters" for pair in _field_args(f, c, at))
+
+
+def _field_args(f: Field, c: ResultColumns, at: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+    """One record field's arguments to the compiled writers, named after it (`solvers.fields`)."""
+    if f.kind == "input":
+        return [("inp", at[f.name])]  # the literal around the input's name, with it
+    if f.kind == "position":
+        return [(f.name, at[f.name])]
+    values = getattr(c, f.array)
+    if f.kind == "text":
+        return [(f"{f.name}_buf", _nonempty(values.buf)), (f"{f.name}_off", values.off)]
+    if f.kind in ("status", "name"):  # an id into the quoted names: `at` holds them
+        table = at[f.name]
+        return [(f.name, values), (f"{f.name}_buf", _nonempty(table.buf)), (f"{f.name}_off", table.off)]
+    values = ms_fixed(values, f.decimals) if f.kind == "fixed" else values
+    return [(f.name, values), *([(f.valid, getattr(c, f.valid))] if f.valid else [])]
 
 
 def _csv_field(text: str) -> str:
@@ -494,13 +532,13 @@ def counters_texts(columns: ResultColumns) -> Texts:
     """Every row's `counters` object as the records write it (JSON text): for the CSV and Parquet files."""
     c = columns
     b = len(c)
-    names = Texts.of([_json_string(name) for name in c.names or [""]])
-    name_max = max(len(_json_string(name).encode()) for name in c.names or [""])
+    names = Texts.of([encode_basestring(name) for name in c.names or [""]])
+    name_max = max(len(encode_basestring(name).encode()) for name in c.names or [""])
     out = np.empty(b * (2 * name_max + 3 * 22 + 64) + c.counters_raw.buf.size + 2, dtype=np.uint8)
     off = np.zeros(b + 1, np.uint64)
     args = (
         _nonempty(names.buf), names.off, c.counter_kind, c.counter_solver, c.counter_nodes,
-        c.counter_guesses, c.counter_time_q, _nonempty(c.counters_raw.buf), c.counters_raw.off,
+        c.counter_guesses, c.counter_time_ns, _nonempty(c.counters_raw.buf), c.counters_raw.off,
     )  # fmt: skip
     used = _render_counters(*map(_read_only, args), out, off)
     return Texts(out[: int(used)], off)
@@ -531,12 +569,6 @@ def _escapes(buf):  # type: ignore[no-untyped-def]
         c = buf[k]
         found |= (c < 32) | (c == 34) | (c == 92)
     return found != 0
-
-
-def _json_string(text: str) -> str:
-    from json.encoder import encode_basestring
-
-    return encode_basestring(text)
 
 
 assert TIME_DECIMALS == 4 and COUNTER_DECIMALS == 6  # the kernel writes these precisions

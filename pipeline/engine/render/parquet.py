@@ -15,11 +15,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from pipeline.contract.columns import ResultColumns
 from pipeline.contract.part import Part
-from solvers.fields import RECORD_FIELDS, Field
-from solvers.model.frame import schema, strings  # the records' Arrow schema: the field table's
-from solvers.model.status import STATUS_NAMES
+from solvers.fields import RECORD_FIELDS
+from solvers.model.columns import ResultColumns
+from solvers.model.frame import columns_table, schema  # the one Arrow builder, the field table's schema
 
 INSTALL_HINT = "pip install 'sudoku-batch[parquet]'"
 DICTIONARY = [f.name for f in RECORD_FIELDS if f.dictionary]  # few distinct values; the rest mostly unique
@@ -60,7 +59,7 @@ class ParquetSink:
 
     def write(self, result: Part, start: int, stop: int) -> None:
         """Append rows `start:stop` of a chunk result (an IPC body as it came, or columns tabulated here)."""
-        data = table(result, self.schema) if result.columns is not None else read_ipc(result.body)
+        data = table(result) if result.columns is not None else read_ipc(result.body)
         self._writer.write_table(data.slice(start, stop - start))
 
     def write_table(self, data: Any) -> None:
@@ -72,46 +71,19 @@ class ParquetSink:
         self._writer.close()
 
 
-def table(result: Part, schema: Any) -> Any:
-    """The records of a chunk result held as columns as an Arrow table of `schema`."""
+def table(result: Part) -> Any:
+    """The records of a chunk result held as columns as an Arrow table of the records' schema."""
     if result.columns is None:
         raise ValueError(f"a part rendered as {result.header.format} has no columns to tabulate")
-    return columns_table(
-        result.columns, result.header.input, result.row_indices(), result.row_lines(), schema
-    )
+    return records_table(result.columns, result.header.input, result.row_indices(), result.row_lines())
 
 
-def columns_table(c: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, schema: Any) -> Any:
-    """Records of result columns (rows aligned with `index` and `line`) as an Arrow table of `schema`."""
-    import pyarrow as pa
-
-    positions = {"line": line, "index": index}
-    return pa.Table.from_arrays(
-        [_array(pa, f, c, input_name, positions) for f in RECORD_FIELDS], schema=schema
-    )
-
-
-def _array(pa: Any, f: Field, c: ResultColumns, input_name: str, positions: dict[str, np.ndarray]) -> Any:
-    """One record field of the columns as an Arrow array, by its kind (`solvers.fields`)."""
+def records_table(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> Any:
+    """The records of result columns as an Arrow table: the one builder, the counters' text the compiled
+    writer's (`pipeline.engine.render.jsonl.counters_texts`)."""
     from pipeline.engine.render.jsonl import counters_texts
 
-    if f.kind == "position":
-        return pa.array(positions[f.name])
-    if f.kind == "input":
-        return pa.array([input_name], pa.string()).take(pa.array(np.zeros(len(c), np.int64)))
-    if f.kind == "counters":
-        return strings(pa, (t := counters_texts(c)).buf, t.off, None)
-    values = getattr(c, f.array)
-    if f.kind == "text":
-        return strings(pa, values.buf, values.off, np.diff(values.off) > 0 if f.nullable else None)
-    if f.kind == "status":
-        return pa.array(STATUS_NAMES, pa.string()).take(pa.array(values))
-    if f.kind == "name":
-        ids = values.astype(np.int64)
-        ids[ids < 0] = len(c.names)  # -1: the null after the names
-        return pa.array([*c.names, None], pa.string()).take(pa.array(ids))
-    mask = ~getattr(c, f.valid) if f.valid else None
-    return pa.array(values / 10.0**f.decimals if f.kind == "fixed" else values, mask=mask)
+    return columns_table(columns, input_name, index, line, counters_texts(columns))
 
 
 def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
@@ -120,7 +92,7 @@ def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: 
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    data = columns_table(columns, input_name, index, line, schema())
+    data = records_table(columns, input_name, index, line)
     with pa.ipc.new_stream(sink, data.schema) as writer:
         writer.write_table(data)
     return sink.getvalue().to_pybytes()

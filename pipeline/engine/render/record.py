@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from solvers.fields import COUNTER_DECIMALS, NAMES, RECORD_FIELDS, Field
+from solvers.model.frame import ms_fixed
 from solvers.model.status import STATUS_NAMES
 
 if TYPE_CHECKING:
-    from pipeline.contract.columns import ResultColumns
+    from solvers.model.columns import ResultColumns
 
 _TYPES = {"position": "int", "input": "str", "text": "str", "status": "str", "name": "str", "int": "int",
           "fixed": "float", "counters": "dict[str, dict[str, Any]]"}  # fmt: skip
@@ -57,7 +58,7 @@ def _values(f: Field, c: ResultColumns, input_name: str, positions: dict[str, np
     if f.kind in ("status", "name"):
         names = STATUS_NAMES if f.kind == "status" else [*c.names, None]  # solver id -1: null
         return [names[k] for k in values.tolist()]
-    out = (values / 10.0**f.decimals if f.kind == "fixed" else values).tolist()
+    out = (ms_fixed(values, f.decimals) / 10.0**f.decimals if f.kind == "fixed" else values).tolist()
     if f.valid:
         out = [v if ok else None for v, ok in zip(out, getattr(c, f.valid).tolist(), strict=True)]
     return out
@@ -65,11 +66,11 @@ def _values(f: Field, c: ResultColumns, input_name: str, positions: dict[str, np
 
 def _counters(c: ResultColumns) -> list[dict[str, Any]]:
     """Each row's counters: none, one member's three (`COUNTERS_SIMPLE`) or raw JSON (its text parsed)."""
-    from pipeline.contract.columns import COUNTERS_RAW, COUNTERS_SIMPLE
+    from solvers.model.columns import COUNTERS_RAW, COUNTERS_SIMPLE
 
     scale, buf, off = 10.0**COUNTER_DECIMALS, c.counters_raw.buf.tobytes(), c.counters_raw.off.tolist()
     names = [c.names[k] if k >= 0 else None for k in c.counter_solver.tolist()]
-    nodes, guesses, ns = c.counter_nodes.tolist(), c.counter_guesses.tolist(), c.counter_time_q.tolist()
+    nodes, guesses, ns = c.counter_nodes.tolist(), c.counter_guesses.tolist(), c.counter_time_ns.tolist()
     out: list[dict[str, Any]] = []
     for i, kind in enumerate(c.counter_kind.tolist()):
         if kind == COUNTERS_SIMPLE:

@@ -73,3 +73,20 @@ class Texts:
             text = data.decode("ascii")
             return [text[a - base : b - base] for a, b in zip(off, off[1:], strict=False)]
         return [data[a - base : b - base].decode() for a, b in zip(off, off[1:], strict=False)]
+
+
+def symbol_texts(symbols: np.ndarray, has: np.ndarray) -> list[str | None]:
+    """Texts of the rows of ASCII `symbols` where `has` holds (None elsewhere), cut at C speed."""
+    out: list[str | None] = [None] * symbols.shape[0]
+    if not has.any():
+        return out
+    whole = bool(has.all())
+    # widening u8 -> UCS-4 lets numpy cut fixed-width strings without a Python loop
+    texts = (
+        (symbols if whole else symbols[has]).astype(np.uint32).view(f"<U{symbols.shape[1]}").ravel().tolist()
+    )
+    if whole:
+        return texts
+    for row, text in zip(np.flatnonzero(has).tolist(), texts, strict=True):
+        out[row] = text
+    return out

@@ -1,32 +1,33 @@
 """A chunk's results as columns: the arrays a worker sends, the collector decodes, and every renderer reads.
 
-One type, `ResultColumns`, from the solver's `Results` to the output file: the worker builds
-it from what `solve_many` returns (no SolveResult per row), `pipeline.contract.wire` writes its arrays
+One type, `ResultColumns`, from the solver's `Results` to the output file: its number arrays are the
+ones `Results` fills (`Numbers`: no SolveResult per row, no copy), `pipeline.contract.wire` writes them
 as they are (integers narrowed), the collector checks and reads them back into the same
-type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV, Parquet) write records from it.
+type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV; Parquet and every Arrow table
+through `solvers.model.frame.columns_table`) write records from it.
 
-Adding a record field touches this module (a `Column` in `COLUMNS`, an attribute, and
-where `build` fills it) and the renderers: the wire format follows `COLUMNS`. Texts are
-held as one UTF-8 byte buffer with offsets (`Texts`); numbers as fixed-point integers,
-so every renderer prints the same digits. Status codes are explicit (`solvers.model.status`),
-never positions in the `Status` enum, so reordering the enum cannot change the wire.
+Adding a record field touches this module (a `Column` in `COLUMNS`, a `Numbers` attribute, and
+`_from_objects`), `Results.fill` and the compiled writers: the wire format follows `COLUMNS`. Texts are
+held as one UTF-8 byte buffer with offsets (`Texts`); numbers as integers (times in ns: ms
+only in a rendered record, by one rule), so every renderer prints the same digits. Status codes
+are explicit (`solvers.model.status`), never positions in the `Status` enum, so reordering the
+enum cannot change the wire.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
 
-from pipeline.contract.texts import Texts
 from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
-from solvers.model.frame import plain, quantise, simple_counters
-from solvers.model.result import Results, SolveResult, symbol_texts
+from solvers.model.frame import ms_fixed, plain, quantise, seconds_ns, simple_counters
 from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
+from solvers.model.texts import Texts
 
 TIME_BINS_PER_DECADE = 50  # time histogram resolution: bins 4.7% wide
 COUNTERS_SIMPLE, COUNTERS_RAW = 1, 2  # (0: {}); {solver: {nodes, guesses, time_ms}}; raw JSON
@@ -52,7 +53,7 @@ COLUMNS = (
     Column("status", "status", "int", np.uint8),  # STATUS_CODE
     Column("cost", "cost", "int", np.int64),
     Column("solver", "solver", "int", np.int16, -1),  # id into `names`, -1: none
-    Column("time_q", "time_q", "int", np.int64),  # time_ms * 10**TIME_DECIMALS
+    Column("time_ns", "time_ns", "int", np.int64),  # solving time in ns (`time_ms`, SolveResult.elapsed)
     Column("nodes", "nodes", "int", np.int64),
     Column("guesses", "guesses", "int", np.int64),
     Column("restarts", "restarts", "int", np.int64),
@@ -60,21 +61,25 @@ COLUMNS = (
     Column("counter_solver", "c_name", "int", np.int16, -1),  # id into `names` of COUNTERS_SIMPLE rows
     Column("counter_nodes", "c_nodes", "int", np.int64),
     Column("counter_guesses", "c_guesses", "int", np.int64),
-    Column("counter_time_q", "c_time_q", "int", np.int64),  # time_ms * 10**COUNTER_DECIMALS
+    Column("counter_time_ns", "c_time_ns", "int", np.int64),  # the member's time_ms in ns
     Column("has_cost", "has_cost", "bool"),
     Column("time_ok", "time_ok", "bool"),  # the time is finite (else null)
 )
 
 
+NUMBERS = tuple(c for c in COLUMNS if c.kind != "text")
+
+
 @dataclass
-class _Numbers:
-    """A chunk's number columns, an array each, a row per puzzle: the same in both forms of its rows."""
+class Numbers:
+    """A chunk's number columns, an array each, a row per puzzle: what `Results` holds and fills, and
+    `ResultColumns` carries (the same arrays: building the columns of a `Results` copies no number)."""
 
     status: np.ndarray
     cost: np.ndarray
     has_cost: np.ndarray
     solver: np.ndarray
-    time_q: np.ndarray
+    time_ns: np.ndarray
     time_ok: np.ndarray
     nodes: np.ndarray
     guesses: np.ndarray
@@ -83,11 +88,28 @@ class _Numbers:
     counter_solver: np.ndarray
     counter_nodes: np.ndarray
     counter_guesses: np.ndarray
-    counter_time_q: np.ndarray
+    counter_time_ns: np.ndarray
+
+    def numbers(self) -> dict[str, np.ndarray]:
+        """The number columns by name (the arrays themselves)."""
+        return {c.name: getattr(self, c.name) for c in NUMBERS}
+
+
+# a batch row's counters are its own solver's figures: one array for both
+BATCH_COUNTERS = {"counter_solver": "solver", "counter_nodes": "nodes", "counter_guesses": "guesses",
+                  "counter_time_ns": "time_ns"}  # fmt: skip
+
+
+def batch_numbers(n: int) -> Numbers:
+    """n unset rows of a batch (no solver, no counters; zeros untouched until written), the simple counters'
+    columns the same arrays as their solver's (`BATCH_COUNTERS`): no memory twice, nothing copied."""
+    own = [c for c in NUMBERS if c.name not in BATCH_COUNTERS]
+    new = {c.name: np.full(n, c.default, c.dtype) if c.default else np.zeros(n, c.dtype or bool) for c in own}
+    return Numbers(**new, **{name: new[same] for name, same in BATCH_COUNTERS.items()})
 
 
 @dataclass
-class ResultColumns(_Numbers):
+class ResultColumns(Numbers):
     """One chunk's results, a row per puzzle: the arrays that travel and the renderers read (`COLUMNS`)."""
 
     names: list[str]  # solver names the ids index
@@ -119,11 +141,25 @@ class ResultColumns(_Numbers):
         return ResultColumns(names=self.names, **cut)
 
     @classmethod
-    def build(cls, texts: list[str], results: Sequence[SolveResult]) -> ResultColumns:
-        """The columns of `results` (aligned with the puzzle `texts`); a `solved` without cost 0 and a
-        grid is demoted to `error`. A `Results` hands over its arrays without a SolveResult per row."""
-        rows = _from_results(results) if isinstance(results, Results) else _from_objects(results)
-        return rows.columns(texts)
+    def build(cls, texts: Sequence[str], results: Sequence[Any]) -> ResultColumns:
+        """The columns of `results` (SolveResults, aligned with the puzzle `texts`); a `solved` without cost
+        0 and a grid is demoted to `error`. A `Results` hands over its own arrays (`Results.columns`)."""
+        own = getattr(results, "columns", None)
+        return own(texts) if own is not None else _from_objects(texts, results)
+
+    def overlay(self, rows: list[int], sub: ResultColumns) -> ResultColumns:
+        """A copy of these columns with `sub` (the rows `rows`) written over those rows, solver names
+        merged: how the rows of a `Results` held as objects take their place (its arrays stay as they are)."""
+        names = [*self.names, *(n for n in sub.names if n not in self.names)]
+        remap = np.array([names.index(n) for n in sub.names] + [-1], dtype=np.int16)  # -1 stays -1
+        at = np.asarray(rows, dtype=np.int64)
+        numbers = {name: a.copy() for name, a in self.numbers().items()}
+        for name, a in numbers.items():
+            a[at] = getattr(sub, name)
+        numbers["solver"][at] = remap[sub.solver]
+        numbers["counter_solver"][at] = remap[sub.counter_solver]
+        texts = {name: _patched(getattr(self, name), rows, getattr(sub, name)) for name in _OVERLAID}
+        return ResultColumns(names=names, puzzle=self.puzzle, **texts, **numbers)
 
     def check(self) -> None:
         """Refuse (ValueError) codes and ids the renderers would read out of their tables."""
@@ -150,7 +186,7 @@ class ResultColumns(_Numbers):
         approx = (codes == STATUS_CODE[Status.APPROXIMATE]) & self.has_cost
         cost_values, cost_counts = np.unique(self.cost[approx], return_counts=True)
         timed = self.time_ok & (codes != STATUS_CODE[Status.INVALID])
-        ms = self.time_q[timed] / 10.0**TIME_DECIMALS
+        ms = ms_fixed(self.time_ns[timed], TIME_DECIMALS) / 10.0**TIME_DECIMALS  # as the records print it
         bins = np.floor(TIME_BINS_PER_DECADE * np.log10(np.maximum(ms, 1e-4))).astype(np.int64)
         low = int(bins.min()) if bins.size else 0
         per_bin = np.bincount(bins - low)  # a few hundred bins at most: counting beats sorting
@@ -179,100 +215,23 @@ class Tally:
     problem_rows: list[int]
 
 
-@dataclass
-class _Rows(_Numbers):
-    """Columns under construction: numbers as arrays, texts as lists (or the solutions as a symbol block)."""
-
-    names: list[str]
-    solutions: list[str] | None  # "" for none; None while they are the `symbols` block
-    errors: list[str | None] | None  # None: no row has an error
-    counters_raw: list[str] | None  # None: no row has raw counters
-    symbols: tuple[np.ndarray, np.ndarray] | None = field(default=None)  # (ASCII u8[n, NN], has one)
-
-    _NUMBERS = tuple(
-        c.name for c in COLUMNS if c.kind != "text" and c.name not in ("solver", "counter_solver")
-    )
-
-    def solution_texts(self) -> list[str]:
-        """Every row's solution ("" for none), cut from `symbols` when they are a block."""
-        if self.solutions is None:
-            self.solutions = [t or "" for t in symbol_texts(*self.symbols)] if self.symbols else []
-            self.symbols = None
-        return self.solutions
-
-    def overlay(self, rows: list[int], sub: _Rows) -> None:
-        """Write `sub` (the rows `rows`, built from objects) over those rows, merging solver names."""
-        for name in sub.names:
-            if name not in self.names:
-                self.names.append(name)
-        remap = np.array([self.names.index(n) for n in sub.names] + [-1], dtype=np.int16)  # -1 stays -1
-        at = np.asarray(rows, dtype=np.int64)
-        for name in self._NUMBERS:
-            getattr(self, name)[at] = getattr(sub, name)
-        self.solver[at] = remap[sub.solver]
-        self.counter_solver[at] = remap[sub.counter_solver]
-        solutions = list(self.solution_texts())  # never write into the Results' own list
-        errors = self.errors if self.errors is not None else [None] * len(self.status)
-        raw = self.counters_raw if self.counters_raw is not None else [""] * len(self.status)
-        sub_solutions = sub.solution_texts()
-        for k, i in enumerate(rows):
-            solutions[i] = sub_solutions[k]
-            errors[i] = sub.errors[k] if sub.errors is not None else None
-            raw[i] = sub.counters_raw[k] if sub.counters_raw is not None else ""
-        self.solutions, self.errors, self.counters_raw = solutions, errors, raw
-
-    def columns(self, texts: list[str]) -> ResultColumns:
-        """The finished columns, with the puzzle texts."""
-        b = len(texts)
-        if self.symbols is not None:
-            solution = Texts.of_block(*self.symbols)
-        else:
-            solution = Texts.of(self.solution_texts())
-        errors = self.errors
-        error = Texts.of([e or "" for e in errors]) if errors is not None and any(errors) else Texts.empty(b)
-        raw = self.counters_raw
-        counters = Texts.of(raw) if raw is not None and any(raw) else Texts.empty(b)
-        symbols = getattr(texts, "symbols", None)  # `solvers.model.parse.Lines` read at once: its bytes
-        puzzle = Texts.of_block(symbols) if symbols is not None else Texts.of(texts)
-        numbers = {col.name: getattr(self, col.name) for col in COLUMNS if col.kind != "text"}
-        strings = {"puzzle": puzzle, "solution": solution, "error": error, "counters_raw": counters}
-        return ResultColumns(names=list(self.names), **strings, **numbers)
+_OVERLAID = ("solution", "error", "counters_raw")  # the text columns a row's object replaces
 
 
-def _from_results(results: Results) -> _Rows:
-    """Rows of a Results: its arrays as they are, then its object rows laid over them."""
-    b = len(results)
-    ns = results.ns.astype(np.float64)
-    time_q, time_ok = quantise(ns / 1e9 * 1000.0, TIME_DECIMALS)  # as `elapsed` (s) -> ms
-    counter_q, _ = quantise(ns / 1e6, COUNTER_DECIMALS)
-    has_solver = results.solver >= 0
-    error_texts = results.error_texts
-    errors = list(map(error_texts.__getitem__, results.error_id.tolist())) if results.error_id.any() else None
-    rows = _Rows(
-        names=list(results.names),
-        status=results.code.copy(),
-        cost=np.zeros(b, np.int64),
-        has_cost=results.solved_cost.copy(),
-        solver=results.solver.copy(),
-        time_q=time_q,
-        time_ok=time_ok,
-        nodes=results.nodes.copy(),
-        guesses=results.guesses.copy(),
-        restarts=np.zeros(b, np.int64),
-        counter_kind=has_solver.astype(np.uint8),
-        counter_solver=results.solver.copy(),
-        counter_nodes=np.where(has_solver, results.nodes, 0),
-        counter_guesses=np.where(has_solver, results.guesses, 0),
-        counter_time_q=np.where(has_solver, counter_q, 0),
-        solutions=None if results.symbols is not None else [s or "" for s in results.solutions],
-        errors=errors,
-        counters_raw=None,
-        symbols=results.symbols,
-    )
-    born = results.born_rows()
-    if born:
-        rows.overlay(born, _from_objects([results[i] for i in born]))
-    return rows
+def _patched(base: Texts, rows: list[int], sub: Texts) -> Texts:
+    """`base` with its rows `rows` replaced by `sub`'s texts."""
+    if not base.buf.size and not sub.buf.size:
+        return base
+    texts = base.to_list()
+    for i, text in zip(rows, sub.to_list(), strict=True):
+        texts[i] = text
+    return Texts.of(texts)
+
+
+def puzzle_texts(texts: Sequence[str]) -> Texts:
+    """The puzzle column: a `solvers.model.parse.Lines` read at once hands over its bytes as they are."""
+    symbols = getattr(texts, "symbols", None)
+    return Texts.of_block(symbols) if symbols is not None else Texts.of(texts)
 
 
 _ATTRS = (
@@ -291,8 +250,8 @@ _GETTERS = [attrgetter(name) for name in _ATTRS]
 _SIMPLE_GET = [itemgetter(k) for k in ("nodes", "guesses", "time_ms")]
 
 
-def _from_objects(results: Sequence[SolveResult]) -> _Rows:
-    """Rows of SolveResult objects, one C-level pass per attribute."""
+def _from_objects(texts: Sequence[str], results: Sequence[Any]) -> ResultColumns:
+    """The columns of SolveResult objects, one C-level pass per attribute."""
     b = len(results)
     status, solution, cost, solver, elapsed, error, nodes, guesses, restarts, counters = [
         list(map(get, results)) for get in _GETTERS
@@ -311,29 +270,29 @@ def _from_objects(results: Sequence[SolveResult]) -> _Rows:
     names = [n for n in dict.fromkeys(solver) if n is not None]
     ids: dict[str | None, int] = {n: i for i, n in enumerate(names)}
     ids[None] = -1
-    time_q, time_ok = quantise(np.array(elapsed, dtype=np.float64).reshape(b) * 1000.0, TIME_DECIMALS)
-    rows = _Rows(
-        names=names,
+    time_ns, time_ok = seconds_ns(np.array(elapsed, dtype=np.float64).reshape(b))
+    numbers = Numbers(
         status=codes,
         cost=costs,
         has_cost=has_cost,
         solver=np.fromiter(map(ids.__getitem__, solver), np.int16, b),
-        time_q=time_q,
+        time_ns=time_ns,
         time_ok=time_ok,
         nodes=np.array(nodes, dtype=np.int64).reshape(b),
         guesses=np.array(guesses, dtype=np.int64).reshape(b),
         restarts=np.array(restarts, dtype=np.int64).reshape(b),
-        **{c.name: np.full(b, c.default, c.dtype) for c in COLUMNS if c.name.startswith("counter_")},
-        solutions=solutions,
-        errors=errors,
-        counters_raw=[""] * b,
+        **{c.name: np.full(b, c.default, c.dtype) for c in NUMBERS if c.name.startswith("counter_")},
     )
-    _counters(rows, counters, solver, ids)
-    return rows
+    raw = _counters(numbers, names, counters, solver, ids)
+    return ResultColumns(
+        names=names, puzzle=puzzle_texts(texts), solution=Texts.of(solutions),
+        error=Texts.of([e or "" for e in errors]), counters_raw=Texts.of(raw), **numbers.numbers(),
+    )  # fmt: skip
 
 
-def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: dict) -> None:
-    """Fill the counter columns: vectorised when every row is simple, row by row otherwise."""
+def _counters(rows: Numbers, names: list[str], counters: list[dict], solver: list, ids: dict) -> list[str]:
+    """Fill the counter columns: vectorised when every row is simple, row by row otherwise; return the raw
+    counters' JSON texts ("" where a row has none)."""
     b = len(counters)
     if b and None not in solver and list(map(len, counters)).count(1) == b:
         inner = list(map(dict.get, counters, solver))
@@ -349,20 +308,21 @@ def _counters(rows: _Rows, counters: list[dict], solver: list[str | None], ids: 
                     rows.counter_solver[:] = rows.solver
                     rows.counter_nodes[:] = values[0]
                     rows.counter_guesses[:] = values[1]
-                    rows.counter_time_q[:] = q
-                    return
-    assert rows.counters_raw is not None  # made with the rows
+                    rows.counter_time_ns[:] = q
+                    return [""] * b
+    raw = [""] * b
     for i, c in enumerate(counters):
         if not c:
             continue
         simple = simple_counters(c)
         if simple is None:
             rows.counter_kind[i] = COUNTERS_RAW
-            rows.counters_raw[i] = json.dumps(c, separators=(",", ":"), default=plain, allow_nan=False)
+            raw[i] = json.dumps(c, separators=(",", ":"), default=plain, allow_nan=False)
             continue
         name, n, g, t = simple
         if name not in ids:
-            ids[name] = len(rows.names)
-            rows.names.append(name)
+            ids[name] = len(names)
+            names.append(name)
         rows.counter_kind[i], rows.counter_solver[i] = COUNTERS_SIMPLE, ids[name]
-        rows.counter_nodes[i], rows.counter_guesses[i], rows.counter_time_q[i] = n, g, t
+        rows.counter_nodes[i], rows.counter_guesses[i], rows.counter_time_ns[i] = n, g, t
+    return raw
