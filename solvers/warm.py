@@ -18,10 +18,7 @@ COMPILE_NOTICE = (  # after "compiling <part> "; every notice holds it
     "for this machine (each kernel once: up to a minute; `sudoku-batch warm` compiles them all ahead)"
 )
 FAMILIES = (  # module prefix -> what a user knows it as; anything else is "the solvers"
-    ("solvers.generate.fill", "the puzzle generator"),
-    ("solvers.generate.dig", "the puzzle generator"),
-    ("solvers.generate.difficulty", "the puzzle generator"),
-    ("solvers.generate.generator", "the puzzle generator"),
+    ("solvers.generate.", "the puzzle generator"),
     ("pipeline.engine.render", "the output writers"),
 )
 _listener: list[Any] = []  # the one record of compiles (`_Compiles`) of this process, made on first use

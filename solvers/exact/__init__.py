@@ -4,18 +4,7 @@
 `exact_cover` are the alternatives, raced or compared against it.
 """
 
-from solvers.exact import backtracking, digitwise, exact_cover, propagation
-from solvers.exact.base import DEFAULT_EXACT, EXACT_SOLVERS, ExactBatch, ExactOutcome, KernelSolver, register
+from solvers.exact import backtracking, digitwise, exact_cover, propagation  # noqa: F401 - each registers itself
+from solvers.exact.base import EXACT_SOLVERS
 
-__all__ = [
-    "DEFAULT_EXACT",
-    "EXACT_SOLVERS",
-    "ExactBatch",
-    "ExactOutcome",
-    "KernelSolver",
-    "backtracking",
-    "digitwise",
-    "exact_cover",
-    "propagation",
-    "register",
-]
+__all__ = ["EXACT_SOLVERS"]

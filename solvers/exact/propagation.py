@@ -43,14 +43,11 @@ Modules: this one (search loop, registration), `propagation_rules` (the rules ab
 `propagation9` and `propagation16` (the 9x9 and 16x16 kernels), with the bit helpers of
 `solvers.kernel.bits`. The registered `kernel` is a thin Python function choosing between the
 `@njit` kernels. numba stamps an on-disk cache with the function's own source file only,
-so `_tie_caches` below makes the caches of the functions compiled across these files
+so `bits.tie_caches` below makes the caches of the functions compiled across these files
 depend on all of them.
 """
 
 from __future__ import annotations
-
-import hashlib
-from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -60,7 +57,7 @@ from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolv
 from solvers.exact.propagation9 import kernel9
 from solvers.exact.propagation_rules import JIT, luby, propagate
 from solvers.kernel import bits
-from solvers.kernel.bits import ALL, ONE, ZERO, copy_items, ctz, popcount, rng_init, rng_next
+from solvers.kernel.bits import ALL, ONE, ZERO, copy_items, ctz, popcount, rng_init, rng_next, tie_caches
 from solvers.kernel.clock import monotonic_ns
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
@@ -78,7 +75,6 @@ def _kernel_generic(r, c, units, cell_units, peers, givens, ask, stop, out, carr
     out_solutions, _, _, _, _, _ = out
     n = r * c
     nn = n * n
-    full = ALL >> np.uint64(64 - n)
     check = 255 if nn <= 256 else (63 if nn <= 1296 else 15)  # nodes between clock looks (mask)
     cand, root, du, elim, seg, wv, stk_cand, stk_val = masks  # see `workspace`
     queue, ecell, wi, weight, stk_cell = ints
@@ -96,18 +92,13 @@ def _kernel_generic(r, c, units, cell_units, peers, givens, ask, stop, out, carr
             rng = rng_init(np.int64(h >> np.uint64(1)), np.int64(0))  # typed: a literal 0 compiles twice
         for u in range(3 * n):
             weight[u] = 1
-        qt = 0
-        for x in range(nn):
-            v = np.int64(givens[i, x])
-            cand[x] = full if v == 0 else (ONE << np.uint64(v - 1) if v <= n else ZERO)
-            if v != 0:
-                queue[qt] = x
-                qt += 1
-        for k in range(9):  # every unit once: also finds a value with no place
-            du[k] = full
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
-        qt = np.int64(qt)  # typed: an untyped 0 reaches `propagate` as a literal and compiles a second copy
-        ok = propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv) < 0
+        ok = (
+            propagate_root(
+                r, c, units, cell_units, peers, givens[i], cand, queue, du, seg, elim, ecell, wi, wv
+            )
+            < 0
+        )
         copy_items(root, 0, cand, 0, nn)
         shuffle = seed != 0  # random ties and alternatives
         run_start, runs = 1, 1
@@ -241,24 +232,22 @@ def _kernel_generic(r, c, units, cell_units, peers, givens, ask, stop, out, carr
 
 
 @njit(**JIT)
-def _root_kernel(r, c, units, cell_units, peers, givens, cand, masks, ints):  # type: ignore[no-untyped-def]
+def propagate_root(r, c, units, cell_units, peers, givens, cand, queue, du, seg, elim, ecell, wi, wv):  # type: ignore[no-untyped-def]
     """Propagate the givens (uint8[NN]) to the root fixpoint, writing each cell's candidates
-    into `cand`; return -1 at a fixpoint, else the unit blamed for a contradiction."""
+    into `cand` (the other arrays: `workspace`'s); return -1 at a fixpoint, else the unit
+    blamed for a contradiction."""
     n = r * c
-    nn = n * n
     full = ALL >> np.uint64(64 - n)
-    _, _, du, elim, seg, wv, _, _ = masks
-    queue, ecell, wi, _, _ = ints
     qt = 0
-    for x in range(nn):
+    for x in range(n * n):
         v = np.int64(givens[x])
         cand[x] = full if v == 0 else (ONE << np.uint64(v - 1) if v <= n else ZERO)
         if v != 0:
             queue[qt] = x
             qt += 1
-    for k in range(9):
+    for k in range(9):  # every unit once: also finds a value with no place
         du[k] = full
-    qt = np.int64(qt)
+    qt = np.int64(qt)  # typed: an untyped 0 reaches `propagate` as a literal and compiles a second copy
     return propagate(r, c, units, cell_units, peers, cand, queue, qt, du, seg, elim, ecell, wi, wv)
 
 
@@ -269,33 +258,16 @@ def root_candidates(box: Box, givens: np.ndarray) -> np.ndarray | None:
     a removed candidate is in no solution, so an encoding of the rest keeps every one."""
     r, c, units, cell_units, peers = tables(box)
     cand = np.empty(box.cells, dtype=np.uint64)
-    masks, ints = workspace(box.n)
-    blamed = _root_kernel(
-        r, c, units, cell_units, peers, np.ascontiguousarray(givens, np.uint8), cand, masks, ints
-    )
+    (_, _, du, elim, seg, wv, _, _), (queue, ecell, wi, _, _) = workspace(box.n)
+    givens = np.ascontiguousarray(givens, np.uint8)
+    blamed = propagate_root(r, c, units, cell_units, peers, givens, cand, queue, du, seg, elim, ecell, wi, wv)
     return None if blamed >= 0 else cand
 
 
-def _tie_caches(dispatchers: list, modules: list) -> None:  # type: ignore[type-arg]
-    """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes.
-
-    numba keeps, per cached function, a stamp of its own source file, and reuses the
-    cache while that stamp matches, even when a function it compiled in from another
-    module has changed since. Folding the other modules' contents into the stamp closes
-    that gap. Internal numba attributes: on a numba without them this does nothing."""
-    extra = b"".join(hashlib.sha256(Path(m.__file__).read_bytes()).digest() for m in modules)
-    for d in dispatchers:
-        try:
-            cache_file = d._cache._cache_file
-            cache_file._source_stamp = (cache_file._source_stamp, extra)
-        except AttributeError:
-            pass
-
-
-_tie_caches(
+tie_caches(
     [
         _kernel_generic,
-        _root_kernel,
+        propagate_root,
         propagate,
         propagation_rules._locked_lines,
         propagation_rules._gac,

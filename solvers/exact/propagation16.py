@@ -30,9 +30,8 @@ import numpy as np
 from numba import njit
 
 from solvers.exact.base import BUDGET, DONE, LIMIT
-from solvers.exact.propagation9 import cell_branch
 from solvers.kernel import bits
-from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount
+from solvers.kernel.bits import ALL, ONE, ZERO, band_grid, band_singles, cell_branch, ctz, popcount
 from solvers.kernel.clock import monotonic_ns
 
 _ROW = np.uint64(0xFFFF)
@@ -324,43 +323,12 @@ def kernel16(perm16, nconf16, givens, ask, stop, out):  # type: ignore[no-untype
                         break
                     if todo:
                         continue
-                found = False
-                for b in range(4):  # naked singles and empty cells, by bit-sliced counting
-                    ub = u[b]
-                    one, two, three = ZERO, ZERO, ZERO
-                    for d in range(16):
-                        x = f[4 * d + b]
-                        three |= two & x
-                        two |= one & x
-                        one |= x
-                    if ub & ~one:
-                        ok = False
-                        break
-                    ns = ub & one & ~two
-                    pairs[b] = ub & two & ~three
-                    if ns == ZERO:
-                        continue
-                    found = True
-                    for d in range(16):
-                        x = f[4 * d + b] & ns
-                        if x:
-                            todo |= ONE << np.uint64(4 * d + b)
-                            dd |= ONE << np.uint64(d)
-                        while x:
-                            lb = x & (~x + ONE)
-                            x ^= lb
-                            f[4 * d + b] &= ~_row_peers(lb)
+                ok, found, todo, dd = band_singles(f, u, pairs, 4, 16, 4, 1, _row_peers, todo, dd)
                 if not found:
                     break
             if ok and (u[0] | u[1] | u[2] | u[3]) == ZERO:  # every cell placed: a solution
-                if count < keep:  # each word holds one cell per row of its band
-                    grid = out_solutions[i, count]
-                    for j in range(64):
-                        x = f[j]
-                        base, val = 64 * (j & 3), (j >> 2) + 1
-                        for _ in range(4):
-                            grid[base + ctz(x | (ONE << np.uint64(63)))] = val
-                            x &= x - ONE
+                if count < keep:
+                    band_grid(f, out_solutions[i, count], 4, 16, 4, 1)
                 count += 1
                 if count >= limit:
                     status = LIMIT

@@ -40,7 +40,7 @@ from numba import njit
 
 from solvers.exact.base import BUDGET, DONE, LIMIT
 from solvers.kernel import bits
-from solvers.kernel.bits import ONE, ZERO, ctz, pick_mask, popcount, rng_next
+from solvers.kernel.bits import ONE, ZERO, band_grid, band_singles, cell_branch, ctz
 from solvers.kernel.clock import monotonic_ns
 
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
@@ -51,27 +51,29 @@ _DIGITS = np.uint64(0x1FF)
 TRIADS = True
 CONFIG_BRANCH = True  # else branch on a cell with two candidates (else the fewest)
 
+_PERMS = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]  # band row i in box p[i]
 
-def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(shrink, perm27, perm9). shrink[row9] = the 3-bit set of boxes a 9-bit band row
+
+def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(shrink, perm27, perm9, permset). shrink[row9] = the 3-bit set of boxes a 9-bit band row
     touches. For a 3x3 occupancy s (bit 3*i + j: line i meets segment j) the permutations
-    contained in s are the ways to put a digit once per line and once per segment;
-    perm9[s] is their union (0 when there is none), perm27[s] the same as a band mask."""
+    contained in s are the ways to put a digit once per line and once per segment; permset[s]
+    is their set (6 bits, of `_PERMS`), perm9[s] their union (0 when there is none), perm27[s]
+    the same as a band mask."""
     shrink = np.array([sum(1 << k for k in range(3) if (v >> (3 * k)) & 7) for v in range(512)], np.uint64)
-    perms = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
-    perm9 = np.zeros(512, dtype=np.uint64)
-    perm27 = np.zeros(512, dtype=np.uint64)
+    perm9, perm27, permset = (np.zeros(512, dtype=np.uint64) for _ in range(3))
     for s in range(512):
-        for p in perms:
-            bits = [3 * i + p[i] for i in range(3)]
-            if all((s >> bit) & 1 for bit in bits):
-                for bit in bits:
+        for k, p in enumerate(_PERMS):
+            places = [3 * i + p[i] for i in range(3)]
+            if all((s >> bit) & 1 for bit in places):
+                permset[s] |= 1 << k
+                for bit in places:
                     perm9[s] |= 1 << bit
                     perm27[s] |= 7 << (9 * (bit // 3) + 3 * (bit % 3))
-    return shrink, perm27, perm9
+    return shrink, perm27, perm9, permset
 
 
-_SHRINK, _PERM27, _PERM9 = _build_tables()  # frozen into the compiled code as constants
+_SHRINK, _PERM27, _PERM9, _PERMSET = _build_tables()  # frozen into the compiled code as constants
 
 
 def _build_triad_tables() -> tuple[np.ndarray, ...]:
@@ -97,32 +99,24 @@ _MINI27, _LINEBOX27, _COL27, _BOXOTHER27 = _build_triad_tables()
 _FULL54 = np.uint64((1 << 54) - 1)
 
 
-def _build_config_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(permset, pcells27, skeep): permset[s] = the 6-bit set of permutations (of `_PERMS`)
-    inside the 3x3 occupancy s; pcells27[p] = the band cells of permutation p (row i in box
-    p[i]); skeep[(3t + p) * 3 + i] = what band i keeps when stack t takes permutation p (band i
-    in column 3t + p[i] of the stack)."""
-    perms = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
-    permset = np.zeros(512, dtype=np.uint64)
-    for s_ in range(512):
-        for k, q in enumerate(perms):
-            if all((s_ >> (3 * i + q[i])) & 1 for i in range(3)):
-                permset[s_] |= 1 << k
-    pcells27 = np.array([sum(7 << (9 * i + 3 * q[i]) for i in range(3)) for q in perms], dtype=np.uint64)
+def _build_config_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(pcells27, skeep): pcells27[p] = the band cells of permutation p (row i in box p[i]);
+    skeep[(6t + p) * 3 + i] = what band i keeps when stack t takes permutation p (band i in
+    column 3t + p[i] of the stack)."""
+    pcells27 = np.array([sum(7 << (9 * i + 3 * q[i]) for i in range(3)) for q in _PERMS], dtype=np.uint64)
     skeep = np.zeros(3 * 6 * 3, dtype=np.uint64)
     band = (1 << 27) - 1
     for t in range(3):
         stack = sum(7 << (9 * i + 3 * t) for i in range(3))
-        for k, q in enumerate(perms):
+        for k, q in enumerate(_PERMS):
             for i in range(3):
                 col = sum(1 << (9 * r + 3 * t + q[i]) for r in range(3))
                 skeep[(6 * t + k) * 3 + i] = (band & ~stack) | col
-    return permset, pcells27, skeep
+    return pcells27, skeep
 
 
-_PERMSET, _PCELLS27, _SKEEP = _build_config_tables()
+_PCELLS27, _SKEEP = _build_config_tables()
 _NCONF = np.array([bin(int(x)).count("1") for x in _PERMSET], dtype=np.int64)
-_TOP = np.uint64(1 << 26)  # keeps ctz inside a band whatever the word
 _LINES3 = np.array(
     [sum(0x1FF << (9 * r) for r in range(3) if (k >> r) & 1) for k in range(8)], dtype=np.uint64
 )
@@ -299,50 +293,6 @@ def _choose_config(occ):  # type: ignore[no-untyped-def]
     return bb, bd, _PERMSET[(occ[bd] >> sh) & _ROW]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng):  # type: ignore[no-untyped-def]
-    """Where a band kernel branches on a cell (this one's and `propagation16`'s: word sd*d + sb*b holds
-    digit d in band b, `u` the open cells, `pairs` those with two candidates): a cell with two
-    candidates if any (a random one with a seed), else one with the fewest. -> (band, the cell's bit,
-    its digits, rng). Inlined: the sizes, constants at the call, unroll its loops."""
-    npairs = 0
-    for b2 in range(nbands):
-        npairs += popcount(pairs[b2])
-    b, lb = 0, ZERO
-    if npairs > 0:
-        k = 0
-        if seed != 0:
-            rng = rng_next(rng)
-            k = np.int64(rng % np.uint64(npairs))
-        for b2 in range(nbands):
-            pc = popcount(pairs[b2])
-            if k < pc:
-                b, lb = b2, pick_mask(pairs[b2], np.uint64(k))
-                break
-            k -= pc
-    else:
-        best, ties = ndigits + 1, 0
-        for b2 in range(nbands):
-            rest = u[b2]
-            while rest:
-                lb2 = rest & (~rest + ONE)
-                rest ^= lb2
-                pc = 0
-                for d in range(ndigits):
-                    pc += np.int64((f[sd * d + sb * b2] & lb2) != ZERO)
-                if pc < best:
-                    best, b, lb, ties = pc, b2, lb2, 1
-                elif pc == best and seed != 0:
-                    ties += 1
-                    rng = rng_next(rng)
-                    if rng % np.uint64(ties) == ZERO:
-                        b, lb = b2, lb2
-    m = ZERO
-    for d in range(ndigits):
-        m |= np.uint64((f[sd * d + sb * b] & lb) != ZERO) << np.uint64(d)
-    return b, lb, m, rng
-
-
 @njit(cache=True, nogil=True)
 def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 9x9 kernel: the common exact signature (its tables are module constants)."""
@@ -467,32 +417,7 @@ def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
                         break
                     if todo:
                         continue
-                found = False
-                for b in range(3):  # naked singles and empty cells, by bit-sliced counting
-                    ub = u[b]
-                    one, two, three = ZERO, ZERO, ZERO
-                    for d in range(9):
-                        x = f[9 * b + d]
-                        three |= two & x
-                        two |= one & x
-                        one |= x
-                    if ub & ~one:
-                        ok = False
-                        break
-                    ns = ub & one & ~two
-                    pairs[b] = ub & two & ~three
-                    if ns == ZERO:
-                        continue
-                    found = True
-                    for d in range(9):
-                        x = f[9 * b + d] & ns
-                        if x:
-                            todo |= ONE << np.uint64(9 * b + d)
-                            dd |= ONE << np.uint64(d)
-                        while x:
-                            lb = x & (~x + ONE)
-                            x ^= lb
-                            f[9 * b + d] &= ~_row_peers(lb)
+                ok, found, todo, dd = band_singles(f, u, pairs, 3, 9, 1, 9, _row_peers, todo, dd)
                 if not ok:
                     break
                 if not found:
@@ -502,14 +427,8 @@ def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
                     if not ok or (todo == ZERO):
                         break
             if ok and (u[0] | u[1] | u[2]) == ZERO:  # every cell placed: a solution
-                if count < keep:  # each word holds one cell per row of its band: loops of fixed length
-                    grid = out_solutions[i, count]
-                    for j in range(27):
-                        x = f[j]
-                        base, val = 27 * (j // 9), j % 9 + 1
-                        for _ in range(3):
-                            grid[base + ctz(x | _TOP)] = val
-                            x &= x - ONE
+                if count < keep:
+                    band_grid(f, out_solutions[i, count], 3, 9, 1, 9)
                 count += 1
                 if count >= limit:
                     status = LIMIT

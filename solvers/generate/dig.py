@@ -301,27 +301,22 @@ def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type
 @njit(cache=True, nogil=True)
 def _try_orbit(n, geo, puzzle, um, sol, orbit, budget, ws, stk, nodes):  # type: ignore[no-untyped-def]
     """Remove one orbit if the solution stays unique -> (DONE = removed | LIMIT | BUDGET, nodes, stk)."""
-    cell_units = geo[1]
     size = 2 if orbit[1] >= 0 else 1
-    for i in range(size):
-        x = orbit[i]
-        v = ONE << np.uint64(sol[x] - 1)
-        for t in range(3):
-            um[cell_units[x, t]] &= ~v
-        puzzle[x] = 0
     res = DONE
-    for j in range(size):
-        res, used, stk = _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk)
-        nodes += used
-        if res != DONE:
-            break
-    if res != DONE:
+    for put in (False, True):  # take the orbit's givens out; put them back unless the puzzle stays unique
         for i in range(size):
             x = orbit[i]
             v = ONE << np.uint64(sol[x] - 1)
             for t in range(3):
-                um[cell_units[x, t]] |= v
-            puzzle[x] = sol[x]
+                um[geo[1][x, t]] = (um[geo[1][x, t]] | v) if put else (um[geo[1][x, t]] & ~v)
+            puzzle[x] = sol[x] if put else 0
+        for j in range(0 if put else size):
+            res, used, stk = _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk)
+            nodes += used
+            if res != DONE:
+                break
+        if res == DONE:
+            break
     return res, nodes, stk
 
 
@@ -408,20 +403,8 @@ def solve_starts(
     if b:
         seeds = np.array(np.broadcast_to(seeds, (b,)), dtype=np.uint64)  # a writeable copy: one signature
         n, geo = tables(box)
-        _solve_kernel(
-            n,
-            geo,
-            starts,
-            seeds,
-            np.int64(limit),
-            np.int64(budget),
-            np.int64(restarts),
-            out,
-            counts,
-            status,
-            nodes,
-            guesses,
-        )
+        sizes = (np.int64(limit), np.int64(budget), np.int64(restarts))
+        _solve_kernel(n, geo, starts, seeds, *sizes, out, counts, status, nodes, guesses)
     return out, counts, status, nodes, guesses
 
 
@@ -445,17 +428,6 @@ def dig(
         n, geo = tables(box)
         table = np.ascontiguousarray(orbit_table, dtype=np.int32)
         order = np.ascontiguousarray(order, dtype=np.int32)
-        _dig_kernel(
-            n,
-            geo,
-            sols,
-            table,
-            order,
-            np.int64(target),
-            np.int64(budget),
-            np.int64(retry_budget),
-            out,
-            flags,
-            nodes,
-        )
+        sizes = (np.int64(target), np.int64(budget), np.int64(retry_budget))
+        _dig_kernel(n, geo, sols, table, order, *sizes, out, flags, nodes)
     return out, (flags & DIG_MINIMAL) != 0, (flags & DIG_AT_TARGET) != 0, nodes

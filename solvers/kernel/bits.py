@@ -1,14 +1,19 @@
 """Bit and random-number primitives shared by the compiled kernels.
 
 One copy for every kernel: hardware popcount / trailing-zero count (LLVM intrinsics),
-array copy and fill intrinsics (cheap to compile), the per-puzzle xorshift64 stream, and
-the deadline/stop check. Numba's on-disk cache does not notice edits to a module a cached
-function calls, so after changing this file during development clear the caches
-(`make clean-cache`); installs are unaffected (every file is rewritten, so every cache
-entry is stale).
+array copy and fill intrinsics (cheap to compile), the per-puzzle xorshift64 stream, the
+deadline/stop check, and the steps the two band kernels share (singles, the solved grid, the
+cell to branch on). Numba's on-disk cache does not notice edits to a module a cached
+function calls (`tie_caches` closes that gap where it is used), so after changing this file
+during development clear the caches (`make clean-cache`); installs are unaffected (every
+file is rewritten, so every cache entry is stale).
 """
 
 from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -18,6 +23,23 @@ from numba.extending import intrinsic
 
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import BUDGET, STOPPED, TIMEOUT
+
+
+def tie_caches(dispatchers: list[Any], modules: list[Any]) -> None:
+    """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes.
+
+    numba keeps, per cached function, a stamp of its own source file, and reuses the
+    cache while that stamp matches, even when a function it compiled in from another
+    module has changed since. Folding the other modules' contents into the stamp closes
+    that gap. Internal numba attributes: on a numba without them this does nothing."""
+    extra = b"".join(hashlib.sha256(Path(m.__file__).read_bytes()).digest() for m in modules)
+    for d in dispatchers:
+        try:
+            cache_file = d._cache._cache_file
+            cache_file._source_stamp = (cache_file._source_stamp, extra)
+        except AttributeError:
+            pass
+
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -214,3 +236,99 @@ def record_puzzle(i, count, status, nodes, guesses, t0, out):  # type: ignore[no
         return now
     fill_items(statuses, i + 1, STOPPED, statuses.shape[0] - i - 1)
     return -1
+
+
+# The band kernels' shared steps (`solvers.exact.propagation9` and `propagation16`): word sd*d + sb*b holds
+# the cells of band b where digit d is still possible, one row of the band after the other. Inlined: the
+# sizes, constants at the call, unroll their loops.
+
+
+@njit(cache=True, nogil=True, inline="always")
+def band_singles(f, u, pairs, nbands, ndigits, sd, sb, row_peers, todo, dd):  # type: ignore[no-untyped-def]
+    """Naked singles and empty cells by bit-sliced counting of each band's words (`u` the open cells); a
+    single leaves the rest of its row (`row_peers(bit)`), its word flagged in `todo` and its digit in `dd`;
+    `pairs[b]` gets band b's open cells with two candidates. -> (ok: no empty cell, found: a single, todo,
+    dd)."""
+    found = False
+    for b in range(nbands):
+        ub = u[b]
+        one, two, three = ZERO, ZERO, ZERO
+        for d in range(ndigits):
+            x = f[sd * d + sb * b]
+            three |= two & x
+            two |= one & x
+            one |= x
+        if ub & ~one:
+            return False, found, todo, dd
+        ns = ub & one & ~two
+        pairs[b] = ub & two & ~three
+        if ns == ZERO:
+            continue
+        found = True
+        for d in range(ndigits):
+            j = sd * d + sb * b
+            x = f[j] & ns
+            if x:
+                todo |= ONE << np.uint64(j)
+                dd |= ONE << np.uint64(d)
+            while x:
+                lb = x & (~x + ONE)
+                x ^= lb
+                f[j] &= ~row_peers(lb)
+    return True, found, todo, dd
+
+
+@njit(cache=True, nogil=True, inline="always")
+def band_grid(f, grid, nbands, ndigits, sd, sb):  # type: ignore[no-untyped-def]
+    """Write a solved band kernel's grid (each word holds one cell per row of its band: loops of fixed
+    length)."""
+    top = ONE << np.uint64(nbands * ndigits - 1)  # keeps ctz inside a band whatever the word
+    for b in range(nbands):
+        for d in range(ndigits):
+            x = f[sd * d + sb * b]
+            for _ in range(nbands):
+                grid[nbands * ndigits * b + ctz(x | top)] = d + 1
+                x &= x - ONE
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng):  # type: ignore[no-untyped-def]
+    """Where a band kernel branches on a cell (`u` the open cells, `pairs` those with two candidates): a
+    cell with two candidates if any (a random one with a seed), else one with the fewest. -> (band, the
+    cell's bit, its digits, rng)."""
+    npairs = 0
+    for b2 in range(nbands):
+        npairs += popcount(pairs[b2])
+    b, lb = 0, ZERO
+    if npairs > 0:
+        k = 0
+        if seed != 0:
+            rng = rng_next(rng)
+            k = np.int64(rng % np.uint64(npairs))
+        for b2 in range(nbands):
+            pc = popcount(pairs[b2])
+            if k < pc:
+                b, lb = b2, pick_mask(pairs[b2], np.uint64(k))
+                break
+            k -= pc
+    else:
+        best, ties = ndigits + 1, 0
+        for b2 in range(nbands):
+            rest = u[b2]
+            while rest:
+                lb2 = rest & (~rest + ONE)
+                rest ^= lb2
+                pc = 0
+                for d in range(ndigits):
+                    pc += np.int64((f[sd * d + sb * b2] & lb2) != ZERO)
+                if pc < best:
+                    best, b, lb, ties = pc, b2, lb2, 1
+                elif pc == best and seed != 0:
+                    ties += 1
+                    rng = rng_next(rng)
+                    if rng % np.uint64(ties) == ZERO:
+                        b, lb = b2, lb2
+    m = ZERO
+    for d in range(ndigits):
+        m |= np.uint64((f[sd * d + sb * b] & lb) != ZERO) << np.uint64(d)
+    return b, lb, m, rng

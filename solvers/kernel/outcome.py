@@ -31,15 +31,3 @@ class Outcome(IntEnum):
 # The same codes as plain ints, for numba kernels (see the module docstring); in member order.
 DONE, LIMIT, TIMEOUT, BUDGET, STOPPED, SOLVED, EXHAUSTED = (int(o) for o in Outcome)
 OUTCOME_NAMES: dict[int, str] = {int(o): o.name.lower() for o in Outcome}  # code -> "done", "limit", ...
-
-__all__ = [
-    "BUDGET",
-    "DONE",
-    "EXHAUSTED",
-    "LIMIT",
-    "OUTCOME_NAMES",
-    "SOLVED",
-    "STOPPED",
-    "TIMEOUT",
-    "Outcome",
-]

@@ -96,10 +96,3 @@ class MemberState(StrEnum):
     STOPPED = "stopped"  # the stop flag was raised
     IDLE = "idle"  # nothing was left to try
     FAST_PATH_ONLY = "fast path only"  # no share of the race at this size
-
-
-__all__ = [
-    "DECIDED", "ENDS", "END_CODE", "END_ERROR", "END_ERRORS", "IS_ANSWERED", "IS_PROBLEM", "REJECTED_ERROR",
-    "STATUSES", "STATUS_BY_CODE", "STATUS_CODE", "STATUS_NAMES", "STOPPED_ERROR", "SUMMARY_ORDER",
-    "MemberState", "Status", "StatusRow",
-]  # fmt: skip

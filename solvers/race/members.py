@@ -102,21 +102,13 @@ class Member(ABC):
         self.used_ns = 0
         self.restarts = 0
         self.solution: np.ndarray | None = None
+        self.best_cost: int | None = None  # the lowest cost of a full grid it holds (0: solved)
+        self.best_grid: np.ndarray | None = None  # that grid
         self.failed: str | None = None  # set when the member returned a rejected grid
 
     @abstractmethod
     def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
         """Do one slice of work; return PROGRESS, FOUND, NO_SOLUTION, IDLE or OUT_OF_TIME."""
-
-    @property
-    def best_cost(self) -> int | None:
-        """Return the lowest cost of a full grid this member holds (None: it holds none)."""
-        return None
-
-    @property
-    def best_grid(self) -> np.ndarray | None:
-        """Return this member's lowest-cost full grid, if it has one."""
-        return None
 
     @abstractmethod
     def counters(self) -> dict[str, Any]:
@@ -138,19 +130,10 @@ class CompleteMember(Member):
         if not is_solution(self.puzzle, grid):
             self.failed = f"{self.name} returned a grid the verifier rejects"
             return IDLE
-        self.solution = grid
+        self.solution = self.best_grid = grid
+        self.best_cost = 0
         self.status = MemberState.SOLVED
         return FOUND
-
-    @property
-    def best_cost(self) -> int | None:
-        """Return 0 once solved; an unfinished search holds no full grid."""
-        return 0 if self.solution is not None else None
-
-    @property
-    def best_grid(self) -> np.ndarray | None:
-        """Return the solution once found."""
-        return self.solution
 
     def search_counters(self, nodes: int, guesses: int) -> dict[str, Any]:
         """Return time, solver calls beyond the first, nodes, guesses, best cost and the verdict."""
@@ -314,8 +297,6 @@ class StochasticMember(Member):
         self.run_budget = 0
         self.iterations = 0  # over finished runs
         self.inner_restarts = 0  # over finished runs
-        self._best_cost: int | None = None
-        self._best_grid: np.ndarray | None = None
         self.time_to_best_ns = 0
         self.run_base_ns = 0  # member time used before the current run started
         self.counted = 0  # work of the current run already added to vtime
@@ -341,9 +322,9 @@ class StochasticMember(Member):
 
     def _note(self, run: StochasticRun) -> None:
         """Keep the run's best grid if it beats the member's best."""
-        if self._best_cost is None or run.best_cost < self._best_cost:
-            self._best_cost = run.best_cost
-            self._best_grid = run.best_grid.copy()
+        if self.best_cost is None or run.best_cost < self.best_cost:
+            self.best_cost = run.best_cost
+            self.best_grid = run.best_grid.copy()
             self.time_to_best_ns = self.run_base_ns + run.time_to_best_ns
 
     def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
@@ -368,8 +349,8 @@ class StochasticMember(Member):
         self.counted = run.work
         self.vtime += max(done, 1 if status != TIMEOUT else 0) / self.unit
         self._note(run)
-        if status == SOLVED or self._best_cost == 0:
-            grid = self._best_grid
+        if status == SOLVED or self.best_cost == 0:
+            grid = self.best_grid
             if grid is None or not is_solution(self.puzzle, grid):
                 self.failed = f"{self.name} reached cost 0 on a grid the verifier rejects"
                 return IDLE
@@ -378,16 +359,6 @@ class StochasticMember(Member):
         if status == TIMEOUT:
             return OUT_OF_TIME
         return PROGRESS
-
-    @property
-    def best_cost(self) -> int | None:
-        """Return the lowest cost over all runs so far."""
-        return self._best_cost
-
-    @property
-    def best_grid(self) -> np.ndarray | None:
-        """Return the lowest-cost grid over all runs so far."""
-        return self._best_grid
 
     def counters(self) -> dict[str, Any]:
         """Return time, restarts (Luby restarts plus the solver's own), iterations, best cost."""
@@ -398,7 +369,7 @@ class StochasticMember(Member):
             "work": round(self.vtime, 3),
             "restarts": self.restarts + inner,
             "iterations": its,
-            "best_cost": self._best_cost,
+            "best_cost": self.best_cost,
             "time_to_best_ms": self.time_to_best_ns / 1e6,
             "status": self.failed or (MemberState.RUNNING if self.solution is None else MemberState.SOLVED),
         }

@@ -37,7 +37,8 @@ from solvers.exact.base import DEFAULT_EXACT, KernelSolver
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import Outcome
 from solvers.model.cost import grid_cost
-from solvers.model.puzzle import Box, Puzzle
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import Puzzle
 from solvers.model.result import SolveResult
 from solvers.model.status import DECIDED, ENDS, MemberState, Status
 from solvers.model.verify import is_solution
@@ -127,13 +128,10 @@ class PortfolioSpec(BaseModel):
             return HelperMix(None, variant > 0)
         return HelperMix(learned_shares(n), variant > 0, late_starts(n))
 
-    def weights(self, n: int, variant: int = 0) -> list[float]:
+    def weights(self, n: int, variant: int = 0, cubes: bool = False) -> list[float]:
         """Return each member's weight for grid side n (0: it sits out this size), as helper
-        `variant` races it (0: the owner)."""
-        return self._weights(n, self.mix(n, variant).shares)
-
-    def _weights(self, n: int, shares: dict[str, float] | None) -> list[float]:
-        """Each member's weight for grid side n under these shares (None: the members' own weights)."""
+        `variant` races it (0: the owner), under the shares of `mix`."""
+        shares = self.mix(n, variant, cubes).shares
         out = []
         for m in self.members:
             if not m.races(n):
@@ -225,8 +223,9 @@ def _build(
     members: list[Member] = []
     seen: dict[str, int] = {}
     fast_given = False
-    mix = spec.mix(puzzle.box.n, variant, exchange is not None and exchange.cubes is not None)
-    weights = spec._weights(puzzle.box.n, mix.shares)
+    cubes = exchange is not None and exchange.cubes is not None
+    mix = spec.mix(puzzle.box.n, variant, cubes)
+    weights = spec.weights(puzzle.box.n, variant, cubes)
     for m, child, weight in zip(spec.members, children, weights, strict=True):
         fast_path = m.kind is Kind.EXACT and not fast_given and m.races(puzzle.box.n)
         if weight <= 0 and not fast_path:  # sits out; the first exact member still runs the fast path
@@ -237,35 +236,20 @@ def _build(
         if entry.kind is Kind.EXACT:
             first = 0 if fast_given else spec.fast_budget(puzzle.box.n)
             fast_given = True
+            options = m.model_dump(include={"restart_base", "randomised", "complete_share", "searches"})
             members.append(
-                ExactMember(
-                    entry.solver,
-                    puzzle,
-                    child,
-                    weight=weight,
-                    first_budget=first,
-                    restart_base=m.restart_base,
-                    randomised=m.randomised,
-                    complete_share=m.complete_share,
-                    searches=m.searches,
-                    name=name,
-                    variant=variant,
-                )
-            )
+                ExactMember(entry.solver, puzzle, child, weight=weight, first_budget=first, name=name,
+                            variant=variant, **options)
+            )  # fmt: skip
         elif entry.kind is Kind.COMPLETE:  # the mode's own literal order, unless a helper renumbers
             order = _literal_order(mix.renumber, variant, child)
             members.append(entry.solver(puzzle, weight=weight, name=name, seed=order, exchange=exchange))
         else:
-            solver = entry.solver
+            params = entry.solver.make_params(m.params)
+            slices = m.restart_base
             members.append(
                 StochasticMember(
-                    solver,
-                    puzzle,
-                    child,
-                    solver.make_params(m.params),
-                    weight=weight,
-                    restart_slices=m.restart_base,
-                    name=name,
+                    entry.solver, puzzle, child, params, weight=weight, restart_slices=slices, name=name
                 )
             )
     _hold_back(members, mix.starts or {})
@@ -315,7 +299,7 @@ def race(
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
     cubes = exchange is not None and exchange.cubes is not None
-    weights = spec._weights(puzzle.box.n, spec.mix(puzzle.box.n, variant, cubes).shares)
+    weights = spec.weights(puzzle.box.n, variant, cubes)
     has_exact = any(
         m.kind in (Kind.EXACT, Kind.COMPLETE) and w > 0 for m, w in zip(spec.members, weights, strict=True)
     )
@@ -403,18 +387,14 @@ def _result(
             counters=counters,
             **common,
         )
-    held = [
-        (m.best_cost, i, m)
-        for i, m in enumerate(members)
-        if m.best_grid is not None and m.best_cost is not None
-    ]
+    held = [m for m in members if m.best_grid is not None]
     errors = "; ".join(m.failed for m in members if m.failed)
     if not held:
         why = errors or "no grid within the time limit"
         return SolveResult(
             Status.TIMEOUT, error=why, counters=counters, **common
         )  # no member answered: nodes, guesses and restarts are 0 (each member's are in `counters`)
-    _, _, best = min(held, key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
+    best = min(held, key=lambda m: m.best_cost or 0)  # the first of the lowest
     grid = best.best_grid
     assert grid is not None
     cost = grid_cost(puzzle, grid)
@@ -463,9 +443,7 @@ def warm_up() -> None:
     and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
     kernels (evolution's epoch step) only run once the first slice has not solved it.
     Exact kernels are warmed by their own callers (`solvers.warm.warm_all`, `pipeline.engine.solve.warm`)."""
-    hard = "4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......"
-    values = [0 if ch == "." else int(ch) for ch in hard]
-    puzzle = Puzzle(Box(3, 3), np.array(values, dtype=np.uint8))
+    puzzle = parse_puzzle("4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......")
     for name in sorted(STOCHASTIC_SOLVERS):
         solver = STOCHASTIC_SOLVERS[name]
         for propagate in (False, True):

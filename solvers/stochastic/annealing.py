@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 
 from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT
 from solvers.model.puzzle import Puzzle
 from solvers.stochastic import base, state
 from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
@@ -156,6 +156,7 @@ class AnnealingRun(StochasticRun):
     """One annealing run: a box-invariant grid, its unit counts and the temperature."""
 
     name = "annealing"
+    kernel = staticmethod(anneal_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: AnnealingParams) -> None:
         super().__init__(puzzle, I_SIZE, gen)
@@ -163,8 +164,7 @@ class AnnealingRun(StochasticRun):
         fixed, self.cand, self.grid = state.start_grid(
             puzzle, params.propagate, params.restrict, 2 * n, self.rng
         )
-        self.counts = np.zeros((3 * n, n + 1), dtype=np.int32)
-        cost = state.recount(self.grid, self.givens, self.units, self.counts, state.GIVEN_WEIGHT)
+        cost = self._counted(self.grid)
         self.gcells, self.gsize = state.free_groups(fixed, self.units, 2 * n, n)
         t0 = 1.0
         if len(self.gsize):
@@ -181,31 +181,13 @@ class AnnealingRun(StochasticRun):
             )
         self.fstate = np.array([t0, t0, params.alpha], dtype=np.float64)
         chain = int(params.chain_factor * float((self.gsize.astype(np.int64) ** 2).sum()))
-        self.istate[[base.I_COST, base.I_BEST, I_LEVEL, I_CHAIN_MIN]] = cost
+        self.istate[[I_LEVEL, I_CHAIN_MIN]] = cost
         self.istate[I_CHAIN_LEN] = max(1, chain)
         self.istate[I_STUCK_LIMIT] = max(1, params.stuck_chains)
-        self.istate[base.I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
-        self.best_grid[:] = self.grid
-        if cost == 0:
-            self.status = Outcome.SOLVED
-
-    def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
-        return anneal_slice(
-            self.grid,
-            self.cand,
-            self.counts,
-            self.givens,
-            self.cell_units,
-            self.gcells,
-            self.gsize,
-            self.best_grid,
-            self.rng,
-            self.istate,
-            self.fstate,
-            work,
-            deadline_ns,
-            stop,
-        )
+        self.args = (
+            self.grid, self.cand, self.counts, self.givens, self.cell_units, self.gcells, self.gsize,
+            self.best_grid, self.rng, self.istate, self.fstate,
+        )  # fmt: skip
 
 
 ANNEALING = register(

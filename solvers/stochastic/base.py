@@ -11,7 +11,6 @@ every size; slices counted in work, not time, make interleaved races replay exac
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from solvers import registry
 from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, Outcome
 from solvers.model.cost import grid_cost
 from solvers.model.puzzle import Puzzle
 from solvers.model.result import SolveResult, Status
@@ -48,10 +47,14 @@ class Params(BaseModel):
     propagate: bool = True  # fix the values forced by singles before searching
 
 
-class StochasticRun(ABC):
-    """One seeded run of a stochastic solver on one puzzle, advanced slice by slice."""
+class StochasticRun:
+    """One seeded run of a stochastic solver on one puzzle, advanced slice by slice: `kernel(*args, work,
+    deadline_ns, stop)` runs one slice on the arrays `args` (set by the solver's run) and returns an outcome
+    code (`solvers.kernel.outcome`)."""
 
     name = "stochastic"
+    kernel: Callable[..., int]
+    args: tuple[Any, ...] = ()
 
     def __init__(self, puzzle: Puzzle, istate_size: int, gen: np.random.Generator) -> None:
         self.puzzle = puzzle
@@ -66,9 +69,18 @@ class StochasticRun(ABC):
         self.time_to_best_ns = 0  # of used_ns, when the best cost was reached
         self.status = Outcome.BUDGET  # nothing decided yet: the run may go on
 
-    @abstractmethod
-    def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
-        """Run the kernel for about `work` units; return its outcome code (`solvers.kernel.outcome`)."""
+    def _counted(self, grid: np.ndarray) -> int:
+        """Start from `grid`: its unit counts (`counts`), its cost (current and best, SOLVED at 0), the
+        start-up's work (fill and count); return the cost."""
+        n = self.puzzle.box.n
+        self.counts = np.zeros((3 * n, n + 1), dtype=np.int32)
+        cost = state.recount(grid, self.givens, self.units, self.counts, state.GIVEN_WEIGHT)
+        self.istate[[I_COST, I_BEST]] = cost
+        self.istate[I_WORK] = 1 + self.puzzle.box.cells
+        self.best_grid[:] = grid
+        if cost == 0:
+            self.status = Outcome.SOLVED
+        return cost
 
     def step(self, work: int, deadline_ns: int = 0, stop: np.ndarray | None = None) -> Outcome:
         """Advance by about `work` units (less on success, deadline or stop; one move may
@@ -77,32 +89,19 @@ class StochasticRun(ABC):
             return self.status
         before = int(self.istate[I_BEST])
         t0 = monotonic_ns()
-        self.status = Outcome(self._slice(int(work), int(deadline_ns), self.stop if stop is None else stop))
+        self.status = Outcome(
+            self.kernel(*self.args, int(work), int(deadline_ns), self.stop if stop is None else stop)
+        )
         t1 = monotonic_ns()
         if int(self.istate[I_BEST]) < before:
             self.time_to_best_ns = self.used_ns + max(0, min(int(self.istate[I_BEST_NS]), t1) - t0)
         self.used_ns += t1 - t0
         return self.status
 
-    @property
-    def best_cost(self) -> int:
-        """Return the lowest cost reached so far (0: `best_grid` is a solution)."""
-        return int(self.istate[I_BEST])
-
-    @property
-    def iterations(self) -> int:
-        """Return the iterations spent so far."""
-        return int(self.istate[I_ITER])
-
-    @property
-    def work(self) -> int:
-        """Return the work units spent so far."""
-        return int(self.istate[I_WORK])
-
-    @property
-    def restarts(self) -> int:
-        """Return the solver's own restarts (reheats, hive restarts) so far."""
-        return int(self.istate[I_RESTARTS])
+    best_cost = property(lambda self: int(self.istate[I_BEST]), doc="The lowest cost reached (0: solved).")
+    iterations = property(lambda self: int(self.istate[I_ITER]), doc="The iterations spent so far.")
+    work = property(lambda self: int(self.istate[I_WORK]), doc="The work units spent so far.")
+    restarts = property(lambda self: int(self.istate[I_RESTARTS]), doc="The solver's own restarts so far.")
 
     def counters(self) -> dict[str, Any]:
         """Return the counters the collector reports for this run."""
@@ -185,18 +184,3 @@ def register(solver: StochasticSolver) -> StochasticSolver:
     """Add a stochastic solver to the registry (`solvers.registry`) under its name."""
     registry.register(solver.name, Kind.STOCHASTIC, solver, solver.summary)
     return solver
-
-
-__all__ = [
-    "BUDGET",
-    "EXHAUSTED",
-    "SOLVED",
-    "STOCHASTIC_SOLVERS",
-    "STOPPED",
-    "TIMEOUT",
-    "Params",
-    "StochasticRun",
-    "StochasticSolver",
-    "register",
-    "run_result",
-]

@@ -61,7 +61,7 @@ def _new_organism(
     if state.restricted(cand, units.shape[1]):
         state.fill_boxes_matched(fixed, cand, units, rng, grids[i])
     else:
-        state.fill_boxes(fixed, units, rng, grids[i])
+        state.fill_units(fixed, units, 2 * units.shape[1], rng, grids[i])
     err[i] = state.recount(grids[i], givens, units, counts[i], state.GIVEN_WEIGHT)
 
 
@@ -233,6 +233,7 @@ class EvolutionRun(StochasticRun):
     """One evolution run: the hive's grids, unit counts, errors, ages and kinds."""
 
     name = "evolution"
+    kernel = staticmethod(evolve_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: EvolutionParams) -> None:
         super().__init__(puzzle, I_SIZE, gen)
@@ -262,29 +263,11 @@ class EvolutionRun(StochasticRun):
         self.istate[base.I_COST] = self.err.min()
         if self.istate[base.I_BEST] == 0:
             self.status = Outcome.SOLVED
-
-    def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
-        return evolve_slice(
-            self.fixed,
-            self.cand,
-            self.givens,
-            self.units,
-            self.cell_units,
-            self.gcells,
-            self.gsize,
-            self.grids,
-            self.counts,
-            self.err,
-            self.age,
-            self.kind,
-            self.best_grid,
-            self.rng,
-            self.istate,
+        self.args = (
+            self.fixed, self.cand, self.givens, self.units, self.cell_units, self.gcells, self.gsize,
+            self.grids, self.counts, self.err, self.age, self.kind, self.best_grid, self.rng, self.istate,
             self.p_worse,
-            work,
-            deadline_ns,
-            stop,
-        )
+        )  # fmt: skip
 
 
 EVOLUTION = register(

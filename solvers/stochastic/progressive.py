@@ -20,7 +20,7 @@ import numba as nb
 import numpy as np
 
 from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT
 from solvers.model.puzzle import Puzzle
 from solvers.stochastic import base, state
 from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
@@ -58,14 +58,16 @@ def _sift_down(pool: np.ndarray, cost: np.ndarray, size: int, i: int) -> None:
             big = left + 1
         if cost[big] <= cost[i]:
             return
-        tc = cost[i]
-        cost[i] = cost[big]
-        cost[big] = tc
-        for k in range(pool.shape[1]):
-            tv = pool[i, k]
-            pool[i, k] = pool[big, k]
-            pool[big, k] = tv
+        _swap_slots(pool, cost, i, big)
         i = big
+
+
+@nb.njit(cache=True, nogil=True)
+def _swap_slots(pool: np.ndarray, cost: np.ndarray, i: int, j: int) -> None:
+    """Swap heap slots i and j: their grids and costs."""
+    cost[i], cost[j] = cost[j], cost[i]
+    for k in range(pool.shape[1]):
+        pool[i, k], pool[j, k] = pool[j, k], pool[i, k]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -93,13 +95,7 @@ def _offer(pool: np.ndarray, pcost: np.ndarray, size: int, grid: np.ndarray, c: 
             parent = (i - 1) // 2
             if pcost[parent] >= pcost[i]:
                 break
-            tc = pcost[i]
-            pcost[i] = pcost[parent]
-            pcost[parent] = tc
-            for k in range(pool.shape[1]):
-                tv = pool[i, k]
-                pool[i, k] = pool[parent, k]
-                pool[parent, k] = tv
+            _swap_slots(pool, pcost, i, parent)
             i = parent
         return size + 1
     pool[0, :] = grid
@@ -188,6 +184,7 @@ class ProgressiveRun(StochasticRun):
     """One progressive-search run: the current grid, its counts and the bounded queue."""
 
     name = "progressive"
+    kernel = staticmethod(progressive_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: ProgressiveParams) -> None:
         super().__init__(puzzle, I_SIZE, gen)
@@ -202,41 +199,19 @@ class ProgressiveRun(StochasticRun):
                 puzzle, params.propagate, params.restrict, first, self.rng
             )
             self.gcells, self.gsize = state.free_groups(fixed, self.units, first, n)
-        self.counts = np.zeros((3 * n, n + 1), dtype=np.int32)
-        cost = state.recount(self.grid, self.givens, self.units, self.counts, state.GIVEN_WEIGHT)
+        cost = self._counted(self.grid)
         self.pool = np.zeros((max(1, params.max_size), nn), dtype=np.uint8)
         self.pcost = np.zeros(max(1, params.max_size), dtype=np.int64)
         self.pool[0] = self.grid
         self.pcost[0] = cost
-        self.istate[[base.I_COST, base.I_BEST]] = cost
         self.istate[I_POOL_N] = 1
         self.istate[I_NB_SIZE] = max(1, params.neighbourhood)
         self.istate[I_SMALL] = params.small_threshold
         self.istate[I_DISTINCT] = int(params.distinct)
-        self.istate[base.I_WORK] = 1 + puzzle.box.cells  # the start-up: fill and count
-        self.best_grid[:] = self.grid
-        if cost == 0:
-            self.status = Outcome.SOLVED
-
-    def _slice(self, work: int, deadline_ns: int, stop: np.ndarray) -> int:
-        return progressive_slice(
-            self.grid,
-            self.cand,
-            self.counts,
-            self.givens,
-            self.units,
-            self.cell_units,
-            self.gcells,
-            self.gsize,
-            self.best_grid,
-            self.pool,
-            self.pcost,
-            self.rng,
-            self.istate,
-            work,
-            deadline_ns,
-            stop,
-        )
+        self.args = (
+            self.grid, self.cand, self.counts, self.givens, self.units, self.cell_units, self.gcells,
+            self.gsize, self.best_grid, self.pool, self.pcost, self.rng, self.istate,
+        )  # fmt: skip
 
 
 PROGRESSIVE = register(
@@ -247,5 +222,3 @@ PROGRESSIVE = register(
         summary="progressive search: bounded queue of grids, neighbourhoods of swaps, jumps near the best",
     )
 )
-
-__all__ = ["PROGRESSIVE", "ProgressiveParams", "ProgressiveRun"]

@@ -226,6 +226,28 @@ def propagate_singles(
     return True
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _unit_gaps(fixed, units, u, grid, have, cells, vals):  # type: ignore[no-untyped-def]
+    """Write unit u's fixed cells into `grid`, its free cells into `cells` and the values it misses into
+    `vals`, in order: -> (free cells, missing values)."""
+    n = units.shape[1]
+    have[:] = False
+    m = 0
+    for k in range(n):
+        c = units[u, k]
+        grid[c] = fixed[c]
+        have[fixed[c]] = True
+        if fixed[c] == 0:
+            cells[m] = c
+            m += 1
+    mv = 0
+    for v in range(1, n + 1):
+        if not have[v]:
+            vals[mv] = v
+            mv += 1
+    return m, mv
+
+
 @nb.njit(cache=True, nogil=True)
 def fill_units(fixed: np.ndarray, units: np.ndarray, first: int, rng: np.ndarray, grid: np.ndarray) -> None:
     """Write into `grid` the fixed cells plus, in each unit `first..first+N-1` (rows: 0,
@@ -233,36 +255,15 @@ def fill_units(fixed: np.ndarray, units: np.ndarray, first: int, rng: np.ndarray
     once with fixed cells keeping their value (the row or box invariant)."""
     n = units.shape[1]
     have = np.zeros(n + 1, dtype=np.bool_)
+    cells = np.empty(n, dtype=np.int64)
     vals = np.empty(n, dtype=np.int64)
     for b in range(n):
-        u = first + b
-        have[:] = False
-        for k in range(n):
-            c = units[u, k]
-            grid[c] = fixed[c]
-            have[fixed[c]] = True
-        m = 0
-        for v in range(1, n + 1):
-            if not have[v]:
-                vals[m] = v
-                m += 1
-        for i in range(m - 1, 0, -1):  # Fisher-Yates
+        m, mv = _unit_gaps(fixed, units, first + b, grid, have, cells, vals)
+        for i in range(mv - 1, 0, -1):  # Fisher-Yates
             j = rng_below(rng, i + 1)
-            t = vals[i]
-            vals[i] = vals[j]
-            vals[j] = t
-        m = 0
-        for k in range(n):
-            c = units[u, k]
-            if fixed[c] == 0:
-                grid[c] = vals[m]
-                m += 1
-
-
-@nb.njit(cache=True, nogil=True)
-def fill_boxes(fixed: np.ndarray, units: np.ndarray, rng: np.ndarray, grid: np.ndarray) -> None:
-    """Fill `grid` under the box invariant: every box holds 1..N, fixed cells kept."""
-    fill_units(fixed, units, 2 * units.shape[1], rng, grid)
+            vals[i], vals[j] = vals[j], vals[i]
+        for k in range(m):
+            grid[cells[k]] = vals[k]
 
 
 def free_groups(
@@ -361,21 +362,7 @@ def fill_boxes_matched(
     stack_k = np.empty(n + 1, dtype=np.int64)
     have = np.zeros(n + 1, dtype=np.bool_)
     for b in range(n):
-        u = 2 * n + b
-        have[:] = False
-        m = 0
-        for k in range(n):
-            c = units[u, k]
-            grid[c] = fixed[c]
-            have[fixed[c]] = True
-            if fixed[c] == 0:
-                cells[m] = c
-                m += 1
-        mv = 0
-        for v in range(1, n + 1):
-            if not have[v]:
-                vals[mv] = v
-                mv += 1
+        m, _ = _unit_gaps(fixed, units, 2 * n + b, grid, have, cells, vals)
         for i in range(m - 1, 0, -1):
             j = rng_below(rng, i + 1)
             t = cells[i]
