@@ -39,7 +39,15 @@ from pipeline.engine.dataset import (
     commit_part,
     read_claim,
 )
-from pipeline.engine.storage import Storage, StorageError, absolute, local_path, storage_errors, storage_for
+from pipeline.engine.storage import (
+    TEMP_PREFIX,
+    Storage,
+    StorageError,
+    absolute,
+    local_path,
+    storage_errors,
+    storage_for,
+)
 
 MANIFEST_VERSION = 1
 PART = re.compile(
@@ -107,7 +115,11 @@ def check_directory(url: str) -> Storage:
     store = storage_for(url)
     with storage_errors(f"cannot write the dataset {url}/"):
         names = store.listdir(url)
-    others = sorted(n for n in names if n not in OURS and not PART.match(n) and not TOKEN.match(n))
+    others = sorted(
+        n
+        for n in names
+        if n not in OURS and not PART.match(n) and not TOKEN.match(n) and not n.startswith(TEMP_PREFIX)
+    )
     if others:
         raise ValueError(
             f"{url}/ holds {others[0]!r}, which is not part of a dataset: give an empty or new directory"
@@ -119,10 +131,10 @@ def claim_directory(url: str, claim: Claim, lives: Callable[[Claim], bool]) -> N
     """Make `claim`'s job the one owner of the dataset directory, then clear what an earlier job left there
     (parts, manifest, `_SUCCESS`, `_temporary/`).
 
-    `_CLAIM` is created exclusively (O_EXCL; a conditional PUT on S3). A claim whose job no longer `lives`
-    (failed, purged or expired from our broker, its process gone) is taken over through the exclusive
-    token `_CLAIM.<generation>`, so of two jobs taking it over only one wins. DirectoryClaimed (one line
-    naming the owner and how to free the directory) while its job lives.
+    `_CLAIM` is created exclusively and whole (`Storage.create`: a reader never sees it half written). A
+    claim whose job no longer `lives` (failed, purged or expired from our broker, its process gone) is taken
+    over through the exclusive token `_CLAIM.<generation>`, so of two jobs taking it over only one wins.
+    DirectoryClaimed (one line naming the owner and how to free the directory) while its job lives.
     """
     store = storage_for(url)
     path = store.join(url, CLAIM)

@@ -516,6 +516,34 @@ def test_a_directory_whose_job_is_gone_is_taken_over_by_exactly_one_of_two_jobs_
     assert os.listdir(tmp_path / TEMP_DIR) == []
 
 
+def _claim_racing(url: str, job: str, barrier: threading.Barrier, outcomes: list[str]) -> None:
+    """Claim `url` for `job` once `barrier` lets every racer go; its outcome appended: won, refused or the error."""
+    barrier.wait()
+    try:
+        claim_directory(url, Claim(job=job, pid=os.getpid(), host="h" * 200), lambda held: True)
+        outcomes.append("won")
+    except DirectoryClaimed:
+        outcomes.append("refused")
+    except StorageError as exc:
+        outcomes.append(str(exc))
+
+
+def test_of_two_jobs_claiming_a_new_directory_at_once_one_wins_and_the_other_reads_a_whole_claim(tmp_path):
+    """The loser reads the winner's claim at once: it must never find it empty or half written."""
+    for round_ in range(150):
+        url, barrier, outcomes = str(tmp_path / f"d{round_}"), threading.Barrier(2), []
+        threads = [
+            threading.Thread(target=_claim_racing, args=(url, job, barrier, outcomes))
+            for job in (OTHER, "ef" * 8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(outcomes) == ["refused", "won"], (round_, outcomes)
+        assert not [n for n in os.listdir(url) if n.startswith("_tmp.")]
+
+
 def test_whether_a_claims_job_lives_is_told_by_its_broker_or_by_its_process_on_this_host():
     gone = subprocess.Popen(["true"])
     gone.wait()

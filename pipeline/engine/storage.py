@@ -100,13 +100,14 @@ class Storage(ABC):
     @abstractmethod
     def put(self, path: str, data: bytes | list[bytes]) -> None:
         """Write a whole file (`data`, or its pieces in order), durably (fsync'd on a filesystem), replacing
-        any file there."""
+        any file there at once (a reader sees the old file or the new one, never a part)."""
 
     @abstractmethod
     def create(self, path: str, data: bytes) -> bool:
-        """Write a whole file only where none is: False (nothing written) when one is there. Exclusive on a
-        filesystem (O_EXCL, NFS too) and on S3 (a conditional PUT); on a backend without conditional writes a
-        check then a write (two creators at the same instant may both succeed)."""
+        """Write a whole file only where none is: False (nothing written) when one is there. Exclusive, and
+        never seen half written, on a filesystem (a hard link of a whole temporary file, NFS too) and on S3 (a
+        conditional PUT); on a backend without conditional writes a check then a write (two creators at the
+        same instant may both succeed)."""
 
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
@@ -153,14 +154,15 @@ class LocalStorage(Storage):
         return open(_plain(path), "rb")  # noqa: SIM115 - the caller closes it
 
     def put(self, path: str, data: bytes | list[bytes]) -> None:
-        _write(os.open(_plain(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), _plain(path), data)
+        with _written_beside(_plain(path), data) as temp:
+            os.replace(temp, _plain(path))
 
     def create(self, path: str, data: bytes) -> bool:
-        try:
-            fd = os.open(_plain(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        _write(fd, _plain(path), data)
+        with _written_beside(_plain(path), data) as temp:
+            try:
+                os.link(temp, _plain(path))  # exclusive, and the file appears whole (O_EXCL showed it empty)
+            except FileExistsError:
+                return False
         return True
 
     def rename(self, src: str, dst: str) -> None:
@@ -190,6 +192,23 @@ class LocalStorage(Storage):
 
     def makedirs(self, path: str) -> None:
         os.makedirs(_plain(path), exist_ok=True)
+
+
+TEMP_PREFIX = "_tmp."  # a file being written beside its place (readers skip `_` names)
+
+
+@contextlib.contextmanager
+def _written_beside(path: str, data: bytes | list[bytes]) -> Iterator[str]:
+    """A temporary file beside `path` holding `data` (fsync'd), deleted on leaving: moved or linked into place
+    meanwhile, so that a reader of `path` never sees it half written."""
+    head, name = os.path.split(path)
+    temp = os.path.join(head, f"{TEMP_PREFIX}{name}.{os.getpid()}.{os.urandom(4).hex()}")
+    _write(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), temp, data)
+    try:
+        yield temp
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temp)
 
 
 def _write(fd: int, path: str, data: bytes | list[bytes]) -> None:
