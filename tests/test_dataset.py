@@ -517,7 +517,7 @@ def test_a_directory_whose_job_is_gone_is_taken_over_by_exactly_one_of_two_jobs_
 
 
 def _claim_racing(url: str, job: str, barrier: threading.Barrier, outcomes: list[str]) -> None:
-    """Claim `url` for `job` once every racer is at `barrier`; appends its outcome: won, refused or the error."""
+    """Claim `url` for `job` once both racers reach `barrier`; append the outcome: won, refused, the error."""
     barrier.wait()
     try:
         claim_directory(url, Claim(job=job, pid=os.getpid(), host="h" * 200), lambda held: True)
