@@ -29,6 +29,7 @@ SAMPLE = REPO / "client" / "samples" / "sample.txt"
 CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")  # shared/ by the repo
 NO_REDIS = "redis-server is not installed"
 SCREENSHOTS: list[Path] = []  # written by the browser tests, listed at the end of the run
+REPORTED_SCREENSHOTS: list[Path] = []  # SCREENSHOTS as the tests' reports carried them (from xdist's workers)
 
 
 def cli_command() -> list[str]:
@@ -113,12 +114,44 @@ def _need_redis() -> str:
     return path
 
 
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`). A file runs whole on one worker
+# (its module fixtures start once); these files, CPU-heavy (cold numba compiles, fuzzing, many processes
+# solving) or timing the seconds of real processes killed, restarted and raced, run one after another on
+# one worker while the other runs the rest.
+HEAVY = {
+    "test_first_run.py", "test_fuzz.py", "test_worker_faults.py", "test_faults.py", "test_multihost.py",
+    "test_pipeline_integration.py", "test_escalation.py",
+}  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for xdist's `--dist loadgroup` (see `HEAVY`); without xdist the marks do nothing."""
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("heavy" if name in HEAVY else name))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Carry the screenshots a test wrote on its report, to the process that prints the run's end (xdist's
+    controller under `-n`)."""
+    report = (yield).get_result()  # type: ignore[attr-defined]
+    if call.when == "teardown":
+        report.user_properties.extend(("screenshot", str(path)) for path in SCREENSHOTS)
+        SCREENSHOTS.clear()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the screenshots the reports carry (see `pytest_runtest_makereport`)."""
+    REPORTED_SCREENSHOTS.extend(Path(path) for key, path in report.user_properties if key == "screenshot")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """List the browser tests' screenshots; end a run that skipped integration tests for want of
     redis-server with a loud count of them."""
-    if SCREENSHOTS:
+    if REPORTED_SCREENSHOTS:
         terminalreporter.write_sep("-", "screenshots")
-        for path in SCREENSHOTS:
+        for path in REPORTED_SCREENSHOTS:
             terminalreporter.write_line(str(path))
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_REDIS in str(r.longrepr)]
     if skipped:
