@@ -114,23 +114,6 @@ def _need_redis() -> str:
     return path
 
 
-# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`). A file runs whole on one worker
-# (its module fixtures start once); these files, CPU-heavy (cold numba compiles, fuzzing, many processes
-# solving) or timing the seconds of real processes killed, restarted and raced, run one after another on
-# one worker while the other runs the rest.
-HEAVY = {
-    "test_first_run.py", "test_fuzz.py", "test_worker_faults.py", "test_faults.py", "test_multihost.py",
-    "test_pipeline_integration.py", "test_escalation.py",
-}  # fmt: skip
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group the tests for xdist's `--dist loadgroup` (see `HEAVY`); without xdist the marks do nothing."""
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("heavy" if name in HEAVY else name))
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Carry the screenshots a test wrote on its report, to the process that prints the run's end (xdist's
