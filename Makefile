@@ -24,7 +24,7 @@ test: $(VENV)/.test-deps  ## lint, then the whole suite (integration tests need 
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m worker.warm
-	$(BIN)/python -m pytest -q --durations=40
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=40
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

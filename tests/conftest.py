@@ -29,6 +29,7 @@ SAMPLE = REPO / "client" / "samples" / "sample.txt"
 CORPORA = Path(os.environ.get("SUDOKU_CORPORA") or REPO.parent / "shared" / "corpora")  # shared/ by the repo
 NO_REDIS = "redis-server is not installed"
 SCREENSHOTS: list[Path] = []  # written by the browser tests, listed at the end of the run
+REPORTED_SCREENSHOTS: list[Path] = []  # SCREENSHOTS as the tests' reports carried them (from xdist's workers)
 
 
 def cli_command() -> list[str]:
@@ -113,12 +114,27 @@ def _need_redis() -> str:
     return path
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Carry the screenshots a test wrote on its report, to the process that prints the run's end (xdist's
+    controller under `-n`)."""
+    report = (yield).get_result()  # type: ignore[attr-defined]
+    if call.when == "teardown":
+        report.user_properties.extend(("screenshot", str(path)) for path in SCREENSHOTS)
+        SCREENSHOTS.clear()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the screenshots the reports carry (see `pytest_runtest_makereport`)."""
+    REPORTED_SCREENSHOTS.extend(Path(path) for key, path in report.user_properties if key == "screenshot")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """List the browser tests' screenshots; end a run that skipped integration tests for want of
     redis-server with a loud count of them."""
-    if SCREENSHOTS:
+    if REPORTED_SCREENSHOTS:
         terminalreporter.write_sep("-", "screenshots")
-        for path in SCREENSHOTS:
+        for path in REPORTED_SCREENSHOTS:
             terminalreporter.write_line(str(path))
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_REDIS in str(r.longrepr)]
     if skipped:

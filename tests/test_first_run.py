@@ -1,5 +1,6 @@
 """A first run on a machine: the compile is announced only when it happens, `warm` does it ahead,
-and `--version` names the installed version. Each test compiles into its own empty numba cache."""
+and `--version` names the installed version. The tests compile into empty numba caches of their own,
+or share one (`first_solve`: one cold compile costs 10-20 s)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import time
 import tomllib
+from pathlib import Path
 from subprocess import PIPE
 from urllib.request import Request, urlopen
 
@@ -30,14 +32,27 @@ def run(*args: str, cache, stdin: str | None = None, env=None) -> subprocess.Com
 
 
 @pytest.fixture(scope="module")
-def cold_cache(tmp_path_factory):
-    """An empty numba cache shared by this module's tests, in order (each compiles what it needs)."""
-    return tmp_path_factory.mktemp("numba-cache")
+def first_solve(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """`solve -` of one puzzle on an empty numba cache: its output, the cache, and a copy of the cache as the
+    solve left it. The one cold compile of the solve kernels whose consequences several tests check (a
+    compile costs 10-20 s of CPU)."""
+    cache = tmp_path_factory.mktemp("numba-cache")
+    done = run("solve", "-", cache=cache, stdin=PUZZLE)
+    snapshot = tmp_path_factory.mktemp("numba-cache-after-one-solve") / "cache"
+    shutil.copytree(cache, snapshot)
+    return done, cache, snapshot
+
+
+@pytest.fixture(scope="module")
+def cold_cache(first_solve) -> Path:
+    """The numba cache shared by this module's tests, in order (each compiles what it needs), cold but for
+    `first_solve`'s compile."""
+    return first_solve[1]
 
 
 @pytest.mark.slow
-def test_a_cold_cache_is_announced_once_on_stderr_and_a_warm_one_not_at_all(cold_cache):
-    first = run("solve", "-", cache=cold_cache, stdin=PUZZLE)
+def test_a_cold_cache_is_announced_once_on_stderr_and_a_warm_one_not_at_all(cold_cache, first_solve):
+    first = first_solve[0]
     assert first.returncode == 0, first.stderr
     assert first.stderr.count(COMPILE_NOTICE) == 1 and '"status":"solved"' in first.stdout
     assert f"sudoku-batch: compiling the solvers {COMPILE_NOTICE}" in first.stderr
@@ -68,14 +83,19 @@ def summary_seconds(stderr: str) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("first", ["one puzzle", "a file"])
-def test_after_a_first_solve_of_either_kind_the_other_compiles_nothing(first, tmp_path):
+def test_after_a_first_solve_of_either_kind_the_other_compiles_nothing(first, tmp_path, first_solve):
     """The one-puzzle path (in-process) and a file's (local processes) load the same kernels before their
-    clock starts: whichever runs first compiles them, once, and its rate leaves the compile out."""
+    clock starts: whichever runs first compiles them, once, and its rate leaves the compile out. The
+    one-puzzle path's first solve on an empty cache is `first_solve`'s (a copy of the cache it left)."""
     cache = tmp_path / "cache"
     one = (("solve", "-"), PUZZLE)
     whole = (("solve", str(SAMPLE), "-o", str(tmp_path / "out.jsonl")), None)
     (args, stdin), (then, then_stdin) = (one, whole) if first == "one puzzle" else (whole, one)
-    done = run(*args, cache=cache, stdin=stdin)
+    if first == "one puzzle":
+        done = first_solve[0]
+        shutil.copytree(first_solve[2], cache)
+    else:
+        done = run(*args, cache=cache, stdin=stdin)
     assert done.returncode == 0 and done.stderr.count(COMPILE_NOTICE) == 1, done.stderr
     assert summary_seconds(done.stderr) < 5, done.stderr  # the compile (10 s and more) is not the job's
     after = compiled(cache)
@@ -85,9 +105,12 @@ def test_after_a_first_solve_of_either_kind_the_other_compiles_nothing(first, tm
 
 
 @pytest.mark.slow
-def test_local_processes_compiling_at_once_say_so_once_and_the_rate_leaves_their_compile_out(tmp_path):
+def test_local_processes_compiling_at_once_say_so_once_and_the_rate_leaves_their_compile_out(
+    tmp_path, first_solve
+):
     cache = tmp_path / "cache"
-    assert run("solve", "-", "-q", cache=cache, stdin=PUZZLE).returncode == 0  # the kernels every solve loads
+    assert first_solve[0].returncode == 0  # the kernels every solve loads, and no others
+    shutil.copytree(first_solve[2], cache)
     stuck = tmp_path / "stuck.txt"
     stuck.write_text((STUCK + "\n") * 4)
     env = {"SUDOKU_BATCH_MAX_CHUNK_BYTES": "83"}  # a chunk a puzzle: two processes race (and compile) at once
