@@ -32,6 +32,17 @@ SCREENSHOTS: list[Path] = []  # written by the browser tests, listed at the end 
 REPORTED_SCREENSHOTS: list[Path] = []  # SCREENSHOTS as the tests' reports carried them (from xdist's workers)
 
 
+def corpus_file(name: str) -> Path:
+    """A file of the shared corpora (`CORPORA`): the test is skipped without it, and fails under CI=true (CI
+    has ../shared)."""
+    path = CORPORA / name
+    if not path.exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{path} is missing, and CI=true has the shared corpora")
+        pytest.skip(f"{path} is missing")
+    return path
+
+
 def cli_command() -> list[str]:
     """The `sudoku-batch` command of this interpreter's environment."""
     script = Path(sys.executable).with_name("sudoku-batch")

@@ -10,7 +10,6 @@ solver are skipped for that solver only.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from solvers.kernel.outcome import OUTCOME_NAMES
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box
 from solvers.model.verify import is_solution
+from tests.conftest import corpus_file
 
 DATA = Path(__file__).parent / "data" / "conformance.txt"
 TIME_LIMIT = 10.0  # seconds per puzzle: far above every solver's time on every kept line
@@ -83,11 +83,7 @@ def test_the_conformance_data_covers_every_box_shape_and_every_kind_of_outcome()
 
 
 def test_the_tdoku_lines_are_tdokus_whole_test_set_with_its_expected_counts() -> None:
-    env = os.environ.get("SUDOKU_CORPORA")
-    corpora = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "corpora"
-    source = corpora / "9x9" / "tdoku_test_puzzles.txt"
-    if not source.exists():
-        pytest.skip(f"{source} is missing")
+    source = corpus_file("9x9/tdoku_test_puzzles.txt")
     expected = source.with_suffix(".expected.tsv").read_text().splitlines()[1:]
     wanted = [(p, *e.split("\t")) for p, e in zip(source.read_text().split(), expected, strict=True)]
     ours = [(c.puzzle, str(c.count), c.solution or "") for c in CASES if c.origin.startswith("tdoku:")]

@@ -6,11 +6,9 @@ Correct counts and solutions on real puzzles are the job of tests/test_conforman
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution, verify_batch
-from tests.conftest import wait_until
+from tests.conftest import corpus_file, wait_until
 from tests.data.make_conformance import full_grid, py_count
 from tests.grids import blank, pattern_grid
 
@@ -32,18 +30,10 @@ EXAMPLE = ".5..83.17...1..4..3.4..56.8....3...9.9.8245....6....7...9....5...729.
 MANY = 2**62  # a solution limit no search reaches: count every solution
 
 
-def corpora_dir() -> Path:
-    """The shared corpora: $SUDOKU_CORPORA, else shared/corpora beside the repository."""
-    env = os.environ.get("SUDOKU_CORPORA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "corpora"
-
-
 def hard_25x25() -> np.ndarray:
     """The first of Alain Frisch's minimal 25x25 puzzles, which no solver here finishes in
     a fraction of a second; the test is skipped when the corpora are not there."""
-    path = corpora_dir() / "25x25" / "gecode_frisch_25x25.txt"
-    if not path.exists():
-        pytest.skip(f"{path} is missing")
+    path = corpus_file("25x25/gecode_frisch_25x25.txt")
     with path.open() as f:
         return parse_puzzle(f.readline().strip(), BIG).givens[None, :]
 

@@ -7,7 +7,6 @@ Tests reading the shared corpora skip when those files are missing.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from solvers.exact.propagation16 import build_nconf16, build_perm16, kernel16
 from solvers.model.parse import parse_compact_batch, parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution, verify_batch
+from tests.conftest import corpus_file
 from tests.grids import blank, pattern_grid
 
 SOLVER = EXACT_SOLVERS["propagation"]
@@ -40,11 +40,7 @@ CONFORMANCE = Path(__file__).parent / "data" / "conformance.txt"
 
 
 def corpus(name: str) -> Path:
-    root = Path(os.environ.get("SUDOKU_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
-    path = root / name
-    if not path.exists():
-        pytest.skip(f"{path} is missing")
-    return path
+    return corpus_file(name)
 
 
 def read(name: str, box: Box = NINE) -> tuple[list[str], np.ndarray]:
