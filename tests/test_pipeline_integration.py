@@ -14,7 +14,7 @@ import time
 import pytest
 import redis
 
-from tests.conftest import CORPORA, SAMPLE, check_records, job_keys_now, run_cli
+from tests.conftest import CORPORA, SAMPLE, check_records, corpus_file, job_keys_now, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 LINES = SAMPLE.read_text().splitlines()
@@ -177,8 +177,8 @@ def test_worker_processes_killed_mid_chunk_lose_nothing_and_duplicate_nothing(wo
 FRISCH = CORPORA / "25x25" / "gecode_frisch_25x25.txt"
 
 
-@pytest.mark.skipif(not FRISCH.exists(), reason="needs the shared corpora (a grid the first pass leaves)")
 def test_a_worker_killed_between_the_parts_of_a_chunk_leaves_one_record_per_line(workers, tmp_path):
+    corpus_file("25x25/gecode_frisch_25x25.txt")  # a grid the first pass leaves to the race
     # one chunk: 10 easy puzzles, a frisch 25x25 grid the first pass leaves to the race (~10 s), 10 easy
     easy = SAMPLE.read_text().splitlines()
     puzzles = easy[:10] + FRISCH.read_text().splitlines()[:1] + easy[10:20]

@@ -15,7 +15,7 @@ from pipeline.engine.reader import read_blocks
 from solvers.model.entries import read_entries
 from solvers.model.parse import CR_INSIDE, clash_mask, parse_compact_batch, too_long
 from solvers.model.puzzle import ALPHABET, Box
-from tests.conftest import CORPORA, SAMPLE
+from tests.conftest import SAMPLE, corpus_file
 from tests.grids import blank, pattern_grid
 
 SAMPLE_LINES = SAMPLE.read_text().splitlines()
@@ -57,9 +57,7 @@ def fast(source, box=None):
      "25x25/gecode_frisch_25x25.txt", "16x16/original/gecode_janko_16x16.concat.dzn"],
 )  # fmt: skip
 def test_the_fast_reader_reads_public_corpora_exactly_like_read_entries(name):
-    path = CORPORA / name
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
+    path = corpus_file(name)
     assert fast(path) == entries(path)
 
 

@@ -17,7 +17,7 @@ from client.store import Checkpoint
 from pipeline.contract.keys import JobKeys
 from pipeline.contract.part import Part
 from pipeline.contract.tasks import SOLVE_TASK_NAME as TASK_NAME
-from tests.conftest import CORPORA, SAMPLE, chunk_task
+from tests.conftest import CORPORA, SAMPLE, chunk_task, corpus_file
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "0a" * 16
@@ -88,8 +88,7 @@ FRISCH = CORPORA / "25x25" / "gecode_frisch_25x25.txt"
 def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_record_per_line(
     fake_redis, worker_tasks, worker_board, monkeypatch
 ):
-    if not FRISCH.exists():
-        pytest.skip("needs the shared corpora (a 25x25 grid the first pass leaves to the race)")
+    corpus_file("25x25/gecode_frisch_25x25.txt")  # a 25x25 grid the first pass leaves to the race
     store = new_job(fake_redis)
     texts = LINES[:5] + FRISCH.read_text().splitlines()[:1] + LINES[5:10]
     task = chunk_task(JOB, texts, portfolio="race", time_limit=1.0, format="jsonl")
