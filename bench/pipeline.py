@@ -132,7 +132,7 @@ def fleet(tmp: Path, name: str) -> Iterator[tuple[str, subprocess.Popen, Any, li
         for i in range(2):
             log = open(tmp / f"{name}worker{i}.log", "wb")  # noqa: SIM115
             cmd = [*CLI, "worker", "--broker", url, "--concurrency", "1"]
-            roots = {"SUDOKU_BATCH_DATA_ROOTS": f"{tmp},{CORPORA}"}  # the dataset runs' inputs and outputs
+            roots = {"SUDOKU_BATCH_DATA_ROOTS": f"{tmp},{CORPORA},{SAMPLE.parent}"}  # the dataset runs' files
             workers.append(
                 subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **roots})
             )
