@@ -37,7 +37,7 @@ from client.plan import (
 )
 from client.pool import LocalPool, default_workers, max_workers, warm_solvers
 from client.producer import Producer
-from client.store import Checkpoint, JobStore
+from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED, Checkpoint, JobStatus, JobStore
 from client.transport import CeleryTransport, LocalTransport, Transport
 from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.outbox import parse_task
@@ -304,6 +304,13 @@ class BatchClient:
     def job(self, job_id: str) -> Job:
         """Attach to an existing job (broker mode: from any machine)."""
         return Job(self, job_id, None, [])
+
+    def jobs(self, limit: int = DEFAULT_JOBS_LISTED) -> list[JobStatus]:
+        """The statuses of the `limit` newest jobs on the broker (embedded: in this process), newest first:
+        what `sudoku-batch jobs` lists; ValueError (one line) for a limit outside 1..MAX_JOBS_LISTED."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_JOBS_LISTED:
+            raise ValueError(f"the jobs listed: {limit!r} is not a whole number from 1 to {MAX_JOBS_LISTED}")
+        return self.store.jobs(limit)
 
     def _redis_store(self) -> RedisJobStore:
         """The broker's job store (broker mode only)."""

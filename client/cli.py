@@ -1,4 +1,4 @@
-"""`sudoku-batch`: solve, submit, collect, status, worker, health, purge, generate, warm, serve.
+"""`sudoku-batch`: solve, submit, collect, status, jobs, cancel, worker, health, purge, generate, warm, serve.
 
 Exit 0 ok, 1 failed, 2 usage; interrupted by a signal: 128 + its number (Ctrl-C 130, SIGTERM 143).
 """
@@ -34,6 +34,7 @@ from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled, say_interrupted
 from client.numbers import plural
+from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED
 from client.target import ReaderGone
 from pipeline.contract.formats import COMPRESSIONS, OUTPUTS
 from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
@@ -103,6 +104,12 @@ COMMANDS: dict[str, tuple[str, list[Option]]] = {  # command -> (its help, its o
     "status": ("show a job's progress, counts, rate and live workers", [
         (("job",), {}), BROKER, (("--json",), dict(action="store_true")),
     ]),
+    "jobs": ("list the jobs on the broker, newest first: phase, progress, rate, age, inputs", [
+        BROKER, (("--json",), dict(action="store_true", help="one JSON array of the jobs' statuses")),
+        (("--limit",), dict(type=int, default=DEFAULT_JOBS_LISTED, metavar="N", help=f"at most N jobs "
+                            f"(default: {DEFAULT_JOBS_LISTED}; 1 to {MAX_JOBS_LISTED})")),
+    ]),
+    "cancel": ("stop a job's solving for good; what it solved stays collectable", [(("job",), {}), BROKER]),
     "worker": ("start a Celery worker for the broker", [
         LOCAL_BROKER_OPTION,
         (("--concurrency",), dict(type=int, metavar="N", help="worker processes (default: cores)")),
@@ -189,7 +196,10 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
             return run_warm()
         if args.command == "worker":
             args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
-        commands = {"status": _status, "purge": _purge, "health": _health, "serve": _serve, "worker": _worker}
+        commands = {
+            "status": _status, "jobs": _jobs, "cancel": _cancel, "purge": _purge, "health": _health,
+            "serve": _serve, "worker": _worker,
+        }  # fmt: skip
         return commands[args.command](args, settings)
     except UsageError as exc:
         say_error(str(exc))
@@ -267,6 +277,57 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
             f"submission incomplete: {submitted} submitted, {why}; "
             f"resume it: {resume_command(status.job, status.inputs, broker_option(args))}"
         )
+    return EXIT_OK
+
+
+def _jobs(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Print the newest jobs on the broker, a line each (or `--json`: their statuses as one array)."""
+    import json
+    import time
+
+    from client import numbers
+    from client.batch import BatchClient
+
+    if not 1 <= args.limit <= MAX_JOBS_LISTED:
+        raise UsageError(f"--limit {args.limit}: list 1 to {MAX_JOBS_LISTED} jobs")
+    url = broker_url(args, settings, True)
+    jobs = BatchClient(url, settings=settings).jobs(args.limit)
+    if args.json:
+        print(json.dumps([job.model_dump(mode="json") for job in jobs], indent=2))
+        return EXIT_OK
+    now = time.time()
+    print(f"{'JOB':<32}  {'PHASE':<10} {'PROGRESS':>21} {'PUZZLES/S':>10} {'AGE':>12}  INPUTS")
+    for job in jobs:
+        total = numbers.count(job.total) if job.total is not None else f"{numbers.count(job.submitted)}+"
+        progress = f"{numbers.count(job.done)}/{total}"
+        age = numbers.duration(max(0.0, now - job.created))
+        rate = numbers.per_second(job.rate)
+        print(f"{job.job:<32}  {job.phase:<10} {progress:>21} {rate:>10} {age:>12}  {', '.join(job.inputs)}")
+    return EXIT_OK
+
+
+def _cancel(args: argparse.Namespace, settings: ClientSettings) -> int:
+    """Cancel a job (`Job.cancel`): exit 0 once it is cancelled (or was), 1 in one line for a job that is
+    gone or finished (nothing runs to stop)."""
+    from client import numbers
+    from client.batch import BatchClient
+
+    url, job_id = broker_url(args, settings, True), check_job_id(args.job)
+    job = BatchClient(url, settings=settings).job(job_id)
+    before = job.status()
+    if before.state == "unknown":
+        say_error(str(before.error))
+        return EXIT_FAILED
+    if before.phase in ("done", "failed"):
+        say_error(f"job {job_id} is {before.phase}: nothing to cancel")
+        return EXIT_FAILED
+    if before.phase != "cancelled" and not job.cancel() and job.status().phase != "cancelled":
+        say_error(f"no such job {job_id} (purged or expired as it was cancelled)")
+        return EXIT_FAILED
+    now = job.status()
+    total = numbers.count(now.total) if now.total is not None else f"{numbers.count(now.submitted)}+"
+    was = "was cancelled already" if before.phase == "cancelled" else "cancelled"
+    print(f"job {job_id}: {was}, {numbers.count(now.done)}/{total} puzzles answered (collect writes them)")
     return EXIT_OK
 
 

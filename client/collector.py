@@ -41,7 +41,8 @@ def stream_chunks(
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
     Collected results are kept `result_ttl` seconds (so `collect` can run again), or
-    deleted at once when `result_ttl` is 0. Raises JobFailed when the job failed, its
+    deleted at once when `result_ttl` is 0. Raises JobFailed when the job failed (or was
+    cancelled: after every part it holds was yielded), its
     producer died, a result expired before it was collected, or nothing arrived for
     `idle_timeout` seconds. `sweep` is called while waiting with the seconds since the
     last result arrived (broker mode: `client.resend.Resender.sweep`, for lost tasks).
@@ -55,6 +56,7 @@ def stream_chunks(
     cursor = 0
     last_progress = time.monotonic()
     meta_due = 0.0  # when the job's metadata is read next (at once after parts arrived)
+    last_look = False  # a cancelled job's arrivals read once more after its cancel was seen
     while True:
         ids, cursor = store.arrivals(job, cursor)
         fresh = [c for c in dict.fromkeys(ids) if c not in seen]
@@ -82,6 +84,9 @@ def stream_chunks(
             raise JobFailed(f"no job {job} (never created, purged, or expired)")
         state = meta.get("state")
         if state == "failed":
+            if meta.get("cancelled") and not last_look:  # a part published just before the cancel: read it
+                last_look = True
+                continue
             raise JobFailed(meta.get("error") or "the job failed")
         want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
         if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits

@@ -384,15 +384,19 @@ class Job:
                 "read it there (pandas, pyarrow, DuckDB)"
             )
 
-    def cancel(self, *, fail: bool = True, wait: float = 30.0) -> None:
-        """Stop reading input, waiting at most `wait` s for the producer; results stored stay until purged.
-        `fail` marks the job failed; without it the job stays as it is and a resume can go on from its
-        checkpoint (broker mode)."""
+    def cancel(self, *, fail: bool = True, wait: float = 30.0) -> bool:
+        """Stop the job: its solving (`JobStore.cancel`: workers stop within their stop poll, queued chunks
+        are dropped) and this process's reading of its input (waiting at most `wait` s for the producer);
+        results stored stay until purged (collectable). `fail` marks the job cancelled, from any process
+        (True when this call did: False for a job gone or stopped already); without it only this process's
+        producer stops, the job stays as it is and a resume can go on from its checkpoint (broker mode)."""
+        cancelled = self.client.store.cancel(self.id) if fail else False
         if self._producer is None:
-            return
+            return cancelled
         self._producer.stop(fail)
         if not self._done.wait(wait) and not fail:  # still blocked in a read or a send: it has left anyway
             self._producer.leave()
+        return cancelled
 
     def purge(self, *, stop: bool = True) -> int:
         """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""

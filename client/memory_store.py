@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from client.store import Decode, JobStore, Superseded, decode_solve
+from client.store import CANCELLED, Decode, JobStore, Superseded, decode_solve
 from pipeline.contract.part import Part, PartStats
 from pipeline.contract.runs import overlaps
 
@@ -128,6 +128,21 @@ class MemoryStore(JobStore):
     def job_ids(self, most: int) -> list[str]:
         with self._cond:
             return list(self._meta)[:most]
+
+    def created_at(self, jobs: Sequence[str]) -> dict[str, float]:
+        with self._cond:
+            metas = [(job, self._meta.get(job, {})) for job in jobs]
+        return {job: float(meta["created"]) for job, meta in metas if "created" in meta}
+
+    def cancel(self, job: str) -> bool:
+        """The job marked cancelled as in Redis (no stop key: this process's own pool runs its chunks)."""
+        with self._cond:
+            meta = self._meta.get(job)
+            if meta is None or meta.get("cancelled"):
+                return False
+            meta.update(state="failed", error=CANCELLED, cancelled=f"{time.time():.3f}")
+            self._cond.notify_all()
+            return True
 
     def _kept(self, job: str, chunks: Sequence[Any]) -> list[tuple[Any, bytes | None] | None]:
         with self._cond:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from client.config import ClientSettings
 from client.pending import ChunkSizer, Pending, joined_runs, merged_runs
 from client.plan import HEAD_BYTES, JobSpec, ResumeRefused, Source
-from client.store import Checkpoint, JobStore, Superseded
+from client.store import CANCELLED, Checkpoint, JobStore, Superseded
 from client.transport import Transport
 from pipeline.contract.part import Part
 from pipeline.contract.tasks import MAX_SPLIT_ENTRIES, ChunkTask, InputRange, solver_seed
@@ -160,7 +160,7 @@ class Producer:
             raise
         except JobCancelled:
             if self._fail_on_stop:  # on purpose: `status` says cancelled, never "resume it"
-                self._fail("the job was cancelled", {"cancelled": f"{time.time():.3f}"})
+                self._fail(CANCELLED, {"cancelled": f"{time.time():.3f}"})
             else:
                 self.leave()
             raise

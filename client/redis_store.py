@@ -17,7 +17,7 @@ import redis
 
 from client.config import ClientSettings
 from client.redis_read import read_large
-from client.store import Checkpoint, JobStore, Superseded
+from client.store import CANCELLED, Checkpoint, JobStore, Superseded
 from pipeline.contract.keys import (
     Frontier,
     JobKeys,
@@ -74,22 +74,32 @@ class RedisJobStore(JobStore):
             commands += wake_commands(k, ttl)
         self._unless_stopped(k, commands)
 
-    def _unless_stopped(self, k: JobKeys, commands: list[tuple[Any, ...]]) -> None:
+    def _unless_stopped(self, k: JobKeys, commands: list[tuple[Any, ...]]) -> bool:
         """Run `commands` in one MULTI under WATCH of the job's stop key, unless the job is stopped or gone
-        (a purge sets the key first: set in between, the EXEC is void and this looks again)."""
+        (a purge sets the key first: set in between, the EXEC is void and this looks again); True if run."""
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
                 try:
                     pipe.watch(k.stop)
                     if job_stopped(pipe, k):
-                        return
+                        return False
                     pipe.multi()
                     for command in commands:
                         pipe.execute_command(*command)
                     pipe.execute()
-                    return
+                    return True
                 except redis.WatchError:
                     continue
+        return False
+
+    def cancel(self, job: str) -> bool:
+        """One MULTI under WATCH of the stop key: the job marked cancelled (failed, `CANCELLED`) and its stop
+        key set for the job's life (workers solving it stop within their poll, its queued chunks are dropped
+        unsolved, its producer is fenced off); its parts stay, a collector waiting on it wakes."""
+        k, ttl = self.keys(job), self.settings.job_ttl
+        fields = {"state": "failed", "error": CANCELLED, "cancelled": f"{time.time():.3f}"}
+        commands = [*_hset(k.meta, fields, ttl), ("SET", k.stop, "cancelled", "EX", ttl)]
+        return self._unless_stopped(k, commands + wake_commands(k, ttl))
 
     def claim(self, job: str) -> str:
         token = uuid.uuid4().hex
@@ -191,6 +201,14 @@ class RedisJobStore(JobStore):
                 if len(found) >= most:
                     break
         return list(found)
+
+    def created_at(self, jobs: Sequence[str]) -> dict[str, float]:
+        """One pipelined HGET per job (a round trip for them all)."""
+        pipe = self.r.pipeline(transaction=False)
+        for job in jobs:
+            pipe.hget(self.keys(job).meta, "created")
+        raw = pipe.execute() if jobs else []
+        return {job: float(at) for job, at in zip(jobs, raw, strict=True) if at is not None}
 
     def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
         k = self.keys(job)

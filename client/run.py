@@ -181,7 +181,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     JOB -o FILE` (the same file: it goes on from that length). `collect` keeps what it wrote `result_ttl` s
     (it may be run again into another file); so do outputs that cannot be gone on with (stdout, a FIFO,
     Parquet). `purge` then deletes the job. Interrupted, the records written so far are kept in the output
-    (whole records).
+    (whole records); a cancelled job's records (all it has) are kept too, and the exit is still 1.
     """
     meta = job.client.store.meta(job.id)
     if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
@@ -195,7 +195,7 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         say_error(f"job {job.id}: {exc}")
         return EXIT_FAILED
     wait, refresh = _watch(job, args, progress, written)
-    interrupted = failed = False
+    interrupted = failed = cancelled = False
     committed = ""  # a dataset's commit: where, how many records
     try:
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
@@ -213,14 +213,18 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
     except (JobFailed, ConnectionError, OSError, RuntimeError, ValueError) as exc:  # FormatMismatch too
         failed = True  # every record may be written yet the commit or the merge failed: never exit 0
         progress.close()
-        say_error(f"job {job.id}: {mask_url(str(exc))}{resume_hint(job, args)}")
+        # cancelled: every record it has is written; the file is kept with them (still exit 1: not all)
+        cancelled = isinstance(exc, JobFailed) and isinstance(output, Output) and _cancelled(job)
+        where = args.output or "stdout"
+        kept = f": its {plural(written.rows, 'record')} kept in {where}" if cancelled else ""
+        say_error(f"job {job.id}: {mask_url(str(exc))}{kept}{resume_hint(job, args)}")
     except KeyboardInterrupt:
         interrupted = True
         progress.close()
         raise
     finally:
         summary.finish()
-        output.close(keep=written.complete or interrupted)
+        output.close(keep=written.complete or interrupted or cancelled)
         if written.complete:
             progress.update(written.rows, written.rows, written.rows, force=True)
         progress.close()
@@ -228,6 +232,15 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
             where = (output.path if isinstance(output, DatasetOutput) else args.output) or "stdout"
             print(f"interrupted: {how_far(job, written.rows)} written to {where}", file=sys.stderr)
     return _finish(job, args, summary, purge, committed) if written.complete and not failed else EXIT_FAILED
+
+
+def _cancelled(job: Job) -> bool:
+    """True when the job was cancelled (what a collection of it found is all it will have)."""
+    try:
+        return bool(job.client.store.meta(job.id).get("cancelled"))
+    except Exception as exc:  # noqa: BLE001 - the broker went: the output is not kept, as for a failure
+        log.warning("job %s: not known whether it was cancelled: %s", job.id, exc)
+        return False
 
 
 def _open_output(

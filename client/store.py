@@ -33,6 +33,10 @@ def decode_solve(payload: bytes | bytearray, job: str, chunk: int) -> Part:
     return Part.decode(payload)
 
 
+CANCELLED = "the job was cancelled"  # the error of a job cancelled (`Job.cancel`, `sudoku-batch cancel`)
+DEFAULT_JOBS_LISTED = 20  # `sudoku-batch jobs` (`--limit`), `BatchClient.jobs`
+MAX_JOBS_LISTED = 1000  # each listed job costs its status (a few reads of the broker)
+MAX_JOBS_SCANNED = 10_000  # job ids `JobStore.jobs` reads to find the newest: a bounded scan of the broker
 PRODUCER_SILENT_S = 5.0  # a producer silent this long may be dead: `status` says so, a resume may take over
 
 
@@ -63,6 +67,7 @@ class JobStatus(BaseModel):
     state: str  # producing | produced | failed | unknown (the stored state; `phase` is what users read)
     phase: str = ""  # submitting | stopped | solving | done | failed | cancelled | unknown
     inputs: list[str] = []
+    created: float = 0.0  # when the job was created (epoch s): `jobs` lists the newest first
     submitted: int = 0  # puzzles read so far (read in splits: counted by the workers so far; then the total)
     total: int | None = None
     done: int = 0
@@ -168,6 +173,23 @@ class JobStore(ABC):
         """The ids of up to `most` jobs the store holds, in no particular order."""
 
     @abstractmethod
+    def created_at(self, jobs: Sequence[str]) -> dict[str, float]:
+        """When each of `jobs` was created (epoch s); a job gone (or not created yet) is left out."""
+
+    def jobs(self, most: int) -> list[JobStatus]:
+        """The statuses of the `most` newest jobs the store holds, newest first (of the first
+        `MAX_JOBS_SCANNED` ids found: the scan is bounded; a job gone meanwhile is left out)."""
+        created = self.created_at(self.job_ids(MAX_JOBS_SCANNED))
+        newest = sorted(created, key=lambda job: (-created[job], job))[:most]
+        return [s for s in (self.status(job) for job in newest) if s.state != "unknown"]
+
+    @abstractmethod
+    def cancel(self, job: str) -> bool:
+        """Stop the job for good, keeping its results: marked failed (`CANCELLED`) and `cancelled`, and
+        (broker) its stop key set for the job's life, so workers drop its chunks and write nothing more.
+        False when the job is gone or stopped already (purged, cancelled)."""
+
+    @abstractmethod
     def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
         """Let collected results expire after `ttl` seconds."""
 
@@ -241,6 +263,7 @@ class JobStore(ABC):
         if total is None and splits and meta.get("state") == "produced":
             total = self.split_total(job)  # read in splits: known once its workers counted every split
         rate = done / elapsed if done else 0.0
+        going = not meta.get("cancelled")  # a cancelled job has no ETA
         checkpoint = Checkpoint.of(meta)
         # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
         # never show fewer puzzles or chunks submitted than are answered or checkpointed; read in
@@ -253,6 +276,7 @@ class JobStore(ABC):
             state=meta.get("state", "unknown"),
             phase=job_phase(meta, done, total),
             inputs=input_names(meta),
+            created=float(meta["created"]),
             submitted=total if total is not None else submitted,
             total=total,
             done=done,
@@ -261,7 +285,7 @@ class JobStore(ABC):
             chunks_done=chunks_done,
             elapsed_s=elapsed,
             rate=rate,
-            eta_s=(total - done) / rate if total is not None and rate > 0 else None,
+            eta_s=(total - done) / rate if total is not None and rate > 0 and going else None,
             workers=self.live_workers(),
             resent=int(meta.get("resent", 0)),
             error=meta.get("error"),
@@ -276,9 +300,11 @@ class JobStore(ABC):
 
 def _elapsed(meta: dict[str, str], done: int, last: float, submission: str) -> float:
     """Seconds a job's rate is counted over: to its last answer (`last`, epoch s), to now while it runs,
-    to its producer's last beat when its submission stopped (the rate of what it did)."""
+    to its producer's last beat when its submission stopped, to the cancel (the rate of what it did)."""
     created = float(meta["created"])
     elapsed = max(1e-9, (last or time.time()) - created)
+    if meta.get("cancelled"):  # nothing more comes: the rate of what it did until the cancel
+        return max(1e-9, max(last, float(meta["cancelled"])) - created)
     if submission == "stopped":  # nothing more comes until a resume
         beat = float(meta.get("producer_beat") or 0.0)
         return max(1e-9, max(last, beat) - created) if last or beat else elapsed

@@ -153,3 +153,42 @@ def test_a_waiting_collector_wakes_when_a_part_arrives_or_the_job_changes_and_no
         assert store.wait_arrival(JOB, 10)
         assert time.monotonic() - start < 5  # woken, not timed out
         timer.join()
+
+
+def test_jobs_lists_the_newest_first_with_phase_progress_and_inputs_the_same_in_every_store(store):
+    now = time.time()
+    older, newer = "0e" * 16, "1f" * 16
+    store.create(older, {"created": f"{now - 60:.3f}", "state": "produced", "total": "2", "inputs": "a.txt"})
+    store.create(newer, {"created": f"{now - 5:.3f}", "state": "producing", "inputs": "b.txt\nc.txt"})
+    store.put_result(older, answered_chunk(older, 0, "a.txt", [0, 1], [1, 2], ["x", "y"], ["bad", "bad"]))
+    store.put_result(newer, answered_chunk(newer, 0, "b.txt", [0], [1], ["x"], ["bad"]))
+    shown = [(s.job, s.phase, s.done, s.total, s.inputs, round(s.created)) for s in store.jobs(10)]
+    assert shown == [
+        (newer, "submitting", 1, None, ["b.txt", "c.txt"], round(now - 5)),
+        (older, "done", 2, 2, ["a.txt"], round(now - 60)),
+    ]
+    assert [s.job for s in store.jobs(1)] == [newer]
+    store.purge(newer)
+    assert [s.job for s in store.jobs(10)] == [older]
+
+
+def test_cancel_marks_the_job_cancelled_once_keeps_its_results_and_the_collector_ends_after_them(store):
+    store.create(JOB, {"created": str(time.time()), "state": "producing", "checkpoint": "{}"})
+    store.put_result(JOB, chunk(2, 0, 0))
+    assert store.cancel(JOB) and not store.cancel(JOB)  # a second cancel finds it stopped
+    status = store.status(JOB)
+    assert (status.phase, status.state, status.error, status.done, status.eta_s) == (
+        "cancelled", "failed", "the job was cancelled", 2, None
+    )  # fmt: skip
+    read: list[int] = []
+    with pytest.raises(JobFailed, match="the job was cancelled"):
+        for part in stream_chunks(store, JOB, result_ttl=60, poll=0.01):
+            read.append(part.header.chunk)
+    assert read == [0]
+    assert store.fetch(JOB, [(0, 0)]) != [None]
+    assert not store.cancel("ef" * 16)  # no such job
+    if isinstance(store, RedisJobStore):  # workers drop its chunks and write nothing more
+        stop = f"sbatch:job:{JOB}:stop"
+        assert store.r.get(stop) == b"cancelled" and store.r.ttl(stop) > store.settings.stop_ttl
+        store.update(JOB, {"state": "produced"})
+        assert store.meta(JOB)["state"] == "failed"

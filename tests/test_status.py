@@ -237,3 +237,34 @@ def test_collect_of_a_killed_submission_says_what_it_waits_for_then_gives_up_whe
         f"sudoku-batch: error: job {JOB}: the producer stopped after submitting 10 puzzles"
     ), err
     assert 2 < waited < 6  # 9 s after the producer's last beat
+
+
+def test_jobs_prints_a_line_a_job_newest_first_and_json_the_same_statuses(store, capsys):
+    answered(store, time.time() - 90, {"state": "produced", "total": "5", "chunks_total": "1"}, [LINES[:5]])
+    newer = "6b" * 16
+    store.create(newer, {"created": f"{time.time() - 2:.3f}", "state": "producing", "inputs": "big.txt"})
+    assert main(["jobs", "--broker", URL]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["JOB", "PHASE", "PROGRESS", "PUZZLES/S", "AGE", "INPUTS"]
+    assert lines[1].split()[:3] == [newer, "submitting", "0/0+"] and lines[1].endswith("  big.txt")
+    assert lines[2].split()[:3] == [JOB, "done", "5/5"] and "1 min 30 s" in lines[2]
+    assert len(lines) == 3
+    assert main(["jobs", "--broker", URL, "--json", "--limit", "1"]) == 0
+    (only,) = json.loads(capsys.readouterr().out)
+    assert (only["job"], only["phase"], only["inputs"], only["done"]) == (newer, "submitting", ["big.txt"], 0)
+    assert set(only) >= {"created", "rate", "total", "elapsed_s", "state"}
+
+
+@pytest.mark.parametrize("limit", ["0", "1001"])
+def test_jobs_with_a_limit_out_of_bounds_is_a_one_line_usage_error(store, capsys, limit):
+    assert main(["jobs", "--broker", URL, "--limit", limit]) == 2
+    assert capsys.readouterr().err == f"sudoku-batch: error: --limit {limit}: list 1 to 1000 jobs\n"
+    with pytest.raises(ValueError, match="not a whole number from 1 to 1000"):
+        BatchClient(URL, settings=SETTINGS).jobs(int(limit))
+
+
+def test_cancel_of_a_finished_job_changes_nothing_and_says_so_in_one_line(store, capsys):
+    answered(store, time.time() - 20, {"state": "produced", "total": "5", "chunks_total": "1"}, [LINES[:5]])
+    assert main(["cancel", JOB, "--broker", URL]) == 1
+    assert capsys.readouterr().err == f"sudoku-batch: error: job {JOB} is done: nothing to cancel\n"
+    assert store.status(JOB).phase == "done"

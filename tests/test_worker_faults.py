@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -94,6 +95,84 @@ def test_a_purge_stops_the_workers_solving_the_job_and_no_key_of_it_survives(wor
     assert status.returncode == 1 and "no such job" in status.stderr
     still_solves_a_normal_job(workers, tmp_path)
     client.close()
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's children that ended and were waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def phase(url: str, job: str) -> str:
+    """The job's phase as `status --json` says it."""
+    return json.loads(run_cli("status", job, "--broker", url, "--json").stdout)["phase"]
+
+
+def listed(url: str) -> list[dict]:
+    """`jobs --json`: the newest jobs on the broker, newest first."""
+    proc = run_cli("jobs", "--broker", url, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_jobs_lists_a_running_job_and_cancel_stops_it_within_2_s_keeping_its_solved_records_collectable(
+    workers, tmp_path
+):
+    client = redis.Redis.from_url(workers)
+    path = tmp_path / "mixed.txt"
+    path.write_text("\n".join(EASY[:30] + [STUCK] * 4) + "\n")  # 30 solved, then 60 s puzzles on both workers
+    args = ("--broker", workers, "--portfolio", "stochastic", "--time-limit", "60", "--escalate-after", "0")
+    submitted = run_cli("submit", str(path), *args, env=ONE_PER_CHUNK)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    wait_until(lambda: len(solving(client, job)) == 2, 60, "both workers on a 60 s puzzle")
+    running = listed(workers)[0]
+    assert (running["job"], running["phase"], running["inputs"]) == (job, "solving", [str(path)])
+    assert (running["done"], running["total"]) == (30, 34) and running["created"] <= time.time()
+    started, cpu = time.time(), children_cpu()
+    cancelled = run_cli("cancel", job, "--broker", workers)
+    command_cpu = children_cpu() - cpu  # the command's CPU, its interpreter's start included
+    wait_until(lambda: not solving(client, job), 10, "the workers' stop")
+    took = time.time() - started
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"job {job}: cancelled, 30/34 puzzles answered (collect writes them)\n"
+    assert phase(workers, job) == "cancelled"
+    stop = started + took - float(client.hget(f"sbatch:job:{job}:meta", "cancelled"))
+    print(f"cancel: command {command_cpu:.2f} s CPU, workers free {stop:.2f} s after it, {took:.2f} s wall")
+    # the workers' part in wall time (their 0.25 s poll); the command's in CPU time (the machine's load
+    # stretches its wall time: 2.4-2.9 s at load 3 with both workers busy, 0.9-1.3 s at load 1)
+    assert stop < 1.0 and command_cpu + stop < 2.0, (command_cpu, stop, took)
+    wait_until(  # the job's queued chunks are dropped unsolved
+        lambda: client.llen("sudoku_batch") == 0 and client.hlen("unacked") == 0 and not solving(client, job),
+        10, "end of the cancelled job's messages",
+    )  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    collected = run_cli("collect", job, "--broker", workers, "-o", str(out), "--timeout", "30")
+    assert collected.returncode == 1, collected.stderr
+    assert collected.stderr == (
+        f"sudoku-batch: error: job {job}: the job was cancelled: its 30 records kept in {out}\n"
+    )
+    records = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["index"])
+    check_records(records, EASY[:30])
+    assert {r["status"] for r in records} == {"solved"}
+    assert phase(workers, job) == "cancelled"
+    submitted = run_cli("submit", str(SAMPLE), "--broker", workers)  # a finished job, listed before
+    done = submitted.stdout.strip()
+    wait_until(lambda: phase(workers, done) == "done", 60, "the small job's end")
+    newest = listed(workers)[:2]
+    assert [(j["job"], j["phase"]) for j in newest] == [(done, "done"), (job, "cancelled")]
+    assert newest[0]["done"] == newest[0]["total"] == len(EASY)
+    client.close()
+
+
+@pytest.mark.integration
+def test_cancel_of_an_unknown_job_is_one_line_and_exit_1(workers):
+    unknown = "ab" * 16
+    proc = run_cli("cancel", unknown, "--broker", workers)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == f"sudoku-batch: error: no such job {unknown} (never created, purged or expired)\n"
 
 
 @pytest.fixture

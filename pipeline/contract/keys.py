@@ -24,7 +24,7 @@ class JobKeys:
         self.attempts = f"{base}:attempts"  # hash: chunk -> deliveries seen by workers
         self.outbox = f"{base}:outbox"  # hash: chunk -> {"at", "task"}: sent, no result yet
         self.producer = f"{base}:producer"  # string: the token of the one producer allowed to submit
-        self.stop = f"{base}:stop"  # string, set by purge (short TTL): stop solving, write nothing more
+        self.stop = f"{base}:stop"  # string, set by purge (short TTL), cancel (job TTL): stop, write nothing
         self.deliveries = deliveries_key(prefix)  # the workers' hash of messages held (not the job's own)
         self.result_prefix = f"{base}:result:"  # a generate chunk's result
         self.part_prefix = f"{base}:part:"  # a solve chunk's published part: `part:<chunk>:<first row>`
@@ -113,7 +113,7 @@ def escalation_over(client: Any, keys: JobKeys, esc: EscalationKeys) -> bool:
 
 
 def job_stopped(client: Any, keys: JobKeys) -> bool:
-    """True when the job was stopped (its stop key is set: purged) or is gone (no metadata).
+    """True when the job was stopped (its stop key is set: purged or cancelled) or is gone (no metadata).
 
     `client` is a Redis client or a pipeline in immediate mode (inside WATCH): two EXISTS.
     """
