@@ -529,16 +529,11 @@ def _dataset_format(fmt: str) -> object:
     inference pyarrow 26 hung reading a 50,000-line JSON Lines dataset of 7 parts)."""
     if fmt != "jsonl":
         return fmt
-    import pyarrow as pa
     import pyarrow.dataset as ds
-    import pyarrow.json as pj
 
-    from pipeline.engine.render.parquet import schema
+    from solvers.model.frame import jsonl_options
 
-    flat = pa.schema([f for f in schema() if f.name != "counters"])
-    return ds.JsonFileFormat(
-        parse_options=pj.ParseOptions(explicit_schema=flat, unexpected_field_behavior="ignore")
-    )
+    return ds.JsonFileFormat(parse_options=jsonl_options())
 
 
 def big_dataset_run(path: Path, lines: int, tmp: Path, fmt: str = "parquet") -> dict:

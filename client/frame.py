@@ -21,7 +21,7 @@ from client.collector import Slice
 from pipeline.contract.part import Part
 from pipeline.engine.render.parquet import arrow_owned, read_ipc, records_table
 from solvers.fields import NAMES, RECORD_FIELDS
-from solvers.model.frame import null_empty, schema
+from solvers.model.frame import jsonl_options, null_empty, schema
 
 COUNTERS_KEY = b'"counters":'  # the last field of a JSON Lines record (solvers.fields order)
 NULLABLE_TEXTS = [f.name for f in RECORD_FIELDS if f.nullable and f.parquet == "string"]
@@ -67,9 +67,7 @@ def jsonl_table(body: bytes | bytearray | memoryview) -> Any:
     if not data.strip():
         return schema().empty_table()
     records = schema()
-    fields = pa.schema([f for f in records if f.name != "counters"])
-    options = pj.ParseOptions(explicit_schema=fields, unexpected_field_behavior="ignore")
-    table = pj.read_json(pa.BufferReader(arrow_owned(data)), parse_options=options)
+    table = pj.read_json(pa.BufferReader(arrow_owned(data)), parse_options=jsonl_options())
     at = len(COUNTERS_KEY)
     counters = [line[line.index(COUNTERS_KEY) + at : -1].decode() for line in data.split(b"\n") if line]
     arrays = {name: table.column(name) for name in NAMES if name != "counters"}

@@ -697,14 +697,13 @@ def read_back(root: Path, fmt: str) -> list[dict]:
         frame = pd.concat([pd.read_csv(f, dtype={"puzzle": str, "solution": str}) for f in files])
         table = ds.dataset(files, format="csv", schema=schema()).to_table()
     else:
-        import pyarrow as pa
-        import pyarrow.json as pj
+        from solvers.model.frame import jsonl_options
 
         frame = pd.concat(
             [pd.read_json(f, lines=True, dtype={"puzzle": str, "solution": str}) for f in files]
         )
-        flat = pa.schema([f for f in schema() if f.name != "counters"])  # counters: an object per record
-        options = pj.ParseOptions(explicit_schema=flat, unexpected_field_behavior="ignore")
+        options = jsonl_options()  # counters, an object per record, left out
+        flat = options.explicit_schema
         table = ds.dataset(files, format=ds.JsonFileFormat(parse_options=options), schema=flat).to_table()
     assert table.num_rows == len(frame)
     assert sorted(table.column("index").to_pylist()) == sorted(frame["index"].tolist())

@@ -70,6 +70,16 @@ def schema() -> Any:
     return pa.schema([(f.name, getattr(pa, f.parquet)()) for f in RECORD_FIELDS])
 
 
+def jsonl_options() -> Any:
+    """pyarrow's JSON reader options for JSON Lines records: every field by the schema but `counters` (an
+    object per record, read as a struct of its solvers; inferred, pyarrow 26 hung on a dataset of parts)."""
+    pa = need("pyarrow", "an Arrow table")
+    import pyarrow.json as pj
+
+    flat = pa.schema([f for f in schema() if f.name != "counters"])
+    return pj.ParseOptions(explicit_schema=flat, unexpected_field_behavior="ignore")
+
+
 def to_pandas(table: Any) -> Any:
     """An Arrow table of records as a pandas DataFrame (what `pandas.read_parquet` makes of the file)."""
     return table.to_pandas()
