@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from client import numbers
 from client.args import (
     EXIT_FAILED,
     EXIT_OK,
@@ -34,7 +35,7 @@ from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled, say_interrupted
 from client.numbers import plural
-from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED
+from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED, JobStatus
 from client.target import ReaderGone
 from pipeline.contract.formats import COMPRESSIONS, OUTPUTS
 from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
@@ -240,7 +241,6 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.state == "unknown":
         say_error(str(status.error))
         return EXIT_FAILED
-    from client import numbers
 
     stopped = status.submission == "stopped"
     going = "still reading input"
@@ -285,7 +285,6 @@ def _jobs(args: argparse.Namespace, settings: ClientSettings) -> int:
     import json
     import time
 
-    from client import numbers
     from client.batch import BatchClient
 
     if not 1 <= args.limit <= MAX_JOBS_LISTED:
@@ -298,8 +297,7 @@ def _jobs(args: argparse.Namespace, settings: ClientSettings) -> int:
     now = time.time()
     print(f"{'JOB':<32}  {'PHASE':<10} {'PROGRESS':>21} {'PUZZLES/S':>10} {'AGE':>12}  INPUTS")
     for job in jobs:
-        total = numbers.count(job.total) if job.total is not None else f"{numbers.count(job.submitted)}+"
-        progress = f"{numbers.count(job.done)}/{total}"
+        progress = _answered(job)
         age = numbers.duration(max(0.0, now - job.created))
         rate = numbers.per_second(job.rate)
         print(f"{job.job:<32}  {job.phase:<10} {progress:>21} {rate:>10} {age:>12}  {', '.join(job.inputs)}")
@@ -309,7 +307,6 @@ def _jobs(args: argparse.Namespace, settings: ClientSettings) -> int:
 def _cancel(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Cancel a job (`Job.cancel`): exit 0 once it is cancelled (or was), 1 in one line for a job that is
     gone or finished (nothing runs to stop)."""
-    from client import numbers
     from client.batch import BatchClient
 
     url, job_id = broker_url(args, settings, True), check_job_id(args.job)
@@ -324,11 +321,15 @@ def _cancel(args: argparse.Namespace, settings: ClientSettings) -> int:
     if before.phase != "cancelled" and not job.cancel() and job.status().phase != "cancelled":
         say_error(f"no such job {job_id} (purged or expired as it was cancelled)")
         return EXIT_FAILED
-    now = job.status()
-    total = numbers.count(now.total) if now.total is not None else f"{numbers.count(now.submitted)}+"
     was = "was cancelled already" if before.phase == "cancelled" else "cancelled"
-    print(f"job {job_id}: {was}, {numbers.count(now.done)}/{total} puzzles answered (collect writes them)")
+    print(f"job {job_id}: {was}, {_answered(job.status())} puzzles answered (collect writes them)")
     return EXIT_OK
+
+
+def _answered(status: JobStatus) -> str:
+    """`done/total` of a job, or `done/submitted+` while its total is not known yet."""
+    total = numbers.count(status.total) if status.total is not None else f"{numbers.count(status.submitted)}+"
+    return f"{numbers.count(status.done)}/{total}"
 
 
 def _purge(args: argparse.Namespace, settings: ClientSettings) -> int:
