@@ -391,12 +391,18 @@ class Job:
         (True when this call did: False for a job gone or stopped already); without it only this process's
         producer stops, the job stays as it is and a resume can go on from its checkpoint (broker mode)."""
         cancelled = self.client.store.cancel(self.id) if fail else False
+        self.stop_reading(fail=fail, wait=wait)
+        return cancelled
+
+    def stop_reading(self, *, fail: bool = True, wait: float = 30.0) -> None:
+        """Stop only this process's reading of the input (waiting at most `wait` s for the producer), leaving
+        the job's other state to whoever failed it: a failed collection's producer must not run on, but the
+        job is not cancelled by a user. `fail` as in `cancel`."""
         if self._producer is None:
-            return cancelled
+            return
         self._producer.stop(fail)
         if not self._done.wait(wait) and not fail:  # still blocked in a read or a send: it has left anyway
             self._producer.leave()
-        return cancelled
 
     def purge(self, *, stop: bool = True) -> int:
         """Delete the job's data from the store; `stop` first tells workers still at it to stop (broker)."""

@@ -128,7 +128,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         raise
     finally:
         if job is not None and job.producing:  # the collection failed: its producer must not run on
-            job.cancel(wait=STOP_WAIT_S)
+            job.stop_reading(wait=STOP_WAIT_S)  # not `cancel`: the job failed, no user cancelled it
         client.close()
 
 
