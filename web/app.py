@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -54,7 +54,8 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
     """The ASGI app over `backend`; `settings` (default: the backend's) give the token and the limits."""
     settings = settings or backend.settings
     static = Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
-    routes = [route for make in (page_routes, solve_routes, job_routes) for route in make(backend, settings)]
+    makers = (page_routes, solve_routes, job_routes, metrics_routes)
+    routes = [route for make in makers for route in make(backend, settings)]
     handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_error}
     handlers[Exception] = on_unexpected
     guard = Middleware(Guard, settings=settings)
@@ -185,6 +186,26 @@ def job_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
         Route("/api/workers", lambda request: JSONResponse(backend.workers())),
         Route("/api/limits", lambda request: JSONResponse(backend.limits())),
     ]
+
+
+def metrics_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
+    """`/metrics`: the fleet in the Prometheus text format (`web.metrics`), behind the page's token; an
+    embedded server has no fleet: 404 with the reason in one line."""
+    if backend.embedded:
+        reason = "no metrics: this server solves in its own processes (start it with --broker URL)\n"
+        return [Route("/metrics", lambda request: PlainTextResponse(reason, status_code=404))]
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+    from web.metrics import FleetCollector
+
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(FleetCollector(backend))
+
+    def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), headers={"content-type": CONTENT_TYPE_PLAIN_0_0_4})
+
+    return [Route("/metrics", metrics)]
 
 
 async def read_body(request: Request, most: int) -> bytes:

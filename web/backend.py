@@ -311,15 +311,18 @@ def _row(status: JobStatus, meta: dict[str, str], embedded: bool) -> dict[str, A
         "name": ", ".join(status.inputs) or kind,
         "created": float(meta.get("created") or 0.0),
         "options": {k: meta[k] for k in ("time_limit", "portfolio", "box") if meta.get(k)},
-        "phase": "stopped" if stopped and status.phase == "submitting" else _phase(status, meta),
+        "phase": "stopped"
+        if stopped and status.phase == "submitting"
+        else phase_shown(status.phase, status.done, meta),
         "resume": resume_command(status.job, status.inputs) if stopped and not embedded else None,
         "error": status.error or None,
         **status.model_dump(include=ROW_STATUS),
     }
 
 
-def _phase(status: JobStatus, meta: dict[str, str]) -> str:
+def phase_shown(phase: str, done: int, meta: dict[str, str]) -> str:
+    """A job's phase as the page (and `/metrics`) shows it: a generate run's is `generating` or `done`."""
     if meta.get("kind") == "generate":
         total = int(meta.get("total") or 0)
-        return "done" if total and status.done >= total else "generating"
-    return status.phase
+        return "done" if total and done >= total else "generating"
+    return phase

@@ -21,6 +21,7 @@ from pipeline.contract.keys import (
     JobKeys,
     current_key,
     escalation_over,
+    escalations_key,
     job_stopped,
     part_commands,
     published_rows,
@@ -55,9 +56,12 @@ class RedisBoard(Board):
         self.keys = job_keys(job)
 
     def open(self, chunk: int, row: int) -> None:
-        keys = self.keys.escalation(chunk, row)
+        keys, now = self.keys.escalation(chunk, row), time.time()
+        live = escalations_key(settings.key_prefix)  # what `/metrics` counts: lapsed leases leave it here
         with self.client.pipeline(transaction=False) as pipe:
             pipe.set(keys.lease, worker_name(), px=int(LEASE_S * 1000))
+            pipe.zadd(live, {self._named(chunk, row): now + LEASE_S})
+            pipe.zremrangebyscore(live, "-inf", now)
             for key in (keys.cubes, keys.refuted, keys.clauses):  # the cubes live as long as their escalation
                 pipe.expire(key, ESCALATION_TTL_S)
             pipe.execute()
@@ -67,6 +71,7 @@ class RedisBoard(Board):
 
     def close(self, chunk: int, row: int) -> None:
         keys = self.keys.escalation(chunk, row)
+        self.client.zrem(escalations_key(settings.key_prefix), self._named(chunk, row))
         if job_stopped(self.client, self.keys):  # purged: its helpers stop anyway; no key re-created
             self.client.delete(keys.lease, keys.entries)
             return
@@ -74,6 +79,10 @@ class RedisBoard(Board):
             pipe.set(keys.stop, "1", ex=STOP_TTL_S)
             pipe.delete(keys.lease)
             pipe.execute()
+
+    def _named(self, chunk: int, row: int) -> str:
+        """The puzzle's member of the fleet's escalations (`escalations_key`)."""
+        return f"{self.keys.job}:{chunk}:{row}"
 
     def post(self, chunk: int, row: int, helper: int, entry: HelperEntry) -> None:
         keys = self.keys.escalation(chunk, row)
@@ -95,7 +104,10 @@ class RedisBoard(Board):
 
     def drop(self, chunk: int, row: int) -> None:
         keys = self.keys.escalation(chunk, row)
-        self.client.delete(keys.entries, keys.cubes, keys.refuted, keys.clauses)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zrem(escalations_key(settings.key_prefix), self._named(chunk, row))
+            pipe.delete(keys.entries, keys.cubes, keys.refuted, keys.clauses)
+            pipe.execute()
 
     def idle(self) -> int:
         now = time.time()

@@ -37,7 +37,7 @@ from vine import promise
 
 from pipeline.contract.tasks import GENERATE_TASK_NAME, HELPER_TASK_NAME, SOLVE_TASK_NAME
 from worker.broker import say_full
-from worker.envelope import validation_reasons
+from worker.envelope import count_dropped, reason, validation_reasons
 
 log = logging.getLogger(__name__)
 FULL_RETRY_S = 2.0  # seconds between reconnections while Redis is full
@@ -51,14 +51,6 @@ def _where(exc: BaseException) -> str:
         return "?"
     frame = ours[-1]
     return f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} {frame.name}"
-
-
-def reason(exc: BaseException | None) -> str:
-    """An exception as one short line: its type and the first line of its message."""
-    if exc is None:
-        return "no reason given"
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 EMBED_LINKS = ("callbacks", "errbacks", "chain", "chord")  # what our tasks never carry: no message chains
@@ -170,6 +162,7 @@ class Consumer(CeleryConsumer):
                 return self.on_decode_error(message, exc)
             if why is not None:
                 log.error("dropping a task message: %s", why)
+                count_dropped("refused")
                 message.reject_log_error(log, self.connection_errors)
                 signals.task_rejected.send(sender=self, message=message, exc=None)
                 return None
@@ -179,20 +172,24 @@ class Consumer(CeleryConsumer):
 
     def on_decode_error(self, message: Any, exc: BaseException) -> None:
         log.error("dropping a message that cannot be decoded (%s): %s", message.content_type, reason(exc))
+        count_dropped("undecodable")
         message.ack()
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         log.error("dropping a message of an unknown format (content type %s)", message.content_type)
+        count_dropped("unknown_format")
         message.reject_log_error(log, self.connection_errors)
         signals.task_rejected.send(sender=self, message=message, exc=None)
 
     def on_unknown_task(self, body: Any, message: Any, exc: BaseException) -> None:
         name = repr(str(message.headers.get("task", "")))[:80]  # repr: the sender's text stays on one line
         log.error("dropping a message for an unknown task %s", name)
+        count_dropped("unknown_task")
         message.reject_log_error(log, self.connection_errors)
         signals.task_rejected.send(sender=self, message=message, exc=exc)
 
     def on_invalid_task(self, body: Any, message: Any, exc: BaseException) -> None:
         log.error("dropping an invalid task message: %s", reason(exc))
+        count_dropped("invalid")
         message.reject_log_error(log, self.connection_errors)
         signals.task_rejected.send(sender=self, message=message, exc=exc)

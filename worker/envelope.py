@@ -27,7 +27,10 @@ from typing import Any
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipeline.contract.keys import DROP_REASONS, dropped_key
 from pipeline.contract.tasks import MAX_TASK_CHARS
+from worker.config import settings
+from worker.connection import store_client
 
 log = logging.getLogger(__name__)
 # the largest message a sender of ours can make: a whole ChunkTask at its bounds (puzzle text JSON-escaped
@@ -164,6 +167,26 @@ def envelope_refusal(message: Any) -> str | None:
 
 
 def say_dropped(queue: Any, why: str) -> None:
-    """Log the one line of a message dropped unread."""
+    """Log the one line of a message dropped unread, and count it (`unreadable`)."""
     name = queue.decode(errors="replace") if isinstance(queue, bytes) else str(queue)
     log.error("dropping a message from queue %s: %s", repr(name)[:80], why)
+    count_dropped("unreadable")
+
+
+def count_dropped(why: str) -> None:
+    """Count one dropped message under `why` (one of `DROP_REASONS`: a bounded set of fields) in the fleet's
+    hash that `/metrics` exports; a Redis away or full loses the count, never the worker (one line)."""
+    if why not in DROP_REASONS:  # our callers' own names: a new one must be declared there first
+        raise ValueError(f"{why!r} is not one of {DROP_REASONS}")
+    try:
+        store_client().hincrby(dropped_key(settings.key_prefix), why, 1)
+    except redis.RedisError as exc:
+        log.warning("a dropped message was not counted: %s", reason(exc))
+
+
+def reason(exc: BaseException | None) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    if exc is None:
+        return "no reason given"
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]

@@ -141,6 +141,20 @@ def deliveries_key(prefix: str = KEY_PREFIX) -> str:
     return f"{prefix}:deliveries"
 
 
+DROP_REASONS = ("unreadable", "refused", "undecodable", "invalid", "unknown_format", "unknown_task")
+
+
+def dropped_key(prefix: str = KEY_PREFIX) -> str:
+    """Hash: why workers dropped messages (one of `DROP_REASONS`) -> how many (`/metrics` reads it)."""
+    return f"{prefix}:dropped"
+
+
+def escalations_key(prefix: str = KEY_PREFIX) -> str:
+    """Sorted set: `job:chunk:row` of each puzzle escalated across workers now, scored by its owner's lease's
+    end (epoch s): `/metrics` counts those not lapsed without a scan of the escalations' own keys."""
+    return f"{prefix}:escalations"
+
+
 def result_commands(
     keys: JobKeys, chunk: int, payload: bytes, stats_json: str, n: int, cpu_s: float, ttl: int
 ) -> list[tuple[Any, ...]]:

@@ -1,0 +1,245 @@
+"""`/metrics`: the fleet in the Prometheus text format, from the keys the page and `status` read.
+
+A scrape costs the server and Redis little however long the jobs are: the jobs are the page's
+list (`Backend.job_ids`: a bounded SCAN, at most every IDS_FRESH_S), then ONE pipelined round
+trip reads every job's metadata and the number of its parts' statistics, the workers' beats,
+deliveries, escalations, dropped messages and Redis's memory; the queue's length is
+`RedisJobStore.queued` (every priority list). A job's part statistics (HVALS) are read again
+only when their number changed since the last scrape, so a finished job costs one HGETALL and
+one HLEN. Every label's values are bounded: job ids of the page's list, statuses of
+`STATUS_NAMES`, the phases below, `DROP_REASONS`, at most MAX_HOSTS hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from client.redis_store import LIVE_WORKER_S, RedisJobStore
+from client.store import job_phase
+from pipeline.contract.keys import DROP_REASONS, deliveries_key, dropped_key, escalations_key, workers_key
+from solvers.model.status import STATUS_NAMES
+from web.backend import Backend, phase_shown
+
+log = logging.getLogger(__name__)
+PREFIX = "sudoku_batch_"
+RATE_WINDOW_S = 30.0  # `puzzles_per_second`: puzzles answered in this many seconds before the scrape
+MAX_HOSTS = 1000  # `worker_processes` labels: a Redis written by a stranger cannot grow them further
+MAX_HOST_CHARS = 200
+PHASES = ("submitting", "stopped", "solving", "done", "failed", "cancelled", "generating", "unknown")
+STATUSES = frozenset(STATUS_NAMES)
+# name (without the prefix) -> (type, help, labels): every family `/metrics` exports, declared once
+FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "chunks_queued": ("gauge", "Chunk messages waiting in the workers' queue (every priority list)", ()),
+    "chunks_in_flight": ("gauge", "Chunk messages taken by workers whose result is not stored yet", ()),
+    "jobs": ("gauge", "Jobs on the broker (the page's list) by phase", ("phase",)),
+    "puzzles_total": ("counter", "Puzzles answered, by job and status", ("job", "status")),
+    "puzzles_per_second": ("gauge", f"Puzzles answered by the fleet per second over {RATE_WINDOW_S:g} s", ()),
+    "worker_processes": ("gauge", "Live worker processes (beat in the last 20 s) by host", ("host",)),
+    "escalated_puzzles": ("gauge", "Puzzles escalated across worker processes now", ()),
+    "worker_cpu_seconds_total": ("counter", "CPU seconds the workers spent on each job", ("job",)),
+    "dropped_messages_total": ("counter", "Messages the workers refused and dropped, by reason", ("reason",)),
+    "redis_memory_used_bytes": ("gauge", "Memory Redis uses (INFO used_memory)", ()),
+}
+
+
+def family(name: str) -> Metric:
+    """An empty family of `FAMILIES[name]`, named with the prefix."""
+    kind, text, labels = FAMILIES[name]
+    make = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+    return make(PREFIX + name, text, labels=list(labels))
+
+
+def exported_names() -> set[str]:
+    """The sample names `/metrics` exports (a counter's with `_total`): what a dashboard may query."""
+    return {f.name + "_total" if f.type == "counter" else f.name for f in map(family, FAMILIES)}
+
+
+@dataclass
+class Tally:
+    """What a job's part statistics add up to, as of `parts` parts (re-read only when that changes)."""
+
+    parts: int = -1
+    done: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    recent: list[tuple[float, int]] = field(default_factory=list)  # (end, puzzles) of parts in the window
+
+
+@dataclass
+class Fleet:
+    """One scrape's reading of Redis."""
+
+    queued: int
+    in_flight: int
+    metas: dict[str, dict[str, str]]
+    workers: list[str]
+    escalated: int
+    dropped: dict[str, int]
+    memory: int | None
+
+
+class FleetCollector(Collector):
+    """Reads the broker once per scrape (see the module docstring) into the families of `FAMILIES`."""
+
+    def __init__(self, backend: Backend) -> None:
+        store = backend.client.store
+        if not isinstance(store, RedisJobStore):
+            raise ValueError("metrics need a broker: the embedded server has no fleet to export")
+        self.backend, self.store = backend, store
+        self._tallies: dict[str, Tally] = {}
+        self._lock = threading.Lock()  # two scrapes at once share the tallies
+        self._info_refused = False
+
+    def describe(self) -> Iterator[Metric]:
+        return (family(name) for name in FAMILIES)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            fleet, now = self._read(), time.time()
+            out = {name: family(name) for name in FAMILIES}
+            out["chunks_queued"].add_metric([], fleet.queued)
+            out["chunks_in_flight"].add_metric([], fleet.in_flight)
+            self._jobs(fleet, now, out)
+            for host, n in sorted(hosts(fleet.workers).items()):
+                out["worker_processes"].add_metric([host], n)
+            out["escalated_puzzles"].add_metric([], fleet.escalated)
+            for why in DROP_REASONS:
+                out["dropped_messages_total"].add_metric([why], fleet.dropped.get(why, 0))
+            if fleet.memory is not None:
+                out["redis_memory_used_bytes"].add_metric([], fleet.memory)
+        return iter(out.values())
+
+    def _jobs(self, fleet: Fleet, now: float, out: dict[str, Metric]) -> None:
+        """The families by job: phases, puzzles by status, CPU, and the fleet's recent rate."""
+        phases = dict.fromkeys(PHASES, 0)
+        recent = 0
+        for job, meta in fleet.metas.items():
+            tally = self._tallies[job]
+            phase = self._phase(job, meta, tally.done)
+            phases[phase if phase in phases else "unknown"] += 1
+            for status, n in sorted(tally.counts.items()):
+                out["puzzles_total"].add_metric([job, status], n)
+            out["worker_cpu_seconds_total"].add_metric([job], whole(meta.get("cpu_ns")) / 1e9)
+            tally.recent = [(end, n) for end, n in tally.recent if end > now - RATE_WINDOW_S]
+            recent += sum(n for _, n in tally.recent)
+        for phase, n in phases.items():
+            out["jobs"].add_metric([phase], n)
+        out["puzzles_per_second"].add_metric([], recent / RATE_WINDOW_S)
+
+    def _phase(self, job: str, meta: dict[str, str], done: int) -> str:
+        """The job's phase as the page shows it (read in splits: its total once its workers counted it)."""
+        total = int(meta["total"]) if meta.get("total", "").isdigit() else None
+        if total is None and meta.get("splits") and meta.get("state") == "produced":
+            total = self.store.split_total(job)
+        phase = job_phase(meta, done, total)
+        return phase_shown(phase, done, meta)
+
+    def _read(self) -> Fleet:
+        """Each job's metadata and parts count, the fleet's keys (one round trip); then changed tallies."""
+        jobs, prefix, now = self.backend.job_ids(), self.store.prefix, time.time()
+        pipe = self.store.r.pipeline(transaction=False)
+        for job in jobs:
+            keys = self.store.keys(job)
+            pipe.hgetall(keys.meta)
+            pipe.hlen(keys.stats)
+        pipe.hlen(deliveries_key(prefix))
+        pipe.zrangebyscore(workers_key(prefix), now - LIVE_WORKER_S, "+inf")
+        pipe.zcount(escalations_key(prefix), now, "+inf")
+        pipe.hmget(dropped_key(prefix), list(DROP_REASONS))
+        pipe.info("memory")
+        replies = pipe.execute(raise_on_error=False)  # INFO may be refused (an ACL, a managed Redis)
+        for reply in replies[:-1]:
+            if isinstance(reply, Exception):
+                raise reply
+        fleet_replies = replies[2 * len(jobs) :]
+        metas, parts = {}, {}
+        for job, raw, n in zip(
+            jobs, replies[0 : 2 * len(jobs) : 2], replies[1 : 2 * len(jobs) : 2], strict=True
+        ):
+            meta = {_s(k): _s(v) for k, v in raw.items()}
+            if "created" in meta:  # a job purged since the list was scanned is left out
+                metas[job], parts[job] = meta, int(n)
+        self._update_tallies(parts)
+        in_flight, beats, escalated, dropped, info = fleet_replies
+        return Fleet(
+            queued=self.store.queued(),
+            in_flight=int(in_flight),
+            metas=metas,
+            workers=[_s(w) for w in beats],
+            escalated=int(escalated),
+            dropped={
+                why: whole(_s(n)) for why, n in zip(DROP_REASONS, dropped, strict=True) if n is not None
+            },
+            memory=self._memory(info),
+        )
+
+    def _memory(self, info: Any) -> int | None:
+        """Redis's `used_memory` from INFO's reply; None, said once in the log, when INFO was refused."""
+        if isinstance(info, Exception):
+            if not self._info_refused:
+                log.warning("Redis refused INFO: /metrics has no redis_memory_used_bytes (%s)", info)
+            self._info_refused = True
+            return None
+        used = info.get("used_memory") if isinstance(info, dict) else None
+        return used if isinstance(used, int) else None
+
+    def _update_tallies(self, parts: dict[str, int]) -> None:
+        """Re-read the part statistics of the jobs whose count of parts changed (one round trip); forget the
+        tallies of jobs no longer listed."""
+        self._tallies = {job: self._tallies.get(job, Tally()) for job in parts}
+        changed = [job for job, n in parts.items() if self._tallies[job].parts != n]
+        if not changed:
+            return
+        pipe = self.store.r.pipeline(transaction=False)
+        for job in changed:
+            pipe.hvals(self.store.keys(job).stats)
+        for job, values in zip(changed, pipe.execute(), strict=True):
+            self._tallies[job] = tally(job, values)
+
+
+def tally(job: str, values: list[Any]) -> Tally:
+    """A job's part statistics (JSON, as `PartStats` writes them) added up; a malformed one is left out
+    with one log line (the job's own status fails on it the same way)."""
+    out = Tally(parts=len(values))
+    since = time.time() - RATE_WINDOW_S
+    for raw in values:
+        try:
+            stats = json.loads(raw)
+            n, counts, end = int(stats.get("n", 0)), stats.get("counts") or {}, float(stats.get("end", 0.0))
+            for status, count in counts.items():
+                if status in STATUSES:
+                    out.counts[status] = out.counts.get(status, 0) + int(count)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("job %s: a part's statistics are not readable, left out of /metrics: %s", job, exc)
+            continue
+        out.done += n
+        if end > since:
+            out.recent.append((end, n))
+    return out
+
+
+def hosts(workers: list[str]) -> dict[str, int]:
+    """Live worker processes (`host:pid`) counted by host, at most MAX_HOSTS hosts."""
+    out: dict[str, int] = {}
+    for name in workers:
+        host = name.rpartition(":")[0][:MAX_HOST_CHARS] or "?"
+        if host in out or len(out) < MAX_HOSTS:
+            out[host] = out.get(host, 0) + 1
+    return out
+
+
+def whole(text: str | None) -> int:
+    """A non-negative integer field as Redis keeps it; 0 when missing or not one."""
+    return int(text) if text and text.isascii() and text.isdigit() and len(text) <= 30 else 0
+
+
+def _s(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
