@@ -132,19 +132,29 @@ def test_a_job_cancelled_while_solving_moves_to_the_cancelled_phase_on_the_next_
     )  # what it solved stays
 
 
-def test_a_jobs_part_statistics_are_read_again_only_when_their_number_changes(fake_backend, fake_redis):
+def test_each_part_is_read_once_and_a_scrape_reads_only_the_parts_that_arrived_since_the_last(
+    fake_backend, fake_redis, monkeypatch
+):
+    import web.metrics
+
     store, job = fake_backend.client.store, job_id(5)
     store.create(job, {"created": f"{time.time():.3f}", "state": "produced", "total": "9"})
     put_part(fake_backend, job, LINES[:2])
     key = ("sudoku_batch_puzzles_total", (("job", job), ("status", "solved")))
     with TestClient(create_app(fake_backend), base_url="http://127.0.0.1") as api:
         assert scrape(api)[key] == 2
-        (field,) = fake_redis.hkeys(f"sbatch:job:{job}:stats")  # the same part rewritten: not read again
+        (field,) = fake_redis.hkeys(f"sbatch:job:{job}:stats")  # the part read already, rewritten: not again
         stats = json.loads(fake_redis.hget(f"sbatch:job:{job}:stats", field))
         fake_redis.hset(f"sbatch:job:{job}:stats", field, json.dumps(stats | {"counts": {"solved": 99}}))
         assert scrape(api)[key] == 2
-        put_part(fake_backend, job, LINES[2:3])  # a new part: the job's statistics are read whole again
-        assert scrape(api)[key] == 99 + 1
+        put_part(fake_backend, job, LINES[2:3])  # a new part: read, and only it
+        assert scrape(api)[key] == 3
+        monkeypatch.setattr(web.metrics, "MAX_PARTS_READ", 2)
+        for n in range(3, 8):
+            put_part(fake_backend, job, LINES[n : n + 1])
+        assert scrape(api)[key] == 5  # at most 2 parts of a job a scrape: caught up over the next ones
+        assert scrape(api)[key] == 7
+        assert scrape(api)[key] == 8
 
 
 def test_an_embedded_server_answers_metrics_with_404_and_the_reason_in_one_line():
