@@ -82,7 +82,9 @@ class Tally:
     """What a job's part statistics add up to, from the first `cursor` entries of its arrival list."""
 
     cursor: int = 0
-    seen: set[str] = field(default_factory=set)  # a generate chunk redelivered arrives twice: counted once
+    seen: set[str] = field(
+        default_factory=set
+    )  # generate chunks (a redelivered one arrives twice): once each
     done: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     recent: list[tuple[float, int]] = field(default_factory=list)  # (end, puzzles) of parts in the window
@@ -103,7 +105,8 @@ class Tally:
                     "job %s: part %s's statistics are not readable, left out of /metrics: %s", job, name, exc
                 )
                 continue
-            self.seen.add(name)
+            if ":" not in name:  # a solve part (`chunk:row`) arrives once: its rows are answered once
+                self.seen.add(name)
             self.done += n
             for status, count in known.items():
                 self.counts[status] = self.counts.get(status, 0) + count
@@ -181,7 +184,7 @@ class FleetCollector(Collector):
         return phase_shown(phase, done, meta)
 
     def _read(self) -> Fleet:
-        """Each job's metadata and parts count, the fleet's keys (one round trip); then changed tallies."""
+        """Each job's metadata and new arrivals, the fleet's keys (one round trip); then the new parts."""
         jobs, prefix, now = self.backend.job_ids(), self.store.prefix, time.time()
         pipe = self.store.r.pipeline(transaction=False)
         cursors = {job: self._tallies[job].cursor if job in self._tallies else 0 for job in jobs}
