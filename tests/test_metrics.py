@@ -268,6 +268,17 @@ def need_prometheus() -> str:
     return path
 
 
+def test_without_prometheus_the_scrape_test_skips_here_and_fails_under_ci(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(os.path, "exists", lambda path: False)
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install prometheus"):
+        need_prometheus()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true forbids skipping"):
+        need_prometheus()
+
+
 def prometheus_query(port: int, query: str) -> list[dict]:
     url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
     try:
