@@ -218,3 +218,87 @@ def test_the_docs_name_the_test_that_a_worker_scaled_away_mid_chunk_loses_nothin
     name = "_".join(["test_a_signalled_worker_exits_128_plus_the_signal_within_seconds", SIGTERM_TEST_TAIL])
     assert f"def {name}(" in (REPO / "tests" / "test_worker_faults.py").read_text()
     assert name in (REPO / "docs" / "scaling.md").read_text()
+
+
+EXPOSITION = (  # what serve's /metrics says of the queue: 3 chunks waiting, 2 taken and not acknowledged
+    "# TYPE sudoku_batch_chunks_queued gauge\nsudoku_batch_chunks_queued 3\n"
+    "# TYPE sudoku_batch_chunks_in_flight gauge\nsudoku_batch_chunks_in_flight 2\n"
+)
+
+
+class Exporter:
+    """A stand-in for serve's /metrics on loopback: the exposition above, to a request with the token only."""
+
+    def __init__(self, token: str) -> None:
+        import http.server
+        import threading
+
+        expected = f"Bearer {token}"
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                ok = self.path == "/metrics" and self.headers.get("Authorization") == expected
+                body = EXPOSITION.encode() if ok else b"no"
+                self.send_response(200 if ok else 401)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_real_prometheus_scraping_as_documented_answers_the_query_with_queued_plus_in_flight(tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import urllib.parse
+    import urllib.request
+
+    from tests.conftest import free_port, wait_until
+
+    if shutil.which("prometheus") is None:
+        pytest.skip("prometheus is not installed (Debian's `prometheus` package)")
+    token = "t" * 32
+    (tmp_path / "token").write_text(token)
+    exporter = Exporter(token)
+    job = {**scrape_config(), "scrape_interval": "1s", "static_configs": [{"targets": [exporter.address]}]}
+    job["authorization"] = {**job["authorization"], "credentials_file": str(tmp_path / "token")}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}))
+    port = free_port()
+    proc = subprocess.Popen(
+        ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'db'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    query = scaled_object()["spec"]["triggers"][0]["metadata"]["query"]
+
+    def answer() -> list[dict[str, Any]] | None:
+        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                body = json.load(reply)
+        except OSError:
+            return None  # not listening yet
+        assert body["status"] == "success", body  # the query parses
+        return body["data"]["result"] or None  # empty until the first scrape
+
+    try:
+        (value,) = wait_until(answer, 60, "answer to the scaler's query")
+        assert float(value["value"][1]) == 3 + 2
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        exporter.close()
