@@ -36,7 +36,6 @@ from client.plan import (
     small_inputs,
 )
 from client.pool import LocalPool, default_workers, max_workers, warm_solvers
-from client.producer import Producer
 from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED, Checkpoint, JobStatus, JobStore
 from client.transport import CeleryTransport, LocalTransport, Transport
 from pipeline.contract.keys import KEY_PREFIX
@@ -191,6 +190,8 @@ class BatchClient:
         transport, window = self._route(spec.job, bounded, spare=2)
         collected = Collected()
         consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
+        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
+
         producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
         job = Job(self, spec.job, producer, inputs, collected=collected)
         job.note = note
@@ -256,6 +257,8 @@ class BatchClient:
         checkpoint = Checkpoint.of(meta)
         self._send_unsent(job_id, checkpoint)
         transport, window = self._route(job_id, bounded, 0)
+        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
+
         producer = Producer(
             spec, self.store, transport, self.settings, window, resume=checkpoint, token=token
         )
@@ -298,6 +301,8 @@ class BatchClient:
             self.pool.start(partial(warm_generator, box), races=False)
         transport, window = self._route(spec.job, bounded=True, spare=0)
         taken = [0]
+        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
+
         producer = Producer(spec, self.store, transport, self.settings, window, consumed=lambda: taken[0])
         return Job(self, spec.job, producer, tasks, taken=taken)
 

@@ -15,13 +15,13 @@ from client.config import ClientSettings
 from client.interrupts import held
 from client.numbers import plural
 from client.plan import Source
-from client.producer import Producer
 from client.store import JobStatus, JobStore, Superseded, sent_bytes, split_words
 from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars
 
 if TYPE_CHECKING:
     from client.dataset import Manifest
+    from client.producer import Producer  # only named here: loading it loads numba
     from client.resend import Resender
     from client.summary import Summary
     from pipeline.contract.generate import GenerateResult, GenerateTask

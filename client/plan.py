@@ -20,8 +20,6 @@ from client.store import Checkpoint, input_names, submission_state
 from client.transport import INLINE_BYTES
 from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, zstd_codec
 from pipeline.contract.tasks import MAX_NAME_CHARS, Dataset
-from pipeline.engine.inputs import check_column, peek_stdin
-from pipeline.engine.lines import has_grid_rows
 from pipeline.engine.roots import DataRoots
 from pipeline.engine.storage import absolute, storage_for
 
@@ -61,6 +59,8 @@ def fingerprint(source: Source) -> InputPrint | None:
 def splittable(inputs: list[tuple[str, Source]], box: str | None) -> tuple[list[str] | None, str]:
     """The inputs as the workers would read them in splits (absolute paths or URLs), or None and why they
     cannot be: stdin, a stream, a compressed file, or one holding grids written over several lines."""
+    from pipeline.engine.lines import has_grid_rows  # here: it loads numba (see `opened`)
+
     urls = []
     for name, src in inputs:
         if not isinstance(src, (str, Path)) or str(src) == "-":
@@ -204,6 +204,8 @@ class JobSpec:
 def opened(inputs: list[tuple[str, Source]]) -> list[tuple[str, Source]]:
     """The inputs with `-` as stdin, peeked: a small input is read whole now (so the job can tell it is
     small)."""
+    from pipeline.engine.inputs import peek_stdin  # here: it loads numba, which `status` or `jobs` never need
+
     return [(n, peek_stdin(INLINE_BYTES)[0] if isinstance(s, str) and s == "-" else s) for n, s in inputs]
 
 
@@ -238,6 +240,8 @@ def check_columns(inputs: list[tuple[str, Source]], column: str | None) -> None:
         return
     if not column.strip() or len(column) > MAX_NAME_CHARS:
         raise ValueError(f"column {column[:80]!r}: a CSV header's name, 1 to {MAX_NAME_CHARS:,} characters")
+    from pipeline.engine.inputs import check_column  # here: it loads numba (see `opened`)
+
     for _, src in inputs:
         if isinstance(src, (str, Path)) and str(src) != "-":
             check_column(src, column)

@@ -188,8 +188,8 @@ def test_every_variable_the_compose_file_needs_is_in_the_env_example():
 
 
 def k8s_docs() -> list[dict]:
-    """Every document of the Kubernetes manifests."""
-    return [d for f in sorted(K8S.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+    """Every document of the Kubernetes manifests (the autoscalers in deploy/k8s/autoscaling/ too)."""
+    return [d for f in sorted(K8S.rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
 
 
 def test_the_k8s_worker_deployment_has_resources_a_cpu_autoscaler_and_valid_arguments():

@@ -223,3 +223,32 @@ def test_a_command_run_loads_no_layer_it_does_not_use(name):
     assert run.returncode == 0, run.stderr[-2000:]
     loaded = set(eval(run.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own printed list
     assert not loaded & forbidden, sorted(loaded & forbidden)
+
+
+# The commands that only read or mark jobs on the broker: none loads numba or the solvers' parser (they
+# did, through solvers/__init__ and client.batch's producer: ~0.8 s of CPU before each `jobs` or `status`).
+BROKER_COMMANDS = [
+    "jobs", "status JOB", "status JOB --json", "cancel JOB", "health --broker-only", "purge JOB"
+]  # fmt: skip
+
+
+@pytest.mark.integration
+def test_the_commands_that_list_watch_cancel_or_purge_a_job_load_no_numba(redis_client, tmp_path):
+    from tests.conftest import SAMPLE, run_cli, url_of
+
+    url = url_of(redis_client)
+    submitted = run_cli("submit", str(SAMPLE), "--broker", url)  # no worker in this database: it waits
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    for command in BROKER_COMMANDS:  # in this order: `purge` last
+        argv = [*command.replace("JOB", job).split(), "--broker", url]
+        code = (
+            "import sys, contextlib, io\n"
+            "from client.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    code = main({argv!r})\n"
+            "print(code, sorted(m for m in sys.modules if m in ('numba', 'solvers.model.parse')))\n"
+        )
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.split() == ["0", "[]"], (command, run.stdout, run.stderr[-500:])
