@@ -18,6 +18,7 @@ import pytest
 from client.cli import parser
 from client.serve_args import TOKEN_ENV
 from tests.conftest import REPO
+from web.metrics import exported_names
 
 yaml = pytest.importorskip("yaml")
 jsonschema = pytest.importorskip("jsonschema")
@@ -26,22 +27,9 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 K8S = REPO / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.32.0"  # the oldest Kubernetes that KEDA 2.17 to 2.20 all support
 KEDA_SCHEMA = REPO / "tests" / "data" / "keda-scaledobject-v2.20.2.schema.yaml"
-# The Prometheus names `sudoku-batch serve` exports on /metrics (HELPERS33.md's list, issue 33). After
-# the exporter lands, point this at its declaration so a renamed metric fails here.
-EXPORTED_METRICS = frozenset(
-    {
-        "sudoku_batch_chunks_queued",
-        "sudoku_batch_chunks_in_flight",
-        "sudoku_batch_jobs",
-        "sudoku_batch_puzzles_total",
-        "sudoku_batch_puzzles_per_second",
-        "sudoku_batch_worker_processes",
-        "sudoku_batch_escalated_puzzles",
-        "sudoku_batch_worker_cpu_seconds_total",
-        "sudoku_batch_dropped_messages_total",
-        "sudoku_batch_redis_memory_used_bytes",
-    }
-)
+# The Prometheus names `sudoku-batch serve` exports on /metrics, from the exporter's declaration: a metric
+# renamed there fails here while the autoscaler still queries the old name.
+EXPORTED_METRICS = frozenset(exported_names())
 # The prometheus scaler's trigger metadata, KEDA v2.20.2 pkg/scalers/prometheus_scaler.go (`keda:"name=..."`):
 # the CRD holds trigger metadata as a map of strings, so a misspelt key passes the schema; KEDA ignores it.
 PROMETHEUS_SCALER_FIELDS = {
