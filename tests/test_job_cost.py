@@ -244,3 +244,17 @@ def test_the_job_page_shows_what_the_job_cost(tmp_path):
             assert '<td id="cost">' in page and " CPU s, " in page and " s of chunks</td>" in page
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("where", ["workers", "local processes"])
+def test_a_generate_job_counts_what_its_chunks_cost(fleet, where):
+    from pipeline.contract.generate import GenerateOptions
+    from solvers.generate.generator import plan_chunks
+    from solvers.model.puzzle import Box
+
+    url = fleet[0] if where == "workers" else None
+    with BatchClient(url, workers=2) as batch:
+        job = batch.generate(Box(3, 3), plan_chunks(40, 7, 10), GenerateOptions(unique=True), {})
+        assert sum(len(chunk.puzzles) for chunk in job.generated()) == 40
+        status = job.status()
+        assert status.cpu_seconds > 0 and status.chunk_seconds >= status.cpu_seconds * 0.9, status
