@@ -64,17 +64,15 @@ def execute(
 
 @contextlib.contextmanager
 def settled(port: ChunkPort, job: str) -> Iterator[None]:
-    """Charge `job` what this run spent since its last part when the run ends (`ChunkPort.settle`); a charge
-    that fails while the run raises is one log line (the run's own error goes on)."""
+    """Charge `job` what this run spent since its last part when the run ends, however it ends
+    (`ChunkPort.settle`); a charge that fails is one log line: the run's answers (or its own error) stand."""
     try:
         yield
-    except BaseException:
+    finally:
         try:
             port.settle(job)
-        except Exception as exc:  # noqa: BLE001 - the run's error is the one to report
-            log.warning("job %s: the cost of a failed run is not counted: %s", job, exc)
-        raise
-    port.settle(job)
+        except Exception as exc:  # noqa: BLE001 - the cost is a figure: its loss must not fail the run
+            log.warning("job %s: the end of a run is not counted in its cost: %s", job, exc)
 
 
 def _execute(
