@@ -258,3 +258,19 @@ def test_a_generate_job_counts_what_its_chunks_cost(fleet, where):
         assert sum(len(chunk.puzzles) for chunk in job.generated()) == 40
         status = job.status()
         assert status.cpu_seconds > 0 and status.chunk_seconds >= status.cpu_seconds * 0.9, status
+
+
+def test_a_run_whose_end_cannot_be_charged_keeps_its_answers_and_says_so_in_one_line(caplog):
+    from pipeline.engine.runner import ListPort
+    from tests.conftest import chunk_task
+
+    class Away(ListPort):
+        def settle(self, job: str) -> None:
+            raise ConnectionError("Redis is away")
+
+    port = Away()
+    with caplog.at_level(logging.WARNING):
+        assert execute(chunk_task(JOB, hard_lines(3)), port) == 3
+    assert sum(len(p) for p in port.parts) == 3
+    said = [r.getMessage() for r in caplog.records if "cost" in r.getMessage()]
+    assert len(said) == 1 and "not counted" in said[0] and "Redis is away" in said[0], said
