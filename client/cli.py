@@ -35,7 +35,7 @@ from client.config import BrokerUnreachable, ClientSettings, mask_url
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled, say_interrupted
 from client.numbers import plural
-from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED, JobStatus
+from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED, JobStatus, cost_words
 from client.target import ReaderGone
 from pipeline.contract.formats import COMPRESSIONS, OUTPUTS
 from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
@@ -265,6 +265,7 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     resent = f"; re-sent after a broker loss: {numbers.count(status.resent)}" if status.resent else ""
     chunks = f"{numbers.count(status.chunks_done)}/{numbers.count(status.chunks_sent)}"
     print(f"chunks: {chunks} done; live worker processes: {live}{resent}")
+    print(f"cost: {cost_words(status.cpu_seconds, status.chunk_seconds, embedded=False)}")
     if status.error:
         print(f"error: {status.error}")
     if stopped:

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from client.output import Output
 
-from client.store import input_names
+from client.store import input_names, job_cost
 from client.summary import Summary
 from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, decompress
 from pipeline.contract.part import Part, PartStats
@@ -103,6 +103,10 @@ class Manifest(BaseModel):
     records: int
     parts: list[PartEntry]
     summary: dict[str, Any]
+    cpu_seconds: float = (
+        0.0  # the workers' CPU time for the job when it was committed (`JobStatus.cpu_seconds`)
+    )
+    chunk_seconds: float = 0.0  # the wall time of its chunks' runs, summed
 
 
 class DirectoryClaimed(ValueError):
@@ -211,11 +215,20 @@ class DatasetOutput:
     fmt: str
     resumable = True  # the parts are durable where the workers wrote them: a killed collection goes on
 
-    def __init__(self, url: str, fmt: str, job: str, meta: dict[str, str], summary: Summary) -> None:
+    def __init__(
+        self,
+        url: str,
+        fmt: str,
+        job: str,
+        meta: dict[str, str],
+        summary: Summary,
+        cost: Callable[[], tuple[float, float]] | None = None,
+    ) -> None:
         self.url = url
         self.fmt = fmt
         self.job = job
         self.meta = meta
+        self.cost = cost or (lambda: job_cost(job, meta))  # (CPU s, chunk s) read at the commit
         self.summary = summary
         self.store = storage_for(url)
         self.entries: dict[tuple[int, int], PartEntry] = {}
@@ -290,10 +303,12 @@ class DatasetOutput:
             "time_max_ms": s.time_max_ms, "solve_s": s.solve_s, "cpu_s": s.cpu_s,
             "solver_cpu_s": s.solver_cpu_s, "problems": s.problems_total,
         }  # fmt: skip
+        cpu_s, chunk_s = self.cost()
         return Manifest(
             sudoku_batch=package_version(), job=self.job, created=float(meta.get("created") or 0.0),
             committed=time.time(), inputs=input_names(meta),
             options=options, records=sum(p.records for p in parts), parts=parts, summary=figures,
+            cpu_seconds=cpu_s, chunk_seconds=chunk_s,
         )  # fmt: skip
 
 

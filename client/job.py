@@ -15,7 +15,7 @@ from client.config import ClientSettings
 from client.interrupts import held
 from client.numbers import plural
 from client.plan import Source
-from client.store import JobStatus, JobStore, Superseded, sent_bytes, split_words
+from client.store import JobStatus, JobStore, Superseded, job_cost, sent_bytes, split_words
 from pipeline.engine.render.record import Record
 from solvers.model.frame import need, to_pandas, to_polars
 
@@ -177,6 +177,11 @@ class Job:
     def status(self) -> JobStatus:
         """Progress, counts by status, rate and live workers."""
         return self.client.store.status(self.id)
+
+    def cost(self) -> tuple[float, float]:
+        """The workers' CPU seconds and the chunks' wall seconds for the job so far (`JobStatus.cpu_seconds`,
+        `chunk_seconds`), read alone (a dataset's commit writes them in its manifest)."""
+        return job_cost(self.id, self.client.store.meta(self.id))
 
     def chunks(
         self,
@@ -368,7 +373,9 @@ class Job:
             raise ValueError(f"Job.commit(): job {self.id} writes no dataset: read it with Job.results()")
         summary = Summary()
         try:
-            output = DatasetOutput(dataset, meta.get("format", "jsonl"), self.id, meta, summary)
+            output = DatasetOutput(
+                dataset, meta.get("format", "jsonl"), self.id, meta, summary, cost=self.cost
+            )
             written = self.write(output, summary, on_wait=on_wait)
         except JobFailed as exc:
             raise JobFailed(f"job {self.id}: {exc}: not committed") from None

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from client.store import CANCELLED, Decode, JobStore, Superseded, decode_solve
+from pipeline.contract.keys import COST_FIELDS
 from pipeline.contract.part import Part, PartStats
 from pipeline.contract.runs import overlaps
 
@@ -103,6 +104,13 @@ class MemoryStore(JobStore):
             self._hint[job] = (n + stats.n, cpu + stats.cpu_s)
             self._cond.notify_all()
             return True
+
+    def charge(self, job: str, cost: tuple[int, int]) -> None:
+        with self._cond:
+            meta = self._meta.get(job)
+            if meta is not None:
+                for field, ns in zip(COST_FIELDS, cost, strict=True):
+                    meta[field] = str(int(meta.get(field, 0)) + int(ns))
 
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         """(first row, rows) of the parts of `chunk` published; None once it is complete (or purged)."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from client.ring import Ring, RingArena, RingReader, ring_bytes
 from pipeline.contract.part import Part
+from pipeline.engine.gather import Cost, Meter
 from pipeline.engine.memory import frozen, reuse_freed_memory
 from pipeline.engine.runner import ListPort, execute
 
@@ -152,6 +153,7 @@ class _QueuePort(ListPort):
     def __init__(self, parts: Any, arena: RingArena | None = None) -> None:
         self.parts = parts
         self.arena = arena
+        self.meter = Meter()  # a local process runs one task at a time: its CPU clock is the task's
 
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         return []  # a chunk goes to one local process once
@@ -159,13 +161,17 @@ class _QueuePort(ListPort):
     def publish(self, part: Part) -> bool:
         where = self.arena.locate(part.body) if self.arena is not None else None
         if where is not None:
-            self.parts.put((part.header.job, (self.arena.slot, *where, part.encode_head())))  # type: ignore[union-attr]
+            payload: Any = (self.arena.slot, *where, part.encode_head())  # type: ignore[union-attr]
         else:
-            self.parts.put((part.header.job, part.encode()))
+            payload = part.encode()
+        self.parts.put((part.header.job, payload, self.meter.take()))  # the part and its cost: one message
         return True  # stopped: the command kills its processes; failed: the task fails, and the job with it
 
     def publish_generated(self, result: GenerateResult) -> None:
-        self.parts.put((result.header.job, result))
+        self.parts.put((result.header.job, result, self.meter.take()))
+
+    def settle(self, job: str) -> None:
+        self.parts.put((job, None, self.meter.take()))
 
 
 _BOARD: LocalBoard | None = None  # in a local process: the board its escalations meet on (None: one process)
@@ -282,7 +288,7 @@ class LocalPool(WarmPool):
     def fail(self, job: str, task: ChunkTask, reason: str) -> None:
         """Answer a chunk whose process died, behind whatever parts it sent (the queue keeps their order)."""
         if self._parts is not None:
-            self._parts.put(("", (job, task, reason)))
+            self._parts.put(("", (job, task, reason), (0, 0)))
 
     def _receive(self, parts: Any) -> None:
         """Hand each part the local processes publish to its job's store, as it comes."""
@@ -293,16 +299,21 @@ class LocalPool(WarmPool):
                 return
             if message is None:
                 return
-            job, payload = message
+            job, payload, cost = message
             try:
-                self._deliver(job, payload)
+                self._deliver(job, payload, cost)
             except Exception as exc:  # noqa: BLE001 - one job's broken part must not stop the others'
                 log.error("job %s: a local part could not be stored: %s", job, exc)
             del message, payload  # nothing of a part outlives its delivery here: its ring bytes go back
 
-    def _deliver(self, job: str, payload: Any) -> None:
-        """Store one message of a local process: a part (in its ring, or encoded whole), a generate result, or
-        a dead chunk."""
+    def _deliver(self, job: str, payload: Any, cost: Cost) -> None:
+        """Store one message of a local process: a part (in its ring, or encoded whole), a generate result, a
+        dead chunk, or (None) the cost of a run's end; a part or result comes with its run's cost."""
+        store = self._routes.get(job)
+        if store is not None:
+            store.charge(job, cost)
+        if payload is None:
+            return
         if not job:  # a chunk whose process died: answered after its last part
             job, task, reason = payload
             failed = self._failed.get(job)
@@ -316,7 +327,6 @@ class LocalPool(WarmPool):
             part = Part.decode(bytearray(payload))
         else:  # a generate chunk's result
             part = payload
-        store = self._routes.get(job)
         if store is not None:
             store.put_result(job, part)
 

@@ -152,6 +152,9 @@ class RedisJobStore(JobStore):
         run_commands(self.r, self._publish(self.keys(job), result, data))
         return True
 
+    def charge(self, job: str, cost: tuple[int, int]) -> None:
+        """Nothing: a broker's jobs are charged by the workers that run their chunks (`worker.board`)."""
+
     def _publish(self, k: JobKeys, result: Part | GenerateResult, data: bytes) -> list[tuple[Any, ...]]:
         """The commands that store `result` (a part, or a generate chunk's result) encoded as `data`."""
         head, stats = result.header, result.header.stats

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from client import numbers, svg_chart
-from client.store import input_names
+from client.store import cost_words, input_names, job_cost
 from client.summary import Summary
 from solvers.model.columns import TIME_BINS_PER_DECADE
 
@@ -46,9 +46,10 @@ def plots(summary: Summary) -> dict[str, str]:
 
 
 def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | None = None) -> dict[str, str]:
-    """The report's header: what was solved (inputs), how (options, mode), when, by which version and
-    on how many cores, from the job's metadata. Why: a report read a week later, or next to another
-    one, must say what it is about (the page read alone named none of it)."""
+    """The report's header: what was solved (inputs), how (options, mode), when, what it cost (the CPU and
+    chunk seconds its runs counted), by which version and on how many cores, from the job's metadata.
+    Why: a report read a week later, or next to another one, must say what it is about (the page read
+    alone named none of it)."""
     import datetime
     import os
     import platform
@@ -72,6 +73,7 @@ def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | N
         "options": ", ".join(options),
         "job": f"{job} ({'embedded: local processes' if embedded else 'on a broker: its workers'})",
         "started": started.strftime("%Y-%m-%d %H:%M:%S %Z") if started else "-",
+        "cost": cost_words(*job_cost(job, meta), embedded),
         "written": stamp.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "version": f"sudoku-batch {package_version()}, Python {platform.python_version()}",
         "machine": f"{os.cpu_count() or 1} cores, {platform.system()} {platform.machine()} (the report's)",

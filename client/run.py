@@ -256,7 +256,7 @@ def _open_output(
     written = Written()
     if dataset:  # its parts are durable where the workers wrote them
         merge_to = _dataset_collection(job.id, dataset, meta, args)
-        output = DatasetOutput(dataset, meta.get("format", "jsonl"), job.id, meta, summary)
+        output = DatasetOutput(dataset, meta.get("format", "jsonl"), job.id, meta, summary, cost=job.cost)
         if earlier.get("dataset") and parts_done:  # an earlier collection took these parts: known again
             written = Written(parts_done, int(earlier.get("rows", 0)))
             for (chunk, row), stats in store.part_stats(job.id, sorted(parts_done)):  # type: ignore[attr-defined]

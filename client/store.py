@@ -9,6 +9,8 @@ the collector run unchanged on either, and tests run the same cases against both
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -16,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from client.numbers import byte_size, plural
+from client.numbers import byte_size, plural, sig
+from pipeline.contract.keys import COST_FIELDS
 from pipeline.contract.part import Part, PartStats
 from pipeline.contract.tasks import ChunkTask
 
@@ -37,6 +40,8 @@ CANCELLED = "the job was cancelled"  # the error of a job cancelled (`Job.cancel
 DEFAULT_JOBS_LISTED = 20  # `sudoku-batch jobs` (`--limit`), `BatchClient.jobs`
 MAX_JOBS_LISTED = 1000  # each listed job costs its status (a few reads of the broker)
 MAX_JOBS_SCANNED = 10_000  # job ids `JobStore.jobs` reads to find the newest: a bounded scan of the broker
+log = logging.getLogger(__name__)
+NS_COUNT = re.compile(r"\d{1,19}")  # a cost field as HINCRBY keeps it: a non-negative 64-bit integer
 PRODUCER_SILENT_S = 5.0  # a producer silent this long may be dead: `status` says so, a resume may take over
 
 
@@ -86,6 +91,8 @@ class JobStatus(BaseModel):
     splits: bool = False  # the workers read the inputs in byte ranges: they count the puzzles, not the client
     submitted_bytes: int = 0  # read in splits: bytes of the inputs sent as splits so far
     input_bytes: int = 0  # read in splits: the inputs' bytes (0: not known)
+    cpu_seconds: float = 0.0  # the workers' CPU time for the job, summed over every run of its chunks
+    chunk_seconds: float = 0.0  # the wall time of those runs, summed
 
     def split_submission(self) -> str:
         """How far a submission in splits got, in words: `7 splits (3.1 MB of 9.2 MB)`."""
@@ -198,6 +205,11 @@ class JobStore(ABC):
         """Return the statistics of every finished chunk."""
 
     @abstractmethod
+    def charge(self, job: str, cost: tuple[int, int]) -> None:
+        """Add a run's cost (CPU ns, wall ns: `pipeline.engine.gather.Meter`) to the job's `cpu_ns` and
+        `chunk_wall_ns` (nothing when the job is gone)."""
+
+    @abstractmethod
     def hint(self, job: str) -> tuple[int, float]:
         """Return (puzzles solved, CPU seconds) so far: the producer's chunk-sizing feedback."""
 
@@ -271,6 +283,7 @@ class JobStore(ABC):
         counted = self.split_counted(job) if splits and total is None else 0
         submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done, counted)
         sent, size = split_bytes(meta) if splits else (0, 0)
+        cpu_s, chunk_s = job_cost(job, meta)
         return JobStatus(
             job=job,
             state=meta.get("state", "unknown"),
@@ -295,7 +308,30 @@ class JobStore(ABC):
             splits=splits,
             submitted_bytes=sent,
             input_bytes=size,
+            cpu_seconds=cpu_s,
+            chunk_seconds=chunk_s,
         )
+
+
+def job_cost(job: str, meta: dict[str, str]) -> tuple[float, float]:
+    """(CPU s, wall s) of the job's runs from its meta's `cpu_ns` and `chunk_wall_ns` (0: none counted yet);
+    a field that is no count (a hand-written value) counts 0, with one warning line that does not echo it."""
+    out = []
+    for field in COST_FIELDS:
+        raw = meta.get(field, "0")
+        if NS_COUNT.fullmatch(raw) is None or int(raw) >= 2**63:
+            log.warning(
+                "job %s: its %s is not a count of ns (%d characters): counted as 0", job, field, len(raw)
+            )
+            raw = "0"
+        out.append(int(raw) / 1e9)
+    return out[0], out[1]
+
+
+def cost_words(cpu_s: float, chunk_s: float, embedded: bool) -> str:
+    """What a job cost, in words: `12.3 CPU s on its workers, 14.1 s of chunks` (`status`, the report)."""
+    where = "local processes" if embedded else "workers"
+    return f"{sig(cpu_s)} CPU s on its {where}, {sig(chunk_s)} s of chunks"
 
 
 def _elapsed(meta: dict[str, str], done: int, last: float, submission: str) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from client.config import ClientSettings, mask_url
 from client.store import JobStore
 from pipeline.contract.part import Part
 from pipeline.contract.tasks import VERSION, ChunkTask
+from pipeline.engine.gather import Meter
 from pipeline.engine.runner import ListPort, execute, fail_rest, give_up
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.result import Status
@@ -61,6 +63,7 @@ class StorePort(ListPort):
     def __init__(self, store: JobStore, stop: np.ndarray | None = None) -> None:
         self.store = store
         self.flag = stop
+        self.meter = Meter(time.thread_time_ns)  # this process does other work meanwhile: the thread's CPU
 
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         return self.store.answered(job, chunk)  # type: ignore[attr-defined]
@@ -68,7 +71,11 @@ class StorePort(ListPort):
     def publish(self, part: Part | GenerateResult) -> bool:  # type: ignore[override]
         if self.flag is not None and self.flag[0]:
             return False  # stopped: an interrupted command writes nothing more
+        self.store.charge(part.header.job, self.meter.take())
         return self.store.put_result(part.header.job, part)
+
+    def settle(self, job: str) -> None:
+        self.store.charge(job, self.meter.take())
 
     def stopped(self, job: str) -> bool:
         return bool(self.flag is not None and self.flag[0])

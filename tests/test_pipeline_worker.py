@@ -95,11 +95,11 @@ def test_a_chunk_published_in_parts_whose_worker_dies_between_parts_gives_one_re
     message = json.loads(json.dumps(task.model_dump(mode="json")))
     publish, published = worker_board.publish_part, []
 
-    def dies_after_the_first_pass(client, part, ttl):
+    def dies_after_the_first_pass(client, part, ttl, cost):
         if len(published) == 1:  # the first pass is out (one part: rows 0-4 and 6-10); row 5 is being raced
             raise SystemExit("killed between parts")
         published.append(part.part)
-        return publish(client, part, ttl)
+        return publish(client, part, ttl, cost)
 
     monkeypatch.setattr(worker_board, "publish_part", dies_after_the_first_pass)
     with pytest.raises(SystemExit):

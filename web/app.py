@@ -67,7 +67,7 @@ def page_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
     templates.env.globals.update(embedded=backend.embedded, settings=settings)
-    for name in ("count", "duration", "per_second"):  # numbers as the scripts write them
+    for name in ("count", "duration", "per_second", "sig"):  # numbers as the scripts write them
         templates.env.filters[name] = getattr(numbers, name)
 
     async def solve_page(request: Request) -> Response:

@@ -36,7 +36,7 @@ IDS_FRESH_S = 2.0  # the broker's job list is scanned at most this often, howeve
 MAX_NAME_CHARS = 200
 ROW_STATUS = {  # the fields of a job's `JobStatus` its row shows as they are
     *("submission", "checkpoint", "producer_silent_s", "total", "submitted", "done", "counts"),
-    *("rate", "eta_s", "elapsed_s", "chunks_sent", "chunks_done"),
+    *("rate", "eta_s", "elapsed_s", "chunks_sent", "chunks_done", "cpu_seconds", "chunk_seconds"),
 }
 
 

@@ -19,6 +19,7 @@ from pipeline.contract.generate import GenerateResult
 from pipeline.contract.keys import (
     Frontier,
     JobKeys,
+    cost_commands,
     current_key,
     escalation_over,
     escalations_key,
@@ -33,6 +34,7 @@ from pipeline.contract.outbox import read_outbox_entry
 from pipeline.contract.part import Part
 from pipeline.contract.runs import overlaps
 from pipeline.contract.tasks import MAX_TASK_CHARS, ChunkRef, ChunkTask
+from pipeline.engine.gather import Cost, Meter
 from pipeline.engine.solve import worker_name
 from pipeline.escalation.board import Board
 from pipeline.escalation.task import MAX_SHARED_BATCHES, HelperEntry, HelperTask
@@ -178,11 +180,12 @@ def job_keys(job: str) -> JobKeys:
 
 
 class RedisPort:
-    """Where a worker's chunk run meets its job (`pipeline.engine.port.ChunkPort`): the job's keys in
-    Redis."""
+    """Where a worker's run of one task meets its job (`pipeline.engine.port.ChunkPort`): the job's keys in
+    Redis; the run's cost (`meter`, from the port's making) goes with each part into its publishing MULTI."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self.meter = Meter()  # a pool process runs one task at a time: its CPU clock is the task's
 
     def count_delivery(self, job: str, chunk: int) -> int | None:
         return count_delivery(self.client, job_keys(job), chunk)
@@ -191,7 +194,16 @@ class RedisPort:
         return published_rows(self.client.hgetall(job_keys(job).parts(chunk)))
 
     def publish(self, part: Part) -> bool:
-        return publish_part(self.client, part, settings.job_ttl)
+        cost, written = self.meter.take(), False
+        try:
+            written = publish_part(self.client, part, settings.job_ttl, cost)
+        finally:
+            if not written:
+                self.meter.give_back(cost)
+        return written
+
+    def settle(self, job: str) -> None:
+        charge(self.client, job_keys(job), self.meter.take())
 
     def stopped(self, job: str) -> bool:
         return job_stopped(self.client, job_keys(job))
@@ -204,7 +216,13 @@ class RedisPort:
         )
 
     def publish_generated(self, result: GenerateResult) -> None:
-        store_result(self.client, result, settings.job_ttl, keep_answer=result.error is not None)
+        cost, written = self.meter.take(), False
+        try:
+            stored = store_result(self.client, result, settings.job_ttl, result.error is not None, cost)
+            written = stored is not None
+        finally:
+            if not written:
+                self.meter.give_back(cost)
 
     def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
         """Record a split's counts, then move the job's frontier over every split counted by now."""
@@ -330,22 +348,24 @@ def write_unless_stopped(
     return None  # the stop key kept changing: a purge is under way
 
 
-def store_result(client: Any, result: Part | GenerateResult, ttl: int, keep_answer: bool = False) -> Any:
+def store_result(
+    client: Any, result: Part | GenerateResult, ttl: int, keep_answer: bool = False, cost: Cost = (0, 0)
+) -> Any:
     """Write a chunk result with the shared idempotent commands (`write_unless_stopped`); None if not written.
     `keep_answer` (failure answers: attempt or time limit) writes only if the chunk has no answer yet, so
     a chunk that finished and was delivered again keeps its good result."""
     stats = result.header.stats
     keys = job_keys(result.header.job)
     commands = result_commands(
-        keys, result.header.chunk, result.encode(), stats.model_dump_json(), stats.n, stats.cpu_s, ttl
+        keys, result.header.chunk, result.encode(), stats.model_dump_json(), stats.n, stats.cpu_s, ttl, cost
     )
     return write_unless_stopped(client, keys, commands, result.header.chunk if keep_answer else None)
 
 
-def publish_part(client: Any, part: Part, ttl: int) -> bool:
-    """Publish one part of a solve chunk (`transact`, watching the chunk's parts hash) unless the job is
-    stopped or gone, or any of its rows is answered already (a chunk delivered twice at once); True when
-    written."""
+def publish_part(client: Any, part: Part, ttl: int, cost: Cost = (0, 0)) -> bool:
+    """Publish one part of a solve chunk (`transact`, watching the chunk's parts hash) with its run's `cost`
+    unless the job is stopped or gone, or any of its rows is answered already (a chunk delivered twice at
+    once); True when written."""
     head, stats, runs = part.header, part.header.stats, part.row_runs()
     keys = job_keys(head.job)
     payload = part.encode()
@@ -366,11 +386,33 @@ def publish_part(client: Any, part: Part, ttl: int) -> bool:
             ttl,
             complete,
             runs,
+            cost,
         )
 
     while True:
         with contextlib.suppress(redis.WatchError):
             return transact(client, keys, [keys.parts(head.chunk)], commands) is not None
+
+
+def charge(client: Any, keys: JobKeys, cost: Cost) -> None:
+    """Add a run's cost no part carried (its end, a helper's race) to its job's meta, under WATCH of the meta:
+    a job gone (purged) is not re-created; a cancelled one is charged (its runs did use the CPU)."""
+    while any(cost):
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(keys.meta)
+                if not pipe.exists(keys.meta):
+                    return
+                pipe.multi()
+                for command in cost_commands(keys, cost):
+                    pipe.execute_command(*command)
+                pipe.execute()
+                return
+            except redis.WatchError:
+                continue  # the meta changed meanwhile (another part's counts): go again
+            except redis.OutOfMemoryError:  # never waited for: the run's answers are published already
+                log.warning("job %s: %.3f CPU s of a run not counted: Redis is full", keys.job, cost[0] / 1e9)
+                return
 
 
 def count_delivery(client: Any, keys: JobKeys, chunk: int) -> int | None:

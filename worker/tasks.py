@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from pipeline.contract.generate import GenerateResult, GenerateTask
 from pipeline.contract.tasks import JOB_ID_PATTERN, VERSION, ChunkRef, ChunkTask, version_refusal
-from pipeline.engine.runner import execute, give_up
+from pipeline.engine.runner import execute, give_up, settled
 from pipeline.escalation.task import HelperTask
 from solvers.model.result import Status
 from worker.app import app
@@ -87,7 +87,8 @@ def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
             )  # fmt: skip
         except SoftTimeLimitExceeded:
             why = "the chunk exceeded the worker's time limit"
-            return give_up(port, task, why, Status.TIMEOUT, time.process_time() - start, settings.roots)
+            with settled(port, task.job):  # what answering the rest costs, after the run's own charge
+                return give_up(port, task, why, Status.TIMEOUT, time.process_time() - start, settings.roots)
 
 
 def _dict(payload: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 KEY_PREFIX = "sbatch"
+COST_FIELDS = ("cpu_ns", "chunk_wall_ns")  # a job's cost in its meta: CPU and wall ns, added by each run
 
 
 class JobKeys:
@@ -155,8 +156,21 @@ def escalations_key(prefix: str = KEY_PREFIX) -> str:
     return f"{prefix}:escalations"
 
 
+def cost_commands(keys: JobKeys, cost: tuple[int, int]) -> list[tuple[Any, ...]]:
+    """The commands adding a run's cost (CPU ns, wall ns: `pipeline.engine.gather.Meter`) to its job's meta,
+    in the MULTI that publishes what the run made: a count is never lost or doubled between the two."""
+    return [("HINCRBY", keys.meta, field, int(ns)) for field, ns in zip(COST_FIELDS, cost, strict=True) if ns]
+
+
 def result_commands(
-    keys: JobKeys, chunk: int, payload: bytes, stats_json: str, n: int, cpu_s: float, ttl: int
+    keys: JobKeys,
+    chunk: int,
+    payload: bytes,
+    stats_json: str,
+    n: int,
+    cpu_s: float,
+    ttl: int,
+    cost: tuple[int, int] = (0, 0),
 ) -> list[tuple[Any, ...]]:
     """The commands that store one chunk result, to run in one MULTI/EXEC.
 
@@ -178,6 +192,7 @@ def result_commands(
         ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
         ("HINCRBY", keys.meta, "hint_n", n),
         ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
+        *cost_commands(keys, cost),
         ("EXPIRE", keys.stats, ttl),
         ("EXPIRE", keys.arrivals, ttl),
         ("EXPIRE", keys.meta, ttl),
@@ -205,6 +220,7 @@ def part_commands(
     ttl: int,
     complete: bool,
     runs: list[tuple[int, int]] | None = None,
+    cost: tuple[int, int] = (0, 0),
 ) -> list[tuple[Any, ...]]:
     """The commands that publish one part of a solve chunk, to run in one MULTI/EXEC (under WATCH of the
     chunk's parts hash and the stop key, after checking that none of its rows is answered: the caller's
@@ -225,6 +241,7 @@ def part_commands(
         *wake_commands(keys, ttl),
         ("HINCRBY", keys.meta, "hint_n", n),
         ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
+        *cost_commands(keys, cost),
         ("EXPIRE", keys.stats, ttl),
         ("EXPIRE", keys.arrivals, ttl),
         ("EXPIRE", keys.meta, ttl),

@@ -211,6 +211,9 @@ class DatasetPort:
     def stopped(self, job: str) -> bool:
         return self.port.stopped(job)
 
+    def settle(self, job: str) -> None:
+        self.port.settle(job)
+
     def offsets(self) -> tuple[int, int]:
         """What is added to the task's lines and indices: (first line - 1, first index) of a split (waited
         for), nothing for a task whose producer numbered its puzzles; JobStopped when the job stops."""

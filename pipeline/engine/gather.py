@@ -91,3 +91,31 @@ class Clock:
         now, wall = time.process_time(), time.perf_counter()
         stats.cpu_s, stats.solver_cpu_s, stats.wall_s = now - self.cpu, self.solver_cpu, wall - self.wall
         self.cpu, self.wall, self.solver_cpu, self.solver_at = now, wall, 0.0, now
+
+
+Cost = tuple[int, int]  # (CPU ns, wall ns) of a run charged to its job: the meta's `cpu_ns`, `chunk_wall_ns`
+
+
+class Meter:
+    """The CPU and wall time of one run of a task in this process (one delivery of a chunk, a helper's race, a
+    generate chunk), each nanosecond charged to the job once: `take` what was spent since the last charge
+    (with a part, in the MULTI that publishes it), `give_back` a charge whose write did not happen (the
+    next one carries it). `cpu`: the process's CPU clock where the process runs one task at a time (workers,
+    local processes), the thread's where it runs other work too."""
+
+    def __init__(self, cpu: Callable[[], int] = time.process_time_ns) -> None:
+        self._cpu = cpu
+        self._lock = threading.Lock()  # a chunk's parts go out from two threads (`Gather`)
+        self._at = (cpu(), time.monotonic_ns())
+
+    def take(self) -> Cost:
+        """What was spent since the last charge (this one included)."""
+        with self._lock:
+            now = (self._cpu(), time.monotonic_ns())
+            spent, self._at = (max(0, now[0] - self._at[0]), max(0, now[1] - self._at[1])), now
+        return spent
+
+    def give_back(self, cost: Cost) -> None:
+        """A charge that was not written: it goes with the next one."""
+        with self._lock:
+            self._at = (self._at[0] - cost[0], self._at[1] - cost[1])

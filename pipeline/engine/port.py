@@ -33,4 +33,9 @@ class ChunkPort(Protocol):
     def publish_generated(self, result: GenerateResult) -> None:
         """Publish a generate chunk's result (a failure answer never replaces a stored one)."""
 
+    def settle(self, job: str) -> None:
+        """Charge the job what this run spent that no published part or result carried (the run's end)."""
+
+    # A port that charges its job keeps a `pipeline.engine.gather.Meter`, made with the port (one port a run),
+    # and charges each part it publishes with what the run spent since its last charge.
     # A port may also have `arena` (`pipeline.engine.render.Arena`): where its parts' records are rendered.

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import numpy as np
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
     Task = ChunkTask | GenerateTask | HelperTask
 
+log = logging.getLogger(__name__)
 STOP_POLL_S = 0.25
 P = ParamSpec("P")
 
@@ -54,7 +56,35 @@ def execute(
     (`board`, the task's job's; None: none): the puzzles it answered (a helper: 1 if it solved its one).
 
     A solve chunk is `run_chunk`, racing its slow puzzles on `board`; a generate chunk is made (or, past
-    `max_attempts` deliveries, answered with an error) and published; a helper runs `run_helper`."""
+    `max_attempts` deliveries, answered with an error) and published; a helper runs `run_helper`. What the
+    run spent and no part carried is charged to the job at its end (`port.settle`)."""
+    with settled(port, task.job):
+        return _execute(task, port, board, attempts, max_attempts, poll_s, roots)
+
+
+@contextlib.contextmanager
+def settled(port: ChunkPort, job: str) -> Iterator[None]:
+    """Charge `job` what this run spent since its last part when the run ends, however it ends
+    (`ChunkPort.settle`); a charge that fails is one log line: the run's answers (or its own error) stand."""
+    try:
+        yield
+    finally:
+        try:
+            port.settle(job)
+        except Exception as exc:  # noqa: BLE001 - the cost is a figure: its loss must not fail the run
+            log.warning("job %s: the end of a run is not counted in its cost: %s", job, exc)
+
+
+def _execute(
+    task: Task,
+    port: ChunkPort,
+    board: Board | None,
+    attempts: int | None,
+    max_attempts: int | None,
+    poll_s: float,
+    roots: DataRoots | None,
+) -> int:
+    """`execute`'s dispatch by task kind."""
     if isinstance(task, ChunkTask):
         escalation = None if board is None else _escalation(board, poll_s)
         return run_chunk(
@@ -281,6 +311,9 @@ class ListPort:
 
     def fail_job(self, job: str, reason: str) -> None:
         raise RuntimeError(reason)
+
+    def settle(self, job: str) -> None:
+        """Nothing: a list's parts are charged to no job (the client's processes' ports charge theirs)."""
 
     def publish_generated(self, result: GenerateResult) -> None:
         self.publish(result)  # type: ignore[arg-type]

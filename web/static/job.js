@@ -23,6 +23,7 @@ function show(job) {
   document.getElementById("eta").textContent = job.phase === "done" ? "-" : duration(job.eta_s);
   document.getElementById("elapsed").textContent = duration(job.elapsed_s);
   document.getElementById("chunks").textContent = count(job.chunks_done) + " / " + count(job.chunks_sent) + " done";
+  document.getElementById("cost").textContent = sig(job.cpu_seconds) + " CPU s, " + sig(job.chunk_seconds) + " s of chunks";
   document.getElementById("error").textContent = job.error || "-";
   const resume = document.getElementById("resume");
   resume.hidden = job.phase !== "stopped";
