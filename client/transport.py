@@ -20,7 +20,7 @@ import numpy as np
 from client.config import ClientSettings, mask_url
 from client.store import JobStore
 from pipeline.contract.part import Part
-from pipeline.contract.tasks import VERSION, ChunkTask
+from pipeline.contract.tasks import BROKER_PRIORITIES, VERSION, ChunkTask, message_priority
 from pipeline.engine.runner import ListPort, execute, fail_rest, give_up
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.result import Status
@@ -40,8 +40,9 @@ class Transport(ABC):
     """Carries chunk tasks to whatever solves them."""
 
     @abstractmethod
-    def send(self, task: Task) -> None:
-        """Hand a chunk over (may block briefly; never waits for the answer)."""
+    def send(self, task: Task, priority: str | None = None) -> None:
+        """Hand a chunk of a job of class `priority` (`PRIORITIES`; None: the default) over (may block
+        briefly; never waits for the answer)."""
 
     def close(self) -> None:  # noqa: B027 - most transports hold nothing to release
         """Release processes and connections."""
@@ -94,7 +95,8 @@ class LocalTransport(Transport):
         if pool.started:  # a chunk whose process died: its unanswered rows are answered `error`
             pool.route(job, store, lambda task, reason: fail_rest(StorePort(store), task, reason))
 
-    def send(self, task: Task) -> None:
+    def send(self, task: Task, priority: str | None = None) -> None:
+        # `priority` orders nothing here: the pool runs this one job's chunks in order
         if not self.pool.started:  # solved in this process, on a thread of its own: `send` never waits for it
             if self._inline is None:
                 self._inline = tasks = queue.SimpleQueue()
@@ -151,6 +153,7 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
         "visibility_timeout": settings.visibility_timeout,
         "socket_connect_timeout": settings.connect_timeout,
         "socket_timeout": settings.socket_timeout,
+        **BROKER_PRIORITIES,
     }
     app.conf.update(
         task_serializer="json",
@@ -172,7 +175,8 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
 
 
 class CeleryTransport(Transport):
-    """Broker mode: one Celery message per chunk, sent by name to the workers' queue.
+    """Broker mode: one Celery message per chunk, sent by name to the workers' queue at its priority
+    (`message_priority`: the job's class, then the chunks it sent before).
 
     Every task sent here was committed to the job's outbox first (producer, resend sweep,
     resume). A solve message is a `ChunkRef` (job and chunk): the worker reads the task from
@@ -185,7 +189,7 @@ class CeleryTransport(Transport):
         self.app = celery_app(url, settings)
         self._producer: Any = None
 
-    def send(self, task: Task) -> None:
+    def send(self, task: Task, priority: str | None = None) -> None:
         if isinstance(task, ChunkTask):
             limit = self._hard_limit(task)
             payload: dict[str, Any] = {"v": VERSION, "job": task.job, "chunk": task.chunk, "ref": "outbox"}
@@ -200,6 +204,7 @@ class CeleryTransport(Transport):
                 kwargs={"task": payload},
                 kwargsrepr=shown,
                 queue=self.settings.queue,
+                priority=message_priority(priority, task.chunk),
                 **limits,
                 retry=True,
                 retry_policy={
