@@ -278,7 +278,7 @@ class BatchClient:
         """
         kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
         if kept is not None:
-            self._celery_transport().send(parse_task(kept[1]), self.store.meta(job_id).get("priority"))
+            self._celery_transport().send(parse_task(kept[1]))
 
     def generate(
         self, box: Box, plan: list[tuple[int, int, int]], options: GenerateOptions, meta: dict[str, str]
@@ -346,7 +346,8 @@ class BatchClient:
 
     def _celery_transport(self) -> CeleryTransport:
         if self._celery is None:
-            self._celery = CeleryTransport(self.url, self.settings)  # type: ignore[arg-type]
+            classes = lambda job: self.store.meta(job).get("priority")  # noqa: E731
+            self._celery = CeleryTransport(self.url, self.settings, classes)  # type: ignore[arg-type]
         return self._celery
 
     def _broker_window(self) -> int:

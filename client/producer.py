@@ -328,7 +328,7 @@ class Producer:
     ) -> None:
         """Commit `task` (with the answers before it, and the checkpoint past it), then send it."""
         self._commit(checkpoint, None, answered, task)
-        self.transport.send(task, self.spec.priority)
+        self.transport.send(task)
         self.sent += 1
         self._heartbeat()
 

@@ -6,8 +6,8 @@ ever solves the chunk. The producer keeps every sent task in the job's outbox un
 its result is stored, so a collector that has waited `resend_after` seconds without a
 result sends again, by name, each outbox task older than that which no live worker is
 solving, once the broker queue has drained (before that, a task still queued behind slow
-chunks would be sent twice for nothing), at the priority the producer sent it at (the job's
-class in its metadata and the chunk's number: `pipeline.contract.tasks.message_priority`).
+chunks would be sent twice for nothing), at the priority the producer sent it at
+(`client.transport.CeleryTransport`).
 Re-sending is safe: result writes are idempotent per chunk and collectors skip repeated arrivals.
 """
 
@@ -51,12 +51,11 @@ class Resender:
             if self.store.queued():  # workers are still busy with queued tasks: nothing is lost yet
                 return 0
             running = set(self.store.current().values())  # `job:chunk` a live worker is solving
-            priority = self.store.meta(self.job).get("priority")
             for chunk, (sent_at, payload) in sorted(self.store.outbox(self.job).items()):
                 if time.time() - sent_at < self.after or f"{self.job}:{chunk}" in running:
                     continue
                 if self.store.claim_resend(self.job, chunk, sent_at):
-                    self.transport().send(parse_task(payload), priority)
+                    self.transport().send(parse_task(payload))
                     count += 1
         except (ConnectionError, redis.RedisError):  # the transport's errors are ConnectionError
             pass

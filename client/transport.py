@@ -8,10 +8,12 @@ settings: the client never imports `worker`. The local processes are `client.poo
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +42,8 @@ class Transport(ABC):
     """Carries chunk tasks to whatever solves them."""
 
     @abstractmethod
-    def send(self, task: Task, priority: str | None = None) -> None:
-        """Hand a chunk of a job of class `priority` (`PRIORITIES`; None: the default) over (may block
-        briefly; never waits for the answer)."""
+    def send(self, task: Task) -> None:
+        """Hand a chunk over (may block briefly; never waits for the answer)."""
 
     def close(self) -> None:  # noqa: B027 - most transports hold nothing to release
         """Release processes and connections."""
@@ -95,8 +96,7 @@ class LocalTransport(Transport):
         if pool.started:  # a chunk whose process died: its unanswered rows are answered `error`
             pool.route(job, store, lambda task, reason: fail_rest(StorePort(store), task, reason))
 
-    def send(self, task: Task, priority: str | None = None) -> None:
-        # `priority` orders nothing here: the pool runs this one job's chunks in order
+    def send(self, task: Task) -> None:
         if not self.pool.started:  # solved in this process, on a thread of its own: `send` never waits for it
             if self._inline is None:
                 self._inline = tasks = queue.SimpleQueue()
@@ -176,20 +176,25 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
 
 class CeleryTransport(Transport):
     """Broker mode: one Celery message per chunk, sent by name to the workers' queue at its priority
-    (`message_priority`: the job's class, then the chunks it sent before).
+    (`message_priority`: the job's class as its metadata says, then the chunks it sent before): the
+    producer, the resend sweep and a resume all send a chunk at the same priority.
 
     Every task sent here was committed to the job's outbox first (producer, resend sweep,
     resume). A solve message is a `ChunkRef` (job and chunk): the worker reads the task from
     the outbox. A generate message is a few hundred bytes and carries its task.
     """
 
-    def __init__(self, url: str, settings: ClientSettings) -> None:
+    def __init__(
+        self, url: str, settings: ClientSettings, classes: Callable[[str], str | None] = lambda job: None
+    ) -> None:
+        """`classes` reads a job's class from its metadata (`priority`; None: the default), once per job."""
         self.url = url
         self.settings = settings
+        self.priority_of = functools.lru_cache(maxsize=1024)(classes)  # meta says it, before any send
         self.app = celery_app(url, settings)
         self._producer: Any = None
 
-    def send(self, task: Task, priority: str | None = None) -> None:
+    def send(self, task: Task) -> None:
         if isinstance(task, ChunkTask):
             limit = self._hard_limit(task)
             payload: dict[str, Any] = {"v": VERSION, "job": task.job, "chunk": task.chunk, "ref": "outbox"}
@@ -204,7 +209,7 @@ class CeleryTransport(Transport):
                 kwargs={"task": payload},
                 kwargsrepr=shown,
                 queue=self.settings.queue,
-                priority=message_priority(priority, task.chunk),
+                priority=message_priority(self.priority_of(task.job), task.chunk),
                 **limits,
                 retry=True,
                 retry_policy={
