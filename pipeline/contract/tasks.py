@@ -43,7 +43,9 @@ JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
 PRIORITIES: dict[str, tuple[int, int]] = {"high": (0, 2), "normal": (3, 6), "low": (7, 9)}
 DEFAULT_PRIORITY = "normal"
 PRIORITY_STEPS = list(range(10))  # kombu's `priority_steps`: one list per priority
-PRIORITY_SEP = "\x06\x16"  # kombu's `sep` (its default, pinned): lists `<queue><sep><priority>`, 0: `<queue>`
+PRIORITY_SEP = ":"  # kombu's `sep` (Celery's docs' choice): lists `<queue>:<priority>`, 0 is `<queue>` itself
+# a queue's name: no `sep` in it (kombu cuts a popped list's name at its last `sep`), no space, bounded
+QueueName = Annotated[str, Field(pattern=r"^[^:\s]{1,200}$")]
 BROKER_PRIORITIES = {  # kombu's Redis transport options for them, the same on the clients and the workers
     "priority_steps": PRIORITY_STEPS,
     "sep": PRIORITY_SEP,
