@@ -225,3 +225,12 @@ def test_the_workers_orphan_sweep_sends_a_dropped_chunk_again_at_its_jobs_priori
     fake_redis.hdel(keys.meta, "priority")  # a job of a client before the classes: the default's
     assert heartbeat.resend(fake_redis, app, f"{job}:5")
     assert app.sent[1]["priority"] == message_priority("normal", 5)
+
+
+def test_the_queues_length_sums_its_priority_lists_so_no_resend_fires_while_chunks_wait(fake_redis):
+    from client.redis_store import RedisJobStore
+
+    store = RedisJobStore(fake_redis, ClientSettings())
+    fake_redis.lpush(queue_lists(DEFAULT_QUEUE)[message_priority("low", 99)], b"{}")
+    fake_redis.lpush(queue_lists(DEFAULT_QUEUE)[message_priority("normal", 2)], b"{}")
+    assert store.queued() == 2  # the resend sweeps wait for these: the chunks are not lost
