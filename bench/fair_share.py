@@ -144,6 +144,10 @@ def main() -> None:
     p.add_argument("--small", type=int, default=1000)
     p.add_argument("--big", type=int, default=400_000)
     p.add_argument("--no-high", action="store_true", help="a tree without --priority")
+    p.add_argument(
+        "--worker-nice", type=int, default=0, help="run the workers N nicer (the clients first for the "
+        "CPU, as when they run on other machines)",
+    )  # fmt: skip
     p.add_argument("--json", type=Path)
     a = p.parse_args()
     cmd = [str(a.repo.resolve() / ".venv" / "bin" / "sudoku-batch")]
@@ -174,6 +178,7 @@ def main() -> None:
                         stderr=subprocess.STDOUT,
                         env=env,
                         cwd=a.repo,
+                        preexec_fn=lambda: os.nice(a.worker_nice),
                     )  # fmt: skip
                 )
             while len(r.zrangebyscore("sbatch:workers", time.time() - 5, "+inf")) < 2:
