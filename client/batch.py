@@ -42,9 +42,11 @@ from pipeline.contract.keys import KEY_PREFIX
 from pipeline.contract.outbox import parse_task
 from pipeline.contract.tasks import (
     DEFAULT_ESCALATE_AFTER_S,
+    DEFAULT_PRIORITY,
     DEFAULT_TIME_LIMIT_S,
     MAX_ESCALATE_AFTER_S,
     MAX_TIME_LIMIT_S,
+    check_priority,
 )
 from pipeline.engine.dataset import Claim
 from solvers.model.puzzle import as_box
@@ -70,6 +72,7 @@ class SubmitOptions(TypedDict, total=False):
     compression: str
     splits: bool | None
     column: str | None
+    priority: str
 
 
 class BatchClient:
@@ -110,7 +113,7 @@ class BatchClient:
     def submit(self, source: Source, *, name: str | None = None, **options: Unpack[SubmitOptions]) -> Job:
         """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings, named
         `name` (the path, or `<strings>`); `options` as `submit_inputs` (`time_limit`, `portfolio`, `box`,
-        `seed`, `escalate_after`, `format`, `dataset`, `compression`, `splits`, `column`)."""
+        `seed`, `escalate_after`, `format`, `dataset`, `compression`, `splits`, `column`, `priority`)."""
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs([(name, source)], **options)
@@ -130,6 +133,7 @@ class BatchClient:
         compression: str = "none",
         splits: bool | None = None,
         column: str | None = None,
+        priority: str = DEFAULT_PRIORITY,
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
@@ -154,11 +158,15 @@ class BatchClient:
         and `Job.note` says so; False: never; True: or a ValueError saying why not). `column`: the header's
         name of a CSV input's puzzle column (None: the first of `solvers.model.parse.PUZZLE_COLUMNS` a header
         names; an input without such a header is read as plain lines); a file whose first line does not
-        name `column` is a ValueError.
+        name `column` is a ValueError. `priority`: `high`, `normal` (the default) or `low`, the class of the
+        job's chunks on the broker (`pipeline.contract.tasks.message_priority`): the workers take a higher
+        class's queued chunks first, and within a class a job's first chunks before a long job's later ones;
+        another name is a ValueError.
         """
         fleet = None if self.embedded else lambda: fleet_roots(self._redis_store().worker_roots())
         url, split_urls, note = dataset_plan(inputs, dataset, format, compression, splits, box, fleet)
         as_box(box)  # a bad box shape is the caller's error, raised here
+        check_priority(priority)
         if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
             raise ValueError(
                 f"time_limit {time_limit:g}: must be 0 (no limit) or above, at most {MAX_TIME_LIMIT_S:g} s"
@@ -177,7 +185,7 @@ class BatchClient:
         check_columns(inputs, column)
         spec = JobSpec(
             new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None,
-            format, url, compression, split_urls, column,
+            format, url, compression, split_urls, column, priority,
         )  # fmt: skip
         inputs = opened(inputs)
         self.store.create(spec.job, spec.meta())
@@ -235,6 +243,7 @@ class BatchClient:
         box: str | None = None,
         bounded: bool = True,
         column: str | None = None,
+        priority: str | None = None,
     ) -> Job:
         """Go on submitting a job whose producer died or failed half way, from its last checkpoint.
 
@@ -249,6 +258,7 @@ class BatchClient:
         meta = self.store.meta(job_id)
         spec = resumable(job_id, meta)
         given = {"time_limit": time_limit, "portfolio": portfolio, "box": box, "column": column}
+        given["priority"] = priority
         inputs = resumed_inputs(spec, sources, given)
         token = self.store.claim(job_id)  # first: an old producer can no longer move the checkpoint read next
         meta = self.store.meta(job_id)
@@ -341,7 +351,8 @@ class BatchClient:
 
     def _celery_transport(self) -> CeleryTransport:
         if self._celery is None:
-            self._celery = CeleryTransport(self.url, self.settings)  # type: ignore[arg-type]
+            classes = lambda job: self.store.meta(job).get("priority")  # noqa: E731
+            self._celery = CeleryTransport(self.url, self.settings, classes)  # type: ignore[arg-type]
         return self._celery
 
     def _broker_window(self) -> int:

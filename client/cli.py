@@ -38,7 +38,12 @@ from client.numbers import plural
 from client.store import DEFAULT_JOBS_LISTED, MAX_JOBS_LISTED, JobStatus, cost_words
 from client.target import ReaderGone
 from pipeline.contract.formats import COMPRESSIONS, OUTPUTS
-from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S, DEFAULT_TIME_LIMIT_S
+from pipeline.contract.tasks import (
+    DEFAULT_ESCALATE_AFTER_S,
+    DEFAULT_PRIORITY,
+    DEFAULT_TIME_LIMIT_S,
+    PRIORITIES,
+)
 
 EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
 
@@ -60,6 +65,9 @@ SOLVE: list[Option] = [  # the options of `solve` and `submit` after their input
     (("--escalate-after",), dict(type=float, default=DEFAULT_ESCALATE_AFTER_S, metavar="S", help="escalate a "
                                  f"puzzle unsolved after S s to idle workers too (default: "
                                  f"{DEFAULT_ESCALATE_AFTER_S:g}; 0: never)")),
+    (("--priority",), dict(choices=tuple(PRIORITIES), help="with a broker, the workers take a higher class's "
+                           f"chunks first: {', '.join(PRIORITIES)} (default: {DEFAULT_PRIORITY}; a resume "
+                           "keeps the job's)")),
 ]  # fmt: skip
 DATASET: list[Option] = [
     (("--compression",), dict(choices=tuple(COMPRESSIONS), help="a dataset's JSON Lines or CSV parts "

@@ -10,7 +10,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.contract.keys import KEY_PREFIX
-from pipeline.contract.tasks import DEFAULT_QUEUE, MAX_SPLIT_BYTES, MAX_TASK_CHARS
+from pipeline.contract.tasks import DEFAULT_QUEUE, MAX_SPLIT_BYTES, MAX_TASK_CHARS, QueueName
 
 if TYPE_CHECKING:
     import redis
@@ -24,7 +24,7 @@ class ClientSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SUDOKU_BATCH_", extra="ignore")
 
     broker: str | None = None  # redis://[:password@]host:port/db or rediss://; None = embedded
-    queue: str = DEFAULT_QUEUE
+    queue: QueueName = DEFAULT_QUEUE
     key_prefix: str = KEY_PREFIX
     result_ttl: int = 3600  # seconds a collected result stays, so `collect` can be re-run
     job_ttl: int = 7 * 86400  # seconds an uncollected result or a job's metadata may wait

@@ -19,7 +19,7 @@ from client.dataset import check_directory, dataset_url
 from client.store import Checkpoint, input_names, submission_state
 from client.transport import INLINE_BYTES
 from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, zstd_codec
-from pipeline.contract.tasks import MAX_NAME_CHARS, Dataset
+from pipeline.contract.tasks import DEFAULT_PRIORITY, MAX_NAME_CHARS, Dataset
 from pipeline.engine.roots import DataRoots
 from pipeline.engine.storage import absolute, storage_for
 
@@ -162,6 +162,7 @@ class JobSpec:
     compression: str = "none"  # of a dataset's JSON Lines or CSV parts
     splits: list[str] | None = None  # the inputs as the workers read them, in splits (None: read here)
     column: str | None = None  # a CSV input's puzzle column as named (None: a header naming one, if any)
+    priority: str = DEFAULT_PRIORITY  # its chunks' class on the broker (`pipeline.contract.tasks.PRIORITIES`)
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
@@ -169,6 +170,7 @@ class JobSpec:
         out["prints"] = PRINTS.dump_json(self.prints).decode()
         out["checkpoint"] = Checkpoint().model_dump_json()
         out["format"] = self.format
+        out["priority"] = self.priority
         for key in ("box", "time_limit", "portfolio", "seed", "escalate_after", "dataset", "column"):
             value = getattr(self, key)
             if value is not None:
@@ -198,6 +200,7 @@ class JobSpec:
             job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
             int(seed) if seed else None, float(escalate) if escalate else None, meta.get("format", "columns"),
             meta.get("dataset"), meta.get("compression", "none"), splits, meta.get("column"),
+            meta.get("priority", DEFAULT_PRIORITY),  # an unknown class: the default (`message_priority`)
         )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from pipeline.contract.keys import (
     current_key,
     job_stopped,
     part_commands,
+    queued,
     result_commands,
     roots_key,
     wake_commands,
@@ -336,8 +337,9 @@ class RedisJobStore(JobStore):
         self.r.connection_pool.disconnect(inuse_connections=False)
 
     def queued(self) -> int:
-        """Messages waiting in the workers' broker queue (kombu keeps a queue as a Redis list of its name)."""
-        return int(self.r.llen(self.settings.queue))
+        """Messages waiting in the workers' broker queue: kombu keeps it as a Redis list per priority
+        (`pipeline.contract.keys.queue_lists`), summed."""
+        return queued(self.r, self.settings.queue)
 
     def purge(self, job: str, *, stop: bool = True) -> int:
         """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.

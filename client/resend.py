@@ -6,8 +6,9 @@ ever solves the chunk. The producer keeps every sent task in the job's outbox un
 its result is stored, so a collector that has waited `resend_after` seconds without a
 result sends again, by name, each outbox task older than that which no live worker is
 solving, once the broker queue has drained (before that, a task still queued behind slow
-chunks would be sent twice for nothing). Re-sending is safe: result writes are
-idempotent per chunk and collectors skip repeated arrivals.
+chunks would be sent twice for nothing), at the priority the producer sent it at
+(`client.transport.CeleryTransport`).
+Re-sending is safe: result writes are idempotent per chunk and collectors skip repeated arrivals.
 """
 
 from __future__ import annotations

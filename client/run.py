@@ -41,7 +41,12 @@ from client.store import Checkpoint, Superseded
 from client.summary import Summary
 from client.target import check_target
 from pipeline.contract.formats import format_of, named_format
-from pipeline.contract.tasks import DEFAULT_TIME_LIMIT_S, MAX_ESCALATE_AFTER_S, MAX_TIME_LIMIT_S
+from pipeline.contract.tasks import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TIME_LIMIT_S,
+    MAX_ESCALATE_AFTER_S,
+    MAX_TIME_LIMIT_S,
+)
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
 log = logging.getLogger(__name__)
@@ -96,6 +101,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                 job = client.resume(
                     resume, [src for _, src in sources] or None, time_limit=args.time_limit or None,
                     portfolio=args.portfolio, box=args.box, bounded=False, column=args.column,
+                    priority=args.priority,
                 )  # fmt: skip
             else:
                 limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
@@ -104,7 +110,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
                     bounded=args.command == "solve", escalate_after=args.escalate_after,
                     format=args.format or "jsonl", dataset=args.output if dataset else None,
                     compression=args.compression or "none", splits=False if args.no_splits else None,
-                    column=args.column,
+                    column=args.column, priority=args.priority or DEFAULT_PRIORITY,
                 )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None

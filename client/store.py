@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from client.numbers import byte_size, plural, sig
 from pipeline.contract.keys import COST_FIELDS
 from pipeline.contract.part import Part, PartStats
-from pipeline.contract.tasks import ChunkTask
+from pipeline.contract.tasks import DEFAULT_PRIORITY, ChunkTask
 
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult, GenerateTask
@@ -84,6 +84,7 @@ class JobStatus(BaseModel):
     eta_s: float | None = None
     workers: list[str] = []
     resent: int = 0  # chunk tasks re-sent by collectors after the broker lost them
+    priority: str = DEFAULT_PRIORITY  # its chunks' class on the broker: high | normal | low
     error: str | None = None
     submission: str = ""  # complete | running | stopped (died or failed: resumable) | cancelled | ""
     checkpoint: int = 0  # puzzles safely submitted (a resume goes on from there)
@@ -301,6 +302,7 @@ class JobStore(ABC):
             eta_s=(total - done) / rate if total is not None and rate > 0 and going else None,
             workers=self.live_workers(),
             resent=int(meta.get("resent", 0)),
+            priority=meta.get("priority", DEFAULT_PRIORITY),
             error=meta.get("error"),
             submission=submission,
             checkpoint=checkpoint.index,

@@ -8,11 +8,13 @@ settings: the client never imports `worker`. The local processes are `client.poo
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +23,7 @@ import numpy as np
 from client.config import ClientSettings, mask_url
 from client.store import JobStore
 from pipeline.contract.part import Part
-from pipeline.contract.tasks import VERSION, ChunkTask
+from pipeline.contract.tasks import BROKER_PRIORITIES, VERSION, ChunkTask, message_priority
 from pipeline.engine.gather import Meter
 from pipeline.engine.runner import ListPort, execute, fail_rest, give_up
 from solvers.kernel.stop import new_flag, raise_flag
@@ -158,6 +160,7 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
         "visibility_timeout": settings.visibility_timeout,
         "socket_connect_timeout": settings.connect_timeout,
         "socket_timeout": settings.socket_timeout,
+        **BROKER_PRIORITIES,
     }
     app.conf.update(
         task_serializer="json",
@@ -179,16 +182,22 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
 
 
 class CeleryTransport(Transport):
-    """Broker mode: one Celery message per chunk, sent by name to the workers' queue.
+    """Broker mode: one Celery message per chunk, sent by name to the workers' queue at its priority
+    (`message_priority`: the job's class as its metadata says, then the chunks it sent before): the
+    producer, the resend sweep and a resume all send a chunk at the same priority.
 
     Every task sent here was committed to the job's outbox first (producer, resend sweep,
     resume). A solve message is a `ChunkRef` (job and chunk): the worker reads the task from
     the outbox. A generate message is a few hundred bytes and carries its task.
     """
 
-    def __init__(self, url: str, settings: ClientSettings) -> None:
+    def __init__(
+        self, url: str, settings: ClientSettings, classes: Callable[[str], str | None] = lambda job: None
+    ) -> None:
+        """`classes` reads a job's class from its metadata (`priority`; None: the default), once per job."""
         self.url = url
         self.settings = settings
+        self.priority_of = functools.lru_cache(maxsize=1024)(classes)  # meta says it, before any send
         self.app = celery_app(url, settings)
         self._producer: Any = None
 
@@ -207,6 +216,7 @@ class CeleryTransport(Transport):
                 kwargs={"task": payload},
                 kwargsrepr=shown,
                 queue=self.settings.queue,
+                priority=message_priority(self.priority_of(task.job), task.chunk),
                 **limits,
                 retry=True,
                 retry_policy={

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from pipeline.contract.keys import queue_lists, queued
 from pipeline.contract.part import Part
 from tests.conftest import (
     CORPORA,
@@ -222,8 +223,8 @@ def test_chunk_tasks_lost_from_the_broker_queue_are_resent_by_the_collector_and_
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
     sent = int(client.hget(f"sbatch:job:{job}:meta", "chunks_total"))
-    assert client.llen("sbatch-test-nobody") == sent == client.hlen(f"sbatch:job:{job}:outbox") > 1
-    client.delete("sbatch-test-nobody")  # every message lost, as when Redis stops mid-BRPOP
+    assert queued(client, "sbatch-test-nobody") == sent == client.hlen(f"sbatch:job:{job}:outbox") > 1
+    client.delete(*queue_lists("sbatch-test-nobody"))  # every message lost, as when Redis stops mid-BRPOP
     out = tmp_path / "out.jsonl"
     proc = run_cli(
         "collect", job, "--broker", stack.url, "-o", str(out), "-q", "--ordered", "--timeout", "60",
@@ -252,7 +253,7 @@ def test_a_chunk_whose_message_is_gone_while_a_live_process_is_named_solving_it_
     job = submitted.stdout.strip()
     client = stack.client()
     try:
-        client.delete("sbatch-test-nobody")  # the message is gone
+        client.delete(*queue_lists("sbatch-test-nobody"))  # the message is gone
         live = client.zrangebyscore("sbatch:workers", time.time() - 3, "+inf")
         client.hset("sbatch:current", live[0], f"{job}:0")  # what the process ran when Redis went away
         client.hset("sbatch:deliveries", f"{job}:0", f"{uuid.uuid4()}|{time.time() - 60:.3f}")

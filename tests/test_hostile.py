@@ -29,6 +29,7 @@ import redis
 from client.config import ClientSettings
 from client.transport import celery_app
 from pipeline.contract.generate import GenerateTask
+from pipeline.contract.keys import queued
 from pipeline.contract.outbox import outbox_entry
 from pipeline.contract.tasks import GENERATE_TASK_NAME, MAX_TASK_CHARS, VERSION
 from pipeline.contract.tasks import SOLVE_TASK_NAME as TASK_NAME
@@ -269,7 +270,7 @@ def test_messages_asking_to_run_later_are_acknowledged_at_once_and_never_held_by
     while (text := worker.logged_since(offset)).count("it asks to run later") < 200:
         assert worker.proc.poll() is None and time.monotonic() < deadline, text[-3000:]
         time.sleep(0.05)
-    assert worker.r.llen(QUEUE) == 0 and worker.r.hlen("unacked") == 0
+    assert queued(worker.r, QUEUE) == 0 and worker.r.hlen("unacked") == 0
     assert "received" not in text and not worker.r.exists(f"sbatch:job:{job_id(15)}:attempts")
     solves_next_message(worker, 0x30)
 
@@ -433,7 +434,7 @@ def test_a_malformed_message_is_dropped_in_one_line_and_the_same_worker_solves_t
     (line,) = [ln for ln in text.splitlines() if expected in ln]
     assert "dropping" in line
     assert worker.proc.poll() is None and worker.proc.pid == pid
-    assert worker.r.llen(QUEUE) == 0  # dropped, not put back for the next worker
+    assert queued(worker.r, QUEUE) == 0  # dropped, not put back for the next worker
 
 
 def peak_rss_kb(pid: int) -> int:

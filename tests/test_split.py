@@ -333,11 +333,12 @@ def shared_pair(redis_url, tmp_path_factory) -> Iterator[Any]:
 def two_idle_workers(shared_pair) -> Iterator[Any]:
     """The module's shared pair, idle (no task running, queued or taken), with no job key of an earlier
     test (dropped before and after)."""
+    from pipeline.contract.keys import queued
     from tests.conftest import wait_until
 
     def idle() -> bool:
         r = shared_pair
-        return not (r.hlen("sbatch:current") or r.llen("sudoku_batch") or r.hlen("unacked"))
+        return not (r.hlen("sbatch:current") or queued(r, "sudoku_batch") or r.hlen("unacked"))
 
     def clean() -> None:
         wait_until(idle, 60, "the shared workers idle")

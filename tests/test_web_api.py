@@ -248,6 +248,15 @@ def test_a_gzip_upload_is_unpacked_and_a_gzip_bomb_is_refused(api):
     assert_error(api.post("/api/jobs", content=b"\x1f\x8bnot gzip at all"), 422, "not valid gzip")
 
 
+def test_an_upload_carries_its_priority_and_one_outside_the_classes_is_refused(api, backend):
+    assert '<select id="priority">' in api.get("/jobs").text and '"normal" selected' in api.get("/jobs").text
+    job = api.post("/api/jobs", params={"priority": "low"}, content=LINES[0].encode()).json()["job"]
+    wait_done(api, job)
+    assert backend.client.store.meta(job)["priority"] == "low"
+    refused = api.post("/api/jobs", params={"priority": "urgent"}, content=LINES[0].encode())
+    assert_error(refused, 422, "priority 'urgent': must be one of high, normal, low")
+
+
 def test_an_upload_without_a_time_limit_gets_the_default_within_the_servers_cap(api):
     job = api.post("/api/jobs", content=LINES[0].encode()).json()["job"]
     assert wait_done(api, job)["options"]["time_limit"] == "10.0"  # 20 s, capped by --max-time-limit 10

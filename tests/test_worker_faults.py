@@ -17,6 +17,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from pipeline.contract.keys import queue_lists, queued
+from pipeline.contract.tasks import message_priority
 from tests.conftest import (
     SAMPLE,
     RedisServer,
@@ -86,7 +88,7 @@ def test_a_purge_stops_the_workers_solving_the_job_and_no_key_of_it_survives(wor
         assert time.monotonic() < deadline, "the workers went on solving a purged job"
         time.sleep(0.05)
     wait_until(  # every message of the job taken and acknowledged: no worker holds anything of it to write
-        lambda: client.llen("sudoku_batch") == 0 and client.hlen("unacked") == 0 and not solving(client, job),
+        lambda: not (queued(client, "sudoku_batch") or client.hlen("unacked") or solving(client, job)),
         10, "end of the purged job's messages",
     )  # fmt: skip
     assert job_keys(client, job) == [f"sbatch:job:{job}:stop".encode()]
@@ -147,7 +149,7 @@ def test_jobs_lists_a_running_job_and_cancel_stops_it_within_2_s_keeping_its_sol
     # stretches its wall time: 2.4-2.9 s at load 3 with both workers busy, 0.9-1.3 s at load 1)
     assert stop < 1.0 and command_cpu + stop < 2.0, (command_cpu, stop, took)
     wait_until(  # the job's queued chunks are dropped unsolved
-        lambda: client.llen("sudoku_batch") == 0 and client.hlen("unacked") == 0 and not solving(client, job),
+        lambda: not (queued(client, "sudoku_batch") or client.hlen("unacked") or solving(client, job)),
         10, "end of the cancelled job's messages",
     )  # fmt: skip
     out = tmp_path / "out.jsonl"
@@ -417,7 +419,8 @@ def test_a_signalled_worker_exits_128_plus_the_signal_within_seconds_and_its_chu
         took = time.monotonic() - start
         assert (code, took < 10) == (128 + sig, True), f"exit {code} after {took:.1f} s"
         assert not [pid for pid in pool if alive(pid)]
-        assert client.llen("sudoku_batch") == 1  # the cut chunk's message is back on the queue at once
+        back = queue_lists("sudoku_batch")[message_priority("normal", 0)]  # the list it was sent to
+        assert (client.llen(back), queued(client, "sudoku_batch")) == (1, 1)  # back on the queue at once
         (tmp_path / "second").mkdir()
         second = start_workers(lonely_redis.url, 1, tmp_path / "second")  # takes the chunk at once
         wait_until(lambda: client.hget(f"sbatch:job:{job}:attempts", 0) == b"2", 60, "second delivery")

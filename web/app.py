@@ -26,6 +26,7 @@ from starlette.templating import Jinja2Templates
 
 from client import numbers
 from pipeline.contract.formats import FORMATS, OUTPUTS
+from pipeline.contract.tasks import DEFAULT_PRIORITY, PRIORITIES
 from solvers.generate.generator import random_seed
 from web import another
 from web.another import MAX_EXCLUDE, excluded_grids
@@ -75,7 +76,8 @@ def page_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
         return templates.TemplateResponse(request, "solve.html", context)
 
     async def jobs_page(request: Request) -> Response:
-        return templates.TemplateResponse(request, "jobs.html", {"portfolios": portfolios()})
+        context = {"portfolios": portfolios(), "priorities": list(PRIORITIES), "default": DEFAULT_PRIORITY}
+        return templates.TemplateResponse(request, "jobs.html", context)
 
     def job_page(request: Request) -> Response:
         job = request.path_params["job"]
@@ -156,9 +158,10 @@ def job_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
         portfolio = str_param(q.get("portfolio"), "portfolio")
         box = str_param(q.get("box"), "box")
         name = str_param(q.get("name"), "name") or "upload"
+        priority = str_param(q.get("priority"), "priority") or DEFAULT_PRIORITY  # checked by the submit (422)
         check_portfolio(portfolio)
         data = await read_body(request, settings.max_upload_bytes)
-        job = await asyncio.to_thread(backend.submit, name, data, limit, portfolio, box)
+        job = await asyncio.to_thread(backend.submit, name, data, limit, portfolio, box, priority)
         return JSONResponse({"job": job, "url": f"/jobs/{job}"}, status_code=201)
 
     def api_job(request: Request) -> Response:

@@ -24,6 +24,7 @@ from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
 from pipeline.contract.formats import FORMATS
+from pipeline.contract.tasks import DEFAULT_PRIORITY
 from pipeline.engine.inputs import TooLarge, read_upload
 from pipeline.engine.render import rows
 from web.errors import ApiError
@@ -218,9 +219,16 @@ class Backend:
                 yield body
 
     def submit(
-        self, name: str, data: bytes, time_limit: float | None, portfolio: str | None, box: str | None
+        self,
+        name: str,
+        data: bytes,
+        time_limit: float | None,
+        portfolio: str | None,
+        box: str | None,
+        priority: str = DEFAULT_PRIORITY,
     ) -> str:
-        """Start a job over an uploaded corpus (plain or gzip); its id. ApiError 4xx for bad options."""
+        """Start a job over an uploaded corpus (plain or gzip) at class `priority` on the broker; its id.
+        ApiError 4xx for bad options."""
         text = self._inflate(data)
         if not text.strip():
             raise ApiError(422, "the upload holds no puzzle")
@@ -230,7 +238,7 @@ class Backend:
         try:
             job = self.client.submit_inputs(
                 [(name, io.BytesIO(text))], time_limit=time_limit, portfolio=portfolio, box=box,
-                bounded=self.embedded,  # on a broker no one collects as it goes: send the whole input
+                priority=priority, bounded=self.embedded,  # a broker job: sent whole (no one collects)
             )  # fmt: skip
         except ValueError as exc:
             raise ApiError(422, str(exc)) from None

@@ -17,6 +17,7 @@ from celery import Celery
 from celery.signals import worker_init, worker_process_init
 from kombu.utils.objects import cached_property
 
+from pipeline.contract.tasks import BROKER_PRIORITIES
 from worker.config import settings
 
 
@@ -51,6 +52,7 @@ app.conf.update(
         "socket_connect_timeout": settings.connect_timeout,
         "socket_timeout": settings.socket_timeout,
         "socket_keepalive": True,
+        **BROKER_PRIORITIES,  # a worker pops the first non-empty priority list (`message_priority`)
     },
     broker_connection_timeout=settings.connect_timeout,
     broker_connection_retry_on_startup=True,

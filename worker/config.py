@@ -8,7 +8,7 @@ from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.contract.keys import KEY_PREFIX
-from pipeline.contract.tasks import DEFAULT_QUEUE
+from pipeline.contract.tasks import DEFAULT_QUEUE, QueueName
 from pipeline.engine.roots import DataRoots
 
 
@@ -18,7 +18,7 @@ class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SUDOKU_BATCH_", extra="ignore")
 
     broker: str = "redis://127.0.0.1:6379/0"
-    queue: str = DEFAULT_QUEUE
+    queue: QueueName = DEFAULT_QUEUE
     key_prefix: str = KEY_PREFIX
     job_ttl: int = 7 * 86400  # seconds an uncollected result may wait (as the client's)
     visibility_timeout: int = 4 * 3600  # well above the longest chunk (~1 s of work, hard-capped below)

@@ -7,16 +7,18 @@ visibility timeout (hours). The worker's main process records each chunk message
 chunk's result write drops the record in its MULTI (`pipeline.contract.keys.result_commands`). A
 record older than `orphan_after_s` whose chunk no live worker process is solving is an
 orphan: the sweep asks kombu's Redis QoS to put that delivery back on its queue
-(`restore_by_tag`) and drops the record. Chunk results are idempotent, so a rare false
-orphan costs a second solve, never a second result. Of kombu's keys only its unacknowledged
-hash is asked whether it holds a tag (HEXISTS; no message is parsed).
+(`restore_by_tag`: in the list of the priority it was sent at) and drops the record. Chunk
+results are idempotent, so a rare false orphan costs a second solve, never a second result. Of
+kombu's keys only its unacknowledged hash is asked whether it holds a tag (HEXISTS; no message
+is parsed).
 
 A record whose message is no longer in that hash was dropped, not lost with a worker: a task
 that met a Redis restart (its message rejected without requeue: Celery does so when the retry
 it sends cannot reach the broker), or a message Redis lost with its restart. Once the workers'
 queue is empty (else the message may be waiting in it, put back by kombu), the sweep sends
-that chunk again from the job's outbox (`resend`), at most until its deliveries pass
-`max_attempts` (the next delivery answers `error`), never for a job stopped, gone or failed.
+that chunk again from the job's outbox (`resend`, at the priority its client sent it at), at
+most until its deliveries pass `max_attempts` (the next delivery answers `error`), never for a
+job stopped, gone or failed.
 
 Each process names the chunk it is solving in `sbatch:current` (`Current`): set as a run starts,
 removed as it ends, and written again by every beat from what the process is really running,
@@ -39,9 +41,23 @@ from typing import Any
 
 import redis
 
-from pipeline.contract.keys import JobKeys, current_key, deliveries_key, job_stopped, roots_key, workers_key
+from pipeline.contract.keys import (
+    JobKeys,
+    current_key,
+    deliveries_key,
+    job_stopped,
+    queued,
+    roots_key,
+    workers_key,
+)
 from pipeline.contract.outbox import parse_task, read_outbox_entry
-from pipeline.contract.tasks import JOB_ID_PATTERN, SOLVE_TASK_NAME, VERSION, ChunkRef
+from pipeline.contract.tasks import (
+    JOB_ID_PATTERN,
+    SOLVE_TASK_NAME,
+    VERSION,
+    ChunkRef,
+    message_priority,
+)
 from pipeline.engine.solve import worker_name
 from worker.config import settings
 from worker.connection import store_client
@@ -193,7 +209,7 @@ def restore_orphans(client: Any, app: Any) -> int:
         for chunk, record in found.items():
             tag = record.rpartition("|")[0]
             held = bool(client.hexists(qos.unacked_key, tag))  # unacknowledged: kombu can put it back
-            if not held and client.llen(settings.queue):
+            if not held and queued(client, settings.queue):
                 continue  # it may be waiting in the queue, put back by kombu: looked at once the queue drains
             if not forget(client, chunk, record):
                 continue  # another process's sweep took it, or the chunk was delivered again meanwhile
@@ -242,9 +258,11 @@ def resend(client: Any, app: Any, chunk: str) -> bool:
         keys.outbox, number
     ):
         return False
-    if client.hget(keys.meta, "kind") != b"generate":
+    kind, priority = (v.decode() if v else None for v in client.hmget(keys.meta, "kind", "priority"))
+    at = message_priority(priority, int(number))  # where its client sent it (`client.transport`)
+    if kind != "generate":
         payload = ChunkRef(v=VERSION, job=job, chunk=int(number)).model_dump(mode="json")
-        app.send_task(SOLVE_TASK_NAME, kwargs={"task": payload}, queue=settings.queue)
+        app.send_task(SOLVE_TASK_NAME, kwargs={"task": payload}, queue=settings.queue, priority=at)
         return True
     try:
         task = parse_task(read_outbox_entry(generate_entry(client, keys, number))[1])
@@ -253,7 +271,7 @@ def resend(client: Any, app: Any, chunk: str) -> bool:
             "chunk %s is not sent again: its outbox entry is not a generate task (%s)", chunk, reason(exc)
         )
         return False
-    app.send_task(task.NAME, kwargs={"task": task.model_dump(mode="json")}, queue=settings.queue)
+    app.send_task(task.NAME, kwargs={"task": task.model_dump(mode="json")}, queue=settings.queue, priority=at)
     return True
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.contract.tasks import PRIORITY_SEP, PRIORITY_STEPS
+
 KEY_PREFIX = "sbatch"
 COST_FIELDS = ("cpu_ns", "chunk_wall_ns")  # a job's cost in its meta: CPU and wall ns, added by each run
 
@@ -119,6 +121,19 @@ def job_stopped(client: Any, keys: JobKeys) -> bool:
     `client` is a Redis client or a pipeline in immediate mode (inside WATCH): two EXISTS.
     """
     return bool(client.exists(keys.stop)) or not client.exists(keys.meta)
+
+
+def queue_lists(queue: str) -> list[str]:
+    """The Redis lists kombu keeps the workers' `queue` in, first priority first (`BROKER_PRIORITIES`)."""
+    return [queue if p == 0 else f"{queue}{PRIORITY_SEP}{p}" for p in PRIORITY_STEPS]
+
+
+def queued(client: Any, queue: str) -> int:
+    """Messages waiting in the workers' `queue`: its priority lists summed, in one round trip."""
+    with client.pipeline(transaction=False) as pipe:
+        for name in queue_lists(queue):
+            pipe.llen(name)
+        return sum(int(n) for n in pipe.execute())
 
 
 def workers_key(prefix: str = KEY_PREFIX) -> str:

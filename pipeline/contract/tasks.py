@@ -34,6 +34,43 @@ Format = Annotated[str, AfterValidator(partial(check_format, within=FORMATS))]
 OutputFormat = Annotated[str, AfterValidator(partial(check_format, within=OUTPUTS))]
 Compression = Annotated[str, AfterValidator(partial(check_format, within=COMPRESSIONS, what="compression"))]
 JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
+
+# Fair share between jobs: kombu's Redis transport keeps one list per priority (0 first: `priority_steps`,
+# `sep`, the same on the clients and the workers) and a worker pops the first non-empty one. A chunk
+# message's priority is its job's class (`PRIORITIES`: high, normal, low) plus a least-attained-service
+# level from the chunk's number (chunks aim at a second of solving each): a job's first chunk goes ahead of
+# a long job's later ones in the same class, and every chunk of a class ahead of a lower class's.
+PRIORITIES: dict[str, tuple[int, int]] = {"high": (0, 2), "normal": (3, 6), "low": (7, 9)}
+DEFAULT_PRIORITY = "normal"
+PRIORITY_STEPS = list(range(10))  # kombu's `priority_steps`: one list per priority
+PRIORITY_SEP = ":"  # kombu's `sep` (Celery's docs' choice): lists `<queue>:<priority>`, 0 is `<queue>` itself
+# a queue's name: no `sep` in it (kombu cuts a popped list's name at its last `sep`), no space, bounded
+QueueName = Annotated[str, Field(pattern=r"^[^:\s]{1,200}$")]
+BROKER_PRIORITIES = {  # kombu's Redis transport options for them, the same on the clients and the workers
+    "priority_steps": PRIORITY_STEPS,
+    "sep": PRIORITY_SEP,
+    "queue_order_strategy": "priority",
+}
+LEVEL_GROWTH = 4  # chunk numbers 1-3 are a job's second level, 4-15 its third, 16-63 its fourth (base 4)
+
+
+def check_priority(priority: str) -> str:
+    """`priority` if it names a class of `PRIORITIES`, else ValueError in one line (bounded at the edge)."""
+    if priority not in PRIORITIES:
+        raise ValueError(f"priority {priority!r}: must be one of {', '.join(PRIORITIES)}")
+    return priority
+
+
+def message_priority(priority: str | None, chunk: int) -> int:
+    """The broker priority (0 first) of chunk `chunk` of a job of class `priority` (None or unknown: the
+    default class): the class's first value for chunk 0, one more per 4x the chunks sent, up to its last."""
+    first, last = PRIORITIES.get(priority or DEFAULT_PRIORITY, PRIORITIES[DEFAULT_PRIORITY])
+    level, reach = 0, 1
+    while chunk >= reach and first + level < last:
+        level, reach = level + 1, reach * LEVEL_GROWTH
+    return first + level
+
+
 MAX_TASK_CHARS = 8 << 20  # puzzle text of one task message (the producer sends at most 1 MB by default)
 MAX_CHUNK_PUZZLES = 1 << 17  # puzzles of one task message (each costs ~1 KB while solved)
 MAX_RUNS = MAX_CHUNK_PUZZLES  # (first, count) runs of one task message

@@ -89,7 +89,8 @@ async function upload(event) {
   const file = document.getElementById("file").files[0];
   if (!file) return;
   const params = new URLSearchParams({ name: file.name });
-  for (const [id, key] of [["time-limit", "time_limit"], ["portfolio", "portfolio"], ["box", "box"]]) {
+  const fields = [["time-limit", "time_limit"], ["portfolio", "portfolio"], ["box", "box"], ["priority", "priority"]];
+  for (const [id, key] of fields) {
     const value = document.getElementById(id).value.trim();
     if (value) params.set(key, value);
   }
