@@ -71,6 +71,7 @@ class MemoryBoard(LocalBoard):
 
     def __init__(self, idle: int = 2) -> None:
         super().__init__({}, None, idle)
+        self.job = JOB  # the job its shared clauses name
         self.leases: set[tuple[int, int]] = set()
         self.closed: set[tuple[int, int]] = set()
         self.posted: dict[tuple[int, int], dict[int, HelperEntry]] = {}

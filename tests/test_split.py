@@ -188,6 +188,79 @@ def test_a_helper_member_searches_cubes_refutes_the_wrong_ones_and_finds_the_sol
     assert sat and sum(c["cubes_refuted"] for c in sat) == len(source.refutations)
 
 
+def needs_share() -> Any:
+    """The compiled CaDiCaL that exports learnt clauses (`share/`): CI installs it, so there it must load."""
+    import os
+
+    if os.environ.get("CI") == "true":
+        import cadical_share  # type: ignore[import-not-found]
+
+        return cadical_share
+    return pytest.importorskip("cadical_share")
+
+
+def holds(clause: tuple, grid: np.ndarray, n: int) -> bool:
+    """True when the grid makes one term of the clause true."""
+    return any((grid[cell_value(t, n)[0]] == cell_value(t, n)[1]) == (t > 0) for t in clause)
+
+
+def run_member(member: Any, exchange: Exchange, steps: int = 20_000) -> list[tuple[int | None, tuple]]:
+    """Step a member to its end; each clause it shared, with the cube its search held then."""
+    shared = []
+    for _ in range(steps):
+        searching = member.search.cube if member.search is not None else None
+        outcome = member.step(0, np.zeros(1, dtype=np.int64))
+        shared += [(searching, c) for c in exchange.take()]
+        if member.status != "running" or outcome.name in ("SOLVED", "DONE"):
+            break
+    return shared
+
+
+def test_a_helpers_sat_member_shares_short_learnt_clauses_that_every_solution_satisfies():
+    from solvers.sat.member import LEARNT_MAX_LITERALS, SAT_MODES, SatMember
+
+    needs_share()
+    text = holed(6, 3, 0.66)
+    solved, n = solution_of(text), 36
+    exchange = Exchange(sharing=True)
+    member = SatMember(parse_puzzle(text), mode=SAT_MODES["sat-rows"], exchange=exchange, seed=99)
+    shared = run_member(member, exchange)
+    assert member.status == "solved" and shared and member.counters()["exported"] == len(shared)
+    assert all(0 < len(c) <= LEARNT_MAX_LITERALS and valid_clause(c, n) for _, c in shared)
+    assert all(holds(c, solved, n) for _, c in shared)  # implied by the puzzle: true in its solution
+
+
+class LastFirst(ListCubes):
+    """Cubes claimed from the last one back."""
+
+    def take(self) -> int | None:
+        for index in reversed(range(len(self.cubes or []))):
+            if index not in self.held and index not in self.refutations:
+                self.held.append(index)
+                return index
+        return None
+
+
+def test_a_clause_learnt_under_a_cube_is_shared_only_with_the_cubes_negation_so_it_holds_everywhere():
+    from solvers.sat.member import SAT_MODES, SatMember
+
+    from tests.conftest import corpus_file
+
+    needs_share()
+    text = corpus_file("25x25/gecode_frisch_25x25.txt").read_text().split()[12]  # one solution
+    solved, n = solution_of(text), 25
+    source = LastFirst()  # the solution's cube, usually the first (least constraining), comes last
+    exchange = Exchange(source, want=4, sharing=True)
+    member = SatMember(parse_puzzle(text), mode=SAT_MODES["sat-plain"], exchange=exchange)
+    shared = run_member(member, exchange)
+    assert member.status == "solved" and source.refutations  # cubes searched and refuted
+    under = [(cube, c) for cube, c in shared if cube is not None]
+    assert under
+    for cube, clause in under:
+        unless = negation(source.cubes[cube])
+        assert clause[-len(unless) :] == unless and holds(clause, solved, n)
+
+
 def test_a_member_importing_every_refuted_cube_of_a_split_proves_there_is_no_solution():
     text = holed()
     puzzle = parse_puzzle(text)
