@@ -6,6 +6,7 @@ processes' `LocalBoard` (a manager's dict). The split search's side of it too: c
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -167,13 +168,17 @@ def test_a_hostile_batch_of_clauses_on_the_board_is_refused_in_one_line_and_the_
     board, side = form.board, 9  # terms of a 9x9 grid: 1..729
     board.open(0, 3)
     board.push(0, 3, [(-7, 12)], 2)
+
+    def batch(job: str, clauses: list) -> str:
+        return json.dumps({"job": job, "sender": 1, "clauses": clauses})
+
     hostile = {
-        "another job": '{"job": "%s", "sender": 1, "clauses": [[-8]]}' % ("ab" * 16),
-        "out-of-range term": '{"job": "%s", "sender": 1, "clauses": [[-8], [730]]}' % JOB,
-        "huge clause": '{"job": "%s", "sender": 1, "clauses": [%s]}' % (JOB, list(range(1, 40))),
+        "another job": batch("ab" * 16, [[-8]]),
+        "out-of-range term": batch(JOB, [[-8], [730]]),
+        "huge clause": batch(JOB, [list(range(1, 40))]),
         "not json": "[[1, 2",
         "plain list": "[[1, 2]]",
-        "huge batch": '{"job": "%s", "sender": 1, "clauses": [%s]}' % (JOB, ",".join(["[1]"] * 40_000)),
+        "huge batch": batch(JOB, [[1]] * 40_000),
     }
     for raw in hostile.values():
         board._append(0, 3, raw)

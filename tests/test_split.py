@@ -243,7 +243,6 @@ class LastFirst(ListCubes):
 
 def test_a_clause_learnt_under_a_cube_is_shared_only_with_the_cubes_negation_so_it_holds_everywhere():
     from solvers.sat.member import SAT_MODES, SatMember
-
     from tests.conftest import corpus_file
 
     needs_share()
