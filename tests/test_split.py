@@ -5,6 +5,7 @@ the SAT member's cubes and imported clauses, the owner's verdict, and the split 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from functools import cache
@@ -528,3 +529,52 @@ def test_a_helper_killed_mid_cube_leaves_its_cube_to_be_taken_again_once_its_hol
         done.set()
         watcher.join()
     assert holders[0] == ["1", "2"]
+
+
+def test_learnt_clauses_one_helper_shares_are_imported_by_another_in_its_own_literal_order(
+    two_idle_workers, monkeypatch
+):
+    """Both helpers search the whole puzzle (no cubes), each in its own mode and literal order: every clause
+    one imports is one the other learnt, and the grid the race returns is the verified one."""
+    import pipeline.escalation.board as escalation
+    from solvers.model.verify import is_solution
+    from tests.test_escalation import hard_puzzle
+
+    needs_share()
+    monkeypatch.setattr(escalation, "helper_cubes", lambda n, helper, helpers=None: 0)
+    text = hard_puzzle(6)
+    record, outcome = race_as_owner(two_idle_workers, text)
+    assert record.status.value == "solved"
+    assert is_solution(parse_puzzle(text), parse_puzzle(record.solution).givens)
+    members = helper_members(outcome)
+    assert {name.split("@")[1] for name in members} == {"helper1", "helper2"}
+    assert len({name.split("@")[0] for name in members}) == 2  # two modes: two literal orders
+    assert all(c["exported"] >= 1 and c.get("cubes_refuted", 0) == 0 for c in members.values())
+    assert sum(c["imported"] for c in members.values()) >= 1, members
+
+
+def test_a_helper_killed_mid_round_leaves_the_board_readable_and_the_other_helper_answers(two_workers):
+    """Helper 1 is killed (SIGKILL) once it has shared learnt clauses; the race goes on: helper 2 (and helper
+    1's task delivered again) answer with a verified grid, and every batch on the board reads back."""
+    import os
+    import signal
+
+    from solvers.model.verify import is_solution
+    from tests.test_escalation import hard_puzzle
+
+    needs_share()
+    text, killed = hard_puzzle(6), []
+    key = f"sbatch:job:{JOB}:race:0:0:clauses"
+
+    def kill_a_sharing_helper(client: Any) -> None:
+        senders = {json.loads(raw)["sender"] for raw in client.lrange(key, 0, -1)}
+        racing = [n for n, v in client.hgetall("sbatch:current").items() if v.endswith(b":race")]
+        if not killed and senders & {1, 2} and racing:
+            pid = int(racing[0].decode().rsplit(":", 1)[1])
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    record, outcome = race_as_owner(two_workers, text, during=kill_a_sharing_helper)
+    assert killed, "no helper shared a clause before the race ended"
+    assert record.status.value == "solved"
+    assert is_solution(parse_puzzle(text), parse_puzzle(record.solution).givens)
