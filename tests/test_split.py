@@ -231,6 +231,28 @@ def test_a_helpers_sat_member_shares_short_learnt_clauses_that_every_solution_sa
     assert all(holds(c, solved, n) for _, c in shared)  # implied by the puzzle: true in its solution
 
 
+def test_without_the_compiled_cadical_a_sharing_race_searches_as_before_and_says_so_once(monkeypatch, caplog):
+    import sys
+
+    from solvers.sat import member as sat
+
+    monkeypatch.setitem(sys.modules, "cadical_share", None)  # `import cadical_share` raises ImportError
+    sat.share_backend.cache_clear()
+    try:
+        text = holed(6, 3, 0.66)
+        with caplog.at_level("WARNING", logger="solvers.sat.member"):
+            for seed in (99, 7):
+                exchange = Exchange(sharing=True)
+                member = sat.SatMember(
+                    parse_puzzle(text), mode=sat.SAT_MODES["sat-rows"], exchange=exchange, seed=seed
+                )
+                assert run_member(member, exchange) == [] and member.status == "solved"
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and "cannot share learnt clauses" in said[0]
+    finally:
+        sat.share_backend.cache_clear()
+
+
 class LastFirst(ListCubes):
     """Cubes claimed from the last one back."""
 
