@@ -33,6 +33,14 @@ to a few hundred conflicts none of them fires and a step boundary does not chang
 they fire, and the same grid was not solved in 272k conflicts. The race's searches are
 therefore CDCL without restarts or rephasing, the regime the modes were measured in; a
 helper races another mode instead (`solvers.shares.helper_shares`).
+
+Clause sharing (a helper's race, `Exchange.sharing`): python-sat's CaDiCaL hands out no learnt
+clause, so a sharing search runs `share/`'s compiled CaDiCaL (`share_backend`: Debian's 1.5.3 with a
+Learner) behind the same calls; after each step the clauses it learnt of at most
+`LEARNT_MAX_LITERALS` literals, over cell/value variables only, go to the exchange as terms (a
+cube's search adds the cube's negation: its clauses follow from the puzzle with the cube's cells
+given, so only that disjunction is implied by the puzzle). Without `share/` the search runs as
+before and the process says once that it shares none.
 """
 
 from __future__ import annotations
@@ -73,6 +81,11 @@ log = logging.getLogger(__name__)
 BACKEND = "cadical195"
 LEARNT_MAX_LITERALS = 4  # learnt clauses a search shares: at most this many literals (docs/decisions.md)
 LEARNT_BUFFER = 1 << 16  # literals of learnt clauses one search buffers between steps
+# A sharing search's clauses must follow from the puzzle. CaDiCaL's inprocessing either keeps that (learning,
+# resolution, probing, vivification, equivalences) or drops clauses (blocked, covered, conditioned: a weaker
+# formula implies less), except variable instantiation, which strengthens clauses beyond what the formula
+# implies (satisfiability only): off wherever clauses are exported (its default, made sure of).
+SHARING_OPTIONS = {"instantiate": 0}
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
 LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x64 CNF loads in ~35 steps
@@ -174,7 +187,8 @@ class _Search:
             if backend is None
             else backend.Search(LEARNT_MAX_LITERALS, LEARNT_BUFFER, max(1, cnf.variables))
         )
-        self.solver.configure(options)  # before any clause: its configuring state
+        # before any clause: its configuring state
+        self.solver.configure(options if backend is None else {**options, **SHARING_OPTIONS})
         self.loading: Iterator[list[list[int]]] | None = cnf.blocks(LOAD_PER_STEP)
         self.var_of: np.ndarray | None = None
         self.read = 0  # shared clauses imported so far
