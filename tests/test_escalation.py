@@ -116,6 +116,13 @@ def escalation(board: MemoryBoard, clock: Clock, after: float = 2.0) -> Escalati
     return Escalation(task, board, new_flag(), poll_s=60.0, grace_s=0.0, clock=clock)
 
 
+def test_the_owners_searches_export_learnt_clauses_only_when_a_process_is_idle_as_they_start():
+    for idle, sharing in ((0, False), (1, True)):
+        board, clock = MemoryBoard(idle=idle), Clock()
+        with escalation(board, clock).racing(0) as raced:
+            assert raced.exchange.sharing is sharing
+
+
 def test_a_puzzle_is_escalated_only_after_escalate_after_seconds_to_one_helper_per_idle_process():
     board, clock = MemoryBoard(idle=3), Clock()
     esc = escalation(board, clock)

@@ -60,10 +60,10 @@ MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the escalation's 
 ROUND_TERMS = 512  # terms of learnt clauses one process shares a round (a poll: 0.25 s), shortest first
 MAX_SEEN = 1 << 20  # clauses one process remembers as shared or imported (duplicates filtered), per puzzle
 OWNER = -1  # the owner's clauses' sender on the board (helpers are 1, 2, ...)
-# The owner's SAT searches import the helpers' clauses but export none: exporting needs `share/`'s CaDiCaL
-# 1.5.3, which took more conflicts than python-sat's 1.9.5 on 5 of 6 frisch grids (docs/decisions.md), and
-# a lone worker's search must not get slower for a race it may never call.
-OWNER_SHARES = False
+# The owner's SAT searches export their learnt clauses too only when a process is idle as the puzzle's search
+# starts (a helper may well be called): exporting needs `share/`'s CaDiCaL 1.5.3, which took more conflicts
+# than python-sat's 1.9.5 on 5 of 6 frisch grids, and a lone worker's search must not change for a race it
+# will not call; in one process, the owner exporting too took frisch #0 from 10.7 to 1.4 s (decisions.md).
 
 
 class Board(Protocol):
@@ -283,7 +283,7 @@ class Escalation:
         and its exchange (the clauses the helpers share, imported by the owner's SAT members)."""
         if self._texts is None:
             self._texts = self.task.texts()
-        search = _Search(row, self._texts[row], self.clock(), new_flag(), Exchange(sharing=OWNER_SHARES))
+        search = _Search(row, self._texts[row], self.clock(), new_flag(), Exchange(sharing=self._helpable()))
         if self.stop[0]:
             raise_flag(search.flag)
         with self._lock:
@@ -296,6 +296,14 @@ class Escalation:
                 self._current = None
             if search.called:
                 self.ends[row] = self._settle(search)
+
+    def _helpable(self) -> bool:
+        """True when a process is idle now (the owner's searches then share their learnt clauses)."""
+        try:
+            return self.after > 0 and self.board.idle() > 0
+        except Exception as exc:  # noqa: BLE001 - the search goes on, importing only
+            log.warning("escalation of chunk %s: idle processes unknown: %s", self.task.chunk, exc)
+            return False
 
     def tick(self) -> None:
         """One poll: follow the chunk's stop, escalate when due, take a verified answer, call helpers."""
