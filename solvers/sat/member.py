@@ -86,6 +86,10 @@ LEARNT_BUFFER = 1 << 16  # literals of learnt clauses one search buffers between
 # formula implies less), except variable instantiation, which strengthens clauses beyond what the formula
 # implies (satisfiability only): off wherever clauses are exported (its default, made sure of).
 SHARING_OPTIONS = {"instantiate": 0}
+# Grid sides whose searches share learnt clauses: `share/`'s CaDiCaL is 1.5.3, and the race's modes were
+# chosen on python-sat's 1.9.5. Measured (CPU, member steps, load 4-8): frisch (25x25) with `sat-plain`
+# near it; q49 #0 with `sat-rows` (the 49x49 owner's mode) unsolved in 30 s, 1.9.5: 10.5 s (decisions.md).
+SHARING_SIDES = frozenset({25})
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
 LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x64 CNF loads in ~35 steps
@@ -400,7 +404,8 @@ class SatMember(CompleteMember):
 
     @property
     def _sharing(self) -> bool:
-        return self.exchange is not None and self.exchange.sharing
+        """This member's searches export learnt clauses: its race shares them, at a side where that pays."""
+        return self.exchange is not None and self.exchange.sharing and self.puzzle.box.n in SHARING_SIDES
 
     def _export(self, search: _Search) -> None:
         """Queue the clauses `search` learnt in its last step, in terms, for the other processes: only those
