@@ -34,7 +34,7 @@ they fire, and the same grid was not solved in 272k conflicts. The race's search
 therefore CDCL without restarts or rephasing, the regime the modes were measured in; a
 helper races another mode instead (`solvers.shares.helper_shares`).
 
-Clause sharing (a helper's race, `Exchange.sharing`): python-sat's CaDiCaL hands out no learnt
+Clause sharing (`Exchange.sharing`, at `SHARING_SIDES`): python-sat's CaDiCaL hands out no learnt
 clause, so a sharing search runs `share/`'s compiled CaDiCaL (`share_backend`: Debian's 1.5.3 with a
 Learner) behind the same calls; after each step the clauses it learnt of at most
 `LEARNT_MAX_LITERALS` literals, over cell/value variables only, go to the exchange as terms (a
