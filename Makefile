@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint format bench clean clean-cache
+.PHONY: demo test lint format bench clean clean-cache share
 
 $(BIN)/sudoku-batch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +13,11 @@ $(BIN)/sudoku-batch: pyproject.toml
 
 $(VENV)/.test-deps: $(BIN)/sudoku-batch
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(MAKE) share
 	touch $@
+
+share: $(BIN)/sudoku-batch  ## the race's clause sharing: share/ built against CaDiCaL (needs g++, libcadical-dev)
+	$(BIN)/pip install --quiet ./share || echo "share/ not built (needs g++ and libcadical-dev): races share no learnt clauses"
 
 demo: $(BIN)/sudoku-batch  ## solve the bundled sample corpus on this machine (no Redis)
 	mkdir -p out

@@ -6,6 +6,7 @@ beside OR-Tools CP-SAT with 1, 2 and 8 workers (issue 27, item 3).
     python bench/escalation.py cpsat [--sets ...] [--workers 1,2,8]  # pip install ortools (this venv)
     python bench/escalation.py table                                  # medians, PAR-2, the targets
     python bench/escalation.py run --puzzle q49:0 --puzzle frisch:9   # named puzzles only
+    python bench/escalation.py run --fleets 1,2 --share on,off        # learnt clauses shared or not
 
 Sets (bench/hard_sets.py): `frisch` is every puzzle of gecode's frisch 25x25 set whose 1-worker
 runs took more than `--frisch-over` (2) s of the busiest worker's CPU (all 18 run on 1 worker in
@@ -27,6 +28,10 @@ workers the wall is measured (quiet machine: load printed beside every figure) a
 busiest worker's CPU printed beside it. CP-SAT runs in this process (`bench/cpsat.py`, AllDifferent
 model, `num_workers` W, the set's time limit); its 8 workers time-share the 2 cores the same
 way, so its simulated wall is its process CPU / 8 (measured wall printed beside).
+
+Clause sharing (issue 34): with `share/` installed the helpers share their short learnt clauses;
+`--share on,off` runs each fleet above 1 worker both ways (off: the workers' `import cadical_share`
+fails, so they share refutations and units only, as before). One worker calls no helper: one run.
 
 Records: bench/out/escalation.jsonl (appended); `table` reads the latest round of each.
 """
@@ -98,11 +103,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_workers(url: str, count: int, logs: Path) -> list[subprocess.Popen[bytes]]:
-    """`count` workers of one process each, beating (and warm) before this returns."""
+def start_workers(url: str, count: int, logs: Path, share: bool = True) -> list[subprocess.Popen[bytes]]:
+    """`count` workers of one process each, beating (and warm) before this returns; `share` False: their
+    `import cadical_share` fails (a module of that name first on their path raises ImportError)."""
     import redis
 
     env = dict(os.environ, SUDOKU_BATCH_HEARTBEAT_S="1")
+    if not share:
+        shim = logs / "no-share"
+        shim.mkdir(exist_ok=True)
+        (shim / "cadical_share.py").write_text('raise ImportError("bench/escalation.py --share off")\n')
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH", "")) if p)
     procs = []
     for i in range(count):
         with open(logs / f"worker{count}-{i}.log", "ab") as log:
@@ -189,10 +200,11 @@ class Server:
 
 
 def fleet_runs(
-    url: str, logs: Path, fleet: int, names: list[str], args: argparse.Namespace, rnd: int
+    url: str, logs: Path, fleet: int, names: list[str], args: argparse.Namespace, rnd: int, share: bool = True
 ) -> list[dict[str, Any]]:
-    """Every puzzle of `names` once on a fleet of `fleet` workers started for them; their records."""
-    procs = start_workers(url, fleet, logs)
+    """Every puzzle of `names` once on a fleet of `fleet` workers started for them (sharing learnt clauses
+    or not); their records."""
+    procs = start_workers(url, fleet, logs, share)
     out = []
     try:
         for name in names:
@@ -203,6 +215,7 @@ def fleet_runs(
             cpu = [b - a for a, b in zip(before, worker_cpu(procs), strict=True)]
             rec = {
                 "kind": "fleet", "puzzle": name, "set": name.partition(":")[0], "fleet": fleet, "round": rnd,
+                "share": share and fleet > 1,
                 "wall": round(wall, 3), "cpu": [round(c, 3) for c in cpu], "busiest": round(max(cpu), 3),
                 "status": record["status"], "solver": record["solver"], "limit": limit_of(name),
                 "job_limit": job_limit,
@@ -212,7 +225,8 @@ def fleet_runs(
             append(rec)
             out.append(rec)
             print(
-                f"round {rnd} {name} on {fleet}: {wall:.2f} s wall, busiest CPU {max(cpu):.2f} s, "
+                f"round {rnd} {name} on {fleet}{' sharing' * rec['share']}: {wall:.2f} s wall, "
+                f"busiest CPU {max(cpu):.2f} s, "
                 f"{record['status']} by {record['solver']}, load {load:.2f}",
                 flush=True,
             )
@@ -242,13 +256,14 @@ def section_run(args: argparse.Namespace) -> None:
         logs = server.tmp
         for rnd in range(1, args.rounds + 1):
             ones: list[dict[str, Any]] = []
-            for fleet in fleets:
+            shares = [s == "on" for s in args.share.split(",")]
+            for fleet, share in [(f, s) for f in fleets for s in (shares if f > 1 else [False])]:
                 todo = (
                     names
                     if fleet == 1 or args.puzzle
                     else select(names, ones or latest_ones(), args.frisch_over)
                 )
-                got = fleet_runs(server.url, logs, fleet, todo, args, rnd)
+                got = fleet_runs(server.url, logs, fleet, todo, args, rnd, share)
                 if fleet == 1:
                     ones = got
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
@@ -321,9 +336,15 @@ def section_table(args: argparse.Namespace) -> None:
         if not names:
             continue
         rows: dict[str, tuple[list[float], list[float], int, list[float], float]] = {}
+        fleet_recs = [r for r in recs if r.get("kind") == "fleet"]
         configs = [
-            (f"{f} worker{'s' * (f > 1)}", [r for r in recs if r.get("kind") == "fleet" and r["fleet"] == f])
+            (
+                f"{f} worker{'s' * (f > 1)}{' sharing' * on}",
+                [r for r in fleet_recs if r["fleet"] == f and r.get("share", False) == on],
+            )
             for f in fleets
+            for on in (False, True)
+            if any(r["fleet"] == f and r.get("share", False) == on for r in fleet_recs)
         ]
         configs += [
             (f"CP-SAT {w}", [r for r in recs if r.get("kind") == "cpsat" and r["workers"] == w])
@@ -345,14 +366,17 @@ def section_table(args: argparse.Namespace) -> None:
                 f"| {statistics.median(sims):.2f} | {statistics.mean(walls):.1f} / "
                 f"{statistics.mean(sims):.1f} | {min(loads):.1f}-{max(loads):.1f} |"
             )
-        one, two = rows.get("1 worker"), rows.get("2 workers")
-        if one and two:
-            wall = statistics.median(two[0]) / statistics.median(one[0])
-            cpu = statistics.median(two[1]) / statistics.median(one[1])
-            print(
-                f"  {sname}: 2 workers / 1 worker: median wall x{wall:.2f}, busiest CPU x{cpu:.2f} "
-                "(target <= 0.6)"
-            )
+        one = rows.get("1 worker")
+        for label in ("2 workers", "2 workers sharing"):
+            two = rows.get(label)
+            if one and two:
+                wall = statistics.median(two[0]) / statistics.median(one[0])
+                cpu = statistics.median(two[1]) / statistics.median(one[1])
+                print(
+                    f"  {sname}: {label} / 1 worker: median wall x{wall:.2f}, busiest CPU x{cpu:.2f} "
+                    "(target <= 0.6)"
+                )
+        two = rows.get("2 workers sharing") or rows.get("2 workers")
         cp2 = rows.get("CP-SAT 2")
         if two and cp2:
             print(f"  {sname}: PAR-2 2 workers / CP-SAT 2 workers x{two[4] / cp2[4]:.2f} (target <= 0.5)")
@@ -369,6 +393,7 @@ def main() -> None:
     ap.add_argument("--fleets", default="1,2,4,8")
     ap.add_argument("--workers", default="1,2,8", help="cpsat: its num_workers")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--share", default="on,off", help="fleets above 1 worker: share learnt clauses (on, off)")
     ap.add_argument("--escalate-after", type=float, default=0.5)
     ap.add_argument(
         "--limit-scale", type=float, default=1.0,

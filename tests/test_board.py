@@ -6,6 +6,7 @@ processes' `LocalBoard` (a manager's dict). The split search's side of it too: c
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -159,3 +160,55 @@ def test_a_refuted_cube_is_never_taken_again_and_its_clause_is_shared_with_every
     assert board.shared(0, 3, at) == ([], at)
     board.drop(0, 3)
     assert board.cubes(0, 3) is None and board.refuted(0, 3) == set() and board.shared(0, 3, 0) == ([], 0)
+
+
+def test_a_hostile_batch_of_clauses_on_the_board_is_refused_in_one_line_and_the_good_ones_are_read(
+    form, caplog
+):
+    board, side = form.board, 9  # terms of a 9x9 grid: 1..729
+    board.open(0, 3)
+    board.push(0, 3, [(-7, 12)], 2)
+
+    def batch(job: str, clauses: list) -> str:
+        return json.dumps({"job": job, "sender": 1, "clauses": clauses})
+
+    hostile = {
+        "another job": batch("ab" * 16, [[-8]]),
+        "out-of-range term": batch(JOB, [[-8], [730]]),
+        "huge clause": batch(JOB, [list(range(1, 40))]),
+        "not json": "[[1, 2",
+        "plain list": "[[1, 2]]",
+        "huge batch": batch(JOB, [[1]] * 40_000),
+    }
+    for raw in hostile.values():
+        board._append(0, 3, raw)
+    board.push(0, 3, [(5,)], 1)
+    with caplog.at_level("WARNING", logger="pipeline.escalation.board"):
+        clauses, at = board.shared(0, 3, 0, me=None, side=side)
+    assert clauses == [(-7, 12), (5,)] and at == 2 + len(hostile)
+    refused = [r.getMessage() for r in caplog.records]
+    assert len(refused) == len(hostile) and all("refused" in m and "\n" not in m for m in refused)
+    assert "names job" in refused[0] and "outside 1..729" in refused[1] and "39 terms" in refused[2]
+    assert "bytes" in refused[-1]
+
+
+def test_clause_rounds_share_short_clauses_once_and_never_hand_a_process_its_own(form):
+    from pipeline.escalation.board import ROUND_TERMS, ClauseRounds
+    from solvers.race.exchange import Exchange
+
+    board = form.board
+    board.open(0, 3)
+    one, two = Exchange(sharing=True), Exchange(sharing=True)
+    rounds1, rounds2 = ClauseRounds(board, 0, 3, 1), ClauseRounds(board, 0, 3, 2)
+    one.share([(1, -2, 3), (-4,), (3, 1, -2), (900,)])  # a duplicate in another order; a term off the grid
+    rounds1.round(one, 9)
+    rounds2.round(two, 9)
+    assert two.since(0) == [(-4,), (1, -2, 3)]  # shortest first, each once, nothing off the grid
+    two.share([(-4,), (6, 7)])  # (-4,) came from helper 1: not shared back
+    rounds2.round(two, 9)
+    rounds1.round(one, 9)
+    assert one.since(0) == [(6, 7)]  # its own clauses never come back
+    one.share([tuple(range(k * 8 + 1, k * 8 + 9)) for k in range(80)])  # 640 terms: more than a round takes
+    rounds1.round(one, 9)
+    rounds2.round(two, 9)
+    assert sum(map(len, two.since(2))) <= ROUND_TERMS and len(two.since(2)) == ROUND_TERMS // 8

@@ -71,6 +71,7 @@ class MemoryBoard(LocalBoard):
 
     def __init__(self, idle: int = 2) -> None:
         super().__init__({}, None, idle)
+        self.job = JOB  # the job its shared clauses name
         self.leases: set[tuple[int, int]] = set()
         self.closed: set[tuple[int, int]] = set()
         self.posted: dict[tuple[int, int], dict[int, HelperEntry]] = {}
@@ -113,6 +114,13 @@ class Clock:
 def escalation(board: MemoryBoard, clock: Clock, after: float = 2.0) -> Escalation:
     task = chunk_task(JOB, [EASY, EASY], escalate_after=after)
     return Escalation(task, board, new_flag(), poll_s=60.0, grace_s=0.0, clock=clock)
+
+
+def test_the_owners_searches_export_learnt_clauses_only_when_a_process_is_idle_as_they_start():
+    for idle, sharing in ((0, False), (1, True)):
+        board, clock = MemoryBoard(idle=idle), Clock()
+        with escalation(board, clock).racing(0) as raced:
+            assert raced.exchange.sharing is sharing
 
 
 def test_a_puzzle_is_escalated_only_after_escalate_after_seconds_to_one_helper_per_idle_process():

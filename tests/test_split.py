@@ -5,6 +5,7 @@ the SAT member's cubes and imported clauses, the owner's verdict, and the split 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from functools import cache
@@ -186,6 +187,106 @@ def test_a_helper_member_searches_cubes_refutes_the_wrong_ones_and_finds_the_sol
         assert set(clause) <= set(negation(source.cubes[index])) and clause
     sat = [c for c in result.counters.values() if "cubes_refuted" in c]
     assert sat and sum(c["cubes_refuted"] for c in sat) == len(source.refutations)
+
+
+def needs_share() -> Any:
+    """The compiled CaDiCaL that exports learnt clauses (`share/`): CI installs it, so there it must load."""
+    import os
+
+    if os.environ.get("CI") == "true":
+        import cadical_share  # type: ignore[import-not-found]
+
+        return cadical_share
+    return pytest.importorskip("cadical_share")
+
+
+def frisch(index: int) -> str:
+    """Puzzle `index` of gecode's frisch 25x25 set (one solution each; #12: ~0.5 s of SAT, #3: ~3 s)."""
+    from tests.conftest import corpus_file
+
+    return corpus_file("25x25/gecode_frisch_25x25.txt").read_text().split()[index]
+
+
+def holds(clause: tuple, grid: np.ndarray, n: int) -> bool:
+    """True when the grid makes one term of the clause true."""
+    return any((grid[cell_value(t, n)[0]] == cell_value(t, n)[1]) == (t > 0) for t in clause)
+
+
+def run_member(member: Any, exchange: Exchange, steps: int = 20_000) -> list[tuple[int | None, tuple]]:
+    """Step a member to its end; each clause it shared, with the cube its search held then."""
+    shared = []
+    for _ in range(steps):
+        searching = member.search.cube if member.search is not None else None
+        outcome = member.step(0, np.zeros(1, dtype=np.int64))
+        shared += [(searching, c) for c in exchange.take()]
+        if member.status != "running" or outcome.name in ("SOLVED", "DONE"):
+            break
+    return shared
+
+
+def test_a_helpers_sat_member_shares_short_learnt_clauses_that_every_solution_satisfies():
+    from solvers.sat.member import LEARNT_MAX_LITERALS, SAT_MODES, SatMember
+
+    needs_share()
+    text = frisch(12)
+    solved, n = solution_of(text), 25
+    exchange = Exchange(sharing=True)
+    member = SatMember(parse_puzzle(text), mode=SAT_MODES["sat-rows"], exchange=exchange, seed=99)
+    shared = run_member(member, exchange)
+    assert member.status == "solved" and shared and member.counters()["exported"] == len(shared)
+    assert all(0 < len(c) <= LEARNT_MAX_LITERALS and valid_clause(c, n) for _, c in shared)
+    assert all(holds(c, solved, n) for _, c in shared)  # implied by the puzzle: true in its solution
+
+
+def test_without_the_compiled_cadical_a_sharing_race_searches_as_before_and_says_so_once(monkeypatch, caplog):
+    import sys
+
+    from solvers.sat import member as sat
+
+    monkeypatch.setitem(sys.modules, "cadical_share", None)  # `import cadical_share` raises ImportError
+    sat.share_backend.cache_clear()
+    try:
+        text = frisch(12)
+        with caplog.at_level("WARNING", logger="solvers.sat.member"):
+            for seed in (99, 7):
+                exchange = Exchange(sharing=True)
+                member = sat.SatMember(
+                    parse_puzzle(text), mode=sat.SAT_MODES["sat-rows"], exchange=exchange, seed=seed
+                )
+                assert run_member(member, exchange) == [] and member.status == "solved"
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and "cannot share learnt clauses" in said[0]
+    finally:
+        sat.share_backend.cache_clear()
+
+
+class LastFirst(ListCubes):
+    """Cubes claimed from the last one back."""
+
+    def take(self) -> int | None:
+        for index in reversed(range(len(self.cubes or []))):
+            if index not in self.held and index not in self.refutations:
+                self.held.append(index)
+                return index
+        return None
+
+
+def test_a_clause_learnt_under_a_cube_is_shared_only_with_the_cubes_negation_so_it_holds_everywhere():
+    from solvers.sat.member import SAT_MODES, SatMember
+
+    needs_share()
+    text = frisch(12)
+    solved, n = solution_of(text), 25
+    source = LastFirst()  # the solution's cube, usually the first (least constraining), comes last
+    exchange = Exchange(source, want=4, sharing=True)
+    member = SatMember(parse_puzzle(text), mode=SAT_MODES["sat-plain"], exchange=exchange)
+    shared = run_member(member, exchange)
+    assert member.status == "solved" and source.refutations  # cubes searched and refuted
+    under = [(cube, c) for cube, c in shared if cube is not None]
+    assert under
+    for cube, clause in under:
+        unless = negation(source.cubes[cube])
+        assert clause[-len(unless) :] == unless and holds(clause, solved, n)
 
 
 def test_a_member_importing_every_refuted_cube_of_a_split_proves_there_is_no_solution():
@@ -457,3 +558,53 @@ def test_a_helper_killed_mid_cube_leaves_its_cube_to_be_taken_again_once_its_hol
         done.set()
         watcher.join()
     assert holders[0] == ["1", "2"]
+
+
+def test_learnt_clauses_one_helper_shares_are_imported_by_another_in_its_own_literal_order(
+    two_idle_workers, monkeypatch
+):
+    """Helper 1 searches the whole puzzle (`sat-plain-fewest`: fewest-candidates order), helper 2 its cubes
+    (the owner's `sat-plain`: cell by cell, each cube's CNF numbered afresh): helper 1 imports more clauses
+    than the cube refutations and split units there are, so learnt clauses of helper 2's; the grid the
+    race returns is the verified one."""
+    import pipeline.escalation.board as escalation
+    from solvers.model.verify import is_solution
+
+    needs_share()
+    monkeypatch.setattr(escalation, "helper_cubes", lambda n, helper, helpers=None: 0 if helper == 1 else 2)
+    text = frisch(3)  # 25x25: where searches share (`solvers.sat.member.SHARING_SIDES`)
+    units = len(make_cubes(parse_puzzle(text), want=2).units)
+    record, outcome = race_as_owner(two_idle_workers, text)
+    assert record.status.value == "solved"
+    assert is_solution(parse_puzzle(text), parse_puzzle(record.solution).givens)
+    members = helper_members(outcome)
+    (whole,) = [c for name, c in members.items() if name.endswith("@helper1")]
+    (cubes,) = [c for name, c in members.items() if name.endswith("@helper2")]
+    assert cubes["exported"] >= 1, members
+    assert whole["imported"] > units + cubes["cubes_refuted"], members
+
+
+def test_a_helper_killed_mid_round_leaves_the_board_readable_and_the_other_helper_answers(two_workers):
+    """Helper 1 is killed (SIGKILL) once it has shared learnt clauses; the race goes on: helper 2 (and helper
+    1's task delivered again) answer with a verified grid, and every batch on the board reads back."""
+    import os
+    import signal
+
+    from solvers.model.verify import is_solution
+
+    needs_share()
+    text, killed = frisch(3), []
+    key = f"sbatch:job:{JOB}:race:0:0:clauses"
+
+    def kill_a_sharing_helper(client: Any) -> None:
+        senders = {json.loads(raw)["sender"] for raw in client.lrange(key, 0, -1)}
+        racing = [n for n, v in client.hgetall("sbatch:current").items() if v.endswith(b":race")]
+        if not killed and senders & {1, 2} and racing:
+            pid = int(racing[0].decode().rsplit(":", 1)[1])
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    record, outcome = race_as_owner(two_workers, text, during=kill_a_sharing_helper)
+    assert killed, "no helper shared a clause before the race ended"
+    assert record.status.value == "solved"
+    assert is_solution(parse_puzzle(text), parse_puzzle(record.solution).givens)

@@ -56,6 +56,7 @@ class RedisBoard(Board):
     def __init__(self, client: Any, job: str) -> None:
         self.client = client
         self.keys = job_keys(job)
+        self.job = job
 
     def open(self, chunk: int, row: int) -> None:
         keys, now = self.keys.escalation(chunk, row), time.time()

@@ -92,7 +92,8 @@ class EscalationKeys:
     The cubes (`pipeline.escalation.board`, `solvers.race.cubes`): `cubes` the cubes' JSON (set once, by
     the first helper to split), `hold:<i>` the helper searching cube i (a lease it refreshes: a
     killed helper's cube is free again once it lapses), `refuted` hash cube -> the clause its
-    refutation proved, `clauses` list of JSON batches of shared clauses (refutations and units).
+    refutation proved, `clauses` list of JSON batches of shared clauses (refutations, units, short
+    learnt clauses: `pipeline.escalation.task.SharedBatch`, naming the job and its sender).
     """
 
     def __init__(self, base: str) -> None:

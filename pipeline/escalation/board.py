@@ -28,15 +28,19 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import ValidationError
 
 from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.stop import StopPoller
 from pipeline.escalation.task import (
+    ANYONE,
     MAX_BATCH_CLAUSES,
     MAX_HELPERS,
     EscalationEnd,
     HelperEntry,
     HelperTask,
+    SharedBatch,
+    batch_error,
     helper_seed,
     read_clauses,
 )
@@ -53,12 +57,21 @@ log = logging.getLogger(__name__)
 GRACE_S = 1.5  # how long a closed escalation waits for its started helpers' last counters
 SETTLE_POLL_S = 0.05
 MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the escalation's cubes, as JSON
+ROUND_TERMS = 512  # terms of learnt clauses one process shares a round (a poll: 0.25 s), shortest first
+MAX_SEEN = 1 << 20  # clauses one process remembers as shared or imported (duplicates filtered), per puzzle
+OWNER = -1  # the owner's clauses' sender on the board (helpers are 1, 2, ...)
+# The owner's SAT searches export their learnt clauses too only when a process is idle as the puzzle's search
+# starts (a helper may well be called): exporting needs `share/`'s CaDiCaL 1.5.3, which took more conflicts
+# than python-sat's 1.9.5 on 5 of 6 frisch grids, and a lone worker's search must not change for a race it
+# will not call; in one process, the owner exporting too took frisch #0 from 10.7 to 1.4 s (decisions.md).
 
 
 class Board(Protocol):
     """Where the owner of a chunk and the helpers racing its puzzles meet (one job). Each form (Redis for
     workers, a manager's dict for local processes) writes the escalation's life (`open` to `call`) and the
     cubes' few primitives (`_create` to `_batches`); the cube logic itself is written here once."""
+
+    job: str
 
     def open(self, chunk: int, row: int) -> None:
         """Owner: the puzzle is escalated (set or refresh its lease)."""
@@ -112,7 +125,7 @@ class Board(Protocol):
         first split offered (None: unreadable)."""
         created = self._create(chunk, row, json.dumps([list(c) for c in cubes]))
         if created and units:
-            self._push(chunk, row, units)
+            self.push(chunk, row, units)
         return None if created is None else self.cubes(chunk, row)
 
     def cubes(self, chunk: int, row: int) -> list[Cube] | None:
@@ -135,27 +148,85 @@ class Board(Protocol):
     def refute_cube(self, chunk: int, row: int, index: int, clause: Clause) -> None:
         """Helper: cube `index` has no solution; `clause` (why) is shared with every search."""
         if self._mark(chunk, row, index, json.dumps(list(clause))):
-            self._push(chunk, row, [clause])
+            self.push(chunk, row, [clause])
 
     def refuted(self, chunk: int, row: int) -> set[int]:
         """The cubes refuted so far."""
         return {int(index) for index in self._marked(chunk, row) if index.isdigit()}
 
-    def shared(self, chunk: int, row: int, since: int) -> tuple[list[Clause], int]:
-        """The clauses shared from position `since` on, and the position after them."""
+    def shared(
+        self, chunk: int, row: int, since: int, me: int | None = None, side: int = 0
+    ) -> tuple[list[Clause], int]:
+        """The clauses shared from position `since` on (but `me`'s own), and the position after them; a
+        batch that is no batch of this escalation's clauses (`batch_error`) is refused in one log line."""
         raws = self._batches(chunk, row, since)
         out: list[Clause] = []
-        for raw in raws:  # a malformed batch is no clause
-            out += (read_clauses(raw, MAX_BATCH_CLAUSES) if len(raw) <= MAX_CLAUSES_BYTES else None) or []
+        for at, raw in enumerate(raws, since):
+            batch, error = None, f"{len(raw)} bytes (at most {MAX_CLAUSES_BYTES})"
+            if len(raw) <= MAX_CLAUSES_BYTES:
+                try:
+                    batch = SharedBatch.model_validate_json(raw)
+                    error = batch_error(batch, self.job, side)
+                except ValidationError as exc:
+                    error = f"malformed: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}"[:200]
+            if error is not None or batch is None:
+                log.warning(
+                    "escalation of chunk %s row %s: shared batch %d refused: %s", chunk, row, at, error
+                )
+            elif batch.sender != me:
+                out += [tuple(c) for c in batch.clauses]
         return out, since + len(raws)
 
-    def _push(self, chunk: int, row: int, clauses: list[Clause]) -> None:
-        """Share clauses in batches (at most MAX_SHARED_BATCHES per escalation: more are not shared)."""
+    def push(self, chunk: int, row: int, clauses: list[Clause], sender: int = ANYONE) -> bool:
+        """Share clauses in batches from `sender`; False once MAX_SHARED_BATCHES are there (none shared)."""
         for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
+            part = [list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]]
             if not self._append(
-                chunk, row, json.dumps([list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]])
+                chunk, row, SharedBatch(job=self.job, sender=sender, clauses=part).model_dump_json()
             ):
-                return
+                return False
+        return True
+
+
+class ClauseRounds:
+    """One process's trade of clauses on the board for one puzzle, a round per poll: it shares what its
+    searches learnt (`Exchange.take`: shortest first, at most ROUND_TERMS terms, none it shared or imported
+    before) and hands its searches what the others shared since the last round (duplicates left out)."""
+
+    def __init__(self, board: Board, chunk: int, row: int, me: int) -> None:
+        self.board, self.chunk, self.row, self.me = board, chunk, row, me
+        self.cursor = 0
+        self.seen: set[Clause] = set()
+        self.full = False  # the board holds MAX_SHARED_BATCHES: no more learnt clauses shared
+
+    def round(self, exchange: Exchange, side: int) -> None:
+        """Share this round's learnt clauses, then import the others'."""
+        learnt = sorted(exchange.take(), key=len)
+        out, terms = [], 0
+        for clause in learnt:
+            key = tuple(sorted(clause))
+            if key in self.seen or not valid_clause(clause, side):
+                continue
+            if terms + len(clause) > ROUND_TERMS:
+                break
+            self._remember(key)
+            out.append(clause)
+            terms += len(clause)
+        if out and not self.full:
+            self.full = not self.board.push(self.chunk, self.row, out, self.me)
+        clauses, self.cursor = self.board.shared(self.chunk, self.row, self.cursor, self.me, side)
+        fresh = []
+        for clause in clauses:
+            key = tuple(sorted(clause))
+            if key not in self.seen:
+                self._remember(key)
+                fresh.append(clause)
+        exchange.offer([c for c in fresh if valid_clause(c, side)])
+
+    def _remember(self, key: Clause) -> None:
+        if len(self.seen) >= MAX_SEEN:  # a puzzle raced for hours: forget, at worst a duplicate goes again
+            self.seen.clear()
+        self.seen.add(key)
 
 
 @dataclass
@@ -174,7 +245,7 @@ class _Search:
     cubes_refuted: bool = False
     entries: dict[int, HelperEntry] = field(default_factory=dict)
     side: int = 0  # the grid's side, read at the first escalation
-    cursor: int = 0  # shared clauses read so far
+    rounds: ClauseRounds | None = None  # its clause trade, from the first helper called
 
 
 class Escalation:
@@ -212,7 +283,7 @@ class Escalation:
         and its exchange (the clauses the helpers share, imported by the owner's SAT members)."""
         if self._texts is None:
             self._texts = self.task.texts()
-        search = _Search(row, self._texts[row], self.clock(), new_flag(), Exchange())
+        search = _Search(row, self._texts[row], self.clock(), new_flag(), Exchange(sharing=self._helpable()))
         if self.stop[0]:
             raise_flag(search.flag)
         with self._lock:
@@ -225,6 +296,14 @@ class Escalation:
                 self._current = None
             if search.called:
                 self.ends[row] = self._settle(search)
+
+    def _helpable(self) -> bool:
+        """True when a process is idle now (the owner's searches then share their learnt clauses)."""
+        try:
+            return self.after > 0 and self.board.idle() > 0
+        except Exception as exc:  # noqa: BLE001 - the search goes on, importing only
+            log.warning("escalation of chunk %s: idle processes unknown: %s", self.task.chunk, exc)
+            return False
 
     def tick(self) -> None:
         """One poll: follow the chunk's stop, escalate when due, take a verified answer, call helpers."""
@@ -261,8 +340,9 @@ class Escalation:
         """Hand the owner's search the clauses the helpers shared; note a proof that there is no solution
         (every cube of the split refuted, or a helper's own)."""
         chunk = self.task.chunk
-        clauses, search.cursor = self.board.shared(chunk, search.row, search.cursor)
-        search.exchange.offer([c for c in clauses if valid_clause(c, search.side)])
+        if search.rounds is None:
+            search.rounds = ClauseRounds(self.board, chunk, search.row, OWNER)
+        search.rounds.round(search.exchange, search.side)
         cubes = self.board.cubes(chunk, search.row)
         if cubes and self.board.refuted(chunk, search.row) >= set(range(len(cubes))):
             search.unsolvable = search.cubes_refuted = True
@@ -389,14 +469,13 @@ class _Trade:
 
     def __init__(self, board: Board, task: HelperTask, exchange: Exchange, side: int) -> None:
         self.board, self.task, self.exchange, self.side = board, task, exchange, side
-        self.cursor = 0
+        self.rounds = ClauseRounds(board, task.chunk, task.row, task.helper)
 
     def __call__(self) -> bool:
         t = self.task
         if self.exchange.holding is not None:
             self.board.hold_cube(t.chunk, t.row, t.helper, self.exchange.holding)
-        clauses, self.cursor = self.board.shared(t.chunk, t.row, self.cursor)
-        self.exchange.offer([c for c in clauses if valid_clause(c, self.side)])
+        self.rounds.round(self.exchange, self.side)
         return self.board.over(t.chunk, t.row)
 
 
@@ -426,7 +505,7 @@ def run_helper(task: HelperTask, board: Board, poll_s: float) -> SolveResult | N
     board.post(task.chunk, task.row, task.helper, HelperEntry(state="started"))
     side = _side(task.puzzle, task.box)
     cubes = BoardCubes(board, task, side) if task.cubes and side else None
-    exchange = Exchange(cubes, want=task.cubes)
+    exchange = Exchange(cubes, want=task.cubes, sharing=True)
     with StopPoller(_Trade(board, task, exchange, side), poll_s) as poller:
         (result,) = solve_many(
             [task.puzzle], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio,

@@ -35,6 +35,7 @@ from solvers.race.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause
 MAX_HELPERS = 64  # helpers called for one puzzle (a fleet of more idle processes lends it no more)
 MAX_SHARED_BATCHES = 4096  # batches of clauses one escalation's board holds (more are not shared)
 MAX_BATCH_CLAUSES = 256  # clauses in one shared batch
+ANYONE = 0  # the sender of clauses every search imports, its own included (cube refutations, lookahead units)
 CUBES_SOLVER = "split"  # the record's solver when every cube was refuted (`fold_helpers`)
 MAX_PUZZLE_CHARS = 1 << 16  # one puzzle's text in a helper's message (64x64 in grid notation: ~25 KB)
 MAX_COUNTER_MEMBERS = 64  # members in one helper's counters
@@ -109,6 +110,31 @@ class EscalationEnd:
 
 
 _TERM_LISTS = TypeAdapter(list[list[StrictInt]])
+
+
+class SharedBatch(BaseModel):
+    """One batch of clauses on an escalation's board: its job, its sender (`ANYONE`, the owner -1, helper k)
+    and at most MAX_BATCH_CLAUSES clauses of 1..MAX_CLAUSE_TERMS terms (their range: `batch_error`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job: str = PydanticField(pattern=JOB_ID_PATTERN)
+    sender: int = PydanticField(ge=-1, le=MAX_HELPERS)
+    clauses: list[list[StrictInt]] = PydanticField(max_length=MAX_BATCH_CLAUSES)
+
+
+def batch_error(batch: SharedBatch, job: str, side: int) -> str | None:
+    """Why a well-formed batch is no batch of clauses of this escalation (None: it is): another job's,
+    an empty or too long clause, a term outside a grid of side `side` (0: unchecked)."""
+    if batch.job != job:
+        return f"it names job {batch.job[:40]!r}"
+    top = side**3 if side else 2**62
+    for clause in batch.clauses:
+        if not 0 < len(clause) <= MAX_CLAUSE_TERMS:
+            return f"a clause of {len(clause)} terms (1..{MAX_CLAUSE_TERMS})"
+        if not all(0 < abs(t) <= top for t in clause):
+            return f"a term outside 1..{top} or its negation"
+    return None
 
 
 def read_clauses(raw: str | bytes, limit: int, width: int = MAX_CLAUSE_TERMS) -> list[Clause] | None:

@@ -11,6 +11,9 @@ board in another thread (`pipeline.escalation.board`). Clauses and cubes are in 
   board). A member with one searches its cube under assumptions; a refuted cube goes back
   as `refute`, and the member takes another; with none left it searches the whole puzzle.
 - `holding`: the cube this process searches now (the pipeline keeps its claim alive).
+- `outbox` (with `sharing`): short clauses this process's searches learnt, each implied by the puzzle
+  (a cube's search adds the cube's negation), for the pipeline to share (`take`); at most
+  `MAX_OUTBOX` wait, the rest are not shared.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from solvers.race.cubes import Clause, Cube, Cubes
+
+MAX_OUTBOX = 4096  # learnt clauses waiting for the pipeline's next round (more are not shared)
 
 
 class CubeSource(Protocol):
@@ -42,12 +47,15 @@ class CubeSource(Protocol):
 class Exchange:
     """One search's trade with the other processes searching its puzzle (see the module docstring).
 
-    `want`: the cubes a split should make at least (about two per helper called)."""
+    `want`: the cubes a split should make at least (about two per helper called); `sharing`: its SAT
+    searches export their short learnt clauses (`solvers.sat.member`)."""
 
-    def __init__(self, cubes: CubeSource | None = None, want: int = 4) -> None:
+    def __init__(self, cubes: CubeSource | None = None, want: int = 4, sharing: bool = False) -> None:
         self.inbox: list[Clause] = []
+        self.outbox: list[Clause] = []
         self.cubes = cubes
         self.want = want
+        self.sharing = sharing
         self.holding: int | None = None
         self._lock = threading.Lock()
 
@@ -60,6 +68,17 @@ class Exchange:
         """The clauses offered from position `start` on."""
         with self._lock:
             return self.inbox[start:]
+
+    def share(self, clauses: list[Clause]) -> None:
+        """Queue clauses a search learnt for the other processes (from the search's thread)."""
+        with self._lock:
+            self.outbox.extend(clauses[: max(0, MAX_OUTBOX - len(self.outbox))])
+
+    def take(self) -> list[Clause]:
+        """The clauses queued since the last call (the pipeline's round), the queue emptied."""
+        with self._lock:
+            out, self.outbox = self.outbox, []
+            return out
 
 
 class Raced(NamedTuple):

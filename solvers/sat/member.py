@@ -33,13 +33,24 @@ to a few hundred conflicts none of them fires and a step boundary does not chang
 they fire, and the same grid was not solved in 272k conflicts. The race's searches are
 therefore CDCL without restarts or rephasing, the regime the modes were measured in; a
 helper races another mode instead (`solvers.shares.helper_shares`).
+
+Clause sharing (`Exchange.sharing`, at `SHARING_SIDES`): python-sat's CaDiCaL hands out no learnt
+clause, so a sharing search runs `share/`'s compiled CaDiCaL (`share_backend`: Debian's 1.5.3 with a
+Learner) behind the same calls; after each step the clauses it learnt of at most
+`LEARNT_MAX_LITERALS` literals, over cell/value variables only, go to the exchange as terms (a
+cube's search adds the cube's negation: its clauses follow from the puzzle with the cube's cells
+given, so only that disjunction is implied by the puzzle). Without `share/` the search runs as
+before and the process says once that it shares none.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -51,13 +62,34 @@ from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import Outcome
 from solvers.model.puzzle import Puzzle
 from solvers.model.status import MemberState
-from solvers.race.cubes import Clause, Cube, cell_value, make_cubes, negation, term, valid_clause
+from solvers.race.cubes import (
+    MAX_CLAUSE_TERMS,
+    Clause,
+    Cube,
+    cell_value,
+    make_cubes,
+    negation,
+    term,
+    valid_clause,
+)
 from solvers.race.exchange import Exchange
 from solvers.race.members import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteMember
 from solvers.registry import Kind
 from solvers.sat.encoding import PAIRWISE_UP_TO, Cnf, decode, encode, estimate
 
+log = logging.getLogger(__name__)
 BACKEND = "cadical195"
+LEARNT_MAX_LITERALS = 4  # learnt clauses a search shares: at most this many literals (docs/decisions.md)
+LEARNT_BUFFER = 1 << 16  # literals of learnt clauses one search buffers between steps
+# A sharing search's clauses must follow from the puzzle. CaDiCaL's inprocessing either keeps that (learning,
+# resolution, probing, vivification, equivalences) or drops clauses (blocked, covered, conditioned: a weaker
+# formula implies less), except variable instantiation, which strengthens clauses beyond what the formula
+# implies (satisfiability only): off wherever clauses are exported (its default, made sure of).
+SHARING_OPTIONS = {"instantiate": 0}
+# Grid sides whose searches share learnt clauses: `share/`'s CaDiCaL is 1.5.3, and the race's modes were
+# chosen on python-sat's 1.9.5. Measured (CPU, member steps, load 4-8): frisch (25x25) with `sat-plain`
+# near it; q49 #0 with `sat-rows` (the 49x49 owner's mode) unsolved in 30 s, 1.9.5: 10.5 s (decisions.md).
+SHARING_SIDES = frozenset({25})
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
 LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x64 CNF loads in ~35 steps
@@ -128,17 +160,39 @@ PLAIN_FEWEST = SatMode(
 SAT_MODES: dict[str, SatMode] = {m.name: m for m in (STABLE, ROWS, PLAIN, PLAIN_FEWEST, FOCUSED)}
 
 
+@functools.cache
+def share_backend() -> ModuleType | None:
+    """The compiled CaDiCaL that exports learnt clauses (`share/`, the `share` extra), or None: then a race's
+    searches import clauses but share none, said once per process."""
+    try:
+        import cadical_share  # type: ignore[import-not-found]
+    except ImportError as exc:
+        log.warning("this process cannot share learnt clauses (%s: pip install ./share): cubes only", exc)
+        return None
+    return cadical_share
+
+
 class _Search:
     """One CNF a SAT member searches: its puzzle's, or one cube's (the puzzle with the cube's cells given).
 
     Built in one step, loaded a block of clauses a step, then searched in steps of conflicts;
-    `var_of` maps a term (`solvers.race.cubes`) to this CNF's variable (0: decided at the root)."""
+    `var_of` maps a term (`solvers.race.cubes`) to this CNF's variable (0: decided at the root).
+    `exports`: searched by `share_backend`'s CaDiCaL, whose learnt clauses are read after each step."""
 
-    def __init__(self, cnf: Cnf, options: dict[str, int], cube: int | None = None) -> None:
+    def __init__(
+        self, cnf: Cnf, options: dict[str, int], cube: int | None = None, share: bool = False
+    ) -> None:
         self.cnf = cnf
         self.cube = cube
-        self.solver: Solver | None = Solver(name=BACKEND)
-        self.solver.configure(options)  # before any clause: its configuring state
+        backend = share_backend() if share else None
+        self.exports = backend is not None
+        self.solver: Any = (
+            Solver(name=BACKEND)
+            if backend is None
+            else backend.Search(LEARNT_MAX_LITERALS, LEARNT_BUFFER, max(1, cnf.variables))
+        )
+        # before any clause: its configuring state
+        self.solver.configure(options if backend is None else {**options, **SHARING_OPTIONS})
         self.loading: Iterator[list[list[int]]] | None = cnf.blocks(LOAD_PER_STEP)
         self.var_of: np.ndarray | None = None
         self.read = 0  # shared clauses imported so far
@@ -224,6 +278,7 @@ class SatMember(CompleteMember):
         self.cubes: list[Cube] | None = None  # the race's split (a helper's member)
         self.retake_at = 0  # the step from which a member searching the whole puzzle asks for a cube again
         self.imported = 0
+        self.exported = 0
         self.refuted = 0
 
     def step(self, deadline_ns: int, stop: np.ndarray) -> Outcome:
@@ -257,6 +312,8 @@ class SatMember(CompleteMember):
                 return PROGRESS
         search.solver.conf_budget(SLICES_PER_STEP * self.slice_conflicts)
         answer = search.solver.solve_limited()
+        if search.exports and answer is None:
+            self._export(search)
         before = search.stats.get("conflicts", 0)
         search.stats = {k: int(v) for k, v in search.solver.accum_stats().items()}
         self.vtime += max(1, search.stats.get("conflicts", 0) - before) / self.slice_conflicts
@@ -286,7 +343,7 @@ class SatMember(CompleteMember):
             if cnf is None:
                 return False
             self.clauses = cnf.clauses
-            self.whole = _Search(cnf, self.options(cnf.clauses))
+            self.whole = _Search(cnf, self.options(cnf.clauses), share=self._sharing)
         self.search = self.whole
         return True
 
@@ -321,7 +378,7 @@ class SatMember(CompleteMember):
             if cnf is None or any(cube.givens[cell_value(t, n)[0]] == 0 for t in self.cubes[index]):
                 self._hand_back(index)  # no grid holds these cells' values
                 continue
-            self.search = _Search(cnf, self.options(cnf.clauses), index)
+            self.search = _Search(cnf, self.options(cnf.clauses), index, share=self._sharing)
             self.vtime += 2 * cnf.clauses / CLAUSES_PER_SLICE
             self.exchange.holding = index  # type: ignore[union-attr]
             return True
@@ -344,6 +401,28 @@ class SatMember(CompleteMember):
                 self.imported += 1
         if search.cube is None and self.exchange.cubes is not None and self.restarts >= self.retake_at:
             self._take_cube()
+
+    @property
+    def _sharing(self) -> bool:
+        """This member's searches export learnt clauses: its race shares them, at a side where that pays."""
+        return self.exchange is not None and self.exchange.sharing and self.puzzle.box.n in SHARING_SIDES
+
+    def _export(self, search: _Search) -> None:
+        """Queue the clauses `search` learnt in its last step, in terms, for the other processes: only those
+        over cell/value literals (no counter auxiliary), each implied by the puzzle: a cube's search adds
+        the cube's negation (its clauses follow from the puzzle with the cube's cells given)."""
+        assert self.exchange is not None
+        learnt = search.solver.learnt()
+        if not learnt:
+            return
+        n, top = self.puzzle.box.n, len(search.cnf.cell)
+        unless = negation(self.cubes[search.cube]) if search.cube is not None and self.cubes else ()
+        out = []
+        for lits in learnt:
+            if lits and all(abs(lit) <= top for lit in lits) and len(lits) + len(unless) <= MAX_CLAUSE_TERMS:
+                out.append(search.terms(lits, n) + unless)
+        self.exported += len(out)
+        self.exchange.share(out)
 
     def _hand_back(self, index: int) -> None:
         """Cube `index` has no solution: say so (its clause goes to every search) and count it."""
@@ -387,6 +466,7 @@ class SatMember(CompleteMember):
         }
         if self.exchange is not None:
             out["imported"] = self.imported
+            out["exported"] = self.exported
             out["cubes_refuted"] = self.refuted
             if self.cubes is not None:
                 out["cubes"] = len(self.cubes)
