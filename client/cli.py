@@ -31,7 +31,7 @@ from client.args import (
     say_error,
     time_limit,
 )
-from client.config import BrokerUnreachable, ClientSettings, mask_url
+from client.config import BrokerUnreachable, ClientSettings, mask_url, read_settings
 from client.first_run import VersionAction, announce_compiling, run_warm
 from client.interrupts import exit_code, handled, say_interrupted
 from client.numbers import plural
@@ -161,7 +161,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (errors are one line on stderr, never a traceback)."""
     args = parser().parse_args(argv)
-    settings = ClientSettings()
+    try:
+        settings = read_settings()
+    except ValueError as exc:
+        say_error(str(exc))
+        return EXIT_USAGE
     announce_compiling(args.command, getattr(args, "quiet", False))
     with handled():  # SIGINT, SIGTERM, SIGHUP: Interrupted, in the main thread
         try:

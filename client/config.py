@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.contract.keys import KEY_PREFIX
@@ -26,25 +26,43 @@ class ClientSettings(BaseSettings):
     broker: str | None = None  # redis://[:password@]host:port/db or rediss://; None = embedded
     queue: QueueName = DEFAULT_QUEUE
     key_prefix: str = KEY_PREFIX
-    result_ttl: int = 3600  # seconds a collected result stays, so `collect` can be re-run
-    job_ttl: int = 7 * 86400  # seconds an uncollected result or a job's metadata may wait
-    chunk_seconds: float = 1.0  # target solving time of one chunk
+    # seconds a collected result stays, so `collect` can be re-run
+    result_ttl: int = Field(default=3600, ge=1, le=365 * 86400)
+    # seconds an uncollected result or a job's metadata may wait
+    job_ttl: int = Field(default=7 * 86400, ge=1, le=365 * 86400)
+    chunk_seconds: float = Field(default=1.0, gt=0, le=3600)  # target solving time of one chunk
     max_chunk_bytes: int = Field(default=1 << 20, ge=1, le=MAX_TASK_CHARS)  # task puzzle text; results ~5x
     max_split_bytes: int = Field(default=8 << 20, ge=1, le=MAX_SPLIT_BYTES // 2)  # input read by one worker
-    connect_timeout: float = 2.0  # seconds to reach the broker before giving up
-    socket_timeout: float = 10.0
-    visibility_timeout: int = 4 * 3600  # seconds before an unacknowledged chunk is redelivered
-    task_time_limit_floor: int = 300  # seconds: the Celery hard limit is never below this
-    poll_interval: float = 0.05  # seconds between checks for new results
-    producer_stale_s: float = 120.0  # a producer silent this long has died
-    resend_after: float = Field(default=30.0, gt=0)  # s without results before lost chunk tasks are re-sent
-    stop_ttl: int = 60  # seconds a purged job's stop key lives (workers solving it see it within a second)
-    no_worker_notice_s: float = Field(default=10.0, gt=0)  # waiting this long with no live worker: say so
+    connect_timeout: float = Field(default=2.0, gt=0, le=600)  # seconds to reach the broker before giving up
+    socket_timeout: float = Field(default=10.0, gt=0, le=3600)
+    # seconds before an unacknowledged chunk is redelivered
+    visibility_timeout: int = Field(default=4 * 3600, ge=1, le=30 * 86400)
+    # seconds: the Celery hard limit is never below this
+    task_time_limit_floor: int = Field(default=300, ge=1, le=7 * 86400)
+    poll_interval: float = Field(default=0.05, gt=0, le=60)  # seconds between checks for new results
+    producer_stale_s: float = Field(default=120.0, gt=0, le=7 * 86400)  # a producer silent this long has died
+    # s without results before lost chunk tasks are re-sent
+    resend_after: float = Field(default=30.0, gt=0, le=86400)
+    # seconds a purged job's stop key lives (workers solving it see it within a second)
+    stop_ttl: int = Field(default=60, ge=1, le=30 * 86400)
+    # waiting this long with no live worker: say so
+    no_worker_notice_s: float = Field(default=10.0, gt=0, le=86400)
     ack_s: float = Field(default=1.0, ge=0, le=3600)  # broker solve: output fsync'd, Redis freed this often
     ack_mb: float = Field(default=8.0, ge=0, le=1 << 20)  # ... and whenever this many MB were written since
 
 
 _PASSWORD = re.compile(r"(\w+://)([^@/\s]*)@")
+
+
+def read_settings() -> ClientSettings:
+    """This command's settings from the environment; ValueError in one line naming each bad variable (and
+    why, without its value) instead of pydantic's multi-line report."""
+    try:
+        return ClientSettings()
+    except ValidationError as exc:
+        prefix = ClientSettings.model_config.get("env_prefix", "")
+        bad = "; ".join(f"{prefix}{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"a setting in the environment is refused: {bad}") from None
 
 
 def mask_url(url: str) -> str:

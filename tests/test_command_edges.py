@@ -247,3 +247,24 @@ def test_the_monitoring_doc_says_flower_2_needs_auth_or_an_open_api_for_its_task
 
     text = (REPO / "docs" / "monitoring.md").read_text()
     assert "FLOWER_UNAUTHENTICATED_API=true" in text and "/api/tasks" in text
+
+
+@pytest.mark.parametrize(
+    ("command", "variable", "value"),
+    [
+        (["jobs"], "SUDOKU_BATCH_POLL_INTERVAL", "-1"),
+        (["solve", str(SAMPLE), "-o", "-"], "SUDOKU_BATCH_CHUNK_SECONDS", "1e99"),
+        (["worker"], "SUDOKU_BATCH_HEARTBEAT_S", "-7.5"),
+        (["worker"], "SUDOKU_BATCH_MAX_ATTEMPTS", "100000"),
+    ],
+)
+def test_a_setting_out_of_bounds_in_the_environment_ends_the_command_in_one_line_naming_it(
+    redis_url, command, variable, value
+):
+    done = subprocess.run(
+        [*cli_command(), *command, "--broker", redis_url],
+        env={**os.environ, variable: value}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert done.returncode in (1, 2) and len(errors) == 1, done.stderr
+    assert variable in errors[0] and value not in errors[0] and "Traceback" not in done.stderr
