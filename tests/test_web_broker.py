@@ -155,3 +155,16 @@ def test_a_job_whose_producer_died_is_listed_stopped_with_its_resume_command_and
     assert row["resume"] == f"sudoku-batch submit --resume {job} big.txt --broker URL"
     assert row["rate"] == pytest.approx(0.5, rel=0.01)  # 5 puzzles in its 10 s, not in the hour since
     assert [r["phase"] for r in backend.list_jobs()] == ["stopped"]
+
+
+def test_a_job_cancelled_elsewhere_is_listed_cancelled_and_what_it_solved_is_downloadable(served, workers):
+    api, _ = served
+    with BatchClient(workers) as client:
+        job = client.submit_inputs([("long.txt", LINES * 400)], time_limit=5, bounded=False)
+        job.wait_submitted()
+        assert job.cancel()
+        data = wait_phase(api, job.id, "cancelled", timeout=30)
+        assert job.id in [j["job"] for j in api.get("/api/jobs").json() if j["phase"] == "cancelled"]
+        kept = api.get(f"/api/jobs/{job.id}/results")
+        assert kept.status_code == 200 and len(kept.text.splitlines()) == sum(data["counts"].values())
+        job.purge()
