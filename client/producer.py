@@ -187,7 +187,9 @@ class Producer:
             if self.token is None or self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"state": "failed", "error": reason[:500], **(fields or {})})
         except Exception as exc:  # noqa: BLE001 - the store may be what failed: the caller still gets its error
-            log.warning("job %s: not marked failed (%s): %s", self.spec.job, reason[:200], exc)
+            # info, not a warning: the command's one error line already says why the job ended (a full Redis
+            # refused the send and then this write: a second line on stderr said the same again)
+            log.info("job %s: not marked failed (%s): %s", self.spec.job, reason[:200], exc)
 
     def _read(self, name: str, source: Source) -> None:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""

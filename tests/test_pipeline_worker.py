@@ -143,7 +143,8 @@ class FakeBroker:
 
         return nullcontext(self.connection)
 
-    def send_task(self, name: str, kwargs: dict, queue: str) -> None:
+    def send_task(self, name: str, kwargs: dict, queue: str, priority: int) -> None:
+        assert 0 <= priority <= 9  # a chunk sent again goes to one of the queue's priority lists
         self.sent.append((name, kwargs["task"]))
 
 

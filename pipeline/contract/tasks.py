@@ -43,9 +43,12 @@ JOB_ID_PATTERN = r"^[0-9a-f]{8,64}$"
 PRIORITIES: dict[str, tuple[int, int]] = {"high": (0, 2), "normal": (3, 6), "low": (7, 9)}
 DEFAULT_PRIORITY = "normal"
 PRIORITY_STEPS = list(range(10))  # kombu's `priority_steps`: one list per priority
-PRIORITY_SEP = ":"  # kombu's `sep` (Celery's docs' choice): lists `<queue>:<priority>`, 0 is `<queue>` itself
+# kombu's `sep`, its default: lists `<queue>\x06\x16<priority>`, 0 is `<queue>` itself. Not Celery docs'
+# ":": kombu joins its exchange bindings with `sep` too, and a kombu client or tool with the default (Flower,
+# a plain `kombu.Connection`) could no longer read the workers' bindings (its publish failed on them).
+PRIORITY_SEP = "\x06\x16"
 # a queue's name: no `sep` in it (kombu cuts a popped list's name at its last `sep`), no space, bounded
-QueueName = Annotated[str, Field(pattern=r"^[^:\s]{1,200}$")]
+QueueName = Annotated[str, Field(pattern=r"^[^\x06\x16\s]{1,200}$")]
 BROKER_PRIORITIES = {  # kombu's Redis transport options for them, the same on the clients and the workers
     "priority_steps": PRIORITY_STEPS,
     "sep": PRIORITY_SEP,
