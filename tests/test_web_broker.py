@@ -157,6 +157,12 @@ def test_a_job_whose_producer_died_is_listed_stopped_with_its_resume_command_and
     assert [r["phase"] for r in backend.list_jobs()] == ["stopped"]
 
 
+def test_a_broker_page_offers_the_priority_classes_normal_first(served):
+    api, _ = served
+    page = api.get("/jobs").text
+    assert '<select id="priority">' in page and '<option value="normal" selected>' in page
+
+
 def test_a_job_cancelled_elsewhere_is_listed_cancelled_and_what_it_solved_is_downloadable(served, workers):
     api, _ = served
     with BatchClient(workers) as client:

@@ -76,7 +76,8 @@ def page_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
         return templates.TemplateResponse(request, "solve.html", context)
 
     async def jobs_page(request: Request) -> Response:
-        context = {"portfolios": portfolios(), "priorities": list(PRIORITIES), "default": DEFAULT_PRIORITY}
+        classes = [] if backend.embedded else list(PRIORITIES)  # this server's processes take jobs in turn
+        context = {"portfolios": portfolios(), "priorities": classes, "default": DEFAULT_PRIORITY}
         return templates.TemplateResponse(request, "jobs.html", context)
 
     def job_page(request: Request) -> Response:

@@ -91,7 +91,8 @@ async function upload(event) {
   const params = new URLSearchParams({ name: file.name });
   const fields = [["time-limit", "time_limit"], ["portfolio", "portfolio"], ["box", "box"], ["priority", "priority"]];
   for (const [id, key] of fields) {
-    const value = document.getElementById(id).value.trim();
+    const field = document.getElementById(id);  // the priority: a broker's page only
+    const value = field ? field.value.trim() : "";
     if (value) params.set(key, value);
   }
   message.textContent = "uploading " + file.name + "...";
