@@ -189,7 +189,16 @@ class JobStore(ABC):
         `MAX_JOBS_SCANNED` ids found: the scan is bounded; a job gone meanwhile is left out)."""
         created = self.created_at(self.job_ids(MAX_JOBS_SCANNED))
         newest = sorted(created, key=lambda job: (-created[job], job))[:most]
-        return [s for s in (self.status(job) for job in newest) if s.state != "unknown"]
+        return [s for s in map(self._listed, newest) if s is not None and s.state != "unknown"]
+
+    def _listed(self, job: str) -> JobStatus | None:
+        """The job's status for a list of jobs, or None (one warning line, without the value) when its
+        metadata is not what a job's is: one broken job must not hide the others."""
+        try:
+            return self.status(job)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("job %s: left out of the list: unreadable metadata (%s)", job, type(exc).__name__)
+            return None
 
     @abstractmethod
     def cancel(self, job: str) -> bool:
