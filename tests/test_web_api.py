@@ -249,7 +249,7 @@ def test_a_gzip_upload_is_unpacked_and_a_gzip_bomb_is_refused(api):
 
 
 def test_an_upload_carries_its_priority_and_one_outside_the_classes_is_refused(api, backend):
-    assert '<select id="priority">' not in api.get("/jobs").text  # embedded: jobs share the processes by windows
+    assert '<select id="priority">' not in api.get("/jobs").text  # embedded: no queue to order
     job = api.post("/api/jobs", params={"priority": "low"}, content=LINES[0].encode()).json()["job"]
     wait_done(api, job)
     assert backend.client.store.meta(job)["priority"] == "low"

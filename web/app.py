@@ -76,7 +76,7 @@ def page_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
         return templates.TemplateResponse(request, "solve.html", context)
 
     async def jobs_page(request: Request) -> Response:
-        classes = [] if backend.embedded else list(PRIORITIES)  # embedded: jobs share the processes by windows
+        classes = [] if backend.embedded else list(PRIORITIES)  # embedded: no queue to order
         context = {"portfolios": portfolios(), "priorities": classes, "default": DEFAULT_PRIORITY}
         return templates.TemplateResponse(request, "jobs.html", context)
 
