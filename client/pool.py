@@ -63,6 +63,9 @@ def kill_pool(pool: ProcessPoolExecutor) -> None:
         with contextlib.suppress(OSError, ValueError, AssertionError):
             process.join(2.0)
     pool.shutdown(wait=False, cancel_futures=True)
+    manager = getattr(pool, "_executor_manager_thread", None)  # it sees the killed processes and closes its
+    if manager is not None:  # wake-up pipe: let it finish first, or at exit Python 3.11's `_python_exit` may
+        manager.join(2.0)  # write to that pipe as it closes (EBADF traceback after an interrupted `solve`)
 
 
 def _init(parent: int, warm: Callable[[], None], setup: Callable[..., None] | None, *args: Any) -> None:
