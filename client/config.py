@@ -10,7 +10,13 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.contract.keys import KEY_PREFIX
-from pipeline.contract.tasks import DEFAULT_QUEUE, MAX_SPLIT_BYTES, MAX_TASK_CHARS, QueueName
+from pipeline.contract.tasks import (
+    DEFAULT_QUEUE,
+    MAX_SPLIT_BYTES,
+    MAX_TASK_CHARS,
+    QueueName,
+    settings_refused,
+)
 
 if TYPE_CHECKING:
     import redis
@@ -60,9 +66,7 @@ def read_settings() -> ClientSettings:
     try:
         return ClientSettings()
     except ValidationError as exc:
-        prefix = ClientSettings.model_config.get("env_prefix", "")
-        bad = "; ".join(f"{prefix}{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"a setting in the environment is refused: {bad}") from None
+        raise ValueError(settings_refused(exc, ClientSettings.model_config.get("env_prefix", ""))) from None
 
 
 def mask_url(url: str) -> str:

@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from client.redis_store import LIVE_WORKER_S, RedisJobStore
-from client.store import job_phase
+from client.store import job_cost, job_phase
 from pipeline.contract.keys import DROP_REASONS, deliveries_key, dropped_key, escalations_key, workers_key
 from solvers.model.status import STATUS_NAMES
 from web.backend import Backend, phase_shown
@@ -168,7 +168,7 @@ class FleetCollector(Collector):
             phases[phase if phase in phases else "unknown"] += 1
             for status, n in sorted(tally.counts.items()):
                 out["puzzles_total"].add_metric([job, status], n)
-            out["worker_cpu_seconds_total"].add_metric([job], whole(meta.get("cpu_ns")) / 1e9)
+            out["worker_cpu_seconds_total"].add_metric([job], job_cost(job, meta)[0])  # as `status` reads it
             tally.recent = [(end, n) for end, n in tally.recent if end > now - RATE_WINDOW_S]
             recent += sum(n for _, n in tally.recent)
         for phase, n in phases.items():

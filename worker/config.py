@@ -8,7 +8,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.contract.keys import KEY_PREFIX
-from pipeline.contract.tasks import DEFAULT_QUEUE, QueueName
+from pipeline.contract.tasks import DEFAULT_QUEUE, QueueName, settings_refused
 from pipeline.engine.roots import DataRoots
 
 
@@ -57,9 +57,8 @@ def read_settings() -> WorkerSettings:
     try:
         return WorkerSettings()
     except ValidationError as exc:
-        prefix = WorkerSettings.model_config.get("env_prefix", "")
-        bad = "; ".join(f"{prefix}{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
-        raise SystemExit(f"sudoku-batch worker: error: an environment setting is refused: {bad}") from None
+        refused = settings_refused(exc, WorkerSettings.model_config.get("env_prefix", ""))
+        raise SystemExit(f"sudoku-batch worker: error: {refused}") from None
 
 
 settings = read_settings()  # this process's settings, read once (the app, the tasks and the sweep share them)

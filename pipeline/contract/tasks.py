@@ -15,7 +15,7 @@ import hashlib
 from functools import partial
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, check_format
 from pipeline.contract.runs import Runs, split_texts
@@ -62,6 +62,13 @@ def check_priority(priority: str) -> str:
     if priority not in PRIORITIES:
         raise ValueError(f"priority {priority!r}: must be one of {', '.join(PRIORITIES)}")
     return priority
+
+
+def settings_refused(exc: ValidationError, prefix: str) -> str:
+    """What a settings class (the client's, the worker's) refused, on one line: each environment variable
+    and why, never its value (pydantic's own report is many lines and echoes it)."""
+    bad = "; ".join(f"{prefix}{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+    return f"an environment setting is refused: {bad}"
 
 
 def message_priority(priority: str | None, chunk: int) -> int:
