@@ -16,8 +16,11 @@ $(VENV)/.test-deps: $(BIN)/sudoku-batch
 	$(MAKE) share
 	touch $@
 
-share: $(BIN)/sudoku-batch  ## the race's clause sharing: share/ built against CaDiCaL (needs g++, libcadical-dev)
-	$(BIN)/pip install --quiet ./share || echo "share/ not built (needs g++ and libcadical-dev): races share no learnt clauses"
+share: $(BIN)/sudoku-batch  ## the race's clause sharing: share/ over python-sat's CaDiCaL 1.9.5 (needs g++), else Debian's
+	( root=$$($(BIN)/python share/cadical.py build/cadical) \
+	  && $(BIN)/pip install --quiet ./share --config-settings=cmake.define.CADICAL_ROOT=$$root ) \
+	|| $(BIN)/pip install --quiet ./share \
+	|| echo "share/ not built (needs g++, and CaDiCaL: python-sat's sdist or libcadical-dev): races share no learnt clauses"
 
 demo: $(BIN)/sudoku-batch  ## solve the bundled sample corpus on this machine (no Redis)
 	mkdir -p out
