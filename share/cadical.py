@@ -39,7 +39,8 @@ def build(root: Path) -> Path:
             source.extractall(root, filter="data")
     src = next(p for p in sorted(root.glob("cadical-rel-*")) if p.is_dir())
     subprocess.run(["./configure", "-fPIC"], cwd=src, check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["make", "-j2", "-C", "build", "libcadical.a"], cwd=src, check=True, stdout=subprocess.DEVNULL)
+    make = ["make", "-j2", "-C", "build", "libcadical.a"]
+    subprocess.run(make, cwd=src, check=True, stdout=subprocess.DEVNULL)
     return src
 
 
