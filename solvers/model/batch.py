@@ -104,12 +104,8 @@ def _strip(item: object) -> str:
 def _parse_all(
     items: Sequence[object], texts: list[str], box: Box | None, results: Results, all_text: bool
 ) -> Groups:
-    """Group every puzzle by (box, notation); record invalid lines in `results`.
-
-    Lines whose length is N*N go through the vectorised compact parser together; the
-    lines it refuses (integers, several rows, bad symbols) are parsed one by one, which
-    also finds the reason for an invalid one.
-    """
+    """Group every puzzle by (box, notation); record invalid lines in `results`. Lines of length N*N go
+    through the compact parser together; those it refuses are parsed one by one, finding the reason."""
     groups = Groups()
     by_length: dict[int, list[int]] = _by_length(texts) if all_text else {}
     slow: list[int] = []

@@ -30,16 +30,7 @@ from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import Outcome
 from solvers.model.puzzle import Puzzle
 from solvers.model.status import MemberState
-from solvers.race.cubes import (
-    MAX_CLAUSE_TERMS,
-    Clause,
-    Cube,
-    cell_value,
-    make_cubes,
-    negation,
-    term,
-    valid_clause,
-)
+from solvers.race.cubes import MAX_CLAUSE_TERMS, Clause, cell_value, make_cubes, negation, term, valid_clause
 from solvers.race.exchange import Exchange
 from solvers.race.members import IDLE, NO_SOLUTION, OUT_OF_TIME, PROGRESS, CompleteMember
 from solvers.registry import Kind
@@ -171,12 +162,8 @@ class _Search:
 
     def terms(self, lits: list[int], n: int) -> Clause:
         """Literals of this CNF (cell/value variables only) as terms."""
-        out = []
-        for lit in lits:
-            k = abs(lit) - 1
-            t = term(int(self.cnf.cell[k]), int(self.cnf.value[k]), n)
-            out.append(t if lit > 0 else -t)
-        return tuple(out)
+        terms = (term(int(self.cnf.cell[abs(lit) - 1]), int(self.cnf.value[abs(lit) - 1]), n) for lit in lits)
+        return tuple(t if lit > 0 else -t for t, lit in zip(terms, lits, strict=True))
 
     def close(self) -> None:
         """Free the solver's memory."""
@@ -216,7 +203,7 @@ class SatMember(CompleteMember):
         self.vtime = 2 * self.clauses / CLAUSES_PER_SLICE  # building and loading, charged up front
         self.whole: _Search | None = None  # the puzzle's own CNF
         self.search: _Search | None = None  # the CNF searched now: `whole` or a cube's
-        self.cubes: list[Cube] | None = None  # the race's split (a helper's member)
+        self.cubes: list[Clause] | None = None  # the race's split, its cubes (a helper's member)
         self.retake_at = 0  # the step from which a member searching the whole puzzle asks for a cube again
         self.imported = 0
         self.exported = 0
@@ -287,10 +274,11 @@ class SatMember(CompleteMember):
         return True
 
     def _encode(self, puzzle: Puzzle, cand: np.ndarray | None) -> Cnf | None:
+        mode = self.mode
         return encode(
             puzzle,
-            pairwise_up_to=self.mode.pairwise_up_to,
-            fewest_first=self.mode.fewest_first,
+            pairwise_up_to=mode.pairwise_up_to,
+            fewest_first=mode.fewest_first,
             order_seed=self.seed,
             cand=cand,
         )
@@ -351,15 +339,15 @@ class SatMember(CompleteMember):
         over cell/value literals (no counter auxiliary), each implied by the puzzle: a cube's search adds
         the cube's negation (its clauses follow from the puzzle with the cube's cells given)."""
         assert self.exchange is not None
-        learnt = search.solver.learnt()
-        if not learnt:
-            return
         n, top = self.puzzle.box.n, len(search.cnf.cell)
         unless = negation(self.cubes[search.cube]) if search.cube is not None and self.cubes else ()
-        out = []
-        for lits in learnt:
-            if lits and all(abs(lit) <= top for lit in lits) and len(lits) + len(unless) <= MAX_CLAUSE_TERMS:
-                out.append(search.terms(lits, n) + unless)
+        out = [
+            search.terms(lits, n) + unless
+            for lits in search.solver.learnt()
+            if lits and all(abs(lit) <= top for lit in lits) and len(lits) + len(unless) <= MAX_CLAUSE_TERMS
+        ]
+        if not out:
+            return
         self.exported += len(out)
         self.exchange.share(out)
 
@@ -397,12 +385,8 @@ class SatMember(CompleteMember):
     def counters(self) -> dict[str, Any]:
         """Return time, solver calls beyond the first, decisions (as nodes and guesses), conflicts."""
         stats = self.stats
-        decisions = stats.get("decisions", 0)
-        out = {
-            **self.search_counters(decisions, decisions),
-            "conflicts": stats.get("conflicts", 0),
-            "clauses": self.clauses,
-        }
+        out = self.search_counters(stats.get("decisions", 0), stats.get("decisions", 0))
+        out.update(conflicts=stats.get("conflicts", 0), clauses=self.clauses)
         if self.exchange is not None:
             out.update(imported=self.imported, exported=self.exported, cubes_refuted=self.refuted)
             if self.cubes is not None:
