@@ -93,12 +93,10 @@ def _read_framed(items: Sequence[object], box: Box | None) -> tuple[Sequence[str
     return texts, results, groups
 
 
-def _text(item: object) -> str:
-    return item.render() if isinstance(item, Puzzle) else repr(item)[:200]
-
-
 def _strip(item: object) -> str:
-    return item.strip() if isinstance(item, str) else _text(item)
+    if isinstance(item, str):
+        return item.strip()
+    return item.render() if isinstance(item, Puzzle) else repr(item)[:200]
 
 
 def _parse_all(

@@ -156,12 +156,6 @@ class Results(Sequence[SolveResult]):
             return self.symbols[0][i].tobytes().decode("ascii")
         return text
 
-    def solution_texts(self) -> list[str | None]:
-        """Every row's solution text (None for none), made at once for the rows in `symbols`."""
-        if self.symbols is None:
-            return self.solutions
-        return symbol_texts(*self.symbols)
-
     def __len__(self) -> int:
         return len(self.texts)
 
@@ -208,7 +202,9 @@ class Results(Sequence[SolveResult]):
         arrays += (self.error_id,)
         columns = [a[at].tolist() for a in arrays]
         counts = self.counts[at].tolist() if self.counts is not None else [None] * len(rows)
-        texts = self.solution_texts() if len(rows) > 1 else None
+        texts = None  # every row's solution text, made at once for the rows in `symbols`
+        if len(rows) > 1:
+            texts = self.solutions if self.symbols is None else symbol_texts(*self.symbols)
         built = []
         for i, code, sid, ns, nodes, guesses, zero, error, count in zip(rows, *columns, counts, strict=True):
             name = names[sid]
@@ -272,17 +268,12 @@ class Results(Sequence[SolveResult]):
             names=list(self.names), puzzle=puzzle_texts(texts), solution=solution, error=error,
             counters_raw=Texts.empty(n), **self.numbers.numbers(),
         )  # fmt: skip
-        born = self.born_rows()
-        if not born:
+        if not self.born and not any(self.items):
             return columns
+        # rows stored as objects by `put` or already built: the objects are authoritative
+        born = list(compress(range(len(self.items)), map(is_not, self.items, repeat(None))))
         objects = [self[i] for i in born]
         return columns.overlay(born, ResultColumns.build([r.puzzle for r in objects], objects))
-
-    def born_rows(self) -> list[int]:
-        """Rows stored as objects by `put` or already built (the objects are authoritative)."""
-        if not self.born and not any(self.items):
-            return []
-        return list(compress(range(len(self.items)), map(is_not, self.items, repeat(None))))
 
 
 def _ascii(values: np.ndarray, has: np.ndarray, table: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

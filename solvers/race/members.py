@@ -70,12 +70,6 @@ def exact_nodes_per_slice(n: int) -> int:
     return max(16, int(SLICE_S * 1e9 / exact_ns_per_node(n)))
 
 
-def stochastic_restart_slices(n: int) -> int:
-    """Slices of a stochastic run before its first Luby restart: 64 at 9x9, growing with
-    the number of cells (a 25x25 anneal needs longer chains to settle)."""
-    return max(16, round(64 * (n / 9) ** 2))
-
-
 class Member(ABC):
     """One solver of a race, advanced one slice at a time by the scheduler."""
 
@@ -269,7 +263,8 @@ class StochasticMember(Member):
         self.seeds = seeds
         self.params = params
         self.unit = solver.slice_work
-        self.restart_slices = restart_slices or stochastic_restart_slices(puzzle.box.n)
+        # slices before the first Luby restart: 64 at 9x9, more with more cells (a 25x25 anneal settles later)
+        self.restart_slices = restart_slices or max(16, round(64 * (puzzle.box.n / 9) ** 2))
         self.luby_index = 1
         self.run: StochasticRun | None = None
         self.run_budget = 0
