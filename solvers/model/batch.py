@@ -77,19 +77,15 @@ def _read_framed(items: Sequence[object], box: Box | None) -> tuple[Sequence[str
     if isinstance(items, Lines):
         items.symbols = symbols  # the pipeline's puzzle column is cut from it, not from strs
     texts: Sequence[str] = items if isinstance(items, Lines) else list(items)  # type: ignore[arg-type]
-    groups = Groups()
-    if not bad.any():
-        results = Results(texts)  # type: ignore[arg-type]
-        groups.add((group_box, COMPACT), np.arange(count), givens)
-        return texts, results, groups
-    slow = np.flatnonzero(bad)
-    texts = list(texts)
-    for i in slow.tolist():
-        texts[i] = texts[i].strip()
-    results = Results(texts)
-    good = np.flatnonzero(~bad)
-    groups.add((group_box, COMPACT), good, givens[good])
-    _parse_slow(slow.tolist(), texts, texts, box, results, groups)
+    slow = np.flatnonzero(bad).tolist()  # read again the slow way, stripped, for the reason
+    if slow:
+        texts = list(texts)
+        for i in slow:
+            texts[i] = texts[i].strip()
+    groups, results = Groups(), Results(texts)  # type: ignore[arg-type]
+    good = np.flatnonzero(~bad) if slow else np.arange(count)
+    groups.add((group_box, COMPACT), good, givens[good] if slow else givens)
+    _parse_slow(slow, texts, texts, box, results, groups)
     return texts, results, groups
 
 

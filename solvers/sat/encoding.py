@@ -50,6 +50,13 @@ class Cnf:
             yield self.binary[start : start + size].tolist()
 
 
+def _open(cand: np.ndarray, n: int) -> np.ndarray:
+    """bool[NN, N]: the candidates of the open cells (a fixed cell gets no variable)."""
+    has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)
+    has[has.sum(axis=1) == 1] = False
+    return has
+
+
 def _groups(
     puzzle: Puzzle, cand: np.ndarray, fewest_first: bool, order_seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -57,8 +64,7 @@ def _groups(
     of each variable). `fewest_first`: the cells with fewest candidates get the lowest ids (CaDiCaL breaks
     score ties by lowest id: fail-first), else cell by cell; `order_seed` != 0: a random order from it."""
     n = puzzle.box.n
-    has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)  # [NN, N]
-    has[has.sum(axis=1) == 1] = False  # fixed cells: no variable
+    has = _open(cand, n)
     cells, values = np.nonzero(has)
     ids = np.arange(1, cells.size + 1, dtype=np.int32)
     if order_seed:
@@ -159,8 +165,7 @@ def estimate(puzzle: Puzzle, cand: np.ndarray | None, pairwise_up_to: int = PAIR
     if cand is None:
         return 0
     n = puzzle.box.n
-    has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)
-    has[has.sum(axis=1) == 1] = False
+    has = _open(cand, n)
     per_unit = has[geometry(puzzle.box).units].sum(axis=1).ravel()  # [3N * N] places per unit and value
     sizes = np.concatenate([has.sum(axis=1), per_unit])
     return clause_count(sizes[sizes > 0], pairwise_up_to)
