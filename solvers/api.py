@@ -74,23 +74,16 @@ def solve_many(
     variant: int = 0,
     on_final: OnFinal | None = None,
 ) -> Results:
-    """Solve every puzzle of `lines`; return one result per line, in the same order.
+    """Solve every puzzle of `lines`; return one result per line, in the same order (a list-like `Results`).
 
     A line that is not a puzzle gets an `invalid` result naming the reason; it never stops the batch.
     `time_limit` is per puzzle, in seconds. With `limit` > 1 the solutions are counted up to `limit`
-    (`solution_count`), and `solved` means at least one was found. The answer is a list-like `Results`:
-    rows become SolveResult objects only when read. `stop` (int64[1], `solvers.kernel.stop`) is a flag
-    another thread may raise: every puzzle not answered by then comes back `timeout`, "stopped before an
-    answer".
-
-    `racing` (the pipeline's fleet escalation) is entered around the search of each puzzle the first pass
-    (a small node budget) left unsolved, with its input position, and yields that search's own stop flag
-    (raised when another process answered the puzzle), or the flag with its exchange with the processes
-    racing it (`solvers.race.exchange.Raced`); with it even the plain exact path searches such puzzles one
-    at a time. `variant` > 0: a helper's search of a puzzle raced in another process too. `on_final` is
-    called with the results and the input positions whose results became final: every position but the
-    puzzles left to race once every group's first pass is done (all first passes run before any race),
-    then each raced puzzle's position as its race ends.
+    (`solution_count`). `stop` (int64[1]) is a flag another thread may raise: every puzzle not answered by
+    then comes back `timeout`, "stopped before an answer". For the pipeline's escalation: `racing` is
+    entered around the search of each puzzle the first pass left (with its input position; even on the
+    plain exact path) and yields that search's stop flag, or a `Raced`; `variant` > 0 is a helper's
+    search; `on_final` is called with the results and the positions made final: all but the puzzles left
+    to race once every first pass is done, then each raced puzzle's as its race ends.
     """
     box = as_box(box)
     items = lines if isinstance(lines, (list, Lines)) else list(lines)

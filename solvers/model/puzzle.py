@@ -1,8 +1,6 @@
-"""The puzzle model: box shape, givens, and the notation a puzzle was written in.
-
-A grid is a flat uint8 array of N*N cell values in row-major order, 0 for an empty cell
-and 1..N for a value. Keeping one plain array type everywhere lets the same grid go to a
-numba kernel, the verifier and the formatter without conversion.
+"""The puzzle model: box shape, givens, and the notation a puzzle was written in. A grid is a flat uint8
+array of N*N cell values, row-major, 0 for empty: one plain type the kernels, the verifier and the
+formatter all take without conversion.
 """
 
 from __future__ import annotations

@@ -135,10 +135,7 @@ class PortfolioSpec(BaseModel):
     @property
     def exact_solver(self) -> KernelSolver | None:
         """Return the first exact member's solver (it runs the fast path), if any."""
-        for m in self.members:
-            if m.kind is Kind.EXACT:
-                return EXACT_SOLVERS[m.solver]
-        return None
+        return next((EXACT_SOLVERS[m.solver] for m in self.members if m.kind is Kind.EXACT), None)
 
 
 def _presets() -> dict[str, PortfolioSpec]:
@@ -337,7 +334,9 @@ def _result(
 ) -> SolveResult:
     """Turn the race's end into a SolveResult with every member's counters."""
     counters = _final_counters(members, winner, outcome, stopped)
-    common: dict[str, Any] = dict(puzzle=text if text is not None else puzzle.render(), elapsed=elapsed)
+    common: dict[str, Any] = dict(
+        puzzle=puzzle.render() if text is None else text, elapsed=elapsed, counters=counters
+    )
     held = [m for m in members if m.best_grid is not None]  # a race undecided: stochastic members' grids
     errors = "; ".join(m.failed for m in members if m.failed)
     if outcome in DECIDED and winner is not None and (outcome != FOUND or winner.solution is not None):
@@ -351,14 +350,12 @@ def _result(
         cost = grid_cost(puzzle, grid)  # type: ignore[arg-type]
         status = Status.SOLVED if cost == 0 and is_solution(puzzle, grid) else Status.APPROXIMATE
     else:  # no member answered: nodes, guesses and restarts are 0 (each member's are in `counters`)
-        return SolveResult(
-            Status.TIMEOUT, error=errors or "no grid within the time limit", counters=counters, **common
-        )
+        return SolveResult(Status.TIMEOUT, error=errors or "no grid within the time limit", **common)
     c = counters[member.name]
     return SolveResult(
         status, solution=None if grid is None else puzzle.render(grid), cost=cost, solver=member.name,
         nodes=int(c.get("nodes", c.get("iterations", 0))), guesses=int(c.get("guesses", 0)),
-        restarts=int(c["restarts"]), error=error, counters=counters, **common,
+        restarts=int(c["restarts"]), error=error, **common,
     )  # fmt: skip
 
 
