@@ -17,7 +17,7 @@ from solvers import registry
 from solvers.exact import EXACT_SOLVERS
 from solvers.exact.base import DEFAULT_EXACT, ExactBatch, KernelSolver
 from solvers.kernel.outcome import BUDGET
-from solvers.model.batch import read_batch
+from solvers.model.batch import Group, read_batch
 from solvers.model.parse import Lines, clash_mask, parse_puzzle
 from solvers.model.puzzle import ALPHABET, Box, Notation, NotationKind, Puzzle, PuzzleError, as_box
 from solvers.model.result import Results, SolveResult
@@ -94,13 +94,12 @@ def solve_many(
     stop = np.zeros(1, dtype=np.int64) if stop is None else stop
     run = _Batch(exact, results, limit, time_limit, seed, stop, box)
     races: list[_Leftovers] = []
-    for (group_box, notation), indices, givens in groups.items():
-        group = _Group(group_box, notation, indices, givens)
+    for group in groups.items():
         if spec is not None:  # the batch fast path with a node budget; the leftovers are raced below
             races.append(run.first_pass(spec, group))
             continue
         batch = exact.solve_batch(
-            givens, group_box, limit=limit, keep=1, time_limit=time_limit, seed=seed, stop=stop
+            group.givens, group.box, limit=limit, keep=1, time_limit=time_limit, seed=seed, stop=stop
         )
         run.collect(batch, group)
     if on_final is not None:
@@ -132,19 +131,10 @@ def _plan(solver: str | None, portfolio: str | None, limit: int) -> tuple[Kernel
     return exact, None if alone or limit > 1 else spec
 
 
-class _Group(NamedTuple):
-    """Puzzles of one (box, notation): their input positions and givens rows."""
-
-    box: Box
-    notation: Notation
-    indices: np.ndarray
-    givens: np.ndarray
-
-
 class _Leftovers(NamedTuple):
     """A group's puzzles its first pass left to race: rows `rows` of the group, with what they spent."""
 
-    group: _Group
+    group: Group
     rows: list[int]
     spent: np.ndarray  # seconds, per row of the group
     nodes: np.ndarray
@@ -162,7 +152,7 @@ class _Batch:
     stop: np.ndarray
     box: Box | None  # the user's (None: inferred per puzzle)
 
-    def first_pass(self, spec: PortfolioSpec, group: _Group) -> _Leftovers:
+    def first_pass(self, spec: PortfolioSpec, group: Group) -> _Leftovers:
         """A group's first pass through a portfolio: one batch kernel call with the fast path's node budget
         (easy puzzles cost what the plain exact solver costs; the seed randomises the value order as on the
         plain path); the puzzles it leaves, to race. Clashing givens are answered `invalid`, never raced."""
@@ -206,7 +196,7 @@ class _Batch:
             if on_final is not None:
                 on_final(self.results, [i])
 
-    def collect(self, batch: ExactBatch, group: _Group) -> np.ndarray:
+    def collect(self, batch: ExactBatch, group: Group) -> np.ndarray:
         """Write a kernel's output arrays into the results' columns; the verifier has the last word. Rows
         that end without a verified grid are checked for clashing givens (answered `invalid`, with the
         reason): -> bool[k], the rows found invalid."""
@@ -235,7 +225,7 @@ class _Batch:
             return ~verified
         return self.invalid(np.flatnonzero(~verified), group)
 
-    def invalid(self, rows: np.ndarray, group: _Group) -> np.ndarray:
+    def invalid(self, rows: np.ndarray, group: Group) -> np.ndarray:
         """Answer `invalid` (with the parser's reason) the rows among `rows` whose givens clash: -> bool[k],
         the rows so answered. Parsing reads symbols only: this is where a clash is found."""
         out = np.zeros(len(group.givens), dtype=bool)

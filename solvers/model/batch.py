@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,6 +16,15 @@ from solvers.model.result import Results, SolveResult
 from solvers.model.status import Status
 
 GroupKey = tuple[Box, Notation]
+
+
+class Group(NamedTuple):
+    """Puzzles of one (box, notation): their input positions (int64) and givens rows."""
+
+    box: Box
+    notation: Notation
+    indices: np.ndarray
+    givens: np.ndarray
 
 
 class Groups:
@@ -29,14 +39,15 @@ class Groups:
         self.indices.setdefault(key, []).append(np.asarray(indices, dtype=np.int64).reshape(-1))
         self.givens.setdefault(key, []).append(givens)
 
-    def items(self) -> Iterable[tuple[GroupKey, np.ndarray, np.ndarray]]:
-        """Yield each group with its indices (int64) and stacked givens."""
+    def items(self) -> Iterable[Group]:
+        """Yield each group, its indices and givens stacked."""
         for key, indices in self.indices.items():
             one = len(indices) == 1
-            yield (
-                key,
+            givens = self.givens[key]
+            yield Group(
+                *key,
                 indices[0] if one else np.concatenate(indices),
-                self.givens[key][0] if one else np.concatenate(self.givens[key]),
+                givens[0] if one else np.concatenate(givens),
             )
 
 

@@ -158,7 +158,6 @@ class ExactMember(CompleteMember):
         self.unit = exact_nodes_per_slice(puzzle.box.n)
         self.complete_budget = max(1, first_budget or 4 * self.unit)  # next complete call
         self.restart_base = max(1, restart_base or self.unit)
-        self.randomised = randomised
         # A resuming kernel's complete stream is one search per seed (its restarts are the randomised
         # stream: it takes all nodes); `searches` > 1 runs that many, a run at a time to the one with
         # the fewest nodes (which search solves a hard puzzle soon varies much with the seed).
