@@ -1,9 +1,7 @@
-"""sudoku-batch's solving library: puzzle model, parsing, verifier, cost and solvers.
+"""sudoku-batch's solving library: puzzle model, parsing, verifier, cost and solvers (no Celery, no Redis).
 
-No Celery and no Redis here: the library runs on its own, in a notebook or a worker.
-Every public name is imported on first use: importing a plain submodule (`solvers.fields`, read
-by the pipeline's contract and so by every `sudoku-batch` command) loads no numba, and reading and
-checking puzzles (the producer's job) never pays for loading the compiled solvers.
+Every public name is imported on first use: importing a plain submodule (`solvers.fields`, read by every
+`sudoku-batch` command) loads no numba, and checking puzzles never pays for loading the compiled solvers.
 """
 
 from __future__ import annotations
@@ -21,23 +19,18 @@ if TYPE_CHECKING:
     from solvers.model.verify import is_solution, verify_batch
 
 _MODULES = {  # public name -> the module defining it, imported on first use of the name
-    "solve": "solvers.api",
-    "solve_many": "solvers.api",
-    "grid_cost": "solvers.model.cost",
-    "Entry": "solvers.model.entries",
-    "read_entries": "solvers.model.entries",
-    "parse_puzzle": "solvers.model.parse",
-    "ALPHABET": "solvers.model.puzzle",
-    "Box": "solvers.model.puzzle",
-    "Puzzle": "solvers.model.puzzle",
-    "PuzzleError": "solvers.model.puzzle",
-    "Results": "solvers.model.result",
-    "SolveResult": "solvers.model.result",
-    "Status": "solvers.model.result",
-    "is_solution": "solvers.model.verify",
-    "verify_batch": "solvers.model.verify",
+    name: module
+    for module, names in {
+        "solvers.api": ("solve", "solve_many"),
+        "solvers.model.cost": ("grid_cost",),
+        "solvers.model.entries": ("Entry", "read_entries"),
+        "solvers.model.parse": ("parse_puzzle",),
+        "solvers.model.puzzle": ("ALPHABET", "Box", "Puzzle", "PuzzleError"),
+        "solvers.model.result": ("Results", "SolveResult", "Status"),
+        "solvers.model.verify": ("is_solution", "verify_batch"),
+    }.items()
+    for name in names
 }
-
 __all__ = [
     "ALPHABET",
     "Box",

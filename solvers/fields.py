@@ -1,27 +1,15 @@
 """The one description of a result: a row per field, from which every form of a result is derived.
 
-Why one table: a result used to take four forms (`SolveResult`, the pipeline's columns, the
-rendered records, `Record`) described in seven modules, so a new field meant seven edits that
-could disagree. Now `solvers.model.result.SolveResult`, `pipeline.engine.render.record.Record`, the
-escalation's `HelperEntry`, the CSV header, the Parquet schema and its tables are built from `FIELDS`,
-and `tests/test_fields.py` fails when a renderer (the compiled JSON Lines and CSV writers,
-Parquet, `Record`) disagrees with it. What a new field takes besides its row here and the code
-that sets it (its array in `solvers.model.columns`, and two lines in each compiled writer, so far):
-docs/architecture.md, "Adding a field".
+Why one table: a result took four forms (`SolveResult`, the pipeline's columns, the rendered records,
+`Record`) described in seven modules that could disagree; now they, `HelperEntry`, the CSV header and
+the Parquet schema are built from `FIELDS`, and `tests/test_fields.py` fails when a renderer disagrees
+(adding a field: docs/architecture.md). Plain data, no numpy and no pyarrow: every package reads it.
 
-Plain data, no numpy and no pyarrow: the solvers, the pipeline and the tests all read it.
-
-What the counted fields mean (one thing each, whatever the solver):
-- `nodes`: the work of the member named in `solver`: search nodes for the exact kernels
-  (propagation, backtracking, digitwise, exact_cover), decisions for the SAT modes,
-  iterations for the stochastic members (annealing, evolution, progressive); 0 with no solver.
-- `guesses`: that member's branching decisions (exact: choices of a value for a cell; SAT:
-  its decisions; stochastic: 0).
-- `restarts`: what that member counts as a restart: an exact member's kernel calls beyond its
-  first (Luby restarts, budget doublings), a SAT member's solver calls after the first, a
-  stochastic member's reseeded runs plus its solver's own restarts (annealing's reheats,
-  evolution's hive restarts); 0 on the batch path (one kernel call) and with no solver. Every
-  member's own figures are in `counters`.
+The counted fields, one thing each whatever the solver: `nodes` is the answering member's work (search
+nodes for the exact kernels, decisions for the SAT modes, iterations for the stochastic members);
+`guesses` its branching decisions (stochastic: 0); `restarts` its runs beyond its first (an exact
+member's kernel calls, a SAT member's solver calls, a stochastic member's reseeded runs plus its
+solver's own restarts; 0 on the batch path). Every member's own figures are in `counters`.
 """
 
 from __future__ import annotations
@@ -32,15 +20,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a result: how each form holds it.
-
-    `kind` says how the value is held and written: `int` (an integer column), `text` (a UTF-8
-    text column, null as the empty text when `nullable`), `status` (a status code, written as
-    its name), `name` (a solver id into the chunk's names, written as the name), `fixed` (a time
-    held in integer ns, written as ms to `decimals` decimals: `solvers.model.frame.ms_fixed`),
-    `counters` (per-solver counters: a JSON object; its JSON text in CSV and Parquet), `input`
-    (the chunk's input name), `position` (a run-length coded position: `line`, `index`).
-    """
+    """One field of a result: how each form holds it. `kind`: `int`, `text` (UTF-8; null as the empty text
+    when `nullable`), `status` (a code, written as its name), `name` (a solver id, written as the name),
+    `fixed` (a time in integer ns, written as ms to `decimals` decimals), `counters` (a JSON object; its
+    text in CSV and Parquet), `input` (the chunk's input name), `position` (run-length coded: line, index)."""
 
     name: str  # the record field: JSON key, CSV column, Parquet column
     kind: str
@@ -111,16 +94,3 @@ BY_RESULT: dict[str, Field] = {f.result: f for f in FIELDS if f.result}
 CSV_HEADER = ",".join(NAMES) + "\n"
 
 assert sorted(RESULT_ORDER) == sorted(BY_RESULT), "RESULT_ORDER names every SolveResult field once"
-
-__all__ = [
-    "BY_NAME",
-    "BY_RESULT",
-    "COUNTER_DECIMALS",
-    "CSV_HEADER",
-    "FIELDS",
-    "NAMES",
-    "RECORD_FIELDS",
-    "RESULT_ORDER",
-    "TIME_DECIMALS",
-    "Field",
-]

@@ -1,19 +1,11 @@
 """Every solver by name, with its kind: the one list the portfolio, `solve` and the CLI read.
 
-Why one registry: a name a user gives (`--portfolio`, `solve(solver=..., portfolio=...)`)
-must mean the same wherever it is read, and an unknown one must get the same answer
-listing what exists. Solver modules register themselves when imported (`solvers.exact`,
-`solvers.stochastic`, `solvers.sat.member`; `solvers.race.portfolio` imports them all), so adding a
-solver touches its own module only. This module is a leaf: it knows kinds and names, and
-holds each solver's object without importing its package.
-
-Kinds say what a solver can do and how a race runs it:
-* `exact`: a batch kernel (`solvers.exact.base.KernelSolver`): solves, counts solutions,
-  proves there is none; the first exact member of a portfolio runs the batch fast path.
-* `complete`: a complete search raced as a member only (`solvers.sat.member`): solves and
-  proves, one puzzle at a time; the object is its member factory.
-* `stochastic`: a local search run in slices (`solvers.stochastic.base.StochasticSolver`):
-  finds solutions or the best approximate grid, proves nothing.
+Why one registry: a name a user gives must mean the same wherever it is read, and an unknown one get
+the same answer listing what exists. Solver modules register themselves when imported, so adding a
+solver touches its own module only; this module is a leaf. Kinds: `exact` (a batch kernel,
+`KernelSolver`: solves, counts, proves; the first exact member of a portfolio runs the fast path),
+`complete` (a member factory raced one puzzle at a time, `solvers.sat.member`: solves and proves),
+`stochastic` (a local search in slices, `StochasticSolver`: solutions or approximate grids, no proof).
 """
 
 from __future__ import annotations

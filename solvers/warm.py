@@ -1,9 +1,6 @@
-"""Compiling the solvers ahead of time, and telling a user when a first run compiles them.
-
-numba compiles a kernel the first time it meets it on a machine and caches the machine
-code (next to the modules, or under NUMBA_CACHE_DIR); later processes load it in a
-fraction of a second. A cold cache costs ~7 s before the first answer and ~45 s for
-every kernel, which looks like a hang unless someone says so.
+"""Compiling the solvers ahead of time, and telling a user when a first run compiles them: numba compiles a
+kernel once per machine and caches it, and a cold cache (~7 s before a first answer, ~45 s for every
+kernel) looks like a hang unless someone says so.
 """
 
 from __future__ import annotations
@@ -51,15 +48,13 @@ def family(module: str) -> str:
 
 
 def compile_notice(module: str) -> str:
-    """The notice of a compile starting with a kernel of `module`: which part compiles, and that each kernel
-    compiles once per machine (a command needing other kernels later says so again, naming them)."""
+    """The notice of a compile starting with a kernel of `module`: which part compiles, once per machine."""
     return f"compiling {family(module)} {COMPILE_NOTICE}"
 
 
 class _Compiles:
-    """What every process of one command shares about numba's compiles, in anonymous shared memory made
-    before any fork (its local processes, a worker's pool): whether the notice was said (once for all of
-    them), how many compiles run now and since when, and the seconds during which any of them compiled."""
+    """What every process of one command shares about numba's compiles, in shared memory made before any fork:
+    whether the notice was said (once for all), how many compiles run and since when, and seconds compiled."""
 
     LAYOUT = struct.Struct("<qqdd")  # said, running, since (monotonic s), seconds compiled before
 
@@ -103,13 +98,9 @@ class _Compiles:
 
 
 def on_first_compile(announce: Callable[[str], None] | None) -> None:
-    """Call `announce(notice)` once, when numba next starts compiling a kernel in this process or one it
-    forks afterwards (a cache miss): the notice is said once however many of them compile; None: say nothing.
-    Either way the compiles are timed from now on (`compile_seconds`).
-
-    numba fires its `numba:compile` event only when no cached machine code fits, so a warm
-    cache never calls it. The notice names the compiling kernel's part (`compile_notice`).
-    """
+    """Call `announce(notice)` once, when numba next compiles a kernel (a cache miss: numba fires
+    `numba:compile` only then) in this process or one it forks afterwards; None: say nothing. Either way
+    the compiles are timed from now on (`compile_seconds`)."""
     from numba.core import event
 
     if not _listener:

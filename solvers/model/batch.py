@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,6 +16,15 @@ from solvers.model.result import Results, SolveResult
 from solvers.model.status import Status
 
 GroupKey = tuple[Box, Notation]
+
+
+class Group(NamedTuple):
+    """Puzzles of one (box, notation): their input positions (int64) and givens rows."""
+
+    box: Box
+    notation: Notation
+    indices: np.ndarray
+    givens: np.ndarray
 
 
 class Groups:
@@ -29,14 +39,15 @@ class Groups:
         self.indices.setdefault(key, []).append(np.asarray(indices, dtype=np.int64).reshape(-1))
         self.givens.setdefault(key, []).append(givens)
 
-    def items(self) -> Iterable[tuple[GroupKey, np.ndarray, np.ndarray]]:
-        """Yield each group with its indices (int64) and stacked givens."""
+    def items(self) -> Iterable[Group]:
+        """Yield each group, its indices and givens stacked."""
         for key, indices in self.indices.items():
             one = len(indices) == 1
-            yield (
-                key,
+            givens = self.givens[key]
+            yield Group(
+                *key,
                 indices[0] if one else np.concatenate(indices),
-                self.givens[key][0] if one else np.concatenate(self.givens[key]),
+                givens[0] if one else np.concatenate(givens),
             )
 
 
@@ -77,39 +88,29 @@ def _read_framed(items: Sequence[object], box: Box | None) -> tuple[Sequence[str
     if isinstance(items, Lines):
         items.symbols = symbols  # the pipeline's puzzle column is cut from it, not from strs
     texts: Sequence[str] = items if isinstance(items, Lines) else list(items)  # type: ignore[arg-type]
-    groups = Groups()
-    if not bad.any():
-        results = Results(texts)  # type: ignore[arg-type]
-        groups.add((group_box, COMPACT), np.arange(count), givens)
-        return texts, results, groups
-    slow = np.flatnonzero(bad)
-    texts = list(texts)
-    for i in slow.tolist():
-        texts[i] = texts[i].strip()
-    results = Results(texts)
-    good = np.flatnonzero(~bad)
-    groups.add((group_box, COMPACT), good, givens[good])
-    _parse_slow(slow.tolist(), texts, texts, box, results, groups)
+    slow = np.flatnonzero(bad).tolist()  # read again the slow way, stripped, for the reason
+    if slow:
+        texts = list(texts)
+        for i in slow:
+            texts[i] = texts[i].strip()
+    groups, results = Groups(), Results(texts)  # type: ignore[arg-type]
+    good = np.flatnonzero(~bad) if slow else np.arange(count)
+    groups.add((group_box, COMPACT), good, givens[good] if slow else givens)
+    _parse_slow(slow, texts, texts, box, results, groups)
     return texts, results, groups
 
 
-def _text(item: object) -> str:
-    return item.render() if isinstance(item, Puzzle) else repr(item)[:200]
-
-
 def _strip(item: object) -> str:
-    return item.strip() if isinstance(item, str) else _text(item)
+    if isinstance(item, str):
+        return item.strip()
+    return item.render() if isinstance(item, Puzzle) else repr(item)[:200]
 
 
 def _parse_all(
     items: Sequence[object], texts: list[str], box: Box | None, results: Results, all_text: bool
 ) -> Groups:
-    """Group every puzzle by (box, notation); record invalid lines in `results`.
-
-    Lines whose length is N*N go through the vectorised compact parser together; the
-    lines it refuses (integers, several rows, bad symbols) are parsed one by one, which
-    also finds the reason for an invalid one.
-    """
+    """Group every puzzle by (box, notation); record invalid lines in `results`. Lines of length N*N go
+    through the compact parser together; those it refuses are parsed one by one, finding the reason."""
     groups = Groups()
     by_length: dict[int, list[int]] = _by_length(texts) if all_text else {}
     slow: list[int] = []

@@ -1,17 +1,11 @@
 """A chunk's results as columns: the arrays a worker sends, the collector decodes, and every renderer reads.
 
-One type, `ResultColumns`, from the solver's `Results` to the output file: its number arrays are the
-ones `Results` fills (`Numbers`: no SolveResult per row, no copy), `pipeline.contract.wire` writes them
-as they are (integers narrowed), the collector checks and reads them back into the same
-type, and the renderers (`pipeline.engine.render`: JSON Lines, CSV; Parquet and every Arrow table
-through `solvers.model.frame.columns_table`) write records from it.
-
-Adding a record field touches this module (a `Column` in `COLUMNS`, a `Numbers` attribute, and
-`_from_objects`), `Results.fill` and the compiled writers: the wire format follows `COLUMNS`. Texts are
-held as one UTF-8 byte buffer with offsets (`Texts`); numbers as integers (times in ns: ms
-only in a rendered record, by one rule), so every renderer prints the same digits. Status codes
-are explicit (`solvers.model.status`), never positions in the `Status` enum, so reordering the
-enum cannot change the wire.
+One type, `ResultColumns`, from the solver's `Results` to the output file: its number arrays are the ones
+`Results` fills (`Numbers`: no SolveResult per row, no copy), and the wire (`pipeline.contract.wire`)
+follows `COLUMNS`. Texts are one UTF-8 buffer with offsets (`Texts`), numbers integers (times in ns, ms
+only in a rendered record, by one rule), so every renderer prints the same digits; status codes are
+explicit (`solvers.model.status`), so reordering the `Status` enum cannot change the wire. Adding a field:
+docs/architecture.md, "Adding a field".
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from solvers.fields import COUNTER_DECIMALS, TIME_DECIMALS
+from solvers.fields import COUNTER_DECIMALS, RESULT_ORDER, TIME_DECIMALS
 from solvers.model.frame import ms_fixed, plain, quantise, seconds_ns, simple_counters
 from solvers.model.status import IS_ANSWERED, IS_PROBLEM, STATUS_CODE, STATUS_NAMES, Status
 from solvers.model.texts import Texts
@@ -234,33 +228,20 @@ def puzzle_texts(texts: Sequence[str]) -> Texts:
     return Texts.of_block(symbols) if symbols is not None else Texts.of(texts)
 
 
-_ATTRS = (
-    "status",
-    "solution",
-    "cost",
-    "solver",
-    "elapsed",
-    "error",
-    "nodes",
-    "guesses",
-    "restarts",
-    "counters",
-)
-_GETTERS = [attrgetter(name) for name in _ATTRS]
+_GETTERS = [attrgetter(name) for name in RESULT_ORDER if name not in ("puzzle", "solution_count")]
 _SIMPLE_GET = [itemgetter(k) for k in ("nodes", "guesses", "time_ms")]
 
 
 def _from_objects(texts: Sequence[str], results: Sequence[Any]) -> ResultColumns:
     """The columns of SolveResult objects, one C-level pass per attribute."""
     b = len(results)
-    status, solution, cost, solver, elapsed, error, nodes, guesses, restarts, counters = [
+    status, solution, cost, solver, elapsed, nodes, guesses, restarts, errors, counters = [
         list(map(get, results)) for get in _GETTERS
     ]
     codes = np.fromiter(map(STATUS_CODE.__getitem__, status), np.uint8, b)
     has_cost = np.fromiter((c is not None for c in cost), bool, b)
     costs = np.array([0 if c is None else c for c in cost], dtype=np.int64).reshape(b)
     solutions = solution if solution.count(None) == 0 else [s or "" for s in solution]
-    errors = error
     has_grid = np.fromiter(map(bool, solutions), bool, b)
     bad = np.flatnonzero((codes == STATUS_CODE[Status.SOLVED]) & (~has_cost | (costs != 0) | ~has_grid))
     for i in bad.tolist():

@@ -1,9 +1,5 @@
-"""The one cost function: 0 exactly when a grid is a valid solution keeping every given.
-
-It is the violation count of the progressive-search article: for every row, column
-and box, one per value missing from it, plus `given_weight` per given the grid changed.
-Stochastic solvers use compiled incremental versions of the same count; this module is
-the reference they are tested against.
+"""The one cost function: 0 exactly when a grid is a valid solution keeping every given (the
+progressive-search article's violation count): the stochastic solvers' counts are tested against it.
 """
 
 from __future__ import annotations

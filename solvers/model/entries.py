@@ -34,9 +34,8 @@ class Entry:
 
 
 def unpacked(raw: IO[bytes]) -> IO[bytes]:
-    """A binary stream's input bytes: through a gzip reader (every member of a `cat a.gz b.gz`)
-    when it starts with the gzip magic, as is otherwise. The one reader of files, stdin, streams
-    and web uploads (`pipeline.engine.inputs`)."""
+    """A binary stream's input bytes: through a gzip reader (every member) when it starts with the gzip magic,
+    as is otherwise: the one reader of files, stdin, streams and web uploads."""
     if not hasattr(raw, "peek"):  # BytesIO and raw streams: buffered, so the magic can be peeked
         raw = io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[arg-type, type-var]
     head = raw.peek(2)[:2]  # type: ignore[attr-defined]
@@ -68,11 +67,8 @@ def iter_lines(source: str | Path | Iterable[str]) -> Iterator[tuple[int, str | 
 
 
 def read_entries(source: str | Path | Iterable[str], box: Box | str | None = None) -> Iterator[Entry]:
-    """Yield every puzzle of an input as an Entry, streaming: nothing is held in memory.
-
-    A line holds a whole puzzle, or one row of a grid written one row per line (rows are
-    gathered until the grid is full). Blank lines and lines starting with `#` are skipped.
-    """
+    """Yield every puzzle of an input as an Entry, streaming: a line holds a whole puzzle, or one row of a
+    grid written a row per line (gathered until the grid is full); blank and `#` lines are skipped."""
     box = as_box(box)
     pending: list[str] = []
     start = 0

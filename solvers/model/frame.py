@@ -1,16 +1,9 @@
 """Result columns as an Arrow table, a pandas or a polars DataFrame: the Parquet output's fields and types.
 
-Why one builder (`columns_table`): the Parquet files, the Arrow IPC parts a worker sends, `Results.to_arrow`
-and `Job.to_arrow` used to build their tables three ways that had to agree. Now each makes
-`ResultColumns` (`solvers.model.columns`: what the wire carries) and this module tabulates them
-field by field by kind, from the field table (`solvers.fields`: each record field's `parquet`
-type), with no SolveResult and no JSON text per row (counters are joined as text by Arrow's
-compute kernels). The values are what the files hold: `time_ms` to 0.1 µs, `counters` as the JSON
-text the compiled writer prints, null where a record has null.
-
-pyarrow, pandas and polars stay optional (the `parquet`, `dataframe` and `polars` extras):
-nothing here imports them until a table is asked for, and a missing one is an ImportError of
-one line naming the extra to install.
+Why one builder (`columns_table`): Parquet files, Arrow IPC parts, `Results.to_arrow` and `Job.to_arrow`
+built their tables three ways that had to agree; now each tabulates `ResultColumns` here, field by field
+from `solvers.fields`, with no SolveResult and no JSON text per row. pyarrow, pandas and polars stay
+optional: imported when a table is asked for, a missing one a one-line ImportError naming the extra.
 """
 
 from __future__ import annotations
@@ -36,9 +29,8 @@ def quantise(values: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def seconds_ns(seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(seconds as integer ns, finite mask): how a SolveResult's `elapsed` is held in the columns. A time
-    within 0.5 ns of a 0.1 µs tie is moved 1 ns to the side `quantise(seconds * 1000, TIME_DECIMALS)`
-    rounds it to, so its `time_ms` prints the digits it did when columns held ms in fixed point."""
+    """(seconds as integer ns, finite mask): how a SolveResult's `elapsed` is held in the columns; a time
+    within 0.5 ns of a 0.1 µs tie moves 1 ns to the side ms rounding takes, so `time_ms` prints the same."""
     finite = np.isfinite(seconds) & (np.abs(seconds) < 1e9)  # 1e12 ms: a time the records can print
     ns = np.rint(np.where(finite, seconds, 0.0) * 1e9).astype(np.int64)
     return ns - (ms_fixed(ns, TIME_DECIMALS) - quantise(seconds * 1000.0, TIME_DECIMALS)[0]), finite
@@ -91,10 +83,9 @@ def to_polars(table: Any) -> Any:
 
 
 def columns_table(c: Any, input_name: str, index: np.ndarray, line: np.ndarray, counters: Any = None) -> Any:
-    """The records of result columns (a `solvers.model.columns.ResultColumns`, rows aligned with `index` and
-    `line`) as an Arrow table of `schema()`: the one Arrow builder (Parquet, Arrow IPC, `to_arrow`, `Job`).
-    `counters`: the rows' counters as JSON text (`Texts`) when the caller has them written (the pipeline's
-    compiled writer: ~0.5 µs a row less on 1024-row parts than Arrow's kernel calls), else joined here."""
+    """The records of result columns (`ResultColumns`, rows aligned with `index` and `line`) as an Arrow
+    table of `schema()`. `counters`: the rows' counters as JSON text (`Texts`) when the caller has them
+    written (the pipeline's compiled writer: cheaper than Arrow's kernel calls), else joined here."""
     pa = need("pyarrow", "an Arrow table")
     at = {"line": line, "index": index, "counters": counters}
     return pa.Table.from_arrays([_array(pa, f, c, input_name, at) for f in RECORD_FIELDS], schema=schema())
@@ -193,9 +184,3 @@ def plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-__all__ = [
-    "EXTRAS", "columns_table", "fixed", "ms_fixed", "need", "null_empty", "plain", "quantise", "schema",
-    "seconds_ns", "simple_counters", "strings", "to_pandas", "to_polars",
-]  # fmt: skip

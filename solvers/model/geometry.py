@@ -1,7 +1,5 @@
-"""Unit and peer tables for a box shape, computed once per shape.
-
-Every solver indexes cells through these tables, so rectangular boxes cost nothing
-extra: a unit is a row, a column or a box; the peers of a cell share a unit with it.
+"""Unit and peer tables for a box shape, computed once per shape: every solver indexes cells through them,
+so rectangular boxes cost nothing extra.
 """
 
 from __future__ import annotations

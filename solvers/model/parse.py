@@ -1,6 +1,5 @@
 """Parsing puzzles: one text (`parse_puzzle`: the puzzle, or PuzzleError with the reason) or a batch of
-compact lines at once (compiled, because the pipeline parses every line twice, producer then worker, and
-must stay far cheaper than solving). `solvers.model.entries` reads a whole input with these.
+compact lines at once (compiled: the pipeline parses every line twice, far cheaper than solving).
 """
 
 from __future__ import annotations
@@ -78,12 +77,10 @@ def _values(tokens: list[str], notation: Notation, n: int) -> np.ndarray:
         codes = np.frombuffer("".join(tokens).encode("utf-8", "replace"), dtype=np.uint8)
         if codes.size == len(tokens):
             values = _SYMBOL_VALUE[codes]
-            bad = np.flatnonzero(values > n)
-            if bad.size == 0:
+            if not (values > n).any():
                 return values
     for i, tok in enumerate(tokens):
-        code = ord(tok) if len(tok) == 1 and ord(tok) < 256 else 256
-        v = _SYMBOL_VALUE[code] if code < 256 else 255
+        v = _SYMBOL_VALUE[ord(tok)] if len(tok) == 1 and ord(tok) < 256 else 255
         if v == 255 or v > n:
             hint = (
                 f" (values of a {n}x{n} grid are {ALPHABET[0]}..{ALPHABET[n - 1]})"
@@ -193,12 +190,9 @@ def parse_puzzle(text: str, box: Box | str | None = None) -> Puzzle:
 
 
 def parse_compact_batch(lines: list[str], box: Box) -> tuple[np.ndarray, np.ndarray]:
-    """Parse equal-length compact lines at once: -> (givens uint8[B, N*N], ok bool[B]).
-
-    Rows with `ok` False hold a bad symbol, a wrong length or a clash; re-parse those
-    with `parse_puzzle` for the reason. Compiled (symbols, range and clashes in one pass
-    over the bytes) so parsing stays cheap beside solving.
-    """
+    """Parse equal-length compact lines at once: -> (givens uint8[B, N*N], ok bool[B]); a row not `ok` (a bad
+    symbol, a wrong length or a clash) is re-parsed by `parse_puzzle` for the reason. Compiled: one pass
+    over the bytes, so parsing stays cheap beside solving."""
     nn = box.cells
     b = len(lines)
     lengths = list(map(len, lines))
@@ -225,10 +219,8 @@ def _read_rows(
     raw: np.ndarray, table: np.ndarray, n: int, cell_units: np.ndarray, givens: np.ndarray, ok: np.ndarray
 ) -> None:
     """Map symbol bytes to values; ok[b] when every symbol is known, <= n, and no unit repeats a given.
-
-    Branch-free over the cells (a unit repeats a given iff its value mask has fewer bits
-    than it has givens): empty cells are random in a puzzle, so branches mispredict.
-    """
+    Branch-free (a unit repeats a given iff its mask has fewer bits than it has givens): empty cells
+    are random in a puzzle, so branches mispredict."""
     units = 3 * n
     seen = np.zeros(units, dtype=np.uint64)
     count = np.zeros(units, dtype=np.int64)
@@ -258,15 +250,10 @@ def _read_rows(
 
 
 def read_framed(text: str, rows: int, cells: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Read `rows` compact puzzles of `cells` symbols, one per line of `text` (joined by single newlines):
-    -> (givens uint8[rows, cells], bad bool[rows], the lines' bytes uint8[rows, cells] as a view), or
-    None when `text` is not so framed (a line of another length, a newline inside a puzzle, a
-    character beyond ASCII).
-
-    A bad row holds a byte that is no symbol of a grid of side `n` (a space too: its line is
-    read again the slow way, stripped, for its reason). Clashing givens are not looked for here:
-    a kernel cannot return a verified grid for them, so `solvers.api` checks only the rows it
-    did not solve, where the pipeline used to check every row twice (producer, then worker)."""
+    """Read `rows` compact puzzles of `cells` symbols, one per line of `text`: -> (givens uint8[rows, cells],
+    bad bool[rows]: a byte that is no symbol of side `n`, the lines' bytes as a view), or None when `text`
+    is not so framed (a line of another length, a character beyond ASCII). Clashes are not looked for:
+    a kernel returns no verified grid for them, so `solvers.api` checks only the rows it did not solve."""
     if rows <= 0 or len(text) != rows * (cells + 1) - 1:
         return None
     try:
@@ -285,8 +272,8 @@ def read_framed(text: str, rows: int, cells: int, n: int) -> tuple[np.ndarray, n
 def _read_framed(
     data: np.ndarray, rows: int, cells: int, table: np.ndarray, n: int, givens: np.ndarray, bad: np.ndarray
 ) -> bool:
-    """Map each row's symbol bytes to values (`table`: 255 for no symbol); False when a separator is
-    not a newline or a newline sits inside a row (the lines are not one puzzle each)."""
+    """Map each row's symbol bytes to values (`table`: 255 for no symbol); False when the lines are not one
+    puzzle each (a separator that is no newline, a newline inside a row)."""
     stride = cells + 1
     framed = True
     for r in range(rows):
@@ -333,8 +320,7 @@ class Lines(Sequence[str]):
 
 
 def clash_mask(givens: np.ndarray, box: Box) -> np.ndarray:
-    """Return bool[B]: True where some unit holds a given twice (compiled: parsing runs
-    twice per puzzle in the pipeline and must cost far less than solving)."""
+    """Return bool[B]: True where some unit holds a given twice (compiled: far cheaper than solving)."""
     out = np.zeros(givens.shape[0], dtype=np.bool_)
     if givens.shape[0]:
         g = geometry(box)
@@ -344,8 +330,7 @@ def clash_mask(givens: np.ndarray, box: Box) -> np.ndarray:
 
 @nb.njit(cache=True, nogil=True)
 def _clash_rows(givens: np.ndarray, cell_units: np.ndarray, n: int, out: np.ndarray) -> None:
-    """Set out[b] when a unit of givens[b] repeats a value: one pass over the cells, one
-    uint64 mask per unit (a pass per unit through the unit table costs three times more)."""
+    """Set out[b] when a unit of givens[b] repeats a value: one pass over the cells, a uint64 mask a unit."""
     seen = np.zeros(3 * n, dtype=np.uint64)
     one = np.uint64(1)
     for b in range(givens.shape[0]):
@@ -378,14 +363,9 @@ def too_long(length: int, head: str = "") -> str:
 
 
 def row_side(tokens: int, box: Box | None) -> int | None:
-    """Return N when a line of `tokens` cells is one row of an N x N grid, else None.
-
-    Without a box a line is a row when N has a square box and the line is not a whole
-    grid of a smaller side with a box: 4, 9, 25 and 49 cells start a grid; 16, 36 and 64
-    cells are whole 4x4, 6x6 and 8x8 grids (a 16x16, 36x36 or 64x64 grid, or a rectangular
-    one, written one row per line needs --box). A stray line of another length stays one
-    puzzle with its own reason, instead of swallowing the lines after it.
-    """
+    """Return N when a line of `tokens` cells is one row of an N x N grid, else None. Without a box, when N
+    has a square box and the line is no whole smaller grid (16, 36 and 64 cells are whole 4x4, 6x6, 8x8
+    grids: such sides written a row per line need --box), so a stray line cannot swallow the next ones."""
     if box is not None:
         return box.n if tokens == box.n and tokens != box.cells else None
     side = math.isqrt(tokens)

@@ -1,12 +1,11 @@
-"""The puzzle model: box shape, givens, and the notation a puzzle was written in.
-
-A grid is a flat uint8 array of N*N cell values in row-major order, 0 for an empty cell
-and 1..N for a value. Keeping one plain array type everywhere lets the same grid go to a
-numba kernel, the verifier and the formatter without conversion.
+"""The puzzle model: box shape, givens, and the notation a puzzle was written in. A grid is a flat uint8
+array of N*N cell values, row-major, 0 for empty: one plain type the kernels, the verifier and the
+formatter all take without conversion.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -106,17 +105,15 @@ class Notation:
     def render(self, grid: np.ndarray, box: Box) -> str:
         """Write a grid (0 = empty) in this notation on one line."""
         if self.kind is NotationKind.COMPACT and box.n <= MAX_COMPACT_SIDE:
-            table = _COMPACT_TABLES.setdefault(self.empty, _compact_table(self.empty))
-            return table[np.asarray(grid, dtype=np.uint8)].tobytes().decode("ascii")
+            return _compact_table(self.empty)[np.asarray(grid, dtype=np.uint8)].tobytes().decode("ascii")
         return self.separator.join(str(int(v)) for v in grid)
 
 
+@functools.cache
 def _compact_table(empty: str) -> np.ndarray:
-    table = np.frombuffer((empty + ALPHABET).encode("ascii"), dtype=np.uint8).copy()
-    return table
+    return np.frombuffer((empty + ALPHABET).encode("ascii"), dtype=np.uint8)
 
 
-_COMPACT_TABLES: dict[str, np.ndarray] = {}
 COMPACT = Notation()
 
 

@@ -1,12 +1,10 @@
-"""What a solve returns: `SolveResult` (a status from a closed set, the grid in the input's notation,
-its cost, the winning solver and its counters), and `Results`, what `solve_many` returns.
+"""What a solve returns: `SolveResult` (a status from a closed set, the grid in the input's notation, its
+cost, the winning solver and its counters), and `Results`, what `solve_many` returns.
 
-Why `Results` holds columns: an easy 9x9 puzzle is solved in 2-5 µs, and building its
-SolveResult (a dozen fields and a counters dict) costs about as much again. So the batch
-path writes arrays, and a row becomes a SolveResult only when it is read (then cached, so
-`results[i] is results[i]` and edits stick). The pipeline never reads rows one by one: the number
-arrays of its columns (`solvers.model.columns.ResultColumns`) are `Results`' own (`numbers`). Rows
-that were born as objects (invalid lines, raced puzzles) are stored as objects.
+Why `Results` holds columns: an easy 9x9 puzzle is solved in 2-5 µs, and building its SolveResult costs
+about as much again. So the batch path writes arrays, and a row becomes a SolveResult only when read
+(then cached: edits stick); the pipeline's columns are `Results`' own arrays. Rows born as objects
+(invalid lines, raced puzzles) are stored as objects.
 """
 
 from __future__ import annotations
@@ -112,12 +110,9 @@ class Results(Sequence[SolveResult]):
         guesses: np.ndarray,
         counts: np.ndarray | None,
     ) -> None:
-        """Write one kernel batch's rows (aligned with `indices`); `errors` index `error_texts`.
-
-        `solutions` are texts, or (grid values u8[k, NN], has one bool[k], table value -> ASCII
-        symbol or None for "1".."9") for a compact batch: kept as they are when the batch is the
-        whole input, so no symbol and no string is made for a row nobody reads.
-        """
+        """Write one kernel batch's rows (aligned with `indices`); `errors` index `error_texts`. `solutions`
+        are texts, or (grid values u8[k, NN], has one bool[k], table value -> ASCII symbol or None for
+        "1".."9"), kept as they are when the batch is the whole input: no string for a row nobody reads."""
         if solver not in self.names:
             self.names.append(solver)
         at = np.asarray(indices, dtype=np.int64)
@@ -160,12 +155,6 @@ class Results(Sequence[SolveResult]):
         if text is None and self.symbols is not None and self.symbols[1][i]:
             return self.symbols[0][i].tobytes().decode("ascii")
         return text
-
-    def solution_texts(self) -> list[str | None]:
-        """Every row's solution text (None for none), made at once for the rows in `symbols`."""
-        if self.symbols is None:
-            return self.solutions
-        return symbol_texts(*self.symbols)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -213,7 +202,9 @@ class Results(Sequence[SolveResult]):
         arrays += (self.error_id,)
         columns = [a[at].tolist() for a in arrays]
         counts = self.counts[at].tolist() if self.counts is not None else [None] * len(rows)
-        texts = self.solution_texts() if len(rows) > 1 else None
+        texts = None  # every row's solution text, made at once for the rows in `symbols`
+        if len(rows) > 1:
+            texts = self.solutions if self.symbols is None else symbol_texts(*self.symbols)
         built = []
         for i, code, sid, ns, nodes, guesses, zero, error, count in zip(rows, *columns, counts, strict=True):
             name = names[sid]
@@ -236,11 +227,8 @@ class Results(Sequence[SolveResult]):
 
     def to_arrow(self, input_name: str = "<strings>") -> Any:
         """The records as an Arrow table: the Parquet output's fields and types, row i being line i + 1 and
-        index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`).
-
-        Made by the one Arrow builder from the columns the pipeline sends (`columns`): no
-        SolveResult and no JSON per row; rows read as objects (or born so) are taken from the objects.
-        """
+        index i of the input `input_name` (pyarrow: `pip install 'sudoku-batch[parquet]'`), by the one Arrow
+        builder from the pipeline's columns."""
         from solvers.model.frame import columns_table, need
 
         need("pyarrow", "Results.to_arrow()", "parquet")
@@ -280,26 +268,14 @@ class Results(Sequence[SolveResult]):
             names=list(self.names), puzzle=puzzle_texts(texts), solution=solution, error=error,
             counters_raw=Texts.empty(n), **self.numbers.numbers(),
         )  # fmt: skip
-        born = self.born_rows()
-        if not born:
+        if not self.born and not any(self.items):
             return columns
+        # rows stored as objects by `put` or already built: the objects are authoritative
+        born = list(compress(range(len(self.items)), map(is_not, self.items, repeat(None))))
         objects = [self[i] for i in born]
         return columns.overlay(born, ResultColumns.build([r.puzzle for r in objects], objects))
-
-    def born_rows(self) -> list[int]:
-        """Rows stored as objects by `put` or already built (the objects are authoritative)."""
-        if not self.born and not any(self.items):
-            return []
-        return list(compress(range(len(self.items)), map(is_not, self.items, repeat(None))))
 
 
 def _ascii(values: np.ndarray, has: np.ndarray, table: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Grid values as ASCII symbols (`table[value]`, or "1".."9" for None), with their mask."""
     return (values + np.uint8(48) if table is None else table[values]), has
-
-
-__all__ = [
-    "Results",
-    "SolveResult",
-    "Status",
-]

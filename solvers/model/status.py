@@ -1,9 +1,6 @@
 """The one status table: each public status's fixed code and summary place, how every kernel or race end
-becomes a status, and the states a race member reports in its counters.
-
-Why one table: statuses were mapped in seven places (the kernels' ends, the race's, the wire's codes, the
-summary's order, the tally's answered and problem sets, the members' and the web page's strings), which
-could disagree. Everything else here is derived from `STATUSES` and `ENDS`.
+becomes a status, and the states a race member reports. Why one table: statuses were mapped in seven
+places that could disagree; everything else here is derived from `STATUSES` and `ENDS`.
 """
 
 from __future__ import annotations

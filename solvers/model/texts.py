@@ -68,8 +68,7 @@ class Texts:
         off = self.off[start : stop + 1].tolist()
         data = self.buf[off[0] : off[-1]].tobytes() if off else b""
         base = off[0] if off else 0
-        ascii_only = len(data) == 0 or int(np.frombuffer(data, np.uint8).max()) < 128
-        if ascii_only:
+        if data.isascii():
             text = data.decode("ascii")
             return [text[a - base : b - base] for a, b in zip(off, off[1:], strict=False)]
         return [data[a - base : b - base].decode() for a, b in zip(off, off[1:], strict=False)]

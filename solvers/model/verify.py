@@ -1,9 +1,6 @@
-"""The independent verifier: is a grid a solution of a puzzle?
-
-Deliberately shares no code with the solvers (not even the unit tables of
-`solvers.model.geometry`): a bug in the shared tables must not be able to make a wrong grid
-look right. Two forms, with the same contract: `is_solution` for one grid in plain
-Python, `verify_batch` vectorised over many grids compiled with numba.
+"""The independent verifier: is a grid a solution of a puzzle? It shares no code with the solvers (not even
+`solvers.model.geometry`'s tables), so a bug there cannot make a wrong grid look right: `is_solution` for
+one grid in plain Python, `verify_batch` for many, compiled.
 """
 
 from __future__ import annotations
@@ -39,12 +36,8 @@ def is_solution(puzzle: object, grid: object) -> bool:
 
 
 def verify_batch(givens: np.ndarray, grids: np.ndarray, box_rows: int, box_cols: int) -> np.ndarray:
-    """Return bool[B]: the `is_solution` verdict for each of many grids (B, N*N).
-
-    Compiled, with its own index arithmetic (no unit tables); 9x9 grids with 3x3 boxes by a
-    kernel of their own (~0.03 µs a grid, where the general one takes ~0.4: checking every answer
-    must cost little beside solving an easy puzzle in ~1 µs).
-    """
+    """Return bool[B]: the `is_solution` verdict for each of many grids (B, N*N), compiled with its own index
+    arithmetic; 9x9 grids by a kernel of their own (~0.03 µs a grid against ~0.4; an easy puzzle: ~1 µs)."""
     b = grids.shape[0]
     out = np.zeros(b, dtype=np.bool_)
     n = box_rows * box_cols
@@ -91,12 +84,8 @@ def _verify_rows(givens: np.ndarray, grids: np.ndarray, br: int, bc: int, out: n
 
 @nb.njit(cache=True, nogil=True)
 def _verify_rows9(givens: np.ndarray, grids: np.ndarray, br: int, bc: int, out: np.ndarray) -> None:
-    """`_verify_rows` for 9x9 grids with 3x3 boxes, in straight loops of constant length.
-
-    Each cell becomes one bit (1 << v; any v outside 1..9 a bit outside 0x3FE), and every unit
-    must OR to all of bits 1..9: nine cells holding nine different values of 1..9 are each
-    value once, so one missing bit is the only way a unit can fail (a repeat or an out-of-range
-    value leaves one out). The givens must be kept where they are non-zero."""
+    """`_verify_rows` for 9x9 grids with 3x3 boxes: each cell one bit (1 << v; v outside 1..9 a bit outside
+    0x3FE), and every unit must OR to all of bits 1..9 (a repeat or a bad value leaves one out)."""
     full = np.uint32(0x3FE)
     one = np.uint32(1)
     w = np.empty(81, dtype=np.uint32)

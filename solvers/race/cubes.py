@@ -1,27 +1,16 @@
 """One puzzle's search split into cubes (cube-and-conquer), in cell/value terms every search can read.
 
-Why: helpers racing a puzzle with other seeds or modes repeat much of one another's search
-(a SAT mode's conflicts to a solution vary little with its literal order). Cubes instead,
-each helper searches a part of the puzzle: a cube fixes one or two cells to one of their
-candidates; the cubes of a split cover every candidate of those cells, so the puzzle has a
-solution exactly when some cube has one, and it has none once every cube is refuted. A
-refuted cube is a clause (not all of its cells hold those values) that every other search
-of the puzzle imports; the lookahead that chooses the cells also finds candidates whose
-placement propagation refutes at once, each a unit clause.
+Why: helpers racing a puzzle with other seeds or modes repeat much of one another's search; with
+cubes each searches a part. A cube fixes one to three cells to candidates; a split's cubes cover
+every candidate of those cells, so the puzzle has no solution once every cube is refuted, and a
+refuted cube is a clause every other search imports. Terms: `term(cell, value, n)` = cell * n +
+value (1 .. n**3; negative: the cell does not hold the value), whatever a search's numbering; a
+clause is a tuple of terms (true when one holds), a cube a tuple of positive terms.
 
-Terms: a literal of the puzzle, independent of how any search numbers its variables:
-`term(cell, value, n)` = cell * n + value (value 1-based, so 1 .. n**3); a negative term
-says the cell does not hold the value. A clause is a tuple of terms (true when one holds),
-a cube a tuple of positive terms (the cells it fixes).
-
-The split (`split`): the exact kernel's root propagation (`propagation.root_candidates`:
-singles, locked candidates, all-different, fish) places each candidate of the
-`LOOKAHEAD_CELLS` open cells with fewest candidates in turn; a cell scores the candidates
-its least effective placement removes (the balanced choice: every cube of it is smaller),
-and the best cells are taken until their cubes number at least `want` (at most
-`MAX_CUBE_CELLS` cells, `MAX_CUBES` cubes), least constraining first (the placements
-removing fewest candidates: likelier to hold a solution, so taken first). Deterministic:
-the same puzzle and `want` give the same cubes on every machine.
+`make_cubes` places each candidate of the `LOOKAHEAD_CELLS` open cells with fewest candidates by
+root propagation, scores a cell by what its least effective placement removes (balanced cubes),
+and takes the best cells until the cubes number `want`, least constraining first. A placement
+propagation refutes becomes a unit clause. Deterministic: the same puzzle and `want`, the same cubes.
 """
 
 from __future__ import annotations

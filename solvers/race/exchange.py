@@ -1,19 +1,11 @@
 """What one search of a puzzle escalated to several processes trades with the others: clauses in, cubes out.
 
-The race's complete members read it between steps; the pipeline fills it from the escalation's
-board in another thread (`pipeline.escalation.board`). Clauses and cubes are in cell/value terms
-(`solvers.race.cubes`), so a search with any literal order imports what another exported.
-
-- `inbox`: clauses implied by the puzzle (refuted cubes, units found by a lookahead) that
-  the other processes shared; a member imports each once (appends are atomic in CPython;
-  a member keeps its own read position).
-- `cubes` (a helper's only): where it takes parts of the search (`CubeSource`, the escalation's
-  board). A member with one searches its cube under assumptions; a refuted cube goes back
-  as `refute`, and the member takes another; with none left it searches the whole puzzle.
-- `holding`: the cube this process searches now (the pipeline keeps its claim alive).
-- `outbox` (with `sharing`): short clauses this process's searches learnt, each implied by the puzzle
-  (a cube's search adds the cube's negation), for the pipeline to share (`take`); at most
-  `MAX_OUTBOX` wait, the rest are not shared.
+The race's complete members read it between steps; the pipeline fills it from the escalation's board
+in another thread (`pipeline.escalation.board`), in cell/value terms (`solvers.race.cubes`). `inbox`:
+clauses implied by the puzzle the others shared (each member keeps its own read position); `cubes` (a
+helper's only): where it takes parts of the search; `holding`: the cube it searches now (the pipeline
+keeps the claim alive); `outbox` (with `sharing`): short learnt clauses for the pipeline to share, at
+most `MAX_OUTBOX` waiting.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """Race members: how one solver of a portfolio advances, slice by slice, with restarts.
 
-Why a module of its own: the portfolio's scheduler only needs a uniform `Member`
-interface (advance one slice; report a verified solution, a proof of no solution, the
-best grid so far, and counters), while the restart policies differ by kind:
-
-* `ExactMember` alternates two streams of kernel calls. The *complete* stream runs the
-  solver's fixed branching order (seed 0) with a node budget doubling on every call, so
-  one exact run keeps going without limit (a solvable puzzle is eventually solved, an
-  unsolvable one proven so) at most twice the cost of one unlimited run. The *restart*
-  stream runs randomised branching orders (fresh child seeds) with Luby-scaled node
-  budgets: the heavy-tail remedy. The stream behind its share of the nodes goes next
-  (`complete_share` of them for the complete run). When the kernel resumes a search
-  across calls for the puzzle's box (`KernelSolver.carries`: the generic propagation
-  kernel), the complete stream is that one search instead, each call its next Luby
-  restart with the conflict weights kept (randomised after the first): nothing is repeated.
-* `StochasticMember` runs a stochastic solver in slices, restarting it with a fresh
-  child seed when its Luby-scaled iteration budget is spent, keeping the best grid; its
-  `restarts` count those runs and the solver's own (annealing's reheats, evolution's hive's).
-* `SatMember` (in `solvers.sat.member`, beside its encoding) advances a SAT solver a budget of
-  conflicts per slice, keeping what it learnt.
-
-Members measure their progress in slices of work (nodes or iterations scaled to a few
-milliseconds), never in wall time, so an interleaved race replays exactly.
+Why a module of its own: the scheduler needs only the uniform `Member` interface (one slice; a
+verified solution, a proof of none, the best grid so far, counters), while restart policies differ by
+kind. `ExactMember` alternates a complete stream (fixed order, node budget doubling: never given up, at
+most twice one unlimited run) with randomised Luby restarts (the heavy-tail remedy); a kernel that
+resumes a search (`KernelSolver.carries`) makes the complete stream that one search, each call its
+next restart. `StochasticMember` restarts its solver with child seeds on a Luby schedule, keeping the
+best grid. `SatMember` lives in `solvers.sat.member`. Progress is counted in slices of work, never
+wall time, so a race replays exactly.
 """
 
 from __future__ import annotations
@@ -61,10 +47,8 @@ NS_PER_NODE: dict[int, float] = {16: 6_500.0, 25: 14_000.0, 36: 20_000.0, 49: 31
 
 
 def exact_ns_per_node(n: int) -> float:
-    """Model of the propagation kernel's CPU cost per node for grid side n, in ns: ~500 ns at
-    9x9 (band kernel) and 1.6 n^3 below 16x16, then the measured `NS_PER_NODE`, interpolated
-    in log-log between the measured sides (from 25x25 it grows much slower than n^3).
-    Re-measure when the kernel changes: the model only sets time shares, never correctness."""
+    """Model of the propagation kernel's CPU ns per node for grid side n: ~500 at 9x9, 1.6 n^3 below 16x16,
+    then `NS_PER_NODE` interpolated in log-log; it sets time shares only, never correctness."""
     sides = sorted(NS_PER_NODE)
     if n < sides[0]:
         return 500.0 if n == 9 else 1.6 * n**3
@@ -84,12 +68,6 @@ SLICE_S = 0.003  # CPU seconds a slice of work stands for (each member's unit is
 def exact_nodes_per_slice(n: int) -> int:
     """Nodes of the exact kernel in about 3 ms for grid side n (at least 16)."""
     return max(16, int(SLICE_S * 1e9 / exact_ns_per_node(n)))
-
-
-def stochastic_restart_slices(n: int) -> int:
-    """Slices of a stochastic run before its first Luby restart: 64 at 9x9, growing with
-    the number of cells (a 25x25 anneal needs longer chains to settle)."""
-    return max(16, round(64 * (n / 9) ** 2))
 
 
 class Member(ABC):
@@ -112,8 +90,7 @@ class Member(ABC):
 
     @abstractmethod
     def counters(self) -> dict[str, Any]:
-        """Return {time_ms, work (slices, the scheduler's clock), restarts, nodes|iterations,
-        best_cost} for the collector."""
+        """Return {time_ms, work (slices), restarts, nodes|iterations, best_cost} for the collector."""
 
 
 class CompleteMember(Member):
@@ -181,14 +158,9 @@ class ExactMember(CompleteMember):
         self.unit = exact_nodes_per_slice(puzzle.box.n)
         self.complete_budget = max(1, first_budget or 4 * self.unit)  # next complete call
         self.restart_base = max(1, restart_base or self.unit)
-        self.randomised = randomised
-        # A kernel that resumes (see KernelSolver.new_carry) makes the complete stream one
-        # search whose every call is its next Luby restart, weights kept: nothing is
-        # repeated, and its random restarts are the randomised stream, so it takes all nodes.
-        # With `searches` > 1 the member runs that many such searches, the first from the
-        # puzzle's own fixed order (seed 0), the others from child seeds, a run at a time to
-        # the one with the fewest nodes: which search finds a hard puzzle's solution soon
-        # varies more from seed to seed than a run's length does.
+        # A resuming kernel's complete stream is one search per seed (its restarts are the randomised
+        # stream: it takes all nodes); `searches` > 1 runs that many, a run at a time to the one with
+        # the fewest nodes (which search solves a hard puzzle soon varies much with the seed).
         self.carries: list[np.ndarray] = []
         self.search_seeds: list[int] = [self.first_seed]
         self.search_nodes: list[int] = []
@@ -197,8 +169,7 @@ class ExactMember(CompleteMember):
             self.search_seeds += [child_seed(s) for s in seeds.spawn(max(1, searches) - 1)]
             self.carries = [solver.new_carry(puzzle.box) for _ in self.search_seeds]
             self.search_nodes = [0] * len(self.carries)
-        # the race's only member (`portfolio.race`): its complete search is one call, as the plain exact
-        # path makes it; budgets doubling from scratch repeated up to 3x the nodes of a non-resuming kernel
+        # the race's only member: its complete search is one call, as on the plain exact path
         self.alone = False
         self.complete_nodes = 0
         self.random_nodes = 0
@@ -291,7 +262,8 @@ class StochasticMember(Member):
         self.seeds = seeds
         self.params = params
         self.unit = solver.slice_work
-        self.restart_slices = restart_slices or stochastic_restart_slices(puzzle.box.n)
+        # slices before the first Luby restart: 64 at 9x9, more with more cells (a 25x25 anneal settles later)
+        self.restart_slices = restart_slices or max(16, round(64 * (puzzle.box.n / 9) ** 2))
         self.luby_index = 1
         self.run: StochasticRun | None = None
         self.run_budget = 0
@@ -301,8 +273,7 @@ class StochasticMember(Member):
         self.run_base_ns = 0  # member time used before the current run started
         self.counted = 0  # work of the current run already added to vtime
         self.start_ns = 0  # how long the last run took to build (checked against the deadline)
-        # the first run's start-up, charged before it runs: a member with a tiny share and a costly
-        # start (evolution at 64x64: 0.4 s) waits for its turn instead of paying it in the race's first second
+        # the first run's start-up, charged before it runs: a costly start waits for its turn
         self.prepaid = solver.start_work(puzzle, params) if solver.start_work is not None else 0
         self.vtime = self.prepaid / self.unit
 

@@ -1,25 +1,14 @@
-"""Portfolios: exact and stochastic solvers raced with restarts under a time limit.
+"""Portfolios: exact, SAT and stochastic solvers raced with restarts under a time limit, in one thread.
 
-A portfolio is a named list of member configurations (data, below). `race` runs one
-puzzle through a portfolio: the first exact member first gets a small node budget (the
-fast path: easy puzzles cost what the plain exact solver costs), then every member
-advances in turn by slices of a few milliseconds of work, the member whose next slice
-would end soonest in work per weight going next ((work done + 1 slice) / weight, weighted
-fair queueing: a member with a tiny share first runs once the others have done their
-share of work, not at once). Weights come from the portfolio, or per grid size from the
-learned shares (`solvers.shares`, preset `race` from 25x25). Work is counted in nodes,
-conflicts or iterations, never wall time, so a race replays exactly: same puzzle,
-portfolio, seed and time limit give the same winner and grid unless time runs out first.
-Everything runs in the calling thread, so a race works inside a Celery prefork child (no
-processes are spawned). Another seed gives another race of the same puzzle (child seeds
-for the stochastic members and restarts, another literal order for the SAT members), and
-the `stop` flag is read between slices and inside the kernels: what racing one puzzle on
-several workers needs (the result names the winner, `counters` each member's work).
-
-Stop rules: the first grid the verifier accepts wins and the race returns after that
-slice (nothing else is running); an exhaustive exact search without a solution ends
-the race `unsolvable`; at the deadline (kernels read the clock themselves) the race
-ends `approximate` with the lowest-cost grid any member holds, or `timeout` if none.
+A portfolio is a named list of member configurations (data, below). `race` runs one puzzle through
+one: the first exact member first gets a small node budget (the fast path: easy puzzles cost what
+the plain exact solver costs), then the member whose next slice would end soonest in work per weight
+goes next (weighted fair queueing). Weights come from the portfolio, or per grid size from the
+learned shares (`solvers.shares`). Work is counted in nodes, conflicts or iterations, never wall
+time, so a race replays exactly under its seed; nothing is spawned, so a race runs inside a Celery
+prefork child. The first verified grid wins; an exhaustive search without one ends it `unsolvable`;
+at the deadline or the `stop` flag it answers the lowest-cost grid any member holds (`approximate`),
+or `timeout`.
 """
 
 from __future__ import annotations
@@ -100,12 +89,10 @@ class MemberSpec(BaseModel):
 
 
 class PortfolioSpec(BaseModel):
-    """A named list of members; `fast_nodes` is the fast-path node budget (0 = by grid size);
-    `learned`: where `solvers.shares` has shares for the grid size, they replace the weights
-    (a member without a share there sits out); `endgame`: the last fraction of a time limit in
-    which the stochastic members race alone when nothing has answered yet, so that a race that
-    ends without a solution returns a grid that had real time to improve (the learned shares
-    give each of them 0.2%: at 2 s on frisch they ran 0-3 ms and often held no grid at all)."""
+    """A named list of members; `fast_nodes` is the fast-path node budget (0 = by grid size); `learned`: the
+    shares of `solvers.shares` replace the weights where it has some; `endgame`: the last fraction of a time
+    limit the stochastic members race alone, so a race ending unsolved answers a grid that had time to
+    improve (with learned shares of 0.2% they often held none)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -116,10 +103,9 @@ class PortfolioSpec(BaseModel):
     endgame: float = Field(default=ENDGAME, ge=0, lt=1)
 
     def mix(self, n: int, variant: int = 0, cubes: bool = False) -> HelperMix:
-        """Return the shares for grid side n (None: the members' own weights), whether the complete
-        members renumber their literals (the owner never; a helper always, unless the learned shares
-        move it to another member: `solvers.shares.helper_shares`, or it searches cubes of a split:
-        `cube_shares`) and the owner's late starts."""
+        """The shares for grid side n (None: the members' own weights), whether the complete members
+        renumber their literals (a helper's, unless `solvers.shares` moves it to another mode or to cubes)
+        and the owner's late starts."""
         if self.learned and variant > 0 and cubes and (mix := cube_shares(n)) is not None:
             return mix
         if self.learned and (helper := helper_shares(n, variant)) is not None:
@@ -149,21 +135,13 @@ class PortfolioSpec(BaseModel):
     @property
     def exact_solver(self) -> KernelSolver | None:
         """Return the first exact member's solver (it runs the fast path), if any."""
-        for m in self.members:
-            if m.kind is Kind.EXACT:
-                return EXACT_SOLVERS[m.solver]
-        return None
+        return next((EXACT_SOLVERS[m.solver] for m in self.members if m.kind is Kind.EXACT), None)
 
 
 def _presets() -> dict[str, PortfolioSpec]:
-    """Build the preset portfolios, their members named as registered (after every solver registered
-    itself). In `race` the exact member weighs 3 (half of the work) below 25x25: it is the only kernel
-    member that proves anything; the stochastic members race beside it. From 25x25 on the race takes
-    its learned shares (`solvers.shares`, from training runs of each member alone), where
-    the SAT member (CaDiCaL, stable mode) does most of the work; it sits out below 25x25
-    (the fast path and the kernel settle those). The weights from 25x25 (57, 171, 1) only
-    serve a copy of the preset with `learned` off. `sat-focused` is not in the preset: in
-    training it solved 21 of 38 grids where `sat` solved 35 (docs/decisions.md)."""
+    """The preset portfolios. In `race` the exact member weighs 3 (half of the work) below 25x25, where it
+    alone proves anything; from 25x25 the learned shares rule (the weights there serve a copy with
+    `learned` off); `sat-focused` is left out (docs/decisions.md)."""
     options: dict[str, dict[str, Any]] = {"evolution": {"params": {"propagate": True}}}
     stochastic = [(name, options.get(name, {})) for name in registry.names(Kind.STOCHASTIC)]
     large = {"weight": 57.0, "min_side": LARGE_SIDE}
@@ -204,15 +182,6 @@ def parse_portfolio(portfolio: str | PortfolioSpec | None) -> PortfolioSpec:
     return PortfolioSpec(name=text, members=tuple(MemberSpec(solver=s) for s in names))
 
 
-def _literal_order(renumber: bool, variant: int, child: np.random.SeedSequence) -> int:
-    """A complete member's literal numbering: 0 (the mode's own), or for a helper that must renumber
-    one drawn from its child seed and its variant, so no two helpers of one race search the same
-    numbering even under one seed. Why not from the seed alone: every job's chunks carry a seed, and
-    a random numbering loses what the mode's order is for (q64 #1 and #3: `sat-rows` 6.6 and 7.7 s
-    CPU in its order, unsolved in 60 s under seeds 5 and 9)."""
-    return child_seed(np.random.SeedSequence([variant, child_seed(child)])) if renumber else 0
-
-
 def _build(
     spec: PortfolioSpec, puzzle: Puzzle, seed: int, variant: int = 0, exchange: Exchange | None = None
 ) -> list[Member]:
@@ -237,31 +206,34 @@ def _build(
             first = 0 if fast_given else spec.fast_budget(puzzle.box.n)
             fast_given = True
             options = m.model_dump(include={"restart_base", "randomised", "complete_share", "searches"})
-            members.append(
-                ExactMember(entry.solver, puzzle, child, weight=weight, first_budget=first, name=name,
-                            variant=variant, **options)
-            )  # fmt: skip
-        elif entry.kind is Kind.COMPLETE:  # the mode's own literal order, unless a helper renumbers
-            order = _literal_order(mix.renumber, variant, child)
-            members.append(entry.solver(puzzle, weight=weight, name=name, seed=order, exchange=exchange))
+            member: Member = ExactMember(
+                entry.solver,
+                puzzle,
+                child,
+                weight=weight,
+                first_budget=first,
+                name=name,
+                variant=variant,
+                **options,
+            )
+        elif entry.kind is Kind.COMPLETE:
+            # the mode's own literal order (a job's seed never renumbers: it would lose what the order is for,
+            # docs/decisions.md); a helper that renumbers draws one from its child seed and its variant
+            order = child_seed(np.random.SeedSequence([variant, child_seed(child)])) if mix.renumber else 0
+            member = entry.solver(puzzle, weight=weight, name=name, seed=order, exchange=exchange)
         else:
             params = entry.solver.make_params(m.params)
-            slices = m.restart_base
-            members.append(
-                StochasticMember(
-                    entry.solver, puzzle, child, params, weight=weight, restart_slices=slices, name=name
-                )
+            member = StochasticMember(
+                entry.solver, puzzle, child, params, weight=weight, restart_slices=m.restart_base, name=name
             )
+        members.append(member)
     _hold_back(members, mix.starts or {})
     return members
 
 
 def _hold_back(members: list[Member], starts: dict[str, float]) -> None:
-    """Let each member with a late start (the owner's learned ones; a helper's mix has none) join once
-    the others have done about that many CPU seconds of work: its clock starts at the work per weight
-    they reach by then (the scheduler runs the least (work + 1 slice) / weight next). Why: a second
-    search that pays off only on the grids the main member finds hard would slow every easy one down
-    if it ran from the start."""
+    """Let each member with a late start join once the others have done about that many CPU seconds of work
+    (its clock starts there): a second search that pays only on hard grids would slow every easy one."""
     racing = [m for m in members if m.weight > 0]
     for m in racing:
         start = starts.get(m.name, 0.0)
@@ -284,18 +256,13 @@ def race(
     variant: int = 0,
     exchange: Exchange | None = None,
 ) -> SolveResult:
-    """Race the portfolio's members on one puzzle until a verified solution, a proof of
-    none, the deadline or the `stop` flag (int64[1], raised by another thread).
+    """Race the portfolio's members on one puzzle until a verified solution, a proof of none, the deadline
+    or the `stop` flag (int64[1], raised by another thread).
 
-    `fast_nodes_done` > 0 says the fast path already ran (the batch path did it with that
-    many nodes, taking `spent` seconds, which `elapsed` includes): the exact member's
-    complete run continues from twice that budget. `trace`, when given, receives
-    (member, outcome, monotonic ns at its end) for every slice, in order. `variant` > 0 (a helper
-    racing the same puzzle in another process, with another `seed`) also reorders the exact members'
-    complete search and the SAT member's variables: the seed alone changes only their restarts.
-    `exchange` (`solvers.race.exchange`): what the SAT members trade with the other processes racing the
-    puzzle.
-    """
+    `fast_nodes_done` > 0: the batch path ran the fast path with that many nodes in `spent` seconds
+    (included in `elapsed`). `trace` receives (member, outcome, monotonic ns) for every slice. `variant`
+    > 0 (a helper in another process) also reorders the complete searches; `exchange`: what the SAT
+    members trade with the other processes racing the puzzle."""
     spec = parse_portfolio(portfolio)
     t_start = time.perf_counter()
     cubes = exchange is not None and exchange.cubes is not None
@@ -339,8 +306,6 @@ def race(
         outcome = current.step(deadline, stop)
         if trace is not None:
             trace.append((current.name, outcome, monotonic_ns()))
-        if outcome in (FOUND, NO_SOLUTION, OUT_OF_TIME):
-            break
         if outcome == IDLE:
             active.remove(current)
     elapsed = spent + time.perf_counter() - t_start
@@ -350,9 +315,8 @@ def race(
 def _endgame_at(
     spec: PortfolioSpec, members: Sequence[Member], deadline: int, limit: float | None, owner: bool
 ) -> int:
-    """The monotonic ns from which only the stochastic members race (0: never): the last `spec.endgame`
-    of the time limit, for a race's owner (a helper's grid is never its answer) with complete members
-    beside stochastic ones that race this size."""
+    """The monotonic ns from which only the stochastic members race (0: never): the last `spec.endgame` of
+    the limit, for a race's owner (a helper's grid is never its answer) with stochastic members racing."""
     stochastic = any(isinstance(m, StochasticMember) and m.weight > 0 for m in members)
     if not (deadline and limit and owner and stochastic and spec.endgame > 0):
         return 0
@@ -370,55 +334,36 @@ def _result(
 ) -> SolveResult:
     """Turn the race's end into a SolveResult with every member's counters."""
     counters = _final_counters(members, winner, outcome, stopped)
-    common: dict[str, Any] = dict(puzzle=text if text is not None else puzzle.render(), elapsed=elapsed)
-    if outcome in DECIDED and winner is not None and (outcome != FOUND or winner.solution is not None):
-        status = ENDS[outcome][0]
-        c = counters[winner.name]
-        if status is Status.SOLVED:
-            c["time_to_solution_ms"] = elapsed * 1e3
-        return SolveResult(
-            status,
-            solution=None if winner.solution is None else puzzle.render(winner.solution),
-            cost=0 if status is Status.SOLVED else None,
-            solver=winner.name,
-            nodes=int(c.get("nodes", c.get("iterations", 0))),
-            guesses=int(c.get("guesses", 0)),
-            restarts=int(c["restarts"]),
-            counters=counters,
-            **common,
-        )
-    held = [m for m in members if m.best_grid is not None]
-    errors = "; ".join(m.failed for m in members if m.failed)
-    if not held:
-        why = errors or "no grid within the time limit"
-        return SolveResult(
-            Status.TIMEOUT, error=why, counters=counters, **common
-        )  # no member answered: nodes, guesses and restarts are 0 (each member's are in `counters`)
-    best = min(held, key=lambda m: m.best_cost or 0)  # the first of the lowest
-    grid = best.best_grid
-    assert grid is not None
-    cost = grid_cost(puzzle, grid)
-    status = Status.SOLVED if cost == 0 and is_solution(puzzle, grid) else Status.APPROXIMATE
-    c = counters[best.name]
-    return SolveResult(
-        status,
-        solution=puzzle.render(grid),
-        cost=cost,
-        solver=best.name,
-        nodes=int(c.get("iterations", c.get("nodes", 0))),
-        restarts=int(c["restarts"]),
-        error=errors or None,
-        counters=counters,
-        **common,
+    common: dict[str, Any] = dict(
+        puzzle=puzzle.render() if text is None else text, elapsed=elapsed, counters=counters
     )
+    held = [m for m in members if m.best_grid is not None]  # a race undecided: stochastic members' grids
+    errors = "; ".join(m.failed for m in members if m.failed)
+    if outcome in DECIDED and winner is not None and (outcome != FOUND or winner.solution is not None):
+        member, grid, status, error = winner, winner.solution, ENDS[outcome][0], None
+        cost = 0 if status is Status.SOLVED else None
+        if status is Status.SOLVED:
+            counters[winner.name]["time_to_solution_ms"] = elapsed * 1e3
+    elif held:
+        member = min(held, key=lambda m: m.best_cost or 0)  # the first of the lowest
+        grid, error = member.best_grid, errors or None
+        cost = grid_cost(puzzle, grid)  # type: ignore[arg-type]
+        status = Status.SOLVED if cost == 0 and is_solution(puzzle, grid) else Status.APPROXIMATE
+    else:  # no member answered: nodes, guesses and restarts are 0 (each member's are in `counters`)
+        return SolveResult(Status.TIMEOUT, error=errors or "no grid within the time limit", **common)
+    c = counters[member.name]
+    return SolveResult(
+        status, solution=None if grid is None else puzzle.render(grid), cost=cost, solver=member.name,
+        nodes=int(c.get("nodes", c.get("iterations", 0))), guesses=int(c.get("guesses", 0)),
+        restarts=int(c["restarts"]), error=error, **common,
+    )  # fmt: skip
 
 
 def _final_counters(
     members: Sequence[Member], winner: Member | None, outcome: Outcome | None, stopped: bool
 ) -> dict[str, dict[str, Any]]:
-    """Every member's counters as the race ended: its planned `share` of the work, and for a member
-    still `running` how it ended instead: `lost` (another member answered first), `timeout`, `stopped`
-    (the stop flag), `fast path only` (no share at this size) or `idle` (nothing was left to try)."""
+    """Every member's counters as the race ended: its planned `share` of the work, and for a member still
+    `running` how it ended instead (`MemberState`)."""
     total = sum(m.weight for m in members if m.weight > 0)
     out = {}
     for m in members:
@@ -438,11 +383,8 @@ def _final_counters(
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) every stochastic kernel, so that a race's first
-    deadline measures solving, not compiling (a cold kernel can take seconds to compile,
-    and compiling cannot be interrupted). A real puzzle is used, not an empty grid: some
-    kernels (evolution's epoch step) only run once the first slice has not solved it.
-    Exact kernels are warmed by their own callers (`solvers.warm.warm_all`, `pipeline.engine.solve.warm`)."""
+    """Compile (or load) every stochastic kernel, so a race's first deadline measures solving, not compiling
+    (which cannot be interrupted); a real puzzle, as some kernels run only once a first slice left it."""
     puzzle = parse_puzzle("4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......")
     for name in sorted(STOCHASTIC_SOLVERS):
         solver = STOCHASTIC_SOLVERS[name]

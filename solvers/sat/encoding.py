@@ -1,18 +1,12 @@
 """The SAT member's encoding: one Boolean per open cell and remaining candidate, built with numpy.
 
-Why lean: the clause-learning solver's speed falls with the size of its clause database,
-and on large grids the plain cell x value encoding with pairwise at-most-one grows as
-N^4 (a 64x64 grid with three quarters of its cells open: 5.4M clauses, 3 s to build).
-
-What: the puzzle is first propagated at the root by the exact kernel
-(`propagation.root_candidates`: singles, locked candidates, all-different and fish from
-25x25), so cells it fixes get no variable and every removed candidate no literal. Each
-cell, and each value of each unit, then holds exactly one of its literals: one clause for
-at least one, and at most one by pairwise clauses up to `PAIRWISE_UP_TO` literals (they
-propagate best) or by a sequential counter above (3k clauses and k-1 auxiliaries for k
-literals instead of k(k-1)/2). All at-most-one clauses are binary, so they are held as one
-int32 array and fed to the solver in blocks; no list of millions of Python lists is built.
-UNSAT of this CNF is a proof that the puzzle has no solution (the root filtering is sound).
+Why lean: a clause-learning solver slows as its clause database grows, and the plain encoding with
+pairwise at-most-one grows as N^4 (a 64x64 grid with three quarters open: 5.4M clauses, 3 s to build).
+So the exact kernel's root propagation (`root_candidates`) runs first: fixed cells get no variable,
+removed candidates no literal. Each cell, and each value of each unit, holds exactly one literal: one
+clause for at least one; at most one pairwise up to `PAIRWISE_UP_TO` literals (they propagate best), a
+sequential counter above. The binary clauses are one int32 array fed in blocks. UNSAT is a proof of no
+solution (the root filtering is sound).
 """
 
 from __future__ import annotations
@@ -56,18 +50,21 @@ class Cnf:
             yield self.binary[start : start + size].tolist()
 
 
+def _open(cand: np.ndarray, n: int) -> np.ndarray:
+    """bool[NN, N]: the candidates of the open cells (a fixed cell gets no variable)."""
+    has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)
+    has[has.sum(axis=1) == 1] = False
+    return has
+
+
 def _groups(
     puzzle: Puzzle, cand: np.ndarray, fewest_first: bool, order_seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Number the open literals and return (groups int32[G, N] of variable ids, 0-padded at the
-    end of each row, their sizes, (cell, value) of each variable). With `fewest_first` the
-    literals of the cells with fewest candidates get the lowest ids (CaDiCaL's stable mode
-    breaks ties between unscored variables by lowest id, so its first decisions go
-    fewest-candidates first), else they are numbered cell by cell; `order_seed` != 0: a random
-    order drawn from it instead (another search of the same CNF, for diversity)."""
+    """Number the open literals: -> (groups int32[G, N] of variable ids, 0-padded, their sizes, (cell, value)
+    of each variable). `fewest_first`: the cells with fewest candidates get the lowest ids (CaDiCaL breaks
+    score ties by lowest id: fail-first), else cell by cell; `order_seed` != 0: a random order from it."""
     n = puzzle.box.n
-    has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)  # [NN, N]
-    has[has.sum(axis=1) == 1] = False  # fixed cells: no variable
+    has = _open(cand, n)
     cells, values = np.nonzero(has)
     ids = np.arange(1, cells.size + 1, dtype=np.int32)
     if order_seed:
@@ -168,8 +165,7 @@ def estimate(puzzle: Puzzle, cand: np.ndarray | None, pairwise_up_to: int = PAIR
     if cand is None:
         return 0
     n = puzzle.box.n
-    has = ((cand[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(bool)
-    has[has.sum(axis=1) == 1] = False
+    has = _open(cand, n)
     per_unit = has[geometry(puzzle.box).units].sum(axis=1).ravel()  # [3N * N] places per unit and value
     sizes = np.concatenate([has.sum(axis=1), per_unit])
     return clause_count(sizes[sizes > 0], pairwise_up_to)
