@@ -1,23 +1,9 @@
-"""A job's output as a dataset: each part written as a file by the process that solved it.
-
-`-o DIR/` makes the records of a job one table spread over part files, `part-<chunk>-<row>.<ext>`
-(JSON Lines or CSV, gzip or zstd compressed when asked, or real Parquet files), which pandas,
-polars, DuckDB, pyarrow.dataset or `cat` read as one; the client writes `_manifest.json` (every
-committed part with its lines and records) and `_SUCCESS` last (`client.dataset`).
-
-A part is written under `_temporary/` (a name of its own), then published to the job (its header
-and statistics only: Redis carries coordination, not records), and only a part the job accepted
-is renamed into place: a part refused because its rows were answered already (a chunk delivered
-twice at once) is deleted, so no two part files cover the same lines. A process killed between
-the publication and the rename leaves the file under `_temporary/`: the client renames it when it
-commits. The rows of a split task (`pipeline.engine.splits`) are numbered from its start until the split's
-offsets are known: its parts wait for them (a few milliseconds at most, normally: every split before
-it was counted when its worker started) and count the splits before it themselves after a while.
-
-One job owns a directory: its client creates `_CLAIM` (a `Claim`) exclusively before the first chunk
-(`client.dataset.claim_directory`) and deletes it after `_SUCCESS`; every process checks the claim names
-its job before it writes a part and again before it renames one into place, so a directory deleted,
-committed or taken over by another job fails this job in one line instead of mixing two jobs' parts.
+"""A job's output as a dataset: each part written as a file (`part-<chunk>-<row>.<ext>`) by the process
+that solved it, under `_temporary/` first and renamed into place only once the job accepted it, so no two
+part files cover the same lines; the client commits (`client.dataset`). A split's parts wait for its
+offsets (`wait_offsets`). One job owns a directory (`_CLAIM`, a `Claim`): every process checks the claim
+names its job before it writes a part and before it renames one, so a directory deleted, committed or taken
+over fails the job in one line instead of mixing two jobs' parts (docs/pipeline.md, Datasets).
 """
 
 from __future__ import annotations
@@ -26,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -191,8 +177,10 @@ class JobStopped(RuntimeError):
 
 
 class DatasetPort:
-    """A `ChunkPort` that writes each part to the dataset, then publishes its header
-    (`pipeline.engine.runner`)."""
+    """A `ChunkPort` that writes each part to the dataset, then publishes its header; the rest of the port's
+    calls go to the port it wraps."""
+
+    arena = None  # a dataset part is written from its columns, never rendered into the wrapped port's arena
 
     def __init__(self, port: ChunkPort, task: ChunkTask, storage: Storage) -> None:
         assert task.dataset is not None
@@ -202,17 +190,8 @@ class DatasetPort:
         self.storage = storage
         self._offsets: tuple[int, int] | None = None if task.split is not None else (0, 0)
 
-    def count_delivery(self, job: str, chunk: int) -> int | None:
-        return self.port.count_delivery(job, chunk)
-
-    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
-        return self.port.answered(job, chunk)
-
-    def stopped(self, job: str) -> bool:
-        return self.port.stopped(job)
-
-    def settle(self, job: str) -> None:
-        self.port.settle(job)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.port, name)
 
     def offsets(self) -> tuple[int, int]:
         """What is added to the task's lines and indices: (first line - 1, first index) of a split (waited
