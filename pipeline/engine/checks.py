@@ -31,21 +31,17 @@ def cells_ok(raw: np.ndarray, box: Box) -> np.ndarray:
     return ~_repeats(masks, box, bad)
 
 
-def _value_masks(n: int) -> tuple[np.ndarray, int]:
-    """Table value -> one-hot bit (bit v-1; 0 for empty) in the smallest dtype leaving a spare top bit."""
+def _symbol_masks(box: Box) -> tuple[np.ndarray, int]:
+    """Table symbol byte -> one-hot value bit (bit v-1; 0 for empty) in the smallest dtype leaving a spare
+    top bit, which marks a byte that is no symbol of this grid."""
+    n = box.n
     dtype = np.uint16 if n < 16 else np.uint32 if n < 32 else np.uint64
     bits = np.dtype(dtype).itemsize * 8
     table = np.zeros(256, dtype=dtype)
     table[1 : n + 1] = np.left_shift(np.ones(n, dtype=dtype), np.arange(n, dtype=dtype))
-    return table, (1 << (bits - 1)) if n < bits else 0
-
-
-def _symbol_masks(box: Box) -> tuple[np.ndarray, int]:
-    """Table symbol byte -> one-hot value bit; the spare bit marks a byte that is no symbol of this grid."""
-    table, bad = _value_masks(box.n)
+    bad = (1 << (bits - 1)) if n < bits else 0
     values = _VALUE.astype(np.intp)
-    out = np.where(values <= box.n, table[np.minimum(values, 255)], table.dtype.type(bad))
-    return out.astype(table.dtype), bad
+    return np.where(values <= n, table[np.minimum(values, 255)], dtype(bad)).astype(dtype), bad
 
 
 def _repeats(masks: np.ndarray, box: Box, bad: int) -> np.ndarray:

@@ -57,10 +57,9 @@ _checked: OrderedDict[str, None] = OrderedDict()
 
 
 def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
-    """Check that this process can reach the job's storage: at every delivery, that the dataset's claim names
-    the job (its directory may have gone, or changed hands, since); once per job and process, that a file
-    can be written (and deleted) in its `_temporary/`, and that the split's input is the file submitted.
-    StorageError naming the path and the reason when it cannot."""
+    """StorageError (naming the path and the reason) unless this process can reach the job's storage: at every
+    delivery, the dataset's claim names the job; once per job and process, a file can be written (and
+    deleted) in its `_temporary/` and the split's input is the file submitted."""
     url = task.dataset.url if task.dataset is not None else None
     if url is not None:
         check_claim(storage or storage_for(url), url, task.job)
@@ -141,9 +140,8 @@ class Prepared:
 
 
 def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
-    """Refuse a split or dataset outside this worker's data roots (OutsideRoots), before anything is opened:
-    a queue message names them. `roots` None: a process of the user's own command (embedded), which reads
-    and writes what its user can."""
+    """Refuse a split or dataset outside this worker's data roots (OutsideRoots) before anything is opened;
+    `roots` None: a process of the user's own command, which reads and writes what its user can."""
     if roots is None:
         return
     if task.split is not None:
@@ -155,9 +153,8 @@ def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
 def prepare(
     port: ChunkPort, task: ChunkTask, storage: Storage | None = None, roots: DataRoots | None = None
 ) -> Prepared:
-    """Check the task's locations against the data roots, then the storage, read a split task's lines
-    (publishing its counts at once) and wrap the port so each part is written to the dataset (StorageError
-    when the storage cannot be reached, OutsideRoots when a location lies outside `roots`)."""
+    """Check the task's locations (`check_roots`), then the storage, read a split task's lines (publishing
+    its counts at once) and wrap the port so each part is written to the dataset."""
     check_roots(task, roots)
     check_storage(task, storage)
     valid, reasons = len(task), []
@@ -193,13 +190,6 @@ class DatasetPort:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.port, name)
 
-    def offsets(self) -> tuple[int, int]:
-        """What is added to the task's lines and indices: (first line - 1, first index) of a split (waited
-        for), nothing for a task whose producer numbered its puzzles; JobStopped when the job stops."""
-        if self._offsets is None:
-            self._offsets = wait_offsets(self.port, self.task)  # type: ignore[arg-type]
-        return self._offsets
-
     def publish(self, part: Part) -> bool:
         """Render the part into a file under `_temporary/`, publish its header, then rename the file into
         place; a part refused (rows answered already, the job stopped) leaves no file. A part of no rows
@@ -208,10 +198,12 @@ class DatasetPort:
             head = part.header.model_copy(update={"format": self.dataset.format, "run_bytes": []})
             return self.port.publish(Part(head, b""))
         start = time.process_time()
-        try:
-            dl, di = self.offsets()
+        try:  # a split's lines and indices are offset by the splits before it (waited for)
+            if self._offsets is None:
+                self._offsets = wait_offsets(self.port, self.task)  # type: ignore[arg-type]
         except JobStopped:
             return False
+        dl, di = self._offsets
         url, job = self.dataset.url, self.task.job
         check_claim(self.storage, url, job)  # another job's directory now: nothing of this job goes there
         staged = stage_part(self.storage, self.dataset, part, dl, di, start)
@@ -236,9 +228,8 @@ class Staged:
 def stage_part(
     storage: Storage, dataset: Dataset, part: Part, dl: int = 0, di: int = 0, cpu0: float | None = None
 ) -> Staged:
-    """Write a part (held as columns; its lines and indices `dl` and `di` from where they belong) as a file
-    under the dataset's `_temporary/`, and make the header-only part that says where it is (its statistics
-    charged with the CPU since `cpu0`)."""
+    """Write a part (held as columns; its lines and indices `dl` and `di` from where they belong) under the
+    dataset's `_temporary/`, and make the header-only part that says where it is (CPU charged from `cpu0`)."""
     if part.columns is None:
         raise ValueError("a dataset part is written from its columns")
     start = time.process_time() if cpu0 is None else cpu0
@@ -285,12 +276,8 @@ def commit_part(storage: Storage, root: str, temp: str, name: str) -> bool:
 
 
 def wait_offsets(port: SplitPort, task: ChunkTask) -> tuple[int, int]:
-    """(first line - 1, first index) of a split task's split, once every split before it is counted.
-
-    Normally at once: each worker publishes its split's counts as soon as it has read it, long before it
-    has solved it. A split before this one whose worker died (or waits in the queue behind this one) is
-    counted here after HELP_AFTER_S, so no wait depends on another worker. JobStopped when the job stops.
-    """
+    """(first line - 1, first index) of a split task's split, once every split before it is counted (normally
+    at once; one whose worker died is counted here after HELP_AFTER_S); JobStopped when the job stops."""
     began = time.monotonic()
     pause = 0.005
     while True:

@@ -117,11 +117,8 @@ def csv_field(head: bytes, column: str | None, name: str, final: bool = False) -
 def check_column(source: str | Path, column: str) -> None:
     """ValueError (one line) when the first line of the input `source` (a path or a URL, gzip or not) is no
     CSV header naming `column`: said before a job starts."""
-    stream = open_input(source)
-    try:
+    with open_input(source) as stream:
         csv_columns(stream, column, str(source))
-    finally:
-        stream.close()
 
 
 def first_line(head: bytes, final: bool = False) -> str | None:

@@ -203,11 +203,8 @@ class LineReader:
 
     def _flush_rows(self) -> None:
         if self.rows:
-            self._add(
-                self.start,
-                "\n".join(self.rows),
-                f"the grid starting here has {len(self.rows)} of its {self.side} rows",
-            )
+            why = f"the grid starting here has {len(self.rows)} of its {self.side} rows"
+            self._add(self.start, "\n".join(self.rows), why)
             self.rows = []
 
     def take(self) -> Block:

@@ -54,24 +54,17 @@ class _Owned:
     def read(self, n: int = SLAB) -> bytes:
         if self.done:
             return b""
-        if self.pos < self.end:
-            data = self.raw.read(min(n, self.end - self.pos))
-            if not data:
-                self.done = True
-                return b""
-            self.pos += len(data)
-            if self.pos >= self.end and data.endswith(b"\n"):
-                self.done = True
-        else:  # past the range: finishing the line that began inside it
-            data = self.raw.read(min(n, SLAB))
-            if not data:
-                self.done = True
-                return b""
-            cut = data.find(b"\n")
-            if cut >= 0:
-                data = data[: cut + 1]
-                self.done = True
-            self.pos += len(data)
+        inside = self.pos < self.end
+        data = self.raw.read(min(n, self.end - self.pos) if inside else min(n, SLAB))
+        if not data:
+            self.done = True
+            return b""
+        cut = -1 if inside else data.find(b"\n")  # past the range: finishing the line that began inside it
+        if cut >= 0:
+            data, self.done = data[: cut + 1], True
+        self.pos += len(data)
+        if inside and self.pos >= self.end and data.endswith(b"\n"):
+            self.done = True
         self.newlines += data.count(b"\n")
         self.last = data[-1:]
         return data

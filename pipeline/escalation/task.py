@@ -1,5 +1,5 @@
-"""One puzzle across the fleet: the third task kind (`HelperTask`), what a helper posts (`HelperEntry`), what a
-race trades on its board (`ClauseRounds`, `BoardCubes`), and the puzzle's one record (`fold_helpers`): the
+"""One puzzle across the fleet: the third task kind (`HelperTask`), what a helper posts (`HelperEntry`), what
+a race trades on its board (`ClauseRounds`, `BoardCubes`), and the puzzle's one record (`fold_helpers`): the
 owner alone writes it, with a helper's grid only once verified and every helper's counters, so they add up
 the work of every process (docs/pipeline.md, Escalation).
 """
@@ -29,7 +29,6 @@ from solvers.model.result import SolveResult, Status
 from solvers.race.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause, Cube, Cubes, valid_clause, valid_cube
 
 if TYPE_CHECKING:
-    from pipeline.escalation.board import Board
     from solvers.race.exchange import Exchange
 
 log = logging.getLogger(__name__)
@@ -104,8 +103,7 @@ HelperEntry = create_model(
 @dataclasses.dataclass(frozen=True)
 class EscalationEnd:
     """The end of one escalated puzzle: every helper's last entry, the helper whose grid won (if any), and
-    whether the helpers proved it has no solution (`cubes_refuted`: every cube refuted; else a helper's
-    own proof)."""
+    whether the helpers proved it has no solution."""
 
     entries: dict[int, HelperEntry]
     winner: int | None = None
@@ -219,7 +217,7 @@ class ClauseRounds:
     searches learnt (`Exchange.take`: shortest first, at most ROUND_TERMS terms, none it shared or imported
     before) and hands its searches what the others shared since the last round (duplicates left out)."""
 
-    def __init__(self, board: Board, chunk: int, row: int, me: int) -> None:
+    def __init__(self, board: Any, chunk: int, row: int, me: int) -> None:  # a `Board` (imports this module)
         self.board, self.chunk, self.row, self.me = board, chunk, row, me
         self.cursor = 0
         self.seen: set[Clause] = set()
@@ -257,7 +255,7 @@ class BoardCubes:
     fails is logged and read as "no cube" (the helper searches the whole puzzle instead); cubes that are no
     cubes of this grid are none."""
 
-    def __init__(self, board: Board, task: HelperTask, side: int) -> None:
+    def __init__(self, board: Any, task: HelperTask, side: int) -> None:  # a `Board`
         self.board, self.task, self.side = board, task, side
         self.count = 0
 
