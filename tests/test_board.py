@@ -193,7 +193,7 @@ def test_a_hostile_batch_of_clauses_on_the_board_is_refused_in_one_line_and_the_
 
 
 def test_clause_rounds_share_short_clauses_once_and_never_hand_a_process_its_own(form):
-    from pipeline.escalation.board import ROUND_TERMS, ClauseRounds
+    from pipeline.escalation.task import ROUND_TERMS, ClauseRounds
     from solvers.race.exchange import Exchange
 
     board = form.board

@@ -1,3 +1,2 @@
-"""How a task runs where it runs: the chunk runner, solving into parts, rendering, the puzzle
-reader, input splits, storage and datasets.
-"""
+"""How a task runs where it runs: the chunk runner, solving into parts, rendering, the puzzle reader, input
+splits, storage and datasets."""

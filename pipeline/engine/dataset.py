@@ -1,23 +1,9 @@
-"""A job's output as a dataset: each part written as a file by the process that solved it.
-
-`-o DIR/` makes the records of a job one table spread over part files, `part-<chunk>-<row>.<ext>`
-(JSON Lines or CSV, gzip or zstd compressed when asked, or real Parquet files), which pandas,
-polars, DuckDB, pyarrow.dataset or `cat` read as one; the client writes `_manifest.json` (every
-committed part with its lines and records) and `_SUCCESS` last (`client.dataset`).
-
-A part is written under `_temporary/` (a name of its own), then published to the job (its header
-and statistics only: Redis carries coordination, not records), and only a part the job accepted
-is renamed into place: a part refused because its rows were answered already (a chunk delivered
-twice at once) is deleted, so no two part files cover the same lines. A process killed between
-the publication and the rename leaves the file under `_temporary/`: the client renames it when it
-commits. The rows of a split task (`pipeline.engine.splits`) are numbered from its start until the split's
-offsets are known: its parts wait for them (a few milliseconds at most, normally: every split before
-it was counted when its worker started) and count the splits before it themselves after a while.
-
-One job owns a directory: its client creates `_CLAIM` (a `Claim`) exclusively before the first chunk
-(`client.dataset.claim_directory`) and deletes it after `_SUCCESS`; every process checks the claim names
-its job before it writes a part and again before it renames one into place, so a directory deleted,
-committed or taken over by another job fails this job in one line instead of mixing two jobs' parts.
+"""A job's output as a dataset: each part written as a file (`part-<chunk>-<row>.<ext>`) by the process
+that solved it, under `_temporary/` first and renamed into place only once the job accepted it, so no two
+part files cover the same lines; the client commits (`client.dataset`). A split's parts wait for its
+offsets (`wait_offsets`). One job owns a directory (`_CLAIM`, a `Claim`): every process checks the claim
+names its job before it writes a part and before it renames one, so a directory deleted, committed or taken
+over fails the job in one line instead of mixing two jobs' parts (docs/pipeline.md, Datasets).
 """
 
 from __future__ import annotations
@@ -26,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -71,10 +57,9 @@ _checked: OrderedDict[str, None] = OrderedDict()
 
 
 def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
-    """Check that this process can reach the job's storage: at every delivery, that the dataset's claim names
-    the job (its directory may have gone, or changed hands, since); once per job and process, that a file
-    can be written (and deleted) in its `_temporary/`, and that the split's input is the file submitted.
-    StorageError naming the path and the reason when it cannot."""
+    """StorageError (naming the path and the reason) unless this process can reach the job's storage: at every
+    delivery, the dataset's claim names the job; once per job and process, a file can be written (and
+    deleted) in its `_temporary/` and the split's input is the file submitted."""
     url = task.dataset.url if task.dataset is not None else None
     if url is not None:
         check_claim(storage or storage_for(url), url, task.job)
@@ -155,9 +140,8 @@ class Prepared:
 
 
 def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
-    """Refuse a split or dataset outside this worker's data roots (OutsideRoots), before anything is opened:
-    a queue message names them. `roots` None: a process of the user's own command (embedded), which reads
-    and writes what its user can."""
+    """Refuse a split or dataset outside this worker's data roots (OutsideRoots) before anything is opened;
+    `roots` None: a process of the user's own command, which reads and writes what its user can."""
     if roots is None:
         return
     if task.split is not None:
@@ -169,9 +153,8 @@ def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
 def prepare(
     port: ChunkPort, task: ChunkTask, storage: Storage | None = None, roots: DataRoots | None = None
 ) -> Prepared:
-    """Check the task's locations against the data roots, then the storage, read a split task's lines
-    (publishing its counts at once) and wrap the port so each part is written to the dataset (StorageError
-    when the storage cannot be reached, OutsideRoots when a location lies outside `roots`)."""
+    """Check the task's locations (`check_roots`), then the storage, read a split task's lines (publishing
+    its counts at once) and wrap the port so each part is written to the dataset."""
     check_roots(task, roots)
     check_storage(task, storage)
     valid, reasons = len(task), []
@@ -191,8 +174,10 @@ class JobStopped(RuntimeError):
 
 
 class DatasetPort:
-    """A `ChunkPort` that writes each part to the dataset, then publishes its header
-    (`pipeline.engine.runner`)."""
+    """A `ChunkPort` that writes each part to the dataset, then publishes its header; the rest of the port's
+    calls go to the port it wraps."""
+
+    arena = None  # a dataset part is written from its columns, never rendered into the wrapped port's arena
 
     def __init__(self, port: ChunkPort, task: ChunkTask, storage: Storage) -> None:
         assert task.dataset is not None
@@ -202,24 +187,8 @@ class DatasetPort:
         self.storage = storage
         self._offsets: tuple[int, int] | None = None if task.split is not None else (0, 0)
 
-    def count_delivery(self, job: str, chunk: int) -> int | None:
-        return self.port.count_delivery(job, chunk)
-
-    def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
-        return self.port.answered(job, chunk)
-
-    def stopped(self, job: str) -> bool:
-        return self.port.stopped(job)
-
-    def settle(self, job: str) -> None:
-        self.port.settle(job)
-
-    def offsets(self) -> tuple[int, int]:
-        """What is added to the task's lines and indices: (first line - 1, first index) of a split (waited
-        for), nothing for a task whose producer numbered its puzzles; JobStopped when the job stops."""
-        if self._offsets is None:
-            self._offsets = wait_offsets(self.port, self.task)  # type: ignore[arg-type]
-        return self._offsets
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.port, name)
 
     def publish(self, part: Part) -> bool:
         """Render the part into a file under `_temporary/`, publish its header, then rename the file into
@@ -229,10 +198,12 @@ class DatasetPort:
             head = part.header.model_copy(update={"format": self.dataset.format, "run_bytes": []})
             return self.port.publish(Part(head, b""))
         start = time.process_time()
-        try:
-            dl, di = self.offsets()
+        try:  # a split's lines and indices are offset by the splits before it (waited for)
+            if self._offsets is None:
+                self._offsets = wait_offsets(self.port, self.task)  # type: ignore[arg-type]
         except JobStopped:
             return False
+        dl, di = self._offsets
         url, job = self.dataset.url, self.task.job
         check_claim(self.storage, url, job)  # another job's directory now: nothing of this job goes there
         staged = stage_part(self.storage, self.dataset, part, dl, di, start)
@@ -257,9 +228,8 @@ class Staged:
 def stage_part(
     storage: Storage, dataset: Dataset, part: Part, dl: int = 0, di: int = 0, cpu0: float | None = None
 ) -> Staged:
-    """Write a part (held as columns; its lines and indices `dl` and `di` from where they belong) as a file
-    under the dataset's `_temporary/`, and make the header-only part that says where it is (its statistics
-    charged with the CPU since `cpu0`)."""
+    """Write a part (held as columns; its lines and indices `dl` and `di` from where they belong) under the
+    dataset's `_temporary/`, and make the header-only part that says where it is (CPU charged from `cpu0`)."""
     if part.columns is None:
         raise ValueError("a dataset part is written from its columns")
     start = time.process_time() if cpu0 is None else cpu0
@@ -306,12 +276,8 @@ def commit_part(storage: Storage, root: str, temp: str, name: str) -> bool:
 
 
 def wait_offsets(port: SplitPort, task: ChunkTask) -> tuple[int, int]:
-    """(first line - 1, first index) of a split task's split, once every split before it is counted.
-
-    Normally at once: each worker publishes its split's counts as soon as it has read it, long before it
-    has solved it. A split before this one whose worker died (or waits in the queue behind this one) is
-    counted here after HELP_AFTER_S, so no wait depends on another worker. JobStopped when the job stops.
-    """
+    """(first line - 1, first index) of a split task's split, once every split before it is counted (normally
+    at once; one whose worker died is counted here after HELP_AFTER_S); JobStopped when the job stops."""
     began = time.monotonic()
     pause = 0.005
     while True:

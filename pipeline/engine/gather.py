@@ -20,8 +20,7 @@ GATHER_S = 1.0  # raced puzzles ending within this many seconds of the first gat
 class Gather:
     """Raced puzzles' final answers gathered into parts (`flush`: positions, increasing, and their results):
     what ends within `window` seconds of the first gathered goes out together, when the window closes (a
-    thread watches it while the next puzzle is searched) or the block ends. One puzzle a part, as before,
-    made a part file per raced puzzle: 2,296 of them for 4,000 rows."""
+    thread watches it) or the block ends, rather than a part file per raced puzzle."""
 
     def __init__(
         self, flush: Callable[[np.ndarray, list[SolveResult]], None], window: float = GATHER_S
@@ -97,11 +96,9 @@ Cost = tuple[int, int]  # (CPU ns, wall ns) of a run charged to its job: the met
 
 
 class Meter:
-    """The CPU and wall time of one run of a task in this process (one delivery of a chunk, a helper's race, a
-    generate chunk), each nanosecond charged to the job once: `take` what was spent since the last charge
-    (with a part, in the MULTI that publishes it), `give_back` a charge whose write did not happen (the
-    next one carries it). `cpu`: the process's CPU clock where the process runs one task at a time (workers,
-    local processes), the thread's where it runs other work too."""
+    """The CPU and wall time of one run of a task in this process, each nanosecond charged to the job once:
+    `take` what was spent since the last charge, `give_back` a charge whose write did not happen. `cpu`: the
+    process's CPU clock where it runs one task at a time, the thread's where it runs other work too."""
 
     def __init__(self, cpu: Callable[[], int] = time.process_time_ns) -> None:
         self._cpu = cpu

@@ -20,9 +20,7 @@ BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: editors on Windows put it first;
 
 
 def open_input(source: str | Path) -> IO[bytes]:
-    """Open a path, a URL (`pipeline.engine.storage`: fsspec) or `-` for stdin as bytes, gunzipping when it
-    starts
-    with the gzip magic."""
+    """Open a path, a URL (fsspec) or `-` for stdin as bytes, gunzipped when it starts with the gzip magic."""
     if str(source) == "-":
         return unpacked(sys.stdin.buffer)
     if isinstance(source, str) and is_url(source):
@@ -35,9 +33,8 @@ class TooLarge(ValueError):
 
 
 def read_upload(data: bytes, most: int) -> bytes:
-    """The text of an input held in memory (a web upload), unpacked as `read_blocks` unpacks a file:
-    TooLarge past `most` bytes (never holding more than `most` + 1 of them), ValueError (one line)
-    when its gzip is broken or cut short."""
+    """The text of an input held in memory (a web upload), unpacked: TooLarge past `most` bytes (never holding
+    more than `most` + 1), ValueError (one line) when its gzip is broken or cut short."""
     stream = unpacked(io.BytesIO(data))
     try:
         text = stream.read(most + 1)
@@ -87,10 +84,8 @@ CSV_HEAD = 1 << 16  # bytes of an input read to find its first line: a CSV heade
 
 
 def csv_columns(stream: IO[bytes], column: str | None, name: str) -> tuple[IO[bytes], ColumnStream | None]:
-    """The input as its reader takes it: through its puzzle column (`ColumnStream`) when its first line (past
-    a byte-order mark, blank and # lines) is a CSV header naming it (`column`, any case, else one of
-    `solvers.model.parse.PUZZLE_COLUMNS`), as it is otherwise. ValueError (one line) when `column` is not
-    named."""
+    """The input as its reader takes it: through its puzzle column (`ColumnStream`) when its first line is CSV
+    header naming it (`csv_field`), as it is otherwise."""
     read = getattr(stream, "read1", stream.read)
     head, more = b"", None
     try:
@@ -122,11 +117,8 @@ def csv_field(head: bytes, column: str | None, name: str, final: bool = False) -
 def check_column(source: str | Path, column: str) -> None:
     """ValueError (one line) when the first line of the input `source` (a path or a URL, gzip or not) is no
     CSV header naming `column`: said before a job starts."""
-    stream = open_input(source)
-    try:
+    with open_input(source) as stream:
         csv_columns(stream, column, str(source))
-    finally:
-        stream.close()
 
 
 def first_line(head: bytes, final: bool = False) -> str | None:
@@ -142,10 +134,9 @@ def first_line(head: bytes, final: bool = False) -> str | None:
 
 class ColumnStream(io.RawIOBase):
     """A CSV input seen as its puzzle column: each line becomes its field `index` (its line end kept, so line
-    numbers stay the file's), the header line (`header`: the first that is neither blank nor a comment) a
-    blank one, skipped as comments are. A line without that field is handed on whole and why is kept
-    (`reasons`, by line number) for `_answered`: it becomes an `invalid` record, never silently dropped. A
-    slab of equal lines with their commas in the same places is cut with numpy, without Python per line."""
+    numbers stay the file's), the header line (`header`) a blank one. A line without that field is handed on
+    whole and why is kept (`reasons`, by line number): an `invalid` record, never silently dropped. A slab
+    of equal lines, their commas in the same places, is cut with numpy."""
 
     def __init__(self, raw: IO[bytes], index: int, header: bool) -> None:
         self.raw = raw

@@ -93,18 +93,14 @@ ROW_IN_SPLIT = (
 
 
 class LineReader:
-    """`read_entries`' line-by-line state machine, plus the slab fast path.
-
-    `rows`: False for a split of an input (`pipeline.engine.splits`), where a grid written over several
-    lines could start in the split before: each such row is answered `invalid`, saying why, instead
-    of being joined to the wrong rows. `check`: False leaves one-line compact puzzles to the
-    solver's parse (`read_blocks`).
-    """
+    """`read_entries`' line-by-line state machine, plus the slab fast path. `rows` False (a split, where a
+    grid written over several lines could start in the split before): each row answered `invalid`, saying
+    why, never joined to the wrong rows. `check` False: one-line compact puzzles left to the solver."""
 
     def __init__(self, box: Box | None, rows: bool = True, check: bool = True) -> None:
         self.box = box
         self.rows_allowed = rows
-        self.check = check  # False: one-line compact puzzles are left to the solver's parse
+        self.check = check
         self.kinds: dict[int, tuple[str, object]] = {}
         self.block = Block()
         self.fast: dict[Box, list[int]] = {}  # positions in `block` awaiting the vectorised check
@@ -207,11 +203,8 @@ class LineReader:
 
     def _flush_rows(self) -> None:
         if self.rows:
-            self._add(
-                self.start,
-                "\n".join(self.rows),
-                f"the grid starting here has {len(self.rows)} of its {self.side} rows",
-            )
+            why = f"the grid starting here has {len(self.rows)} of its {self.side} rows"
+            self._add(self.start, "\n".join(self.rows), why)
             self.rows = []
 
     def take(self) -> Block:

@@ -1,18 +1,7 @@
-"""How a process that solves chunks keeps its memory: freed buffers reused, warm objects left out of GC.
-
-Two process-wide settings, made where a process starts solving (a local process's parent before
-it forks the pool, a Celery worker's main process before it forks its children), never in the
-library's code paths:
-
-* glibc hands every allocation above a threshold (128 KB, rising to at most 32 MB) out of
-  fresh `mmap`s and returns them on free, so a chunk's megabyte buffers (its text, givens,
-  solutions, columns) were new memory each time: every page faulted in again. 1M easy 9x9
-  puzzles in two local processes took 190-240k page faults (~0.5 CPU-s of the kernel's time);
-  with the thresholds raised, ~85k. `reuse_freed_memory` raises them.
-* A forked process that runs the garbage collector walks, and so writes to, every object it
-  inherited: each page of the parent's numba and LLVM objects is copied on first touch.
-  `frozen` keeps everything the parent holds at fork time out of the collector, in the
-  children (and in the parent only while it forks, as the `gc.freeze` documentation advises).
+"""How a process that solves chunks keeps its memory, set where it starts solving (never in library code):
+freed megabyte buffers reused rather than faulted in again from fresh `mmap`s (`reuse_freed_memory`), and
+what a parent holds at fork kept out of its children's garbage collector, whose walks would copy every
+inherited page (`frozen`). Measured in docs/decisions.md.
 """
 
 from __future__ import annotations

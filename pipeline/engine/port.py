@@ -1,6 +1,5 @@
-"""Where one chunk's run meets its job (`pipeline.engine.runner.run_chunk`'s `port`): Redis for workers,
-the client's memory for local processes, a list for one puzzle; the dataset's port wraps any of them.
-"""
+"""Where one chunk's run meets its job (`run_chunk`'s `port`): Redis for workers, the client's memory for
+local processes, a list for one puzzle; the dataset's port wraps any of them."""
 
 from __future__ import annotations
 

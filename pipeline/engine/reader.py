@@ -1,12 +1,7 @@
-"""The producer's reader: `read_entries`' semantics at a small fraction of its cost per line.
-
-`solvers.model.entries.read_entries` checks each puzzle alone (~180 µs for a 9x9 line), more
-than solving an easy puzzle takes. Here a file is read in ~1 MB slabs: a slab of
-equal-length plain lines (the shape of every big corpus) is checked as one numpy array
-with no Python work per line. Anything else (blank or `#` lines, rows of a multi-row
-grid, integer notation, a rejected line) follows `read_entries`' rules line by line,
-and a line the fast check rejects is re-parsed by `parse_puzzle` for its reason.
-`tests/test_pipeline_reader.py` holds the two readers to the same output.
+"""The producer's reader: `read_entries`' semantics at a small fraction of its cost per line (which is ~180 µs
+for a 9x9 line): a slab of equal-length plain lines is checked as one numpy array, anything else follows
+`read_entries`' rules line by line (`pipeline.engine.lines`); tests/test_pipeline_reader.py holds the two
+readers to the same output.
 """
 
 from __future__ import annotations
@@ -32,22 +27,12 @@ def read_blocks(
     check: bool = True,
     column: str | None = None,
 ) -> Iterator[Block]:
-    """Yield the puzzles of an input in order, streaming: a path (`-` for stdin), a binary
-    stream (gzip or not), or an iterable of strings (one line each).
-
-    Same entries as `read_entries` (line, text, verdict); blank and `#` lines are skipped.
-    Empty blocks come between them, at least one per slab read (~1 MB): a consumer that beats
-    while it reads (the producer) keeps beating through gigabytes of blank lines.
-
-    `check` False leaves the one-line compact puzzles unchecked (their verdict None; a slab
-    of them comes as `SlabTexts`): the solver that parses them checks them anyway (`solve_many`
-    answers a bad symbol or clashing givens `invalid` with the same reason), so the pipeline
-    checks each puzzle once, where it is parsed, not also here.
-
-    A CSV file whose first line names its puzzle column (`column`, else one of `PUZZLE_COLUMNS`) is read as
-    that column (`ColumnStream`): the header is skipped as a comment is, the other fields are ignored.
-    ValueError (one line) when `column` is given and the first line does not name it.
-    """
+    """Yield the puzzles of an input in order, streaming, as `read_entries` does: a path (`-` for stdin), a
+    binary stream (gzip or not), or an iterable of strings (one line each). Empty blocks come at least once a
+    slab (~1 MB), so a consumer that beats while it reads keeps beating through gigabytes of blank lines.
+    `check` False leaves one-line compact puzzles to the solver's parse, which checks them anyway. A CSV
+    input whose first line names its puzzle column (`column`, else one of `PUZZLE_COLUMNS`) is read as that
+    column; ValueError (one line) when `column` is given and not named."""
     state = LineReader(as_box(box), check=check)
     if hasattr(source, "read"):
         yield from _read_csv(unpacked(source), state, column, "the input")  # type: ignore[arg-type]
@@ -74,13 +59,8 @@ def _read_csv(stream: IO[bytes], state: LineReader, column: str | None, name: st
 
 
 def _read_stream(stream: IO[bytes], state: LineReader, opening: bool = True) -> Iterator[Block]:
-    """Read slabs ending at a newline; check uniform slabs at once, the rest line by line.
-
-    A byte-order mark opening the input is skipped (`opening`: the stream starts the input; a split
-    of it starting later does not). A line longer than HOLD bytes is not held (`_LongLine`: its head
-    kept, the rest counted and checked as it streams by). A slab of nothing but line ends is skipped
-    whole (blank lines give no entry).
-    """
+    """Read slabs ending at a newline; check uniform slabs at once, the rest line by line. A byte-order mark
+    opening the input (`opening`) is skipped; a line longer than HOLD bytes is not held (`_LongLine`)."""
     read = getattr(stream, "read1", stream.read)
     carry = b""
     done = 0  # lines consumed so far
@@ -139,9 +119,8 @@ HOLD = 4 * MAX_LINE_CHARS  # bytes of one line held at most: a longer line has m
 
 
 class _LongLine:
-    """A line longer than HOLD bytes, so longer than MAX_LINE_CHARS characters whatever they are: its first
-    characters are kept for its record, the rest counted and checked as UTF-8 as it streams by, so its
-    verdict (too long, or not UTF-8 text) and length are `read_entries`' wherever reads or splits cut it."""
+    """A line longer than HOLD bytes (so too long whatever its characters): its head kept for its record, the
+    rest counted and checked as UTF-8 as it streams by, so its verdict is `read_entries`' wherever cut."""
 
     def __init__(self, data: bytes) -> None:
         self.decoder = codecs.getincrementaldecoder("utf-8")()
@@ -184,10 +163,8 @@ def read_lines(
     rows: bool = True,
     column: int | None = None,
 ) -> Iterator[Block]:
-    """`read_blocks` of a stream of plain lines (no gzip): `opening` when it starts the input (a byte-order
-    mark is skipped), `rows` False for a split of an input (a row of a grid written over several lines is
-    answered `invalid`: the grid may have started in the split before); `column`: the field of a CSV input
-    holding the puzzles (its header, the input's first line, is skipped when `opening`)."""
+    """`read_blocks` of a stream of plain lines (no gzip): `opening` when it starts the input, `rows` False in
+    a split (a grid's row is answered `invalid`: the grid may have started before); `column`: a CSV field."""
     columns = None
     if column is not None:
         columns = ColumnStream(stream, column, header=opening)

@@ -47,14 +47,10 @@ def shown(location: str, limit: int = 300) -> str:
 
 
 class DataRoots:
-    """The paths and URLs a worker reads inputs and writes datasets under (`sudoku-batch worker --data-root`,
-    `SUDOKU_BATCH_DATA_ROOTS`): a queue message is anyone's with the Redis password, so the locations it
-    names are checked here before anything is opened.
-
-    A local location is compared after `..` and symlinks are resolved (`os.path.realpath`) and a URL by
-    protocol, bucket and key segments (`/data` holds `/data/x`, never `/data2`); only the protocols the
-    roots name pass (no `http://`, `ftp://`, `memory://` unless a root is one), chained URLs never.
-    """
+    """The paths and URLs a worker reads inputs and writes datasets under (`--data-root`): a queue message is
+    anyone's with the Redis password, so the locations it names are checked before anything is opened, by
+    path segments after `..` and symlinks are resolved; only the protocols the roots name pass, chained URLs
+    never (docs/security.md)."""
 
     def __init__(self, roots: list[tuple[str, tuple[str, ...]]], texts: list[str]) -> None:
         self.roots = roots

@@ -1,13 +1,7 @@
-"""The one way a task is run, wherever it runs (`execute`): a solve chunk counts its delivery, reads what
-is answered, solves the rest and publishes each part as it is found; a generate chunk publishes its
-result; an escalation helper works its puzzle on the board.
-
-A Celery worker (`worker.tasks`), an embedded local process or the client's own process
-(`client.transport`), and the web page's one-puzzle solve all call `execute` with their
-`ChunkPort`: where the run meets its job (Redis for workers, the client's memory for local
-processes, a list for one puzzle). Publishing is idempotent per row: a port refuses a part
-whose rows are answered already, and a redelivered chunk solves only the rows no part
-answered, so every input line gets exactly one record however often a chunk is delivered.
+"""The one way a task is run, wherever it runs (`execute`, with the `ChunkPort` where the run meets its job:
+Redis for workers, the client's memory for local processes, a list for one puzzle). A port refuses a part
+whose rows are answered and a redelivered chunk solves only the rows no part answered, so every input line
+gets exactly one record however often a chunk is delivered.
 """
 
 from __future__ import annotations
@@ -53,11 +47,8 @@ def execute(
     roots: DataRoots | None = None,
 ) -> int:
     """Run one task of any kind where this process meets its job (`port`) and, racing, the other processes
-    (`board`, the task's job's; None: none): the puzzles it answered (a helper: 1 if it solved its one).
-
-    A solve chunk is `run_chunk`, racing its slow puzzles on `board`; a generate chunk is made (or, past
-    `max_attempts` deliveries, answered with an error) and published; a helper runs `run_helper`. What the
-    run spent and no part carried is charged to the job at its end (`port.settle`)."""
+    (`board`; None: none): the puzzles it answered (a helper: 1 if it solved its one). What the run spent
+    and no part carried is charged to the job at its end (`port.settle`)."""
     with settled(port, task.job):
         return _execute(task, port, board, attempts, max_attempts, poll_s, roots)
 
@@ -86,7 +77,7 @@ def _execute(
 ) -> int:
     """`execute`'s dispatch by task kind."""
     if isinstance(task, ChunkTask):
-        escalation = None if board is None else _escalation(board, poll_s)
+        escalation = None if board is None else functools.partial(_escalation, board=board, poll_s=poll_s)
         return run_chunk(
             port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts,
             roots=roots,
@@ -111,16 +102,11 @@ def _execute(
     return len(made)
 
 
-def _escalation(board: Board, poll_s: float) -> Callable[[ChunkTask, np.ndarray], Any]:
-    """The escalation of a chunk's slow puzzles on `board` (`pipeline.escalation.board.Escalation`),
-    loaded by the first chunk that asks for one."""
+def _escalation(task: ChunkTask, stop: np.ndarray, board: Board, poll_s: float) -> Any:
+    """The escalation of a chunk's slow puzzles on `board`, its module loaded by the first chunk that asks."""
+    from pipeline.escalation.board import Escalation
 
-    def escalate(task: ChunkTask, stop: np.ndarray) -> Any:
-        from pipeline.escalation.board import Escalation
-
-        return Escalation(task, board, stop, poll_s=poll_s)
-
-    return escalate
+    return Escalation(task, board, stop, poll_s=poll_s)
 
 
 def give_up(
@@ -184,19 +170,12 @@ def run_chunk(
     attempts: int | None = None,
     roots: DataRoots | None = None,
 ) -> int:
-    """Run one delivery of a chunk; return the puzzles answered by it (0: job gone, or nothing left; the job
-    failed by an error of its storage: `_storage_fails_job`).
-
-    The delivery is counted first (unless the caller did: `attempts`): a chunk whose process
-    died `max_attempts` times is answered with `error` for its unanswered rows instead of being
-    tried forever; one with storage (a split, a dataset) whose `error` answer did not get through
-    either (its storage hangs) fails the job, without touching the storage. While it is solved, a
-    poller watches the job's stop (a purge): the solvers give up at their next slice and the port
-    writes nothing more. `escalation` (task, stop flag) is the context of a chunk racing its slow
-    puzzles on idle processes too (`pipeline.escalation.board`). `roots`: a worker's data roots, outside
-    which no split is read and no dataset written (None: the user's own processes, which read and
-    write what the user can).
-    """
+    """Run one delivery of a chunk; the puzzles answered by it (0: job gone, nothing left, or its storage
+    failed the job). A chunk delivered more than `max_attempts` times (its process died) is answered `error`
+    rather than tried forever; one with storage whose `error` answer did not get through either fails the
+    job without touching the storage. A poller watches the job's stop (a purge) while it is solved.
+    `escalation` (task, stop flag): the context racing its slow puzzles; `roots`: a worker's data roots
+    (None: the user's own processes, which read and write what the user can)."""
     if attempts is None:
         attempts = port.count_delivery(task.job, task.chunk)
     if attempts is None:
@@ -248,9 +227,7 @@ def run_chunk(
 
 def _prepared(port: ChunkPort, task: ChunkTask, roots: DataRoots | None) -> Prepared | None:
     """A split or dataset chunk made ready (`pipeline.engine.dataset.prepare`); None when this process cannot
-    reach
-    the job's storage or refuses a location outside its data roots: the job is failed in one line naming
-    this process, the path and the reason."""
+    reach the job's storage or refuses a location outside its data roots: the job is failed in one line."""
     from pipeline.engine.dataset import prepare
     from pipeline.engine.roots import OutsideRoots
 

@@ -1,13 +1,8 @@
 """Solve a chunk into parts published as they are found, and the answers the pipeline gives without solving.
 
-Celery workers, the embedded local processes and the web page's one-puzzle solve all run
-`solve_parts` (through `pipeline.engine.runner`), so no transport can drift from another: it runs
-`solve_many` on the chunk's rows not answered yet, and hands each part to its publisher as soon
-as its answers are final: the first pass (the kernel's answers) at once, as one part, then the
-raced puzzles gathered (`Gather`: those that end within `GATHER_S` of each other in one part).
-A part is rendered where it is made (`build_part`: the job's format, and its statistics), so a
-client only moves its bytes. The producer answers invalid lines itself (`answered_chunk`) and a
-chunk that cannot be solved at all is answered with `failed_chunk`, for its unanswered rows.
+Workers, local processes and the web page's one-puzzle solve all run `solve_parts` (through
+`pipeline.engine.runner`), so no transport can drift from another; a part is rendered where it is made
+(`build_part`), so a client only moves its bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +13,8 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -67,21 +63,13 @@ def solve_parts(
     whole: bool = False,
     arena: Arena | None = None,
 ) -> None:
-    """Solve rows `rows` of a chunk (increasing: all of them, or a redelivered chunk's unanswered ones) and
-    hand each part to `publish` as soon as its answers are final: the first pass (the kernel's answers:
-    every row but the puzzles left to race) at once, as one part, then the raced puzzles as their races
-    end, gathered (`Gather`). A part holds rows of the chunk in one run or several (`Part.row_runs`),
-    rendered in the task's format with its statistics. `whole`: one part of all the rows, at the end.
-
-    `solve_many` verifies every solved grid; a `solved` with a non-zero cost is still refused
-    (`ResultColumns.build`). A solver that raises is answered puzzle by puzzle (the rows not
-    published yet), its failure an `error` record. The garbage collector is paused meanwhile: the
-    batch allocates many short-lived objects and no cycles. `stop` (`solvers.kernel.stop`): raised by
-    another thread, the solvers give up at their next check and the puzzles not answered by then
-    come back `timeout`. `escalation` (`pipeline.escalation.board`, running) races a puzzle left
-    unanswered too long on idle processes too; its part takes the helpers' verified answer and
-    counters (`pipeline.escalation.task.fold_helpers`).
-    """
+    """Solve rows `rows` of a chunk (increasing: all, or a redelivered chunk's unanswered ones) and hand each
+    part to `publish` as soon as its answers are final: the first pass at once, as one part, then the raced
+    puzzles as their races end, gathered (`Gather`); `whole`: one part of all the rows, at the end. A solver
+    that raises is answered puzzle by puzzle, its failure an `error` record; the garbage collector is
+    paused meanwhile (the batch allocates many short-lived objects and no cycles). `stop` raised, the
+    puzzles not answered come back `timeout`; `escalation` (running) races slow puzzles on idle processes
+    too, their part taking the helpers' verified answer and counters (`fold_helpers`)."""
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
     from solvers.model.parse import Lines
 
@@ -132,7 +120,7 @@ def solve_parts(
             with gather:
                 out = solve_many(
                     texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
-                    stop=stop, racing=None if escalation is None else _racing(escalation, at.tolist()),
+                    stop=stop, racing=None if escalation is None else lambda i: escalation.racing(int(at[i])),
                     on_final=None if whole else emit,
                 )  # fmt: skip
             if len(out) != len(texts):
@@ -169,11 +157,6 @@ def _segments(
     starts = np.concatenate(([0], breaks))
     ends = np.concatenate((breaks, [p.size])) - 1
     return list(zip(p[starts].tolist(), (p[ends] + 1).tolist(), strict=True))
-
-
-def _racing(escalation: Escalation, rows: list[int]) -> Callable[[int], Any]:
-    """`solve_many`'s racing hook for rows of a chunk: positions mapped back to chunk rows."""
-    return lambda i: escalation.racing(rows[i])
 
 
 def _merged(results: Sequence[SolveResult], i: int, row: int, escalation: Escalation | None) -> SolveResult:
@@ -271,18 +254,10 @@ def build_part(
         return Part(header, columns=columns)
     from pipeline.engine.render import render_runs
 
-    runs = _run_bounds(index_runs)  # rendered run by run: a reader may cut at their edges
+    counts = [count for _, count in index_runs]  # rendered run by run: a reader may cut at their edges
+    runs = list(zip(accumulate(counts, initial=0), counts, strict=False))  # (first row, count) of each run
     body, header.run_bytes = render_runs(columns, input_name, index, lines, fmt, runs, arena)
     return Part(header, memoryview(body))
-
-
-def _run_bounds(runs: Runs) -> list[tuple[int, int]]:
-    """(first row, count) of each run of a part's rows."""
-    out, at = [], 0
-    for _, count in runs:
-        out.append((at, count))
-        at += count
-    return out
 
 
 def build_result(

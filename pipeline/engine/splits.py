@@ -1,17 +1,7 @@
-"""A split of an input, read by the worker that solves it: the lines whose first byte falls in its bytes.
-
-The producer cuts a plain input into byte ranges without reading it (`client.producer`); the
-worker of split `[start, end)` owns every line that starts inside it, so consecutive splits hold
-each line once, wherever the cuts fall (Hadoop's rule for text splits): it skips the end of a line
-begun before `start` and reads past `end` to finish its last line. It checks its lines with the
-producer's reader (`pipeline.engine.reader`: the same verdicts, the same cost per line) and makes the
-chunk's rows: its puzzles first, then its invalid lines (answered `invalid` without solving).
-
-Line numbers and indices in the task are relative to the split (line 1 is its first line, index 0
-its first puzzle): the split's place in the input is known only once every split before it has
-been counted. The worker publishes its own counts at once (`lines`, entries), and renders its
-records when the offsets of its split are known (`pipeline.engine.dataset`, `pipeline.contract.keys`: the
-frontier).
+"""A split of an input, read by the worker that solves it: the lines whose first byte falls in its bytes
+(Hadoop's rule: consecutive splits hold each line once, wherever the producer's cuts fall), checked with the
+producer's reader. Its rows are its puzzles, then its invalid lines; their lines and indices are relative
+to the split until every split before it is counted (`pipeline.engine.dataset.wait_offsets`).
 """
 
 from __future__ import annotations
@@ -64,24 +54,17 @@ class _Owned:
     def read(self, n: int = SLAB) -> bytes:
         if self.done:
             return b""
-        if self.pos < self.end:
-            data = self.raw.read(min(n, self.end - self.pos))
-            if not data:
-                self.done = True
-                return b""
-            self.pos += len(data)
-            if self.pos >= self.end and data.endswith(b"\n"):
-                self.done = True
-        else:  # past the range: finishing the line that began inside it
-            data = self.raw.read(min(n, SLAB))
-            if not data:
-                self.done = True
-                return b""
-            cut = data.find(b"\n")
-            if cut >= 0:
-                data = data[: cut + 1]
-                self.done = True
-            self.pos += len(data)
+        inside = self.pos < self.end
+        data = self.raw.read(min(n, self.end - self.pos) if inside else min(n, SLAB))
+        if not data:
+            self.done = True
+            return b""
+        cut = -1 if inside else data.find(b"\n")  # past the range: finishing the line that began inside it
+        if cut >= 0:
+            data, self.done = data[: cut + 1], True
+        self.pos += len(data)
+        if inside and self.pos >= self.end and data.endswith(b"\n"):
+            self.done = True
         self.newlines += data.count(b"\n")
         self.last = data[-1:]
         return data
@@ -131,8 +114,7 @@ def read_split(task: ChunkTask, storage: Storage | None = None) -> SplitRead:
 
 def check_input(store: Storage, split: InputRange) -> None:
     """StorageError (one line naming the input, never its size) unless the input is the file submitted: its
-    size and, when the producer recorded it, its stamp (modification time, ETag or version id) unchanged. A
-    file rewritten in place at the same size would otherwise mix both versions in one job."""
+    size and stamp unchanged (a file rewritten in place would mix both versions in one job)."""
     try:
         stat = store.stat(split.url)
     except OSError as exc:

@@ -1,9 +1,5 @@
-"""`StopPoller`: raise a solvers' stop flag (`solvers.kernel.stop`) once a condition holds, asked from a
-thread.
-
-A worker passes a condition that reads its broker (its job's stop key: a purge; later a
-puzzle solved elsewhere), asked every `interval` seconds from a daemon thread while a
-chunk is solved; the solvers only ever see the flag. No broker import here.
+"""`StopPoller`: raise a solvers' stop flag (`solvers.kernel.stop`) once a condition (a job's stop key, an
+escalation over) holds, asked from a thread: the solvers only ever see the flag. No broker import here.
 """
 
 from __future__ import annotations
@@ -11,7 +7,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from types import TracebackType
 
 import numpy as np
 
@@ -21,12 +16,9 @@ log = logging.getLogger(__name__)
 
 
 class StopPoller:
-    """Raise `flag` once `should_stop()` returns True; ask every `interval` s while the `with` block runs.
-
-    `should_stop` raising counts as "not yet" (a broker blinking must not stop the work);
-    `on_error`, when given, hears about it, else the first failure of a run of them is logged in one
-    line. The thread ends with the block.
-    """
+    """Raise `flag` once `should_stop()` returns True, asked every `interval` s while the `with` block runs.
+    `should_stop` raising counts as "not yet" (a broker blinking must not stop the work): `on_error` hears
+    about it, else the first failure of a run of them is logged in one line."""
 
     def __init__(
         self,
@@ -69,9 +61,7 @@ class StopPoller:
         self._thread.start()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._done.set()
         if self._thread is not None:
             self._thread.join()

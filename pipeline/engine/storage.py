@@ -1,17 +1,8 @@
-"""Where a job's inputs are read in splits and its dataset parts written: a path or an fsspec URL.
-
-A local path (a disk, or a shared filesystem every worker mounts at the same path: NFS, a
-Kubernetes ReadWriteMany volume) is read and written with the operating system's calls, files
-fsync'd before they are renamed into place. Any other URL (`s3://`, `gs://`, `abfs://`, ...) goes
-through `fsspec` and the backend the user installed for it (`s3fs`, `gcsfs`, `adlfs`), configured
-as that backend is (its environment variables, or fsspec's `FSSPEC_<PROTOCOL>_<OPTION>`). On an
-object store a rename is a server-side copy and a delete, and a PUT is whole or absent, so a
-reader never sees half an object either way.
-
-Every error of a backend (botocore's, aiohttp's, ... not only OSError) leaves this module as an
-OSError: `FileNotFoundError` and `FileExistsError` as they are, any other as `StorageError` naming
-the path, so a caller's one `except OSError` sees them all. No bucket is ever created: writing
-into one that does not exist is a `StorageError` naming it.
+"""Where a job's inputs are read in splits and its dataset parts written: a local path (a disk, or a shared
+filesystem every worker mounts at the same path) through the operating system, files fsync'd before they are
+renamed into place, or any other URL through `fsspec` and the backend the user installed (`s3fs`, ...).
+Every backend error leaves as an OSError (`FileNotFoundError`, `FileExistsError`, or a `StorageError` naming
+the path), so a caller's one `except OSError` sees them all; no bucket is ever created.
 """
 
 from __future__ import annotations
@@ -41,8 +32,7 @@ class StorageError(OSError):
 
 @contextlib.contextmanager
 def storage_errors(what: str) -> Iterator[None]:
-    """Any OSError inside as a StorageError of one line: `what` (the operation and its path), then the
-    reason; a StorageError (which names its path already) as it is."""
+    """Any OSError inside as a StorageError of one line: `what` (the operation and its path), the reason."""
     try:
         yield
     except StorageError:
@@ -64,8 +54,8 @@ def local_path(text: str) -> str | None:
 
 
 def absolute(text: str) -> str:
-    """A location the workers can use as it is: a local path made absolute (they run elsewhere), a URL
-    as given. A trailing slash is kept (it names a directory)."""
+    """A location the workers can use as it is: a local path made absolute (they run elsewhere; a trailing
+    slash, naming a directory, kept), a URL as given."""
     path = local_path(text)
     if path is None:
         return text
@@ -75,8 +65,7 @@ def absolute(text: str) -> str:
 
 @dataclass(frozen=True)
 class Stat:
-    """What tells one version of a file from another: its size, and its `stamp` (the modification time in
-    nanoseconds on a filesystem; the version id or ETag on an object store; "" when it keeps none)."""
+    """What tells one version of a file from another: its size and `stamp` (mtime ns, version id or ETag)."""
 
     size: int
     stamp: str
@@ -104,10 +93,8 @@ class Storage(ABC):
 
     @abstractmethod
     def create(self, path: str, data: bytes) -> bool:
-        """Write a whole file only where none is: False (nothing written) when one is there. Exclusive, and
-        never seen half written, on a filesystem (a hard link of a whole temporary file, NFS too) and on S3 (a
-        conditional PUT); on a backend without conditional writes a check then a write (two creators at the
-        same instant may both succeed)."""
+        """Write a whole file only where none is: False (nothing written) when one is there. Exclusive on a
+        filesystem (a hard link, NFS too) and S3 (a conditional PUT); elsewhere a check then a write."""
 
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
@@ -200,7 +187,7 @@ TEMP_PREFIX = "_tmp."  # a file being written beside its place (readers skip `_`
 @contextlib.contextmanager
 def _written_beside(path: str, data: bytes | list[bytes]) -> Iterator[str]:
     """A temporary file beside `path` holding `data` (fsync'd), deleted on leaving: moved or linked into place
-    meanwhile, so that a reader of `path` never sees it half written."""
+    meanwhile, so a reader never sees it half written."""
     head, name = os.path.split(path)
     temp = os.path.join(head, f"{TEMP_PREFIX}{name}.{os.getpid()}.{os.urandom(4).hex()}")
     _write(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), temp, data)
@@ -246,9 +233,7 @@ class FsspecStorage(Storage):
         return self.fs._strip_protocol(url)
 
     def _call(self, url: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """`call(*args, **kwargs)` with the backend's errors as OSError (FileNotFoundError and FileExistsError
-        as they are, any other a StorageError naming `url`): botocore, aiohttp or gcsfs errors are no
-        OSError, and a caller must not hang or crash on one it does not know."""
+        """`call(*args, **kwargs)` with the backend's errors (botocore's, aiohttp's...) as OSError."""
         try:
             return call(*args, **kwargs)
         except (FileNotFoundError, FileExistsError):
@@ -262,8 +247,7 @@ class FsspecStorage(Storage):
         return str(split(self._path(url))[0]) if callable(split) else None
 
     def _written(self, url: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """A write: on an object store, "not found" can only mean a missing bucket, which is named (never
-        created)."""
+        """A write: on an object store, "not found" can only mean a missing bucket, named (never created)."""
         try:
             return self._call(url, call, *args, **kwargs)
         except FileNotFoundError:
@@ -342,8 +326,7 @@ class FsspecStorage(Storage):
 
 
 def _unsupported(exc: BaseException | None) -> bool:
-    """True for a store's "not implemented" answer (HTTP 501: an S3-compatible store without conditional
-    writes), which s3fs raises as OSError ENOSYS."""
+    """True for a store's "not implemented" answer (HTTP 501, no conditional writes: s3fs's ENOSYS)."""
     return isinstance(exc, NotImplementedError) or (isinstance(exc, OSError) and exc.errno == errno.ENOSYS)
 
 
@@ -352,9 +335,7 @@ class _Guarded(io.RawIOBase):
 
     def __init__(self, storage: FsspecStorage, url: str, file: Any) -> None:
         super().__init__()
-        self.storage = storage
-        self.url = url
-        self.file = file
+        self.storage, self.url, self.file = storage, url, file
 
     def readable(self) -> bool:
         return True
@@ -387,7 +368,7 @@ class _Guarded(io.RawIOBase):
 @lru_cache(maxsize=16)
 def storage_for(location: str) -> Storage:
     """The storage holding `location` (a path, `file://`, or a URL of an installed fsspec backend);
-    StorageError (one line) when no backend handles it."""
+    StorageError when no backend handles it."""
     if local_path(location) is not None:
         return LocalStorage()
     protocol = location.split("://", 1)[0]

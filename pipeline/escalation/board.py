@@ -1,17 +1,8 @@
-"""The owner's side of one puzzle escalated across processes: `Escalation` calls helpers, watches their
-answers and stops them; a `Board` is where owner and helpers meet (Redis for workers, shared memory embedded).
-
-A chunk's owner solves with `Escalation.racing` as `solve_many`'s `racing` hook: around the
-search of each puzzle the batch's first pass left unsolved. A thread (started at the first such
-puzzle: an easy chunk never has one) asks every `poll_s`:
-once the puzzle has been searched `escalate_after` seconds and a process is idle, it opens
-the puzzle's search (a lease the owner refreshes: helpers stop when it lapses, so a dead
-owner leaves no helper running), calls as many helpers as there are idle processes
-(counting those called and not yet started), and takes the first helper's grid the
-independent verifier accepts: the escalation is closed and the owner's own search stopped
-through its flag. With no idle process, nothing is written anywhere. When the owner's search ends (its
-answer, a helper's, or the time limit), the escalation is closed (helpers stop at their next
-slice) and the owner waits up to `grace_s` for the started helpers' last counters.
+"""The owner's side of one puzzle escalated across processes: `Escalation` calls idle processes as helpers
+once a puzzle's search has run `escalate_after` seconds, takes the first grid the independent verifier
+accepts and stops them; a `Board` is where owner and helpers meet (Redis for workers, shared memory
+embedded). The owner holds a lease its helpers watch, so a dead owner leaves no helper running
+(docs/pipeline.md, Escalation).
 """
 
 from __future__ import annotations
@@ -24,46 +15,42 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from types import TracebackType
 from typing import Any, Protocol
 
 import numpy as np
-from pydantic import ValidationError
 
 from pipeline.contract.tasks import ChunkTask
 from pipeline.engine.stop import StopPoller
 from pipeline.escalation.task import (
     ANYONE,
-    MAX_BATCH_CLAUSES,
+    MAX_CLAUSES_BYTES,
     MAX_HELPERS,
+    BoardCubes,
+    ClauseRounds,
     EscalationEnd,
     HelperEntry,
     HelperTask,
-    SharedBatch,
-    batch_error,
+    batch_texts,
     helper_seed,
+    read_batch,
     read_clauses,
+    side_of,
 )
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import PuzzleError
 from solvers.model.result import SolveResult, Status
 from solvers.model.verify import is_solution
-from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES, Clause, Cube, Cubes, valid_clause, valid_cube
+from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES, Clause, Cube
 from solvers.race.exchange import Exchange, Raced
 from solvers.shares import helper_cubes
 
 log = logging.getLogger(__name__)
 GRACE_S = 1.5  # how long a closed escalation waits for its started helpers' last counters
 SETTLE_POLL_S = 0.05
-MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the escalation's cubes, as JSON
-ROUND_TERMS = 512  # terms of learnt clauses one process shares a round (a poll: 0.25 s), shortest first
-MAX_SEEN = 1 << 20  # clauses one process remembers as shared or imported (duplicates filtered), per puzzle
 OWNER = -1  # the owner's clauses' sender on the board (helpers are 1, 2, ...)
-# The owner's SAT searches export their learnt clauses too only when a process is idle as the puzzle's search
-# starts (a helper may well be called): exporting needs `share/`'s CaDiCaL 1.5.3, which took more conflicts
-# than python-sat's 1.9.5 on 5 of 6 frisch grids, and a lone worker's search must not change for a race it
-# will not call; in one process, the owner exporting too took frisch #0 from 10.7 to 1.4 s (decisions.md).
+# The owner's SAT searches export learnt clauses only when a process is idle as the search starts: exporting
+# needs `share/`'s CaDiCaL, slower alone, and a lone worker's search must not change (decisions.md).
 
 
 class Board(Protocol):
@@ -158,18 +145,12 @@ class Board(Protocol):
         self, chunk: int, row: int, since: int, me: int | None = None, side: int = 0
     ) -> tuple[list[Clause], int]:
         """The clauses shared from position `since` on (but `me`'s own), and the position after them; a
-        batch that is no batch of this escalation's clauses (`batch_error`) is refused in one log line."""
+        batch that is no batch of this escalation's clauses (`read_batch`) is refused in one log line."""
         raws = self._batches(chunk, row, since)
         out: list[Clause] = []
         for at, raw in enumerate(raws, since):
-            batch, error = None, f"{len(raw)} bytes (at most {MAX_CLAUSES_BYTES})"
-            if len(raw) <= MAX_CLAUSES_BYTES:
-                try:
-                    batch = SharedBatch.model_validate_json(raw)
-                    error = batch_error(batch, self.job, side)
-                except ValidationError as exc:
-                    error = f"malformed: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}"[:200]
-            if error is not None or batch is None:
+            batch, error = read_batch(raw, self.job, side)
+            if batch is None:
                 log.warning(
                     "escalation of chunk %s row %s: shared batch %d refused: %s", chunk, row, at, error
                 )
@@ -179,54 +160,7 @@ class Board(Protocol):
 
     def push(self, chunk: int, row: int, clauses: list[Clause], sender: int = ANYONE) -> bool:
         """Share clauses in batches from `sender`; False once MAX_SHARED_BATCHES are there (none shared)."""
-        for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
-            part = [list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]]
-            if not self._append(
-                chunk, row, SharedBatch(job=self.job, sender=sender, clauses=part).model_dump_json()
-            ):
-                return False
-        return True
-
-
-class ClauseRounds:
-    """One process's trade of clauses on the board for one puzzle, a round per poll: it shares what its
-    searches learnt (`Exchange.take`: shortest first, at most ROUND_TERMS terms, none it shared or imported
-    before) and hands its searches what the others shared since the last round (duplicates left out)."""
-
-    def __init__(self, board: Board, chunk: int, row: int, me: int) -> None:
-        self.board, self.chunk, self.row, self.me = board, chunk, row, me
-        self.cursor = 0
-        self.seen: set[Clause] = set()
-        self.full = False  # the board holds MAX_SHARED_BATCHES: no more learnt clauses shared
-
-    def round(self, exchange: Exchange, side: int) -> None:
-        """Share this round's learnt clauses, then import the others'."""
-        learnt = sorted(exchange.take(), key=len)
-        out, terms = [], 0
-        for clause in learnt:
-            key = tuple(sorted(clause))
-            if key in self.seen or not valid_clause(clause, side):
-                continue
-            if terms + len(clause) > ROUND_TERMS:
-                break
-            self._remember(key)
-            out.append(clause)
-            terms += len(clause)
-        if out and not self.full:
-            self.full = not self.board.push(self.chunk, self.row, out, self.me)
-        clauses, self.cursor = self.board.shared(self.chunk, self.row, self.cursor, self.me, side)
-        fresh = []
-        for clause in clauses:
-            key = tuple(sorted(clause))
-            if key not in self.seen:
-                self._remember(key)
-                fresh.append(clause)
-        exchange.offer([c for c in fresh if valid_clause(c, side)])
-
-    def _remember(self, key: Clause) -> None:
-        if len(self.seen) >= MAX_SEEN:  # a puzzle raced for hours: forget, at worst a duplicate goes again
-            self.seen.clear()
-        self.seen.add(key)
+        return all(self._append(chunk, row, batch) for batch in batch_texts(self.job, clauses, sender))
 
 
 @dataclass
@@ -249,10 +183,8 @@ class _Search:
 
 
 class Escalation:
-    """The owner's escalation of one chunk (see the module docstring); a context manager running its thread.
-
-    `stop` is the chunk's own flag (a purge): raised, it stops the puzzle searched now too.
-    """
+    """The owner's escalation of one chunk, a context manager running its polling thread; `stop` is the
+    chunk's own flag (a purge): raised, it stops the puzzle searched now too."""
 
     def __init__(
         self,
@@ -354,7 +286,7 @@ class Escalation:
         cubes of a split (`solvers.shares.helper_cubes`), of at least how many."""
         t, k = self.task, search.called
         if not search.side:
-            search.side = _side(search.text, t.box)
+            search.side = side_of(search.text, t.box)
         return HelperTask(
             job=t.job, chunk=t.chunk, row=search.row, helper=k, puzzle=search.text, box=t.box,
             time_limit=t.time_limit, portfolio=t.portfolio, seed=helper_seed(t.job, t.chunk, search.row, k),
@@ -398,11 +330,6 @@ class Escalation:
         proved = search.unsolvable and search.winner is None
         return EscalationEnd(dict(search.entries), search.winner, proved, proved and search.cubes_refuted)
 
-    def _poll(self) -> bool:
-        """The poller's condition: one `tick`; never "stop" (the owner's flags are raised by `tick`)."""
-        self.tick()
-        return False
-
     def _start(self) -> None:
         """Start the polling thread at the first puzzle searched (a chunk the batch's first pass answers
         whole, the usual easy one, never starts it: no thread, no wake-ups)."""
@@ -410,103 +337,44 @@ class Escalation:
             failed = partial(log.warning, "escalation of chunk %s: %s", self.task.chunk)
             self._poller = StopPoller(self._poll, self.poll_s, on_error=failed, name="escalation").__enter__()
 
+    def _poll(self) -> bool:
+        """The poller's condition: one `tick`, never "stop" (`tick` raises the owner's flags)."""
+        self.tick()
+        return False
+
     def __enter__(self) -> Escalation:
         self._entered = True
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._entered = False
         if self._poller is not None:
-            self._poller.__exit__(kind, exc, tb)
+            self._poller.__exit__(None, None, None)
             self._poller = None
-
-
-class BoardCubes:
-    """A helper's `solvers.race.exchange.CubeSource`: the escalation's cubes on its board. A board that
-    fails is logged and read as "no cube" (the helper searches the whole puzzle instead); cubes that are no
-    cubes of this grid are none."""
-
-    def __init__(self, board: Board, task: HelperTask, side: int) -> None:
-        self.board, self.task, self.side = board, task, side
-        self.count = 0
-
-    def _safely(self, what: str, call: Callable[..., object], *args: object) -> object:
-        """`call(chunk, row, *args)` on the board; None when the board fails (logged)."""
-        try:
-            return call(self.task.chunk, self.task.row, *args)
-        except Exception as exc:  # noqa: BLE001 - the search goes on without the board
-            log.warning("escalation of chunk %s row %s: %s: %s", self.task.chunk, self.task.row, what, exc)
-            return None
-
-    def _checked(self, cubes: object) -> list[Cube] | None:
-        if not isinstance(cubes, list) or not all(valid_cube(c, self.side) for c in cubes):
-            return None
-        self.count = len(cubes)
-        return cubes
-
-    def published(self) -> list[Cube] | None:
-        return self._checked(self._safely("reading the cubes", self.board.cubes))
-
-    def publish(self, split: Cubes) -> list[Cube]:
-        cubes, units = list(split.cubes), list(split.units)
-        return self._checked(self._safely("publishing cubes", self.board.publish_cubes, cubes, units)) or []
-
-    def take(self) -> int | None:
-        if not self.count:
-            return None
-        taken = self._safely("taking a cube", self.board.take_cube, self.task.helper, self.count)
-        return taken if isinstance(taken, int) else None
-
-    def refute(self, index: int, clause: Clause) -> None:
-        self._safely("handing back a refuted cube", self.board.refute_cube, index, clause)
-
-
-class _Trade:
-    """A helper's poll: keep its cube's claim alive, hand its search the clauses shared since the last
-    poll, and say whether the escalation is over (the `StopPoller` condition)."""
-
-    def __init__(self, board: Board, task: HelperTask, exchange: Exchange, side: int) -> None:
-        self.board, self.task, self.exchange, self.side = board, task, exchange, side
-        self.rounds = ClauseRounds(board, task.chunk, task.row, task.helper)
-
-    def __call__(self) -> bool:
-        t = self.task
-        if self.exchange.holding is not None:
-            self.board.hold_cube(t.chunk, t.row, t.helper, self.exchange.holding)
-        self.rounds.round(self.exchange, self.side)
-        return self.board.over(t.chunk, t.row)
-
-
-def _side(text: str, box: str | None) -> int:
-    """The side of an escalated puzzle's grid (0: unreadable: no cubes, and the search answers `invalid`)."""
-    try:
-        return parse_puzzle(text, box).box.n
-    except (PuzzleError, ValueError):
-        return 0
 
 
 def run_helper(task: HelperTask, board: Board, poll_s: float) -> SolveResult | None:
     """Search one puzzle as helper `task.helper` until it is answered anywhere (what a worker or a local
     process runs for a `HelperTask`); its result, or None when the escalation was over before it started.
-
-    The helper writes no record: it posts `started`, searches under a stop poller watching the
-    board (closed, the owner's lease lapsed, the job stopped: it gives up at its solvers' next
-    slice), then posts its answer and counters; a solved grid also closes the escalation, so the
-    other helpers stop within a poll. The owner verifies the grid before it takes it. Every
-    poll also hands its SAT members the clauses the others shared; with `task.cubes` > 0 they
-    search cubes of the escalation's split (`solvers.race.exchange`), refuted ones shared as clauses.
-    """
+    It writes no record: it posts `started`, then its answer and counters (the owner verifies a grid)."""
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
 
     if board.over(task.chunk, task.row):
         return None
     board.post(task.chunk, task.row, task.helper, HelperEntry(state="started"))
-    side = _side(task.puzzle, task.box)
+    side = side_of(task.puzzle, task.box)
     cubes = BoardCubes(board, task, side) if task.cubes and side else None
     exchange = Exchange(cubes, want=task.cubes, sharing=True)
-    with StopPoller(_Trade(board, task, exchange, side), poll_s) as poller:
+    rounds = ClauseRounds(board, task.chunk, task.row, task.helper)
+
+    def trade() -> bool:
+        """A poll: keep the cube's claim alive, import the clauses shared since; True once it is over."""
+        if exchange.holding is not None:
+            board.hold_cube(task.chunk, task.row, task.helper, exchange.holding)
+        rounds.round(exchange, side)
+        return board.over(task.chunk, task.row)
+
+    with StopPoller(trade, poll_s) as poller:
         (result,) = solve_many(
             [task.puzzle], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio,
             seed=task.seed, stop=poller.flag, variant=task.helper,

@@ -1,22 +1,16 @@
-"""One puzzle across the fleet: the third task kind (`HelperTask`), what a helper posts (`HelperEntry`), and
-how
-the chunk's owner folds the helpers' work into the puzzle's one record (`fold_helpers`).
-
-A solve chunk with `escalate_after` S set (`ChunkTask.escalate_after`) has its owner (the
-worker, or local process, solving the chunk) call helpers for any puzzle its search has not
-answered after S seconds: idle processes search the same puzzle with another seed and variant
-(`helper_seed`), each posting `started`, then its answer and counters. The owner alone writes
-the record: it takes a helper's grid only once the independent verifier accepts it, and the
-record's `counters` hold every member of every helper (`sat@helper1`, ...), so they add up
-the work of every process. Owner and helpers meet through a `Board` (`pipeline.escalation.board`):
-Redis keys for workers (`pipeline.contract.keys.EscalationKeys`), shared memory for local processes.
+"""One puzzle across the fleet: the third task kind (`HelperTask`), what a helper posts (`HelperEntry`), what
+a race trades on its board (`ClauseRounds`, `BoardCubes`), and the puzzle's one record (`fold_helpers`): the
+owner alone writes it, with a helper's grid only once verified and every helper's counters, so they add up
+the work of every process (docs/pipeline.md, Escalation).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, ClassVar, Literal
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt, TypeAdapter, ValidationError, create_model
 from pydantic import Field as PydanticField
@@ -29,9 +23,15 @@ from pipeline.contract.tasks import (
     MAX_TIME_LIMIT_S,
 )
 from solvers.fields import FIELDS, Field
+from solvers.model.parse import parse_puzzle
+from solvers.model.puzzle import PuzzleError
 from solvers.model.result import SolveResult, Status
-from solvers.race.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause
+from solvers.race.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause, Cube, Cubes, valid_clause, valid_cube
 
+if TYPE_CHECKING:
+    from solvers.race.exchange import Exchange
+
+log = logging.getLogger(__name__)
 MAX_HELPERS = 64  # helpers called for one puzzle (a fleet of more idle processes lends it no more)
 MAX_SHARED_BATCHES = 4096  # batches of clauses one escalation's board holds (more are not shared)
 MAX_BATCH_CLAUSES = 256  # clauses in one shared batch
@@ -39,6 +39,9 @@ ANYONE = 0  # the sender of clauses every search imports, its own included (cube
 CUBES_SOLVER = "split"  # the record's solver when every cube was refuted (`fold_helpers`)
 MAX_PUZZLE_CHARS = 1 << 16  # one puzzle's text in a helper's message (64x64 in grid notation: ~25 KB)
 MAX_COUNTER_MEMBERS = 64  # members in one helper's counters
+MAX_CLAUSES_BYTES = 1 << 16  # one batch of shared clauses, or the escalation's cubes, as JSON
+ROUND_TERMS = 512  # terms of learnt clauses one process shares a round (a poll: 0.25 s), shortest first
+MAX_SEEN = 1 << 20  # clauses one process remembers as shared or imported (duplicates filtered), per puzzle
 
 
 class HelperTask(BaseModel):
@@ -100,8 +103,7 @@ HelperEntry = create_model(
 @dataclasses.dataclass(frozen=True)
 class EscalationEnd:
     """The end of one escalated puzzle: every helper's last entry, the helper whose grid won (if any), and
-    whether the helpers proved it has no solution (`cubes_refuted`: every cube refuted; else a helper's
-    own proof)."""
+    whether the helpers proved it has no solution."""
 
     entries: dict[int, HelperEntry]
     winner: int | None = None
@@ -114,7 +116,7 @@ _TERM_LISTS = TypeAdapter(list[list[StrictInt]])
 
 class SharedBatch(BaseModel):
     """One batch of clauses on an escalation's board: its job, its sender (`ANYONE`, the owner -1, helper k)
-    and at most MAX_BATCH_CLAUSES clauses of 1..MAX_CLAUSE_TERMS terms (their range: `batch_error`)."""
+    and at most MAX_BATCH_CLAUSES clauses of 1..MAX_CLAUSE_TERMS terms (their range: `read_batch`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -123,18 +125,31 @@ class SharedBatch(BaseModel):
     clauses: list[list[StrictInt]] = PydanticField(max_length=MAX_BATCH_CLAUSES)
 
 
-def batch_error(batch: SharedBatch, job: str, side: int) -> str | None:
-    """Why a well-formed batch is no batch of clauses of this escalation (None: it is): another job's,
-    an empty or too long clause, a term outside a grid of side `side` (0: unchecked)."""
+def read_batch(raw: str | bytes, job: str, side: int) -> tuple[SharedBatch | None, str | None]:
+    """A stored batch of this escalation's clauses, or None and why it is none: too long, malformed, another
+    job's, an empty or too long clause, a term outside a grid of side `side` (0: unchecked)."""
+    if len(raw) > MAX_CLAUSES_BYTES:
+        return None, f"{len(raw)} bytes (at most {MAX_CLAUSES_BYTES})"
+    try:
+        batch = SharedBatch.model_validate_json(raw)
+    except ValidationError as exc:
+        return None, f"malformed: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}"[:200]
     if batch.job != job:
-        return f"it names job {batch.job[:40]!r}"
+        return None, f"it names job {batch.job[:40]!r}"
     top = side**3 if side else 2**62
     for clause in batch.clauses:
         if not 0 < len(clause) <= MAX_CLAUSE_TERMS:
-            return f"a clause of {len(clause)} terms (1..{MAX_CLAUSE_TERMS})"
+            return None, f"a clause of {len(clause)} terms (1..{MAX_CLAUSE_TERMS})"
         if not all(0 < abs(t) <= top for t in clause):
-            return f"a term outside 1..{top} or its negation"
-    return None
+            return None, f"a term outside 1..{top} or its negation"
+    return batch, None
+
+
+def batch_texts(job: str, clauses: list[Clause], sender: int) -> Iterator[str]:
+    """Clauses from `sender` as the board stores them: batches of at most MAX_BATCH_CLAUSES, as JSON."""
+    for start in range(0, len(clauses), MAX_BATCH_CLAUSES):
+        part = [list(c) for c in clauses[start : start + MAX_BATCH_CLAUSES]]
+        yield SharedBatch(job=job, sender=sender, clauses=part).model_dump_json()
 
 
 def read_clauses(raw: str | bytes, limit: int, width: int = MAX_CLAUSE_TERMS) -> list[Clause] | None:
@@ -195,3 +210,89 @@ def fold_helpers(owner: SolveResult, end: EscalationEnd) -> SolveResult:
         restarts=entry.restarts,
         counters=counters,
     )
+
+
+class ClauseRounds:
+    """One process's trade of clauses on the board for one puzzle, a round per poll: it shares what its
+    searches learnt (`Exchange.take`: shortest first, at most ROUND_TERMS terms, none it shared or imported
+    before) and hands its searches what the others shared since the last round (duplicates left out)."""
+
+    def __init__(self, board: Any, chunk: int, row: int, me: int) -> None:  # a `Board` (imports this module)
+        self.board, self.chunk, self.row, self.me = board, chunk, row, me
+        self.cursor = 0
+        self.seen: set[Clause] = set()
+        self.full = False  # the board holds MAX_SHARED_BATCHES: no more learnt clauses shared
+
+    def round(self, exchange: Exchange, side: int) -> None:
+        """Share this round's learnt clauses, then import the others'."""
+        out, terms = [], 0
+        for clause in sorted(exchange.take(), key=len):
+            if tuple(sorted(clause)) in self.seen or not valid_clause(clause, side):
+                continue
+            if terms + len(clause) > ROUND_TERMS:
+                break
+            self._new(clause)
+            out.append(clause)
+            terms += len(clause)
+        if out and not self.full:
+            self.full = not self.board.push(self.chunk, self.row, out, self.me)
+        clauses, self.cursor = self.board.shared(self.chunk, self.row, self.cursor, self.me, side)
+        exchange.offer([c for c in clauses if self._new(c) and valid_clause(c, side)])
+
+    def _new(self, clause: Clause) -> bool:
+        """Remember `clause`; False when it was seen already."""
+        key = tuple(sorted(clause))
+        if key in self.seen:
+            return False
+        if len(self.seen) >= MAX_SEEN:  # a puzzle raced for hours: forget, at worst a duplicate goes again
+            self.seen.clear()
+        self.seen.add(key)
+        return True
+
+
+class BoardCubes:
+    """A helper's `solvers.race.exchange.CubeSource`: the escalation's cubes on its board. A board that
+    fails is logged and read as "no cube" (the helper searches the whole puzzle instead); cubes that are no
+    cubes of this grid are none."""
+
+    def __init__(self, board: Any, task: HelperTask, side: int) -> None:  # a `Board`
+        self.board, self.task, self.side = board, task, side
+        self.count = 0
+
+    def _safely(self, what: str, call: Callable[..., object], *args: object) -> object:
+        """`call(chunk, row, *args)` on the board; None when the board fails (logged)."""
+        try:
+            return call(self.task.chunk, self.task.row, *args)
+        except Exception as exc:  # noqa: BLE001 - the search goes on without the board
+            log.warning("escalation of chunk %s row %s: %s: %s", self.task.chunk, self.task.row, what, exc)
+            return None
+
+    def _checked(self, cubes: object) -> list[Cube] | None:
+        if not isinstance(cubes, list) or not all(valid_cube(c, self.side) for c in cubes):
+            return None
+        self.count = len(cubes)
+        return cubes
+
+    def published(self) -> list[Cube] | None:
+        return self._checked(self._safely("reading the cubes", self.board.cubes))
+
+    def publish(self, split: Cubes) -> list[Cube]:
+        cubes, units = list(split.cubes), list(split.units)
+        return self._checked(self._safely("publishing cubes", self.board.publish_cubes, cubes, units)) or []
+
+    def take(self) -> int | None:
+        if not self.count:
+            return None
+        taken = self._safely("taking a cube", self.board.take_cube, self.task.helper, self.count)
+        return taken if isinstance(taken, int) else None
+
+    def refute(self, index: int, clause: Clause) -> None:
+        self._safely("handing back a refuted cube", self.board.refute_cube, index, clause)
+
+
+def side_of(text: str, box: str | None) -> int:
+    """The side of an escalated puzzle's grid (0: unreadable: no cubes, and the search answers `invalid`)."""
+    try:
+        return parse_puzzle(text, box).box.n
+    except (PuzzleError, ValueError):
+        return 0
