@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.engine.render.put import LITERAL_BYTES, escapes, field_params, render_counters
+from pipeline.engine.render.put import KEY_TEXTS, LITERAL_BYTES, escapes, field_params, render_counters
 from pipeline.engine.render.writers import write_csv, write_jsonl
 from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, Field
 from solvers.model.columns import ResultColumns
@@ -20,6 +20,8 @@ from solvers.model.texts import Texts
 
 _TEXTS = [f for f in RECORD_FIELDS if f.kind == "text"]
 _STATUS_BYTES = max(len(s) for s in STATUS_NAMES) + 2
+_JSON_STATUS, _CSV_STATUS = Texts.of([f'"{name}"' for name in STATUS_NAMES]), Texts.of(STATUS_NAMES)
+_INPUT = next(k for k, f in enumerate(RECORD_FIELDS) if f.kind == "input")
 
 
 def render(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
@@ -56,7 +58,7 @@ def jsonl_bound(
     )
     numbers += _number_bytes(c.counter_time_ns, COUNTER_DECIMALS)
     inp = len(encode_basestring(input_name).encode())
-    per_row = LITERAL_BYTES + _STATUS_BYTES + inp + 2 * _widest(_names(c, encode_basestring)) + numbers + 32
+    per_row = LITERAL_BYTES + _STATUS_BYTES + inp + 2 * _widest(c, encode_basestring) + numbers + 32
     plain = plain_texts(c) if plain is None else plain
     texts = sum((1 if p else 6) * getattr(c, f.array).buf.size for f, p in zip(_TEXTS, plain, strict=True))
     return len(c) * per_row + texts + c.counters_raw.buf.size
@@ -75,7 +77,7 @@ def csv_bound(
     if len(c) == 0:
         return 0
     inp = len(_csv_field(input_name).encode())
-    per_row = 28 + _STATUS_BYTES + inp + 2 * _widest(_names(c, _csv_field)) + _numbers_bytes(c, index, line)
+    per_row = 28 + _STATUS_BYTES + inp + 2 * _widest(c, _csv_field) + _numbers_bytes(c, index, line)
     texts = sum(getattr(c, f.array).buf.size for f in _TEXTS)
     return len(c) * per_row + 2 * texts + _counters_bound(c)
 
@@ -94,9 +96,8 @@ def render_into(
     plain = plain_texts(c) if plain is None else plain
     if not _fits(jsonl_bound, c, input_name, index, line, out, plain):
         return 0
-    inp = _lit(encode_basestring(input_name))
-    statuses = Texts.of([f'"{name}"' for name in STATUS_NAMES])  # statuses need no escaping
-    args = record_args(c, inp, index, line, statuses, _names(c, encode_basestring))
+    inp = _lit(KEY_TEXTS[_INPUT] + encode_basestring(input_name))
+    args = record_args(c, inp, index, line, _JSON_STATUS, _names(c, encode_basestring))
     counters = [c.counter_kind, c.counter_solver, c.counter_nodes, c.counter_guesses, c.counter_time_ns]
     counters += [_nonempty(c.counters_raw.buf), c.counters_raw.off]
     return int(write_jsonl(*map(_read_only, [*args.values(), *counters]), out, *plain))
@@ -115,8 +116,7 @@ def csv_into(
     c = columns
     if not _fits(csv_bound, c, input_name, index, line, out, None):
         return 0
-    statuses, names = Texts.of(list(STATUS_NAMES)), _names(c, _csv_field)
-    args = record_args(c, _lit(_csv_field(input_name)), index, line, statuses, names)
+    args = record_args(c, _lit(_csv_field(input_name)), index, line, _CSV_STATUS, _names(c, _csv_field))
     counters = counters_texts(c)
     return int(write_csv(*map(_read_only, [*args.values(), _nonempty(counters.buf), counters.off]), out))
 
@@ -184,8 +184,8 @@ def _names(c: ResultColumns, escape: Callable[[str], str]) -> Texts:
     return Texts.of([escape(name) for name in c.names or [""]])
 
 
-def _widest(texts: Texts) -> int:
-    return int(np.diff(texts.off).max())
+def _widest(c: ResultColumns, escape: Callable[[str], str]) -> int:
+    return max(len(escape(name).encode()) for name in c.names or [""])
 
 
 def _csv_field(text: str) -> str:
@@ -197,7 +197,7 @@ def _csv_field(text: str) -> str:
 
 def _counters_row_bytes(c: ResultColumns) -> int:
     """The most bytes a row's counters object takes in JSON but its raw text's."""
-    return 2 * _widest(_names(c, encode_basestring)) + 3 * 22 + 64
+    return 2 * _widest(c, encode_basestring) + 3 * 22 + 64
 
 
 def _counters_bound(c: ResultColumns) -> int:

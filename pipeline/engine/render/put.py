@@ -27,13 +27,13 @@ def lit(text: str) -> np.ndarray:
 
 # the record's keys back to back in the table's order (`{"line":`, `,"input":`, ...): key k is
 # KEYS[KEY_AT[k]:KEY_AT[k + 1]]
-_KEY_TEXTS = [("{" if k == 0 else ",") + f'"{name}":' for k, name in enumerate(NAMES)]
-KEYS = lit("".join(_KEY_TEXTS))
-KEY_AT = np.cumsum([0, *map(len, _KEY_TEXTS)]).astype(np.uint64)
+KEY_TEXTS = [("{" if k == 0 else ",") + f'"{name}":' for k, name in enumerate(NAMES)]
+KEYS = lit("".join(KEY_TEXTS))
+KEY_AT = np.cumsum([0, *map(len, KEY_TEXTS)]).tolist()
 _C_NODES, _C_GUESSES, _C_TIME = lit(':{"nodes":'), lit(',"guesses":'), lit(',"time_ms":')
 NULL, BLANK, _EMPTY, _HEX = lit("null"), lit(""), lit("{}"), lit("0123456789abcdef")
 _SHORT = lit("\0" * 8 + "btn\0fr" + "\0" * 18)  # the control bytes JSON escapes by a letter: \b \t \n \f \r
-ROW_END, LINE_END = lit("}\n"), lit("\n")  # a JSON record's end, a CSV row's
+ROW_END = lit("}\n")
 # Every literal a JSON record writes (`jsonl_bound` adds the numbers, texts, names, quotes and nulls).
 LITERAL_BYTES = sum(a.size for a in (KEYS, _C_NODES, _C_GUESSES, _C_TIME, NULL, _EMPTY, ROW_END))
 
@@ -57,8 +57,18 @@ def put_lit(out, pos, src):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def put_key(out, pos, k):  # type: ignore[no-untyped-def]
-    return put(out, pos, KEYS, KEY_AT[k], KEY_AT[k + 1])
+def put_key(out, pos, a, b):  # type: ignore[no-untyped-def]
+    return put(out, pos, KEYS, np.uint64(a), np.uint64(b))
+
+
+@njit(cache=True, inline="always")
+def end_row(out, pos, csv):  # type: ignore[no-untyped-def]
+    """End a JSON record (`}` and a newline) or a CSV row (a newline)."""
+    if not csv:
+        out[pos] = 125
+        pos += U1
+    out[pos] = 10
+    return pos + U1
 
 
 @njit(cache=True, inline="always")
@@ -253,8 +263,8 @@ COUNTERS = ["c_kind", "c_name", "c_nodes", "c_guesses", "c_time_ns", "c_buf", "c
 
 def field_params(f: Field) -> list[str]:
     """The writers' parameters for one record field but `counters`, by its kind (`solvers.fields`)."""
-    if f.kind in ("input", "position"):
-        return ["inp" if f.kind == "input" else f.name]  # `inp`: the input's name as written
+    if f.kind in ("input", "position"):  # `inp`: the input's name as written (JSON: with its key)
+        return ["inp" if f.kind == "input" else f.name]
     if f.kind == "text":
         return [f"{f.name}_buf", f"{f.name}_off"]
     if f.kind in ("status", "name"):  # an id into the names, written beforehand
@@ -299,12 +309,13 @@ def _writer(name: str, csv: bool) -> list[str]:
     params += [] if csv else [f"{f.name}_plain" for f in RECORD_FIELDS if f.kind == "text"]
     body = ["    pos = U0", "    for j in range(index.shape[0]):", "        i = np.uint64(j)"]
     for k, f in enumerate(RECORD_FIELDS):
-        at = f"put_key(out, pos, {k})" if not csv else "comma(out, pos)" if k else "pos"
+        key = f"put_key(out, pos, {KEY_AT[k]}, {KEY_AT[k + 1]})"  # `inp` holds the input's key and name
+        at = "comma(out, pos)" if csv and k else "pos" if csv or f.kind == "input" else key
         if len(_value(f, csv, at)) > 96 and at != "pos":  # too long: the key or comma on a line of its own
             body += _line(at)
             at = "pos"
         body += _line(_value(f, csv, at))
-    body += _line(f"put_lit(out, pos, {'LINE_END' if csv else 'ROW_END'})") + ["    return pos"]
+    body += _line(f"end_row(out, pos, {csv})") + ["    return pos"]
     what = "CSV row (nulls empty)" if csv else "JSON record"
     return [
         "",
@@ -320,7 +331,7 @@ def _writer(name: str, csv: bool) -> list[str]:
 
 def writers_source() -> str:
     """The source of `writers.py`: the JSON Lines and CSV writers of the field table's record fields."""
-    names = ["BLANK", "LINE_END", "NULL", "ROW_END", "U0", "comma", "put_counters", "put_csv", "put_id"]
+    names = ["BLANK", "NULL", "U0", "comma", "end_row", "put_counters", "put_csv", "put_id"]
     names += ["put_int", "put_key", "put_lit", "put_number", "put_text"]
     head = [
         '"""The compiled JSON Lines and CSV writers, generated from the field table by',

@@ -7,11 +7,10 @@ from numba import njit
 
 from pipeline.engine.render.put import (
     BLANK,
-    LINE_END,
     NULL,
-    ROW_END,
     U0,
     comma,
+    end_row,
     put_counters,
     put_csv,
     put_id,
@@ -34,24 +33,24 @@ def write_jsonl(  # type: ignore[no-untyped-def]
     pos = U0
     for j in range(index.shape[0]):
         i = np.uint64(j)
-        pos = put_int(out, put_key(out, pos, 0), line[i])
-        pos = put_lit(out, put_key(out, pos, 1), inp)
-        pos = put_int(out, put_key(out, pos, 2), index[i])
-        pos = put_text(out, put_key(out, pos, 3), puzzle_buf, puzzle_off, i, puzzle_plain, False)
-        pos = put_id(out, put_key(out, pos, 4), status[i], status_buf, status_off, NULL)
-        pos = put_text(out, put_key(out, pos, 5), solution_buf, solution_off, i, solution_plain, True)
-        pos = put_number(out, put_key(out, pos, 6), cost[i], has_cost[i], 0, NULL)
-        pos = put_id(out, put_key(out, pos, 7), solver[i], solver_buf, solver_off, NULL)
-        pos = put_number(out, put_key(out, pos, 8), time_ms[i], time_ok[i], 4, NULL)
-        pos = put_text(out, put_key(out, pos, 9), error_buf, error_off, i, error_plain, True)
-        pos = put_int(out, put_key(out, pos, 10), nodes[i])
-        pos = put_int(out, put_key(out, pos, 11), guesses[i])
-        pos = put_int(out, put_key(out, pos, 12), restarts[i])
-        pos = put_key(out, pos, 13)
+        pos = put_int(out, put_key(out, pos, 0, 8), line[i])
+        pos = put_lit(out, pos, inp)
+        pos = put_int(out, put_key(out, pos, 17, 26), index[i])
+        pos = put_text(out, put_key(out, pos, 26, 36), puzzle_buf, puzzle_off, i, puzzle_plain, False)
+        pos = put_id(out, put_key(out, pos, 36, 46), status[i], status_buf, status_off, NULL)
+        pos = put_text(out, put_key(out, pos, 46, 58), solution_buf, solution_off, i, solution_plain, True)
+        pos = put_number(out, put_key(out, pos, 58, 66), cost[i], has_cost[i], 0, NULL)
+        pos = put_id(out, put_key(out, pos, 66, 76), solver[i], solver_buf, solver_off, NULL)
+        pos = put_number(out, put_key(out, pos, 76, 87), time_ms[i], time_ok[i], 4, NULL)
+        pos = put_text(out, put_key(out, pos, 87, 96), error_buf, error_off, i, error_plain, True)
+        pos = put_int(out, put_key(out, pos, 96, 105), nodes[i])
+        pos = put_int(out, put_key(out, pos, 105, 116), guesses[i])
+        pos = put_int(out, put_key(out, pos, 116, 128), restarts[i])
+        pos = put_key(out, pos, 128, 140)
         pos = put_counters(
             out, pos, i, solver_buf, solver_off, c_kind, c_name, c_nodes, c_guesses, c_time_ns, c_buf, c_off
         )
-        pos = put_lit(out, pos, ROW_END)
+        pos = end_row(out, pos, False)
     return pos
 
 
@@ -79,5 +78,5 @@ def write_csv(  # type: ignore[no-untyped-def]
         pos = put_int(out, comma(out, pos), guesses[i])
         pos = put_int(out, comma(out, pos), restarts[i])
         pos = put_csv(out, comma(out, pos), c_buf, c_off, i)
-        pos = put_lit(out, pos, LINE_END)
+        pos = end_row(out, pos, True)
     return pos
