@@ -227,6 +227,6 @@ def test_a_field_added_to_the_table_is_a_line_of_each_generated_writer(monkeypat
 
     fields = (*RECORD_FIELDS, Field("guesses_again", "int", column="guesses"))
     monkeypatch.setattr(put, "RECORD_FIELDS", fields)
-    source = put.writers_source()
-    assert source.count("put_int(out, put_key(out, pos, 14), guesses_again[i])") == 1
-    assert source.count("put_int(out, comma(out, pos), guesses_again[i])") == 1
+    lines = [line.strip() for line in put.writers_source().splitlines() if "guesses_again[i]" in line]
+    assert len(lines) == 2 and lines[0].startswith("pos = put_int(out, put_key(out, pos, "), lines
+    assert lines[1] == "pos = put_int(out, comma(out, pos), guesses_again[i])"

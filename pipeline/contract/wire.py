@@ -110,9 +110,13 @@ def read_column(col: Column, arrays: dict[str, np.ndarray], n: int) -> Texts | n
         buf, lengths = arrays.get(f"{col.wire}_buf"), arrays.get(f"{col.wire}_len")
         if buf is None and lengths is None and col.wire not in _REQUIRED:
             return Texts.empty(n)
-        if buf is None or lengths is None or buf.dtype != np.uint8 or lengths.size != n:
-            raise ValueError(f"packed results: bad {col.wire} texts")
-        if lengths.dtype == np.bool_:
+        if (
+            buf is None
+            or lengths is None
+            or buf.dtype != np.uint8
+            or lengths.size != n
+            or lengths.dtype == bool
+        ):
             raise ValueError(f"packed results: bad {col.wire} texts")
         if lengths.size and (int(lengths.min()) < 0 or int(lengths.max()) > buf.size):  # no sum wraps round
             raise ValueError(f"packed results: {col.wire} lengths out of range")
@@ -130,9 +134,8 @@ def read_column(col: Column, arrays: dict[str, np.ndarray], n: int) -> Texts | n
         raise ValueError(f"packed results: {col.wire} has {a.size} rows, not {n}")
     if col.kind == "bool":
         return a.astype(np.bool_)
-    if a.dtype == np.bool_ or (a.size and (int(a.min()) < -MAX_ABS or int(a.max()) > MAX_ABS)):
-        raise ValueError(f"packed results: {col.wire} out of range")
-    if a.size and (int(a.min()) < np.iinfo(col.dtype).min or int(a.max()) > np.iinfo(col.dtype).max):
+    lo, hi = max(-MAX_ABS, np.iinfo(col.dtype).min), min(MAX_ABS, np.iinfo(col.dtype).max)
+    if a.dtype == np.bool_ or (a.size and (int(a.min()) < lo or int(a.max()) > hi)):
         raise ValueError(f"packed results: {col.wire} out of range")
     return a.astype(col.dtype)
 

@@ -43,13 +43,10 @@ def _parquet_file(
     """A Parquet part file (compressed inside, as asked)."""
     import pyarrow.parquet as pq
 
-    sink = io.BytesIO()
-    table = parquet.records_table(columns, input_name, index, line)
+    sink, table = io.BytesIO(), parquet.records_table(columns, input_name, index, line)
     level = GZIP_LEVEL if compression == "gzip" else None  # pyarrow's gzip default took 88 µs a record
-    pq.write_table(
-        table, sink, compression=compression, compression_level=level, use_dictionary=parquet.DICTIONARY,
-        write_statistics=parquet.STATISTICS,
-    )  # fmt: skip
+    options = {"use_dictionary": parquet.DICTIONARY, "write_statistics": parquet.STATISTICS}
+    pq.write_table(table, sink, compression=compression, compression_level=level, **options)
     return [sink.getvalue()]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.engine.render.put import KEY_TEXTS, LITERAL_BYTES, escapes, field_params, render_counters
+from pipeline.engine.render.put import KEY_TEXTS, LITERAL_BYTES, escapes, field_params, lit, render_counters
 from pipeline.engine.render.writers import write_csv, write_jsonl
 from solvers.fields import COUNTER_DECIMALS, RECORD_FIELDS, Field
 from solvers.model.columns import ResultColumns
@@ -22,6 +22,7 @@ _TEXTS = [f for f in RECORD_FIELDS if f.kind == "text"]
 _STATUS_BYTES = max(len(s) for s in STATUS_NAMES) + 2
 _JSON_STATUS, _CSV_STATUS = Texts.of([f'"{name}"' for name in STATUS_NAMES]), Texts.of(STATUS_NAMES)
 _INPUT = next(k for k, f in enumerate(RECORD_FIELDS) if f.kind == "input")
+_PARAMS = {f.name: field_params(f) for f in RECORD_FIELDS if f.kind != "counters"}  # the writers' parameters
 
 
 def render(columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> bytes:
@@ -53,10 +54,8 @@ def jsonl_bound(
     c = columns
     if len(c) == 0:
         return 0
-    numbers = (
-        _numbers_bytes(c, index, line) + _number_bytes(c.counter_nodes) + _number_bytes(c.counter_guesses)
-    )
-    numbers += _number_bytes(c.counter_time_ns, COUNTER_DECIMALS)
+    numbers = _numbers_bytes(c, index, line) + _number_bytes(c.counter_time_ns, COUNTER_DECIMALS)
+    numbers += _number_bytes(c.counter_nodes) + _number_bytes(c.counter_guesses)
     inp = len(encode_basestring(input_name).encode())
     per_row = LITERAL_BYTES + _STATUS_BYTES + inp + 2 * _widest(c, encode_basestring) + numbers + 32
     plain = plain_texts(c) if plain is None else plain
@@ -79,7 +78,8 @@ def csv_bound(
     inp = len(_csv_field(input_name).encode())
     per_row = 28 + _STATUS_BYTES + inp + 2 * _widest(c, _csv_field) + _numbers_bytes(c, index, line)
     texts = sum(getattr(c, f.array).buf.size for f in _TEXTS)
-    return len(c) * per_row + 2 * texts + _counters_bound(c)
+    counters = len(c) * (2 * _counters_row_bytes(c) + 2) + 2 * c.counters_raw.buf.size  # quoted, doubled
+    return len(c) * per_row + 2 * texts + counters
 
 
 def render_into(
@@ -96,7 +96,7 @@ def render_into(
     plain = plain_texts(c) if plain is None else plain
     if not _fits(jsonl_bound, c, input_name, index, line, out, plain):
         return 0
-    inp = _lit(KEY_TEXTS[_INPUT] + encode_basestring(input_name))
+    inp = lit(KEY_TEXTS[_INPUT] + encode_basestring(input_name))
     args = record_args(c, inp, index, line, _JSON_STATUS, _names(c, encode_basestring))
     counters = [c.counter_kind, c.counter_solver, c.counter_nodes, c.counter_guesses, c.counter_time_ns]
     counters += [_nonempty(c.counters_raw.buf), c.counters_raw.off]
@@ -116,7 +116,7 @@ def csv_into(
     c = columns
     if not _fits(csv_bound, c, input_name, index, line, out, None):
         return 0
-    args = record_args(c, _lit(_csv_field(input_name)), index, line, _CSV_STATUS, _names(c, _csv_field))
+    args = record_args(c, lit(_csv_field(input_name)), index, line, _CSV_STATUS, _names(c, _csv_field))
     counters = counters_texts(c)
     return int(write_csv(*map(_read_only, [*args.values(), _nonempty(counters.buf), counters.off]), out))
 
@@ -155,7 +155,7 @@ def _field_args(f: Field, c: ResultColumns, at: dict[str, Any]) -> list[tuple[st
         number = getattr(c, f.array)
         values = [ms_fixed(number, f.decimals) if f.kind == "fixed" else number]
         values += [getattr(c, f.valid)] if f.valid else []
-    return list(zip(field_params(f), values, strict=True))
+    return list(zip(_PARAMS[f.name], values, strict=True))
 
 
 def _numbers_bytes(c: ResultColumns, index: np.ndarray, line: np.ndarray) -> int:
@@ -200,11 +200,6 @@ def _counters_row_bytes(c: ResultColumns) -> int:
     return 2 * _widest(c, encode_basestring) + 3 * 22 + 64
 
 
-def _counters_bound(c: ResultColumns) -> int:
-    """The most bytes every row's counters field takes in CSV (its JSON text, quoted, quotes doubled)."""
-    return len(c) * (2 * _counters_row_bytes(c) + 2) + 2 * c.counters_raw.buf.size
-
-
 def counters_texts(columns: ResultColumns) -> Texts:
     """Every row's `counters` object as the records write it (JSON text): for the CSV and Parquet files."""
     c = columns
@@ -226,10 +221,6 @@ def plain_texts(columns: ResultColumns) -> tuple[bool, ...]:
 def _plain(buf: np.ndarray) -> bool:
     """True when `buf` (UTF-8) holds nothing to escape in JSON: no control byte, quote or backslash."""
     return not buf.size or not escapes(_read_only(buf))  # one signature, whoever owns the bytes
-
-
-def _lit(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode(), dtype=np.uint8)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

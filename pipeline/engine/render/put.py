@@ -25,11 +25,15 @@ def lit(text: str) -> np.ndarray:
     return np.frombuffer(text.encode(), dtype=np.uint8).copy()
 
 
-# the record's keys back to back in the table's order (`{"line":`, `,"input":`, ...): key k is
-# KEYS[KEY_AT[k]:KEY_AT[k + 1]]
-KEY_TEXTS = [("{" if k == 0 else ",") + f'"{name}":' for k, name in enumerate(NAMES)]
+def key_texts(names: tuple[str, ...]) -> tuple[list[str], list[int]]:
+    """The record's keys in the table's order (`{"line":`, `,"input":`, ...) and where each starts when
+    they are written back to back (`KEYS`), then their end."""
+    texts = [("{" if k == 0 else ",") + f'"{name}":' for k, name in enumerate(names)]
+    return texts, np.cumsum([0, *map(len, texts)]).tolist()
+
+
+KEY_TEXTS, _ = key_texts(NAMES)
 KEYS = lit("".join(KEY_TEXTS))
-KEY_AT = np.cumsum([0, *map(len, KEY_TEXTS)]).tolist()
 _C_NODES, _C_GUESSES, _C_TIME = lit(':{"nodes":'), lit(',"guesses":'), lit(',"time_ms":')
 NULL, BLANK, _EMPTY, _HEX = lit("null"), lit(""), lit("{}"), lit("0123456789abcdef")
 _SHORT = lit("\0" * 8 + "btn\0fr" + "\0" * 18)  # the control bytes JSON escapes by a letter: \b \t \n \f \r
@@ -308,8 +312,9 @@ def _writer(name: str, csv: bool) -> list[str]:
     params += ["c_buf", "c_off", "out"] if csv else [*COUNTERS, "out"]
     params += [] if csv else [f"{f.name}_plain" for f in RECORD_FIELDS if f.kind == "text"]
     body = ["    pos = U0", "    for j in range(index.shape[0]):", "        i = np.uint64(j)"]
+    _, starts = key_texts(tuple(f.name for f in RECORD_FIELDS))
     for k, f in enumerate(RECORD_FIELDS):
-        key = f"put_key(out, pos, {KEY_AT[k]}, {KEY_AT[k + 1]})"  # `inp` holds the input's key and name
+        key = f"put_key(out, pos, {starts[k]}, {starts[k + 1]})"  # `inp` holds the input's key and name
         at = "comma(out, pos)" if csv and k else "pos" if csv or f.kind == "input" else key
         if len(_value(f, csv, at)) > 96 and at != "pos":  # too long: the key or comma on a line of its own
             body += _line(at)
