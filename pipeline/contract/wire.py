@@ -110,13 +110,8 @@ def read_column(col: Column, arrays: dict[str, np.ndarray], n: int) -> Texts | n
         buf, lengths = arrays.get(f"{col.wire}_buf"), arrays.get(f"{col.wire}_len")
         if buf is None and lengths is None and col.wire not in _REQUIRED:
             return Texts.empty(n)
-        if (
-            buf is None
-            or lengths is None
-            or buf.dtype != np.uint8
-            or lengths.size != n
-            or lengths.dtype == bool
-        ):
+        bad = buf is None or lengths is None or buf.dtype != np.uint8
+        if bad or lengths.size != n or lengths.dtype == bool:
             raise ValueError(f"packed results: bad {col.wire} texts")
         if lengths.size and (int(lengths.min()) < 0 or int(lengths.max()) > buf.size):  # no sum wraps round
             raise ValueError(f"packed results: {col.wire} lengths out of range")
