@@ -203,12 +203,30 @@ def test_the_compiled_writers_take_each_record_fields_arguments_in_the_tables_or
 
     import numpy as np
 
-    from pipeline.engine.render import jsonl
+    from pipeline.engine.render import jsonl, writers
     from solvers.model.texts import Texts
 
     columns = mixed_chunk().columns
     index = np.arange(len(columns), dtype=np.int64)
     names = Texts.of(columns.names)
     args = list(jsonl.record_args(columns, np.zeros(1, np.uint8), index, index + 1, names, names))
-    for kernel in (jsonl._render, jsonl._render_csv):  # a field in the table but not in a kernel fails here
+    for kernel in (writers.write_jsonl, writers.write_csv):  # a field in the table, not in a writer, fails
         assert list(inspect.signature(kernel.py_func).parameters)[: len(args)] == args, kernel.__name__
+
+
+def test_the_compiled_writers_are_the_ones_generated_from_the_table():
+    from pathlib import Path
+
+    from pipeline.engine.render import put, writers
+
+    assert Path(writers.__file__).read_text() == put.writers_source(), "python -m pipeline.engine.render.put"
+
+
+def test_a_field_added_to_the_table_is_a_line_of_each_generated_writer(monkeypatch):
+    from pipeline.engine.render import put
+
+    fields = (*RECORD_FIELDS, Field("guesses_again", "int", column="guesses"))
+    monkeypatch.setattr(put, "RECORD_FIELDS", fields)
+    lines = [line.strip() for line in put.writers_source().splitlines() if "guesses_again[i]" in line]
+    assert len(lines) == 2 and lines[0].startswith("pos = put_int(out, put_key(out, pos, "), lines
+    assert lines[1] == "pos = put_int(out, comma(out, pos), guesses_again[i])"

@@ -1,10 +1,7 @@
 """The output formats, defined once: each one's name, file extensions, media type, the header a file of it
-starts with and what its records are; and the compressions of a dataset's parts.
-
-Every place that writes or reads records looks a format up here (`pipeline.engine.render` renders them,
-`pipeline.engine.dataset` writes part files, `client.output` files and stdout, `web` downloads), and
-`pipeline.engine.render` registers each format's code on its entry at import (`Format.code`), as the
-solvers register in `solvers.registry`: a new format is an entry here and its code there.
+starts with and what its records are; and the compressions of a dataset's parts. Every place that writes or
+reads records looks a format up here; `pipeline.engine.render` registers each one's code on its entry at
+import (`Format.code`): a new format is an entry here and its code there.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Generate one chunk: the task message, the function both transports run, and its result.
 
-The second kind of chunk task (`pipeline.contract.tasks` has the first): make `count` puzzles of a
-box from a chunk seed. The client plans the chunks (`solvers.generate.generator.plan_chunks`), the
-producer commits and sends each `GenerateTask` like a solve task, a local process or a
-worker runs `generate_result`, and the collector hands the `GenerateResult`s back in plan
-order, so the files depend on the seed, the options and the chunk size only.
-
-Every number of the message is bounded so a hand-made one cannot make a worker allocate
-without limit: puzzles per chunk as for a solve chunk (`MAX_CHUNK_PUZZLES`, their cells as
-`MAX_TASK_CHARS`), and candidates per chunk (`count x attempts`, each may be kept).
-A result is stored as one JSON object `{"n", "puzzles", "solutions", "meta", "error",
-"cpu_s"}` (line lists), the form workers have always written.
+The second kind of chunk task: make `count` puzzles of a box from a chunk seed, sent like a solve task; the
+collector hands the `GenerateResult`s back in plan order, so the files depend on the seed, the options and
+the chunk size only. Every number is bounded (puzzles and cells as a solve chunk's, candidates `count x
+attempts`); a result is stored as one JSON object `{"n", "puzzles", "solutions", "meta", "error", "cpu_s"}`.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
@@ -41,8 +35,7 @@ BUDGET_FACTOR = 10  # search budgets may be raised this far above their defaults
 
 
 class GenerateOptions(BaseModel):
-    """`solvers.generate.generator.Options` as a message carries it (`Options.to_dict`), every field
-    bounded."""
+    """`solvers.generate.generator.Options` as a message carries it (`Options.to_dict`), bounded."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -126,21 +119,15 @@ class GenerateHeader(BaseModel):
     stats: PartStats
 
 
+@dataclass(slots=True, eq=False)
 class GenerateResult:
     """A generate chunk's lines (puzzles, solutions, meta: aligned), or the error that stopped it."""
 
-    __slots__ = ("header", "puzzles", "solutions", "meta", "error")
-
-    def __init__(
-        self,
-        header: GenerateHeader,
-        puzzles: list[str],
-        solutions: list[str],
-        meta: list[str],
-        error: str | None = None,
-    ) -> None:
-        self.header = header
-        self.puzzles, self.solutions, self.meta, self.error = puzzles, solutions, meta, error
+    header: GenerateHeader
+    puzzles: list[str]
+    solutions: list[str]
+    meta: list[str]
+    error: str | None = None
 
     def __len__(self) -> int:
         return len(self.puzzles)
@@ -152,14 +139,8 @@ class GenerateResult:
 
     def encode(self) -> bytes:
         """The stored form: one JSON object with the line lists."""
-        body = {
-            "n": len(self.puzzles),
-            "puzzles": self.puzzles,
-            "solutions": self.solutions,
-            "meta": self.meta,
-            "error": self.error,
-            "cpu_s": self.header.stats.cpu_s,
-        }
+        lists = {"puzzles": self.puzzles, "solutions": self.solutions, "meta": self.meta}
+        body = {"n": len(self.puzzles), **lists, "error": self.error, "cpu_s": self.header.stats.cpu_s}
         return json.dumps(body).encode()
 
     @classmethod
@@ -202,11 +183,8 @@ def generate_result(task: GenerateTask) -> GenerateResult:
 
 
 def warm(box: Box) -> None:
-    """Load the generator's compiled kernels here, so forked processes start warm (~0.2 CPU s each saved).
-
-    Kernels are typed, not sized: a 2x2 run loads them all, plus a 4x4 one for the fill
-    path of sides above 12.
-    """
+    """Load the generator's compiled kernels here, so forked processes start warm (~0.2 CPU s each saved):
+    a 2x2 run loads them all (typed, not sized), a 4x4 one the fill path of sides above 12."""
     from solvers.generate.generator import generate_chunk
 
     generate_chunk(Box(2, 2), 1, 0, Options(unique=True))

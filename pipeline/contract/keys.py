@@ -7,6 +7,7 @@ definition instead of two copies that could disagree.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.contract.tasks import PRIORITY_SEP, PRIORITY_STEPS
@@ -60,50 +61,27 @@ class JobKeys:
 
     def fixed(self) -> list[str]:
         """Every key of the job but the per-chunk results and the stop key (which outlives a purge briefly).
-
-        Whoever writes any of these after the job's creation checks first, under WATCH of
-        `stop`, that `stop` is absent and `meta` present (`job_stopped`): a purge (which sets
-        `stop`, then deletes the rest) can then never be followed by a write that re-creates
-        a key of the job.
-        """
-        return [
-            self.meta,
-            self.stats,
-            self.arrivals,
-            self.attempts,
-            self.outbox,
-            self.producer,
-            self.collected,
-            self.counts,
-            self.offsets,
-            self.frontier,
-            self.wake,
-        ]
+        Whoever writes one after the job's creation checks first, under WATCH of `stop`, that the job is not
+        stopped (`job_stopped`): a purge (sets `stop`, then deletes the rest) is never undone by a write."""
+        names = ("meta", "stats", "arrivals", "attempts", "outbox", "producer", "collected", "counts")
+        return [getattr(self, name) for name in (*names, "offsets", "frontier", "wake")]
 
 
 class EscalationKeys:
     """The keys of one puzzle escalated across workers (`pipeline.escalation.task`), all with short TTLs
-    (their strings keep the word `race`: keys of running jobs).
-
-    `lease`: set by the chunk's owner while it escalates the puzzle, refreshed every poll (gone:
-    the owner finished or died). `stop`: set by whoever ends the escalation (a helper's verified
-    answer, the owner's end). A helper searches while the lease holds and the stop key is absent.
-    `entries`: hash helper number -> `HelperEntry` JSON (started, then its answer and counters).
-    The cubes (`pipeline.escalation.board`, `solvers.race.cubes`): `cubes` the cubes' JSON (set once, by
-    the first helper to split), `hold:<i>` the helper searching cube i (a lease it refreshes: a
-    killed helper's cube is free again once it lapses), `refuted` hash cube -> the clause its
-    refutation proved, `clauses` list of JSON batches of shared clauses (refutations, units, short
-    learnt clauses: `pipeline.escalation.task.SharedBatch`, naming the job and its sender).
-    """
+    (their strings keep the word `race`: keys of running jobs). A helper searches while the owner's `lease`
+    holds (refreshed every poll) and `stop` (whoever ends the escalation) is absent."""
 
     def __init__(self, base: str) -> None:
         self.lease = f"{base}:lease"
         self.stop = f"{base}:stop"
-        self.entries = f"{base}:entries"
-        self.cubes = f"{base}:cubes"
-        self.refuted = f"{base}:refuted"
-        self.clauses = f"{base}:clauses"
-        self.hold_prefix = f"{base}:hold:"
+        self.entries = f"{base}:entries"  # hash: helper number -> `HelperEntry` JSON
+        self.cubes = f"{base}:cubes"  # the cubes' JSON, set once by the first helper to split
+        self.refuted = f"{base}:refuted"  # hash: cube -> the clause its refutation proved
+        self.clauses = (
+            f"{base}:clauses"  # list of `SharedBatch` JSON: refutations, units, short learnt clauses
+        )
+        self.hold_prefix = f"{base}:hold:"  # `hold:<i>`: cube i's searcher (a lease: a killed one's lapses)
 
     def hold(self, index: int) -> str:
         """The key holding cube `index`'s searcher."""
@@ -188,41 +166,38 @@ def result_commands(
     ttl: int,
     cost: tuple[int, int] = (0, 0),
 ) -> list[tuple[Any, ...]]:
-    """The commands that store one chunk result, to run in one MULTI/EXEC.
-
-    Each one overwrites or is harmless when repeated, so a chunk redelivered after a
-    crash replaces its result instead of adding a second one: the result key and the
-    stats field are set again, and the arrival list may name the chunk twice (readers
-    skip names they have seen). Only the chunk-sizing hint (`hint_n`, `hint_cpu`) may
-    count a redelivered chunk twice; it is an estimate. `ttl` bounds how long an
-    uncollected result may wait. The chunk leaves the job's outbox and the workers'
-    deliveries in the same transaction, so a collector never re-sends a chunk whose result
-    is stored, and the orphan sweep never requeues it.
-    """
+    """The commands that store one (generate) chunk result, to run in one MULTI/EXEC: each overwrites or is
+    harmless when repeated (a redelivered chunk replaces its result; only the sizing hint may count it
+    twice); the chunk leaves the outbox and the workers' deliveries with it (no resend, no orphan sweep)."""
     return [
         ("SET", keys.result(chunk), payload, "EX", ttl),
-        ("HSET", keys.stats, chunk, stats_json),
-        ("RPUSH", keys.arrivals, chunk),
+        *_arrival_commands(keys, chunk, stats_json, n, cpu_s, ttl, cost),
+        *_done_commands(keys, chunk),
+    ]
+
+
+def _arrival_commands(
+    keys: JobKeys, arrival: int | str, stats_json: str, n: int, cpu_s: float, ttl: int, cost: tuple[int, int]
+) -> list[tuple[Any, ...]]:
+    """A chunk result's or part's stats and arrival, the collector woken, the sizing hint and the cost."""
+    return [
+        ("HSET", keys.stats, arrival, stats_json),
+        ("RPUSH", keys.arrivals, arrival),
         *wake_commands(keys, ttl),
-        ("HDEL", keys.outbox, chunk),
-        ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
         ("HINCRBY", keys.meta, "hint_n", n),
         ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
         *cost_commands(keys, cost),
-        ("EXPIRE", keys.stats, ttl),
-        ("EXPIRE", keys.arrivals, ttl),
-        ("EXPIRE", keys.meta, ttl),
+        *[("EXPIRE", key, ttl) for key in (keys.stats, keys.arrivals, keys.meta)],
     ]
+
+
+def _done_commands(keys: JobKeys, chunk: int) -> list[tuple[Any, ...]]:
+    return [("HDEL", keys.outbox, chunk), ("HDEL", keys.deliveries, f"{keys.job}:{chunk}")]
 
 
 def wake_commands(keys: JobKeys, ttl: int) -> list[tuple[Any, ...]]:
     """Wake the job's collector (blocked on `wake`): one token at most, whatever arrived meanwhile."""
     return [("LPUSH", keys.wake, 1), ("LTRIM", keys.wake, 0, 0), ("EXPIRE", keys.wake, ttl)]
-
-
-def part_arrival(chunk: int, row: int) -> str:
-    """How a published part is named in the job's arrival list."""
-    return f"{chunk}:{row}"
 
 
 def part_commands(
@@ -238,38 +213,19 @@ def part_commands(
     runs: list[tuple[int, int]] | None = None,
     cost: tuple[int, int] = (0, 0),
 ) -> list[tuple[Any, ...]]:
-    """The commands that publish one part of a solve chunk, to run in one MULTI/EXEC (under WATCH of the
-    chunk's parts hash and the stop key, after checking that none of its rows is answered: the caller's
-    compare-and-set keeps every row answered once).
-
-    The part's payload, its row runs in the chunk's parts hash (first row -> rows; `runs`, default the one
-    run of `n` rows from `row`; the part is named by its first) and its stats, its arrival; once it
-    `complete`s the chunk, the chunk leaves the outbox and the workers' deliveries (no resend, no
-    orphan sweep) and the job's count of finished chunks (the producer's window) goes up.
-    """
-    arrival = part_arrival(chunk, row)
+    """The commands that publish one part of a solve chunk in one MULTI/EXEC (under WATCH of the chunk's
+    parts hash and the stop key, none of its rows answered: each row is answered once): its payload, its
+    row `runs` (default the one run of `n` rows from `row`) in the parts hash, its stats and arrival; once it
+    `complete`s the chunk, the chunk leaves the outbox and deliveries and counts as finished."""
     commands: list[tuple[Any, ...]] = [
         ("SET", keys.part(chunk, row), payload, "EX", ttl),
         ("HSET", keys.parts(chunk), *[x for run in runs or [(row, n)] for x in run]),
         ("EXPIRE", keys.parts(chunk), ttl),
-        ("HSET", keys.stats, arrival, stats_json),
-        ("RPUSH", keys.arrivals, arrival),
-        *wake_commands(keys, ttl),
-        ("HINCRBY", keys.meta, "hint_n", n),
-        ("HINCRBYFLOAT", keys.meta, "hint_cpu", f"{cpu_s:.6f}"),
-        *cost_commands(keys, cost),
-        ("EXPIRE", keys.stats, ttl),
-        ("EXPIRE", keys.arrivals, ttl),
-        ("EXPIRE", keys.meta, ttl),
-    ]  # fmt: skip
+        *_arrival_commands(keys, f"{chunk}:{row}", stats_json, n, cpu_s, ttl, cost),
+    ]
     if complete:
-        commands += [
-            ("HSET", keys.parts(chunk), "done", 1),
-            ("HDEL", keys.offsets, chunk),
-            ("HDEL", keys.outbox, chunk),
-            ("HDEL", keys.deliveries, f"{keys.job}:{chunk}"),
-            ("HINCRBY", keys.meta, "chunks_done", 1),
-        ]
+        commands += [("HSET", keys.parts(chunk), "done", 1), ("HDEL", keys.offsets, chunk)]
+        commands += [*_done_commands(keys, chunk), ("HINCRBY", keys.meta, "chunks_done", 1)]
     return commands
 
 
@@ -284,27 +240,24 @@ def published_rows(raw: dict[Any, Any]) -> list[tuple[int, int]] | None:
     return sorted(out)
 
 
+@dataclass(slots=True)
 class Frontier:
     """How far a job's splits are counted: split `chunk` is the first not counted; it starts at line `line`
-    and index `index` if it belongs to input `input` (line 1 of its input otherwise).
+    and index `index` if it belongs to input `input` (line 1 of its input otherwise). A split's offsets are
+    the counts of the splits before it summed: whoever publishes a split's counts moves the frontier over
+    every split counted by then (`advance`)."""
 
-    The offsets of a split are the sums of the counts of the splits before it, so they are known once every
-    one of those was read: each worker publishes its split's counts as soon as it has read it, and whoever
-    publishes moves the frontier over every split counted by then (`advance`).
-    """
-
-    __slots__ = ("chunk", "input", "line", "index")
-
-    def __init__(self, chunk: int = 0, input_no: int = 0, line: int = 1, index: int = 0) -> None:
-        self.chunk, self.input, self.line, self.index = chunk, input_no, line, index
+    chunk: int = 0
+    input: int = 0
+    line: int = 1
+    index: int = 0
 
     @classmethod
     def parse(cls, raw: Any) -> Frontier:
         """The frontier as stored (the start when there is none)."""
         if not raw:
             return cls()
-        text = raw.decode() if isinstance(raw, bytes) else str(raw)
-        chunk, input_no, line, index = (int(x) for x in text.split())
+        chunk, input_no, line, index = _numbers(raw)
         return cls(chunk, input_no, line, index)
 
     def text(self) -> str:
@@ -329,6 +282,9 @@ def split_count(raw: Any) -> tuple[int, int, int] | None:
     """A split's stored counts (input, lines, entries), or None."""
     if raw is None:
         return None
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    input_no, lines, entries = (int(x) for x in text.split())
+    input_no, lines, entries = _numbers(raw)
     return input_no, lines, entries
+
+
+def _numbers(raw: Any) -> list[int]:
+    return [int(x) for x in (raw.decode() if isinstance(raw, bytes) else str(raw)).split()]

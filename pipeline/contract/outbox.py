@@ -16,11 +16,8 @@ if TYPE_CHECKING:
 
 
 def parse_task(text: str | bytes) -> ChunkTask | GenerateTask:
-    """Read a task of either kind from its JSON (a ValidationError when it is not a task of its kind).
-
-    Only the resend paths read tasks of both kinds (the outbox keeps both); the generate
-    model is loaded only when one is met, so a solve client never loads the generator.
-    """
+    """Read a task of either kind from its JSON (a ValidationError when it is not a task of its kind); the
+    generate model is loaded only when one is met, so a solve client never loads the generator."""
     data = json.loads(text)
     if isinstance(data, dict) and "count" in data and "puzzles" not in data:
         from pipeline.contract.generate import GenerateTask
@@ -33,22 +30,16 @@ _ENTRY_HEAD, _ENTRY_TASK = '{"at":', ',"task":'
 
 
 def outbox_entry(at: float, task_json: str) -> str:
-    """An outbox entry: `{"at": <epoch s>, "task": <the task's JSON object>}`, by concatenation.
-
-    The task is nested as an object, not as a JSON string: escaping a megabyte of task
-    JSON again (its newlines become `\\n`) cost ~3 ms per chunk, concatenating 0.1 ms.
-    """
+    """An outbox entry: `{"at": <epoch s>, "task": <the task's JSON object>}`, by concatenation (a task as a
+    JSON string, a megabyte escaped again, cost ~3 ms per chunk, concatenating 0.1 ms)."""
     return f"{_ENTRY_HEAD}{at!r}{_ENTRY_TASK}{task_json}}}"
 
 
 def read_outbox_entry(raw: bytes | str) -> tuple[float, str]:
     """Invert `outbox_entry`: (sent at, task JSON); also reads the older form whose task is a JSON string."""
     text = raw.decode() if isinstance(raw, bytes) else raw
-    cut = (
-        text.find(_ENTRY_TASK, len(_ENTRY_HEAD), len(_ENTRY_HEAD) + 40)
-        if text.startswith(_ENTRY_HEAD)
-        else -1
-    )
+    head = len(_ENTRY_HEAD)
+    cut = text.find(_ENTRY_TASK, head, head + 40) if text.startswith(_ENTRY_HEAD) else -1
     if cut > 0 and text.endswith("}"):
         return float(text[len(_ENTRY_HEAD) : cut]), text[cut + len(_ENTRY_TASK) : -1]
     entry = json.loads(text)

@@ -1,15 +1,10 @@
 """A part of a solve chunk's answers as it is published: a JSON header, then its records.
 
-A chunk is answered in parts (`pipeline.engine.solve`): its first pass (the kernel's answers) at once,
-then the puzzles raced past it, gathered as they end; a part holds any rows of its chunk, one run
-or several (`Part.row_runs`: the first pass around the puzzles left to race, raced puzzles
-apart from each other).
-The header (`PartHeader`) says which rows and puzzles the part answers and carries their
-statistics (`PartStats`: what progress, the summary and chunk sizing read without the
-records). The body is the records rendered in the job's format where they were solved
-(`pipeline.engine.render`: JSON Lines or CSV rows, or an Arrow IPC stream for Parquet), which a
-client moves into its output without reading them, or, for a job read as `columns`
-(`Job.results()`, the web page), the part's `ResultColumns` in wire form (`pipeline.contract.wire`).
+A chunk is answered in parts (`pipeline.engine.solve`: its first pass at once, raced puzzles as they end),
+each any rows of its chunk (`Part.row_runs`). The header (`PartHeader`) says which rows and puzzles it
+answers, with their statistics (`PartStats`: what progress, the summary and chunk sizing read). The body is
+the records rendered where they were solved (`pipeline.engine.render`), which a client moves into its output
+unread, or, for a job read as `columns`, the `ResultColumns` in wire form (`pipeline.contract.wire`).
 """
 
 from __future__ import annotations
@@ -35,8 +30,7 @@ class Problem(BaseModel):
 
 
 class PartFile(BaseModel):
-    """Where a part of a dataset job is (`pipeline.engine.dataset`): its file, and the lines and puzzles it
-    holds."""
+    """Where a part of a dataset job is (`pipeline.engine.dataset`): its file, its lines and puzzles."""
 
     name: str  # the file in the dataset's directory, once renamed into place
     temp: str  # where it was written first (`_temporary/...`): the client renames it if its worker could not
@@ -91,11 +85,7 @@ class VersionMismatch(ValueError):
 
 
 class Part:
-    """One part of a chunk's answers: its header and either its rendered records (`body`) or its columns.
-
-    (Named for the chunk result it was before answers were published in parts: a chunk answered at
-    once is one part of all its rows.)
-    """
+    """One part of a chunk's answers: its header and either its rendered records (`body`) or its columns."""
 
     __slots__ = ("header", "body", "columns")
 
@@ -199,7 +189,7 @@ class Part:
         return runs_array(self.header.index_runs)
 
     def row_lines(self) -> np.ndarray:
-        """The 1-based input line of each row, as an int64 array."""
+        """The 1-based input line of each row (int64)."""
         return runs_array(self.header.line_runs)
 
     def lines(self) -> list[bytes]:

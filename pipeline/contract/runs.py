@@ -1,9 +1,7 @@
 """Runs of consecutive integers, and puzzle texts joined into one string: how a chunk names its puzzles.
 
-A chunk's puzzles are mostly consecutive lines of one input, so their positions among the
-job's puzzles and their line numbers travel as `(first, count)` runs (a few numbers for a
-thousand puzzles), and their texts as one newline-joined string (`spans` only when some
-puzzle is written over several rows).
+A chunk's puzzles are mostly consecutive lines of one input, so their positions and line numbers travel as
+`(first, count)` runs, and their texts as one newline-joined string (`spans` when a puzzle has several rows).
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ Runs = list[tuple[int, int]]
 
 
 def to_runs(values: Sequence[int] | np.ndarray) -> Runs:
-    """Compress increasing integers (a sequence or an int array) into (first, count) runs of consecutive
-    values."""
+    """Increasing integers (a sequence or an int array) as (first, count) runs of consecutive values."""
     if len(values) == 0:
         return []
     arr = np.asarray(values, dtype=np.int64)
@@ -29,10 +26,7 @@ def to_runs(values: Sequence[int] | np.ndarray) -> Runs:
 
 def expand_runs(runs: Runs) -> list[int]:
     """Invert `to_runs`."""
-    out: list[int] = []
-    for first, count in runs:
-        out.extend(range(first, first + count))
-    return out
+    return [k for first, count in runs for k in range(first, first + count)]
 
 
 def runs_array(runs: Runs) -> np.ndarray:

@@ -1,12 +1,9 @@
 """The task messages between client and workers: what a chunk asks for, checked before anything runs.
 
-Two kinds of chunk task ride the same producer, transport, outbox and collector: `ChunkTask`
-(solve these puzzles, here) and `GenerateTask` (make this many puzzles from this seed,
-`pipeline.contract.generate`), each committed to the job's outbox (`pipeline.contract.outbox`) before it is
-sent. Celery reaches the workers' tasks by name (`SOLVE_TASK_NAME`, `GENERATE_TASK_NAME`,
-JSON kwargs `{"task": ...}`). A solve message names its chunk (`ChunkRef`) and the worker
-reads the task from the outbox; a generate message is small and carries its task. Every
-number is bounded, so a hand-made message cannot make a worker allocate without limit.
+`ChunkTask` (solve these puzzles) and `GenerateTask` (`pipeline.contract.generate`) ride the same producer,
+outbox and collector; Celery reaches the workers' tasks by name (JSON kwargs `{"task": ...}`), a solve
+message naming its chunk (`ChunkRef`). Every number is bounded, so a hand-made message cannot make a worker
+allocate without limit.
 """
 
 from __future__ import annotations
@@ -24,11 +21,9 @@ SOLVE_TASK_NAME = "sudoku_batch.solve_chunk"
 GENERATE_TASK_NAME = "sudoku_batch.generate_chunk"
 HELPER_TASK_NAME = "sudoku_batch.race_puzzle"  # a helper searching one escalated puzzle of another's chunk
 DEFAULT_QUEUE = "sudoku_batch"
-VERSION = (
-    5  # the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line
-)
-# (4: a split carries its input's stamp, a dataset is owned through its `_CLAIM`, workers publish their roots;
-# 5: result columns carry times in ns, `time_ns` and `c_time_ns`, not ms in fixed point)
+# the pipeline's protocol: tasks, parts and keys; a peer of another version is refused in one line (4: a
+# split carries its input's stamp, a dataset has a `_CLAIM`; 5: result columns carry times in ns)
+VERSION = 5
 # what a worker renders a job's records in (`pipeline.contract.formats`); a dataset's, compressed how
 Format = Annotated[str, AfterValidator(partial(check_format, within=FORMATS))]
 OutputFormat = Annotated[str, AfterValidator(partial(check_format, within=OUTPUTS))]
@@ -90,9 +85,7 @@ DEFAULT_TIME_LIMIT_S = 20.0  # per puzzle when a job names none (`solve`, `submi
 DEFAULT_ESCALATE_AFTER_S = 2.0  # a puzzle unanswered this long is escalated to idle processes
 MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
 MAX_SPLIT_BYTES = 64 << 20  # a split a worker reads, in bytes (the client plans 8 MB, at most half this)
-MAX_SPLIT_ENTRIES = (
-    4 * MAX_CHUNK_PUZZLES
-)  # puzzle lines a worker takes from one split (shorter lines: refused)
+MAX_SPLIT_ENTRIES = 4 * MAX_CHUNK_PUZZLES  # puzzle lines a worker takes from one split (shorter: refused)
 MAX_FILE_BYTES = 1 << 62
 MAX_STAMP_CHARS = 256  # an input's stamp: a modification time, an ETag or a version id
 MAX_COLUMNS = 1 << 10  # fields of a CSV input's line: its puzzle column lies among the first
@@ -100,23 +93,17 @@ MAX_COLUMNS = 1 << 10  # fields of a CSV input's line: its puzzle column lies am
 
 class InputRange(BaseModel):
     """Bytes `[start, end)` of an input the workers read themselves (`pipeline.engine.splits`): the split
-    owns every
-    line whose first byte falls in that range, so consecutive splits hold each line once."""
+    owns every line whose first byte falls in that range, so consecutive splits hold each line once."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    url: str = Field(
-        min_length=1, max_length=MAX_NAME_CHARS
-    )  # an absolute path or a URL (`pipeline.engine.storage`)
-    input: int = Field(
-        default=0, ge=0, lt=1 << 20
-    )  # the input's position among the job's (lines restart at 1)
+    url: str = Field(min_length=1, max_length=MAX_NAME_CHARS)  # a path or a URL (`pipeline.engine.storage`)
+    input: int = Field(default=0, ge=0, lt=1 << 20)  # the input's position among the job's (lines from 1)
     start: int = Field(ge=0, lt=MAX_FILE_BYTES)
     end: int = Field(ge=0, lt=MAX_FILE_BYTES)
     size: int = Field(ge=0, lt=MAX_FILE_BYTES)  # the file's size when submitted: another is refused
-    # and its stamp (`pipeline.engine.storage.Stat`: modification time, ETag or version id): another is
-    # refused;
-    # None (older clients): the size alone is checked
+    # and its stamp (`pipeline.engine.storage.Stat`: mtime, ETag or version id): another is refused; None
+    # (older clients): the size alone is checked
     stamp: str | None = Field(default=None, max_length=MAX_STAMP_CHARS)
     column: int | None = Field(default=None, ge=0, lt=MAX_COLUMNS)  # a CSV input's puzzle field, from 0
 
@@ -130,8 +117,7 @@ class InputRange(BaseModel):
 
 
 class Dataset(BaseModel):
-    """Where the process that solves a chunk writes its parts as files (`pipeline.engine.dataset`), and
-    how."""
+    """Where the process that solves a chunk writes its parts as files (`pipeline.engine.dataset`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -202,12 +188,8 @@ class ChunkTask(BaseModel):
 
 
 class ChunkRef(BaseModel):
-    """A solve message that names its chunk instead of carrying it: the worker reads the task from the outbox.
-
-    The producer commits every task to the job's outbox before sending it (and the resend
-    sweep and a resume send only outbox tasks), so the puzzles need not travel through the
-    broker a second time: the message stays a few bytes instead of a base64 copy of ~1 MB.
-    """
+    """A solve message that names its chunk instead of carrying it: the worker reads the task from the outbox
+    (every task is committed there before it is sent), so a message is a few bytes, not a copy of ~1 MB."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

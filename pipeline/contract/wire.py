@@ -1,21 +1,12 @@
 """`ResultColumns` as bytes between worker and collector: its arrays as they are, integers narrowed.
 
-Why: the rendered JSON Lines records are ~460 bytes per 9x9 puzzle (the field names and
-the input name again on every line); the columns they are rendered from take ~190. Results
-travel worker -> Redis -> collector as these arrays and the collector renders them, so
-Redis stores and moves 2.4x fewer bytes: less memory for uncollected results, and half
-the CPU redis-server and both clients spend moving them.
-
-Form (`to_bytes`): one JSON line naming each part (`[name, dtype, count]`), the row count
-and the solver names, then the parts' raw little-endian bytes back to back, in layout
-order. The parts are `solvers.model.columns.COLUMNS`: a text column travels as its bytes
-(`<wire>_buf`) and lengths (`<wire>_len`), an integer column in the narrowest dtype that
-holds its values. `from_bytes` refuses anything inconsistent (lengths, ids, sizes) before
-the unchecked renderer reads it; it ignores parts it does not know and gives a column a
-payload lacks its default, so a field added later does not break older peers. The
-layout tag is still `packed1`; a peer whose columns mean otherwise (before VERSION 5 times
-were ms in fixed point, `time_q`) is refused by the part's version before its parts are read.
-No numba here.
+Why: a 9x9 puzzle's JSON Lines record is ~460 bytes, its columns ~190, so Redis stores and moves 2.4x fewer
+bytes (half the CPU redis-server and both clients spend moving them). Form: one JSON line naming each part
+(`[name, dtype, count]`), the row count and the solver names, then the parts' little-endian bytes in layout
+order (`solvers.model.columns.COLUMNS`: a text as `<wire>_buf` and `<wire>_len`, an integer in the narrowest
+dtype). `from_bytes` refuses anything inconsistent before the unchecked renderer reads it, ignores parts it
+does not know and defaults a column a payload lacks, so a field added later breaks no older peer (a peer
+whose columns mean otherwise is refused by the part's VERSION first).
 """
 
 from __future__ import annotations
@@ -52,8 +43,7 @@ def _parts(columns: ResultColumns) -> list[tuple[str, np.ndarray]]:
     for col in COLUMNS:
         value = getattr(columns, col.name)
         if col.kind == "text":
-            parts.append((f"{col.wire}_buf", value.buf))
-            parts.append((f"{col.wire}_len", _narrow(np.diff(value.off))))
+            parts += [(f"{col.wire}_buf", value.buf), (f"{col.wire}_len", _narrow(np.diff(value.off)))]
         elif col.kind == "int":
             parts.append((col.wire, _narrow(np.asarray(value))))
         else:
@@ -62,10 +52,8 @@ def _parts(columns: ResultColumns) -> list[tuple[str, np.ndarray]]:
 
 
 def to_bytes(columns: ResultColumns, prefix: bytes = b"") -> bytes:
-    """Serialise after `prefix`: a JSON layout line, then every part's raw bytes in layout order.
-
-    One join, one copy of the megabytes: the caller's header goes in as `prefix`.
-    """
+    """Serialise after `prefix` (the caller's header: one join, one copy of the megabytes): a JSON layout
+    line, then every part's raw bytes in layout order."""
     parts = _parts(columns)
     layout = {
         "wire": WIRE,
@@ -79,9 +67,7 @@ def to_bytes(columns: ResultColumns, prefix: bytes = b"") -> bytes:
 
 def from_bytes(data: bytes | bytearray | memoryview, n: int) -> ResultColumns:
     """Invert `to_bytes` for a chunk of `n` rows; ValueError ("packed results: ...") for any inconsistency.
-
-    Text bytes are views of `data` (no copy); integers are widened to the renderers' dtypes.
-    """
+    Text bytes are views of `data` (no copy); integers are widened to the renderers' dtypes."""
     view = memoryview(data)
     cut = bytes(view[:LAYOUT_MAX]).find(b"\n")
     if cut < 0:
@@ -124,9 +110,8 @@ def read_column(col: Column, arrays: dict[str, np.ndarray], n: int) -> Texts | n
         buf, lengths = arrays.get(f"{col.wire}_buf"), arrays.get(f"{col.wire}_len")
         if buf is None and lengths is None and col.wire not in _REQUIRED:
             return Texts.empty(n)
-        if buf is None or lengths is None or buf.dtype != np.uint8 or lengths.size != n:
-            raise ValueError(f"packed results: bad {col.wire} texts")
-        if lengths.dtype == np.bool_:
+        bad = buf is None or lengths is None or buf.dtype != np.uint8
+        if bad or lengths.size != n or lengths.dtype == bool:
             raise ValueError(f"packed results: bad {col.wire} texts")
         if lengths.size and (int(lengths.min()) < 0 or int(lengths.max()) > buf.size):  # no sum wraps round
             raise ValueError(f"packed results: {col.wire} lengths out of range")
@@ -144,9 +129,8 @@ def read_column(col: Column, arrays: dict[str, np.ndarray], n: int) -> Texts | n
         raise ValueError(f"packed results: {col.wire} has {a.size} rows, not {n}")
     if col.kind == "bool":
         return a.astype(np.bool_)
-    if a.dtype == np.bool_ or (a.size and (int(a.min()) < -MAX_ABS or int(a.max()) > MAX_ABS)):
-        raise ValueError(f"packed results: {col.wire} out of range")
-    if a.size and (int(a.min()) < np.iinfo(col.dtype).min or int(a.max()) > np.iinfo(col.dtype).max):
+    lo, hi = max(-MAX_ABS, np.iinfo(col.dtype).min), min(MAX_ABS, np.iinfo(col.dtype).max)
+    if a.dtype == np.bool_ or (a.size and (int(a.min()) < lo or int(a.max()) > hi)):
         raise ValueError(f"packed results: {col.wire} out of range")
     return a.astype(col.dtype)
 

@@ -1,12 +1,9 @@
-"""Records from result columns, in a job's output format: JSON Lines and CSV (compiled writers,
-`jsonl`), Parquet (`parquet`, with the optional pyarrow: an Arrow IPC stream a Parquet writer
-appends), and Python objects (`record.Record`).
+"""Records from result columns, in a job's output format: JSON Lines and CSV (compiled writers, `jsonl`),
+Parquet (`parquet`, the optional pyarrow), and Python objects (`record.Record`).
 
-The process that solves a chunk renders its parts here (`pipeline.engine.solve`), so a client only
-moves the bytes into its output. Each format of `pipeline.contract.formats.FORMATS` gets its code here
-(`Code`, registered on its entry at import): what renders its records, a part file of it, and what
-appends it to a stream; no other module chooses by format. Every renderer writes the record fields of
-the field table (`solvers.fields.RECORD_FIELDS`); `tests/test_fields.py` holds each to it.
+The process that solves a chunk renders its parts here, so a client only moves the bytes into its output.
+Each format of `pipeline.contract.formats.FORMATS` gets its `Code` here, registered on its entry at import;
+no other module chooses by format. Every renderer writes the field table's record fields.
 """
 
 from __future__ import annotations
@@ -28,9 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Code:
-    """How a format is rendered: a format of lines by its bound and writer in `render.jsonl` (run by run into
-    one buffer); a format of tables by its records (`pieces`), stream writer (`sink`), part file (`file`) and
-    file reader."""
+    """How a format is rendered: a format of lines by its bound and writer in `render.jsonl` (named: loaded
+    when used); a format of tables by its records (`pieces`), stream writer, part file and file reader."""
 
     bound: str = ""
     into: str = ""
@@ -47,13 +43,10 @@ def _parquet_file(
     """A Parquet part file (compressed inside, as asked)."""
     import pyarrow.parquet as pq
 
-    sink = io.BytesIO()
-    table = parquet.records_table(columns, input_name, index, line)
+    sink, table = io.BytesIO(), parquet.records_table(columns, input_name, index, line)
     level = GZIP_LEVEL if compression == "gzip" else None  # pyarrow's gzip default took 88 µs a record
-    pq.write_table(
-        table, sink, compression=compression, compression_level=level, use_dictionary=parquet.DICTIONARY,
-        write_statistics=parquet.STATISTICS,
-    )  # fmt: skip
+    options = {"use_dictionary": parquet.DICTIONARY, "write_statistics": parquet.STATISTICS}
+    pq.write_table(table, sink, compression=compression, compression_level=level, **options)
     return [sink.getvalue()]
 
 
@@ -73,8 +66,8 @@ def _code(fmt: str) -> Code:
 
 
 class Arena(Protocol):
-    """Where a part's records are rendered when they should not land in a fresh buffer: a local process's
-    shared memory, which its command writes to the output from (`client.ring`), no copy in between."""
+    """Where a part's records are rendered instead of a fresh buffer: a local process's shared memory, which
+    its command writes to the output from (`client.ring`), no copy in between."""
 
     def take(self, size: int) -> np.ndarray | None:
         """A writable uint8 buffer of at least `size` bytes, or None (none free: a fresh one is used)."""
@@ -92,9 +85,9 @@ def render_runs(
     runs: list[tuple[int, int]],
     arena: Arena | None = None,
 ) -> tuple[np.ndarray | bytes, list[int]]:
-    """Records of `columns` in `fmt`: a format of lines rendered run by run into one buffer (`arena`'s, else
-    a fresh one) -> (the records, uint8; where each run's rows start in it, then its end), a reader may cut
-    the body at their edges; another format -> (its bytes, []). `runs`: (first row, rows) in order."""
+    """Records of `columns` in `fmt`: a format of lines rendered run by run (`runs`: (first row, rows)) into
+    one buffer (`arena`'s, else a fresh one) -> (the records, where each run's rows start, then its end: a
+    reader may cut the body there); another format -> (its bytes, [])."""
     code = _code(fmt)
     if code.pieces is not None:
         return b"".join(code.pieces(columns, input_name, index, line)), []
@@ -119,9 +112,8 @@ def render_runs(
 
 
 def rows(result: Part, start: int, stop: int, fmt: str) -> list[Any]:
-    """Records `start:stop` of a part in `fmt`, in pieces (no file header): its body's rows when it was
-    rendered in `fmt` where it was solved, rendered now when held as columns (ValueError for another
-    format: one line)."""
+    """Records `start:stop` of a part in `fmt`, in pieces (no file header): its body's rows, or rendered now
+    when held as columns (ValueError, one line, for a body of another format)."""
     if result.columns is None:
         if result.header.format != fmt:
             raise ValueError(f"a part rendered as {result.header.format} cannot be written as {fmt}")
@@ -143,8 +135,7 @@ def _pieces(
 
 
 def render(result: Part, fmt: str) -> bytes:
-    """A part's records (held as columns) in `fmt` (JSON Lines and CSV rows each end in a newline, no CSV
-    header; Parquet: an Arrow IPC stream of its schema's table)."""
+    """A part's records (held as columns) in `fmt`: rows each ending in a newline, or an Arrow IPC stream."""
     if result.columns is None:
         raise ValueError(f"a part rendered as {result.header.format} cannot be rendered again as {fmt}")
     return b"".join(rows(result, 0, len(result), fmt))
@@ -153,8 +144,8 @@ def render(result: Part, fmt: str) -> bytes:
 def part_file(
     columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, fmt: str, compression: str
 ) -> list[bytes]:
-    """A dataset part file's bytes, in pieces written one after the other: its records in `fmt` (after the
-    format's header: each file is a table), compressed as asked (inside the file for a format of tables)."""
+    """A dataset part file's bytes, in pieces written one after the other: the format's header and its
+    records (each file is a table), compressed as asked (inside the file for a format of tables)."""
     f = FORMATS[fmt]
     code = _code(fmt)
     if code.file is not None:

@@ -1,12 +1,7 @@
 """Parquet records from a chunk's columns (pyarrow, the optional extra `parquet`): what pandas, polars
-and DuckDB users load.
-
-The record fields become typed columns: integers as int64, `time_ms` as float64, texts as
-strings, nulls where the JSON records have them, `counters` as its JSON text (its keys are
-solver names). Texts go from the columns' UTF-8 buffers into Arrow arrays without a Python
-string per row; a result that came as records (`v` 1) is read through them. Written
-uncompressed, dictionary-encoded only where values repeat: on 49k 9x9 records 10 ms and
-13.8 MB against 26 ms and 4.2 MB with snappy (the JSON Lines are 22 MB).
+and DuckDB users load, typed as the field table says (`counters` as its JSON text). Written uncompressed,
+dictionary-encoded only where values repeat: on 49k 9x9 records 10 ms and 13.8 MB against 26 ms and 4.2 MB
+with snappy (the JSON Lines are 22 MB).
 """
 
 from __future__ import annotations
@@ -49,13 +44,8 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         self.schema = schema()
-        self._writer = pq.ParquetWriter(
-            stream,
-            self.schema,
-            compression="none",
-            use_dictionary=DICTIONARY,
-            write_statistics=STATISTICS,
-        )
+        options = {"use_dictionary": DICTIONARY, "write_statistics": STATISTICS}
+        self._writer = pq.ParquetWriter(stream, self.schema, compression="none", **options)
 
     def write(self, result: Part, start: int, stop: int) -> None:
         """Append rows `start:stop` of a chunk result (an IPC body as it came, or columns tabulated here)."""
@@ -99,12 +89,9 @@ def ipc_bytes(columns: ResultColumns, input_name: str, index: np.ndarray, line: 
 
 
 def arrow_owned(data: bytes | bytearray | memoryview) -> Any:
-    """A copy of `data` in memory Arrow owns, for a reader that may use Arrow's threads.
-
-    Such a reader's tasks may drop their last reference to its input on a pool thread after the call
-    returned. Releasing Python memory takes the GIL, and a thread asking for it while the interpreter
-    exits is ended by Python (pthread_exit), which unwinds through Arrow's noexcept code: std::terminate,
-    a SIGABRT after the command's work is done (issue 31, item 8). Arrow's own memory needs no GIL."""
+    """A copy of `data` in memory Arrow owns (needing no GIL to release), for a reader that may use Arrow's
+    threads: one dropping a Python buffer as the interpreter exits is ended by Python inside Arrow's noexcept
+    code, a SIGABRT after the command's work is done (issue 31, item 8)."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()

@@ -1,8 +1,5 @@
-"""`Record`: one puzzle's result as the output holds it, as a Python object (what `Job.results()` yields).
-
-Built from the field table (`solvers.fields.RECORD_FIELDS`): a field added there is an
-attribute here, of the type its kind says.
-"""
+"""`Record`: one puzzle's result as the output holds it, as a Python object (what `Job.results()` yields),
+built from the field table (`solvers.fields.RECORD_FIELDS`): a field added there is an attribute here."""
 
 from __future__ import annotations
 
@@ -38,10 +35,8 @@ def _from_json(cls: type, text: str | bytes) -> Any:
 def _rows(cls: type, c: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray) -> list[Any]:
     """The records of result columns (rows aligned with `index` and `line`), read from the arrays as they
     are: the same values as their JSON Lines read back, with no JSON text but the raw counters'."""
-    positions = {"line": line, "index": index}
-    return [
-        cls(*row) for row in zip(*(_values(f, c, input_name, positions) for f in RECORD_FIELDS), strict=True)
-    ]
+    columns = (_values(f, c, input_name, {"line": line, "index": index}) for f in RECORD_FIELDS)
+    return [cls(*row) for row in zip(*columns, strict=True)]
 
 
 def _values(f: Field, c: ResultColumns, input_name: str, positions: dict[str, np.ndarray]) -> list[Any]:
