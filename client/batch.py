@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from client.config import ClientSettings, check_broker_url
@@ -52,6 +52,7 @@ from pipeline.engine.dataset import Claim
 from solvers.model.puzzle import as_box
 
 if TYPE_CHECKING:
+    from client.producer import Producer
     from client.redis_store import RedisJobStore
     from client.resend import Resender
     from pipeline.contract.generate import GenerateOptions
@@ -137,31 +138,17 @@ class BatchClient:
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
-        `time_limit`: seconds per puzzle (DEFAULT_TIME_LIMIT_S, 20; None or 0: no limit, as before
-        there was a default: a hard puzzle may then run for ever). `seed` fixes the solvers' seeds
-        (the same seed, the same random choices); None draws them from the job id, so every job
-        tries differently. A puzzle still unanswered after `escalate_after` seconds is escalated: idle
-        workers (or local processes) search it too, each with another seed; 0 never.
-        `bounded` keeps a window of chunks in flight (memory and queue stay small while
-        someone collects); `submit` without a collector needs it off.
-        `format` is what the processes that solve the chunks render the records in (`jsonl`, `csv`,
-        `parquet`: a collector then moves their bytes into its output without reading them;
-        `columns`, the default: the result columns, which `Job.results()` and any output format read).
-        `dataset`: a directory (path or URL) the solving processes write the records to as part files
-        (`pipeline.engine.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the
-        first two),
-        committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
-        ValueError naming the owner, while another job does); with a broker, a directory outside the data
-        roots of a live worker (`sudoku-batch worker --data-root`) is a ValueError. `splits`: with a broker
-        and a dataset, the workers read plain file inputs themselves in byte ranges (None: whenever every
-        input allows it and lies under the data roots of every live worker, else this machine reads them
-        and `Job.note` says so; False: never; True: or a ValueError saying why not). `column`: the header's
-        name of a CSV input's puzzle column (None: the first of `solvers.model.parse.PUZZLE_COLUMNS` a header
-        names; an input without such a header is read as plain lines); a file whose first line does not
-        name `column` is a ValueError. `priority`: `high`, `normal` (the default) or `low`, the class of the
-        job's chunks on the broker (`pipeline.contract.tasks.message_priority`): the workers take a higher
-        class's queued chunks first, and within a class a job's first chunks before a long job's later ones;
-        another name is a ValueError.
+        `time_limit`: seconds per puzzle (None or 0: no limit). `seed` fixes the solvers' seeds (None: drawn
+        from the job id). `escalate_after`: seconds before idle processes search an unanswered puzzle too (0:
+        never). `bounded`: a window of chunks in flight (`submit` without a collector needs it off). `format`:
+        what the solving processes render records in (`jsonl`, `csv`, `parquet`: moved into the output unread;
+        `columns`). `dataset`: a directory (path or URL) they write part files to (`compression` none, gzip or
+        zstd), owned by the job until collected (`DirectoryClaimed` while another job owns it; with a broker,
+        a ValueError outside every live worker's data roots). `splits`: with a broker and a dataset, workers
+        read file inputs in byte ranges (None: when every input allows it, else `Job.note` says why not;
+        True: or a ValueError). `column`: a CSV input's puzzle column (None: the first of
+        `solvers.model.parse.PUZZLE_COLUMNS` its header names). `priority`: `high`, `normal` or `low`, the
+        class of its chunks on the broker. A bad value is a one-line ValueError.
         """
         fleet = None if self.embedded else lambda: fleet_roots(self._redis_store().worker_roots())
         url, split_urls, note = dataset_plan(inputs, dataset, format, compression, splits, box, fleet)
@@ -195,12 +182,9 @@ class BatchClient:
             self.pool.start()  # here, before the producer thread exists: the pool is forked
         elif self.embedded:
             warm_solvers()  # what the pool's processes load: a later job or command compiles no more
-        transport, window = self._route(spec.job, bounded, spare=2)
         collected = Collected()
         consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
-        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
-
-        producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
+        producer = self._producer(spec, bounded, 2, consumed=consumed)
         job = Job(self, spec.job, producer, inputs, collected=collected)
         job.note = note
         return job
@@ -208,13 +192,8 @@ class BatchClient:
     def _claim(self, url: str, job: str) -> None:
         """Make `job` the one owner of its dataset directory (`client.dataset.claim_directory`: after the job
         exists in the store, so another client sees it lives); a job refused leaves the store again."""
-        claim = Claim(
-            job=job,
-            broker=self._broker_place(),
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            claimed=time.time(),
-        )
+        place, host = self._broker_place(), socket.gethostname()
+        claim = Claim(job=job, broker=place, host=host, pid=os.getpid(), claimed=time.time())
         try:
             claim_directory(
                 url, claim, lambda held: claim_lives(held, self.store.meta(held.job), claim.broker)
@@ -247,11 +226,9 @@ class BatchClient:
     ) -> Job:
         """Go on submitting a job whose producer died or failed half way, from its last checkpoint.
 
-        `sources` are the job's inputs again, in order (paths, `-`, or iterables of puzzle
-        strings; None reopens the recorded paths); options, when given, must be the job's.
-        Raises ResumeRefused (a ValueError, one line) when the job is gone or complete, its
-        producer still beats, or the inputs differ (file size and first MB; then the puzzle
-        before the checkpoint). A producer still running is fenced off (`JobStore.claim`).
+        `sources`: the job's inputs again, in order (None reopens the recorded paths); options, when given,
+        must be the job's. ResumeRefused (one line) when the job is gone or complete, its producer still
+        beats, or the inputs differ. A producer still running is fenced off (`JobStore.claim`).
         """
         if self.embedded:
             raise ResumeRefused("resuming needs a broker: an embedded job lives and dies with its process")
@@ -266,19 +243,11 @@ class BatchClient:
             raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
         checkpoint = Checkpoint.of(meta)
         self._send_unsent(job_id, checkpoint)
-        transport, window = self._route(job_id, bounded, 0)
-        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
-
-        producer = Producer(
-            spec, self.store, transport, self.settings, window, resume=checkpoint, token=token
-        )
-        return Job(self, job_id, producer, inputs)
+        return Job(self, job_id, self._producer(spec, bounded, 0, resume=checkpoint, token=token), inputs)
 
     def _send_unsent(self, job_id: str, checkpoint: Checkpoint) -> None:
-        """Send the last task before the checkpoint again if it has no result: a killed producer may not have.
-
-        If it was sent after all, it is solved twice and answered once (results are idempotent).
-        """
+        """Send the last task before the checkpoint again if it has no result: a killed producer may not have
+        (sent after all, it is solved twice and answered once)."""
         kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
         if kept is not None:
             self._celery_transport().send(parse_task(kept[1]))
@@ -286,13 +255,8 @@ class BatchClient:
     def generate(
         self, box: Box, plan: list[tuple[int, int, int]], options: GenerateOptions, meta: dict[str, str]
     ) -> Job:
-        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order.
-
-        The same producer, transport, window, resend sweep and collector as a solve job: the
-        chunks go to local processes (warmed for the generator) or to the workers. The window
-        counts chunks the caller has taken (`Job.generated`), so chunks arriving early wait
-        in bounded memory.
-        """
+        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order (the
+        path of a solve job; the window counts chunks `Job.generated` handed over: bounded memory)."""
         from functools import partial
 
         from pipeline.contract.generate import GenerateTask
@@ -309,11 +273,8 @@ class BatchClient:
         )
         if self.embedded and self.workers > 1:
             self.pool.start(partial(warm_generator, box), races=False)
-        transport, window = self._route(spec.job, bounded=True, spare=0)
         taken = [0]
-        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
-
-        producer = Producer(spec, self.store, transport, self.settings, window, consumed=lambda: taken[0])
+        producer = self._producer(spec, bounded=True, spare=0, consumed=lambda: taken[0])
         return Job(self, spec.job, producer, tasks, taken=taken)
 
     def job(self, job_id: str) -> Job:
@@ -342,12 +303,18 @@ class BatchClient:
 
         return Resender(self._redis_store(), job_id, self._celery_transport, self.settings.resend_after)
 
-    def _route(self, job: str, bounded: bool, spare: int) -> tuple[Transport, Callable[[], int] | None]:
-        """Where a job's tasks go, and its window of chunks in flight: the local processes (two each, `spare`
-        more), or the broker's workers (`bounded`: a few per live worker; else no window)."""
+    def _producer(self, spec: JobSpec, bounded: bool, spare: int, **options: Any) -> Producer:
+        """The job's producer, its tasks and window of chunks in flight routed to the local processes (two
+        each, `spare` more), or the broker's workers (`bounded`: a few per live worker; else no window)."""
+        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
+
+        window: Callable[[], int] | None
         if self.embedded:
-            return LocalTransport(self.store, job, self.pool), lambda: 2 * self.workers + spare
-        return self._celery_transport(), self._broker_window if bounded else None
+            transport: Transport = LocalTransport(self.store, spec.job, self.pool)
+            window = lambda: 2 * self.workers + spare  # noqa: E731
+        else:
+            transport, window = self._celery_transport(), self._broker_window if bounded else None
+        return Producer(spec, self.store, transport, self.settings, window, **options)
 
     def _celery_transport(self) -> CeleryTransport:
         if self._celery is None:

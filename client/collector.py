@@ -1,9 +1,5 @@
-"""The collector: stream a job's chunk results as they arrive, optionally back in input order.
-
-Every run reads the job's arrival list from the start and skips chunk ids it has seen,
-so a redelivered chunk is read once and a re-run after a crash outputs each puzzle
-once (results stay `result_ttl` seconds after collection for exactly that).
-"""
+"""The collector: stream a job's chunk results as they arrive, optionally back in input order (each read once:
+every run reads the arrival list from the start and skips ids it has seen)."""
 
 from __future__ import annotations
 
@@ -40,16 +36,11 @@ def stream_chunks(
 ) -> Iterator[Any]:
     """Yield each chunk result of `job` once, in arrival order, until the job is complete.
 
-    Collected results are kept `result_ttl` seconds (so `collect` can run again), or
-    deleted at once when `result_ttl` is 0. Raises JobFailed when the job failed (or was
-    cancelled: after every part it holds was yielded), its
-    producer died, a result expired before it was collected, or nothing arrived for
-    `idle_timeout` seconds. `sweep` is called while waiting with the seconds since the
-    last result arrived (broker mode: `client.resend.Resender.sweep`, for lost tasks).
-    `decode` reads a stored result of the job's kind (solve chunks unless told otherwise).
-    `written`: parts an earlier collection wrote into the output this one goes on with (skipped,
-    their `rows_written` counted); `result_ttl` < 0: the caller marks what it collected itself
-    (`JobStore.ack`, once its output is durable).
+    Collected results are kept `result_ttl` seconds (so `collect` can run again; 0: deleted at once; < 0: the
+    caller acks them). JobFailed when the job failed (cancelled: after every part it holds), its producer
+    died, a result expired, or nothing arrived for `idle_timeout` s. `sweep` gets the seconds since the last
+    arrival (`Resender.sweep`); `decode` reads the job's kind; `written`: parts an earlier collection wrote
+    (skipped, their `rows_written` counted).
     """
     seen: set[Any] = set(written or ())
     rows = rows_written  # puzzles answered by the parts seen (a generate run: chunks seen)
@@ -118,9 +109,8 @@ def _idle(
     last_progress: float,
     poll: float,
 ) -> bool:
-    """Wait for the next arrival or change of the job's state (a Redis store blocks on the job's wake list,
-    a memory store on its condition), at most META_S; False after a timeout. Between waits the caller's
-    `on_wait` and the resend `sweep` run."""
+    """Run the caller's `on_wait` and the resend `sweep`, then wait for the next arrival or change of the
+    job's state, at most META_S; False after a timeout."""
     if on_wait is not None:
         on_wait()
     if sweep is not None:
@@ -149,11 +139,8 @@ Slice = tuple[Part, int, int]  # a part and a range of its record rows
 
 
 def in_order(chunks: Iterable[Part], expected: int = 0) -> Iterator[Slice]:
-    """Reorder chunk results by puzzle index from `expected` on, holding only what arrived ahead of its turn.
-
-    Records of a chunk are in index order and come in runs of consecutive indices, so
-    the merge works run by run: results arriving in order pass straight through.
-    """
+    """Reorder chunk results by puzzle index from `expected` on, holding only what arrived ahead of its turn
+    (run by run of consecutive indices: results arriving in order pass straight through)."""
     heads: dict[int, tuple[Part, int, int]] = {}  # next index -> (result, run number, first row)
     for result in chunks:
         if len(result) == 0:

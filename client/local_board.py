@@ -1,16 +1,9 @@
 """One puzzle across the local processes (embedded mode): the `Board` (`pipeline.escalation.board`) they
-share.
+share, in a manager process forked with the pool (a SyncManager: one dict, one queue; docs/pipeline.md).
 
-Workers meet in Redis; local processes meet in a small manager process forked with the
-pool (multiprocessing's SyncManager: one dict, one queue), which dies with the command
-like them (PR_SET_PDEATHSIG). The dict holds each escalation's lease (a CLOCK_MONOTONIC
-deadline, the same clock in every process of the machine), its stop mark, the helpers'
-entries, and which processes are busy; the queue carries the helper tasks an owner calls,
-which a thread of the command hands to the pool (a pool process cannot submit work).
-An escalation split into cubes also keeps there its cubes (the primitives under
-`Board`'s one cube logic), each cube's claim (attempt k of cube i is taken by
-`setdefault` of its claim key, atomic in the manager: a lapsed hold is taken again as attempt
-k+1), the refuted cubes and the shared clauses (batch j appended by `setdefault` of key j).
+The dict holds each escalation's lease (a CLOCK_MONOTONIC deadline: one clock for the machine), stop mark,
+helpers' entries, cubes, claims and shared clauses (taken by `setdefault`, atomic in the manager), and which
+processes are busy; the queue carries the helper tasks a thread of the command hands to the pool.
 """
 
 from __future__ import annotations
@@ -32,9 +25,7 @@ class LocalBoard(Board):
     """The escalations of every embedded job of one BatchClient, in the manager's dict; picklable."""
 
     def __init__(self, state: Any, calls: Any, processes: int) -> None:
-        self.state = (
-            state  # dict proxy: ("lease"|"stop", chunk, row, job) and ("entry", ..., helper), ("busy", pid)
-        )
+        self.state = state  # dict proxy: ("lease"|"stop", job, chunk, row), ("entry", ...), ("busy", pid)
         self.calls = calls  # queue proxy: HelperTask JSON texts for the command's dispatcher thread
         self.processes = processes
         self.job = ""

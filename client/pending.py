@@ -15,12 +15,9 @@ from pipeline.engine.lines import SlabTexts
 
 
 class ChunkSizer:
-    """Chunk sizes aiming at `target_s` of solving each, learnt from the results that came back.
-
-    Before any feedback the size starts small for the grid size and doubles per chunk;
-    with feedback it follows target / (CPU seconds per puzzle), growing at most 2x per
-    chunk (so small jobs still spread over the workers) and bounded by the payload size.
-    """
+    """Chunk sizes aiming at `target_s` of solving each: small for the grid size, doubling per chunk until
+    feedback, then target / (CPU seconds per puzzle), growing at most 2x per chunk (small jobs still spread
+    over the workers), bounded by the payload size."""
 
     def __init__(self, target_s: float, max_bytes: int, most: int = MAX_CHUNK_PUZZLES) -> None:
         self.target_s = target_s

@@ -1,15 +1,6 @@
-"""The producer: stream inputs, answer invalid lines itself, send the rest in sized chunks.
-
-Nothing is held beyond the chunk being filled (and, with a window, the chunks in
-flight), so a corpus of any length streams through. Every puzzle read gets an index
-and exactly one answer: either an `invalid` result written straight to the store, or a
-place in a chunk task.
-
-Every chunk is committed to the store (answered results, the task kept for re-sending,
-and the job's checkpoint) before it is sent, in input order, so the checkpoint always
-names a prefix of the input that is fully submitted: a producer that dies half way can
-be resumed from there (`BatchClient.resume`) with the same chunk numbering.
-"""
+"""The producer: stream inputs (holding only the chunk being filled and the window in flight), answer invalid
+lines itself, send the rest in sized chunks, each committed before it is sent, in input order: the checkpoint
+names a prefix of the input fully submitted, from which `BatchClient.resume` goes on (docs/decisions.md)."""
 
 from __future__ import annotations
 
@@ -52,14 +43,11 @@ def digest(text: str) -> str:
 
 
 class Producer:
-    """Reads the inputs of one job into chunk tasks and producer-answered results (`run`), or sends a
-    generate plan's tasks (`run_plan`): either way each task is committed, then sent, within the window.
+    """Reads a job's inputs into chunk tasks and its own answers (`run`), or sends a generate plan's tasks
+    (`run_plan`): each task committed, then sent, within the `window` of chunks sent and not yet `consumed`.
 
-    `resume` (a checkpoint of an earlier producer of the job) skips the puzzles it covers,
-    checking that the puzzle before it is the same one, and numbers chunks on from it.
-    `token` is this producer's claim on the job (`JobStore.claim`; taken at start if None):
-    once another producer claims the job, this one stops at its next commit. `window` bounds
-    the chunks sent and not yet `consumed` (default: whose result has not arrived).
+    `resume` (an earlier producer's checkpoint) skips the puzzles it covers, checking the one before it.
+    `token`: this producer's claim (`JobStore.claim`): another's claim stops it at its next commit.
     """
 
     def __init__(
@@ -104,11 +92,8 @@ class Producer:
         self.transport.stop()
 
     def run(self, sources: list[tuple[str, Source]]) -> int:
-        """Read every source in order; return the number of puzzles. Marks the job failed on error.
-
-        A producer taken over by a resume (Superseded) or given the wrong inputs to resume
-        (ResumeRefused) leaves the job as it is, for the right producer to finish.
-        """
+        """Read every source in order; return the number of puzzles. Marks the job failed on error (not when
+        taken over, Superseded, or given the wrong inputs to resume, ResumeRefused)."""
         if self.spec.splits is not None:
             self._produce(lambda: self._split_all([name for name, _ in sources]))
             return self.index
@@ -126,10 +111,7 @@ class Producer:
         return self.index
 
     def run_plan(self, tasks: Iterable[GenerateTask]) -> int:
-        """Commit and send planned tasks in order (a generate run: chunk ids are the plan's); return how many.
-
-        The checkpoint counts the planned puzzles sent; a generate run is not resumed (run it again).
-        """
+        """Commit and send planned tasks in order (chunk ids: the plan's); return how many (never resumed)."""
 
         def send() -> dict[str, str]:
             for task in tasks:
@@ -143,11 +125,9 @@ class Producer:
         return self.chunks
 
     def _produce(self, produce: Callable[[], dict[str, str]]) -> None:
-        """Claim the job, run `produce` (it returns the final metadata fields), then say the job is produced.
-
-        Failures mark the job failed, a cancel marks it cancelled (or leaves it resumable);
-        a producer taken over by a resume or refused one leaves the job as it is.
-        """
+        """Claim the job, run `produce` (it returns the final metadata fields), then say the job is produced;
+        a failure marks it failed, a cancel cancelled (or leaves it resumable), a takeover or refusal as it
+        is."""
         try:
             if self.token is None:
                 self.token = self.store.claim(self.spec.job)
@@ -169,12 +149,9 @@ class Producer:
             raise
 
     def leave(self) -> None:
-        """Say this producer is gone (beat at 0), so a resume may take the submission over at once.
-
-        Called by the producer once stopped, or by the command for a producer stopped but still
-        blocked (in a read or a send): it beats no more once stopped, and a resume's claim fences
-        off whatever it would still commit.
-        """
+        """Say this producer is gone (beat at 0), so a resume may take over at once (also said for one stopped
+        but still blocked in a read or a send: it beats no more, and a resume's claim fences off its
+        commits)."""
         try:
             if self.token is not None and self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"producer_beat": "0"})
@@ -187,8 +164,7 @@ class Producer:
             if self.token is None or self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"state": "failed", "error": reason[:500], **(fields or {})})
         except Exception as exc:  # noqa: BLE001 - the store may be what failed: the caller still gets its error
-            # info, not a warning: the command's one error line already says why the job ended (a full Redis
-            # refused the send and then this write: a second line on stderr said the same again)
+            # info: the command's one error line already says why the job ended
             log.info("job %s: not marked failed (%s): %s", self.spec.job, reason[:200], exc)
 
     def _read(self, name: str, source: Source) -> None:
@@ -230,9 +206,8 @@ class Producer:
         self._flush(name, pending)
 
     def _split_all(self, names: list[str]) -> dict[str, str]:
-        """Send every input as byte-range splits the workers read (`pipeline.engine.splits`): nothing is read
-        here but the first megabyte of each input, for the length of its lines. The job's total is known
-        once the workers have counted every split (`JobStore.split_total`)."""
+        """Send every input as byte-range splits the workers read and count (`pipeline.engine.splits`): only
+        the first megabyte of each input is read here, for the length of its lines."""
         assert self.spec.splits is not None
         at_input, at_byte = (self.checkpoint.input, self.checkpoint.offset) if self.resume else (0, 0)
         for i, (name, url) in enumerate(zip(names, self.spec.splits, strict=True)):
@@ -271,23 +246,21 @@ class Producer:
         return cpu / n if n and cpu > 0 else None
 
     def _split_bytes(self, line_bytes: float) -> int:
-        """The next split's bytes: the puzzles the sizer wants (from the workers' feedback) times the lines'
-        length; at most `max_split_bytes`."""
+        """The next split's bytes: the puzzles the sizer wants times the lines' length (<=
+        `max_split_bytes`)."""
         puzzles = self.split_sizer.next(max(1, round(line_bytes) - 1), self._per_puzzle())
         return max(1, min(self.settings.max_split_bytes, int(puzzles * line_bytes)))
 
     def _options(self, chunk: int) -> dict[str, Any]:
         """What every task of the job carries beside its puzzles."""
-        dataset = self.spec.task_dataset()
+        spec, dataset = self.spec, self.spec.task_dataset()
         return {
-            "box": self.spec.box,
-            "time_limit": self.spec.time_limit,
-            "portfolio": self.spec.portfolio,
-            "seed": solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
-            "escalate_after": self.spec.escalate_after or None,
-            "format": "columns"
-            if dataset is not None
-            else self.spec.format,  # a dataset's parts: in the file
+            "box": spec.box,
+            "time_limit": spec.time_limit,
+            "portfolio": spec.portfolio,
+            "seed": solver_seed(spec.job if spec.seed is None else str(spec.seed), chunk),
+            "escalate_after": spec.escalate_after or None,
+            "format": "columns" if dataset is not None else spec.format,  # a dataset's parts: in the file
             "dataset": dataset,
         }
 
@@ -303,10 +276,8 @@ class Producer:
         return self._size
 
     def _send(self, name: str, pending: Pending) -> None:
-        """Commit and send the next chunk of pending puzzles, with the invalid lines before its last one.
-
-        Afterwards exactly the puzzles up to the chunk's last one are submitted: the checkpoint.
-        """
+        """Commit and send the next chunk of pending puzzles, with the invalid lines before its last one: then
+        exactly the puzzles up to its last one are submitted (the checkpoint)."""
         self._wait_for_room()
         size = self._next_size(pending)
         self._size = None

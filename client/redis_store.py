@@ -1,8 +1,5 @@
-"""The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list.
-
-Key names and the result write come from `pipeline.contract.keys`, which the worker uses
-too; the connection is `client.config.connect`'s (short timeouts: never a hang).
-"""
+"""The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list (key names and
+the result write: `pipeline.contract.keys`, the worker's too)."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -78,11 +75,23 @@ class RedisJobStore(JobStore):
     def _unless_stopped(self, k: JobKeys, commands: list[tuple[Any, ...]]) -> bool:
         """Run `commands` in one MULTI under WATCH of the job's stop key, unless the job is stopped or gone
         (a purge sets the key first: set in between, the EXEC is void and this looks again); True if run."""
+        return self._watched((k.stop,), lambda pipe: job_stopped(pipe, k), commands)
+
+    def _watched(
+        self,
+        keys: tuple[str, ...],
+        refused: Callable[[Any], bool],
+        commands: list[tuple[Any, ...]],
+        voided: Callable[[], None] = lambda: None,
+    ) -> bool:
+        """Run `commands` in one MULTI under WATCH of `keys` unless `refused(pipe)`; an EXEC voided (a key
+        changed, or the connection broke while watching) calls `voided` and tries again, COMMIT_TRIES times;
+        True if run."""
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
                 try:
-                    pipe.watch(k.stop)
-                    if job_stopped(pipe, k):
+                    pipe.watch(*keys)
+                    if refused(pipe):
                         return False
                     pipe.multi()
                     for command in commands:
@@ -90,7 +99,8 @@ class RedisJobStore(JobStore):
                     pipe.execute()
                     return True
                 except redis.WatchError:
-                    continue
+                    pass
+            voided()
         return False
 
     def cancel(self, job: str) -> bool:
@@ -110,11 +120,8 @@ class RedisJobStore(JobStore):
     def _commit(
         self, job: str, token: str, meta: dict[str, str], answered: Part | None, task: Task | None
     ) -> None:
-        """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
-
-        The task enters the outbox before it is sent, with the checkpoint past it: a producer
-        killed before the send leaves it to the resume (or `Resender`), never numbered again.
-        """
+        """One MULTI under WATCH of the producer token: answered result, outbox entry of `task` (before it is
+        sent: a producer killed before the send leaves it to the resume or `Resender`), checkpoint."""
         k, ttl = self.keys(job), self.settings.job_ttl
         commands: list[tuple[Any, ...]] = []
         if answered is not None:  # the producer's own answers: a new chunk, whole in one part (row 0)
@@ -125,24 +132,15 @@ class RedisJobStore(JobStore):
         if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
             commands += wake_commands(k, ttl)
         commands.append(("EXPIRE", k.producer, ttl))
-        for _ in range(COMMIT_TRIES):
-            with self.r.pipeline(transaction=True) as pipe:
-                try:
-                    pipe.watch(k.producer, k.stop)
-                    if _s(pipe.get(k.producer) or b"") != token or pipe.exists(k.stop):
-                        raise Superseded(
-                            f"job {job}: a resume took the submission over (or the job was purged)"
-                        )
-                    pipe.multi()
-                    for command in commands:
-                        pipe.execute_command(*command)
-                    pipe.execute()
-                    return
-                except redis.WatchError:  # the token changed, or the connection broke while watching it
-                    pass
-            if _s(self.r.get(k.producer) or b"") != token:  # outside WATCH: rides out a broker restart
+
+        def check(client: Any, stop: bool = True) -> bool:
+            if _s(client.get(k.producer) or b"") != token or (stop and client.exists(k.stop)):
                 raise Superseded(f"job {job}: a resume took the submission over (or the job was purged)")
-        raise redis.ConnectionError(f"job {job}: the broker kept failing the commit of a chunk")
+            return False
+
+        # a voided EXEC: the token checked again outside WATCH (which rides out a broker restart)
+        if not self._watched((k.producer, k.stop), check, commands, lambda: check(self.r, stop=False)):
+            raise redis.ConnectionError(f"job {job}: the broker kept failing the commit of a chunk")
 
     def owns(self, job: str, token: str) -> bool:
         return _s(self.r.get(self.keys(job).producer) or b"") == token
@@ -311,9 +309,9 @@ class RedisJobStore(JobStore):
         return {int(chunk): read_outbox_entry(value) for chunk, value in raw.items()}
 
     def claim_resend(self, job: str, chunk: int, sent_at: float) -> bool:
-        """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed
-        (compare-and-set under WATCH: two collectors of one job never both re-send a chunk, nor put one whose
-        result arrived meanwhile back in the outbox)."""
+        """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed (a
+        compare-and-set under WATCH: two collectors never both re-send a chunk, nor one whose result
+        arrived)."""
         k = self.keys(job)
         with self.r.pipeline(transaction=True) as pipe:
             try:
@@ -331,25 +329,20 @@ class RedisJobStore(JobStore):
         return True
 
     def drop_idle_connections(self) -> None:
-        """Disconnect the pool's idle connections: an interrupt raised between a command's send and its
-        reply (redis-py does not guard that gap) returns the connection with the reply still coming,
-        and the next command would read it as its own. Connections in use (the producer's) stay."""
+        """Disconnect the pool's idle connections (not those in use): an interrupt between a command's send
+        and its reply returns the connection with the reply still coming, which the next command would read as
+        its own."""
         self.r.connection_pool.disconnect(inuse_connections=False)
 
     def queued(self) -> int:
-        """Messages waiting in the workers' broker queue: kombu keeps it as a Redis list per priority
-        (`pipeline.contract.keys.queue_lists`), summed."""
+        """Messages waiting in the workers' broker queue (kombu's Redis list per priority, summed)."""
         return queued(self.r, self.settings.queue)
 
     def purge(self, job: str, *, stop: bool = True) -> int:
-        """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.
-
-        With `stop` the stop key goes first (it expires by itself after `stop_ttl` s): workers
-        solving a chunk of the job stop at their solvers' next slice, and every writer checks
-        it (under WATCH) before writing, so nothing of the job is written again. A chunk
-        still queued finds no metadata when it runs and is dropped unsolved. A complete job
-        (nothing runs) is purged without it: then no key of it is left at all.
-        """
+        """Stop the job, then delete its keys: result keys by chunk id (no keyspace scan), metadata last. With
+        `stop` the stop key goes first (expiring after `stop_ttl` s): every writer checks it under WATCH, so
+        nothing of the job is written again; a complete job is purged without it (then no key of it is
+        left)."""
         k = self.keys(job)
         if stop:
             self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))

@@ -1,10 +1,6 @@
-"""The job store interface, and a job's status as every store summarises it.
-
-A job store holds a job's metadata and its chunk results until they are collected.
-`RedisJobStore` (client/redis_store.py) is the distributed one; `MemoryStore`
-(client/memory_store.py) keeps the same contract inside one process, so the producer and
-the collector run unchanged on either, and tests run the same cases against both.
-"""
+"""The job store interface (a job's metadata and chunk results until collected), and a job's status as every
+store summarises it: `RedisJobStore` and `MemoryStore` keep one contract, so producer and collector run on
+either."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ import logging
 import re
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -128,14 +125,10 @@ class JobStore(ABC):
         answered: Part | None = None,
         task: ChunkTask | GenerateTask | None = None,
     ) -> None:
-        """Atomically store a producer's answered chunk, keep its task, and move its checkpoint.
-
-        Raises Superseded (changing nothing) unless `token` is the job's current producer
-        token, so a producer that was taken over can never write a chunk id twice.
-        """
-        self._commit(
-            job, token, {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}, answered, task
-        )
+        """Atomically store a producer's answered chunk, keep its task, move its checkpoint; Superseded
+        (changing nothing) unless `token` is the job's producer token (so no chunk id is written twice)."""
+        meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
+        self._commit(job, token, meta, answered, task)
 
     @abstractmethod
     def _commit(
@@ -149,8 +142,8 @@ class JobStore(ABC):
 
     @abstractmethod
     def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
-        """Store a published part, or a generate chunk's result (`payload`: its encoding, when at hand);
-        False when not stored: a part any of whose rows is answered already, or a job gone."""
+        """Store a part, or a generate chunk's result (`payload`: its encoding if at hand); False when not
+        stored: a part any of whose rows is answered already, or a job gone."""
 
     @abstractmethod
     def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
@@ -185,26 +178,25 @@ class JobStore(ABC):
         """When each of `jobs` was created (epoch s); a job gone (or not created yet) is left out."""
 
     def jobs(self, most: int) -> list[JobStatus]:
-        """The statuses of the `most` newest jobs the store holds, newest first (of the first
-        `MAX_JOBS_SCANNED` ids found: the scan is bounded; a job gone meanwhile is left out)."""
+        """The statuses of the `most` newest jobs, newest first, of the first `MAX_JOBS_SCANNED` ids (a
+        bounded scan); a job gone meanwhile is left out, one whose metadata is unreadable too (one warning
+        line without the value: one broken job must not hide the others)."""
         created = self.created_at(self.job_ids(MAX_JOBS_SCANNED))
-        newest = sorted(created, key=lambda job: (-created[job], job))[:most]
-        return [s for s in map(self._listed, newest) if s is not None and s.state != "unknown"]
-
-    def _listed(self, job: str) -> JobStatus | None:
-        """The job's status for a list of jobs, or None (one warning line, without the value) when its
-        metadata is not what a job's is: one broken job must not hide the others."""
-        try:
-            return self.status(job)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("job %s: left out of the list: unreadable metadata (%s)", job, type(exc).__name__)
-            return None
+        out = []
+        for job in sorted(created, key=lambda job: (-created[job], job))[:most]:
+            try:
+                status = self.status(job)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("job %s: left out of the list: unreadable metadata (%s)", job, type(exc).__name__)
+                continue
+            if status.state != "unknown":
+                out.append(status)
+        return out
 
     @abstractmethod
     def cancel(self, job: str) -> bool:
-        """Stop the job for good, keeping its results: marked failed (`CANCELLED`) and `cancelled`, and
-        (broker) its stop key set for the job's life, so workers drop its chunks and write nothing more.
-        False when the job is gone or stopped already (purged, cancelled)."""
+        """Stop the job for good, keeping its results (marked failed, `CANCELLED`; broker: its stop key set,
+        so workers write nothing more); False when the job is gone or stopped already."""
 
     @abstractmethod
     def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
@@ -216,8 +208,8 @@ class JobStore(ABC):
 
     @abstractmethod
     def charge(self, job: str, cost: tuple[int, int]) -> None:
-        """Add a run's cost (CPU ns, wall ns: `pipeline.engine.gather.Meter`) to the job's `cpu_ns` and
-        `chunk_wall_ns` (nothing when the job is gone)."""
+        """Add a run's cost (CPU ns, wall ns) to the job's `cpu_ns` and `chunk_wall_ns` (nothing if it is
+        gone)."""
 
     @abstractmethod
     def hint(self, job: str) -> tuple[int, float]:
@@ -227,10 +219,9 @@ class JobStore(ABC):
     def wait(self, job: str, timeout: float) -> None:
         """Sleep until a result may have arrived, at most `timeout` seconds."""
 
+    @abstractmethod
     def wait_arrival(self, job: str, timeout: float) -> bool:
         """Block until a part arrives or the job's state changes, at most `timeout` s; False on a timeout."""
-        self.wait(job, timeout)
-        return True
 
     @abstractmethod
     def live_workers(self) -> list[str]:
@@ -238,15 +229,12 @@ class JobStore(ABC):
 
     @abstractmethod
     def purge(self, job: str, *, stop: bool = True) -> int:
-        """Delete everything of a job; return how many keys (or entries) went.
-
-        `stop` (broker): workers still solving the job stop and write nothing more (a short-lived
-        stop key outlives the rest); a job known to be complete needs none.
-        """
+        """Delete everything of a job; return how many keys (or entries) went. `stop` (broker): workers still
+        solving it stop and write nothing more (a short-lived stop key outlives the rest)."""
 
     def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
-        """The parts are safely in the output (flushed and fsync'd): drop them from the store, and record
-        how far the output got (`checkpoint`: what a resumed collection needs to go on writing it)."""
+        """The parts are durable in the output: drop them, and record how far it got (for a resumed
+        collection)."""
         self.mark_collected(job, parts, 0)
 
     def split_total(self, job: str) -> int | None:
@@ -258,8 +246,7 @@ class JobStore(ABC):
         return 0
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
-        """The last checkpoint `ack` recorded and the parts it dropped (nothing in this process's store:
-        an embedded job is not resumed)."""
+        """The last checkpoint `ack` recorded and the parts it dropped (none embedded: never resumed)."""
         return {}, set()
 
     def drop_idle_connections(self) -> None:  # noqa: B027 - a store in this process holds no connection
@@ -272,10 +259,9 @@ class JobStore(ABC):
             error = f"no such job {job} (never created, purged or expired)"
             return JobStatus(job=job, state="unknown", error=error)
         stats = self.stats(job)
-        counts: dict[str, int] = {}
+        counts: Counter[str] = Counter()
         for s in stats:
-            for k, v in s.counts.items():
-                counts[k] = counts.get(k, 0) + v
+            counts.update(s.counts)
         done = sum(s.n for s in stats)  # puzzles answered: a chunk's parts count as they are published
         chunks_done = _chunks_done(stats)
         submission, silent = submission_state(meta)
@@ -287,9 +273,7 @@ class JobStore(ABC):
         rate = done / elapsed if done else 0.0
         going = not meta.get("cancelled")  # a cancelled job has no ETA
         checkpoint = Checkpoint.of(meta)
-        # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
-        # never show fewer puzzles or chunks submitted than are answered or checkpointed; read in
-        # splits, the workers count the puzzles (the producer reads none)
+        # the producer's counts are a beat's (a second old or more): never fewer than answered or checkpointed
         counted = self.split_counted(job) if splits and total is None else 0
         submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done, counted)
         sent, size = split_bytes(meta) if splits else (0, 0)
@@ -303,7 +287,7 @@ class JobStore(ABC):
             submitted=total if total is not None else submitted,
             total=total,
             done=done,
-            counts=counts,
+            counts=dict(counts),
             chunks_sent=max(int(meta.get("chunks_sent", 0)), checkpoint.chunks, chunks_done),
             chunks_done=chunks_done,
             elapsed_s=elapsed,
@@ -395,15 +379,11 @@ def split_words(splits: int, sent: int, size: int = 0) -> str:
 
 def _chunks_done(stats: list[PartStats]) -> int:
     """Chunks every row of which is answered, from their parts' statistics (a generate chunk: one each)."""
-    rows: dict[int, int] = {}
+    rows: Counter[int] = Counter()
     whole = 0
     for s in stats:
-        if s.chunk < 0 or not s.chunk_n:
-            whole += 1
-            continue
-        rows[s.chunk] = rows.get(s.chunk, 0) + s.n
-        if rows[s.chunk] == s.chunk_n:
-            whole += 1
+        rows[s.chunk] += s.n
+        whole += s.chunk < 0 or not s.chunk_n or rows[s.chunk] == s.chunk_n
     return whole
 
 
@@ -422,11 +402,8 @@ def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
 
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
     """A job's submission (complete, running, stopped, "" with no checkpoint), its producer's silence (s).
-
-    `stopped` means resumable: the producer failed, said it left (an interrupted command sets
-    its beat to 0: the silence is then None, not the time since 1970), or has been silent
-    `PRODUCER_SILENT_S` (it beats every second while it reads), so it was most likely killed.
-    """
+    `stopped` (resumable): the producer failed, said it left (beat 0: silence None), or was silent
+    `PRODUCER_SILENT_S` (it beats every second while it reads: most likely killed)."""
     state = meta.get("state")
     if state == "produced":
         return "complete", None
