@@ -198,9 +198,6 @@ class MemoryStore(JobStore):
         with self._cond:
             return self._cond.wait(timeout)
 
-    def live_workers(self) -> list[str]:
-        return []  # no worker processes: the local pool solves the embedded jobs
-
     def purge(self, job: str, *, stop: bool = True) -> int:
         with self._cond:
             self._tokens.pop(job, None)

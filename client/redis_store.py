@@ -85,8 +85,7 @@ class RedisJobStore(JobStore):
         voided: Callable[[], None] = lambda: None,
     ) -> bool:
         """Run `commands` in one MULTI under WATCH of `keys` unless `refused(pipe)`; an EXEC voided (a key
-        changed, or the connection broke while watching) calls `voided` and tries again, COMMIT_TRIES times;
-        True if run."""
+        changed, or the connection broke) calls `voided` and tries again, COMMIT_TRIES times; True if run."""
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
                 try:
@@ -104,9 +103,8 @@ class RedisJobStore(JobStore):
         return False
 
     def cancel(self, job: str) -> bool:
-        """One MULTI under WATCH of the stop key: the job marked cancelled (failed, `CANCELLED`) and its stop
-        key set for the job's life (workers solving it stop within their poll, its queued chunks are dropped
-        unsolved, its producer is fenced off); its parts stay, a collector waiting on it wakes."""
+        """One MULTI under WATCH of the stop key: the job marked cancelled and its stop key set for its life
+        (workers stop within their poll, queued chunks are dropped, the producer fenced off); parts stay."""
         k, ttl = self.keys(job), self.settings.job_ttl
         fields = {"state": "failed", "error": CANCELLED, "cancelled": f"{time.time():.3f}"}
         commands = [*_hset(k.meta, fields, ttl), ("SET", k.stop, "cancelled", "EX", ttl)]
@@ -150,9 +148,6 @@ class RedisJobStore(JobStore):
         data = payload if payload is not None else result.encode()
         run_commands(self.r, self._publish(self.keys(job), result, data))
         return True
-
-    def charge(self, job: str, cost: tuple[int, int]) -> None:
-        """Nothing: a broker's jobs are charged by the workers that run their chunks (`worker.board`)."""
 
     def _publish(self, k: JobKeys, result: Part | GenerateResult, data: bytes) -> list[tuple[Any, ...]]:
         """The commands that store `result` (a part, or a generate chunk's result) encoded as `data`."""
@@ -223,8 +218,7 @@ class RedisJobStore(JobStore):
         pipe.execute()
 
     def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
-        """Drop the parts and record the checkpoint in one MULTI, unless the job is stopped or gone (a
-        purged job's keys are never re-created)."""
+        """Drop the parts, record the checkpoint: one MULTI unless the job is stopped or gone."""
         k, names = self.keys(job), [f"{c}:{r}" for c, r in parts]
         commands: list[tuple[Any, ...]] = [("HSET", k.meta, "collected", json.dumps(checkpoint))]
         if parts:
@@ -242,8 +236,7 @@ class RedisJobStore(JobStore):
         ]
 
     def split_total(self, job: str) -> int | None:
-        """The puzzles of a job read in splits once its workers have counted every split (the frontier
-        passed the last one the producer sent), else None."""
+        """The puzzles of a job read in splits once the frontier passed its last split, else None."""
         k = self.keys(job)
         raw, chunks = self.r.get(k.frontier), self.r.hget(k.meta, "chunks_total")
         if chunks is None:
@@ -252,8 +245,7 @@ class RedisJobStore(JobStore):
         return front.index if front.chunk >= int(chunks) else None
 
     def split_counted(self, job: str) -> int:
-        """The puzzles of a job read in splits its workers have counted so far: those of the splits the
-        frontier has passed (the splits before the first one not counted yet)."""
+        """The puzzles of a job read in splits its workers counted so far: the splits the frontier passed."""
         return Frontier.parse(self.r.get(self.keys(job).frontier)).index
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
@@ -274,8 +266,7 @@ class RedisJobStore(JobStore):
         time.sleep(timeout)
 
     def wait_arrival(self, job: str, timeout: float) -> bool:
-        """Block on the job's wake list (a part's publication, or a change of the job's state, pushes its one
-        token): a collector then costs nothing while it waits, however long the job runs."""
+        """Block on the job's wake list (a part or a state change pushes a token): waiting costs nothing."""
         return self.r.blpop([self.keys(job).wake], timeout=max(0.01, timeout)) is not None
 
     def live_workers(self) -> list[str]:
@@ -310,8 +301,7 @@ class RedisJobStore(JobStore):
 
     def claim_resend(self, job: str, chunk: int, sent_at: float) -> bool:
         """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed (a
-        compare-and-set under WATCH: two collectors never both re-send a chunk, nor one whose result
-        arrived)."""
+        compare-and-set under WATCH: two collectors never both re-send a chunk)."""
         k = self.keys(job)
         with self.r.pipeline(transaction=True) as pipe:
             try:
@@ -329,9 +319,8 @@ class RedisJobStore(JobStore):
         return True
 
     def drop_idle_connections(self) -> None:
-        """Disconnect the pool's idle connections (not those in use): an interrupt between a command's send
-        and its reply returns the connection with the reply still coming, which the next command would read as
-        its own."""
+        """Disconnect the pool's idle connections: one an interrupt cut between a command's send and its
+        reply still has the reply coming, which the next command would read as its own."""
         self.r.connection_pool.disconnect(inuse_connections=False)
 
     def queued(self) -> int:
@@ -339,10 +328,8 @@ class RedisJobStore(JobStore):
         return queued(self.r, self.settings.queue)
 
     def purge(self, job: str, *, stop: bool = True) -> int:
-        """Stop the job, then delete its keys: result keys by chunk id (no keyspace scan), metadata last. With
-        `stop` the stop key goes first (expiring after `stop_ttl` s): every writer checks it under WATCH, so
-        nothing of the job is written again; a complete job is purged without it (then no key of it is
-        left)."""
+        """Stop the job, then delete its keys: results by chunk id (no keyspace scan), metadata last. `stop`:
+        the stop key (expiring after `stop_ttl` s) first, which every writer checks under WATCH."""
         k = self.keys(job)
         if stop:
             self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))
@@ -386,9 +373,8 @@ def _hset(key: str, fields: dict[str, str], ttl: int) -> list[tuple[Any, ...]]:
 
 
 def _outbox(k: JobKeys, task: Task, ttl: int) -> list[tuple[Any, ...]]:
-    """The commands that keep `task` in the job's outbox, stamped now, until its result is stored (the result
-    write drops it): written before the task goes to the broker, a message the broker loses (popped by a
-    worker's connection as Redis stopped) is still here for `Resender`."""
+    """The commands that keep `task` in the outbox, stamped now, until its result write drops it: written
+    before the send, a message the broker loses is still here for `Resender`."""
     return _hset(k.outbox, {str(task.chunk): outbox_entry(time.time(), task.model_dump_json())}, ttl)
 
 

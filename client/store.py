@@ -1,6 +1,5 @@
-"""The job store interface (a job's metadata and chunk results until collected), and a job's status as every
-store summarises it: `RedisJobStore` and `MemoryStore` keep one contract, so producer and collector run on
-either."""
+"""The job store interface, and a job's status as every store summarises it: `RedisJobStore` and
+`MemoryStore` keep one contract, so producer and collector run unchanged on either."""
 
 from __future__ import annotations
 
@@ -125,8 +124,8 @@ class JobStore(ABC):
         answered: Part | None = None,
         task: ChunkTask | GenerateTask | None = None,
     ) -> None:
-        """Atomically store a producer's answered chunk, keep its task, move its checkpoint; Superseded
-        (changing nothing) unless `token` is the job's producer token (so no chunk id is written twice)."""
+        """Atomically store a producer's answers and task, move its checkpoint; Superseded unless it holds
+        `token` (changing nothing: a producer taken over writes no chunk id twice)."""
         meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
         self._commit(job, token, meta, answered, task)
 
@@ -142,13 +141,11 @@ class JobStore(ABC):
 
     @abstractmethod
     def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
-        """Store a part, or a generate chunk's result (`payload`: its encoding if at hand); False when not
-        stored: a part any of whose rows is answered already, or a job gone."""
+        """Store a part or a generate chunk's result; False: a part overlapping one stored, or job gone."""
 
     @abstractmethod
     def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
-        """Return the ids of results that arrived from position `cursor` on (parts: (chunk, first row); a
-        generate run's chunks: ints), and the next cursor."""
+        """The ids of results arrived from `cursor` on (parts: (chunk, row); generate: chunk), next cursor."""
 
     @abstractmethod
     def arrived_count(self, job: str) -> int:
@@ -160,10 +157,8 @@ class JobStore(ABC):
 
     def fetch_results(self, job: str, chunks: Sequence[Any], decode: Decode = decode_solve) -> list[Any]:
         """Return the decoded results of `chunks` (None for one that is gone): what collectors read."""
-        return [
-            None if p is None else decode(p, job, c)
-            for c, p in zip(chunks, self.fetch(job, chunks), strict=True)
-        ]
+        fetched = zip(chunks, self.fetch(job, chunks), strict=True)
+        return [None if p is None else decode(p, job, c) for c, p in fetched]
 
     def stored(self, job: str, chunks: Sequence[Any]) -> list[bool]:
         """Which of `chunks` still have their result stored (not once `solve` collected it, or it expired)."""
@@ -178,25 +173,21 @@ class JobStore(ABC):
         """When each of `jobs` was created (epoch s); a job gone (or not created yet) is left out."""
 
     def jobs(self, most: int) -> list[JobStatus]:
-        """The statuses of the `most` newest jobs, newest first, of the first `MAX_JOBS_SCANNED` ids (a
-        bounded scan); a job gone meanwhile is left out, one whose metadata is unreadable too (one warning
-        line without the value: one broken job must not hide the others)."""
+        """The `most` newest jobs' statuses (of `MAX_JOBS_SCANNED` ids), newest first; one gone or
+        unreadable is left out (one warning line without the value: it must not hide the others)."""
         created = self.created_at(self.job_ids(MAX_JOBS_SCANNED))
         out = []
         for job in sorted(created, key=lambda job: (-created[job], job))[:most]:
             try:
-                status = self.status(job)
+                out.append(self.status(job))
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("job %s: left out of the list: unreadable metadata (%s)", job, type(exc).__name__)
-                continue
-            if status.state != "unknown":
-                out.append(status)
-        return out
+        return [status for status in out if status.state != "unknown"]
 
     @abstractmethod
     def cancel(self, job: str) -> bool:
-        """Stop the job for good, keeping its results (marked failed, `CANCELLED`; broker: its stop key set,
-        so workers write nothing more); False when the job is gone or stopped already."""
+        """Stop the job for good, its results kept: marked failed (`CANCELLED`; broker: its stop key set, so
+        workers write nothing more); False when the job is gone or stopped already."""
 
     @abstractmethod
     def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
@@ -206,10 +197,8 @@ class JobStore(ABC):
     def stats(self, job: str) -> list[PartStats]:
         """Return the statistics of every finished chunk."""
 
-    @abstractmethod
-    def charge(self, job: str, cost: tuple[int, int]) -> None:
-        """Add a run's cost (CPU ns, wall ns) to the job's `cpu_ns` and `chunk_wall_ns` (nothing if it is
-        gone)."""
+    def charge(self, job: str, cost: tuple[int, int]) -> None:  # noqa: B027 - a broker's: its workers do
+        """Add a run's cost (CPU ns, wall ns) to the job's `cpu_ns` and `chunk_wall_ns` (if it exists)."""
 
     @abstractmethod
     def hint(self, job: str) -> tuple[int, float]:
@@ -223,18 +212,16 @@ class JobStore(ABC):
     def wait_arrival(self, job: str, timeout: float) -> bool:
         """Block until a part arrives or the job's state changes, at most `timeout` s; False on a timeout."""
 
-    @abstractmethod
     def live_workers(self) -> list[str]:
-        """Name the worker processes seen recently."""
+        """Name the worker processes seen recently (none in this process: its own pool solves its jobs)."""
+        return []
 
     @abstractmethod
     def purge(self, job: str, *, stop: bool = True) -> int:
-        """Delete everything of a job; return how many keys (or entries) went. `stop` (broker): workers still
-        solving it stop and write nothing more (a short-lived stop key outlives the rest)."""
+        """Delete everything of a job; how many keys went (`stop`: a stop key outlives them: workers stop)."""
 
     def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
-        """The parts are durable in the output: drop them, and record how far it got (for a resumed
-        collection)."""
+        """The parts are durable in the output: drop them, record how far it got (a resume's checkpoint)."""
         self.mark_collected(job, parts, 0)
 
     def split_total(self, job: str) -> int | None:
@@ -309,8 +296,8 @@ class JobStore(ABC):
 
 
 def job_cost(job: str, meta: dict[str, str]) -> tuple[float, float]:
-    """(CPU s, wall s) of the job's runs from its meta's `cpu_ns` and `chunk_wall_ns` (0: none counted yet);
-    a field that is no count (a hand-written value) counts 0, with one warning line that does not echo it."""
+    """(CPU s, wall s) of the job's runs from its meta's `cpu_ns` and `chunk_wall_ns`; a field that is no
+    count (a hand-written value) counts 0, with one warning line that does not echo it."""
     out = []
     for field in COST_FIELDS:
         raw = meta.get(field, "0")
@@ -330,23 +317,21 @@ def cost_words(cpu_s: float, chunk_s: float, embedded: bool) -> str:
 
 
 def _elapsed(meta: dict[str, str], done: int, last: float, submission: str) -> float:
-    """Seconds a job's rate is counted over: to its last answer (`last`, epoch s), to now while it runs,
-    to its producer's last beat when its submission stopped, to the cancel (the rate of what it did)."""
+    """A job rate's seconds: to its last answer, now while it runs, a stopped producer's beat, the cancel."""
     created = float(meta["created"])
-    elapsed = max(1e-9, (last or time.time()) - created)
     if meta.get("cancelled"):  # nothing more comes: the rate of what it did until the cancel
-        return max(1e-9, max(last, float(meta["cancelled"])) - created)
-    if submission == "stopped":  # nothing more comes until a resume
-        beat = float(meta.get("producer_beat") or 0.0)
-        return max(1e-9, max(last, beat) - created) if last or beat else elapsed
-    if meta.get("state") != "produced" or done < int(meta.get("total", -1)):
-        return max(elapsed, time.time() - created)
-    return elapsed
+        end = max(last, float(meta["cancelled"]))
+    elif submission == "stopped":  # nothing more comes until a resume
+        end = max(last, float(meta.get("producer_beat") or 0.0)) or time.time()
+    elif meta.get("state") != "produced" or done < int(meta.get("total", -1)):  # it runs
+        end = max(last, time.time())
+    else:
+        end = last or time.time()
+    return max(1e-9, end - created)
 
 
 def split_bytes(meta: dict[str, str]) -> tuple[int, int]:
-    """A job read in splits: (bytes of its inputs sent as splits so far, the inputs' bytes, 0 if unknown),
-    from its checkpoint and its inputs' fingerprints."""
+    """A job read in splits: (bytes sent as splits so far, its inputs' bytes or 0) from its metadata."""
     sizes = [int(p["size"]) if p else 0 for p in json.loads(meta.get("prints") or "[]")]
     return sent_bytes(Checkpoint.of(meta), sizes), sum(sizes)
 
@@ -362,8 +347,7 @@ def input_names(meta: dict[str, str]) -> list[str]:
 
 
 def submitted_words(meta: dict[str, str]) -> str:
-    """How far a job's submission got, from its metadata: `860,903 puzzles`, or read in splits (the workers
-    count the puzzles) `7 splits (3.1 MB of 9.2 MB)`."""
+    """How far a job's submission got, from its meta: `860,903 puzzles` or `7 splits (3.1 MB of 9.2 MB)`."""
     checkpoint = Checkpoint.of(meta)
     if meta.get("splits"):
         return split_words(checkpoint.chunks, *split_bytes(meta))
@@ -371,8 +355,7 @@ def submitted_words(meta: dict[str, str]) -> str:
 
 
 def split_words(splits: int, sent: int, size: int = 0) -> str:
-    """How far a submission in splits got, in words: `7 splits (3.1 MB of 9.2 MB)` (`size` 0: unknown). Its
-    puzzles are counted by the workers, not by the client."""
+    """How far a submission in splits got (`size` 0: unknown): `7 splits (3.1 MB of 9.2 MB)`."""
     of = f" of {byte_size(size)}" if size else ""
     return f"{plural(splits, 'split')} ({byte_size(sent)}{of})"
 
@@ -388,8 +371,7 @@ def _chunks_done(stats: list[PartStats]) -> int:
 
 
 def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
-    """Where a job is, as a user reads it: submitting, stopped (a submission that died half way),
-    solving, done, failed or cancelled."""
+    """Where a job is, as a user reads it: submitting, stopped, solving, done, failed or cancelled."""
     state = meta.get("state")
     if meta.get("cancelled"):
         return "cancelled"
@@ -401,9 +383,7 @@ def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
 
 
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
-    """A job's submission (complete, running, stopped, "" with no checkpoint), its producer's silence (s).
-    `stopped` (resumable): the producer failed, said it left (beat 0: silence None), or was silent
-    `PRODUCER_SILENT_S` (it beats every second while it reads: most likely killed)."""
+    """A job's submission (complete, running, stopped: resumable, cancelled, "") and its producer's silence"""
     state = meta.get("state")
     if state == "produced":
         return "complete", None
