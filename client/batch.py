@@ -1,11 +1,6 @@
-"""`BatchClient`: the Python face of the pipeline, for scripts, notebooks and the CLI (jobs: `client.job`).
-
-    job = BatchClient("redis://host:6379/0").submit("corpus.txt", time_limit=5, portfolio="race")
-    for record in job.results(): ...
-
-With no broker (argument or `SUDOKU_BATCH_BROKER`) the job runs embedded: the same
-producer, chunk function and collector, with local processes and an in-memory store.
-"""
+"""`BatchClient`: the Python face of the pipeline, for scripts, notebooks and the CLI (jobs: `client.job`);
+with no broker (argument or `SUDOKU_BATCH_BROKER`) a job runs embedded: the same producer, chunk function and
+collector, with local processes and an in-memory store."""
 
 from __future__ import annotations
 
@@ -203,8 +198,7 @@ class BatchClient:
             raise
 
     def _broker_place(self) -> str:
-        """Where this client's jobs live, without credentials (`host:port/db`, and a key prefix not the
-        default); "" embedded."""
+        """Where this client's jobs live, without credentials (`host:port/db [prefix P]`); "" embedded."""
         if self.url is None:
             return ""
         parts = urlsplit(self.url)
@@ -224,12 +218,10 @@ class BatchClient:
         column: str | None = None,
         priority: str | None = None,
     ) -> Job:
-        """Go on submitting a job whose producer died or failed half way, from its last checkpoint.
-
-        `sources`: the job's inputs again, in order (None reopens the recorded paths); options, when given,
-        must be the job's. ResumeRefused (one line) when the job is gone or complete, its producer still
-        beats, or the inputs differ. A producer still running is fenced off (`JobStore.claim`).
-        """
+        """Go on submitting a job whose producer died or failed half way, from its checkpoint (a producer
+        still running is fenced off). `sources`: the job's inputs again (None: the recorded paths); options
+        given must be the job's. ResumeRefused (one line) when the job is gone or complete, its producer
+        beats, or the inputs differ."""
         if self.embedded:
             raise ResumeRefused("resuming needs a broker: an embedded job lives and dies with its process")
         meta = self.store.meta(job_id)
@@ -247,7 +239,7 @@ class BatchClient:
 
     def _send_unsent(self, job_id: str, checkpoint: Checkpoint) -> None:
         """Send the last task before the checkpoint again if it has no result: a killed producer may not have
-        (sent after all, it is solved twice and answered once)."""
+        (sent twice, it is answered once)."""
         kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
         if kept is not None:
             self._celery_transport().send(parse_task(kept[1]))
@@ -255,8 +247,8 @@ class BatchClient:
     def generate(
         self, box: Box, plan: list[tuple[int, int, int]], options: GenerateOptions, meta: dict[str, str]
     ) -> Job:
-        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order (the
-        path of a solve job; the window counts chunks `Job.generated` handed over: bounded memory)."""
+        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order; the
+        window counts chunks `Job.generated` handed over."""
         from functools import partial
 
         from pipeline.contract.generate import GenerateTask
@@ -282,8 +274,8 @@ class BatchClient:
         return Job(self, job_id, None, [])
 
     def jobs(self, limit: int = DEFAULT_JOBS_LISTED) -> list[JobStatus]:
-        """The statuses of the `limit` newest jobs on the broker (embedded: in this process), newest first:
-        what `sudoku-batch jobs` lists; ValueError (one line) for a limit outside 1..MAX_JOBS_LISTED."""
+        """The `limit` newest jobs' statuses, newest first (`sudoku-batch jobs`); ValueError outside
+        1..MAX_JOBS_LISTED."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_JOBS_LISTED:
             raise ValueError(f"the jobs listed: {limit!r} is not a whole number from 1 to {MAX_JOBS_LISTED}")
         return self.store.jobs(limit)

@@ -34,14 +34,11 @@ def stream_chunks(
     rows_written: int = 0,
     producer_alive: Callable[[], bool] | None = None,
 ) -> Iterator[Any]:
-    """Yield each chunk result of `job` once, in arrival order, until the job is complete.
-
-    Collected results are kept `result_ttl` seconds (so `collect` can run again; 0: deleted at once; < 0: the
-    caller acks them). JobFailed when the job failed (cancelled: after every part it holds), its producer
-    died, a result expired, or nothing arrived for `idle_timeout` s. `sweep` gets the seconds since the last
-    arrival (`Resender.sweep`); `decode` reads the job's kind; `written`: parts an earlier collection wrote
-    (skipped, their `rows_written` counted).
-    """
+    """Yield each chunk result of `job` once, in arrival order, until the job is complete: kept `result_ttl` s
+    (0: deleted at once; < 0: the caller acks them). JobFailed when the job failed (cancelled: after every
+    part it holds), its producer died, a result expired, or nothing arrived for `idle_timeout` s. `sweep` gets
+    the seconds since the last arrival (`Resender.sweep`); `written`: parts an earlier collection wrote
+    (skipped, their `rows_written` counted)."""
     seen: set[Any] = set(written or ())
     rows = rows_written  # puzzles answered by the parts seen (a generate run: chunks seen)
     cursor = 0

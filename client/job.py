@@ -53,8 +53,7 @@ class Destination(Protocol):
 
 @dataclass
 class Written:
-    """How far `Job.write` got (the parts and records in its target, an earlier collection's too): a resumed
-    collection goes on from there."""
+    """How far `Job.write` got (with an earlier collection's parts): a resumed collection goes on there."""
 
     parts: set[tuple[int, int]] | None = None  # an earlier collection's parts (None: a fresh target)
     rows: int = 0
@@ -64,8 +63,8 @@ class Written:
 
 @dataclass
 class Collected:
-    """Chunks whose every row this process has taken (a solve's window counts them once it collects: Redis
-    then holds the chunks in flight and those waiting for this collector, not all the workers answered)."""
+    """Chunks whose every row this process has taken: a solve's window counts them once it collects (Redis
+    then holds only the chunks in flight and those waiting for this collector)."""
 
     on: bool = False
     chunks: int = 0
@@ -98,8 +97,8 @@ class Job:
         taken: list[int] | None = None,
         collected: Collected | None = None,
     ) -> None:
-        """`inputs`: a solve job's named inputs, or a generate job's planned tasks (`taken`: the count of
-        chunks `generated` handed over, which the producer's window reads)."""
+        """`inputs`: a solve job's named inputs, or a generate job's tasks (`taken`: chunks `generated` handed
+        over, for the window)."""
         self.client = client
         self.id = job_id
         self._error: BaseException | None = None
@@ -145,9 +144,8 @@ class Job:
         return list(self._producer.spec.inputs) if self._producer is not None else []
 
     def stopped_at(self) -> int | None:
-        """Puzzles this process's producer committed, if it stopped short of the whole input (None when it
-        finished, none ran here, a resume took the submission over, or it generates): known without the
-        broker."""
+        """Puzzles this process's producer committed if it stopped short (None: it finished, none ran here,
+        it was taken over, or it generates): known without the broker."""
         if self._producer is None or self._taken is not None or isinstance(self._error, Superseded):
             return None
         return self._producer.checkpoint.index if self.producing or self._error is not None else None
@@ -174,8 +172,7 @@ class Job:
         return self.client.store.status(self.id)
 
     def cost(self) -> tuple[float, float]:
-        """The workers' CPU seconds and the chunks' wall seconds for the job so far (`JobStatus.cpu_seconds`,
-        `chunk_seconds`), read alone (a dataset's commit writes them in its manifest)."""
+        """The workers' CPU seconds and chunks' wall seconds so far, read alone (for a dataset's manifest)."""
         return job_cost(self.id, self.client.store.meta(self.id))
 
     def chunks(
@@ -206,8 +203,8 @@ class Job:
             yield from arrival_order(stream)
 
     def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
-        """Stream a generate job's chunk results in plan order, each once (RuntimeError for a chunk that
-        failed); each is dropped from the store once read (a generate run is not collected twice)."""
+        """Stream a generate job's chunk results in plan order, each once and dropped once read (RuntimeError
+        for a chunk that failed)."""
         from pipeline.contract.generate import GenerateResult
 
         stream = self._stream(result_ttl=0, on_wait=on_wait, decode=GenerateResult.decode)
@@ -247,13 +244,12 @@ class Job:
         return self._table("Job.to_arrow()", ordered, keep, "parquet")
 
     def to_pandas(self, ordered: bool = True, *, keep: bool = True) -> Any:
-        """Every record of the job as a pandas DataFrame (`to_arrow`'s table): what `pandas.read_parquet`
-        reads from the Parquet output (`pip install 'sudoku-batch[dataframe]'`)."""
+        """Every record of the job as a pandas DataFrame, as `pandas.read_parquet` reads the Parquet output
+        (`pip install 'sudoku-batch[dataframe]'`)."""
         return to_pandas(self._table("Job.to_pandas()", ordered, keep, "dataframe", "pandas"))
 
     def to_polars(self, ordered: bool = True, *, keep: bool = True) -> Any:
-        """Every record of the job as a polars DataFrame, from `to_arrow`'s table
-        (`pip install 'sudoku-batch[polars]'`)."""
+        """Every record of the job as a polars DataFrame (`pip install 'sudoku-batch[polars]'`)."""
         return to_polars(self._table("Job.to_polars()", ordered, keep, "polars", "polars"))
 
     def _table(self, what: str, ordered: bool, keep: bool, extra: str, *modules: str) -> Any:
@@ -362,8 +358,7 @@ class Job:
         return written.manifest  # type: ignore[return-value]  # a dataset's commit returns its manifest
 
     def _refuse_dataset(self, what: str) -> None:
-        """ValueError, one line, for a job whose records are part files in a dataset (its parts hold
-        statistics)."""
+        """ValueError, one line, for a job whose records are part files in a dataset (not in its parts)."""
         dataset = self.client.store.meta(self.id).get("dataset")
         if dataset:
             raise ValueError(
@@ -380,8 +375,8 @@ class Job:
         return cancelled
 
     def stop_reading(self, *, fail: bool = True, wait: float = 30.0) -> None:
-        """Stop only this process's reading of the input (waiting at most `wait` s), the rest of the job left
-        to whoever failed it (a failed collection's producer must not run on). `fail` as in `cancel`."""
+        """Stop only this process's reading of the input (waiting at most `wait` s): a failed collection's
+        producer must not run on. `fail` as in `cancel`."""
         if self._producer is None:
             return
         self._producer.stop(fail)

@@ -1,10 +1,8 @@
-"""One puzzle across the local processes (embedded mode): the `Board` (`pipeline.escalation.board`) they
-share, in a manager process forked with the pool (a SyncManager: one dict, one queue; docs/pipeline.md).
-
-The dict holds each escalation's lease (a CLOCK_MONOTONIC deadline: one clock for the machine), stop mark,
-helpers' entries, cubes, claims and shared clauses (taken by `setdefault`, atomic in the manager), and which
-processes are busy; the queue carries the helper tasks a thread of the command hands to the pool.
-"""
+"""One puzzle across the local processes (embedded mode): their `Board`, in a manager process forked with the
+pool (one dict, one queue: docs/pipeline.md). The dict holds each escalation's lease (a CLOCK_MONOTONIC
+deadline: one clock for the machine), stop mark, entries, cubes, claims and clauses (taken by `setdefault`,
+atomic in the manager) and busy processes; the queue, the helper tasks a thread of the command hands to the
+pool."""
 
 from __future__ import annotations
 

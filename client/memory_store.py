@@ -34,11 +34,9 @@ class _Job:
 
 
 class MemoryStore(JobStore):
-    """A job store inside one process (embedded mode): a job's entries under one condition variable.
-
-    No outbox of sent tasks: local processes cannot lose a chunk unnoticed (a crashed one fails
-    the job) and nothing outlives the process to resume. Collected results expire as in Redis.
-    """
+    """A job store inside one process (embedded mode), under one condition variable: no outbox (local
+    processes lose no chunk unnoticed; nothing outlives the process to resume); collected results expire as in
+    Redis."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock  # when collected results expire (a fake in tests)

@@ -44,11 +44,9 @@ def digest(text: str) -> str:
 
 class Producer:
     """Reads a job's inputs into chunk tasks and its own answers (`run`), or sends a generate plan's tasks
-    (`run_plan`): each task committed, then sent, within the `window` of chunks sent and not yet `consumed`.
-
-    `resume` (an earlier producer's checkpoint) skips the puzzles it covers, checking the one before it.
-    `token`: this producer's claim (`JobStore.claim`): another's claim stops it at its next commit.
-    """
+    (`run_plan`): each committed, then sent, within the `window` of chunks not yet `consumed`. `resume`: an
+    earlier producer's checkpoint, checked and gone on from; `token`: this producer's claim
+    (`JobStore.claim`), which another's claim revokes."""
 
     def __init__(
         self,
@@ -85,15 +83,15 @@ class Producer:
         self._fail_on_stop = True
 
     def stop(self, fail: bool = True) -> None:
-        """Stop reading at the next block or chunk: the job is marked failed when `fail`, else it stays
-        as it is, its checkpoint resumable (an interrupted command: `submit --resume` goes on)."""
+        """Stop reading at the next block or chunk: the job is marked failed when `fail`, else left
+        resumable."""
         self._fail_on_stop = fail
         self.stopping.set()
         self.transport.stop()
 
     def run(self, sources: list[tuple[str, Source]]) -> int:
-        """Read every source in order; return the number of puzzles. Marks the job failed on error (not when
-        taken over, Superseded, or given the wrong inputs to resume, ResumeRefused)."""
+        """Read every source in order; return the number of puzzles. The job fails on an error (not Superseded
+        or ResumeRefused)."""
         if self.spec.splits is not None:
             self._produce(lambda: self._split_all([name for name, _ in sources]))
             return self.index
@@ -126,8 +124,7 @@ class Producer:
 
     def _produce(self, produce: Callable[[], dict[str, str]]) -> None:
         """Claim the job, run `produce` (it returns the final metadata fields), then say the job is produced;
-        a failure marks it failed, a cancel cancelled (or leaves it resumable), a takeover or refusal as it
-        is."""
+        a failure marks it failed, a cancel cancelled (or leaves it resumable)."""
         try:
             if self.token is None:
                 self.token = self.store.claim(self.spec.job)
@@ -149,9 +146,8 @@ class Producer:
             raise
 
     def leave(self) -> None:
-        """Say this producer is gone (beat at 0), so a resume may take over at once (also said for one stopped
-        but still blocked in a read or a send: it beats no more, and a resume's claim fences off its
-        commits)."""
+        """Say this producer is gone (beat 0), so a resume may take over at once (also for one stopped but
+        blocked in a read or a send: it beats no more, and a resume's claim fences off its commits)."""
         try:
             if self.token is not None and self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"producer_beat": "0"})
@@ -206,8 +202,8 @@ class Producer:
         self._flush(name, pending)
 
     def _split_all(self, names: list[str]) -> dict[str, str]:
-        """Send every input as byte-range splits the workers read and count (`pipeline.engine.splits`): only
-        the first megabyte of each input is read here, for the length of its lines."""
+        """Send every input as byte-range splits the workers read and count: only the first MB of each is read
+        here (its lines' length)."""
         assert self.spec.splits is not None
         at_input, at_byte = (self.checkpoint.input, self.checkpoint.offset) if self.resume else (0, 0)
         for i, (name, url) in enumerate(zip(names, self.spec.splits, strict=True)):
@@ -246,8 +242,7 @@ class Producer:
         return cpu / n if n and cpu > 0 else None
 
     def _split_bytes(self, line_bytes: float) -> int:
-        """The next split's bytes: the puzzles the sizer wants times the lines' length (<=
-        `max_split_bytes`)."""
+        """The next split's bytes: the puzzles the sizer wants times the lines' length (<= the maximum)."""
         puzzles = self.split_sizer.next(max(1, round(line_bytes) - 1), self._per_puzzle())
         return max(1, min(self.settings.max_split_bytes, int(puzzles * line_bytes)))
 

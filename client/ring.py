@@ -1,10 +1,7 @@
-"""Shared memory between the command and its local processes: parts come back without being copied (rather
-than six times, through the pipe: docs/decisions.md).
-
-A process renders a part's records into its ring (`RingArena`) and pipes only the header and where they lie;
-the command reads them there (`RingReader.part`) and moves a shared `released` counter over the oldest parts
-dropped. A part that does not fit goes through the pipe: nobody ever waits for the ring.
-"""
+"""Shared memory between the command and its local processes: a process renders a part's records into its ring
+(`RingArena`) and pipes only the header and where they lie; the command reads them there (`RingReader.part`)
+and moves a shared `released` counter over the oldest parts dropped (not six copies through the pipe:
+docs/decisions.md). A part that does not fit goes through the pipe: nobody waits for the ring."""
 
 from __future__ import annotations
 
