@@ -82,8 +82,8 @@ class BatchClient:
         settings: ClientSettings | None = None,
         daemon: bool = False,
     ) -> None:
-        """`daemon`: producer threads do not keep the process alive (the CLI: a failure or an interrupt
-        ends the command at once; a script that only submits then waits with `Job.wait_submitted`)."""
+        """`daemon`: producer threads do not keep the process alive (the CLI ends at once on a failure or an
+        interrupt)."""
         self.settings = settings or ClientSettings()
         self.daemon = daemon
         url = broker_url if broker_url is not None else self.settings.broker
@@ -107,9 +107,8 @@ class BatchClient:
         return self.url is None
 
     def submit(self, source: Source, *, name: str | None = None, **options: Unpack[SubmitOptions]) -> Job:
-        """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings, named
-        `name` (the path, or `<strings>`); `options` as `submit_inputs` (`time_limit`, `portfolio`, `box`,
-        `seed`, `escalate_after`, `format`, `dataset`, `compression`, `splits`, `column`, `priority`)."""
+        """Start a job over a path (`-`: stdin, `.gz` accepted) or an iterable of puzzle strings, named `name`
+        (the path, or `<strings>`); `options` as `submit_inputs`."""
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs([(name, source)], **options)
@@ -185,8 +184,8 @@ class BatchClient:
         return job
 
     def _claim(self, url: str, job: str) -> None:
-        """Make `job` the one owner of its dataset directory (`client.dataset.claim_directory`: after the job
-        exists in the store, so another client sees it lives); a job refused leaves the store again."""
+        """Make `job` the one owner of its dataset directory (after it exists in the store, so another client
+        sees it lives); a job refused leaves the store again."""
         place, host = self._broker_place(), socket.gethostname()
         claim = Claim(job=job, broker=place, host=host, pid=os.getpid(), claimed=time.time())
         try:

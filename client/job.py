@@ -1,5 +1,5 @@
-"""`Job`: one job as `BatchClient` hands it over: its producer thread, its status, and its records as they
-arrive (`results`, `to_arrow`, `write` into an output, `commit` of a dataset)."""
+"""`Job`: one job as `BatchClient` hands it over: its producer thread, its status, its records as they
+arrive."""
 
 from __future__ import annotations
 
@@ -151,8 +151,8 @@ class Job:
         return self._producer.checkpoint.index if self.producing or self._error is not None else None
 
     def stopped_words(self) -> str | None:
-        """How far this process's producer got, in words, if it stopped short (as `stopped_at`): `860,903
-        puzzles`, or read in splits (the workers count their puzzles) `7 splits (3.1 MB of 9.2 MB)`."""
+        """How far this process's producer got if it stopped short (as `stopped_at`): `860,903 puzzles`, or `7
+        splits (3.1 MB of 9.2 MB)`."""
         done = self.stopped_at()
         if done is None or self._producer is None:
             return None
@@ -225,9 +225,8 @@ class Job:
         )  # fmt: skip
 
     def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
-        """Stream one Record per input puzzle, as they arrive (or in input order). The results stay readable
-        `result_ttl` seconds after (call again to read them again; embedded, they stay in this process's
-        memory until then or `purge()`); `keep=False` drops each as it is read."""
+        """Stream one Record per input puzzle, as they arrive (or in input order); readable again for
+        `result_ttl` s (embedded: in memory until then or `purge()`); `keep=False` drops each as read."""
         self._refuse_dataset("Job.results()")
         for result, start, stop in self.chunks(ordered, keep=keep):
             if result.columns is not None:  # read from the columns as they are: no JSON text
@@ -239,8 +238,8 @@ class Job:
 
     def to_arrow(self, ordered: bool = True, *, keep: bool = True) -> Any:
         """Every record of the job as one Arrow table once every puzzle is answered, with the Parquet output's
-        fields and types (`pip install 'sudoku-batch[parquet]'`), read from the parts as stored (no Record per
-        row: `client.frame`). `ordered`: in input order; `keep` as in `results()`."""
+        fields and types (`pip install 'sudoku-batch[parquet]'`), read from the parts as stored
+        (`client.frame`)."""
         return self._table("Job.to_arrow()", ordered, keep, "parquet")
 
     def to_pandas(self, ordered: bool = True, *, keep: bool = True) -> Any:
@@ -337,9 +336,9 @@ class Job:
         return written
 
     def commit(self, *, on_wait: Callable[[], None] | None = None) -> Manifest:
-        """Wait for every part of a dataset job, then commit the dataset (`_manifest.json`, `_SUCCESS`) and
-        return its manifest, as `collect JOB -o DIR/` does; ValueError for a job without a dataset, JobFailed
-        (nothing committed) when lines are missing."""
+        """Wait for every part of a dataset job, commit the dataset (`_manifest.json`, `_SUCCESS`) and return
+        its manifest, as `collect JOB -o DIR/` does; ValueError without a dataset, JobFailed when lines are
+        missing."""
         from client.dataset import DatasetOutput
         from client.summary import Summary
 
@@ -367,9 +366,9 @@ class Job:
             )
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> bool:
-        """Stop the job's solving (`JobStore.cancel`) and this process's reading of its input (waiting at most
-        `wait` s), its results kept; True when this call marked it cancelled (`fail`). Without `fail` only
-        this process's producer stops, and a resume can go on from its checkpoint."""
+        """Stop the job's solving (`JobStore.cancel`) and this process's reading (waiting at most `wait` s),
+        results kept; True if this call cancelled it. `fail=False`: only this process's producer stops
+        (resumable)."""
         cancelled = self.client.store.cancel(self.id) if fail else False
         self.stop_reading(fail=fail, wait=wait)
         return cancelled

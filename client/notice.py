@@ -92,8 +92,8 @@ class NoWorkerNotice(StoppedNotice):
 
 
 def stopped_submission(job: Job, args: argparse.Namespace) -> str | None:
-    """What a collection waits for when the job's submission stopped half way (its producer killed: a
-    `collect` after a `submit` that died), or None while the submission goes on or is complete."""
+    """What a collection waits for when the job's submission stopped half way (a `collect` after a `submit`
+    that died), or None."""
     if job.producing:  # this process's own producer reads on (one that died fails the collection)
         return None
     meta = job.client.store.meta(job.id)
@@ -109,8 +109,8 @@ def stopped_submission(job: Job, args: argparse.Namespace) -> str | None:
 
 
 def _meta_after_interrupt(job: Job) -> dict[str, str]:
-    """The job's metadata, or {} when the broker cannot say. Idle pooled connections are dropped
-    first: the interrupt may have cut a command off between its send and its reply."""
+    """The job's metadata, or {} when the broker cannot say; idle connections dropped first (one may hold an
+    unread reply)."""
     try:
         job.client.store.drop_idle_connections()
         return job.client.store.meta(job.id)
@@ -120,8 +120,8 @@ def _meta_after_interrupt(job: Job) -> dict[str, str]:
 
 
 def how_far(job: Job, written: int) -> str:
-    """`N of M puzzles` (`of M+ read so far` while the input is still read or its submission stopped, `of
-    M+ counted so far` while the workers count the splits they read), from the job's metadata."""
+    """`N of M puzzles`, or `of M+ read so far` (the input still read or stopped), or `of M+ counted so far`
+    (splits)."""
     meta = _meta_after_interrupt(job)
     if "total" in meta:
         return f"{written:,} of {plural(int(meta['total']), 'puzzle')}"

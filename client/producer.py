@@ -1,6 +1,6 @@
 """The producer: stream inputs (holding only the chunk being filled and the window in flight), answer invalid
-lines itself, send the rest in sized chunks, each committed before it is sent, in input order: the checkpoint
-names a prefix of the input fully submitted, from which `BatchClient.resume` goes on (docs/decisions.md)."""
+lines itself, send the rest in sized chunks, each committed before it is sent: the checkpoint names a fully
+submitted prefix of the input (docs/decisions.md)."""
 
 from __future__ import annotations
 
@@ -193,10 +193,10 @@ class Producer:
                     if error is None:
                         pending.add([text], [i], [line])
                     else:
-                        pending.add_bad(text, i, line, error)
+                        pending.bad.append((i, line, text, error))
             while pending.count and pending.count >= self._next_size(pending):
                 self._send(name, pending)
-            if len(pending.bad_texts) >= MAX_ANSWERED:
+            if len(pending.bad) >= MAX_ANSWERED:
                 self._flush(name, pending)
             self._heartbeat()
         self._flush(name, pending)
@@ -271,8 +271,8 @@ class Producer:
         return self._size
 
     def _send(self, name: str, pending: Pending) -> None:
-        """Commit and send the next chunk of pending puzzles, with the invalid lines before its last one: then
-        exactly the puzzles up to its last one are submitted (the checkpoint)."""
+        """Commit and send the next chunk of pending puzzles, with the invalid lines before its last one (the
+        checkpoint moves past it)."""
         self._wait_for_room()
         size = self._next_size(pending)
         self._size = None
@@ -304,8 +304,8 @@ class Producer:
         """Send every pending puzzle, then answer the invalid lines after it: all read is submitted."""
         while pending.count:
             self._send(name, pending)
-        if pending.bad_texts:
-            last, tail = pending.bad_indices[-1], pending.bad_texts[-1]
+        if pending.bad:
+            last, _, tail, _ = pending.bad[-1]
             answered = self._answered(name, pending, below=last + 1)
             self._commit(Checkpoint(index=last + 1, chunks=self.chunks, tail=digest(tail)), None, answered)
 

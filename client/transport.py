@@ -1,6 +1,5 @@
-"""How chunk tasks reach a solver or a generator: local processes (embedded) or Celery workers through Redis,
-both running `pipeline.engine.runner.execute` into the job store (the Celery side by task name: the client
-never imports `worker`)."""
+"""How chunk tasks reach a solver or a generator: local processes (embedded) or Celery workers by task name
+(the client never imports `worker`), both running `pipeline.engine.runner.execute`."""
 
 from __future__ import annotations
 
@@ -119,8 +118,8 @@ class LocalTransport(Transport):
                 self._failed(task, exc)
 
     def _done(self, task: Task, future: Future[int]) -> None:
-        """A crashed process fails the job (`_failed`); a chunk the pool cancelled unrun (the command ends)
-        needs nothing."""
+        """A crashed process fails the job; a chunk the pool cancelled unrun (the command ends) needs
+        nothing."""
         if not future.cancelled() and future.exception() is not None:
             self._failed(task, future.exception())  # type: ignore[arg-type]
 
@@ -174,9 +173,9 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
 
 
 class CeleryTransport(Transport):
-    """Broker mode: one Celery message per chunk, by name to the workers' queue at its priority (the job's
-    class, then its chunk: one priority whoever sends it). A solve message is a `ChunkRef`: the worker reads
-    the task from the outbox, where it was committed first; a generate message carries its task."""
+    """Broker mode: one Celery message per chunk at its priority (the job's class, then its chunk: one
+    priority whoever sends it); a solve message is a `ChunkRef` (the worker reads the outbox), a generate one
+    carries its task."""
 
     def __init__(
         self, url: str, settings: ClientSettings, classes: Callable[[str], str | None] = lambda job: None
