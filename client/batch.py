@@ -188,10 +188,9 @@ class BatchClient:
         sees it lives); a job refused leaves the store again."""
         place, host = self._broker_place(), socket.gethostname()
         claim = Claim(job=job, broker=place, host=host, pid=os.getpid(), claimed=time.time())
+        lives = lambda held: claim_lives(held, self.store.meta(held.job), place)  # noqa: E731
         try:
-            claim_directory(
-                url, claim, lambda held: claim_lives(held, self.store.meta(held.job), claim.broker)
-            )
+            claim_directory(url, claim, lives)
         except BaseException:
             self.store.purge(job, stop=False)
             raise

@@ -62,57 +62,41 @@ def stream_chunks(
                     store.mark_collected(job, part, result_ttl)  # after the caller has written them
             last_progress = time.monotonic()
             continue
-        if time.monotonic() < meta_due:  # nothing arrived since the last look: nothing can have completed
-            if _idle(store, job, on_wait, sweep, last_progress, poll):
-                meta_due = 0.0
-            continue
-        meta_due = time.monotonic() + META_S
-        meta = store.meta(job)
-        if not meta or "created" not in meta:
-            raise JobFailed(f"no job {job} (never created, purged, or expired)")
-        state = meta.get("state")
-        if state == "failed":
-            if meta.get("cancelled") and not last_look:  # a part published just before the cancel: read it
-                last_look = True
-                continue
-            raise JobFailed(meta.get("error") or "the job failed")
-        want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
-        if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
-            total = store.split_total(job)  # known once the workers counted every split
-            if total is None:
-                want = rows + 1  # not yet
-            else:
-                store.update(job, {"total": str(total), "submitted": str(total)})
-                want = total
-        if state == "produced" and rows >= want:
-            return
-        local = producer_alive is not None and producer_alive()
-        if state == "producing" and not local:  # not complete until the producer says so
-            beat = float(meta.get("producer_beat") or meta["created"])
-            if time.time() - beat > stale_after:
-                done = submitted_words(meta)
-                raise JobFailed(f"the producer stopped after submitting {done}, not the whole input")
-        if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
-            raise JobFailed(f"no result arrived for {idle_timeout:g} s")
-        if _idle(store, job, on_wait, sweep, last_progress, poll):
+        if time.monotonic() >= meta_due:  # parts arrived, or META_S passed: the job may have completed
+            meta_due = time.monotonic() + META_S
+            meta = store.meta(job)
+            if not meta or "created" not in meta:
+                raise JobFailed(f"no job {job} (never created, purged, or expired)")
+            state = meta.get("state")
+            if state == "failed":
+                if meta.get("cancelled") and not last_look:  # a part published just before it: read it
+                    last_look = True
+                    continue
+                raise JobFailed(meta.get("error") or "the job failed")
+            want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
+            if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
+                total = store.split_total(job)  # known once the workers counted every split
+                if total is None:
+                    want = rows + 1  # not yet
+                else:
+                    store.update(job, {"total": str(total), "submitted": str(total)})
+                    want = total
+            if state == "produced" and rows >= want:
+                return
+            local = producer_alive is not None and producer_alive()
+            if state == "producing" and not local:  # not complete until the producer says so
+                beat = float(meta.get("producer_beat") or meta["created"])
+                if time.time() - beat > stale_after:
+                    done = submitted_words(meta)
+                    raise JobFailed(f"the producer stopped after submitting {done}, not the whole input")
+            if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
+                raise JobFailed(f"no result arrived for {idle_timeout:g} s")
+        if on_wait is not None:
+            on_wait()
+        if sweep is not None:
+            sweep(time.monotonic() - last_progress)
+        if store.wait_arrival(job, max(poll, META_S) if poll > 0 else 0):  # an arrival, or a change of state
             meta_due = 0.0
-
-
-def _idle(
-    store: JobStore,
-    job: str,
-    on_wait: Callable[[], None] | None,
-    sweep: Callable[[float], object] | None,
-    last_progress: float,
-    poll: float,
-) -> bool:
-    """Run the caller's `on_wait` and the resend `sweep`, then wait for the next arrival or change of the
-    job's state, at most META_S; False after a timeout."""
-    if on_wait is not None:
-        on_wait()
-    if sweep is not None:
-        sweep(time.monotonic() - last_progress)
-    return store.wait_arrival(job, max(poll, META_S) if poll > 0 else 0)
 
 
 def _fetched(store: JobStore, job: str, names: list[Any], decode: Decode) -> list[Any]:

@@ -188,19 +188,14 @@ class Job:
         """Stream (part, first row, end row) slices as results arrive, or in input order. `keep=False` deletes
         each once the caller has it; `acked`: the caller drops them once durable (`JobStore.ack`). `written`:
         the parts (and puzzles) an earlier collection wrote into the output this one goes on with."""
+        parts, rows = written if written else (None, 0)
+        ttl = -1 if acked else self.client.settings.result_ttl if keep else 0
         stream: Iterable = self._stream(
-            result_ttl=-1 if acked else self.client.settings.result_ttl if keep else 0,
-            idle_timeout=idle_timeout,
-            on_wait=on_wait,
-            written=written[0] if written else None,
-            rows_written=written[1] if written else 0,
+            result_ttl=ttl, idle_timeout=idle_timeout, on_wait=on_wait, written=parts, rows_written=rows
         )
         self._collected.on = True  # the producer's window now waits for what this process collects
         stream = self._collected.count(stream)
-        if ordered:
-            yield from in_order(stream, written[1] if written else 0)
-        else:
-            yield from arrival_order(stream)
+        yield from in_order(stream, rows) if ordered else arrival_order(stream)
 
     def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
         """Stream a generate job's chunk results in plan order, each once and dropped once read (RuntimeError

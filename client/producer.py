@@ -92,9 +92,6 @@ class Producer:
     def run(self, sources: list[tuple[str, Source]]) -> int:
         """Read every source in order; return the number of puzzles. The job fails on an error (not Superseded
         or ResumeRefused)."""
-        if self.spec.splits is not None:
-            self._produce(lambda: self._split_all([name for name, _ in sources]))
-            return self.index
 
         def read() -> dict[str, str]:
             for name, source in sources:
@@ -105,7 +102,8 @@ class Producer:
                 )
             return {"total": str(self.index), "submitted": str(self.index)}
 
-        self._produce(read)
+        names = [name for name, _ in sources]
+        self._produce(read if self.spec.splits is None else lambda: self._split_all(names))
         return self.index
 
     def run_plan(self, tasks: Iterable[GenerateTask]) -> int:
@@ -329,8 +327,7 @@ class Producer:
         staged = None
         dataset = self.spec.task_dataset()
         if answered is not None and dataset is not None:  # the producer's own answers: a part file too
-            if self.storage is None:
-                self.storage = storage_for(dataset.url)
+            self.storage = self.storage or storage_for(dataset.url)
             staged = stage_part(self.storage, dataset, answered)
             answered = staged.part
         self.store.commit(self.spec.job, self.token, checkpoint, fields, answered, task)
@@ -350,9 +347,8 @@ class Producer:
         while True:
             if self.stopping.is_set():
                 raise JobCancelled("the job was cancelled")
-            broken = self.transport.broken
-            if broken:
-                raise RuntimeError(broken)
+            if self.transport.broken:
+                raise RuntimeError(self.transport.broken)
             done = self.consumed() if self.consumed is not None else self.store.arrived_count(self.spec.job)
             if self.chunks - done < self.window():
                 return
