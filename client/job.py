@@ -341,11 +341,9 @@ class Job:
         dataset = meta.get("dataset")
         if not dataset:
             raise ValueError(f"Job.commit(): job {self.id} writes no dataset: read it with Job.results()")
-        summary = Summary()
+        summary, fmt = Summary(), meta.get("format", "jsonl")
         try:
-            output = DatasetOutput(
-                dataset, meta.get("format", "jsonl"), self.id, meta, summary, cost=self.cost
-            )
+            output = DatasetOutput(dataset, fmt, self.id, meta, summary, cost=self.cost)
             written = self.write(output, summary, on_wait=on_wait)
         except JobFailed as exc:
             raise JobFailed(f"job {self.id}: {exc}: not committed") from None
@@ -355,10 +353,8 @@ class Job:
         """ValueError, one line, for a job whose records are part files in a dataset (not in its parts)."""
         dataset = self.client.store.meta(self.id).get("dataset")
         if dataset:
-            raise ValueError(
-                f"{what}: job {self.id} writes a dataset to {dataset}/: "
-                "read it there (pandas, pyarrow, DuckDB)"
-            )
+            where = f"{what}: job {self.id} writes a dataset to {dataset}/"
+            raise ValueError(f"{where}: read it there (pandas, pyarrow, DuckDB)")
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> bool:
         """Stop the job's solving (`JobStore.cancel`) and this process's reading (waiting at most `wait` s),

@@ -22,17 +22,15 @@ LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop thi
 class LocalBoard(Board):
     """The escalations of every embedded job of one BatchClient, in the manager's dict; picklable."""
 
-    def __init__(self, state: Any, calls: Any, processes: int) -> None:
+    def __init__(self, state: Any, calls: Any, processes: int, job: str = "") -> None:
         self.state = state  # dict proxy: ("lease"|"stop", job, chunk, row), ("entry", ...), ("busy", pid)
         self.calls = calls  # queue proxy: HelperTask JSON texts for the command's dispatcher thread
         self.processes = processes
-        self.job = ""
+        self.job = job
 
     def for_job(self, job: str) -> LocalBoard:
         """The same board, keyed by `job`."""
-        board = LocalBoard(self.state, self.calls, self.processes)
-        board.job = job
-        return board
+        return LocalBoard(self.state, self.calls, self.processes, job)
 
     def open(self, chunk: int, row: int) -> None:
         self.state[("lease", self.job, chunk, row)] = time.monotonic() + LEASE_S
