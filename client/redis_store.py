@@ -41,11 +41,6 @@ LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many sec
 COMMIT_TRIES = 8  # rounds of a producer's commit interrupted by a broken connection before it fails
 
 
-def _glob_escape(text: str) -> str:
-    """`text` as a literal in a Redis MATCH pattern (a key prefix may hold `*`, `?`, `[` or `\\`)."""
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
 class RedisJobStore(JobStore):
     """A JobStore in Redis, shared by every producer, worker and collector of the broker."""
 
@@ -124,8 +119,9 @@ class RedisJobStore(JobStore):
         commands: list[tuple[Any, ...]] = []
         if answered is not None:  # the producer's own answers: a new chunk, whole in one part (row 0)
             commands += self._publish(k, answered, answered.encode())
-        if task is not None:
-            commands += _outbox(k, task, ttl)
+        if task is not None:  # stamped, kept until its result write drops it (a lost message: `Resender`)
+            entry = outbox_entry(time.time(), task.model_dump_json())
+            commands += _hset(k.outbox, {str(task.chunk): entry}, ttl)
         commands += _hset(k.meta, meta, ttl)
         if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
             commands += wake_commands(k, ttl)
@@ -191,7 +187,8 @@ class RedisJobStore(JobStore):
         """SCAN (never KEYS: it would block the broker) for job metadata keys; up to `most` ids."""
         head, tail = f"{self.prefix}:job:", ":meta"
         found: dict[str, None] = {}  # SCAN may return a key twice
-        for key in self.r.scan_iter(match=f"{_glob_escape(head)}*{tail}", count=1000):
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", head)  # the prefix as a literal: it may hold * ? [ ] or \
+        for key in self.r.scan_iter(match=f"{pattern}*{tail}", count=1000):
             job = _s(key)[len(head) : -len(tail)]
             if JOB_ID.fullmatch(job):
                 found[job] = None
@@ -370,12 +367,6 @@ def _result_key(keys: JobKeys, result: Any) -> str:
 def _hset(key: str, fields: dict[str, str], ttl: int) -> list[tuple[Any, ...]]:
     """The commands that set `fields` of the hash `key` and renew its time to live."""
     return [("HSET", key, *[x for kv in fields.items() for x in kv]), ("EXPIRE", key, ttl)]
-
-
-def _outbox(k: JobKeys, task: Task, ttl: int) -> list[tuple[Any, ...]]:
-    """The commands that keep `task` in the outbox, stamped now, until its result write drops it: written
-    before the send, a message the broker loses is still here for `Resender`."""
-    return _hset(k.outbox, {str(task.chunk): outbox_entry(time.time(), task.model_dump_json())}, ttl)
 
 
 def run_commands(client: Any, commands: list[tuple[Any, ...]]) -> None:

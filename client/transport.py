@@ -100,8 +100,7 @@ class LocalTransport(Transport):
         if not self.pool.started:  # solved in this process, on a thread of its own: `send` never waits for it
             if self._inline is None:
                 self._inline = tasks = queue.SimpleQueue()
-                loop = threading.Thread(target=self._inline_loop, args=(tasks,), name="inline", daemon=True)
-                loop.start()
+                threading.Thread(target=self._inline_loop, args=(tasks,), name="inline", daemon=True).start()
             self._inline.put(task)
             return
         future = self.pool.submit(task)
