@@ -159,8 +159,10 @@ class BatchClient:
             raise ValueError(
                 f"escalate_after {escalate_after:g}: must be 0 (never) to {MAX_ESCALATE_AFTER_S:g} s"
             )
-        if self.embedded:
-            _check_portfolio(portfolio)
+        if self.embedded:  # the local solvers are right here: a portfolio they do not know is refused now
+            from solvers.api import solve_many
+
+            solve_many([], portfolio=portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
         check_columns(inputs, column)
@@ -186,23 +188,19 @@ class BatchClient:
     def _claim(self, url: str, job: str) -> None:
         """Make `job` the one owner of its dataset directory (after it exists in the store, so another client
         sees it lives); a job refused leaves the store again."""
-        place, host = self._broker_place(), socket.gethostname()
-        claim = Claim(job=job, broker=place, host=host, pid=os.getpid(), claimed=time.time())
+        place = ""  # where this client's jobs live, without credentials: `host:port/db [prefix P]`
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            place = f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or '0'}"
+            if self.settings.key_prefix != KEY_PREFIX:
+                place += f" prefix {self.settings.key_prefix}"
+        claim = Claim(job=job, broker=place, host=socket.gethostname(), pid=os.getpid(), claimed=time.time())
         lives = lambda held: claim_lives(held, self.store.meta(held.job), place)  # noqa: E731
         try:
             claim_directory(url, claim, lives)
         except BaseException:
             self.store.purge(job, stop=False)
             raise
-
-    def _broker_place(self) -> str:
-        """Where this client's jobs live, without credentials (`host:port/db [prefix P]`); "" embedded."""
-        if self.url is None:
-            return ""
-        parts = urlsplit(self.url)
-        place = f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or '0'}"
-        prefix = self.settings.key_prefix
-        return place if prefix == KEY_PREFIX else f"{place} prefix {prefix}"
 
     def resume(
         self,
@@ -232,15 +230,10 @@ class BatchClient:
         if meta.get("state") == "produced":  # its producer finished just before the claim
             raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
         checkpoint = Checkpoint.of(meta)
-        self._send_unsent(job_id, checkpoint)
-        return Job(self, job_id, self._producer(spec, bounded, 0, resume=checkpoint, token=token), inputs)
-
-    def _send_unsent(self, job_id: str, checkpoint: Checkpoint) -> None:
-        """Send the last task before the checkpoint again if it has no result: a killed producer may not have
-        (sent twice, it is answered once)."""
-        kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
-        if kept is not None:
+        kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)  # the last task, if unanswered:
+        if kept is not None:  # a killed producer may not have sent it (sent twice, it is answered once)
             self._celery_transport().send(parse_task(kept[1]))
+        return Job(self, job_id, self._producer(spec, bounded, 0, resume=checkpoint, token=token), inputs)
 
     def generate(
         self, box: Box, plan: list[tuple[int, int, int]], options: GenerateOptions, meta: dict[str, str]
@@ -339,10 +332,3 @@ class BatchClient:
 
 
 MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence
-
-
-def _check_portfolio(portfolio: str | None) -> None:
-    """Reject a portfolio the local solvers do not know (embedded mode: they are right here)."""
-    from solvers.api import solve_many
-
-    solve_many([], portfolio=portfolio)

@@ -54,7 +54,8 @@ def stream_chunks(
                 part = fresh[at : at + FETCH_CHUNKS]
                 for name, result in zip(part, _fetched(store, job, part, decode), strict=True):
                     if result is None:
-                        raise JobFailed(f"the result of chunk {_named(name)} expired before it was collected")
+                        what = f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else name
+                        raise JobFailed(f"the result of chunk {what} expired before it was collected")
                     seen.add(name)
                     rows += len(result) if isinstance(name, tuple) else 1
                     yield result
@@ -110,10 +111,6 @@ def _fetched(store: JobStore, job: str, names: list[Any], decode: Decode) -> lis
         return store.fetch_results(job, names, decode)
     except VersionMismatch as exc:
         raise JobFailed(f"{exc}: run one version of sudoku-batch on the clients and the workers") from None
-
-
-def _named(name: Any) -> str:
-    return f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else str(name)
 
 
 Slice = tuple[Part, int, int]  # a part and a range of its record rows

@@ -164,16 +164,17 @@ class Producer:
     def _read(self, name: str, source: Source) -> None:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""
         pending = Pending()
-        skip = self.resume.index if self.resume is not None else 0
+        skip, tail = (self.resume.index, self.resume.tail) if self.resume is not None else (0, "")
         blocks = read_blocks(source, self.spec.box, check=False, column=self.spec.column)
         for block in blocks:  # each puzzle is checked once: where it is parsed
             if self.stopping.is_set():
                 raise JobCancelled("the job was cancelled")
             first = self.index
             self.index += len(block)
-            if first < skip <= self.index:  # the checkpoint falls in this block: same puzzle before it?
-                at = skip - first - 1
-                self._check_tail(block.texts[at], f"{name}:{block.lines[at]}")
+            at = skip - first - 1  # the puzzle before the checkpoint: in this block, is it the one submitted?
+            if first < skip <= self.index and digest(block.texts[at]) != tail:
+                where = f"{name}:{block.lines[at]}: not the puzzle submitted there"
+                raise ResumeRefused(f"{where}: these are not the job's inputs")
             lo = max(0, skip - first)  # rows of this block submitted before
             if lo >= len(block):
                 self._heartbeat()
@@ -218,7 +219,8 @@ class Producer:
                 if self.stopping.is_set():
                     raise JobCancelled("the job was cancelled")
                 self._wait_for_room()
-                want = self._split_bytes(line_bytes)
+                puzzles = self.split_sizer.next(max(1, round(line_bytes) - 1), self._per_puzzle())
+                want = max(1, min(self.settings.max_split_bytes, int(puzzles * line_bytes)))
                 end = stat.size if stat.size - at <= want + want // 4 else at + want
                 chunk = self._next_chunk()
                 task = ChunkTask(
@@ -239,11 +241,6 @@ class Producer:
         n, cpu = self.store.hint(self.spec.job) if self.sent or self.resume else (0, 0.0)
         return cpu / n if n and cpu > 0 else None
 
-    def _split_bytes(self, line_bytes: float) -> int:
-        """The next split's bytes: the puzzles the sizer wants times the lines' length (<= the maximum)."""
-        puzzles = self.split_sizer.next(max(1, round(line_bytes) - 1), self._per_puzzle())
-        return max(1, min(self.settings.max_split_bytes, int(puzzles * line_bytes)))
-
     def _options(self, chunk: int) -> dict[str, Any]:
         """What every task of the job carries beside its puzzles."""
         spec, dataset = self.spec, self.spec.task_dataset()
@@ -256,11 +253,6 @@ class Producer:
             "format": "columns" if dataset is not None else spec.format,  # a dataset's parts: in the file
             "dataset": dataset,
         }
-
-    def _check_tail(self, text: str, where: str) -> None:
-        """Refuse to resume unless the puzzle just before the checkpoint is the one submitted there."""
-        if self.resume is not None and digest(text) != self.resume.tail:
-            raise ResumeRefused(f"{where}: not the puzzle submitted there: these are not the job's inputs")
 
     def _next_size(self, pending: Pending) -> int:
         """The next chunk's size, from the workers' feedback so far (one store read per chunk)."""
