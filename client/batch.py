@@ -1,11 +1,6 @@
-"""`BatchClient`: the Python face of the pipeline, for scripts, notebooks and the CLI (jobs: `client.job`).
-
-    job = BatchClient("redis://host:6379/0").submit("corpus.txt", time_limit=5, portfolio="race")
-    for record in job.results(): ...
-
-With no broker (argument or `SUDOKU_BATCH_BROKER`) the job runs embedded: the same
-producer, chunk function and collector, with local processes and an in-memory store.
-"""
+"""`BatchClient`: the Python face of the pipeline, for scripts, notebooks and the CLI (jobs: `client.job`);
+with no broker (argument or `SUDOKU_BATCH_BROKER`) a job runs embedded: the same producer, chunk function and
+collector, with local processes and an in-memory store."""
 
 from __future__ import annotations
 
@@ -14,7 +9,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 from client.config import ClientSettings, check_broker_url
@@ -52,6 +47,7 @@ from pipeline.engine.dataset import Claim
 from solvers.model.puzzle import as_box
 
 if TYPE_CHECKING:
+    from client.producer import Producer
     from client.redis_store import RedisJobStore
     from client.resend import Resender
     from pipeline.contract.generate import GenerateOptions
@@ -86,8 +82,8 @@ class BatchClient:
         settings: ClientSettings | None = None,
         daemon: bool = False,
     ) -> None:
-        """`daemon`: producer threads do not keep the process alive (the CLI: a failure or an interrupt
-        ends the command at once; a script that only submits then waits with `Job.wait_submitted`)."""
+        """`daemon`: producer threads do not keep the process alive (the CLI ends at once on a failure or an
+        interrupt)."""
         self.settings = settings or ClientSettings()
         self.daemon = daemon
         url = broker_url if broker_url is not None else self.settings.broker
@@ -111,9 +107,8 @@ class BatchClient:
         return self.url is None
 
     def submit(self, source: Source, *, name: str | None = None, **options: Unpack[SubmitOptions]) -> Job:
-        """Start a job over a path (`-` for stdin, `.gz` accepted) or an iterable of puzzle strings, named
-        `name` (the path, or `<strings>`); `options` as `submit_inputs` (`time_limit`, `portfolio`, `box`,
-        `seed`, `escalate_after`, `format`, `dataset`, `compression`, `splits`, `column`, `priority`)."""
+        """Start a job over a path (`-`: stdin, `.gz` accepted) or an iterable of puzzle strings, named `name`
+        (the path, or `<strings>`); `options` as `submit_inputs`."""
         if name is None:
             name = str(source) if isinstance(source, (str, Path)) else "<strings>"
         return self.submit_inputs([(name, source)], **options)
@@ -137,31 +132,17 @@ class BatchClient:
     ) -> Job:
         """Start a job over several named inputs, read in order in a background thread.
 
-        `time_limit`: seconds per puzzle (DEFAULT_TIME_LIMIT_S, 20; None or 0: no limit, as before
-        there was a default: a hard puzzle may then run for ever). `seed` fixes the solvers' seeds
-        (the same seed, the same random choices); None draws them from the job id, so every job
-        tries differently. A puzzle still unanswered after `escalate_after` seconds is escalated: idle
-        workers (or local processes) search it too, each with another seed; 0 never.
-        `bounded` keeps a window of chunks in flight (memory and queue stay small while
-        someone collects); `submit` without a collector needs it off.
-        `format` is what the processes that solve the chunks render the records in (`jsonl`, `csv`,
-        `parquet`: a collector then moves their bytes into its output without reading them;
-        `columns`, the default: the result columns, which `Job.results()` and any output format read).
-        `dataset`: a directory (path or URL) the solving processes write the records to as part files
-        (`pipeline.engine.dataset`; `format` jsonl, csv or parquet, `compression` none, gzip or zstd for the
-        first two),
-        committed by whoever collects the job; the job owns it until then (`DirectoryClaimed`, a
-        ValueError naming the owner, while another job does); with a broker, a directory outside the data
-        roots of a live worker (`sudoku-batch worker --data-root`) is a ValueError. `splits`: with a broker
-        and a dataset, the workers read plain file inputs themselves in byte ranges (None: whenever every
-        input allows it and lies under the data roots of every live worker, else this machine reads them
-        and `Job.note` says so; False: never; True: or a ValueError saying why not). `column`: the header's
-        name of a CSV input's puzzle column (None: the first of `solvers.model.parse.PUZZLE_COLUMNS` a header
-        names; an input without such a header is read as plain lines); a file whose first line does not
-        name `column` is a ValueError. `priority`: `high`, `normal` (the default) or `low`, the class of the
-        job's chunks on the broker (`pipeline.contract.tasks.message_priority`): the workers take a higher
-        class's queued chunks first, and within a class a job's first chunks before a long job's later ones;
-        another name is a ValueError.
+        `time_limit`: seconds per puzzle (None or 0: no limit). `seed` fixes the solvers' seeds (None: drawn
+        from the job id). `escalate_after`: seconds before idle processes search an unanswered puzzle too (0:
+        never). `bounded`: a window of chunks in flight (`submit` without a collector needs it off). `format`:
+        what the solving processes render records in (`jsonl`, `csv`, `parquet`: moved into the output unread;
+        `columns`). `dataset`: a directory (path or URL) they write part files to (`compression` none, gzip or
+        zstd), owned by the job until collected (`DirectoryClaimed` while another job owns it; with a broker,
+        a ValueError outside every live worker's data roots). `splits`: with a broker and a dataset, workers
+        read file inputs in byte ranges (None: when every input allows it, else `Job.note` says why not;
+        True: or a ValueError). `column`: a CSV input's puzzle column (None: the first of
+        `solvers.model.parse.PUZZLE_COLUMNS` its header names). `priority`: `high`, `normal` or `low`, the
+        class of its chunks on the broker. A bad value is a one-line ValueError.
         """
         fleet = None if self.embedded else lambda: fleet_roots(self._redis_store().worker_roots())
         url, split_urls, note = dataset_plan(inputs, dataset, format, compression, splits, box, fleet)
@@ -178,8 +159,10 @@ class BatchClient:
             raise ValueError(
                 f"escalate_after {escalate_after:g}: must be 0 (never) to {MAX_ESCALATE_AFTER_S:g} s"
             )
-        if self.embedded:
-            _check_portfolio(portfolio)
+        if self.embedded:  # the local solvers are right here: a portfolio they do not know is refused now
+            from solvers.api import solve_many
+
+            solve_many([], portfolio=portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
         check_columns(inputs, column)
@@ -195,43 +178,29 @@ class BatchClient:
             self.pool.start()  # here, before the producer thread exists: the pool is forked
         elif self.embedded:
             warm_solvers()  # what the pool's processes load: a later job or command compiles no more
-        transport, window = self._route(spec.job, bounded, spare=2)
         collected = Collected()
         consumed = lambda: collected.chunks if collected.on else self.store.arrived_count(spec.job)  # noqa: E731
-        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
-
-        producer = Producer(spec, self.store, transport, self.settings, window, consumed=consumed)
+        producer = self._producer(spec, bounded, 2, consumed=consumed)
         job = Job(self, spec.job, producer, inputs, collected=collected)
         job.note = note
         return job
 
     def _claim(self, url: str, job: str) -> None:
-        """Make `job` the one owner of its dataset directory (`client.dataset.claim_directory`: after the job
-        exists in the store, so another client sees it lives); a job refused leaves the store again."""
-        claim = Claim(
-            job=job,
-            broker=self._broker_place(),
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            claimed=time.time(),
-        )
+        """Make `job` the one owner of its dataset directory (after it exists in the store, so another client
+        sees it lives); a job refused leaves the store again."""
+        place = ""  # where this client's jobs live, without credentials: `host:port/db [prefix P]`
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            place = f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or '0'}"
+            if self.settings.key_prefix != KEY_PREFIX:
+                place += f" prefix {self.settings.key_prefix}"
+        claim = Claim(job=job, broker=place, host=socket.gethostname(), pid=os.getpid(), claimed=time.time())
+        lives = lambda held: claim_lives(held, self.store.meta(held.job), place)  # noqa: E731
         try:
-            claim_directory(
-                url, claim, lambda held: claim_lives(held, self.store.meta(held.job), claim.broker)
-            )
+            claim_directory(url, claim, lives)
         except BaseException:
             self.store.purge(job, stop=False)
             raise
-
-    def _broker_place(self) -> str:
-        """Where this client's jobs live, without credentials (`host:port/db`, and a key prefix not the
-        default); "" embedded."""
-        if self.url is None:
-            return ""
-        parts = urlsplit(self.url)
-        place = f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or '0'}"
-        prefix = self.settings.key_prefix
-        return place if prefix == KEY_PREFIX else f"{place} prefix {prefix}"
 
     def resume(
         self,
@@ -245,14 +214,10 @@ class BatchClient:
         column: str | None = None,
         priority: str | None = None,
     ) -> Job:
-        """Go on submitting a job whose producer died or failed half way, from its last checkpoint.
-
-        `sources` are the job's inputs again, in order (paths, `-`, or iterables of puzzle
-        strings; None reopens the recorded paths); options, when given, must be the job's.
-        Raises ResumeRefused (a ValueError, one line) when the job is gone or complete, its
-        producer still beats, or the inputs differ (file size and first MB; then the puzzle
-        before the checkpoint). A producer still running is fenced off (`JobStore.claim`).
-        """
+        """Go on submitting a job whose producer died or failed half way, from its checkpoint (a producer
+        still running is fenced off). `sources`: the job's inputs again (None: the recorded paths); options
+        given must be the job's. ResumeRefused (one line) when the job is gone or complete, its producer
+        beats, or the inputs differ."""
         if self.embedded:
             raise ResumeRefused("resuming needs a broker: an embedded job lives and dies with its process")
         meta = self.store.meta(job_id)
@@ -265,34 +230,16 @@ class BatchClient:
         if meta.get("state") == "produced":  # its producer finished just before the claim
             raise ResumeRefused(f"job {job_id} was submitted completely: nothing to resume (collect it)")
         checkpoint = Checkpoint.of(meta)
-        self._send_unsent(job_id, checkpoint)
-        transport, window = self._route(job_id, bounded, 0)
-        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
-
-        producer = Producer(
-            spec, self.store, transport, self.settings, window, resume=checkpoint, token=token
-        )
-        return Job(self, job_id, producer, inputs)
-
-    def _send_unsent(self, job_id: str, checkpoint: Checkpoint) -> None:
-        """Send the last task before the checkpoint again if it has no result: a killed producer may not have.
-
-        If it was sent after all, it is solved twice and answered once (results are idempotent).
-        """
-        kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)
-        if kept is not None:
+        kept = self._redis_store().outbox(job_id).get(checkpoint.chunks - 1)  # the last task, if unanswered:
+        if kept is not None:  # a killed producer may not have sent it (sent twice, it is answered once)
             self._celery_transport().send(parse_task(kept[1]))
+        return Job(self, job_id, self._producer(spec, bounded, 0, resume=checkpoint, token=token), inputs)
 
     def generate(
         self, box: Box, plan: list[tuple[int, int, int]], options: GenerateOptions, meta: dict[str, str]
     ) -> Job:
-        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order.
-
-        The same producer, transport, window, resend sweep and collector as a solve job: the
-        chunks go to local processes (warmed for the generator) or to the workers. The window
-        counts chunks the caller has taken (`Job.generated`), so chunks arriving early wait
-        in bounded memory.
-        """
+        """Start a generate job: one task per planned chunk `(index, count, seed)`, results in plan order; the
+        window counts chunks `Job.generated` handed over."""
         from functools import partial
 
         from pipeline.contract.generate import GenerateTask
@@ -309,11 +256,8 @@ class BatchClient:
         )
         if self.embedded and self.workers > 1:
             self.pool.start(partial(warm_generator, box), races=False)
-        transport, window = self._route(spec.job, bounded=True, spare=0)
         taken = [0]
-        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
-
-        producer = Producer(spec, self.store, transport, self.settings, window, consumed=lambda: taken[0])
+        producer = self._producer(spec, bounded=True, spare=0, consumed=lambda: taken[0])
         return Job(self, spec.job, producer, tasks, taken=taken)
 
     def job(self, job_id: str) -> Job:
@@ -321,8 +265,8 @@ class BatchClient:
         return Job(self, job_id, None, [])
 
     def jobs(self, limit: int = DEFAULT_JOBS_LISTED) -> list[JobStatus]:
-        """The statuses of the `limit` newest jobs on the broker (embedded: in this process), newest first:
-        what `sudoku-batch jobs` lists; ValueError (one line) for a limit outside 1..MAX_JOBS_LISTED."""
+        """The `limit` newest jobs' statuses, newest first (`sudoku-batch jobs`); ValueError outside
+        1..MAX_JOBS_LISTED."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_JOBS_LISTED:
             raise ValueError(f"the jobs listed: {limit!r} is not a whole number from 1 to {MAX_JOBS_LISTED}")
         return self.store.jobs(limit)
@@ -342,12 +286,18 @@ class BatchClient:
 
         return Resender(self._redis_store(), job_id, self._celery_transport, self.settings.resend_after)
 
-    def _route(self, job: str, bounded: bool, spare: int) -> tuple[Transport, Callable[[], int] | None]:
-        """Where a job's tasks go, and its window of chunks in flight: the local processes (two each, `spare`
-        more), or the broker's workers (`bounded`: a few per live worker; else no window)."""
+    def _producer(self, spec: JobSpec, bounded: bool, spare: int, **options: Any) -> Producer:
+        """The job's producer, its tasks and window of chunks in flight routed to the local processes (two
+        each, `spare` more), or the broker's workers (`bounded`: a few per live worker; else no window)."""
+        from client.producer import Producer  # here: it loads numba, which `status` or `jobs` never need
+
+        window: Callable[[], int] | None
         if self.embedded:
-            return LocalTransport(self.store, job, self.pool), lambda: 2 * self.workers + spare
-        return self._celery_transport(), self._broker_window if bounded else None
+            transport: Transport = LocalTransport(self.store, spec.job, self.pool)
+            window = lambda: 2 * self.workers + spare  # noqa: E731
+        else:
+            transport, window = self._celery_transport(), self._broker_window if bounded else None
+        return Producer(spec, self.store, transport, self.settings, window, **options)
 
     def _celery_transport(self) -> CeleryTransport:
         if self._celery is None:
@@ -382,10 +332,3 @@ class BatchClient:
 
 
 MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence
-
-
-def _check_portfolio(portfolio: str | None) -> None:
-    """Reject a portfolio the local solvers do not know (embedded mode: they are right here)."""
-    from solvers.api import solve_many
-
-    solve_many([], portfolio=portfolio)

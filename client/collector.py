@@ -1,9 +1,5 @@
-"""The collector: stream a job's chunk results as they arrive, optionally back in input order.
-
-Every run reads the job's arrival list from the start and skips chunk ids it has seen,
-so a redelivered chunk is read once and a re-run after a crash outputs each puzzle
-once (results stay `result_ttl` seconds after collection for exactly that).
-"""
+"""The collector: stream a job's chunk results as they arrive, optionally back in input order (each read once:
+every run reads the arrival list from the start and skips ids it has seen)."""
 
 from __future__ import annotations
 
@@ -38,19 +34,11 @@ def stream_chunks(
     rows_written: int = 0,
     producer_alive: Callable[[], bool] | None = None,
 ) -> Iterator[Any]:
-    """Yield each chunk result of `job` once, in arrival order, until the job is complete.
-
-    Collected results are kept `result_ttl` seconds (so `collect` can run again), or
-    deleted at once when `result_ttl` is 0. Raises JobFailed when the job failed (or was
-    cancelled: after every part it holds was yielded), its
-    producer died, a result expired before it was collected, or nothing arrived for
-    `idle_timeout` seconds. `sweep` is called while waiting with the seconds since the
-    last result arrived (broker mode: `client.resend.Resender.sweep`, for lost tasks).
-    `decode` reads a stored result of the job's kind (solve chunks unless told otherwise).
-    `written`: parts an earlier collection wrote into the output this one goes on with (skipped,
-    their `rows_written` counted); `result_ttl` < 0: the caller marks what it collected itself
-    (`JobStore.ack`, once its output is durable).
-    """
+    """Yield each chunk result of `job` once, in arrival order, until the job is complete: kept `result_ttl` s
+    (0: deleted at once; < 0: the caller acks them). JobFailed when the job failed (cancelled: after every
+    part it holds), its producer died, a result expired, or nothing arrived for `idle_timeout` s. `sweep` gets
+    the seconds since the last arrival (`Resender.sweep`); `written`: parts an earlier collection wrote
+    (skipped, their `rows_written` counted)."""
     seen: set[Any] = set(written or ())
     rows = rows_written  # puzzles answered by the parts seen (a generate run: chunks seen)
     cursor = 0
@@ -66,7 +54,8 @@ def stream_chunks(
                 part = fresh[at : at + FETCH_CHUNKS]
                 for name, result in zip(part, _fetched(store, job, part, decode), strict=True):
                     if result is None:
-                        raise JobFailed(f"the result of chunk {_named(name)} expired before it was collected")
+                        what = f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else name
+                        raise JobFailed(f"the result of chunk {what} expired before it was collected")
                     seen.add(name)
                     rows += len(result) if isinstance(name, tuple) else 1
                     yield result
@@ -74,58 +63,41 @@ def stream_chunks(
                     store.mark_collected(job, part, result_ttl)  # after the caller has written them
             last_progress = time.monotonic()
             continue
-        if time.monotonic() < meta_due:  # nothing arrived since the last look: nothing can have completed
-            if _idle(store, job, on_wait, sweep, last_progress, poll):
-                meta_due = 0.0
-            continue
-        meta_due = time.monotonic() + META_S
-        meta = store.meta(job)
-        if not meta or "created" not in meta:
-            raise JobFailed(f"no job {job} (never created, purged, or expired)")
-        state = meta.get("state")
-        if state == "failed":
-            if meta.get("cancelled") and not last_look:  # a part published just before the cancel: read it
-                last_look = True
-                continue
-            raise JobFailed(meta.get("error") or "the job failed")
-        want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
-        if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
-            total = store.split_total(job)  # known once the workers counted every split
-            if total is None:
-                want = rows + 1  # not yet
-            else:
-                store.update(job, {"total": str(total), "submitted": str(total)})
-                want = total
-        if state == "produced" and rows >= want:
-            return
-        local = producer_alive is not None and producer_alive()
-        if state == "producing" and not local:  # not complete until the producer says so
-            beat = float(meta.get("producer_beat") or meta["created"])
-            if time.time() - beat > stale_after:
-                done = submitted_words(meta)
-                raise JobFailed(f"the producer stopped after submitting {done}, not the whole input")
-        if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
-            raise JobFailed(f"no result arrived for {idle_timeout:g} s")
-        if _idle(store, job, on_wait, sweep, last_progress, poll):
+        if time.monotonic() >= meta_due:  # parts arrived, or META_S passed: the job may have completed
+            meta_due = time.monotonic() + META_S
+            meta = store.meta(job)
+            if not meta or "created" not in meta:
+                raise JobFailed(f"no job {job} (never created, purged, or expired)")
+            state = meta.get("state")
+            if state == "failed":
+                if meta.get("cancelled") and not last_look:  # a part published just before it: read it
+                    last_look = True
+                    continue
+                raise JobFailed(meta.get("error") or "the job failed")
+            want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
+            if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
+                total = store.split_total(job)  # known once the workers counted every split
+                if total is None:
+                    want = rows + 1  # not yet
+                else:
+                    store.update(job, {"total": str(total), "submitted": str(total)})
+                    want = total
+            if state == "produced" and rows >= want:
+                return
+            local = producer_alive is not None and producer_alive()
+            if state == "producing" and not local:  # not complete until the producer says so
+                beat = float(meta.get("producer_beat") or meta["created"])
+                if time.time() - beat > stale_after:
+                    done = submitted_words(meta)
+                    raise JobFailed(f"the producer stopped after submitting {done}, not the whole input")
+            if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
+                raise JobFailed(f"no result arrived for {idle_timeout:g} s")
+        if on_wait is not None:
+            on_wait()
+        if sweep is not None:
+            sweep(time.monotonic() - last_progress)
+        if store.wait_arrival(job, max(poll, META_S) if poll > 0 else 0):  # an arrival, or a change of state
             meta_due = 0.0
-
-
-def _idle(
-    store: JobStore,
-    job: str,
-    on_wait: Callable[[], None] | None,
-    sweep: Callable[[float], object] | None,
-    last_progress: float,
-    poll: float,
-) -> bool:
-    """Wait for the next arrival or change of the job's state (a Redis store blocks on the job's wake list,
-    a memory store on its condition), at most META_S; False after a timeout. Between waits the caller's
-    `on_wait` and the resend `sweep` run."""
-    if on_wait is not None:
-        on_wait()
-    if sweep is not None:
-        sweep(time.monotonic() - last_progress)
-    return store.wait_arrival(job, max(poll, META_S) if poll > 0 else 0)
 
 
 def _fetched(store: JobStore, job: str, names: list[Any], decode: Decode) -> list[Any]:
@@ -141,19 +113,12 @@ def _fetched(store: JobStore, job: str, names: list[Any], decode: Decode) -> lis
         raise JobFailed(f"{exc}: run one version of sudoku-batch on the clients and the workers") from None
 
 
-def _named(name: Any) -> str:
-    return f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else str(name)
-
-
 Slice = tuple[Part, int, int]  # a part and a range of its record rows
 
 
 def in_order(chunks: Iterable[Part], expected: int = 0) -> Iterator[Slice]:
-    """Reorder chunk results by puzzle index from `expected` on, holding only what arrived ahead of its turn.
-
-    Records of a chunk are in index order and come in runs of consecutive indices, so
-    the merge works run by run: results arriving in order pass straight through.
-    """
+    """Reorder chunk results by puzzle index from `expected` on, holding only what arrived ahead of its turn
+    (run by run of consecutive indices: results arriving in order pass straight through)."""
     heads: dict[int, tuple[Part, int, int]] = {}  # next index -> (result, run number, first row)
     for result in chunks:
         if len(result) == 0:

@@ -1,5 +1,5 @@
-"""`Job`: one job as `BatchClient` hands it over: its producer thread, its status, and its records as they
-arrive (`results`, `to_arrow`, `write` into an output, `commit` of a dataset)."""
+"""`Job`: one job as `BatchClient` hands it over: its producer thread, its status, its records as they
+arrive."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from client.collector import JobFailed, Slice, arrival_order, chunk_order, in_order, stream_chunks
@@ -53,8 +53,7 @@ class Destination(Protocol):
 
 @dataclass
 class Written:
-    """How far `Job.write` got: the parts and records in its target (with an earlier collection's), whether
-    every record is there, and the manifest of the dataset it committed."""
+    """How far `Job.write` got (with an earlier collection's parts): a resumed collection goes on there."""
 
     parts: set[tuple[int, int]] | None = None  # an earlier collection's parts (None: a fresh target)
     rows: int = 0
@@ -62,14 +61,14 @@ class Written:
     manifest: Manifest | None = None
 
 
+@dataclass
 class Collected:
-    """Chunks whose every row this process has taken (a solve's window counts them once it collects: Redis
-    then holds the chunks in flight and those waiting for this collector, not all the workers answered)."""
+    """Chunks whose every row this process has taken: a solve's window counts them once it collects (Redis
+    then holds only the chunks in flight and those waiting for this collector)."""
 
-    def __init__(self) -> None:
-        self.on = False
-        self.chunks = 0
-        self._rows: dict[int, int] = {}
+    on: bool = False
+    chunks: int = 0
+    _rows: dict[int, int] = field(default_factory=dict)
 
     def count(self, parts: Iterable[Any]) -> Iterator[Any]:
         """Pass the parts through, counting the chunks they complete."""
@@ -98,15 +97,12 @@ class Job:
         taken: list[int] | None = None,
         collected: Collected | None = None,
     ) -> None:
-        """`inputs`: a solve job's named inputs, or a generate job's planned tasks (with `taken`, the
-        count of chunks `generated` handed over, which the producer's window reads)."""
+        """`inputs`: a solve job's named inputs, or a generate job's tasks (`taken`: chunks `generated` handed
+        over, for the window)."""
         self.client = client
         self.id = job_id
         self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        # set when the producer thread is done: waited on instead of Thread.join, which an interrupt
-        # (Ctrl-C in `submit`) leaves saying the thread stopped while it runs on (CPython 3.11, bpo-45274)
-        self._done = threading.Event()
+        self._done = threading.Event()  # the producer is done (not Thread.join: bpo-45274, decisions.md)
         self._producer = producer
         self._taken = taken
         self._collected = collected or Collected()
@@ -114,10 +110,8 @@ class Job:
         if producer is None:
             self._done.set()
         else:
-            self._thread = threading.Thread(
-                target=self._produce, args=(producer, inputs), name=f"producer-{job_id}", daemon=client.daemon
-            )
-            self._thread.start()
+            name, daemon = f"producer-{job_id}", client.daemon
+            threading.Thread(target=self._produce, args=(producer, inputs), name=name, daemon=daemon).start()
 
     def _produce(self, producer: Producer, inputs: Iterable) -> None:
         """The producer thread: read and send the inputs (or the plan), keeping its error for the caller."""
@@ -150,16 +144,15 @@ class Job:
         return list(self._producer.spec.inputs) if self._producer is not None else []
 
     def stopped_at(self) -> int | None:
-        """Puzzles this process's producer committed, if it stopped short of the whole input (None when
-        it finished, none ran here, a resume took the submission over, or it generates): known here,
-        not read back from the broker."""
+        """Puzzles this process's producer committed if it stopped short (None: it finished, none ran here,
+        it was taken over, or it generates): known without the broker."""
         if self._producer is None or self._taken is not None or isinstance(self._error, Superseded):
             return None
         return self._producer.checkpoint.index if self.producing or self._error is not None else None
 
     def stopped_words(self) -> str | None:
-        """How far this process's producer got, in words, if it stopped short (as `stopped_at`): `860,903
-        puzzles`, or read in splits (the workers count their puzzles) `7 splits (3.1 MB of 9.2 MB)`."""
+        """How far this process's producer got if it stopped short (as `stopped_at`): `860,903 puzzles`, or `7
+        splits (3.1 MB of 9.2 MB)`."""
         done = self.stopped_at()
         if done is None or self._producer is None:
             return None
@@ -179,8 +172,7 @@ class Job:
         return self.client.store.status(self.id)
 
     def cost(self) -> tuple[float, float]:
-        """The workers' CPU seconds and the chunks' wall seconds for the job so far (`JobStatus.cpu_seconds`,
-        `chunk_seconds`), read alone (a dataset's commit writes them in its manifest)."""
+        """The workers' CPU seconds and chunks' wall seconds so far, read alone (for a dataset's manifest)."""
         return job_cost(self.id, self.client.store.meta(self.id))
 
     def chunks(
@@ -193,30 +185,21 @@ class Job:
         acked: bool = False,
         written: tuple[set[Any], int] | None = None,
     ) -> Iterator[Slice]:
-        """Stream (part, first row, end row) slices as results arrive, or in input order.
-
-        `keep=False` deletes each result from the store once the caller has it (no re-run);
-        `acked`: the caller drops them itself once they are durable (`JobStore.ack`). `written`:
-        the parts (and their puzzles) an earlier collection wrote into the output this one goes on
-        with (ordered: they are the puzzles before the first one this one writes).
-        """
+        """Stream (part, first row, end row) slices as results arrive, or in input order. `keep=False` deletes
+        each once the caller has it; `acked`: the caller drops them once durable (`JobStore.ack`). `written`:
+        the parts (and puzzles) an earlier collection wrote into the output this one goes on with."""
+        parts, rows = written if written else (None, 0)
+        ttl = -1 if acked else self.client.settings.result_ttl if keep else 0
         stream: Iterable = self._stream(
-            result_ttl=-1 if acked else self.client.settings.result_ttl if keep else 0,
-            idle_timeout=idle_timeout,
-            on_wait=on_wait,
-            written=written[0] if written else None,
-            rows_written=written[1] if written else 0,
+            result_ttl=ttl, idle_timeout=idle_timeout, on_wait=on_wait, written=parts, rows_written=rows
         )
         self._collected.on = True  # the producer's window now waits for what this process collects
         stream = self._collected.count(stream)
-        if ordered:
-            yield from in_order(stream, written[1] if written else 0)
-        else:
-            yield from arrival_order(stream)
+        yield from in_order(stream, rows) if ordered else arrival_order(stream)
 
     def generated(self, *, on_wait: Callable[[], None] | None = None) -> Iterator[GenerateResult]:
-        """Stream a generate job's chunk results in plan order, each once (RuntimeError for a chunk that
-        failed); each is dropped from the store once read (a generate run is not collected twice)."""
+        """Stream a generate job's chunk results in plan order, each once and dropped once read (RuntimeError
+        for a chunk that failed)."""
         from pipeline.contract.generate import GenerateResult
 
         stream = self._stream(result_ttl=0, on_wait=on_wait, decode=GenerateResult.decode)
@@ -237,9 +220,8 @@ class Job:
         )  # fmt: skip
 
     def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
-        """Stream one Record per input puzzle, as they arrive (or in input order). The results stay readable
-        `result_ttl` seconds after (call again to read them again; embedded, they stay in this process's
-        memory until then or `purge()`); `keep=False` drops each as it is read."""
+        """Stream one Record per input puzzle, as they arrive (or in input order); readable again for
+        `result_ttl` s (embedded: in memory until then or `purge()`); `keep=False` drops each as read."""
         self._refuse_dataset("Job.results()")
         for result, start, stop in self.chunks(ordered, keep=keep):
             if result.columns is not None:  # read from the columns as they are: no JSON text
@@ -250,29 +232,23 @@ class Job:
                 yield Record.from_json(text)
 
     def to_arrow(self, ordered: bool = True, *, keep: bool = True) -> Any:
-        """Every record of the job as one Arrow table, once every puzzle is answered: the fields and types
-        of the Parquet output (pyarrow: `pip install 'sudoku-batch[parquet]'`).
-
-        Read from the parts as they are stored, whatever the job's format (`client.frame`): result
-        columns tabulated as they are, an Arrow IPC part as it came, CSV or JSON Lines rows through
-        pyarrow's readers; no Record per row. `ordered`: in input order (else as the parts came).
-        Readable again for `result_ttl` like `results()`; `keep=False` drops each part as it is read.
-        """
+        """Every record of the job as one Arrow table once every puzzle is answered, with the Parquet output's
+        fields and types (`pip install 'sudoku-batch[parquet]'`), read from the parts as stored
+        (`client.frame`)."""
         return self._table("Job.to_arrow()", ordered, keep, "parquet")
 
     def to_pandas(self, ordered: bool = True, *, keep: bool = True) -> Any:
-        """Every record of the job as a pandas DataFrame (`to_arrow`'s table): what `pandas.read_parquet`
-        reads from the Parquet output (`pip install 'sudoku-batch[dataframe]'`)."""
+        """Every record of the job as a pandas DataFrame, as `pandas.read_parquet` reads the Parquet output
+        (`pip install 'sudoku-batch[dataframe]'`)."""
         return to_pandas(self._table("Job.to_pandas()", ordered, keep, "dataframe", "pandas"))
 
     def to_polars(self, ordered: bool = True, *, keep: bool = True) -> Any:
-        """Every record of the job as a polars DataFrame, from `to_arrow`'s table
-        (`pip install 'sudoku-batch[polars]'`)."""
+        """Every record of the job as a polars DataFrame (`pip install 'sudoku-batch[polars]'`)."""
         return to_polars(self._table("Job.to_polars()", ordered, keep, "polars", "polars"))
 
     def _table(self, what: str, ordered: bool, keep: bool, extra: str, *modules: str) -> Any:
-        """The job's records as an Arrow table once `modules` and pyarrow import (checked before a part is
-        read: keep=False drops it); ValueError (one line) for a generate job (it has none) or a dataset's."""
+        """The job's records as an Arrow table once `modules` and pyarrow import (checked before keep=False
+        drops a part); ValueError (one line) for a generate job or a dataset's."""
         from client.frame import slices_table
 
         for module in (*modules, "pyarrow"):
@@ -296,15 +272,11 @@ class Job:
         on_write: Callable[[], None] | None = None,
     ) -> Written:
         """Write every record of the job into `target`, each part's statistics into `summary` once; JobFailed
-        (one line) when records are missing at the end.
-        `written`: how far an earlier collection wrote the target (this one goes on from there), kept up to
-        date (an interrupted caller knows how far it got). `acked`: each part leaves the store once durable in
-        the target (every `ack_s` or `ack_mb`, at the end, at an interrupt) with the target's checkpoint
-        (`JobStore.ack`). `on_write`: after a slice; the rest: as `chunks`.
-        """
+        (one line) when records are missing at the end. `written`: how far an earlier collection got, kept up
+        to date. `acked`: parts leave the store once durable in the target (every `ack_s` or `ack_mb`, at the
+        end, at an interrupt: `JobStore.ack`). `on_write`: after a slice; the rest: as `chunks`."""
         written = written if written is not None else Written()
         settings, store = self.client.settings, self.client.store
-        seen: set[tuple[int, int]] = set()
         left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it comes in slices)
         pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
         moved, since = 0, (time.monotonic(), 0)  # bytes of parts written; the last ack: when, after how many
@@ -331,8 +303,7 @@ class Job:
                     target.write(result, start, stop)
                     written.rows += stop - start
                     part = result.part
-                    if part not in seen:  # a part's statistics, once (in order, a part may come in slices)
-                        seen.add(part)
+                    if part not in left:  # a part's statistics, once (in order, a part may come in slices)
                         left[part] = len(result)
                         moved += len(result.body) if result.body is not None else 0
                         summary.add(result.header.stats, result.header.input)
@@ -360,10 +331,9 @@ class Job:
         return written
 
     def commit(self, *, on_wait: Callable[[], None] | None = None) -> Manifest:
-        """Wait for every part of a dataset job, then commit the dataset (`_manifest.json`, then `_SUCCESS`)
-        and return its manifest: what `sudoku-batch collect JOB -o DIR/` does, for a job submitted here
-        with `dataset=`. ValueError (one line) for a job that writes no dataset; JobFailed (a RuntimeError)
-        when lines are missing at the end (nothing is committed then)."""
+        """Wait for every part of a dataset job, commit the dataset (`_manifest.json`, `_SUCCESS`) and return
+        its manifest, as `collect JOB -o DIR/` does; ValueError without a dataset, JobFailed when lines are
+        missing."""
         from client.dataset import DatasetOutput
         from client.summary import Summary
 
@@ -371,40 +341,32 @@ class Job:
         dataset = meta.get("dataset")
         if not dataset:
             raise ValueError(f"Job.commit(): job {self.id} writes no dataset: read it with Job.results()")
-        summary = Summary()
+        summary, fmt = Summary(), meta.get("format", "jsonl")
         try:
-            output = DatasetOutput(
-                dataset, meta.get("format", "jsonl"), self.id, meta, summary, cost=self.cost
-            )
+            output = DatasetOutput(dataset, fmt, self.id, meta, summary, cost=self.cost)
             written = self.write(output, summary, on_wait=on_wait)
         except JobFailed as exc:
             raise JobFailed(f"job {self.id}: {exc}: not committed") from None
         return written.manifest  # type: ignore[return-value]  # a dataset's commit returns its manifest
 
     def _refuse_dataset(self, what: str) -> None:
-        """ValueError, one line, for a job whose records are part files in a dataset: its parts here hold
-        only statistics, so reading them as records would give nothing (or fail in Arrow's reader)."""
+        """ValueError, one line, for a job whose records are part files in a dataset (not in its parts)."""
         dataset = self.client.store.meta(self.id).get("dataset")
         if dataset:
-            raise ValueError(
-                f"{what}: job {self.id} writes a dataset to {dataset}/: "
-                "read it there (pandas, pyarrow, DuckDB)"
-            )
+            where = f"{what}: job {self.id} writes a dataset to {dataset}/"
+            raise ValueError(f"{where}: read it there (pandas, pyarrow, DuckDB)")
 
     def cancel(self, *, fail: bool = True, wait: float = 30.0) -> bool:
-        """Stop the job: its solving (`JobStore.cancel`: workers stop within their stop poll, queued chunks
-        are dropped) and this process's reading of its input (waiting at most `wait` s for the producer);
-        results stored stay until purged (collectable). `fail` marks the job cancelled, from any process
-        (True when this call did: False for a job gone or stopped already); without it only this process's
-        producer stops, the job stays as it is and a resume can go on from its checkpoint (broker mode)."""
+        """Stop the job's solving (`JobStore.cancel`) and this process's reading (waiting at most `wait` s),
+        results kept; True if this call cancelled it. `fail=False`: only this process's producer stops
+        (resumable)."""
         cancelled = self.client.store.cancel(self.id) if fail else False
         self.stop_reading(fail=fail, wait=wait)
         return cancelled
 
     def stop_reading(self, *, fail: bool = True, wait: float = 30.0) -> None:
-        """Stop only this process's reading of the input (waiting at most `wait` s for the producer), leaving
-        the job's other state to whoever failed it: a failed collection's producer must not run on, but the
-        job is not cancelled by a user. `fail` as in `cancel`."""
+        """Stop only this process's reading of the input (waiting at most `wait` s): a failed collection's
+        producer must not run on. `fail` as in `cancel`."""
         if self._producer is None:
             return
         self._producer.stop(fail)

@@ -1,17 +1,8 @@
-"""One puzzle across the local processes (embedded mode): the `Board` (`pipeline.escalation.board`) they
-share.
-
-Workers meet in Redis; local processes meet in a small manager process forked with the
-pool (multiprocessing's SyncManager: one dict, one queue), which dies with the command
-like them (PR_SET_PDEATHSIG). The dict holds each escalation's lease (a CLOCK_MONOTONIC
-deadline, the same clock in every process of the machine), its stop mark, the helpers'
-entries, and which processes are busy; the queue carries the helper tasks an owner calls,
-which a thread of the command hands to the pool (a pool process cannot submit work).
-An escalation split into cubes also keeps there its cubes (the primitives under
-`Board`'s one cube logic), each cube's claim (attempt k of cube i is taken by
-`setdefault` of its claim key, atomic in the manager: a lapsed hold is taken again as attempt
-k+1), the refuted cubes and the shared clauses (batch j appended by `setdefault` of key j).
-"""
+"""One puzzle across the local processes (embedded mode): their `Board`, in a manager process forked with the
+pool (one dict, one queue: docs/pipeline.md). The dict holds each escalation's lease (a CLOCK_MONOTONIC
+deadline: one clock for the machine), stop mark, entries, cubes, claims and clauses (taken by `setdefault`,
+atomic in the manager) and busy processes; the queue, the helper tasks a thread of the command hands to the
+pool."""
 
 from __future__ import annotations
 
@@ -31,19 +22,15 @@ LEASE_S = 3.0  # as the workers' (worker.board): a dead owner's helpers stop thi
 class LocalBoard(Board):
     """The escalations of every embedded job of one BatchClient, in the manager's dict; picklable."""
 
-    def __init__(self, state: Any, calls: Any, processes: int) -> None:
-        self.state = (
-            state  # dict proxy: ("lease"|"stop", chunk, row, job) and ("entry", ..., helper), ("busy", pid)
-        )
+    def __init__(self, state: Any, calls: Any, processes: int, job: str = "") -> None:
+        self.state = state  # dict proxy: ("lease"|"stop", job, chunk, row), ("entry", ...), ("busy", pid)
         self.calls = calls  # queue proxy: HelperTask JSON texts for the command's dispatcher thread
         self.processes = processes
-        self.job = ""
+        self.job = job
 
     def for_job(self, job: str) -> LocalBoard:
         """The same board, keyed by `job`."""
-        board = LocalBoard(self.state, self.calls, self.processes)
-        board.job = job
-        return board
+        return LocalBoard(self.state, self.calls, self.processes, job)
 
     def open(self, chunk: int, row: int) -> None:
         self.state[("lease", self.job, chunk, row)] = time.monotonic() + LEASE_S

@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from client.store import CANCELLED, Decode, JobStore, Superseded, decode_solve
@@ -18,44 +19,43 @@ if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult
 
 
-class MemoryStore(JobStore):
-    """A job store inside one process (embedded mode): dictionaries under one condition variable.
+@dataclass
+class _Job:
+    """One job's entries: its metadata, results (and their encodings), statistics and arrivals."""
 
-    It keeps no outbox of sent tasks (`RedisJobStore.commit`): local processes get their
-    chunks through a pipe of this process and cannot lose one unnoticed; a crashed process
-    fails the job instead (and nothing outlives the process to resume). Collected results
-    expire as in Redis: at once when collected with ttl 0, else `ttl` seconds later.
-    """
+    meta: dict[str, str]
+    results: dict[Any, tuple[Any, bytes | None]] = field(default_factory=dict)  # result, its encoding
+    stats: dict[Any, PartStats] = field(default_factory=dict)
+    arrivals: list[Any] = field(default_factory=list)  # part ids (chunk, row), or a generate run's chunk ids
+    parts: dict[int, dict[int, int]] = field(default_factory=dict)  # chunk -> first row -> rows published
+    done: int = 0  # chunks every row of which is answered
+    hint: tuple[int, float] = (0, 0.0)
+    expiry: dict[Any, float] = field(default_factory=dict)  # collected results: the clock's time they go
+
+
+class MemoryStore(JobStore):
+    """A job store inside one process (embedded mode), under one condition variable: no outbox (local
+    processes lose no chunk unnoticed; nothing outlives the process to resume); collected results expire as in
+    Redis."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock  # when collected results expire (a fake in tests)
         self._cond = threading.Condition()
-        self._meta: dict[str, dict[str, str]] = {}
-        self._results: dict[str, dict[int, tuple[Any, bytes | None]]] = {}  # result, its encoding
-        self._stats: dict[str, dict[int, PartStats]] = {}
-        self._arrivals: dict[str, list[Any]] = {}  # part ids (chunk, row), or a generate run's chunk ids
-        self._parts: dict[str, dict[int, dict[int, int]]] = {}  # chunk -> first row -> rows published
-        self._done: dict[str, int] = {}  # chunks every row of which is answered
-        self._hint: dict[str, tuple[int, float]] = {}
+        self._jobs: dict[str, _Job] = {}
         self._tokens: dict[str, str] = {}
-        self._expiry: dict[str, dict[int, float]] = {}  # collected results: monotonic time they go
-        self.workers: list[str] = []
 
     def create(self, job: str, meta: dict[str, str]) -> None:
         with self._cond:
-            self._meta[job] = dict(meta)
-            self._results[job], self._stats[job], self._arrivals[job] = {}, {}, []
-            self._parts[job], self._done[job] = {}, 0
-            self._hint[job] = (0, 0.0)
+            self._jobs[job] = _Job(dict(meta))
 
     def meta(self, job: str) -> dict[str, str]:
         with self._cond:
-            return dict(self._meta.get(job, {}))
+            return dict(self._jobs[job].meta) if job in self._jobs else {}
 
     def update(self, job: str, fields: dict[str, str]) -> None:
         with self._cond:
-            if job in self._meta:
-                self._meta[job].update(fields)
+            if job in self._jobs:
+                self._jobs[job].meta.update(fields)
             self._cond.notify_all()
 
     def claim(self, job: str) -> str:
@@ -78,50 +78,50 @@ class MemoryStore(JobStore):
             return self._tokens.get(job) == token
 
     def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
-        """Keep the result object itself: the collector in this process reads it without decoding. A part
-        any of whose rows is answered already is refused (False), as in Redis."""
+        """Keep the result object itself (the collector here reads it undecoded); a part any of whose rows is
+        answered already is refused (False), as in Redis."""
         with self._cond:
-            if job not in self._results:
+            state = self._jobs.get(job)
+            if state is None:
                 return False  # purged
             stats = result.header.stats
             key: Any = result.header.chunk
             if isinstance(result, Part):
-                parts = self._parts[job].setdefault(key, {})
+                parts = state.parts.setdefault(key, {})
                 runs = result.row_runs()
                 if -1 in parts or overlaps(runs, sorted(parts.items())):
                     return False
                 parts.update(runs)
                 if sum(parts.values()) >= stats.chunk_n:
                     parts[-1] = 0  # done
-                    self._done[job] += 1
+                    state.done += 1
                 key = result.part
             else:
-                self._done[job] += 1
-            self._results[job][key] = (result, payload)
-            self._stats[job][key] = stats
-            self._arrivals[job].append(key)
-            n, cpu = self._hint[job]
-            self._hint[job] = (n + stats.n, cpu + stats.cpu_s)
+                state.done += 1
+            state.results[key] = (result, payload)
+            state.stats[key] = stats
+            state.arrivals.append(key)
+            state.hint = (state.hint[0] + stats.n, state.hint[1] + stats.cpu_s)
             self._cond.notify_all()
             return True
 
     def charge(self, job: str, cost: tuple[int, int]) -> None:
         with self._cond:
-            meta = self._meta.get(job)
-            if meta is not None:
-                for field, ns in zip(COST_FIELDS, cost, strict=True):
-                    meta[field] = str(int(meta.get(field, 0)) + int(ns))
+            if job in self._jobs:
+                meta = self._jobs[job].meta
+                for name, ns in zip(COST_FIELDS, cost, strict=True):
+                    meta[name] = str(int(meta.get(name, 0)) + int(ns))
 
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         """(first row, rows) of the parts of `chunk` published; None once it is complete (or purged)."""
         with self._cond:
-            parts = self._parts.get(job, {}).get(chunk, {})
-            return None if -1 in parts or job not in self._parts else sorted(parts.items())
+            parts = self._jobs[job].parts.get(chunk, {}) if job in self._jobs else {-1: 0}
+            return None if -1 in parts else sorted(parts.items())
 
     def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
         with self._cond:
-            got = self._arrivals.get(job, [])[cursor:]
-            return list(got), cursor + len(got)
+            got = self._jobs[job].arrivals[cursor:] if job in self._jobs else []
+            return got, cursor + len(got)
 
     def fetch(self, job: str, chunks: Sequence[Any]) -> list[bytes | None]:
         got = self._kept(job, chunks)
@@ -135,58 +135,58 @@ class MemoryStore(JobStore):
 
     def job_ids(self, most: int) -> list[str]:
         with self._cond:
-            return list(self._meta)[:most]
+            return list(self._jobs)[:most]
 
     def created_at(self, jobs: Sequence[str]) -> dict[str, float]:
         with self._cond:
-            metas = [(job, self._meta.get(job, {})) for job in jobs]
-        return {job: float(meta["created"]) for job, meta in metas if "created" in meta}
+            metas = [(job, self._jobs[job].meta) for job in jobs if job in self._jobs]
+            return {job: float(meta["created"]) for job, meta in metas if "created" in meta}
 
     def cancel(self, job: str) -> bool:
         """The job marked cancelled as in Redis (no stop key: this process's own pool runs its chunks)."""
         with self._cond:
-            meta = self._meta.get(job)
-            if meta is None or meta.get("cancelled"):
+            if job not in self._jobs or self._jobs[job].meta.get("cancelled"):
                 return False
-            meta.update(state="failed", error=CANCELLED, cancelled=f"{time.time():.3f}")
+            self._jobs[job].meta.update(state="failed", error=CANCELLED, cancelled=f"{time.time():.3f}")
             self._cond.notify_all()
             return True
 
     def _kept(self, job: str, chunks: Sequence[Any]) -> list[tuple[Any, bytes | None] | None]:
         with self._cond:
-            self._expire(job)
-            results = self._results.get(job, {})
-            return [results.get(c) for c in chunks]
+            if job not in self._jobs:
+                return [None] * len(chunks)
+            self._expire(self._jobs[job])
+            return [self._jobs[job].results.get(c) for c in chunks]
 
     def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
         """Drop collected results at once (ttl 0: a collector that will not read again), else keep
         them `ttl` seconds, so the job can be read again (`Job.results()` twice), as in Redis."""
         with self._cond:
-            results = self._results.get(job, {})
-            expiry = self._expiry.setdefault(job, {})
+            state = self._jobs.get(job)
+            if state is None:
+                return
             for c in chunks:
                 if ttl <= 0:
-                    results.pop(c, None)
-                    expiry.pop(c, None)
+                    state.results.pop(c, None)
+                    state.expiry.pop(c, None)
                 else:
-                    expiry[c] = self._clock() + ttl
-            self._expire(job)
+                    state.expiry[c] = self._clock() + ttl
+            self._expire(state)
 
-    def _expire(self, job: str) -> None:
+    def _expire(self, state: _Job) -> None:
         """Drop the job's collected results whose time is up (under the lock)."""
         now = self._clock()
-        expiry = self._expiry.get(job, {})
-        for c in [c for c, at in expiry.items() if at <= now]:
-            del expiry[c]
-            self._results.get(job, {}).pop(c, None)
+        for c in [c for c, at in state.expiry.items() if at <= now]:
+            del state.expiry[c]
+            state.results.pop(c, None)
 
     def stats(self, job: str) -> list[PartStats]:
         with self._cond:
-            return list(self._stats.get(job, {}).values())
+            return list(self._jobs[job].stats.values()) if job in self._jobs else []
 
     def hint(self, job: str) -> tuple[int, float]:
         with self._cond:
-            return self._hint.get(job, (0, 0.0))
+            return self._jobs[job].hint if job in self._jobs else (0, 0.0)
 
     def wait(self, job: str, timeout: float) -> None:
         with self._cond:
@@ -196,29 +196,14 @@ class MemoryStore(JobStore):
         with self._cond:
             return self._cond.wait(timeout)
 
-    def live_workers(self) -> list[str]:
-        return list(self.workers)
-
     def purge(self, job: str, *, stop: bool = True) -> int:
         with self._cond:
-            found = job in self._meta
-            tables = (
-                self._meta,
-                self._results,
-                self._stats,
-                self._arrivals,
-                self._parts,
-                self._done,
-                self._hint,
-                self._tokens,
-                self._expiry,
-            )
-            for table in tables:
-                table.pop(job, None)  # type: ignore[attr-defined]
+            self._tokens.pop(job, None)
+            found = self._jobs.pop(job, None) is not None
             self._cond.notify_all()
             return int(found)
 
     def arrived_count(self, job: str) -> int:
         """How many chunks are answered whole (the producer's backpressure reads this)."""
         with self._cond:
-            return self._done.get(job, 0)
+            return self._jobs[job].done if job in self._jobs else 0

@@ -1,13 +1,6 @@
-"""What a command says on stderr of a broker job: while it waits, no live worker (said once, with how to start
-one) or a submission that stopped half way (said once, with what the wait is for and how to resume it); when
-it leaves the job, how far it got and how to go on.
-
-Nothing else in a waiting `solve`, `collect` or `generate` tells a user that no worker
-listens (the progress bar only stands still), so after `after` seconds without a live
-worker process one line says so and the wait goes on; a worker that beats resets it. A `collect`
-of a job whose `submit` was killed waits for the rest of the input until its producer has been
-silent `producer_stale_s` (120 s): `StoppedNotice` says so as soon as the producer is found silent.
-"""
+"""What a command says on stderr of a broker job: while it waits, once, that no worker lives (nothing else
+tells: the progress bar only stands still) or that the submission stopped half way (the wait goes on until
+`producer_stale_s`), with what to do; when it leaves the job, how far it got and how to go on."""
 
 from __future__ import annotations
 
@@ -32,13 +25,19 @@ CHECK_EVERY_S = 2.0  # what a notice says is read at most this often
 START_WORKER = "sudoku-batch worker --broker URL"
 
 
-class Notice:
-    """Says its line once while it stands, reading it at most every CHECK_EVERY_S; a broker that does not
-    answer says nothing (the wait reports that, not the notice)."""
+class StoppedNotice:
+    """Says once the line `explain()` gives (None: nothing to say yet), reading it at most every
+    CHECK_EVERY_S; a broker that does not answer says nothing (the wait reports that, not the notice)."""
 
-    what = "the notice"  # what `_line` reads, for the log line when the broker does not answer
+    what = "the submission's state"  # what `_line` reads, for the log line when the broker does not answer
 
-    def __init__(self, say: Callable[[str], None] | None, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        explain: Callable[[], str | None],
+        say: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.explain = explain
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.clock = clock
         self._checked = -1e18
@@ -46,7 +45,7 @@ class Notice:
 
     def _line(self, now: float) -> str | None:
         """The line to say now (None: nothing)."""
-        raise NotImplementedError
+        return None if self._said else self.explain()
 
     def check(self) -> bool:
         """Say the line if there is one now and it was not said; True when it was said now."""
@@ -66,7 +65,7 @@ class Notice:
         return True
 
 
-class NoWorkerNotice(Notice):
+class NoWorkerNotice(StoppedNotice):
     """Says once when `live()` (live worker processes) stayed 0 for `after` s; again after workers left."""
 
     what = "the live workers"
@@ -78,7 +77,7 @@ class NoWorkerNotice(Notice):
         after: float = NO_WORKER_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(say, clock)
+        super().__init__(lambda: None, say, clock)
         self.live = live
         self.after = after
         self._since = clock()  # no worker seen since then
@@ -92,27 +91,9 @@ class NoWorkerNotice(Notice):
         return f"waiting: no live worker on the broker for {self.after:g} s; start one: {START_WORKER}"
 
 
-class StoppedNotice(Notice):
-    """Says once the line `explain()` gives (None while there is nothing to say: the submission goes on)."""
-
-    what = "the submission's state"
-
-    def __init__(
-        self,
-        explain: Callable[[], str | None],
-        say: Callable[[str], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(say, clock)
-        self.explain = explain
-
-    def _line(self, now: float) -> str | None:
-        return None if self._said else self.explain()
-
-
 def stopped_submission(job: Job, args: argparse.Namespace) -> str | None:
-    """What a collection waits for when the job's submission stopped half way (its producer killed: a
-    `collect` after a `submit` that died), or None while the submission goes on or is complete."""
+    """What a collection waits for when the job's submission stopped half way (a `collect` after a `submit`
+    that died), or None."""
     if job.producing:  # this process's own producer reads on (one that died fails the collection)
         return None
     meta = job.client.store.meta(job.id)
@@ -128,8 +109,8 @@ def stopped_submission(job: Job, args: argparse.Namespace) -> str | None:
 
 
 def _meta_after_interrupt(job: Job) -> dict[str, str]:
-    """The job's metadata, or {} when the broker cannot say. Idle pooled connections are dropped
-    first: the interrupt may have cut a command off between its send and its reply."""
+    """The job's metadata, or {} when the broker cannot say; idle connections dropped first (one may hold an
+    unread reply)."""
     try:
         job.client.store.drop_idle_connections()
         return job.client.store.meta(job.id)
@@ -139,8 +120,8 @@ def _meta_after_interrupt(job: Job) -> dict[str, str]:
 
 
 def how_far(job: Job, written: int) -> str:
-    """`N of M puzzles` (`of M+ read so far` while the input is still read or its submission stopped, `of
-    M+ counted so far` while the workers count the splits they read), from the job's metadata."""
+    """`N of M puzzles`, or `of M+ read so far` (the input still read or stopped), or `of M+ counted so far`
+    (splits)."""
     meta = _meta_after_interrupt(job)
     if "total" in meta:
         return f"{written:,} of {plural(int(meta['total']), 'puzzle')}"

@@ -15,12 +15,9 @@ from pipeline.engine.lines import SlabTexts
 
 
 class ChunkSizer:
-    """Chunk sizes aiming at `target_s` of solving each, learnt from the results that came back.
-
-    Before any feedback the size starts small for the grid size and doubles per chunk;
-    with feedback it follows target / (CPU seconds per puzzle), growing at most 2x per
-    chunk (so small jobs still spread over the workers) and bounded by the payload size.
-    """
+    """Chunk sizes aiming at `target_s` of solving each: small for the grid size, doubling per chunk until
+    feedback, then target / (CPU seconds per puzzle), growing at most 2x per chunk (small jobs still spread
+    over the workers), bounded by the payload size."""
 
     def __init__(self, target_s: float, max_bytes: int, most: int = MAX_CHUNK_PUZZLES) -> None:
         self.target_s = target_s
@@ -79,10 +76,7 @@ class Pending:
 
     runs: deque[Run] = field(default_factory=deque)  # valid puzzles, in input order
     count: int = 0  # puzzles in `runs`
-    bad_texts: list[str] = field(default_factory=list)
-    bad_indices: list[int] = field(default_factory=list)
-    bad_lines: list[int] = field(default_factory=list)
-    bad_errors: list[str] = field(default_factory=list)
+    bad: list[tuple[int, int, str, str]] = field(default_factory=list)  # invalid: (index, line, text, error)
 
     def add(self, texts: Sequence[str], indices: Sequence[int], lines: Sequence[int]) -> None:
         """Queue consecutive valid puzzles (single ones join the last run when it is a list)."""
@@ -99,19 +93,12 @@ class Pending:
             self.runs.append(Run(list(texts), list(indices), list(lines)))
         self.count += len(texts)
 
-    def add_bad(self, text: str, index: int, line: int, error: str) -> None:
-        """Queue an invalid line, for its `invalid` answer."""
-        self.bad_texts.append(text)
-        self.bad_indices.append(index)
-        self.bad_lines.append(line)
-        self.bad_errors.append(error)
-
     def take_bad(self, below: int) -> tuple[list[int], list[int], list[str], list[str]]:
         """The pending invalid lines before index `below`: their indices, lines, texts and errors."""
-        k = bisect.bisect_left(self.bad_indices, below)
-        out = self.bad_indices[:k], self.bad_lines[:k], self.bad_texts[:k], self.bad_errors[:k]
-        del self.bad_indices[:k], self.bad_lines[:k], self.bad_texts[:k], self.bad_errors[:k]
-        return out
+        k = bisect.bisect_left(self.bad, (below,))  # (below,) sorts before every line of index `below`
+        taken, self.bad[:k] = self.bad[:k], []
+        columns = [list(column) for column in zip(*taken, strict=True)] or [[], [], [], []]
+        return columns[0], columns[1], columns[2], columns[3]
 
     def first_length(self) -> int:
         """The length of the first pending puzzle's text (chunk sizes follow it)."""

@@ -1,15 +1,6 @@
-"""The producer: stream inputs, answer invalid lines itself, send the rest in sized chunks.
-
-Nothing is held beyond the chunk being filled (and, with a window, the chunks in
-flight), so a corpus of any length streams through. Every puzzle read gets an index
-and exactly one answer: either an `invalid` result written straight to the store, or a
-place in a chunk task.
-
-Every chunk is committed to the store (answered results, the task kept for re-sending,
-and the job's checkpoint) before it is sent, in input order, so the checkpoint always
-names a prefix of the input that is fully submitted: a producer that dies half way can
-be resumed from there (`BatchClient.resume`) with the same chunk numbering.
-"""
+"""The producer: stream inputs (holding only the chunk being filled and the window in flight), answer invalid
+lines itself, send the rest in sized chunks, each committed before it is sent: the checkpoint names a fully
+submitted prefix of the input (docs/decisions.md)."""
 
 from __future__ import annotations
 
@@ -52,15 +43,10 @@ def digest(text: str) -> str:
 
 
 class Producer:
-    """Reads the inputs of one job into chunk tasks and producer-answered results (`run`), or sends a
-    generate plan's tasks (`run_plan`): either way each task is committed, then sent, within the window.
-
-    `resume` (a checkpoint of an earlier producer of the job) skips the puzzles it covers,
-    checking that the puzzle before it is the same one, and numbers chunks on from it.
-    `token` is this producer's claim on the job (`JobStore.claim`; taken at start if None):
-    once another producer claims the job, this one stops at its next commit. `window` bounds
-    the chunks sent and not yet `consumed` (default: whose result has not arrived).
-    """
+    """Reads a job's inputs into chunk tasks and its own answers (`run`), or sends a generate plan's tasks
+    (`run_plan`): each committed, then sent, within the `window` of chunks not yet `consumed`. `resume`: an
+    earlier producer's checkpoint, checked and gone on from; `token`: this producer's claim
+    (`JobStore.claim`), which another's claim revokes."""
 
     def __init__(
         self,
@@ -97,21 +83,15 @@ class Producer:
         self._fail_on_stop = True
 
     def stop(self, fail: bool = True) -> None:
-        """Stop reading at the next block or chunk: the job is marked failed when `fail`, else it stays
-        as it is, its checkpoint resumable (an interrupted command: `submit --resume` goes on)."""
+        """Stop reading at the next block or chunk: the job is marked failed when `fail`, else left
+        resumable."""
         self._fail_on_stop = fail
         self.stopping.set()
         self.transport.stop()
 
     def run(self, sources: list[tuple[str, Source]]) -> int:
-        """Read every source in order; return the number of puzzles. Marks the job failed on error.
-
-        A producer taken over by a resume (Superseded) or given the wrong inputs to resume
-        (ResumeRefused) leaves the job as it is, for the right producer to finish.
-        """
-        if self.spec.splits is not None:
-            self._produce(lambda: self._split_all([name for name, _ in sources]))
-            return self.index
+        """Read every source in order; return the number of puzzles. The job fails on an error (not Superseded
+        or ResumeRefused)."""
 
         def read() -> dict[str, str]:
             for name, source in sources:
@@ -122,14 +102,12 @@ class Producer:
                 )
             return {"total": str(self.index), "submitted": str(self.index)}
 
-        self._produce(read)
+        names = [name for name, _ in sources]
+        self._produce(read if self.spec.splits is None else lambda: self._split_all(names))
         return self.index
 
     def run_plan(self, tasks: Iterable[GenerateTask]) -> int:
-        """Commit and send planned tasks in order (a generate run: chunk ids are the plan's); return how many.
-
-        The checkpoint counts the planned puzzles sent; a generate run is not resumed (run it again).
-        """
+        """Commit and send planned tasks in order (chunk ids: the plan's); return how many (never resumed)."""
 
         def send() -> dict[str, str]:
             for task in tasks:
@@ -143,11 +121,8 @@ class Producer:
         return self.chunks
 
     def _produce(self, produce: Callable[[], dict[str, str]]) -> None:
-        """Claim the job, run `produce` (it returns the final metadata fields), then say the job is produced.
-
-        Failures mark the job failed, a cancel marks it cancelled (or leaves it resumable);
-        a producer taken over by a resume or refused one leaves the job as it is.
-        """
+        """Claim the job, run `produce` (it returns the final metadata fields), then say the job is produced;
+        a failure marks it failed, a cancel cancelled (or leaves it resumable)."""
         try:
             if self.token is None:
                 self.token = self.store.claim(self.spec.job)
@@ -169,12 +144,8 @@ class Producer:
             raise
 
     def leave(self) -> None:
-        """Say this producer is gone (beat at 0), so a resume may take the submission over at once.
-
-        Called by the producer once stopped, or by the command for a producer stopped but still
-        blocked (in a read or a send): it beats no more once stopped, and a resume's claim fences
-        off whatever it would still commit.
-        """
+        """Say this producer is gone (beat 0), so a resume may take over at once (also for one stopped but
+        blocked in a read or a send: it beats no more, and a resume's claim fences off its commits)."""
         try:
             if self.token is not None and self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"producer_beat": "0"})
@@ -187,23 +158,23 @@ class Producer:
             if self.token is None or self.store.owns(self.spec.job, self.token):
                 self.store.update(self.spec.job, {"state": "failed", "error": reason[:500], **(fields or {})})
         except Exception as exc:  # noqa: BLE001 - the store may be what failed: the caller still gets its error
-            # info, not a warning: the command's one error line already says why the job ended (a full Redis
-            # refused the send and then this write: a second line on stderr said the same again)
+            # info: the command's one error line already says why the job ended
             log.info("job %s: not marked failed (%s): %s", self.spec.job, reason[:200], exc)
 
     def _read(self, name: str, source: Source) -> None:
         """Read one input into pending chunks; puzzles before a resumed checkpoint are only counted."""
         pending = Pending()
-        skip = self.resume.index if self.resume is not None else 0
+        skip, tail = (self.resume.index, self.resume.tail) if self.resume is not None else (0, "")
         blocks = read_blocks(source, self.spec.box, check=False, column=self.spec.column)
         for block in blocks:  # each puzzle is checked once: where it is parsed
             if self.stopping.is_set():
                 raise JobCancelled("the job was cancelled")
             first = self.index
             self.index += len(block)
-            if first < skip <= self.index:  # the checkpoint falls in this block: same puzzle before it?
-                at = skip - first - 1
-                self._check_tail(block.texts[at], f"{name}:{block.lines[at]}")
+            at = skip - first - 1  # the puzzle before the checkpoint: in this block, is it the one submitted?
+            if first < skip <= self.index and digest(block.texts[at]) != tail:
+                where = f"{name}:{block.lines[at]}: not the puzzle submitted there"
+                raise ResumeRefused(f"{where}: these are not the job's inputs")
             lo = max(0, skip - first)  # rows of this block submitted before
             if lo >= len(block):
                 self._heartbeat()
@@ -221,18 +192,17 @@ class Producer:
                     if error is None:
                         pending.add([text], [i], [line])
                     else:
-                        pending.add_bad(text, i, line, error)
+                        pending.bad.append((i, line, text, error))
             while pending.count and pending.count >= self._next_size(pending):
                 self._send(name, pending)
-            if len(pending.bad_texts) >= MAX_ANSWERED:
+            if len(pending.bad) >= MAX_ANSWERED:
                 self._flush(name, pending)
             self._heartbeat()
         self._flush(name, pending)
 
     def _split_all(self, names: list[str]) -> dict[str, str]:
-        """Send every input as byte-range splits the workers read (`pipeline.engine.splits`): nothing is read
-        here but the first megabyte of each input, for the length of its lines. The job's total is known
-        once the workers have counted every split (`JobStore.split_total`)."""
+        """Send every input as byte-range splits the workers read and count: only the first MB of each is read
+        here (its lines' length)."""
         assert self.spec.splits is not None
         at_input, at_byte = (self.checkpoint.input, self.checkpoint.offset) if self.resume else (0, 0)
         for i, (name, url) in enumerate(zip(names, self.spec.splits, strict=True)):
@@ -249,7 +219,8 @@ class Producer:
                 if self.stopping.is_set():
                     raise JobCancelled("the job was cancelled")
                 self._wait_for_room()
-                want = self._split_bytes(line_bytes)
+                puzzles = self.split_sizer.next(max(1, round(line_bytes) - 1), self._per_puzzle())
+                want = max(1, min(self.settings.max_split_bytes, int(puzzles * line_bytes)))
                 end = stat.size if stat.size - at <= want + want // 4 else at + want
                 chunk = self._next_chunk()
                 task = ChunkTask(
@@ -270,31 +241,18 @@ class Producer:
         n, cpu = self.store.hint(self.spec.job) if self.sent or self.resume else (0, 0.0)
         return cpu / n if n and cpu > 0 else None
 
-    def _split_bytes(self, line_bytes: float) -> int:
-        """The next split's bytes: the puzzles the sizer wants (from the workers' feedback) times the lines'
-        length; at most `max_split_bytes`."""
-        puzzles = self.split_sizer.next(max(1, round(line_bytes) - 1), self._per_puzzle())
-        return max(1, min(self.settings.max_split_bytes, int(puzzles * line_bytes)))
-
     def _options(self, chunk: int) -> dict[str, Any]:
         """What every task of the job carries beside its puzzles."""
-        dataset = self.spec.task_dataset()
+        spec, dataset = self.spec, self.spec.task_dataset()
         return {
-            "box": self.spec.box,
-            "time_limit": self.spec.time_limit,
-            "portfolio": self.spec.portfolio,
-            "seed": solver_seed(self.spec.job if self.spec.seed is None else str(self.spec.seed), chunk),
-            "escalate_after": self.spec.escalate_after or None,
-            "format": "columns"
-            if dataset is not None
-            else self.spec.format,  # a dataset's parts: in the file
+            "box": spec.box,
+            "time_limit": spec.time_limit,
+            "portfolio": spec.portfolio,
+            "seed": solver_seed(spec.job if spec.seed is None else str(spec.seed), chunk),
+            "escalate_after": spec.escalate_after or None,
+            "format": "columns" if dataset is not None else spec.format,  # a dataset's parts: in the file
             "dataset": dataset,
         }
-
-    def _check_tail(self, text: str, where: str) -> None:
-        """Refuse to resume unless the puzzle just before the checkpoint is the one submitted there."""
-        if self.resume is not None and digest(text) != self.resume.tail:
-            raise ResumeRefused(f"{where}: not the puzzle submitted there: these are not the job's inputs")
 
     def _next_size(self, pending: Pending) -> int:
         """The next chunk's size, from the workers' feedback so far (one store read per chunk)."""
@@ -303,10 +261,8 @@ class Producer:
         return self._size
 
     def _send(self, name: str, pending: Pending) -> None:
-        """Commit and send the next chunk of pending puzzles, with the invalid lines before its last one.
-
-        Afterwards exactly the puzzles up to the chunk's last one are submitted: the checkpoint.
-        """
+        """Commit and send the next chunk of pending puzzles, with the invalid lines before its last one (the
+        checkpoint moves past it)."""
         self._wait_for_room()
         size = self._next_size(pending)
         self._size = None
@@ -338,8 +294,8 @@ class Producer:
         """Send every pending puzzle, then answer the invalid lines after it: all read is submitted."""
         while pending.count:
             self._send(name, pending)
-        if pending.bad_texts:
-            last, tail = pending.bad_indices[-1], pending.bad_texts[-1]
+        if pending.bad:
+            last, _, tail, _ = pending.bad[-1]
             answered = self._answered(name, pending, below=last + 1)
             self._commit(Checkpoint(index=last + 1, chunks=self.chunks, tail=digest(tail)), None, answered)
 
@@ -363,8 +319,7 @@ class Producer:
         staged = None
         dataset = self.spec.task_dataset()
         if answered is not None and dataset is not None:  # the producer's own answers: a part file too
-            if self.storage is None:
-                self.storage = storage_for(dataset.url)
+            self.storage = self.storage or storage_for(dataset.url)
             staged = stage_part(self.storage, dataset, answered)
             answered = staged.part
         self.store.commit(self.spec.job, self.token, checkpoint, fields, answered, task)
@@ -384,9 +339,8 @@ class Producer:
         while True:
             if self.stopping.is_set():
                 raise JobCancelled("the job was cancelled")
-            broken = self.transport.broken
-            if broken:
-                raise RuntimeError(broken)
+            if self.transport.broken:
+                raise RuntimeError(self.transport.broken)
             done = self.consumed() if self.consumed is not None else self.store.arrived_count(self.spec.job)
             if self.chunks - done < self.window():
                 return

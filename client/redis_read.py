@@ -1,8 +1,5 @@
-"""One large value read from Redis straight into one buffer, past redis-py's reply parser (`read_large`).
-
-A chunk result is megabytes: the collector's `RedisJobStore.fetch` reads it here; the bench
-compares this read with the worker's ordinary one.
-"""
+"""One large value (a chunk result: megabytes) read from Redis straight into one buffer, past redis-py's reply
+parser (`read_large`, for `RedisJobStore.fetch`)."""
 
 from __future__ import annotations
 
@@ -21,17 +18,10 @@ log = logging.getLogger(__name__)
 
 
 def read_large(client: Any, key: str) -> bytes | bytearray | None:
-    """GET one large value straight from the socket into one buffer; NotImplemented when it cannot.
-
-    A chunk result is megabytes: redis-py's pure-Python reply parser copies such a value
-    four times through fresh buffers (~2 ms of CPU per MB); here the bytes land once in
-    a bytearray. Only the reply's header line goes through redis-py's buffer. Any error
-    drops the connection (its stream may be mid-reply) and returns NotImplemented, so the
-    caller falls back to the ordinary command with its retries; an interrupt (Ctrl-C while
-    a result is read) drops it too before going on up, or the pooled connection would hand
-    the rest of this value to the next command (an interrupted `solve` then read its job's
-    metadata as garbage and forgot to say how to resume the submission).
-    """
+    """GET one large value straight from the socket into one bytearray (redis-py's parser copies it four
+    times: docs/decisions.md); NotImplemented when it cannot. Any error drops the connection (it may be
+    mid-reply) and returns NotImplemented (the caller falls back to GET); an interrupt drops it too before
+    going on up, or the pooled connection would hand the rest of this value to the next command."""
     pool = getattr(client, "connection_pool", None)
     if SocketBuffer is None or not isinstance(pool, redis.ConnectionPool):
         return NotImplemented  # a fake or exotic client: the ordinary path

@@ -1,8 +1,5 @@
-"""The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list.
-
-Key names and the result write come from `pipeline.contract.keys`, which the worker uses
-too; the connection is `client.config.connect`'s (short timeouts: never a hang).
-"""
+"""The Redis job store: one hash of metadata per job, one key per chunk result, an arrival list (key names and
+the result write: `pipeline.contract.keys`, the worker's too)."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -44,11 +41,6 @@ LIVE_WORKER_S = 20.0  # a worker process is live if it beat within this many sec
 COMMIT_TRIES = 8  # rounds of a producer's commit interrupted by a broken connection before it fails
 
 
-def _glob_escape(text: str) -> str:
-    """`text` as a literal in a Redis MATCH pattern (a key prefix may hold `*`, `?`, `[` or `\\`)."""
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
 class RedisJobStore(JobStore):
     """A JobStore in Redis, shared by every producer, worker and collector of the broker."""
 
@@ -78,11 +70,22 @@ class RedisJobStore(JobStore):
     def _unless_stopped(self, k: JobKeys, commands: list[tuple[Any, ...]]) -> bool:
         """Run `commands` in one MULTI under WATCH of the job's stop key, unless the job is stopped or gone
         (a purge sets the key first: set in between, the EXEC is void and this looks again); True if run."""
+        return self._watched((k.stop,), lambda pipe: job_stopped(pipe, k), commands)
+
+    def _watched(
+        self,
+        keys: tuple[str, ...],
+        refused: Callable[[Any], bool],
+        commands: list[tuple[Any, ...]],
+        voided: Callable[[], None] = lambda: None,
+    ) -> bool:
+        """Run `commands` in one MULTI under WATCH of `keys` unless `refused(pipe)`; an EXEC voided (a key
+        changed, or the connection broke) calls `voided` and tries again, COMMIT_TRIES times; True if run."""
         for _ in range(COMMIT_TRIES):
             with self.r.pipeline(transaction=True) as pipe:
                 try:
-                    pipe.watch(k.stop)
-                    if job_stopped(pipe, k):
+                    pipe.watch(*keys)
+                    if refused(pipe):
                         return False
                     pipe.multi()
                     for command in commands:
@@ -90,13 +93,13 @@ class RedisJobStore(JobStore):
                     pipe.execute()
                     return True
                 except redis.WatchError:
-                    continue
+                    pass
+            voided()
         return False
 
     def cancel(self, job: str) -> bool:
-        """One MULTI under WATCH of the stop key: the job marked cancelled (failed, `CANCELLED`) and its stop
-        key set for the job's life (workers solving it stop within their poll, its queued chunks are dropped
-        unsolved, its producer is fenced off); its parts stay, a collector waiting on it wakes."""
+        """One MULTI under WATCH of the stop key: the job marked cancelled and its stop key set for its life
+        (workers stop within their poll, queued chunks are dropped, the producer fenced off); parts stay."""
         k, ttl = self.keys(job), self.settings.job_ttl
         fields = {"state": "failed", "error": CANCELLED, "cancelled": f"{time.time():.3f}"}
         commands = [*_hset(k.meta, fields, ttl), ("SET", k.stop, "cancelled", "EX", ttl)]
@@ -110,39 +113,28 @@ class RedisJobStore(JobStore):
     def _commit(
         self, job: str, token: str, meta: dict[str, str], answered: Part | None, task: Task | None
     ) -> None:
-        """One MULTI under WATCH of the producer token: answered result, outbox entry of `task`, checkpoint.
-
-        The task enters the outbox before it is sent, with the checkpoint past it: a producer
-        killed before the send leaves it to the resume (or `Resender`), never numbered again.
-        """
+        """One MULTI under WATCH of the producer token: answered result, outbox entry of `task` (before it is
+        sent: a producer killed before the send leaves it to the resume or `Resender`), checkpoint."""
         k, ttl = self.keys(job), self.settings.job_ttl
         commands: list[tuple[Any, ...]] = []
         if answered is not None:  # the producer's own answers: a new chunk, whole in one part (row 0)
             commands += self._publish(k, answered, answered.encode())
-        if task is not None:
-            commands += _outbox(k, task, ttl)
+        if task is not None:  # stamped, kept until its result write drops it (a lost message: `Resender`)
+            entry = outbox_entry(time.time(), task.model_dump_json())
+            commands += _hset(k.outbox, {str(task.chunk): entry}, ttl)
         commands += _hset(k.meta, meta, ttl)
         if "state" in meta:  # produced (or resumed): a collector waiting on the job looks again
             commands += wake_commands(k, ttl)
         commands.append(("EXPIRE", k.producer, ttl))
-        for _ in range(COMMIT_TRIES):
-            with self.r.pipeline(transaction=True) as pipe:
-                try:
-                    pipe.watch(k.producer, k.stop)
-                    if _s(pipe.get(k.producer) or b"") != token or pipe.exists(k.stop):
-                        raise Superseded(
-                            f"job {job}: a resume took the submission over (or the job was purged)"
-                        )
-                    pipe.multi()
-                    for command in commands:
-                        pipe.execute_command(*command)
-                    pipe.execute()
-                    return
-                except redis.WatchError:  # the token changed, or the connection broke while watching it
-                    pass
-            if _s(self.r.get(k.producer) or b"") != token:  # outside WATCH: rides out a broker restart
+
+        def check(client: Any, stop: bool = True) -> bool:
+            if _s(client.get(k.producer) or b"") != token or (stop and client.exists(k.stop)):
                 raise Superseded(f"job {job}: a resume took the submission over (or the job was purged)")
-        raise redis.ConnectionError(f"job {job}: the broker kept failing the commit of a chunk")
+            return False
+
+        # a voided EXEC: the token checked again outside WATCH (which rides out a broker restart)
+        if not self._watched((k.producer, k.stop), check, commands, lambda: check(self.r, stop=False)):
+            raise redis.ConnectionError(f"job {job}: the broker kept failing the commit of a chunk")
 
     def owns(self, job: str, token: str) -> bool:
         return _s(self.r.get(self.keys(job).producer) or b"") == token
@@ -152,9 +144,6 @@ class RedisJobStore(JobStore):
         data = payload if payload is not None else result.encode()
         run_commands(self.r, self._publish(self.keys(job), result, data))
         return True
-
-    def charge(self, job: str, cost: tuple[int, int]) -> None:
-        """Nothing: a broker's jobs are charged by the workers that run their chunks (`worker.board`)."""
 
     def _publish(self, k: JobKeys, result: Part | GenerateResult, data: bytes) -> list[tuple[Any, ...]]:
         """The commands that store `result` (a part, or a generate chunk's result) encoded as `data`."""
@@ -198,7 +187,8 @@ class RedisJobStore(JobStore):
         """SCAN (never KEYS: it would block the broker) for job metadata keys; up to `most` ids."""
         head, tail = f"{self.prefix}:job:", ":meta"
         found: dict[str, None] = {}  # SCAN may return a key twice
-        for key in self.r.scan_iter(match=f"{_glob_escape(head)}*{tail}", count=1000):
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", head)  # the prefix as a literal: it may hold * ? [ ] or \
+        for key in self.r.scan_iter(match=f"{pattern}*{tail}", count=1000):
             job = _s(key)[len(head) : -len(tail)]
             if JOB_ID.fullmatch(job):
                 found[job] = None
@@ -225,8 +215,7 @@ class RedisJobStore(JobStore):
         pipe.execute()
 
     def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
-        """Drop the parts and record the checkpoint in one MULTI, unless the job is stopped or gone (a
-        purged job's keys are never re-created)."""
+        """Drop the parts, record the checkpoint: one MULTI unless the job is stopped or gone."""
         k, names = self.keys(job), [f"{c}:{r}" for c, r in parts]
         commands: list[tuple[Any, ...]] = [("HSET", k.meta, "collected", json.dumps(checkpoint))]
         if parts:
@@ -244,8 +233,7 @@ class RedisJobStore(JobStore):
         ]
 
     def split_total(self, job: str) -> int | None:
-        """The puzzles of a job read in splits once its workers have counted every split (the frontier
-        passed the last one the producer sent), else None."""
+        """The puzzles of a job read in splits once the frontier passed its last split, else None."""
         k = self.keys(job)
         raw, chunks = self.r.get(k.frontier), self.r.hget(k.meta, "chunks_total")
         if chunks is None:
@@ -254,8 +242,7 @@ class RedisJobStore(JobStore):
         return front.index if front.chunk >= int(chunks) else None
 
     def split_counted(self, job: str) -> int:
-        """The puzzles of a job read in splits its workers have counted so far: those of the splits the
-        frontier has passed (the splits before the first one not counted yet)."""
+        """The puzzles of a job read in splits its workers counted so far: the splits the frontier passed."""
         return Frontier.parse(self.r.get(self.keys(job).frontier)).index
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
@@ -276,8 +263,7 @@ class RedisJobStore(JobStore):
         time.sleep(timeout)
 
     def wait_arrival(self, job: str, timeout: float) -> bool:
-        """Block on the job's wake list (a part's publication, or a change of the job's state, pushes its one
-        token): a collector then costs nothing while it waits, however long the job runs."""
+        """Block on the job's wake list (a part or a state change pushes a token): waiting costs nothing."""
         return self.r.blpop([self.keys(job).wake], timeout=max(0.01, timeout)) is not None
 
     def live_workers(self) -> list[str]:
@@ -311,9 +297,8 @@ class RedisJobStore(JobStore):
         return {int(chunk): read_outbox_entry(value) for chunk, value in raw.items()}
 
     def claim_resend(self, job: str, chunk: int, sent_at: float) -> bool:
-        """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed
-        (compare-and-set under WATCH: two collectors of one job never both re-send a chunk, nor put one whose
-        result arrived meanwhile back in the outbox)."""
+        """Restamp an entry sent at `sent_at`, count a resend; False if its result came or it was claimed (a
+        compare-and-set under WATCH: two collectors never both re-send a chunk)."""
         k = self.keys(job)
         with self.r.pipeline(transaction=True) as pipe:
             try:
@@ -331,25 +316,17 @@ class RedisJobStore(JobStore):
         return True
 
     def drop_idle_connections(self) -> None:
-        """Disconnect the pool's idle connections: an interrupt raised between a command's send and its
-        reply (redis-py does not guard that gap) returns the connection with the reply still coming,
-        and the next command would read it as its own. Connections in use (the producer's) stay."""
+        """Disconnect the pool's idle connections: one an interrupt cut between a command's send and its
+        reply still has the reply coming, which the next command would read as its own."""
         self.r.connection_pool.disconnect(inuse_connections=False)
 
     def queued(self) -> int:
-        """Messages waiting in the workers' broker queue: kombu keeps it as a Redis list per priority
-        (`pipeline.contract.keys.queue_lists`), summed."""
+        """Messages waiting in the workers' broker queue (kombu's Redis list per priority, summed)."""
         return queued(self.r, self.settings.queue)
 
     def purge(self, job: str, *, stop: bool = True) -> int:
-        """Stop the job, then delete its keys; result keys by chunk id (no keyspace scan), metadata last.
-
-        With `stop` the stop key goes first (it expires by itself after `stop_ttl` s): workers
-        solving a chunk of the job stop at their solvers' next slice, and every writer checks
-        it (under WATCH) before writing, so nothing of the job is written again. A chunk
-        still queued finds no metadata when it runs and is dropped unsolved. A complete job
-        (nothing runs) is purged without it: then no key of it is left at all.
-        """
+        """Stop the job, then delete its keys: results by chunk id (no keyspace scan), metadata last. `stop`:
+        the stop key (expiring after `stop_ttl` s) first, which every writer checks under WATCH."""
         k = self.keys(job)
         if stop:
             self.r.set(k.stop, "purged", ex=max(1, self.settings.stop_ttl))
@@ -390,13 +367,6 @@ def _result_key(keys: JobKeys, result: Any) -> str:
 def _hset(key: str, fields: dict[str, str], ttl: int) -> list[tuple[Any, ...]]:
     """The commands that set `fields` of the hash `key` and renew its time to live."""
     return [("HSET", key, *[x for kv in fields.items() for x in kv]), ("EXPIRE", key, ttl)]
-
-
-def _outbox(k: JobKeys, task: Task, ttl: int) -> list[tuple[Any, ...]]:
-    """The commands that keep `task` in the job's outbox, stamped now, until its result is stored (the result
-    write drops it): written before the task goes to the broker, a message the broker loses (popped by a
-    worker's connection as Redis stopped) is still here for `Resender`."""
-    return _hset(k.outbox, {str(task.chunk): outbox_entry(time.time(), task.model_dump_json())}, ttl)
 
 
 def run_commands(client: Any, commands: list[tuple[Any, ...]]) -> None:

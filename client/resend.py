@@ -1,14 +1,7 @@
-"""The resend sweep: a collector re-sends chunk tasks the broker lost, from the job's outbox.
-
-Kombu's Redis transport pops a message (BRPOP) and records it as unacknowledged in a
-second step; if Redis stops in between, the message is in neither place and no worker
-ever solves the chunk. The producer keeps every sent task in the job's outbox until
-its result is stored, so a collector that has waited `resend_after` seconds without a
-result sends again, by name, each outbox task older than that which no live worker is
-solving, once the broker queue has drained (before that, a task still queued behind slow
-chunks would be sent twice for nothing), at the priority the producer sent it at
-(`client.transport.CeleryTransport`).
-Re-sending is safe: result writes are idempotent per chunk and collectors skip repeated arrivals.
+"""The resend sweep: a collector re-sends chunk tasks the broker lost (kombu's pop can lose one as Redis
+stops: docs/decisions.md) from the job's outbox: those older than `resend_after` no live worker solves, once
+the broker queue has drained. Safe: result writes are idempotent per chunk and collectors skip repeated
+arrivals.
 """
 
 from __future__ import annotations
@@ -37,11 +30,8 @@ class Resender:
         self.resent = 0
 
     def sweep(self, idle: float) -> int:
-        """Re-send stale outbox tasks after `after` s without results (at most every `after` s); return count.
-
-        A broker outage during the sweep is not an error: the tasks stay in the outbox
-        and the next sweep tries again.
-        """
+        """Re-send stale outbox tasks after `after` s without results (at most every `after` s); return count
+        (a broker outage is no error: the tasks stay in the outbox for the next sweep)."""
         now = time.monotonic()
         if idle < self.after or now - self._last < self.after:
             return 0

@@ -1,17 +1,7 @@
-"""Shared memory between the command and its local processes: parts come back without being copied.
-
-A local process renders each part's records straight into a ring of shared memory the command
-made before forking it (`RingArena`, `pipeline.engine.render.Arena`), and sends through the pipe only
-the part's header and where its records lie; the command writes them to the output from there
-and gives the bytes back once the part is gone (`RingReader.part`). Before, a part's records were
-copied six times on the way (rendered, cut, encoded, pickled, through the pipe, unpickled) into
-memory that was new each time (1M easy 9x9 records are 431 MB).
-
-One ring per process, one writer and one reader: the process advances its head as it renders,
-the command a shared `released` counter as the parts are dropped (in any order: the counter
-moves over the oldest parts released). A part that does not fit in the free space, or is
-bigger than the ring, goes through the pipe as before: nobody ever waits for the ring.
-"""
+"""Shared memory between the command and its local processes: a process renders a part's records into its ring
+(`RingArena`) and pipes only the header and where they lie; the command reads them there (`RingReader.part`)
+and moves a shared `released` counter over the oldest parts dropped (not six copies through the pipe:
+docs/decisions.md). A part that does not fit goes through the pipe: nobody waits for the ring."""
 
 from __future__ import annotations
 
@@ -31,8 +21,7 @@ RINGS_MB = 64  # shared among the processes: what may be in flight while the com
 
 
 def ring_bytes(processes: int) -> int:
-    """Each ring's size for `processes` local processes: an even share of RINGS_MB, at least RING_MB. With
-    two, 32 MB: every part of a 1M-puzzle kaggle run fits (16 MB left 18 of 83 to the pipe: 0.15 CPU-s)."""
+    """Each ring's size for `processes` local processes: an even share of RINGS_MB, at least RING_MB."""
     return max(RING_MB, RINGS_MB // max(1, processes)) << 20
 
 

@@ -1,10 +1,5 @@
-"""The job store interface, and a job's status as every store summarises it.
-
-A job store holds a job's metadata and its chunk results until they are collected.
-`RedisJobStore` (client/redis_store.py) is the distributed one; `MemoryStore`
-(client/memory_store.py) keeps the same contract inside one process, so the producer and
-the collector run unchanged on either, and tests run the same cases against both.
-"""
+"""The job store interface, and a job's status as every store summarises it: `RedisJobStore` and
+`MemoryStore` keep one contract, so producer and collector run unchanged on either."""
 
 from __future__ import annotations
 
@@ -13,6 +8,7 @@ import logging
 import re
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -128,14 +124,10 @@ class JobStore(ABC):
         answered: Part | None = None,
         task: ChunkTask | GenerateTask | None = None,
     ) -> None:
-        """Atomically store a producer's answered chunk, keep its task, and move its checkpoint.
-
-        Raises Superseded (changing nothing) unless `token` is the job's current producer
-        token, so a producer that was taken over can never write a chunk id twice.
-        """
-        self._commit(
-            job, token, {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}, answered, task
-        )
+        """Atomically store a producer's answers and task, move its checkpoint; Superseded unless it holds
+        `token` (changing nothing: a producer taken over writes no chunk id twice)."""
+        meta = {"checkpoint": checkpoint.model_dump_json(), **(fields or {})}
+        self._commit(job, token, meta, answered, task)
 
     @abstractmethod
     def _commit(
@@ -149,13 +141,11 @@ class JobStore(ABC):
 
     @abstractmethod
     def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
-        """Store a published part, or a generate chunk's result (`payload`: its encoding, when at hand);
-        False when not stored: a part any of whose rows is answered already, or a job gone."""
+        """Store a part or a generate chunk's result; False: a part overlapping one stored, or job gone."""
 
     @abstractmethod
     def arrivals(self, job: str, cursor: int) -> tuple[list[Any], int]:
-        """Return the ids of results that arrived from position `cursor` on (parts: (chunk, first row); a
-        generate run's chunks: ints), and the next cursor."""
+        """The ids of results arrived from `cursor` on (parts: (chunk, row); generate: chunk), next cursor."""
 
     @abstractmethod
     def arrived_count(self, job: str) -> int:
@@ -167,10 +157,8 @@ class JobStore(ABC):
 
     def fetch_results(self, job: str, chunks: Sequence[Any], decode: Decode = decode_solve) -> list[Any]:
         """Return the decoded results of `chunks` (None for one that is gone): what collectors read."""
-        return [
-            None if p is None else decode(p, job, c)
-            for c, p in zip(chunks, self.fetch(job, chunks), strict=True)
-        ]
+        fetched = zip(chunks, self.fetch(job, chunks), strict=True)
+        return [None if p is None else decode(p, job, c) for c, p in fetched]
 
     def stored(self, job: str, chunks: Sequence[Any]) -> list[bool]:
         """Which of `chunks` still have their result stored (not once `solve` collected it, or it expired)."""
@@ -185,26 +173,21 @@ class JobStore(ABC):
         """When each of `jobs` was created (epoch s); a job gone (or not created yet) is left out."""
 
     def jobs(self, most: int) -> list[JobStatus]:
-        """The statuses of the `most` newest jobs the store holds, newest first (of the first
-        `MAX_JOBS_SCANNED` ids found: the scan is bounded; a job gone meanwhile is left out)."""
+        """The `most` newest jobs' statuses (of `MAX_JOBS_SCANNED` ids), newest first; one gone or
+        unreadable is left out (one warning line without the value: it must not hide the others)."""
         created = self.created_at(self.job_ids(MAX_JOBS_SCANNED))
-        newest = sorted(created, key=lambda job: (-created[job], job))[:most]
-        return [s for s in map(self._listed, newest) if s is not None and s.state != "unknown"]
-
-    def _listed(self, job: str) -> JobStatus | None:
-        """The job's status for a list of jobs, or None (one warning line, without the value) when its
-        metadata is not what a job's is: one broken job must not hide the others."""
-        try:
-            return self.status(job)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("job %s: left out of the list: unreadable metadata (%s)", job, type(exc).__name__)
-            return None
+        out = []
+        for job in sorted(created, key=lambda job: (-created[job], job))[:most]:
+            try:
+                out.append(self.status(job))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("job %s: left out of the list: unreadable metadata (%s)", job, type(exc).__name__)
+        return [status for status in out if status.state != "unknown"]
 
     @abstractmethod
     def cancel(self, job: str) -> bool:
-        """Stop the job for good, keeping its results: marked failed (`CANCELLED`) and `cancelled`, and
-        (broker) its stop key set for the job's life, so workers drop its chunks and write nothing more.
-        False when the job is gone or stopped already (purged, cancelled)."""
+        """Stop the job for good, its results kept: marked failed (`CANCELLED`; broker: its stop key set, so
+        workers write nothing more); False when the job is gone or stopped already."""
 
     @abstractmethod
     def mark_collected(self, job: str, chunks: Sequence[Any], ttl: int) -> None:
@@ -214,10 +197,8 @@ class JobStore(ABC):
     def stats(self, job: str) -> list[PartStats]:
         """Return the statistics of every finished chunk."""
 
-    @abstractmethod
-    def charge(self, job: str, cost: tuple[int, int]) -> None:
-        """Add a run's cost (CPU ns, wall ns: `pipeline.engine.gather.Meter`) to the job's `cpu_ns` and
-        `chunk_wall_ns` (nothing when the job is gone)."""
+    def charge(self, job: str, cost: tuple[int, int]) -> None:  # noqa: B027 - a broker's: its workers do
+        """Add a run's cost (CPU ns, wall ns) to the job's `cpu_ns` and `chunk_wall_ns` (if it exists)."""
 
     @abstractmethod
     def hint(self, job: str) -> tuple[int, float]:
@@ -227,26 +208,20 @@ class JobStore(ABC):
     def wait(self, job: str, timeout: float) -> None:
         """Sleep until a result may have arrived, at most `timeout` seconds."""
 
+    @abstractmethod
     def wait_arrival(self, job: str, timeout: float) -> bool:
         """Block until a part arrives or the job's state changes, at most `timeout` s; False on a timeout."""
-        self.wait(job, timeout)
-        return True
 
-    @abstractmethod
     def live_workers(self) -> list[str]:
-        """Name the worker processes seen recently."""
+        """Name the worker processes seen recently (none in this process: its own pool solves its jobs)."""
+        return []
 
     @abstractmethod
     def purge(self, job: str, *, stop: bool = True) -> int:
-        """Delete everything of a job; return how many keys (or entries) went.
-
-        `stop` (broker): workers still solving the job stop and write nothing more (a short-lived
-        stop key outlives the rest); a job known to be complete needs none.
-        """
+        """Delete everything of a job; how many keys went (`stop`: a stop key outlives them: workers stop)."""
 
     def ack(self, job: str, parts: Sequence[Any], checkpoint: dict[str, Any]) -> None:
-        """The parts are safely in the output (flushed and fsync'd): drop them from the store, and record
-        how far the output got (`checkpoint`: what a resumed collection needs to go on writing it)."""
+        """The parts are durable in the output: drop them, record how far it got (a resume's checkpoint)."""
         self.mark_collected(job, parts, 0)
 
     def split_total(self, job: str) -> int | None:
@@ -258,8 +233,7 @@ class JobStore(ABC):
         return 0
 
     def collected(self, job: str) -> tuple[dict[str, Any], set[Any]]:
-        """The last checkpoint `ack` recorded and the parts it dropped (nothing in this process's store:
-        an embedded job is not resumed)."""
+        """The last checkpoint `ack` recorded and the parts it dropped (none embedded: never resumed)."""
         return {}, set()
 
     def drop_idle_connections(self) -> None:  # noqa: B027 - a store in this process holds no connection
@@ -272,10 +246,9 @@ class JobStore(ABC):
             error = f"no such job {job} (never created, purged or expired)"
             return JobStatus(job=job, state="unknown", error=error)
         stats = self.stats(job)
-        counts: dict[str, int] = {}
+        counts: Counter[str] = Counter()
         for s in stats:
-            for k, v in s.counts.items():
-                counts[k] = counts.get(k, 0) + v
+            counts.update(s.counts)
         done = sum(s.n for s in stats)  # puzzles answered: a chunk's parts count as they are published
         chunks_done = _chunks_done(stats)
         submission, silent = submission_state(meta)
@@ -287,9 +260,7 @@ class JobStore(ABC):
         rate = done / elapsed if done else 0.0
         going = not meta.get("cancelled")  # a cancelled job has no ETA
         checkpoint = Checkpoint.of(meta)
-        # the producer's own counts are a heartbeat's (up to a second old, or older when it waits):
-        # never show fewer puzzles or chunks submitted than are answered or checkpointed; read in
-        # splits, the workers count the puzzles (the producer reads none)
+        # the producer's counts are a beat's (a second old or more): never fewer than answered or checkpointed
         counted = self.split_counted(job) if splits and total is None else 0
         submitted = max(int(meta.get("submitted", 0)), checkpoint.index, done, counted)
         sent, size = split_bytes(meta) if splits else (0, 0)
@@ -303,7 +274,7 @@ class JobStore(ABC):
             submitted=total if total is not None else submitted,
             total=total,
             done=done,
-            counts=counts,
+            counts=dict(counts),
             chunks_sent=max(int(meta.get("chunks_sent", 0)), checkpoint.chunks, chunks_done),
             chunks_done=chunks_done,
             elapsed_s=elapsed,
@@ -325,8 +296,8 @@ class JobStore(ABC):
 
 
 def job_cost(job: str, meta: dict[str, str]) -> tuple[float, float]:
-    """(CPU s, wall s) of the job's runs from its meta's `cpu_ns` and `chunk_wall_ns` (0: none counted yet);
-    a field that is no count (a hand-written value) counts 0, with one warning line that does not echo it."""
+    """(CPU s, wall s) of the job's runs from its meta's `cpu_ns` and `chunk_wall_ns`; a field that is no
+    count (a hand-written value) counts 0, with one warning line that does not echo it."""
     out = []
     for field in COST_FIELDS:
         raw = meta.get(field, "0")
@@ -346,23 +317,21 @@ def cost_words(cpu_s: float, chunk_s: float, embedded: bool) -> str:
 
 
 def _elapsed(meta: dict[str, str], done: int, last: float, submission: str) -> float:
-    """Seconds a job's rate is counted over: to its last answer (`last`, epoch s), to now while it runs,
-    to its producer's last beat when its submission stopped, to the cancel (the rate of what it did)."""
+    """A job rate's seconds: to its last answer, now while it runs, a stopped producer's beat, the cancel."""
     created = float(meta["created"])
-    elapsed = max(1e-9, (last or time.time()) - created)
     if meta.get("cancelled"):  # nothing more comes: the rate of what it did until the cancel
-        return max(1e-9, max(last, float(meta["cancelled"])) - created)
-    if submission == "stopped":  # nothing more comes until a resume
-        beat = float(meta.get("producer_beat") or 0.0)
-        return max(1e-9, max(last, beat) - created) if last or beat else elapsed
-    if meta.get("state") != "produced" or done < int(meta.get("total", -1)):
-        return max(elapsed, time.time() - created)
-    return elapsed
+        end = max(last, float(meta["cancelled"]))
+    elif submission == "stopped":  # nothing more comes until a resume
+        end = max(last, float(meta.get("producer_beat") or 0.0)) or time.time()
+    elif meta.get("state") != "produced" or done < int(meta.get("total", -1)):  # it runs
+        end = max(last, time.time())
+    else:
+        end = last or time.time()
+    return max(1e-9, end - created)
 
 
 def split_bytes(meta: dict[str, str]) -> tuple[int, int]:
-    """A job read in splits: (bytes of its inputs sent as splits so far, the inputs' bytes, 0 if unknown),
-    from its checkpoint and its inputs' fingerprints."""
+    """A job read in splits: (bytes sent as splits so far, its inputs' bytes or 0) from its metadata."""
     sizes = [int(p["size"]) if p else 0 for p in json.loads(meta.get("prints") or "[]")]
     return sent_bytes(Checkpoint.of(meta), sizes), sum(sizes)
 
@@ -378,8 +347,7 @@ def input_names(meta: dict[str, str]) -> list[str]:
 
 
 def submitted_words(meta: dict[str, str]) -> str:
-    """How far a job's submission got, from its metadata: `860,903 puzzles`, or read in splits (the workers
-    count the puzzles) `7 splits (3.1 MB of 9.2 MB)`."""
+    """How far a job's submission got, from its meta: `860,903 puzzles` or `7 splits (3.1 MB of 9.2 MB)`."""
     checkpoint = Checkpoint.of(meta)
     if meta.get("splits"):
         return split_words(checkpoint.chunks, *split_bytes(meta))
@@ -387,29 +355,23 @@ def submitted_words(meta: dict[str, str]) -> str:
 
 
 def split_words(splits: int, sent: int, size: int = 0) -> str:
-    """How far a submission in splits got, in words: `7 splits (3.1 MB of 9.2 MB)` (`size` 0: unknown). Its
-    puzzles are counted by the workers, not by the client."""
+    """How far a submission in splits got (`size` 0: unknown): `7 splits (3.1 MB of 9.2 MB)`."""
     of = f" of {byte_size(size)}" if size else ""
     return f"{plural(splits, 'split')} ({byte_size(sent)}{of})"
 
 
 def _chunks_done(stats: list[PartStats]) -> int:
     """Chunks every row of which is answered, from their parts' statistics (a generate chunk: one each)."""
-    rows: dict[int, int] = {}
+    rows: Counter[int] = Counter()
     whole = 0
     for s in stats:
-        if s.chunk < 0 or not s.chunk_n:
-            whole += 1
-            continue
-        rows[s.chunk] = rows.get(s.chunk, 0) + s.n
-        if rows[s.chunk] == s.chunk_n:
-            whole += 1
+        rows[s.chunk] += s.n
+        whole += s.chunk < 0 or not s.chunk_n or rows[s.chunk] == s.chunk_n
     return whole
 
 
 def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
-    """Where a job is, as a user reads it: submitting, stopped (a submission that died half way),
-    solving, done, failed or cancelled."""
+    """Where a job is, as a user reads it: submitting, stopped, solving, done, failed or cancelled."""
     state = meta.get("state")
     if meta.get("cancelled"):
         return "cancelled"
@@ -421,12 +383,7 @@ def job_phase(meta: dict[str, str], done: int, total: int | None) -> str:
 
 
 def submission_state(meta: dict[str, str]) -> tuple[str, float | None]:
-    """A job's submission (complete, running, stopped, "" with no checkpoint), its producer's silence (s).
-
-    `stopped` means resumable: the producer failed, said it left (an interrupted command sets
-    its beat to 0: the silence is then None, not the time since 1970), or has been silent
-    `PRODUCER_SILENT_S` (it beats every second while it reads), so it was most likely killed.
-    """
+    """A job's submission (complete, running, stopped: resumable, cancelled, "") and its producer's silence"""
     state = meta.get("state")
     if state == "produced":
         return "complete", None

@@ -1,10 +1,5 @@
-"""How chunk tasks reach a solver or a generator: local processes (embedded) or Celery workers through Redis.
-
-Both transports run the same function on the far side (`pipeline.engine.runner.execute`) and put
-the result in the job store; the producer and collector cannot tell them apart. The Celery side
-is reached by task name (`send_task`) from an app built here with the workers' JSON-only
-settings: the client never imports `worker`. The local processes are `client.pool.LocalPool`.
-"""
+"""How chunk tasks reach a solver or a generator: local processes (embedded) or Celery workers by task name
+(the client never imports `worker`), both running `pipeline.engine.runner.execute`."""
 
 from __future__ import annotations
 
@@ -38,6 +33,7 @@ log = logging.getLogger(__name__)
 Task = Any  # ChunkTask | GenerateTask | HelperTask (the generate module is loaded only by generate runs)
 
 INLINE_BYTES = 8192  # an embedded job this small is solved in-process: no pool to start
+RETRY_POLICY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
 
 
 class Transport(ABC):
@@ -87,11 +83,8 @@ class StorePort(ListPort):
 
 
 class LocalTransport(Transport):
-    """Embedded mode: chunks go to the client's LocalPool, their parts into its in-memory store.
-
-    With the pool not started (tiny inputs) chunks are solved in-process, on one thread of the
-    transport's own: nothing to start up, which is what makes a one-puzzle run fast from a cold start.
-    """
+    """Embedded mode: chunks go to the client's LocalPool, their parts into its in-memory store (with the pool
+    not started, tiny inputs are solved on a thread of this process: a one-puzzle run starts nothing)."""
 
     def __init__(self, store: JobStore, job: str, pool: LocalPool) -> None:
         self.store = store
@@ -107,17 +100,15 @@ class LocalTransport(Transport):
         if not self.pool.started:  # solved in this process, on a thread of its own: `send` never waits for it
             if self._inline is None:
                 self._inline = tasks = queue.SimpleQueue()
-                loop = threading.Thread(target=self._inline_loop, args=(tasks,), name="inline", daemon=True)
-                loop.start()
+                threading.Thread(target=self._inline_loop, args=(tasks,), name="inline", daemon=True).start()
             self._inline.put(task)
             return
         future = self.pool.submit(task)
         future.add_done_callback(lambda f: self._done(task, f))
 
     def _inline_loop(self, tasks: queue.SimpleQueue[Task]) -> None:
-        """Run the tasks sent in this process (the pool not started: a tiny input) in order, their answers in
-        the store; a daemon: an abandoned job keeps no command alive. Not on the producer's thread: a puzzle
-        searched for minutes would stop its beat, and collectors would take the submission for dead."""
+        """Run the tasks sent in this process in order (a daemon: an abandoned job keeps no command alive; not
+        the producer's thread: a puzzle searched for minutes would stop its beat)."""
         while True:
             task = tasks.get()
             try:
@@ -126,9 +117,8 @@ class LocalTransport(Transport):
                 self._failed(task, exc)
 
     def _done(self, task: Task, future: Future[int]) -> None:
-        """A crashed process breaks the job (its chunks cannot be answered): a solve chunk's unanswered rows
-        are answered `error` behind the parts it sent. A chunk the pool cancelled unrun (the command ends:
-        the job failed or was interrupted) needs nothing."""
+        """A crashed process fails the job; a chunk the pool cancelled unrun (the command ends) needs
+        nothing."""
         if not future.cancelled() and future.exception() is not None:
             self._failed(task, future.exception())  # type: ignore[arg-type]
 
@@ -182,14 +172,9 @@ def celery_app(url: str, settings: ClientSettings) -> Any:
 
 
 class CeleryTransport(Transport):
-    """Broker mode: one Celery message per chunk, sent by name to the workers' queue at its priority
-    (`message_priority`: the job's class as its metadata says, then the chunks it sent before): the
-    producer, the resend sweep and a resume all send a chunk at the same priority.
-
-    Every task sent here was committed to the job's outbox first (producer, resend sweep,
-    resume). A solve message is a `ChunkRef` (job and chunk): the worker reads the task from
-    the outbox. A generate message is a few hundred bytes and carries its task.
-    """
+    """Broker mode: one Celery message per chunk at its priority (the job's class, then its chunk: one
+    priority whoever sends it); a solve message is a `ChunkRef` (the worker reads the outbox), a generate one
+    carries its task."""
 
     def __init__(
         self, url: str, settings: ClientSettings, classes: Callable[[str], str | None] = lambda job: None
@@ -199,7 +184,6 @@ class CeleryTransport(Transport):
         self.settings = settings
         self.priority_of = functools.lru_cache(maxsize=1024)(classes)  # meta says it, before any send
         self.app = celery_app(url, settings)
-        self._producer: Any = None
 
     def send(self, task: Task) -> None:
         if isinstance(task, ChunkTask):
@@ -219,12 +203,7 @@ class CeleryTransport(Transport):
                 priority=message_priority(self.priority_of(task.job), task.chunk),
                 **limits,
                 retry=True,
-                retry_policy={
-                    "max_retries": 3,
-                    "interval_start": 0.2,
-                    "interval_step": 0.5,
-                    "interval_max": 1.0,
-                },
+                retry_policy=RETRY_POLICY,
             )
         except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; all mean the same here
             raise ConnectionError(f"cannot send to broker {mask_url(self.url)}: {exc}") from None
@@ -232,9 +211,8 @@ class CeleryTransport(Transport):
     def _hard_limit(self, task: ChunkTask) -> int:
         """Celery's time limit for a chunk: a safety net well above the solvers' own deadlines."""
         per = task.time_limit if task.time_limit else 60.0
-        n = (
-            len(task) or (task.split.end - task.split.start) // 17 + 1 if task.split else len(task)
-        )  # 4x4 lines
+        # a split's puzzles: as many as its bytes hold 4x4 lines (17 bytes each)
+        n = len(task) or (task.split.end - task.split.start) // 17 + 1 if task.split else len(task)
         want = max(self.settings.task_time_limit_floor, 2 * per * n + 60)
         return int(min(want, max(self.settings.task_time_limit_floor, self.settings.visibility_timeout - 60)))
 
