@@ -21,7 +21,7 @@ from pipeline.engine.runner import execute, give_up, settled
 from pipeline.escalation.task import HelperTask
 from solvers.model.result import Status
 from worker.app import app
-from worker.board import RedisBoard, RedisPort, count_delivery, job_keys, outbox_task, store_result
+from worker.board import RedisBoard, RedisPort, job_keys, outbox_task, store_result
 from worker.config import settings
 from worker.connection import store_client
 from worker.consumer import reason
@@ -97,7 +97,7 @@ def _validated(payload: Any, client: Any, kind: type[Any]) -> Any:
         job, _, number = named.rpartition(":")
         chunk = int(number)
         why = f"bad generate request: {validation_reasons(exc)}"
-        if count_delivery(client, job_keys(job), chunk) is None:
+        if RedisPort(client).count_delivery(job, chunk) is None:
             raise  # no live job waits for it: dropped
         store_result(client, GenerateResult.failed(job, chunk, why), settings.job_ttl, keep_answer=True)
         log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, why[:300])
