@@ -1,12 +1,8 @@
 """ "New solution": a solution of the puzzle other than the ones the page has shown, or why there is none.
 
-Why a second step: a race under another seed usually finds another solution of a puzzle with
-many (the exact kernels randomise their value order under a seed), but not always: a SAT member
-keeps its own literal order, and a puzzle with two solutions gives the same one half the time.
-So when the portfolio's answer is one already shown, the exact kernel enumerates solutions in
-the seed's random value order, up to one more than were shown, and takes the first new one; an
-enumeration that ends (status done) with no new one is a count: every solution has been shown.
-It runs in the server's puzzle processes in either mode, bounded by the request's time limit.
+A race under another seed need not find another solution (a SAT member keeps its own literal order), so when
+the portfolio's answer was shown already, the exact kernel enumerates solutions in the seed's random value
+order, up to one more than were shown: the first new one, or, when the enumeration ends, a count of them all.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The routes: three pages (one puzzle, jobs, one job) and the JSON API behind them.
-
-Pages are rendered by Jinja2 with autoescaping; their scripts (static/) fill in what
-changes by polling the API and writing text nodes only, never HTML from data. Every
-number in a request is bounded here, before it reaches the client or the solvers.
+"""The routes: three pages (one puzzle, jobs, one job) and the JSON API behind them. Pages are Jinja2 with
+autoescaping, their scripts write text nodes only; every number in a request is bounded here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What the pages and the API read and change: jobs, their results, workers, and single puzzles.
-
-One `BatchClient` (embedded, or on the broker) holds the jobs; its store is read through
-the client's public API only: `JobStore.status`, `stats`, `arrivals`, `stored`, `job_ids`,
-`fetch_results`, `purge`, and `RedisJobStore.worker_beats` / `current` for the workers. A
-job id from a request is checked against the job id pattern before any key is named, so
-no request reaches a key outside the job namespace.
+"""What the pages and the API read and change: jobs, their results, workers, and single puzzles, through the
+client's public API only; a job id from a request is checked against the job id pattern before any key is
+named, so no request reaches a key outside the job namespace.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The door of the server: the token, the Host and Origin checks, and the headers every answer carries.
 
-- With a token (required off loopback), every request carries it: `Authorization: Bearer
-  TOKEN`, or the cookie a browser gets by opening a page once with `?token=TOKEN` (then
-  redirected to the same page without it, so it stays out of history and logs).
-- Without one (loopback only), the Host header must name this machine: a web page elsewhere
-  cannot reach the server by pointing its own domain at 127.0.0.1 (DNS rebinding).
-- A request that changes something (POST, DELETE) from a page of another origin is refused:
-  a page elsewhere cannot submit or purge through the user's browser (CSRF).
-- Answers forbid framing and sniffing, and the pages load scripts and styles from here only.
+With a token (required off loopback) every request carries it (`Authorization: Bearer`, or the cookie a page
+opened once with `?token=` sets, then redirected without it); without one the Host must name this machine
+(DNS rebinding); a POST or DELETE from another origin is refused (CSRF); answers forbid framing and sniffing.
 """
 
 from __future__ import annotations

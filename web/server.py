@@ -1,10 +1,5 @@
-"""`sudoku-batch serve`: build the backend (its processes forked first, from the main thread), then serve.
-
-Every way out ends what the command started: uvicorn turns SIGINT and SIGTERM into a
-graceful shutdown and raises the signal again afterwards (the CLI then exits 128 + it);
-SIGHUP interrupts the loop directly; either way the `finally` here kills the local
-processes and closes the broker connection. A SIGKILL leaves nothing either: every local
-process holds PR_SET_PDEATHSIG (`client.pool`).
+"""`sudoku-batch serve`: build the backend (its processes forked first, from the main thread), then serve;
+every way out (a signal, an error) kills the local processes and closes the broker connection in `finally`.
 """
 
 from __future__ import annotations

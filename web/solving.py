@@ -1,9 +1,6 @@
-"""One puzzle at a time: checked at the edge, then solved in a local process or through the broker.
-
-A single puzzle is solved as a one-puzzle chunk by the pipeline's own runner (`run_chunk`, in a
-local process) or as a one-puzzle job (through the broker), so its answer is exactly a
-JSON Lines record, checked by the verifier like every batch result. This is the one
-module of `web` that builds chunk tasks itself (`pipeline.contract.tasks`).
+"""One puzzle at a time: checked at the edge, then solved as a one-puzzle chunk by the pipeline's runner (in a
+local process) or as a one-puzzle job (through the broker), so its answer is exactly a verified JSON Lines
+record. The one module of `web` that builds chunk tasks itself.
 """
 
 from __future__ import annotations
