@@ -47,12 +47,9 @@ def excluded_grids(texts: list[str], box: str, most_chars: int) -> list[bytes]:
 
 
 def other_solution(text: str, box: str, shown: list[bytes], seed: int, time_limit: float) -> dict[str, Any]:
-    """Enumerate the puzzle's solutions in the seed's value order, up to len(shown) + 1; the first
-    verified one not shown, and how many there are when the enumeration ended (runs in a pool process).
-
-    Returns {grid: text | None, count: solutions found, complete: the count is every solution,
-    nodes, guesses, time_ms}.
-    """
+    """Enumerate the puzzle's solutions in the seed's value order, up to len(shown) + 1 (in a pool process):
+    {grid: the first verified one not shown or None, count: solutions found, complete: the count is every
+    solution, nodes, guesses, time_ms}."""
     puzzle = parse_puzzle(text, Box.parse(box))
     solver = EXACT_SOLVERS[DEFAULT_EXACT]
     limit = len(shown) + 1
@@ -97,16 +94,9 @@ async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], tex
     other = await in_pool(pool, time_limit + ANSWER_GRACE_S, "no answer", DIED, other_solution, *args)
     ended = MemberState.DONE if other["complete"] else MemberState.TIMEOUT  # counted every solution, or not
     name = f"{DEFAULT_EXACT} (another)"  # beside the portfolio's members in the counters
-    counters = {
-        **record.get("counters", {}),
-        name: {
-            "time_ms": other["time_ms"],
-            "nodes": other["nodes"],
-            "guesses": other["guesses"],
-            "solutions_found": other["count"],
-            "status": MemberState.SOLVED if other["grid"] else ended,
-        },
-    }
+    member = {key: other[key] for key in ("time_ms", "nodes", "guesses")}
+    member |= {"solutions_found": other["count"], "status": MemberState.SOLVED if other["grid"] else ended}
+    counters = {**record.get("counters", {}), name: member}
     if other["grid"] is None:
         counted = other["count"] if other["complete"] else None
         return {**record, "counters": counters, "another": False, "solutions": counted}

@@ -54,8 +54,7 @@ def create_app(backend: Backend, settings: ServeSettings | None = None) -> Starl
     static = Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     makers = (page_routes, solve_routes, job_routes, metrics_routes)
     routes = [route for make in makers for route in make(backend, settings)]
-    handlers: dict[Any, Any] = {ApiError: on_api_error, HTTPException: on_http_error}
-    handlers[Exception] = on_unexpected
+    handlers = {ApiError: on_api_error, HTTPException: on_http_error, Exception: on_unexpected}
     guard = Middleware(Guard, settings=settings)
     return Starlette(routes=[*routes, static], middleware=[guard], exception_handlers=handlers)
 
@@ -82,9 +81,8 @@ def page_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
         try:
             data = backend.job(job)
         except ApiError as exc:
-            return templates.TemplateResponse(
-                request, "missing.html", {"job": job[:80], "reason": exc.reason}, status_code=exc.status
-            )
+            context = {"job": job[:80], "reason": exc.reason}
+            return templates.TemplateResponse(request, "missing.html", context, status_code=exc.status)
         return templates.TemplateResponse(request, "job.html", {"job": data})
 
     def job_plots(request: Request) -> Response:

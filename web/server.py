@@ -22,15 +22,8 @@ from client.serve_args import add_arguments as add_arguments
 from web.settings import ServeSettings
 
 SHUTDOWN_GRACE_S = 3  # seconds open requests get to finish once the server is told to stop
-FLAGS = {  # settings field -> the option that sets it, for errors
-    "host": "--host",
-    "port": "--port",
-    "token": f"--token (or {TOKEN_ENV})",
-    "max_time_limit": "--max-time-limit",
-    "max_upload_bytes": "--max-upload-mb",
-    "max_jobs_kept": "--max-jobs-kept",
-    "max_memory_mb": "--max-memory-mb",
-}
+# the options named otherwise than the settings field they set (`--field-name`), for errors
+FLAGS = {"token": f"--token (or {TOKEN_ENV})", "max_upload_bytes": "--max-upload-mb"}
 
 
 def serve_settings(args: argparse.Namespace) -> ServeSettings:
@@ -50,7 +43,7 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first.get("loc") else ""
-        flag = FLAGS.get(field, "")
+        flag = FLAGS.get(field, f"--{field.replace('_', '-')}" if field else "")
         reason = first["msg"].removeprefix("Value error, ")
         raise ValueError(f"{flag} {reason}".strip()) from None
 
