@@ -79,11 +79,9 @@ def other_solution(text: str, box: str, shown: list[bytes], seed: int, time_limi
 
 async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], text: str, box: str,
                  seed: int, time_limit: float) -> dict[str, Any]:  # fmt: skip
-    """The portfolio's record when its solution is new; else the enumeration's new solution as a record
-    of its own, or the record with `another: false` and `solutions` (the count, when it is known).
-
-    Both answers carry `another` (a solution not shown) and `solutions` (null unless counted).
-    """
+    """The portfolio's record when its solution is new; else the enumeration's new solution as a record of its
+    own, or the record with `another: false`; each with `another` (a solution not shown) and `solutions` (the
+    count, null unless known)."""
     if record.get("status") != Status.SOLVED or not record.get("solution"):
         return {**record, "another": False, "solutions": None}
     mine = parse_puzzle(record["solution"], Box.parse(box)).givens.tobytes()  # a verified grid: it parses

@@ -40,9 +40,8 @@ class SaneLimitsRequest(Request):
         hard, soft = (list(asked) + [None, None])[:2] if isinstance(asked, (list, tuple)) else (None, None)
         sane = (sane_limit(hard), sane_limit(soft))
         if any(v is not None and s is None for v, s in zip((hard, soft), sane, strict=True)):
-            log.warning(
-                "task %s asked for time limits %s: ignored, the defaults apply", self.id, _short(asked)
-            )
+            why = "task %s asked for time limits %s: ignored, the defaults apply"
+            log.warning(why, self.id, repr(asked)[:60])
         self.time_limits = sane
         self._record()
 
@@ -58,7 +57,3 @@ class SaneLimitsRequest(Request):
             record_delivery(store_client(), str(tag), chunk, time.time())
         except redis.RedisError as exc:
             log.warning("chunk %s: its delivery is not recorded (no orphan sweep for it): %s", chunk, exc)
-
-
-def _short(value: Any) -> str:
-    return repr(value)[:60]

@@ -40,12 +40,9 @@ UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)  # Redis away: the mes
 
 def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
     """Run one message of the task `kind` (`pipeline.engine.runner.execute`); the puzzles answered (0: job
-    gone, or nothing left to answer; a helper: 1 if it solved its puzzle).
-
-    A chunk's delivery is counted first, so one whose worker died `max_attempts` times is answered `error`
-    instead of tried for ever; past the soft time limit the rest is answered `timeout`. A helper's message
-    is not counted (acknowledged early: a killed helper is not redelivered).
-    """
+    gone, or nothing left to answer; a helper: 1 if it solved its puzzle). A chunk's delivery is counted
+    first, so one whose worker died `max_attempts` times is answered `error`, never looped; past the soft
+    time limit the rest is answered `timeout`. A helper's is not counted (acknowledged early: not redone)."""
     if kind is HelperTask:
         helper = HelperTask.model_validate(payload)
         # not idle while it helps (the value's word is `race`: read by running fleets)
