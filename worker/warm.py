@@ -10,8 +10,6 @@ import time
 
 from pipeline.engine.solve import warm_all
 
-__all__ = ["main", "warm_all"]
-
 
 def main() -> int:
     """Warm the numba cache (under NUMBA_CACHE_DIR when set); print where and how long it took."""
