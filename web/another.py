@@ -1,12 +1,8 @@
 """ "New solution": a solution of the puzzle other than the ones the page has shown, or why there is none.
 
-Why a second step: a race under another seed usually finds another solution of a puzzle with
-many (the exact kernels randomise their value order under a seed), but not always: a SAT member
-keeps its own literal order, and a puzzle with two solutions gives the same one half the time.
-So when the portfolio's answer is one already shown, the exact kernel enumerates solutions in
-the seed's random value order, up to one more than were shown, and takes the first new one; an
-enumeration that ends (status done) with no new one is a count: every solution has been shown.
-It runs in the server's puzzle processes in either mode, bounded by the request's time limit.
+A race under another seed need not find another solution (a SAT member keeps its own literal order), so when
+the portfolio's answer was shown already, the exact kernel enumerates solutions in the seed's random value
+order, up to one more than were shown: the first new one, or, when the enumeration ends, a count of them all.
 """
 
 from __future__ import annotations
@@ -51,12 +47,9 @@ def excluded_grids(texts: list[str], box: str, most_chars: int) -> list[bytes]:
 
 
 def other_solution(text: str, box: str, shown: list[bytes], seed: int, time_limit: float) -> dict[str, Any]:
-    """Enumerate the puzzle's solutions in the seed's value order, up to len(shown) + 1; the first
-    verified one not shown, and how many there are when the enumeration ended (runs in a pool process).
-
-    Returns {grid: text | None, count: solutions found, complete: the count is every solution,
-    nodes, guesses, time_ms}.
-    """
+    """Enumerate the puzzle's solutions in the seed's value order, up to len(shown) + 1 (in a pool process):
+    {grid: the first verified one not shown or None, count: solutions found, complete: the count is every
+    solution, nodes, guesses, time_ms}."""
     puzzle = parse_puzzle(text, Box.parse(box))
     solver = EXACT_SOLVERS[DEFAULT_EXACT]
     limit = len(shown) + 1
@@ -86,11 +79,9 @@ def other_solution(text: str, box: str, shown: list[bytes], seed: int, time_limi
 
 async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], text: str, box: str,
                  seed: int, time_limit: float) -> dict[str, Any]:  # fmt: skip
-    """The portfolio's record when its solution is new; else the enumeration's new solution as a record
-    of its own, or the record with `another: false` and `solutions` (the count, when it is known).
-
-    Both answers carry `another` (a solution not shown) and `solutions` (null unless counted).
-    """
+    """The portfolio's record when its solution is new; else the enumeration's new solution as a record of its
+    own, or the record with `another: false`; each with `another` (a solution not shown) and `solutions` (the
+    count, null unless known)."""
     if record.get("status") != Status.SOLVED or not record.get("solution"):
         return {**record, "another": False, "solutions": None}
     mine = parse_puzzle(record["solution"], Box.parse(box)).givens.tobytes()  # a verified grid: it parses
@@ -101,16 +92,9 @@ async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], tex
     other = await in_pool(pool, time_limit + ANSWER_GRACE_S, "no answer", DIED, other_solution, *args)
     ended = MemberState.DONE if other["complete"] else MemberState.TIMEOUT  # counted every solution, or not
     name = f"{DEFAULT_EXACT} (another)"  # beside the portfolio's members in the counters
-    counters = {
-        **record.get("counters", {}),
-        name: {
-            "time_ms": other["time_ms"],
-            "nodes": other["nodes"],
-            "guesses": other["guesses"],
-            "solutions_found": other["count"],
-            "status": MemberState.SOLVED if other["grid"] else ended,
-        },
-    }
+    member = {key: other[key] for key in ("time_ms", "nodes", "guesses")}
+    member |= {"solutions_found": other["count"], "status": MemberState.SOLVED if other["grid"] else ended}
+    counters = {**record.get("counters", {}), name: member}
     if other["grid"] is None:
         counted = other["count"] if other["complete"] else None
         return {**record, "counters": counters, "another": False, "solutions": counted}

@@ -1,10 +1,6 @@
-"""What the pages and the API read and change: jobs, their results, workers, and single puzzles.
-
-One `BatchClient` (embedded, or on the broker) holds the jobs; its store is read through
-the client's public API only: `JobStore.status`, `stats`, `arrivals`, `stored`, `job_ids`,
-`fetch_results`, `purge`, and `RedisJobStore.worker_beats` / `current` for the workers. A
-job id from a request is checked against the job id pattern before any key is named, so
-no request reaches a key outside the job namespace.
+"""What the pages and the API read and change: jobs, their results, workers, and single puzzles, through the
+client's public API only; a job id from a request is checked against the job id pattern before any key is
+named, so no request reaches a key outside the job namespace.
 """
 
 from __future__ import annotations
@@ -24,13 +20,13 @@ from client.report import plots
 from client.store import JobStatus
 from client.summary import Summary
 from pipeline.contract.formats import FORMATS
-from pipeline.contract.tasks import DEFAULT_PRIORITY
+from pipeline.contract.tasks import DEFAULT_PRIORITY, JOB_ID_PATTERN
 from pipeline.engine.inputs import TooLarge, read_upload
 from pipeline.engine.render import rows
 from web.errors import ApiError
 from web.retention import Retention, release_memory
 from web.settings import ServeSettings
-from web.solving import JOB_ID_PATTERN, Solver
+from web.solving import Solver
 
 JOB_ID = re.compile(JOB_ID_PATTERN)
 IDS_FRESH_S = 2.0  # the broker's job list is scanned at most this often, however many pages poll it
@@ -55,6 +51,7 @@ class Backend:
         self.client = client
         self.pool = pool
         self.settings = settings
+        self.embedded = client.embedded  # jobs run in this server's local processes (no broker)
         self.solver = Solver(client, pool, settings)
         self._jobs: dict[str, Job] = {}  # submitted here (embedded: every job there is)
         self._lock = threading.Lock()
@@ -62,11 +59,6 @@ class Backend:
         # embedded jobs live in this process: at most so many, within so much memory (`web.retention`)
         bounds = Retention(settings.max_jobs_kept, settings.max_memory_mb)
         self.retention = bounds if client.embedded else None
-
-    @property
-    def embedded(self) -> bool:
-        """True when jobs run in this server's local processes (no broker)."""
-        return self.client.embedded
 
     def job_ids(self) -> list[str]:
         """Ids of the jobs in the store (embedded: those submitted here), rescanned every IDS_FRESH_S."""
@@ -80,9 +72,12 @@ class Backend:
     def list_jobs(self) -> list[dict[str, Any]]:
         """Every job's row for the jobs page, newest first (a job purged meanwhile is left out);
         embedded, the oldest finished jobs beyond the server's bounds are dropped first."""
-        rows = [self._row(job) for job in self.job_ids()]
-        kept = sorted((r for r in rows if r is not None), key=lambda r: -r["created"])
-        return self._bound(kept)
+        rows = []
+        for job in self.job_ids():
+            meta = self.client.store.meta(job)
+            if "created" in meta:
+                rows.append(_row(self.client.store.status(job), meta, self.embedded))
+        return self._bound(sorted(rows, key=lambda r: -r["created"]))
 
     def _bound(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Drop the oldest finished jobs while the kept ones pass a bound; the rows left."""
@@ -108,13 +103,6 @@ class Backend:
         if self.retention is None:
             return {}
         return self.retention.state(len(self.list_jobs()))
-
-    def _row(self, job: str) -> dict[str, Any] | None:
-        meta = self.client.store.meta(job)
-        if "created" not in meta:
-            return None
-        status = self.client.store.status(job)
-        return _row(status, meta, self.embedded)
 
     def _meta(self, job: str) -> dict[str, str]:
         """The metadata of the job a request names; ApiError 404 (410: dropped by a bound) when none."""
@@ -192,11 +180,8 @@ class Backend:
         return {"answered": len(answered), "stored": stored, "state": state, "note": note}
 
     def records(self, job: str, fmt: str) -> Iterator[bytes]:
-        """The job's stored records, chunk by chunk in arrival order, as JSON Lines or CSV.
-
-        Reading does not collect: the results keep their time to live (a `collect` later still
-        finds them). ApiError 404 for no such job, 410 when none of its results is stored.
-        """
+        """The job's stored records, chunk by chunk in arrival order, as JSON Lines or CSV; reading does not
+        collect (a `collect` later finds them). ApiError 404 for no such job, 410 when none is stored."""
         meta = self._meta(job)
         if meta.get("kind", "solve") != "solve":
             raise ApiError(404, f"job {job} is a generate run: it has no records")
@@ -218,26 +203,25 @@ class Backend:
             if body:  # (a part expired since: the rest is still worth having)
                 yield body
 
-    def submit(
-        self,
-        name: str,
-        data: bytes,
-        time_limit: float | None,
-        portfolio: str | None,
-        box: str | None,
-        priority: str = DEFAULT_PRIORITY,
-    ) -> str:
+    def submit(self, name: str, data: bytes, time_limit: float | None, portfolio: str | None, box: str | None,
+               priority: str = DEFAULT_PRIORITY) -> str:  # fmt: skip
         """Start a job over an uploaded corpus (plain or gzip) at class `priority` on the broker; its id.
         ApiError 4xx for bad options."""
-        text = self._inflate(data)
+        most = self.settings.max_upload_bytes
+        try:  # the command line's reader: every member of a multi-member gzip
+            text = read_upload(data, most)
+        except TooLarge:
+            why = f"the upload unpacks to more than {most:,} bytes, the most this server takes"
+            raise ApiError(413, why) from None
+        except ValueError as exc:
+            raise ApiError(422, f"the upload is {exc}") from None
         if not text.strip():
             raise ApiError(422, "the upload holds no puzzle")
         name = (name or "upload")[:MAX_NAME_CHARS]
-        if time_limit is None:
-            time_limit = self.settings.default_time_limit
+        limit = self.settings.default_time_limit if time_limit is None else time_limit
         try:
             job = self.client.submit_inputs(
-                [(name, io.BytesIO(text))], time_limit=time_limit, portfolio=portfolio, box=box,
+                [(name, io.BytesIO(text))], time_limit=limit, portfolio=portfolio, box=box,
                 priority=priority, bounded=self.embedded,  # a broker job: sent whole (no one collects)
             )  # fmt: skip
         except ValueError as exc:
@@ -248,19 +232,6 @@ class Backend:
         if self.retention is not None:
             self.list_jobs()  # room for it: the oldest finished jobs past a bound go now
         return job.id
-
-    def _inflate(self, data: bytes) -> bytes:
-        """The upload's text, unpacked by the command line's reader (every member of a multi-member
-        gzip), never beyond `max_upload_bytes` (413 past it; 422 for broken gzip)."""
-        most = self.settings.max_upload_bytes
-        try:
-            return read_upload(data, most)
-        except TooLarge:
-            raise ApiError(
-                413, f"the upload unpacks to more than {most:,} bytes, the most this server takes"
-            ) from None
-        except ValueError as exc:
-            raise ApiError(422, f"the upload is {exc}") from None
 
     def purge(self, job: str) -> int:
         """Stop a job (workers solving it stop) and delete it; the number of keys or entries removed."""

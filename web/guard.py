@@ -1,13 +1,8 @@
 """The door of the server: the token, the Host and Origin checks, and the headers every answer carries.
 
-- With a token (required off loopback), every request carries it: `Authorization: Bearer
-  TOKEN`, or the cookie a browser gets by opening a page once with `?token=TOKEN` (then
-  redirected to the same page without it, so it stays out of history and logs).
-- Without one (loopback only), the Host header must name this machine: a web page elsewhere
-  cannot reach the server by pointing its own domain at 127.0.0.1 (DNS rebinding).
-- A request that changes something (POST, DELETE) from a page of another origin is refused:
-  a page elsewhere cannot submit or purge through the user's browser (CSRF).
-- Answers forbid framing and sniffing, and the pages load scripts and styles from here only.
+With a token (required off loopback) every request carries it (`Authorization: Bearer`, or the cookie a page
+opened once with `?token=` sets, then redirected without it); without one the Host must name this machine
+(DNS rebinding); a POST or DELETE from another origin is refused (CSRF); answers forbid framing and sniffing.
 """
 
 from __future__ import annotations
@@ -47,13 +42,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope, headers)
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        refusal = self._refusal(scope, headers, query)
         if refusal is not None:
-            status, reason = refusal
-            await _send_json(send, status, {"error": reason})
+            data = json.dumps({"error": refusal[1]}).encode()
+            head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+            await _send(send, refusal[0], head, data)
             return
         token = self.settings.token
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         page = not scope["path"].startswith("/api/")
         if token is not None and page and scope["method"] == "GET" and _same(query.get("token"), token):
             await _redirect_with_cookie(send, scope, query, token)
@@ -66,7 +62,9 @@ class Guard:
 
         await self.app(scope, receive, send_with_headers)
 
-    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+    def _refusal(
+        self, scope: Scope, headers: dict[str, str], query: dict[str, str]
+    ) -> tuple[int, str] | None:
         """(status, reason) when the request may not go on, else None."""
         host = headers.get("host", "")
         token = self.settings.token
@@ -78,7 +76,6 @@ class Guard:
                 return 403, f"a request from {origin!r} may not change anything on this server"
         if token is not None:
             given = _bearer(headers.get("authorization")) or _cookie(headers.get("cookie"))
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             if not (_same(given, token) or scope["method"] == "GET" and _same(query.get("token"), token)):
                 return 401, (
                     "this server needs its token: send `Authorization: Bearer TOKEN`, or open the "
@@ -117,11 +114,9 @@ def _same(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
-async def _send_json(send: Send, status: int, body: dict[str, str]) -> None:
-    data = json.dumps(body).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *HEADERS]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": data})
+async def _send(send: Send, status: int, head: list[tuple[bytes, bytes]], body: bytes = b"") -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [*head, *HEADERS]})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _redirect_with_cookie(send: Send, scope: Scope, query: dict[str, str], token: str) -> None:
@@ -129,6 +124,4 @@ async def _redirect_with_cookie(send: Send, scope: Scope, query: dict[str, str],
     rest = urlencode({k: v for k, v in query.items() if k != "token"})
     location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-    head = [(b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode()), *HEADERS]
-    await send({"type": "http.response.start", "status": 303, "headers": head})
-    await send({"type": "http.response.body", "body": b""})
+    await _send(send, 303, [(b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode())])

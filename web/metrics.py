@@ -1,14 +1,9 @@
 """`/metrics`: the fleet in the Prometheus text format, from the keys the page and `status` read.
 
-A scrape costs the server and Redis little however long the jobs are: the jobs are the page's
-list (`Backend.job_ids`: a bounded SCAN, at most every IDS_FRESH_S), then ONE pipelined round
-trip reads each job's metadata (the fields its phase needs) and arrivals since the last scrape,
-the workers' beats, deliveries, escalations, dropped messages and Redis's memory; a second reads
-the statistics of the parts that arrived (HMGET), each part once in the server's life (at most
-MAX_PARTS_READ a scrape, shared by the jobs: a long job is caught up over a few scrapes); the queue's
-length is `RedisJobStore.queued` (every priority list). A finished job then costs one HMGET and
-one empty LRANGE. Every label's values are bounded: job ids of the page's list, statuses of
-`STATUS_NAMES`, the phases below, `DROP_REASONS`, at most MAX_HOSTS hosts.
+A scrape is one pipelined round trip (each listed job's metadata fields and arrivals since the last scrape,
+the fleet's keys), then one for the new parts' statistics, each part read once (at most MAX_PARTS_READ a
+scrape; docs/decisions.md). Every label's values are bounded: the page's job ids, `STATUS_NAMES`, `PHASES`,
+`DROP_REASONS`, at most MAX_HOSTS hosts.
 """
 
 from __future__ import annotations
@@ -36,17 +31,8 @@ RATE_WINDOW_S = 30.0  # `puzzles_per_second`: puzzles answered in this many seco
 MAX_HOSTS = 1000  # `worker_processes` labels: a Redis written by a stranger cannot grow them further
 MAX_HOST_CHARS = 200
 # the fields of a job's metadata its phase and cost are computed from (`client.store.job_phase`): not the rest
-META_FIELDS = (
-    "created",
-    "state",
-    "total",
-    "splits",
-    "kind",
-    "cancelled",
-    "checkpoint",
-    "producer_beat",
-    "cpu_ns",
-)
+META_FIELDS = ("created", "state", "total", "splits", "kind", "cancelled", "checkpoint", "producer_beat",
+               "cpu_ns")  # fmt: skip
 MAX_PARTS_READ = 5000  # part statistics one scrape reads, shared by the jobs (~11 us of CPU each)
 PHASES = ("submitting", "stopped", "solving", "done", "failed", "cancelled", "generating", "unknown")
 STATUSES = frozenset(STATUS_NAMES)
@@ -82,9 +68,7 @@ class Tally:
     """What a job's part statistics add up to, from the first `cursor` entries of its arrival list."""
 
     cursor: int = 0
-    seen: set[str] = field(
-        default_factory=set
-    )  # generate chunks (a redelivered one arrives twice): once each
+    seen: set[str] = field(default_factory=set)  # generate chunks (one redelivered arrives twice): once each
     done: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     recent: list[tuple[float, int]] = field(default_factory=list)  # (end, puzzles) of parts in the window
@@ -101,9 +85,8 @@ class Tally:
                 n, counts, end = int(stats.get("n", 0)), stats.get("counts") or {}, float(stats.get("end", 0))
                 known = {status: int(count) for status, count in counts.items() if status in STATUSES}
             except (ValueError, TypeError, AttributeError) as exc:
-                log.warning(
-                    "job %s: part %s's statistics are not readable, left out of /metrics: %s", job, name, exc
-                )
+                why = "job %s: part %s's statistics are not readable, left out of /metrics: %s"
+                log.warning(why, job, name, exc)
                 continue
             if ":" not in name:  # a solve part (`chunk:row`) arrives once: its rows are answered once
                 self.seen.add(name)
@@ -112,19 +95,6 @@ class Tally:
                 self.counts[status] = self.counts.get(status, 0) + count
             if end > since:
                 self.recent.append((end, n))
-
-
-@dataclass
-class Fleet:
-    """One scrape's reading of Redis."""
-
-    queued: int
-    in_flight: int
-    metas: dict[str, dict[str, str]]
-    workers: list[str]
-    escalated: int
-    dropped: dict[str, int]
-    memory: int | None
 
 
 class FleetCollector(Collector):
@@ -144,25 +114,15 @@ class FleetCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            fleet, now = self._read(), time.time()
             out = {name: family(name) for name in FAMILIES}
-            out["chunks_queued"].add_metric([], fleet.queued)
-            out["chunks_in_flight"].add_metric([], fleet.in_flight)
-            self._jobs(fleet, now, out)
-            for host, n in sorted(hosts(fleet.workers).items()):
-                out["worker_processes"].add_metric([host], n)
-            out["escalated_puzzles"].add_metric([], fleet.escalated)
-            for why in DROP_REASONS:
-                out["dropped_messages_total"].add_metric([why], fleet.dropped.get(why, 0))
-            if fleet.memory is not None:
-                out["redis_memory_used_bytes"].add_metric([], fleet.memory)
+            self._read(out)
         return iter(out.values())
 
-    def _jobs(self, fleet: Fleet, now: float, out: dict[str, Metric]) -> None:
+    def _jobs(self, metas: dict[str, dict[str, str]], now: float, out: dict[str, Metric]) -> None:
         """The families by job: phases, puzzles by status, CPU, and the fleet's recent rate."""
         phases = dict.fromkeys(PHASES, 0)
         recent = 0
-        for job, meta in fleet.metas.items():
+        for job, meta in metas.items():
             tally = self._tallies[job]
             phase = self._phase(job, meta, tally.done)
             phases[phase if phase in phases else "unknown"] += 1
@@ -183,8 +143,9 @@ class FleetCollector(Collector):
         phase = job_phase(meta, done, total)
         return phase_shown(phase, done, meta)
 
-    def _read(self) -> Fleet:
-        """Each job's metadata and new arrivals, the fleet's keys (one round trip); then the new parts."""
+    def _read(self, out: dict[str, Metric]) -> None:
+        """Each job's metadata and new arrivals, the fleet's keys (one round trip), then the new parts, into
+        the families `out`."""
         jobs, prefix, now = self.backend.job_ids(), self.store.prefix, time.time()
         pipe = self.store.r.pipeline(transaction=False)
         cursors = {job: self._tallies[job].cursor if job in self._tallies else 0 for job in jobs}
@@ -202,27 +163,25 @@ class FleetCollector(Collector):
         for reply in replies[:-1]:
             if isinstance(reply, Exception):
                 raise reply
-        fleet_replies = replies[2 * len(jobs) :]
+        n = 2 * len(jobs)
         metas, arrived = {}, {}
-        for job, raw, names in zip(
-            jobs, replies[0 : 2 * len(jobs) : 2], replies[1 : 2 * len(jobs) : 2], strict=True
-        ):
+        for job, raw, names in zip(jobs, replies[0:n:2], replies[1:n:2], strict=True):
             meta = {k: _s(v) for k, v in zip(META_FIELDS, raw, strict=True) if v is not None}
             if "created" in meta:  # a job purged since the list was scanned is left out
                 metas[job], arrived[job] = meta, [_s(name) for name in names]
         self._update_tallies(arrived, cursors)
-        in_flight, beats, escalated, dropped, info = fleet_replies
-        return Fleet(
-            queued=self.store.queued(),
-            in_flight=int(in_flight),
-            metas=metas,
-            workers=[_s(w) for w in beats],
-            escalated=int(escalated),
-            dropped={
-                why: whole(_s(n)) for why, n in zip(DROP_REASONS, dropped, strict=True) if n is not None
-            },
-            memory=self._memory(info),
-        )
+        in_flight, beats, escalated, dropped, info = replies[n:]
+        out["chunks_queued"].add_metric([], self.store.queued())
+        out["chunks_in_flight"].add_metric([], int(in_flight))
+        self._jobs(metas, time.time(), out)
+        for host, count in sorted(hosts([_s(w) for w in beats]).items()):
+            out["worker_processes"].add_metric([host], count)
+        out["escalated_puzzles"].add_metric([], int(escalated))
+        for why, count in zip(DROP_REASONS, dropped, strict=True):
+            out["dropped_messages_total"].add_metric([why], 0 if count is None else whole(_s(count)))
+        memory = self._memory(info)
+        if memory is not None:
+            out["redis_memory_used_bytes"].add_metric([], memory)
 
     def _memory(self, info: Any) -> int | None:
         """Redis's `used_memory` from INFO's reply; None, said once in the log, when INFO was refused."""

@@ -48,20 +48,20 @@ def samples() -> tuple[Sample, ...]:
 
 
 def check_random(box: str, level: str | None) -> None:
-    """ValueError (one line) for a level no unique puzzle of `box` has: refused before any candidate is made
-    (`solvers.generate.generator.Options.check`, as `generate --difficulty` is)."""
+    """ValueError (one line) for a box or level the page does not offer, or a level no unique puzzle of `box`
+    has: refused before any candidate is made (`Options.check`, as `generate --difficulty` is)."""
+    if box not in RANDOM_BOXES:
+        why = " (a unique 64x64 takes a minute: `sudoku-batch generate --box 8x8`)" * (box in BOXES)
+        raise ValueError(f"box {box[:20]!r}: choose one of {', '.join(RANDOM_BOXES)}{why}")
+    if level is not None and level not in LEVEL_NAMES:
+        raise ValueError(f"level {level[:20]!r}: choose one of {', '.join(LEVEL_NAMES)}")
     Options(unique=True, difficulty={level} if level else None).check(Box.parse(box))
 
 
 def random_puzzle(box: str, level: str | None, seed: int) -> dict[str, object] | None:
-    """A unique puzzle for `box` (of `level` when given) from `seed`; None when no candidate had the level.
-
-    The seed goes back as a decimal string: a JSON number past 2^53 reaches a browser rounded
-    (3232294954710345700 was 3232294954710345728 there), and the rounded seed is another puzzle.
-
-    Runs in a puzzle process. The candidates tried are bounded (more for small grids, where
-    each costs microseconds), so a rare level ends too (an impossible one is refused first: `check_random`).
-    """
+    """A unique puzzle for `box` (of `level` when given) from `seed`, in a puzzle process; None when none of
+    the candidates tried (bounded: more for small grids) had the level. The seed goes back as decimal text:
+    a JSON number past 2^53 reaches a browser rounded, and the rounded seed is another puzzle."""
     shape = Box.parse(box)
     attempts = 50 if shape.n <= 12 else 10 if shape.n <= 25 else 1  # one 49x49 candidate: ~4 s
     levels = {level} if level else None
@@ -71,6 +71,3 @@ def random_puzzle(box: str, level: str | None, seed: int) -> dict[str, object] |
     g = found[0]
     puzzle = format_grid(g.puzzle, shape)
     return {"puzzle": puzzle, "box": box, "level": g.level, "clues": g.clues, "seed": str(seed)}
-
-
-LEVELS = LEVEL_NAMES

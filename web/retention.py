@@ -1,11 +1,6 @@
-"""What an embedded server keeps: at most `max_jobs_kept` jobs and `max_memory_mb` of its own memory.
-
-Why: embedded jobs live in the server's memory (the store holds every result), and six 30 MB
-uploads took it to 1.2-1.4 GB. When either bound is passed, the oldest finished jobs are
-dropped first (a running job, and the newest job, never); the page says which and why.
-Dropping a job frees its results, but glibc keeps freed memory in its heap, so the server's
-resident size stayed where it was even after a purge (602 MB before a `malloc_trim`, 279 MB
-after, with three 30 MB jobs purged): every drop and purge hands the free memory back.
+"""What an embedded server keeps: at most `max_jobs_kept` jobs and `max_memory_mb` of its own memory, the
+oldest finished jobs dropped first (its jobs live in its memory); every drop and purge hands the freed heap
+back with `malloc_trim`, else the resident size never fell (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""`sudoku-batch serve`: build the backend (its processes forked first, from the main thread), then serve.
-
-Every way out ends what the command started: uvicorn turns SIGINT and SIGTERM into a
-graceful shutdown and raises the signal again afterwards (the CLI then exits 128 + it);
-SIGHUP interrupts the loop directly; either way the `finally` here kills the local
-processes and closes the broker connection. A SIGKILL leaves nothing either: every local
-process holds PR_SET_PDEATHSIG (`client.pool`).
+"""`sudoku-batch serve`: build the backend (its processes forked first, from the main thread), then serve;
+every way out (a signal, an error) kills the local processes and closes the broker connection in `finally`.
 """
 
 from __future__ import annotations
@@ -27,15 +22,8 @@ from client.serve_args import add_arguments as add_arguments
 from web.settings import ServeSettings
 
 SHUTDOWN_GRACE_S = 3  # seconds open requests get to finish once the server is told to stop
-FLAGS = {  # settings field -> the option that sets it, for errors
-    "host": "--host",
-    "port": "--port",
-    "token": f"--token (or {TOKEN_ENV})",
-    "max_time_limit": "--max-time-limit",
-    "max_upload_bytes": "--max-upload-mb",
-    "max_jobs_kept": "--max-jobs-kept",
-    "max_memory_mb": "--max-memory-mb",
-}
+# the options named otherwise than the settings field they set (`--field-name`), for errors
+FLAGS = {"token": f"--token (or {TOKEN_ENV})", "max_upload_bytes": "--max-upload-mb"}
 
 
 def serve_settings(args: argparse.Namespace) -> ServeSettings:
@@ -55,7 +43,7 @@ def serve_settings(args: argparse.Namespace) -> ServeSettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first.get("loc") else ""
-        flag = FLAGS.get(field, "")
+        flag = FLAGS.get(field, f"--{field.replace('_', '-')}" if field else "")
         reason = first["msg"].removeprefix("Value error, ")
         raise ValueError(f"{flag} {reason}".strip()) from None
 
@@ -78,17 +66,10 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
             client.pool.start()  # now, from the main thread: no job ever forks from a server thread
         pool = WarmPool(config.solve_processes).fork()  # from the main thread: they die with the server
         backend = Backend(client, pool, config)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(backend),
-                host=config.host,
-                port=config.port,
-                log_level="warning",
-                access_log=False,  # a query may carry the token
-                lifespan="off",
-                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-            )
-        )
+        server = uvicorn.Server(uvicorn.Config(
+            create_app(backend), host=config.host, port=config.port, log_level="warning", lifespan="off",
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S, access_log=False,  # a query may carry the token
+        ))  # fmt: skip
         stopping = lambda: server.should_exit or interrupting()  # noqa: E731 - SIGHUP is not uvicorn's
         logging.getLogger("uvicorn.error").addFilter(ShutdownNoise(stopping))
         where = f"broker {mask_url(url)}" if url else "embedded (local processes)"

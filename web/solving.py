@@ -1,9 +1,6 @@
-"""One puzzle at a time: checked at the edge, then solved in a local process or through the broker.
-
-A single puzzle is solved as a one-puzzle chunk by the pipeline's own runner (`run_chunk`, in a
-local process) or as a one-puzzle job (through the broker), so its answer is exactly a
-JSON Lines record, checked by the verifier like every batch result. This is the one
-module of `web` that builds chunk tasks itself (`pipeline.contract.tasks`).
+"""One puzzle at a time: checked at the edge, then solved as a one-puzzle chunk by the pipeline's runner (in a
+local process) or as a one-puzzle job (through the broker), so its answer is exactly a verified JSON Lines
+record. The one module of `web` that builds chunk tasks itself.
 """
 
 from __future__ import annotations
@@ -23,11 +20,10 @@ from client.pool import WarmPool
 from client.summary import Summary
 from pipeline.contract.part import Part
 from pipeline.contract.runs import join_texts
-from pipeline.contract.tasks import JOB_ID_PATTERN as JOB_ID_PATTERN  # re-exported: the ids requests may name
 from pipeline.contract.tasks import ChunkTask, solver_seed
 from pipeline.engine.runner import ListPort, execute
 from solvers.model.parse import parse_puzzle
-from solvers.model.puzzle import Box, PuzzleError, as_box
+from solvers.model.puzzle import PuzzleError, as_box
 from web.another import DIED, MAX_EXCLUDE
 from web.errors import ANSWER_GRACE_S, ApiError, in_pool
 from web.settings import ServeSettings
@@ -96,19 +92,10 @@ def solve_record(checked: Checked) -> str:
     """Solve one checked puzzle as a one-puzzle chunk; its JSON Lines record (runs in a pool process)."""
     joined, spans = join_texts([checked.text])
     task = ChunkTask(
-        job=uuid.uuid4().hex,
-        chunk=0,
-        input=INPUT_NAME,
-        index_runs=[(0, 1)],
-        line_runs=[(1, 1)],
-        puzzles=joined,
-        spans=spans,
-        box=checked.box,
-        time_limit=checked.time_limit,
-        portfolio=checked.portfolio,
-        seed=solver_seed(str(checked.seed), 0),  # what a one-puzzle job seeded so gets (`JobSpec.seed`)
-        format="jsonl",
-    )
+        job=uuid.uuid4().hex, chunk=0, input=INPUT_NAME, index_runs=[(0, 1)], line_runs=[(1, 1)],
+        puzzles=joined, spans=spans, box=checked.box, time_limit=checked.time_limit, format="jsonl",
+        portfolio=checked.portfolio, seed=solver_seed(str(checked.seed), 0),  # a one-puzzle job's (`JobSpec`)
+    )  # fmt: skip
     port = ListPort()
     execute(task, port)  # the one way a task runs, as a worker's or a local process's
     (part,) = port.parts
@@ -181,11 +168,3 @@ class Answer:
 
     def commit(self) -> None:
         """Nothing to commit: the record is read from `lines`."""
-
-
-def box_of(text: str) -> Box:
-    """ApiError 422 unless `text` is a box shape `RxC`."""
-    try:
-        return Box.parse(text)
-    except PuzzleError as exc:
-        raise ApiError(422, str(exc)) from None

@@ -1,10 +1,6 @@
-"""The Celery app (`celery -A worker.app worker`), configured from `WorkerSettings`.
-
-JSON only (pickle refused), late acks with requeue when a worker process dies, one
-chunk prefetched per process, a visibility timeout far above any chunk, and default
-time limits as a safety net (the producer sends per-chunk limits above the solvers' own
-deadlines). Each pool process warms the numba cache once, when it starts. SIGTERM, SIGINT
-and SIGHUP end the worker at once, its running chunk requeued (`worker.shutdown`).
+"""The Celery app (`celery -A worker.app worker`), configured from `WorkerSettings`: JSON only, late acks
+with requeue when a worker process dies, one chunk prefetched per process, time limits as a safety net under
+the producer's per-chunk ones (docs/pipeline.md); signals end it at once (`worker.shutdown`).
 """
 
 from __future__ import annotations

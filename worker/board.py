@@ -50,8 +50,7 @@ MAX_ENTRY_BYTES = 1 << 20  # one helper's posted entry
 
 
 class RedisBoard(Board):
-    """The escalation keys of one job in Redis (`pipeline.contract.keys.EscalationKeys`); helpers are called
-    through Celery."""
+    """The escalation keys of one job in Redis (`EscalationKeys`); helpers are called through Celery."""
 
     def __init__(self, client: Any, job: str) -> None:
         self.client = client
@@ -78,10 +77,7 @@ class RedisBoard(Board):
         if job_stopped(self.client, self.keys):  # purged: its helpers stop anyway; no key re-created
             self.client.delete(keys.lease, keys.entries)
             return
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.set(keys.stop, "1", ex=STOP_TTL_S)
-            pipe.delete(keys.lease)
-            pipe.execute()
+        self.client.pipeline(transaction=True).set(keys.stop, "1", ex=STOP_TTL_S).delete(keys.lease).execute()
 
     def _named(self, chunk: int, row: int) -> str:
         """The puzzle's member of the fleet's escalations (`escalations_key`)."""
@@ -89,12 +85,8 @@ class RedisBoard(Board):
 
     def post(self, chunk: int, row: int, helper: int, entry: HelperEntry) -> None:
         keys = self.keys.escalation(chunk, row)
-        if job_stopped(self.client, self.keys):
-            return  # a purged job's keys are not re-created (one written beside the purge expires)
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.entries, str(helper), entry.model_dump_json())
-            pipe.expire(keys.entries, ESCALATION_TTL_S)
-            pipe.execute()
+        if not job_stopped(self.client, self.keys):  # a purged job's keys are not re-created
+            self._expiring(keys.entries, ("HSET", keys.entries, str(helper), entry.model_dump_json()))
 
     def entries(self, chunk: int, row: int) -> dict[int, HelperEntry]:
         keys = self.keys.escalation(chunk, row)
@@ -120,12 +112,9 @@ class RedisBoard(Board):
         return len(live - busy)
 
     def call(self, task: HelperTask) -> None:
-        app.send_task(
-            task.NAME,
-            kwargs={"task": task.model_dump(mode="json")},
-            kwargsrepr=f"job={task.job} chunk={task.chunk} row={task.row} helper={task.helper}",
-            queue=settings.queue,
-        )
+        what = f"job={task.job} chunk={task.chunk} row={task.row} helper={task.helper}"
+        payload = {"task": task.model_dump(mode="json")}
+        app.send_task(task.NAME, kwargs=payload, kwargsrepr=what, queue=settings.queue)
 
     def _create(self, chunk: int, row: int, cubes: str) -> bool | None:
         if job_stopped(self.client, self.keys):
@@ -144,11 +133,7 @@ class RedisBoard(Board):
         keys = self.keys.escalation(chunk, row)
         if job_stopped(self.client, self.keys):
             return False
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.refuted, str(index), clause)
-            pipe.expire(keys.refuted, ESCALATION_TTL_S)
-            pipe.delete(keys.hold(index))
-            pipe.execute()
+        self._expiring(keys.refuted, ("HSET", keys.refuted, str(index), clause), ("DEL", keys.hold(index)))
         return True
 
     def _marked(self, chunk: int, row: int) -> list[Any]:
@@ -158,14 +143,18 @@ class RedisBoard(Board):
         keys = self.keys.escalation(chunk, row)
         if self.client.llen(keys.clauses) >= MAX_SHARED_BATCHES:
             return False
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.rpush(keys.clauses, batch)
-            pipe.expire(keys.clauses, ESCALATION_TTL_S)
-            pipe.execute()
+        self._expiring(keys.clauses, ("RPUSH", keys.clauses, batch))
         return True
 
     def _batches(self, chunk: int, row: int, since: int) -> list[Any]:
         return self.client.lrange(self.keys.escalation(chunk, row).clauses, since, -1)
+
+    def _expiring(self, key: str, *commands: tuple[Any, ...]) -> None:
+        """Run `commands` in one MULTI that gives `key` (an escalation's) ESCALATION_TTL_S more."""
+        with self.client.pipeline(transaction=True) as pipe:
+            for command in (*commands, ("EXPIRE", key, ESCALATION_TTL_S)):
+                pipe.execute_command(*command)
+            pipe.execute()
 
 
 MAX_OUTBOX_BYTES = 2 * MAX_TASK_CHARS + (1 << 20)  # an outbox entry: the task's JSON (escapes included)
@@ -189,19 +178,17 @@ class RedisPort:
         self.meter = Meter()  # a pool process runs one task at a time: its CPU clock is the task's
 
     def count_delivery(self, job: str, chunk: int) -> int | None:
-        return count_delivery(self.client, job_keys(job), chunk)
+        """Count one more delivery of `chunk` and return the count; None when the job is stopped or gone."""
+        keys = job_keys(job)
+        count = [("HINCRBY", keys.attempts, chunk, 1), ("EXPIRE", keys.attempts, settings.job_ttl)]
+        replies = write_unless_stopped(self.client, keys, count)
+        return None if replies is None else int(replies[0])
 
     def answered(self, job: str, chunk: int) -> list[tuple[int, int]] | None:
         return published_rows(self.client.hgetall(job_keys(job).parts(chunk)))
 
     def publish(self, part: Part) -> bool:
-        cost, written = self.meter.take(), False
-        try:
-            written = publish_part(self.client, part, settings.job_ttl, cost)
-        finally:
-            if not written:
-                self.meter.give_back(cost)
-        return written
+        return self._paid(lambda cost: publish_part(self.client, part, settings.job_ttl, cost))
 
     def settle(self, job: str) -> None:
         charge(self.client, job_keys(job), self.meter.take())
@@ -212,26 +199,28 @@ class RedisPort:
     def fail_job(self, job: str, reason: str) -> None:
         keys = job_keys(job)
         log.error("job %s failed: %s", job, reason)
-        write_unless_stopped(
-            self.client, keys, [("HSET", keys.meta, "state", "failed", "error", reason[:500])]
-        )
+        failed = [("HSET", keys.meta, "state", "failed", "error", reason[:500])]
+        write_unless_stopped(self.client, keys, failed)
 
     def publish_generated(self, result: GenerateResult) -> None:
+        failed = result.error is not None
+        self._paid(lambda cost: store_result(self.client, result, settings.job_ttl, failed, cost) is not None)
+
+    def _paid(self, write: Callable[[Cost], bool]) -> bool:
+        """`write(cost)` with the run's cost so far; the cost goes back to the meter unless it was written."""
         cost, written = self.meter.take(), False
         try:
-            stored = store_result(self.client, result, settings.job_ttl, result.error is not None, cost)
-            written = stored is not None
+            written = write(cost)
         finally:
             if not written:
                 self.meter.give_back(cost)
+        return written
 
     def split_read(self, job: str, chunk: int, input_no: int, lines: int, entries: int) -> None:
         """Record a split's counts, then move the job's frontier over every split counted by now."""
         keys, ttl = job_keys(job), settings.job_ttl
-        counts = f"{input_no} {lines} {entries}"
-        write_unless_stopped(
-            self.client, keys, [("HSET", keys.counts, chunk, counts), ("EXPIRE", keys.counts, ttl)]
-        )
+        counts = [("HSET", keys.counts, chunk, f"{input_no} {lines} {entries}"), ("EXPIRE", keys.counts, ttl)]
+        write_unless_stopped(self.client, keys, counts)
         advance_frontier(self.client, keys, ttl)
 
     def split_offsets(self, job: str, chunk: int) -> tuple[int, int] | None:
@@ -243,7 +232,10 @@ class RedisPort:
 
     def count_frontier(self, job: str) -> bool:
         """Count the first split nobody has counted (its worker is slow, dead, or its message queued behind
-        this one) from its outbox task; False when there is none to count."""
+        this one) from its outbox task; False when there is none to count. One outside this worker's data
+        roots is not opened: the job fails in one line (JobStopped)."""
+        from pipeline.engine.dataset import JobStopped, check_roots
+        from pipeline.engine.roots import OutsideRoots
         from pipeline.engine.splits import read_split
 
         keys = job_keys(job)
@@ -254,30 +246,20 @@ class RedisPort:
         task = outbox_task(self.client, keys, ChunkRef(job=job, chunk=front.chunk))
         if task is None or task.split is None:
             return False
-        refuse_outside_roots(self, task)
+        try:
+            check_roots(task, settings.roots)
+        except OutsideRoots as exc:
+            self.fail_job(job, f"worker {worker_name()} {exc}")
+            raise JobStopped(f"job {job} failed: a split outside the data roots") from None
         read = read_split(task)
         log.info("counted split %s:%s for the splits after it (its own worker is late)", job, front.chunk)
         self.split_read(job, task.chunk, task.split.input, read.lines, read.entries)
         return True
 
 
-def refuse_outside_roots(port: RedisPort, task: ChunkTask) -> None:
-    """Fail the job in one line and stop waiting on it (JobStopped) when a split counted for the splits after
-    it lies outside this worker's data roots: it is not opened."""
-    from pipeline.engine.dataset import JobStopped, check_roots
-    from pipeline.engine.roots import OutsideRoots
-
-    try:
-        check_roots(task, settings.roots)
-    except OutsideRoots as exc:
-        port.fail_job(task.job, f"worker {worker_name()} {exc}")
-        raise JobStopped(f"job {task.job} failed: a split outside the data roots") from None
-
-
 def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
     """Move the job's split frontier over every split counted (`pipeline.contract.keys.Frontier`), writing the
-    offsets of each split passed; a compare-and-set on the frontier (two workers moving it at once: the
-    later one goes again from where the first left it)."""
+    offsets of each split passed; a compare-and-set (of two workers at once, the later goes again)."""
     while True:
         with client.pipeline(transaction=True) as pipe:
             try:
@@ -302,14 +284,10 @@ def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
 
 
 def transact(client: Any, keys: JobKeys, watched: list[str], build: Callable[[Any], Commands | None]) -> Any:
-    """Run the commands `build(pipe)` returns in one MULTI/EXEC unless the job is stopped or gone
-    (`job_stopped`) or `build` returns None: their replies, or None.
-
-    The checks and the write are one step: WATCH of the stop key (a purge sets it before deleting
-    anything) and of `watched` makes a change in between abort the EXEC (redis.WatchError: the
-    caller goes again and sees it). A full Redis (`maxmemory`, `noeviction`) is waited out: one
-    log line, a try every ROOM_POLL_S.
-    """
+    """Run the commands `build(pipe)` returns in one MULTI/EXEC unless the job is stopped or gone or `build`
+    returns None: their replies, or None. WATCH of the stop key (a purge sets it first) and of `watched`
+    makes a change in between abort the EXEC (redis.WatchError: the caller goes again); a full Redis is
+    waited out."""
     while True:
         with client.pipeline(transaction=True) as pipe:
             try:
@@ -329,23 +307,18 @@ def transact(client: Any, keys: JobKeys, watched: list[str], build: Callable[[An
 def write_unless_stopped(
     client: Any, keys: JobKeys, commands: Commands, unanswered: int | None = None
 ) -> Any:
-    """Run `commands` in one MULTI/EXEC (`transact`) unless the job is stopped or gone, or, with
-    `unanswered`, that chunk has an answer already (its stats field); their replies, or None.
+    """Run `commands` in one MULTI/EXEC (`transact`) unless the job is stopped or gone, or, with `unanswered`,
+    that chunk has an answer already; their replies, or None. After ANSWER_ONCE_TRIES rounds busy with other
+    chunks' results the answer check is dropped (an answer, even a failure, beats none), never the stop's."""
+    check = unanswered
 
-    Other chunks' results landing in the watched stats hash retry the round; after
-    ANSWER_ONCE_TRIES busy rounds the answer check is dropped (an answer, even a failure, beats a
-    chunk never answered) but never the stop check.
-    """
+    def build(pipe: Any) -> Commands | None:
+        return None if check is not None and pipe.hexists(keys.stats, check) else commands
+
     for busy in range(ANSWER_ONCE_TRIES + 1):
         check = unanswered if busy < ANSWER_ONCE_TRIES else None
-        watched = [keys.stats] if check is not None else []
         with contextlib.suppress(redis.WatchError):
-            return transact(
-                client,
-                keys,
-                watched,
-                lambda pipe, c=check: None if c is not None and pipe.hexists(keys.stats, c) else commands,
-            )
+            return transact(client, keys, [keys.stats] if check is not None else [], build)
     return None  # the stop key kept changing: a purge is under way
 
 
@@ -377,18 +350,9 @@ def publish_part(client: Any, part: Part, ttl: int, cost: Cost = (0, 0)) -> bool
             return None  # answered already: every row keeps its first record
         complete = sum(c for _, c in published) + len(part) >= stats.chunk_n
         return part_commands(
-            keys,
-            head.chunk,
-            head.row,
-            payload,
-            stats.model_dump_json(),
-            stats.n,
-            stats.cpu_s,
-            ttl,
-            complete,
-            runs,
-            cost,
-        )
+            keys, head.chunk, head.row, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl, complete,
+            runs, cost,
+        )  # fmt: skip
 
     while True:
         with contextlib.suppress(redis.WatchError):
@@ -416,20 +380,9 @@ def charge(client: Any, keys: JobKeys, cost: Cost) -> None:
                 return
 
 
-def count_delivery(client: Any, keys: JobKeys, chunk: int) -> int | None:
-    """Count one more delivery of `chunk` and return the count; None when the job is stopped or gone."""
-    replies = write_unless_stopped(
-        client, keys, [("HINCRBY", keys.attempts, chunk, 1), ("EXPIRE", keys.attempts, settings.job_ttl)]
-    )
-    return None if replies is None else int(replies[0])
-
-
 def outbox_task(client: Any, keys: JobKeys, ref: ChunkRef) -> ChunkTask | None:
-    """The task a ChunkRef names, from the job's outbox; None when the chunk is answered already.
-
-    The result's MULTI drops the outbox entry, so a missing entry means a redelivery of a
-    chunk that has its answer (or a job being purged): nothing to solve.
-    """
+    """The task a ChunkRef names, from the job's outbox; None when the chunk is answered already (the result's
+    MULTI drops the entry: a redelivery of an answered chunk, or a job being purged, has nothing to solve)."""
     size = int(client.hstrlen(keys.outbox, str(ref.chunk)))
     if size > MAX_OUTBOX_BYTES:  # checked before reading: a hand-made entry cannot make us allocate it
         raise ValueError(f"outbox entry {ref.job}:{ref.chunk} is {size} bytes, over {MAX_OUTBOX_BYTES}")

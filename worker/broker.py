@@ -1,16 +1,7 @@
-"""Kombu's Redis transport, made to survive a full Redis (`maxmemory` with `noeviction`).
-
-Celery's main process records each delivered message as unacknowledged (ZADD + HSET)
-and removes the record on acknowledgement (ZREM + HDEL), both in MULTI/EXEC. A Redis at
-`maxmemory` refuses every command queued in a MULTI, and the refusal was an
-"Unrecoverable error" that ended the worker. Here: an acknowledgement the transaction
-cannot make is made without one (ZREM and HDEL free memory, so Redis accepts them
-alone); a delivery that cannot be recorded runs unrecorded (if the worker dies before
-its result is stored, the collector's resend sweep sends the chunk again); a requeue
-that cannot be written is left to the orphan sweep. Each says so in one log line, and
-the worker goes on when there is room. It also refuses, with one log line each, a message it
-should not unpack (`worker.envelope`: too large, not JSON, not a kombu envelope, compressed)
-before kombu parses or inflates it. Set as `broker_transport` in `worker.app`.
+"""Kombu's Redis transport, made to survive a full Redis (`maxmemory` with `noeviction`), whose refusal of a
+MULTI was an "Unrecoverable error" that ended the worker: an acknowledgement is made without a transaction,
+a delivery runs unrecorded, a requeue is left to the orphan sweep, each said in one log line. It also drops,
+one line each, a message it should not unpack (`worker.envelope`) before kombu parses or inflates it.
 """
 
 from __future__ import annotations

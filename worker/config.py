@@ -20,21 +20,14 @@ class WorkerSettings(BaseSettings):
     broker: str = "redis://127.0.0.1:6379/0"
     queue: QueueName = DEFAULT_QUEUE
     key_prefix: str = KEY_PREFIX
-    # seconds an uncollected result may wait (as the client's)
-    job_ttl: int = Field(default=7 * 86400, ge=1, le=365 * 86400)
-    # well above the longest chunk (~1 s of work, hard-capped below)
-    visibility_timeout: int = Field(default=4 * 3600, ge=1, le=30 * 86400)
-    # default safety net; the producer sends per-chunk limits
-    soft_time_limit: int = Field(default=3600, ge=1, le=7 * 86400)
+    job_ttl: int = Field(default=7 * 86400, ge=1, le=365 * 86400)  # s an uncollected result may wait
+    visibility_timeout: int = Field(default=4 * 3600, ge=1, le=30 * 86400)  # well above the longest chunk
+    soft_time_limit: int = Field(default=3600, ge=1, le=7 * 86400)  # a safety net under the per-chunk limits
     time_limit: int = Field(default=3660, ge=1, le=7 * 86400)
-    # deliveries of one chunk before it is answered with `error`
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    # liveness beat of each worker process (for `status`)
-    heartbeat_s: float = Field(default=5.0, gt=0, le=600)
-    # an unacked chunk nobody live is solving is requeued after this
-    orphan_after_s: float = Field(default=60.0, gt=0, le=7 * 86400)
-    # how often a chunk being solved checks its job's stop key (purge)
-    stop_poll_s: float = Field(default=0.25, gt=0, le=60)
+    max_attempts: int = Field(default=3, ge=1, le=100)  # deliveries of a chunk before it is answered `error`
+    heartbeat_s: float = Field(default=5.0, gt=0, le=600)  # each worker process's liveness beat
+    orphan_after_s: float = Field(default=60.0, gt=0, le=7 * 86400)  # an unacked chunk nobody runs: requeued
+    stop_poll_s: float = Field(default=0.25, gt=0, le=60)  # how often a running chunk checks its stop key
     connect_timeout: float = Field(default=3.0, gt=0, le=600)
     socket_timeout: float = Field(default=30.0, gt=0, le=3600)
     data_roots: str = ""  # comma-separated paths or URLs: inputs read and datasets written only there

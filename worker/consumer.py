@@ -1,24 +1,9 @@
-"""Celery's consumer, logging a message it refuses in one line, without echoing the message.
+"""Celery's consumer, refusing a message in one log line that never echoes it (Celery logged each as a
+traceback repeating its headers and body), the message acknowledged or rejected exactly as Celery does.
 
-Celery logs a message it cannot decode (pickle and other serialisers refused: JSON only),
-one for an unknown task, and one of an invalid form as tracebacks that repeat its
-headers and body (a 27-line log record for one pickle message). A refused message is
-expected here (docs/security.md): one line names what was refused and why, and the
-message is acknowledged or rejected exactly as Celery does.
-
-A task message is checked before Celery's strategy unpacks it (`task_refusal`): Celery
-reads `args, kwargs, embed = body` in the main process and let anything but its own
-exceptions out of the consumer, so a body of `"hello"` (or `[1, 2]`, `{}`, `null`, a
-task name that is not a text, a missing `id`) ended the worker with "Unrecoverable
-error", the message went back to the queue and the next worker died the same way. Such a
-message is dropped here with one line, and the worker goes on. So is a message this worker
-should not run at all: one naming a task Celery knows but sudoku-batch does not send
-(`celery.backend_cleanup` ran when a message named it), and one asking to run later (an
-`eta`, `countdown` or `expires` header: Celery held each in the main process's memory until
-then, 20,000 messages due in 2999 took it from 306 to 396 MB; no sender of ours schedules).
-A consumer restarted because
-Redis refused a command for want of memory (`broker_channel_error_retry`) waits
-FULL_RETRY_S first. Set as `worker_consumer`.
+A task message is checked before Celery's strategy unpacks it (`task_refusal`): a malformed body or header
+ended the worker ("Unrecoverable error"), then every next worker as the message came back; one naming
+Celery's own tasks, or asking to run later (held in memory until then), is refused too (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -60,9 +45,7 @@ LATER = ("eta", "countdown", "expires")  # headers that schedule a task: ours ru
 
 class TaskHeaders(BaseModel):
     """The task message headers Celery reads in the worker's main process, typed as its own senders write
-    them (`celery.app.amqp.as_task_v2`); others pass (Celery ignores them). A `stamped_headers` of 5 ended
-    the worker when Celery iterated it; a message with `eta` or `expires` is refused before (`LATER`), and
-    `timelimit` is checked by Celery and `worker.requests`."""
+    them (`celery.app.amqp.as_task_v2`): a `stamped_headers` of 5 ended the worker when Celery iterated it."""
 
     model_config = ConfigDict(strict=True, extra="allow")
     task: str
@@ -98,13 +81,9 @@ def _form(value: Any) -> str:
 
 
 def task_refusal(message: Any, known: Any) -> str | None:
-    """Why `message` is not a Celery task message (protocol 2) this worker takes, or None.
-
-    A task name not in `known` is left to Celery (it logs the unknown name); one Celery knows
-    but no sender of ours sends (its built-ins) is refused, as is a message asking to run later
-    (`LATER`). The body is decoded here (kombu keeps the result, so Celery does not decode it
-    again); a decode error is raised for the caller to report as Celery would.
-    """
+    """Why `message` is not a Celery task message (protocol 2) this worker takes, or None; a task name not
+    in `known` is left to Celery (it logs the unknown name). The body is decoded here (kombu keeps it for
+    Celery); a decode error is raised for the caller to report as Celery would."""
     headers = message.headers
     if not isinstance(headers, dict):
         return f"its headers are {_form(headers)}, not a mapping"
@@ -162,10 +141,7 @@ class Consumer(CeleryConsumer):
                 return self.on_decode_error(message, exc)
             if why is not None:
                 log.error("dropping a task message: %s", why)
-                count_dropped("refused")
-                message.reject_log_error(log, self.connection_errors)
-                signals.task_rejected.send(sender=self, message=message, exc=None)
-                return None
+                return self._reject(message, "refused")
             return handle(message)
 
         return on_task_received
@@ -177,19 +153,19 @@ class Consumer(CeleryConsumer):
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         log.error("dropping a message of an unknown format (content type %s)", message.content_type)
-        count_dropped("unknown_format")
-        message.reject_log_error(log, self.connection_errors)
-        signals.task_rejected.send(sender=self, message=message, exc=None)
+        self._reject(message, "unknown_format")
 
     def on_unknown_task(self, body: Any, message: Any, exc: BaseException) -> None:
         name = repr(str(message.headers.get("task", "")))[:80]  # repr: the sender's text stays on one line
         log.error("dropping a message for an unknown task %s", name)
-        count_dropped("unknown_task")
-        message.reject_log_error(log, self.connection_errors)
-        signals.task_rejected.send(sender=self, message=message, exc=exc)
+        self._reject(message, "unknown_task", exc)
 
     def on_invalid_task(self, body: Any, message: Any, exc: BaseException) -> None:
         log.error("dropping an invalid task message: %s", reason(exc))
-        count_dropped("invalid")
+        self._reject(message, "invalid", exc)
+
+    def _reject(self, message: Any, why: str, exc: BaseException | None = None) -> None:
+        """Count a dropped message under `why`; reject it without requeue, as Celery drops an invalid one."""
+        count_dropped(why)
         message.reject_log_error(log, self.connection_errors)
         signals.task_rejected.send(sender=self, message=message, exc=exc)

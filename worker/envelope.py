@@ -1,19 +1,11 @@
 """What a message on the workers' queue must be before kombu unpacks it: small, JSON, a kombu envelope,
-uncompressed; anything else is dropped with one log line and the worker goes on.
+uncompressed; anything else is dropped with one log line naming the queue and the reason, never the content.
 
-Kombu's Redis transport pops a message (BRPOP), parses the whole envelope as JSON,
-base64-decodes the body and inflates it when a `compression` header asks, all in the
-worker's main process, before Celery sees it. A hand-made message broke each step: a
-body that is not JSON, or an envelope missing `properties`, raised out of the consumer
-as an "Unrecoverable error" that ended the worker; a 2.7 MB gzip'd message inflated to
-2 GiB (main process RSS 0.21 -> 4.42 GB, kept); a 200 MB message was parsed whole (main
-process peak 1.23 GB, pool process 0.73 GB) before the task's own bound refused it. Here
-the size comes first: the broker connection's reply parser (`Bounded`) reads a reply over
-`MAX_MESSAGE_BYTES` from the socket a megabyte at a time and keeps only its size
-(`Oversized`); then the reply must be JSON; then the parsed envelope must have kombu's
-form (`Envelope`) and no compression (no sender of ours compresses). A message refused
-here was popped and never recorded as unacknowledged: dropping it acknowledges it. The
-log line names the queue and the reason, never the content.
+Kombu parses, base64-decodes and inflates a popped message in the worker's main process before Celery sees
+it: a hand-made one ended the worker or grew it by gigabytes (measured in docs/pipeline.md). So the size comes
+first: the reply parser (`Bounded`) reads a reply over `MAX_MESSAGE_BYTES` past, keeping only its size
+(`Oversized`); then it must be JSON, of kombu's form (`Envelope`), uncompressed. A message refused here was
+popped and never recorded as unacknowledged: dropping it acknowledges it.
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """Each pool process's liveness beat, and the sweep that requeues chunk messages orphaned by a lost worker.
 
-Celery acknowledges late; a message delivered to a worker that then died whole, or on a
-connection that broke (Redis restarted), stays unacknowledged in the broker until the
-visibility timeout (hours). The worker's main process records each chunk message it takes
-(`record_delivery`: `job:chunk` -> its delivery tag, in the pipeline's own hash); the
-chunk's result write drops the record in its MULTI (`pipeline.contract.keys.result_commands`). A
-record older than `orphan_after_s` whose chunk no live worker process is solving is an
-orphan: the sweep asks kombu's Redis QoS to put that delivery back on its queue
-(`restore_by_tag`: in the list of the priority it was sent at) and drops the record. Chunk
-results are idempotent, so a rare false orphan costs a second solve, never a second result. Of
-kombu's keys only its unacknowledged hash is asked whether it holds a tag (HEXISTS; no message
-is parsed).
+Celery acknowledges late, so a message of a worker that died (or of a broken connection) stays unacknowledged
+for the visibility timeout (hours). The main process records each chunk message it takes (`record_delivery`);
+the chunk's result write drops the record. A record older than `orphan_after_s` whose chunk no live process is
+solving is an orphan: the sweep has kombu put it back (`restore_by_tag`), or, when kombu no longer holds it
+(dropped as Redis restarted) and the queue is empty, sends the chunk again from the outbox (`resend`). Results
+are idempotent: a false orphan costs a second solve, never a second result (docs/decisions.md).
 
-A record whose message is no longer in that hash was dropped, not lost with a worker: a task
-that met a Redis restart (its message rejected without requeue: Celery does so when the retry
-it sends cannot reach the broker), or a message Redis lost with its restart. Once the workers'
-queue is empty (else the message may be waiting in it, put back by kombu), the sweep sends
-that chunk again from the job's outbox (`resend`, at the priority its client sent it at), at
-most until its deliveries pass `max_attempts` (the next delivery answers `error`), never for a
-job stopped, gone or failed.
-
-Each process names the chunk it is solving in `sbatch:current` (`Current`): set as a run starts,
-removed as it ends, and written again by every beat from what the process is really running,
-so an entry whose removal met a Redis outage (or that a Redis restarted from its AOF brought
-back) goes within a beat: the sweeps never take a chunk for running that is not. A process
-killed outright (SIGKILL, the out-of-memory killer) never beats again: the same sweep drops
-entries of processes silent `orphan_after_s` (`sweep_current`).
+What each process solves (`Current`, in `sbatch:current`) is written again by every beat, so a removal Redis
+refused goes within a beat; entries of processes killed outright go with `sweep_current`.
 """
 
 from __future__ import annotations
@@ -51,13 +34,7 @@ from pipeline.contract.keys import (
     workers_key,
 )
 from pipeline.contract.outbox import parse_task, read_outbox_entry
-from pipeline.contract.tasks import (
-    JOB_ID_PATTERN,
-    SOLVE_TASK_NAME,
-    VERSION,
-    ChunkRef,
-    message_priority,
-)
+from pipeline.contract.tasks import JOB_ID_PATTERN, SOLVE_TASK_NAME, VERSION, ChunkRef, message_priority
 from pipeline.engine.solve import worker_name
 from worker.config import settings
 from worker.connection import store_client
@@ -77,11 +54,8 @@ class Current:
 
     @contextlib.contextmanager
     def solving(self, client: Any, what: str) -> Iterator[None]:
-        """Name `what` (`job:chunk`; `job:chunk:race`, a helper) as solved here while the block runs.
-
-        Bookkeeping only: a Redis away or full neither refuses the run nor, as it ends, replaces
-        the exception that ends it (a cancel's SystemExit); the next beat writes the entry right.
-        """
+        """Name `what` (`job:chunk`; `job:chunk:race`, a helper) as solved here while the block runs; a
+        Redis away or full neither refuses the run nor replaces the exception ending it: a beat mends it."""
         self._write(client, what)
         try:
             yield
@@ -110,14 +84,9 @@ CURRENT = Current()  # this process's (each pool process runs one task at a time
 
 
 def beat(client: Any, name: str) -> None:
-    """Record that worker process `name` is alive now, and its data roots."""
-    client.zadd(workers_key(settings.key_prefix), {name: time.time()})
-    publish_roots(client, name)
-
-
-def publish_roots(client: Any, name: str) -> None:
-    """Say which data roots worker process `name` has (`settings.roots`; expiring, renewed each beat): a
+    """Record that worker process `name` is alive now, and its data roots (expiring, renewed each beat): a
     client sends splits only of inputs under every live worker's roots, and a dataset only under them."""
+    client.zadd(workers_key(settings.key_prefix), {name: time.time()})
     ttl = max(60, int(4 * settings.heartbeat_s))
     client.set(roots_key(name, settings.key_prefix), json.dumps(settings.roots.texts), ex=ttl)
 
@@ -244,19 +213,15 @@ def forget(client: Any, chunk: str, record: str) -> bool:
 
 
 def resend(client: Any, app: Any, chunk: str) -> bool:
-    """Send `chunk` (`job:chunk`) again, as its client did, from the job's outbox; False when there is nothing
-    to send (answered, purged, failed, or past `max_attempts`: its last delivery answered it `error`).
-
-    A solve chunk goes as a `ChunkRef` without the client's time limits (the task's defaults apply);
-    a generate chunk as its task, read from the outbox.
-    """
+    """Send `chunk` (`job:chunk`) again, as its client did, from the job's outbox (a solve chunk as a
+    `ChunkRef`, the task's default time limits applying); False when there is nothing to send (answered,
+    purged, failed, or past `max_attempts`: its last delivery answered it `error`)."""
     job, _, number = chunk.rpartition(":")
     keys = JobKeys(job, settings.key_prefix)
     if job_stopped(client, keys) or client.hget(keys.meta, "state") == b"failed":
         return False
-    if int(client.hget(keys.attempts, number) or 0) > settings.max_attempts or not client.hexists(
-        keys.outbox, number
-    ):
+    over = int(client.hget(keys.attempts, number) or 0) > settings.max_attempts
+    if over or not client.hexists(keys.outbox, number):
         return False
     kind, priority = (v.decode() if v else None for v in client.hmget(keys.meta, "kind", "priority"))
     at = message_priority(priority, int(number))  # where its client sent it (`client.transport`)

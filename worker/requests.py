@@ -1,12 +1,6 @@
-"""The task request: time limits a message asks for outside the sane range are ignored, and each chunk
-message is recorded until its result is stored (for the orphan sweep, `worker.heartbeat`).
-
-A message's headers may carry Celery time limits (`timelimit: [hard, soft]`); the pool
-enforces them from the moment the task starts. A negative or zero limit killed the pool
-process at once, before the task could count the delivery, and with requeue on a lost
-worker the message came back for ever (65 pool kills in 90 s). Limits below
-`MIN_TIME_LIMIT_S`, above the visibility timeout, or not numbers are dropped here, in
-the main process, so the task's own defaults apply (`WorkerSettings.time_limit`).
+"""The task request: time limits a message asks for outside the sane range are ignored (a negative one killed
+the pool process before the delivery was counted: the message came back for ever), and each chunk message is
+recorded until its result is stored (for the orphan sweep, `worker.heartbeat`).
 """
 
 from __future__ import annotations
@@ -46,9 +40,8 @@ class SaneLimitsRequest(Request):
         hard, soft = (list(asked) + [None, None])[:2] if isinstance(asked, (list, tuple)) else (None, None)
         sane = (sane_limit(hard), sane_limit(soft))
         if any(v is not None and s is None for v, s in zip((hard, soft), sane, strict=True)):
-            log.warning(
-                "task %s asked for time limits %s: ignored, the defaults apply", self.id, _short(asked)
-            )
+            why = "task %s asked for time limits %s: ignored, the defaults apply"
+            log.warning(why, self.id, repr(asked)[:60])
         self.time_limits = sane
         self._record()
 
@@ -64,7 +57,3 @@ class SaneLimitsRequest(Request):
             record_delivery(store_client(), str(tag), chunk, time.time())
         except redis.RedisError as exc:
             log.warning("chunk %s: its delivery is not recorded (no orphan sweep for it): %s", chunk, exc)
-
-
-def _short(value: Any) -> str:
-    return repr(value)[:60]

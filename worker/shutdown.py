@@ -1,20 +1,10 @@
 """How a worker ends on SIGTERM, SIGINT or SIGHUP: at once, its running chunk's message back on the queue,
 exit 128 + the signal (143, 130, 129), as every other `sudoku-batch` command.
 
-Celery's own handling: SIGTERM and SIGINT are a warm shutdown, which waits for the running
-chunk (a 20 s chunk kept the worker 20.7 s; exit 0 for SIGTERM, 1 for SIGINT); SIGHUP,
-away from a terminal, re-executes `sys.argv` after that wait, which for `python -m
-celery` is a path inside the package and fails ("attempted relative import with no known
-parent package", exit 1: the worker gone). Here each is Celery's cold shutdown
-(`on_cold_shutdown`): the consumer stops taking messages, the pool's running tasks are
-terminated, and when the broker channel closes, kombu's Redis QoS puts every message it
-delivered and nobody acknowledged back on its queue ("Restoring N unacknowledged
-message(s)"): another worker takes the cut chunk at once, instead of after the orphan
-sweep or the visibility timeout. Nothing of the chunk was written (results are written
-whole, at its end); its delivery was counted, so a chunk cut short `max_attempts` times
-is answered `error`. A second SIGINT or SIGQUIT during the shutdown forces it (Celery).
-These are Celery's handlers, configured: the process is Celery's (`sudoku-batch worker`
-exec'd it), not the command line's.
+Celery's own handling waited for the running chunk (SIGTERM, SIGINT) or re-executed a path inside the package
+and died (SIGHUP; docs/pipeline.md). Here each is Celery's cold shutdown: running tasks are terminated and
+kombu puts every unacknowledged message back as the channel closes; a second SIGINT or SIGQUIT forces it.
+These are Celery's handlers, configured: the process is Celery's (`sudoku-batch worker` exec'd it).
 """
 
 from __future__ import annotations

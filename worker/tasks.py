@@ -1,16 +1,12 @@
 """The Celery tasks (solve a chunk, generate one, help escalate one): each message is checked, counted and
-run by `pipeline.engine.runner.execute` on a `worker.board.RedisPort`, the job's keys in Redis.
-
-Results never go through Celery's result backend: a solve chunk publishes its parts under the
-job, each refused whose rows are answered already (a redelivered chunk solves only the rest); a
-generate chunk's failure answer (attempt or time limit) is written only where none is stored yet.
+run by `pipeline.engine.runner.execute` on a `worker.board.RedisPort`; results go to the job's keys, never
+through Celery's result backend.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,17 +16,17 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from pipeline.contract.generate import GenerateResult, GenerateTask
-from pipeline.contract.tasks import JOB_ID_PATTERN, VERSION, ChunkRef, ChunkTask, version_refusal
+from pipeline.contract.tasks import VERSION, ChunkRef, ChunkTask, version_refusal
 from pipeline.engine.runner import execute, give_up, settled
 from pipeline.escalation.task import HelperTask
 from solvers.model.result import Status
 from worker.app import app
-from worker.board import RedisBoard, RedisPort, count_delivery, job_keys, outbox_task, store_result
+from worker.board import RedisBoard, RedisPort, job_keys, outbox_task, store_result
 from worker.config import settings
 from worker.connection import store_client
 from worker.consumer import reason
 from worker.envelope import validation_reasons
-from worker.heartbeat import CURRENT
+from worker.heartbeat import CURRENT, chunk_of
 
 log = logging.getLogger(__name__)
 TASK_OPTIONS: dict[str, Any] = {  # solve and generate: results go to the job's keys, a lost worker redelivers
@@ -44,22 +40,17 @@ UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)  # Redis away: the mes
 
 def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
     """Run one message of the task `kind` (`pipeline.engine.runner.execute`); the puzzles answered (0: job
-    gone, or nothing left to answer; a helper: 1 if it solved its puzzle).
-
-    A solve message is a ChunkRef (the task is read from the outbox) or a whole task; one of another
-    protocol version is refused in one log line naming both. The delivery of a chunk is counted first:
-    one whose worker died `max_attempts` times is answered with `error` instead of being tried forever.
-    Past Celery's soft time limit, what is unanswered is answered `timeout` (`give_up`). A helper's
-    message is not counted (acknowledged early: a killed helper is not redelivered).
-    """
+    gone, or nothing left to answer; a helper: 1 if it solved its puzzle). A chunk's delivery is counted
+    first, so one whose worker died `max_attempts` times is answered `error`, never looped; past the soft
+    time limit the rest is answered `timeout`. A helper's is not counted (acknowledged early: not redone)."""
     if kind is HelperTask:
         helper = HelperTask.model_validate(payload)
-        with CURRENT.solving(
-            client, f"{helper.job}:{helper.chunk}:race"
-        ):  # not idle while it helps (the value's word is `race`: read by running fleets)
+        # not idle while it helps (the value's word is `race`: read by running fleets)
+        with CURRENT.solving(client, f"{helper.job}:{helper.chunk}:race"):
             board = RedisBoard(client, helper.job)
             return execute(helper, RedisPort(client), board, poll_s=settings.stop_poll_s)
-    ref = ChunkRef.model_validate(payload) if kind is ChunkTask and "ref" in _dict(payload) else None
+    is_ref = kind is ChunkTask and isinstance(payload, dict) and "ref" in payload
+    ref = ChunkRef.model_validate(payload) if is_ref else None
     task = None if ref is not None else _validated(payload, client, kind)
     named = ref if ref is not None else task
     if named is None:
@@ -91,22 +82,19 @@ def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
                 return give_up(port, task, why, Status.TIMEOUT, time.process_time() - start, settings.roots)
 
 
-def _dict(payload: Any) -> dict[str, Any]:
-    return payload if isinstance(payload, dict) else {}
-
-
 def _validated(payload: Any, client: Any, kind: type[Any]) -> Any:
     """The task of a message of `kind`; a malformed generate message that still names a chunk of a live job
     is answered with `error` instead of being redelivered (None), any other malformed one is refused."""
     try:
         return kind.model_validate(payload)
     except ValidationError as exc:
-        named = _named_chunk(payload) if kind is GenerateTask else None
+        named = chunk_of(payload) if kind is GenerateTask else None
         if named is None:
             raise
-        job, chunk = named
+        job, _, number = named.rpartition(":")
+        chunk = int(number)
         why = f"bad generate request: {validation_reasons(exc)}"
-        if count_delivery(client, job_keys(job), chunk) is None:
+        if RedisPort(client).count_delivery(job, chunk) is None:
             raise  # no live job waits for it: dropped
         store_result(client, GenerateResult.failed(job, chunk, why), settings.job_ttl, keep_answer=True)
         log.error("answering malformed generate message %s:%s with an error: %s", job, chunk, why[:300])
@@ -115,14 +103,9 @@ def _validated(payload: Any, client: Any, kind: type[Any]) -> Any:
 
 @contextlib.contextmanager
 def requeued() -> Iterator[None]:
-    """Put the message back on its queue when Redis cannot be reached (Celery's `Reject` with requeue).
-
-    Not Celery's retry: it sends a copy with a countdown (the workers drop such messages,
-    `worker.consumer`), and when the broker is away that send fails and Celery rejects the
-    message without requeue (it was gone for good: issue 31). A requeue Redis cannot take now
-    leaves the message unacknowledged for the orphan sweep (`worker.heartbeat`); each delivery
-    is counted, so a chunk that keeps meeting this is answered `error` after `max_attempts`.
-    """
+    """Put the message back on its queue when Redis cannot be reached (Celery's `Reject` with requeue), not
+    Celery's retry: that sends a copy with a countdown (the workers drop such messages), and with the broker
+    away the send fails and Celery drops the message for good (issue 31)."""
     try:
         yield
     except UNREACHABLE as exc:
@@ -144,23 +127,9 @@ def only_task(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return kwargs["task"]
 
 
-def _named_chunk(payload: Any) -> tuple[str, int] | None:
-    """(job, chunk) of a message that names them well, however wrong the rest; None otherwise."""
-    if not isinstance(payload, dict):
-        return None
-    job, chunk = payload.get("job"), payload.get("chunk")
-    if isinstance(job, str) and re.match(JOB_ID_PATTERN, job) and type(chunk) is int and 0 <= chunk < 2**53:
-        return job, chunk
-    return None
-
-
 def _entry(kind: type[Any], what: str, **options: Any) -> Any:
-    """The Celery task `kind.NAME` (`task=` one task of `kind`; see `handle`).
-
-    Whatever a message holds, a refusal is one log line that echoes none of it: other arguments,
-    a malformed task, an outbox entry that is not a task, a key of the job of the wrong type. A
-    message acknowledged late goes back to its queue when Redis cannot be reached (`requeued`).
-    """
+    """The Celery task `kind.NAME` (`task=` one task of `kind`; see `handle`): whatever a message holds, a
+    refusal is one log line that echoes none of it; one acknowledged late is requeued while Redis is away."""
 
     def run(*args: Any, **kwargs: Any) -> int:
         try:

@@ -1,8 +1,5 @@
-"""`python -m worker.warm`: compile and cache every numba kernel once (image build, CI, before a worker).
-
-The same as `sudoku-batch warm` (`pipeline.engine.solve.warm_all`), kept for images and units that call it.
-A kernel compiled cold can take seconds, and compiling cannot be interrupted by a
-deadline, so everything a worker may run is compiled here, ahead of the first chunk.
+"""`python -m worker.warm`: compile and cache every numba kernel once (image build, CI, before a worker), as
+`sudoku-batch warm` does: a cold compile takes seconds and no deadline can interrupt it.
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ import sys
 import time
 
 from pipeline.engine.solve import warm_all
-
-__all__ = ["main", "warm_all"]
 
 
 def main() -> int:
