@@ -197,21 +197,16 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
             return run_generate(args, settings)
         if args.command == "warm":
             return run_warm()
-        if args.command == "worker":
-            args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
         commands = {
             "status": _status, "jobs": _jobs, "cancel": _cancel, "purge": _purge, "health": _health,
             "serve": _serve, "worker": _worker,
         }  # fmt: skip
         return commands[args.command](args, settings)
-    except UsageError as exc:
+    except (UsageError, BrokerUnreachable) as exc:
         say_error(str(exc))
-        return EXIT_USAGE
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
     except ReaderGone:
         return _reader_gone()
-    except BrokerUnreachable as exc:
-        say_error(str(exc))
-        return EXIT_FAILED
     except KeyboardInterrupt as exc:
         return say_interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
@@ -372,9 +367,9 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Replace this process by a Celery worker (`celery -A worker.app worker`) for the broker."""
     from client.config import connect
 
+    url = broker_or_local(args, settings)  # said when it is the fallback
     check_processes("--concurrency", args.concurrency)
     roots = data_roots(args.data_root)
-    url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
     connect(url, settings).close()  # fail fast, in one line, if the broker is not there
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
     argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]

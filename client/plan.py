@@ -199,10 +199,9 @@ def opened(inputs: list[tuple[str, Source]]) -> list[tuple[str, Source]]:
 
 
 def small_inputs(inputs: list[tuple[str, Source]], escalate: bool = True) -> bool:
-    """True when solving in-process beats starting the pool: the inputs are known to total at
-    most INLINE_BYTES and hold only lines short enough for 9x9 grids (a few 25x25 grids fit in
-    those bytes too, but each may take seconds: they get the pool), or one puzzle of any size when
-    no escalation could hand it to the pool's idle processes (`escalate` False)."""
+    """True when solving in-process beats starting the pool: at most INLINE_BYTES of lines short enough for
+    9x9 grids (a 25x25 grid may take seconds: the pool), or one puzzle of any size when no escalation could
+    hand it to the pool's idle processes (`escalate` False)."""
     texts: list[str] = []
     for _, src in inputs:
         if isinstance(src, (str, Path)):
@@ -240,10 +239,9 @@ def dataset_plan(
     inputs: list[tuple[str, Source]], dataset: str | None, format: str, compression: str, splits: bool | None,
     box: str | None, fleet: Callable[[], dict[str, DataRoots]] | None,
 ) -> tuple[str | None, list[str] | None, str | None]:  # fmt: skip
-    """The dataset's directory (checked, made ready), the inputs the workers read in splits, if any, and a
-    note when this machine reads them because the live workers' data roots do not hold them; ValueError
-    (one line) for options that do not go together, or a dataset outside a live worker's data roots.
-    `fleet`: the live workers' data roots (`fleet_roots`; None: embedded, no worker)."""
+    """The dataset's directory (checked), the inputs the workers read in splits, if any, and a note when this
+    machine reads them (outside the workers' data roots); ValueError (one line) for options that do not go
+    together, or a dataset outside a live worker's data roots. `fleet`: None when embedded."""
     if format not in FORMATS:
         raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
     if dataset is None:

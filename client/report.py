@@ -46,10 +46,8 @@ def plots(summary: Summary) -> dict[str, str]:
 
 
 def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | None = None) -> dict[str, str]:
-    """The report's header: what was solved (inputs), how (options, mode), when, what it cost (the CPU and
-    chunk seconds its runs counted), by which version and on how many cores, from the job's metadata.
-    Why: a report read a week later, or next to another one, must say what it is about (the page read
-    alone named none of it)."""
+    """The report's header from the job's metadata: inputs, options, mode, when, its cost, version, cores.
+    Why: a report read a week later, or next to another one, must say what it is about."""
     import datetime
     import os
     import platform

@@ -15,6 +15,7 @@ from solvers.model.status import SUMMARY_ORDER
 from solvers.warm import compile_seconds
 
 MAX_PROBLEMS = 1000
+PROBLEMS_SHOWN = 10  # of them in the text summary
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
 
@@ -131,7 +132,7 @@ class Summary:
             "problems_total": self.problems_total,
         }
 
-    def text(self, max_problems: int = 10) -> str:
+    def text(self) -> str:
         """The human summary printed on stderr."""
         counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
         limit = f"; {self.limit}" if self.limit else ""
@@ -156,10 +157,10 @@ class Summary:
             lines.append(f"approximate costs (cost: puzzles): {costs}")
         if self.problems_total:
             lines.append(f"{numbers.plural(self.problems_total, 'invalid or failed line')}:")
-            for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:max_problems]:
+            for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:PROBLEMS_SHOWN]:
                 lines.append(f"  {input_name}:{p.line}: {p.status}: {p.error}")
-            if self.problems_total > max_problems:
-                more = numbers.count(self.problems_total - max_problems)
+            if self.problems_total > PROBLEMS_SHOWN:
+                more = numbers.count(self.problems_total - PROBLEMS_SHOWN)
                 lines.append(f"  ... and {more} more (see the output's error field)")
         return "\n".join(lines)
 

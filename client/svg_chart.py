@@ -61,12 +61,10 @@ def _number(value: float) -> str:
 
 
 def _bar(length: float) -> float:
-    """A bar's length in pixels for a non-zero count: at least MIN_BAR."""
     return max(length, MIN_BAR)
 
 
 def _text(x: float, y: float, label: str, anchor: str = "middle") -> str:
-    """A text label at (x, y), escaped."""
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{escape(label)}</text>'
 
 
@@ -92,8 +90,7 @@ def _frame(body: list[str], x_label: str, y_label: str, height: int = HEIGHT, le
 def _y_axis(top: float, height: int) -> tuple[list[str], float]:
     """Horizontal grid lines and labels for counts up to `top`; return them and the pixels per count."""
     ticks = nice_ticks(top, whole=True)
-    span = height - BOTTOM - TOP
-    scale = span / ticks[-1]
+    scale = (height - BOTTOM - TOP) / ticks[-1]
     out = []
     for value in ticks:
         y = height - BOTTOM - value * scale

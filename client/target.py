@@ -94,8 +94,8 @@ class Target:
                         os.unlink(tmp)
 
 
-def open_fifo(path: Path, say: Callable[[str], None], notice_after: float = FIFO_NOTICE_S) -> IO[bytes]:
-    """Open a FIFO for writing once a reader has it open; after `notice_after` s without one, `say` so
+def open_fifo(path: Path, say: Callable[[str], None]) -> IO[bytes]:
+    """Open a FIFO for writing once a reader has it open; after FIFO_NOTICE_S without one, `say` so
     (once): a plain open would block without a word until a reader comes, maybe for ever."""
     started = time.monotonic()
     said = False
@@ -105,7 +105,7 @@ def open_fifo(path: Path, say: Callable[[str], None], notice_after: float = FIFO
         except OSError as exc:
             if exc.errno != errno.ENXIO:
                 raise
-            if not said and time.monotonic() - started >= notice_after:
+            if not said and time.monotonic() - started >= FIFO_NOTICE_S:
                 say(f"waiting for a reader of {path} (a FIFO): nothing is written until one opens it")
                 said = True
             time.sleep(0.05)
