@@ -108,14 +108,12 @@ def check_directory(url: str) -> Storage:
     store = storage_for(url)
     with storage_errors(f"cannot write the dataset {url}/"):
         names = store.listdir(url)
-    others = sorted(
-        n
-        for n in names
-        if n not in OURS and not PART.match(n) and not TOKEN.match(n) and not n.startswith(TEMP_PREFIX)
-    )
+    others = [
+        n for n in names if not (n in OURS or PART.match(n) or TOKEN.match(n) or n.startswith(TEMP_PREFIX))
+    ]
     if others:
         raise ValueError(
-            f"{url}/ holds {others[0]!r}, which is not part of a dataset: give an empty or new directory"
+            f"{url}/ holds {min(others)!r}, which is not part of a dataset: give an empty or new directory"
         )
     return store
 

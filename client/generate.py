@@ -271,13 +271,11 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         meta = {"box": str(req.box), "total": str(req.count), "seed": str(req.seed)}
         options = GenerateOptions.model_validate(req.options.to_dict())
         job = client.generate(req.box, req.plan, options, meta)
-        notice = None
-        if not client.embedded:
-            store = client.store
-            notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
+        store = client.store
+        notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
         sink = Sink((args.output, args.solutions, args.meta), progress.say)
         try:
-            for result in job.generated(on_wait=notice.check if notice is not None else None):
+            for result in job.generated(on_wait=None if client.embedded else notice.check):
                 sink.write(result)
                 tally.add(req.plan[result.header.chunk][1], result)
                 progress.update(tally.planned_done, req.count, tally.planned_done)

@@ -79,9 +79,6 @@ def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | N
 
 
 def _table(head: tuple[str, str], rows: list[tuple[str, str]]) -> str:
-    """A two-column table, or nothing when there are no rows (an empty section is left out)."""
-    if not rows:
-        return ""
     e = html.escape
     body = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in rows)
     return f"<table><tr><th>{e(head[0])}</th><th>{e(head[1])}</th></tr>{body}</table>"

@@ -242,9 +242,8 @@ def _cancelled(job: Job) -> bool:
 def _open_output(
     job: Job, args: argparse.Namespace, meta: dict[str, str], summary: Summary, progress: Progress
 ) -> tuple[Output | DatasetOutput, Written, bool, str | None]:
-    """The output, how far an earlier collection wrote it (its parts' statistics added to `summary`),
-    whether parts leave Redis once safely in it, and a dataset's merge file; JobFailed when it cannot
-    be gone on with."""
+    """The output, how far an earlier collection wrote it (its parts' statistics added to `summary`), whether
+    parts leave Redis once safely in it, a dataset's merge file; JobFailed when it cannot be gone on with."""
     store = job.client.store
     earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
     dataset = meta.get("dataset")
@@ -271,8 +270,7 @@ def _open_output(
 def _watch(
     job: Job, args: argparse.Namespace, progress: Progress, written: Written
 ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """What a collection calls while it waits (fail when our producer died, progress, notices) and after
-    each slice it wrote (progress)."""
+    """What a collection calls as it waits (our producer's death, progress, notices) and after each slice."""
     store = job.client.store
     notices: list[NoWorkerNotice | StoppedNotice] = []
     if not job.client.embedded:
@@ -325,8 +323,7 @@ def _finish(job: Job, args: argparse.Namespace, summary: Summary, purge: bool, c
 
 
 def _dataset_collection(job: str, dataset: str, meta: dict[str, str], args: argparse.Namespace) -> str | None:
-    """None, or the file a dataset job's records are merged into (`-o FILE`); JobFailed for another
-    directory or format."""
+    """None, or the file a dataset job's records are merged into (`-o FILE`); JobFailed for another one."""
     output = args.output
     if output is None or (is_dataset(output) and dataset_url(output) == dataset):
         return None
@@ -375,18 +372,17 @@ def _merge(url: str, output: str, fmt: str, say: Any) -> None:
     """Merge a committed dataset's parts into one file (or stdout for `-`)."""
     from client.dataset import copy_dataset
 
-    out = Output(None if output == "-" else output, fmt, say)
-    keep = False
+    out = Output(output, fmt, say)
     try:
         copy_dataset(url, out, fmt)
-        keep = True
-    finally:
-        out.close(keep=keep)
+    except BaseException:
+        out.close(keep=False)
+        raise
+    out.close(keep=True)
 
 
 def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str, int]:
-    """Where an earlier collection of the job left its output (the file, its durable bytes), to go on
-    with it; JobFailed (one line) when this collection cannot: those results left Redis with it."""
+    """Where an earlier collection left its output (file, durable bytes); JobFailed when this one cannot."""
     rows = int(earlier.get("rows", 0))
     target = os.path.realpath(args.output) if args.output not in (None, "-") else None
     again = f"collect it again with -o {earlier.get('path')}{' --ordered' if earlier.get('ordered') else ''}"
