@@ -90,9 +90,8 @@ def uncovered(fleet: dict[str, DataRoots], location: str) -> str | None:
 def split_plan(
     inputs: list[tuple[str, Source]], box: str | None, splits: bool | None, fleet: dict[str, DataRoots]
 ) -> tuple[list[str] | None, str | None]:
-    """The inputs the workers read in splits (`splittable`, each under every live worker's data roots; at
-    least one worker live), or None and, when only the roots stand in the way, a note for the user that
-    this machine reads them; ValueError (one line) when `splits` is True and they cannot be."""
+    """The inputs the workers read in splits (`splittable`, under every live worker's data roots), or None
+    and, when only the roots stand in the way, a note that this machine reads them; ValueError if forced."""
     urls, why = splittable(inputs, box)
     if urls is None:
         if splits:
@@ -107,11 +106,10 @@ def split_plan(
             f"cannot read the inputs in splits: workers read no files under {where} (start them with "
             f"--data-root {where})"
         )
-    note = (
+    return None, (
         f"workers read no files under {where}: this machine reads it; start workers with --data-root "
         f"{where} to let them read splits"
     )
-    return None, note
 
 
 def fleet_roots(published: dict[str, list[str]]) -> dict[str, DataRoots]:
