@@ -333,9 +333,11 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
         f"chunk size {req.chunk_size}"
     ]
     if tally.produced:
-        levels = ", ".join(
-            f"{name} {n}" for name, n in sorted(tally.levels.items(), key=lambda kv: _level_rank(kv[0]))
-        )
+        from solvers.generate.difficulty import LEVEL_NAMES
+
+        rank = {name: i for i, name in enumerate(LEVEL_NAMES)}
+        ranked = sorted(tally.levels.items(), key=lambda kv: rank.get(kv[0], len(rank)))  # unknown ones last
+        levels = ", ".join(f"{name} {n}" for name, n in ranked)
         mean = tally.clue_sum / tally.produced
         lines.append(f"levels: {levels}; clues {tally.clue_min}-{tally.clue_max} (mean {mean:.1f})")
     target = o.clue_target(req.box)
@@ -350,9 +352,3 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
     if not o.unique and tally.not_unique and not o.full_grids:
         lines.append(f"{tally.not_unique} not unique or not proven unique (no --unique)")
     return "\n".join(lines)
-
-
-def _level_rank(name: str) -> int:
-    from solvers.generate.difficulty import LEVEL_NAMES
-
-    return LEVEL_NAMES.index(name) if name in LEVEL_NAMES else len(LEVEL_NAMES)
