@@ -69,7 +69,9 @@ class Target:
             os.lseek(fd, length, os.SEEK_SET)
         remove_stale_parts(folder, name)
         if resume is None:
-            os.fchmod(fd, 0o666 & ~_umask() if st is None else stat.S_IMODE(st.st_mode))
+            umask = os.umask(0o022)  # read by setting it and putting it back: there is no getter
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask if st is None else stat.S_IMODE(st.st_mode))
         self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
 
     def durable(self) -> int:
@@ -167,10 +169,3 @@ def alive(pid: int) -> bool:
     except PermissionError:  # another user's process
         return True
     return True
-
-
-def _umask() -> int:
-    """The process umask (read by setting it and putting it back: there is no getter)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
