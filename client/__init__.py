@@ -1,9 +1,7 @@
 """sudoku-batch's client: producer, collector, job stores, the `sudoku-batch` command and `BatchClient`.
 
-The client talks to workers only through the job store and task names; it never
-imports `worker`. `BatchClient`, `Job` and `Record` load on first use: the command's entry
-point (`client.__main__`) imports this package before it can handle an interrupt.
-"""
+It meets the workers only through the job store and task names (never imports `worker`). `BatchClient`, `Job`
+and `Record` load on first use: the entry point imports this package before it can handle an interrupt."""
 
 from __future__ import annotations
 

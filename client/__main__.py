@@ -1,11 +1,7 @@
 """`sudoku-batch` (and `python -m client`): the process's entry point, which handles interrupts at once.
 
-The command's imports take up to a second before any command runs (numpy, pydantic, numba,
-pyarrow). Interrupt handlers (`client.interrupts.starting`) are installed here, before anything
-heavy is loaded, so Ctrl-C, SIGTERM or SIGHUP during that second end the command as later ones
-do: one line, exit 128 + the signal, never a KeyboardInterrupt traceback. Only the interpreter's
-own start-up (its `site` imports) comes before this module.
-"""
+The command's imports take up to a second; the interrupt handlers (`client.interrupts.starting`) are in place
+before them, so a signal then ends the command as later ones do: one line, exit 128 + the signal."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """Command-line values checked at the edge: exit codes, usage errors, the broker, inputs, counts and seconds.
-
-Shared by the commands (`client.run`, `client.generate`) and the grammar (`client.cli`),
-which imports the commands: this module imports none of them.
-"""
+Shared by the commands and the grammar (`client.cli`, which imports the commands): it imports none of them."""
 
 from __future__ import annotations
 
@@ -19,12 +16,8 @@ from pipeline.engine.storage import is_url
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LOCAL_BROKER = "redis://127.0.0.1:6379/0"  # `worker` and `health` without a broker: a Redis on this machine
-
-
 ERROR_PREFIX = "sudoku-batch: error: "  # argparse's own (`prog: error:`): every error line of every command
-Option = tuple[
-    tuple[str, ...], dict[str, Any]
-]  # a row of an option table: (flags, `add_argument`'s keywords)
+Option = tuple[tuple[str, ...], dict[str, Any]]  # an option table's row: (flags, `add_argument`'s keywords)
 
 
 def add_options(p: argparse.ArgumentParser, options: list[Option]) -> None:
@@ -62,8 +55,7 @@ def broker_or_local(args: argparse.Namespace, settings: ClientSettings) -> str:
     url = broker_url(args, settings, False)
     if url is None:
         print(f"no --broker and no SUDOKU_BATCH_BROKER: using {LOCAL_BROKER}", file=sys.stderr, flush=True)
-        return LOCAL_BROKER
-    return url
+    return url or LOCAL_BROKER
 
 
 def check_job_id(job: str) -> str:
@@ -122,27 +114,11 @@ def resume_command(job: str, inputs: list[str], broker: str = " --broker URL") -
     return f"sudoku-batch submit --resume {job} {names}{broker}"
 
 
-def _check_url(name: str) -> None:
-    """UsageError (one line) unless `name` is a file an installed fsspec backend finds."""
+def input_sources(names: list[str]) -> list[tuple[str, str]]:
+    """Check the inputs are readable regular files or URLs (a usage error naming the input if not); `-` is
+    stdin, once. A pipe or a device can be read once, and inputs are peeked at first: pipe them to `-`."""
     from pipeline.engine.storage import StorageError, reason, storage_for
 
-    try:
-        store = storage_for(name)
-        store.size(name)
-    except StorageError as exc:
-        raise UsageError(str(exc)) from None
-    except FileNotFoundError:
-        raise UsageError(f"{name}: no such file") from None
-    except Exception as exc:  # noqa: BLE001 - a backend's own errors (credentials, network): one line
-        raise UsageError(f"{name}: {reason(exc)}") from None
-
-
-def input_sources(names: list[str]) -> list[tuple[str, str]]:
-    """Check the inputs are readable files (a usage error naming the input if not); `-` is stdin, once.
-
-    Only regular files: a pipe or a device can be read once, and the inputs are peeked at
-    (size, first bytes) before they are read; pipe such input to `-` instead.
-    """
     if names.count("-") > 1:
         raise UsageError("stdin (-) can be read only once")
     for name in names:
@@ -150,7 +126,14 @@ def input_sources(names: list[str]) -> list[tuple[str, str]]:
         if name == "-" or path.is_file() and os.access(path, os.R_OK):
             continue
         if is_url(name):  # fsspec: s3://, gs://, ... (a usage error when no backend or no such object)
-            _check_url(name)
+            try:
+                storage_for(name).size(name)
+            except StorageError as exc:
+                raise UsageError(str(exc)) from None
+            except FileNotFoundError:
+                raise UsageError(f"{name}: no such file") from None
+            except Exception as exc:  # noqa: BLE001 - a backend's own errors (credentials, network): one line
+                raise UsageError(f"{name}: {reason(exc)}") from None
             continue
         if path.is_dir():
             raise UsageError(f"{name}: is a directory, not a file of puzzles")

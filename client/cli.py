@@ -46,12 +46,9 @@ from pipeline.contract.tasks import (
 )
 
 EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a tool whose pipe's reader left
-
-
-BROKER_HELP = "redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER)"
-LOCAL_BROKER_HELP = f"redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER, else {LOCAL_BROKER})"
-BROKER: Option = (("--broker",), dict(metavar="URL", help=BROKER_HELP))
-LOCAL_BROKER_OPTION: Option = (("--broker",), dict(metavar="URL", help=LOCAL_BROKER_HELP))
+BROKER_HELP = "redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER"
+BROKER: Option = (("--broker",), dict(metavar="URL", help=f"{BROKER_HELP})"))
+LOCAL: Option = (("--broker",), dict(metavar="URL", help=f"{BROKER_HELP}, else {LOCAL_BROKER})"))
 SOLVE: list[Option] = [  # the options of `solve` and `submit` after their inputs
     (("--time-limit",), dict(type=time_limit, metavar="S", help=f"seconds per puzzle (default: "
                              f"{DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; a resume keeps the job's)")),
@@ -120,7 +117,7 @@ COMMANDS: dict[str, tuple[str, list[Option]]] = {  # command -> (its help, its o
     ]),
     "cancel": ("stop a job's solving for good; what it solved stays collectable", [(("job",), {}), BROKER]),
     "worker": ("start a Celery worker for the broker", [
-        LOCAL_BROKER_OPTION,
+        LOCAL,
         (("--concurrency",), dict(type=int, metavar="N", help="worker processes (default: cores)")),
         (("--loglevel",), dict(default="warning", help="Celery's log level (default: warning)")),
         (("--data-root",), dict(action="append", metavar="PATH|URL", help="read inputs in splits and write "
@@ -131,7 +128,7 @@ COMMANDS: dict[str, tuple[str, list[Option]]] = {  # command -> (its help, its o
                                   "(docs/monitoring.md: what it costs)")),
     ]),
     "health": ("exit 0 if the broker answers and a worker on this host beats", [
-        LOCAL_BROKER_OPTION,
+        LOCAL,
         (("--broker-only",), dict(action="store_true", help="only check that the broker answers")),
     ]),
     "purge": ("delete a job's keys from the broker", [(("job",), {}), BROKER]),
@@ -142,19 +139,15 @@ COMMANDS: dict[str, tuple[str, list[Option]]] = {  # command -> (its help, its o
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command-line grammar."""
-    from client.generate import add_arguments as generate_arguments
-    from client.serve_args import add_arguments as serve_arguments
+    """The command-line grammar (cheap: no solver import, so `--help` stays fast)."""
+    from client import generate, serve_args
 
     ap = argparse.ArgumentParser(prog="sudoku-batch", description="Solve Sudoku corpora of any size.")
     ap.add_argument("--version", action=VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
-    more = {"generate": generate_arguments, "serve": serve_arguments}
+    more = {"generate": generate.OPTIONS, "serve": serve_args.OPTIONS}
     for command, (text, options) in COMMANDS.items():
-        p = sub.add_parser(command, help=text)
-        add_options(p, options)
-        if command in more:
-            more[command](p)
+        add_options(sub.add_parser(command, help=text), options + more.get(command, []))
     return ap
 
 
@@ -181,11 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _reader_gone() -> int:
-    """End quietly after the reader of stdout left (`... | head -1`), as Unix tools do: exit 141.
-
-    Stdout is pointed at /dev/null first, so the interpreter's own flush at exit finds no
-    reader gone and prints no "Exception ignored" traceback.
-    """
+    """End quietly after the reader of stdout left (`... | head -1`), as Unix tools do: exit 141; stdout
+    goes to /dev/null first, so the interpreter's flush at exit prints no "Exception ignored" traceback."""
     with contextlib.suppress(OSError, ValueError):  # stdout may be closed already: nothing to point
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -207,21 +197,16 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
             return run_generate(args, settings)
         if args.command == "warm":
             return run_warm()
-        if args.command == "worker":
-            args.broker = broker_or_local(args, settings)  # the worker's broker, said when it is the fallback
         commands = {
             "status": _status, "jobs": _jobs, "cancel": _cancel, "purge": _purge, "health": _health,
             "serve": _serve, "worker": _worker,
         }  # fmt: skip
         return commands[args.command](args, settings)
-    except UsageError as exc:
+    except (UsageError, BrokerUnreachable) as exc:
         say_error(str(exc))
-        return EXIT_USAGE
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
     except ReaderGone:
         return _reader_gone()
-    except BrokerUnreachable as exc:
-        say_error(str(exc))
-        return EXIT_FAILED
     except KeyboardInterrupt as exc:
         return say_interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - a user sees one line, never a traceback
@@ -253,8 +238,6 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     if status.state == "unknown":
         say_error(str(status.error))
         return EXIT_FAILED
-
-    stopped = status.submission == "stopped"
     going = "still reading input"
     if status.splits:  # read in splits, the workers count the puzzles
         going = "workers counting" if status.submission == "complete" else "still submitting splits"
@@ -262,11 +245,8 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     submitted = f"{numbers.count(status.submitted)}+ ({reading})"
     total = numbers.count(status.total) if status.total is not None else submitted
     counts = ", ".join(f"{k} {numbers.count(v)}" for k, v in sorted(status.counts.items())) or "none yet"
-    eta = (
-        f", ETA {numbers.duration(status.eta_s)}"
-        if status.eta_s is not None and status.done < (status.total or 0)
-        else ""
-    )
+    late = status.eta_s is not None and status.done < (status.total or 0)
+    eta = f", ETA {numbers.duration(status.eta_s)}" if late else ""
     rate, done = numbers.per_second(status.rate), numbers.count(status.done)
     print(f"job {status.job}: {status.phase}, {done}/{total} puzzles, {rate} puzzles/s{eta}")
     if status.splits and status.total is None:  # the workers count the puzzles as they read the splits
@@ -280,16 +260,12 @@ def _status(args: argparse.Namespace, settings: ClientSettings) -> int:
     print(f"cost: {cost_words(status.cpu_seconds, status.chunk_seconds, embedded=False)}")
     if status.error:
         print(f"error: {status.error}")
-    if stopped:
+    if status.submission == "stopped":
         silent = status.producer_silent_s
         why = "its producer stopped" if silent is None else f"producer silent for {numbers.duration(silent)}"
-        submitted = (
-            status.split_submission() if status.splits else f"{numbers.count(status.checkpoint)} puzzles"
-        )
-        print(
-            f"submission incomplete: {submitted} submitted, {why}; "
-            f"resume it: {resume_command(status.job, status.inputs, broker_option(args))}"
-        )
+        sent = status.split_submission() if status.splits else f"{numbers.count(status.checkpoint)} puzzles"
+        resume = resume_command(status.job, status.inputs, broker_option(args))
+        print(f"submission incomplete: {sent} submitted, {why}; resume it: {resume}")
     return EXIT_OK
 
 
@@ -381,13 +357,9 @@ def _serve(args: argparse.Namespace, settings: ClientSettings) -> int:
 
     check_processes("--workers", args.workers)
     try:
-        serve_settings(args)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    url = broker_url(args, settings, False)
-    try:
-        return run_serve(args, url, settings)
-    except ValueError as exc:  # the port is taken, or the address is not this machine's
+        serve_settings(args)  # a bad limit
+        return run_serve(args, broker_url(args, settings, False), settings)
+    except ValueError as exc:  # ... or the port is taken, or the address is not this machine's
         raise UsageError(str(exc)) from None
 
 
@@ -395,9 +367,9 @@ def _worker(args: argparse.Namespace, settings: ClientSettings) -> int:
     """Replace this process by a Celery worker (`celery -A worker.app worker`) for the broker."""
     from client.config import connect
 
+    url = broker_or_local(args, settings)  # said when it is the fallback
     check_processes("--concurrency", args.concurrency)
     roots = data_roots(args.data_root)
-    url = broker_url(args, settings, False) or "redis://127.0.0.1:6379/0"
     connect(url, settings).close()  # fail fast, in one line, if the broker is not there
     argv = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", settings.queue]
     argv += ["-l", args.loglevel, "-n", f"sudoku-batch-{os.getpid()}@%h"]

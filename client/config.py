@@ -32,27 +32,20 @@ class ClientSettings(BaseSettings):
     broker: str | None = None  # redis://[:password@]host:port/db or rediss://; None = embedded
     queue: QueueName = DEFAULT_QUEUE
     key_prefix: str = KEY_PREFIX
-    # seconds a collected result stays, so `collect` can be re-run
-    result_ttl: int = Field(default=3600, ge=1, le=365 * 86400)
-    # seconds an uncollected result or a job's metadata may wait
-    job_ttl: int = Field(default=7 * 86400, ge=1, le=365 * 86400)
+    result_ttl: int = Field(default=3600, ge=1, le=365 * 86400)  # s a collected result stays (collect again)
+    job_ttl: int = Field(default=7 * 86400, ge=1, le=365 * 86400)  # s an uncollected result or job meta waits
     chunk_seconds: float = Field(default=1.0, gt=0, le=3600)  # target solving time of one chunk
     max_chunk_bytes: int = Field(default=1 << 20, ge=1, le=MAX_TASK_CHARS)  # task puzzle text; results ~5x
     max_split_bytes: int = Field(default=8 << 20, ge=1, le=MAX_SPLIT_BYTES // 2)  # input read by one worker
     connect_timeout: float = Field(default=2.0, gt=0, le=600)  # seconds to reach the broker before giving up
     socket_timeout: float = Field(default=10.0, gt=0, le=3600)
-    # seconds before an unacknowledged chunk is redelivered
-    visibility_timeout: int = Field(default=4 * 3600, ge=1, le=30 * 86400)
-    # seconds: the Celery hard limit is never below this
-    task_time_limit_floor: int = Field(default=300, ge=1, le=7 * 86400)
+    visibility_timeout: int = Field(default=4 * 3600, ge=1, le=30 * 86400)  # s: an unacked chunk redelivered
+    task_time_limit_floor: int = Field(default=300, ge=1, le=7 * 86400)  # s: the Celery hard limit's floor
     poll_interval: float = Field(default=0.05, gt=0, le=60)  # seconds between checks for new results
     producer_stale_s: float = Field(default=120.0, gt=0, le=7 * 86400)  # a producer silent this long has died
-    # s without results before lost chunk tasks are re-sent
-    resend_after: float = Field(default=30.0, gt=0, le=86400)
-    # seconds a purged job's stop key lives (workers solving it see it within a second)
-    stop_ttl: int = Field(default=60, ge=1, le=30 * 86400)
-    # waiting this long with no live worker: say so
-    no_worker_notice_s: float = Field(default=10.0, gt=0, le=86400)
+    resend_after: float = Field(default=30.0, gt=0, le=86400)  # s without results: lost chunk tasks re-sent
+    stop_ttl: int = Field(default=60, ge=1, le=30 * 86400)  # s a purged job's stop key lives (seen in 1 s)
+    no_worker_notice_s: float = Field(default=10.0, gt=0, le=86400)  # this long with no worker: say so
     ack_s: float = Field(default=1.0, ge=0, le=3600)  # broker solve: output fsync'd, Redis freed this often
     ack_mb: float = Field(default=8.0, ge=0, le=1 << 20)  # ... and whenever this many MB were written since
 
@@ -109,12 +102,9 @@ def connect(url: str, settings: ClientSettings) -> redis.Redis:
 
     try:
         client = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=settings.connect_timeout,
-            socket_timeout=settings.socket_timeout,
-            retry_on_timeout=False,
-            health_check_interval=30,
-        )
+            url, socket_connect_timeout=settings.connect_timeout, socket_timeout=settings.socket_timeout,
+            retry_on_timeout=False, health_check_interval=30,
+        )  # fmt: skip
         client.ping()
     except (redis.RedisError, OSError, ValueError) as exc:
         raise BrokerUnreachable(url, _reason(exc)) from None

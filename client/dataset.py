@@ -1,15 +1,8 @@
 """The client's side of a dataset output (`-o DIR/`): take the parts' headers, commit the dataset, merge it.
 
 The workers write the part files (`pipeline.engine.dataset`); the client never reads a record. A job owns its
-directory from its submission to its commit (`claim_directory`: `_CLAIM`, created exclusively; a second
-job naming the directory while the first lives is refused in one line naming it), and only then clears
-what an earlier job left there. It keeps one entry per part from the headers the workers publish (file,
-lines, records, statistics), and when every input line is answered it commits: renames the parts whose
-worker died between publishing and renaming, deletes its own parts no entry names (a delivery refused),
-writes `_manifest.json` (inputs, options, version, every part with its lines and records, the summary
-figures) and `_SUCCESS`, then deletes `_temporary/` and its claim. A reader that waits for `_SUCCESS`, or
-reads the manifest's files, sees every input line once; after the commit the directory holds nothing else.
-"""
+directory from submission to commit (`claim_directory`), then commits only what its part entries name
+(docs/pipeline.md): a reader that waits for `_SUCCESS` sees every input line once, and nothing else."""
 
 from __future__ import annotations
 
@@ -22,11 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from client.output import Output
-
 from client.store import input_names, job_cost
 from client.summary import Summary
+from client.target import alive
 from pipeline.contract.formats import COMPRESSIONS, FORMATS, OUTPUTS, decompress
 from pipeline.contract.part import Part, PartStats
 from pipeline.engine.dataset import (
@@ -49,6 +40,9 @@ from pipeline.engine.storage import (
     storage_for,
 )
 
+if TYPE_CHECKING:
+    from client.output import Output
+
 MANIFEST_VERSION = 1
 PART = re.compile(
     rf"^part-\d+-\d+({'|'.join(re.escape(FORMATS[f].extension) for f in OUTPUTS)})"
@@ -61,13 +55,10 @@ CLAIM_TRIES = 3  # a claim released between our create and our read: tried again
 
 def is_dataset(output: str | None) -> bool:
     """True when `-o` names a dataset directory: a trailing slash, or an existing local directory."""
-    if output in (None, "-"):
+    if output is None or output == "-":
         return False
-    assert output is not None
-    if output.endswith("/"):
-        return True
     path = local_path(output)
-    return path is not None and os.path.isdir(path)
+    return output.endswith("/") or path is not None and os.path.isdir(path)
 
 
 def dataset_url(output: str) -> str:
@@ -103,9 +94,7 @@ class Manifest(BaseModel):
     records: int
     parts: list[PartEntry]
     summary: dict[str, Any]
-    cpu_seconds: float = (
-        0.0  # the workers' CPU time for the job when it was committed (`JobStatus.cpu_seconds`)
-    )
+    cpu_seconds: float = 0.0  # the workers' CPU time for the job at its commit (`JobStatus.cpu_seconds`)
     chunk_seconds: float = 0.0  # the wall time of its chunks' runs, summed
 
 
@@ -119,27 +108,21 @@ def check_directory(url: str) -> Storage:
     store = storage_for(url)
     with storage_errors(f"cannot write the dataset {url}/"):
         names = store.listdir(url)
-    others = sorted(
-        n
-        for n in names
-        if n not in OURS and not PART.match(n) and not TOKEN.match(n) and not n.startswith(TEMP_PREFIX)
-    )
+    others = [
+        n for n in names if not (n in OURS or PART.match(n) or TOKEN.match(n) or n.startswith(TEMP_PREFIX))
+    ]
     if others:
         raise ValueError(
-            f"{url}/ holds {others[0]!r}, which is not part of a dataset: give an empty or new directory"
+            f"{url}/ holds {min(others)!r}, which is not part of a dataset: give an empty or new directory"
         )
     return store
 
 
 def claim_directory(url: str, claim: Claim, lives: Callable[[Claim], bool]) -> None:
-    """Make `claim`'s job the one owner of the dataset directory, then clear what an earlier job left there
-    (parts, manifest, `_SUCCESS`, `_temporary/`).
-
-    `_CLAIM` is created exclusively and whole (`Storage.create`: a reader never sees it half written). A
-    claim whose job no longer `lives` (failed, purged or expired from our broker, its process gone) is taken
-    over through the exclusive token `_CLAIM.<generation>`, so of two jobs taking it over only one wins.
-    DirectoryClaimed (one line naming the owner and how to free the directory) while its job lives.
-    """
+    """Make `claim`'s job the one owner of the dataset directory (`_CLAIM`, created exclusively and whole),
+    then clear what an earlier job left there. A claim whose job no longer `lives` is taken over through the
+    exclusive token `_CLAIM.<generation>` (of two jobs taking it over only one wins); DirectoryClaimed (one
+    line naming the owner and how to free the directory) while its job lives."""
     store = storage_for(url)
     path = store.join(url, CLAIM)
     with storage_errors(f"cannot write the dataset {url}/"):
@@ -176,14 +159,7 @@ def claim_lives(held: Claim, meta: dict[str, str], broker: str) -> bool:
         return meta.get("state") != "failed"
     if held.broker:
         return held.broker != broker
-    if held.host == socket.gethostname() and held.pid > 0:
-        try:
-            os.kill(held.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # another user's process
-            return True
-    return True
+    return held.host != socket.gethostname() or held.pid <= 0 or alive(held.pid)
 
 
 def claimed_by(url: str, held: Claim) -> str:
@@ -201,14 +177,6 @@ def claimed_by(url: str, held: Claim) -> str:
     )
 
 
-def release_claim(store: Storage, url: str) -> None:
-    """Delete the directory's takeover tokens, then its claim: the next job may have it."""
-    for name in store.listdir(url):
-        if TOKEN.match(name):
-            store.remove(store.join(url, name))
-    store.remove(store.join(url, CLAIM))
-
-
 class DatasetOutput:
     """Where a dataset job's parts are taken (`write`), then the dataset committed (`close`)."""
 
@@ -216,14 +184,9 @@ class DatasetOutput:
     resumable = True  # the parts are durable where the workers wrote them: a killed collection goes on
 
     def __init__(
-        self,
-        url: str,
-        fmt: str,
-        job: str,
-        meta: dict[str, str],
-        summary: Summary,
+        self, url: str, fmt: str, job: str, meta: dict[str, str], summary: Summary,
         cost: Callable[[], tuple[float, float]] | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.url = url
         self.fmt = fmt
         self.job = job
@@ -283,7 +246,10 @@ class DatasetOutput:
             store.put(store.join(url, MANIFEST), manifest.model_dump_json(indent=1).encode())
             store.put(store.join(url, SUCCESS), b"")
             store.remove_tree(store.join(url, TEMP_DIR))
-            release_claim(store, url)
+            for name in store.listdir(url):  # the takeover tokens, then the claim: the next job may have it
+                if TOKEN.match(name):
+                    store.remove(store.join(url, name))
+            store.remove(store.join(url, CLAIM))
         return manifest
 
     def manifest(self) -> Manifest:
@@ -332,17 +298,3 @@ def copy_dataset(url: str, output: Output, fmt: str) -> int:
     for part in manifest.parts:  # a Parquet file is compressed inside
         output.write_file(decompress(store.read(store.join(url, part.file)), compression))
     return manifest.records
-
-
-__all__ = [
-    "DatasetOutput",
-    "DirectoryClaimed",
-    "Manifest",
-    "check_directory",
-    "claim_directory",
-    "claim_lives",
-    "dataset_url",
-    "is_dataset",
-    "copy_dataset",
-    "read_manifest",
-]

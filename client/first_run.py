@@ -57,8 +57,6 @@ def run_warm() -> int:
     start = time.perf_counter()
     warm_all()
     took = time.perf_counter() - start
-    if compiled:
-        print(f"solvers compiled for this machine in {took:.1f} s (cache: {cache_dir()})")
-    else:
-        print(f"solvers already compiled for this machine: loaded in {took:.1f} s (cache: {cache_dir()})")
+    what = "compiled for this machine in" if compiled else "already compiled for this machine: loaded in"
+    print(f"solvers {what} {took:.1f} s (cache: {cache_dir()})")
     return 0

@@ -1,16 +1,8 @@
 """A job's records as one Arrow table (`Job.to_arrow`), from its parts in whatever format they were solved in.
 
-Why per format: since parts are rendered where they are solved (`pipeline.engine.render`), a job's
-parts reach the client as result columns (`columns`, the API's and the web's default), an
-Arrow IPC stream (`parquet`), CSV rows or JSON Lines. Each becomes the same table, of the
-Parquet output's schema (`pipeline.engine.render.parquet.schema`, from the field table), with the
-values the Parquet output holds: columns are tabulated as they are (the one Arrow builder,
-`solvers.model.frame.columns_table`, through the Parquet writer's `records_table`), an IPC
-stream is read in place, and CSV and JSON Lines bodies go through pyarrow's readers with the
-schema's types (numbers parsed to the nearest double, as the `fixed` decimals were written from
-it). The one JSON text pyarrow's reader cannot keep is `counters` (an object in the record, its
-text in the table): it is cut from each line as written.
-"""
+Why per format: parts are rendered where they are solved, so they come as result columns, an Arrow IPC
+stream, CSV rows or JSON Lines; each becomes the same table with the Parquet output's schema and values
+(columns through `records_table`, the others through pyarrow's readers with the schema's types)."""
 
 from __future__ import annotations
 

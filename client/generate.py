@@ -1,14 +1,9 @@
 """The `generate` command: make puzzles in seeded chunks, locally or on Celery workers, in chunk order.
 
-One chunk plan (`solvers.generate.generator.plan_chunks`: sizes and per-chunk seeds from the run's
-seed) becomes a generate job (`BatchClient.generate`): the solve pipeline's producer,
-transport, window, resend sweep and collector carry its `GenerateTask`s to this process,
-a pool of forked local processes, or Celery workers, and every one of them runs
-`pipeline.contract.generate.generate_result` on the same (box, count, chunk seed, options). The
-writer appends chunks strictly in plan order, so the files depend only on the seed, the
-options and the chunk size, never on the transport or the number of processes. The job
-is purged at the end.
-"""
+One chunk plan (`plan_chunks`: sizes and per-chunk seeds from the run's seed) becomes a generate job
+(`BatchClient.generate`) carried by the solve pipeline; its chunks are written strictly in plan order, so
+the files depend only on the seed, the options and the chunk size, never on the transport or the number
+of processes. The job is purged at the end."""
 
 from __future__ import annotations
 
@@ -24,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from client.args import EXIT_FAILED, EXIT_OK, UsageError, add_options, broker_url, check_processes, say_error
+from client.args import EXIT_FAILED, EXIT_OK, UsageError, broker_url, check_processes, say_error
 from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
 from client.numbers import count, plural
@@ -75,11 +70,6 @@ OPTIONS: list[Option] = [  # the `generate` options
 ]  # fmt: skip
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The `generate` options (cheap: no solver import, so `--help` stays fast)."""
-    add_options(p, OPTIONS)
-
-
 @dataclass(frozen=True)
 class Request:
     """A checked `generate` command line: what to make and how the run is cut into chunks."""
@@ -115,11 +105,8 @@ def build_request(args: argparse.Namespace) -> Request:
         raise UsageError(f"--attempts {args.attempts}: at most {MAX_ATTEMPTS:,}")
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed must be between 0 and {MAX_SEED}")
-    for flag, value in (
-        ("--workers", args.workers),
-        ("--chunk-size", args.chunk_size),
-        ("--attempts", args.attempts),
-    ):
+    for flag in ("--workers", "--chunk-size", "--attempts"):
+        value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1")
     check_processes("--workers", args.workers)
@@ -130,15 +117,13 @@ def build_request(args: argparse.Namespace) -> Request:
         raise UsageError("only the puzzles (-o) can go to stdout")
     try:
         box = Box.parse(args.box)
+        # unique unless --full; a target named without --unique (--clues K, --holes F) keeps the meaning it
+        # had before unique became the default: dug that far, uniqueness not asked
+        unique = not args.full and (args.unique or (args.clues is None and args.holes is None))
         options = Options(
-            unique=_unique(args),
-            clues=args.clues,
-            holes=args.holes,
-            minimal=args.min_clues,
-            symmetry=args.symmetry,
-            difficulty=args.difficulty,
-            attempts=args.attempts,
-        )
+            unique=unique, clues=args.clues, holes=args.holes, minimal=args.min_clues, symmetry=args.symmetry,
+            difficulty=args.difficulty, attempts=args.attempts,
+        )  # fmt: skip
         options.check(box)
     except ValueError as exc:  # PuzzleError too
         raise UsageError(str(exc)) from None
@@ -156,14 +141,6 @@ def build_request(args: argparse.Namespace) -> Request:
     return Request(
         box, args.count, seed, args.seed is not None, options, size, plan_chunks(args.count, seed, size)
     )
-
-
-def _unique(args: argparse.Namespace) -> bool:
-    """Unique puzzles unless `--full`; a target named without `--unique` (`--clues K`, `--holes F`)
-    keeps the meaning it had before unique became the default: dug that far, uniqueness not asked."""
-    if args.full:
-        return False
-    return args.unique or (args.clues is None and args.holes is None)
 
 
 @dataclass
@@ -202,22 +179,15 @@ class Sink:
     """The output files (puzzles, solutions, meta): regular files under temporary names renamed at the end,
     FIFOs and devices written straight through (`client.target.Target`)."""
 
-    def __init__(
-        self,
-        output: str | None,
-        solutions: str | None,
-        meta: str | None,
-        say: Callable[[str], None] | None = None,
-    ) -> None:
-        """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`)."""
+    def __init__(self, names: tuple[str | None, str | None, str | None], say: Callable[[str], None]) -> None:
+        """`names`: the puzzles' file (None or `-`: stdout), the solutions' and the meta's (None: not
+        written); `say`: where a line for the user goes while a FIFO waits for its reader (`Target`)."""
         self._say = say
         self._files: list[tuple[TextIO, Target | None]] = []
         self._flushed = time.monotonic()
         self._gone = False  # the reader of a pipe closed it
         try:
-            self.puzzles = self._open(output)
-            self.solutions = self._open(solutions) if solutions else None
-            self.meta = self._open(meta) if meta else None
+            self._streams = [self._open(name) if name or i == 0 else None for i, name in enumerate(names)]
         except BaseException:
             self.close(False)
             raise
@@ -239,24 +209,19 @@ class Sink:
         if not len(result):
             return
         try:
-            self._write(result)
+            for stream, lines in zip(
+                self._streams, (result.puzzles, result.solutions, result.meta), strict=True
+            ):
+                if stream is not None:
+                    stream.write("\n".join(lines) + "\n")
+            now = time.monotonic()
+            if now - self._flushed >= FLUSH_S:
+                for stream, _ in self._files:  # a text stream's flush flushes its target's bytes too
+                    stream.flush()
+                self._flushed = now
         except BrokenPipeError:
             self._gone = True
             raise ReaderGone("the reader of the output closed it") from None
-
-    def _write(self, result: GenerateResult) -> None:
-        self.puzzles.write("\n".join(result.puzzles) + "\n")
-        if self.solutions is not None:
-            self.solutions.write("\n".join(result.solutions) + "\n")
-        if self.meta is not None:
-            self.meta.write("\n".join(result.meta) + "\n")
-        now = time.monotonic()
-        if now - self._flushed >= FLUSH_S:
-            for stream, target in self._files:
-                stream.flush()
-                if target is not None:
-                    target.stream.flush()
-            self._flushed = now
 
     def close(self, complete: bool) -> None:
         """Rename the files into place when complete; delete the partial ones otherwise (a pipe whose
@@ -306,13 +271,11 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
         meta = {"box": str(req.box), "total": str(req.count), "seed": str(req.seed)}
         options = GenerateOptions.model_validate(req.options.to_dict())
         job = client.generate(req.box, req.plan, options, meta)
-        notice = None
-        if not client.embedded:
-            store = client.store
-            notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
-        sink = Sink(args.output, args.solutions, args.meta, progress.say)
+        store = client.store
+        notice = NoWorkerNotice(lambda: len(store.live_workers()), after=settings.no_worker_notice_s)
+        sink = Sink((args.output, args.solutions, args.meta), progress.say)
         try:
-            for result in job.generated(on_wait=notice.check if notice is not None else None):
+            for result in job.generated(on_wait=None if client.embedded else notice.check):
                 sink.write(result)
                 tally.add(req.plan[result.header.chunk][1], result)
                 progress.update(tally.planned_done, req.count, tally.planned_done)
@@ -370,9 +333,11 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
         f"chunk size {req.chunk_size}"
     ]
     if tally.produced:
-        levels = ", ".join(
-            f"{name} {n}" for name, n in sorted(tally.levels.items(), key=lambda kv: _level_rank(kv[0]))
-        )
+        from solvers.generate.difficulty import LEVEL_NAMES
+
+        rank = {name: i for i, name in enumerate(LEVEL_NAMES)}
+        ranked = sorted(tally.levels.items(), key=lambda kv: rank.get(kv[0], len(rank)))  # unknown ones last
+        levels = ", ".join(f"{name} {n}" for name, n in ranked)
         mean = tally.clue_sum / tally.produced
         lines.append(f"levels: {levels}; clues {tally.clue_min}-{tally.clue_max} (mean {mean:.1f})")
     target = o.clue_target(req.box)
@@ -387,9 +352,3 @@ def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
     if not o.unique and tally.not_unique and not o.full_grids:
         lines.append(f"{tally.not_unique} not unique or not proven unique (no --unique)")
     return "\n".join(lines)
-
-
-def _level_rank(name: str) -> int:
-    from solvers.generate.difficulty import LEVEL_NAMES
-
-    return LEVEL_NAMES.index(name) if name in LEVEL_NAMES else len(LEVEL_NAMES)

@@ -1,14 +1,8 @@
 """Interrupts of the command line: SIGINT, SIGTERM and SIGHUP end a command the same way, promptly.
 
-The handlers are installed by the entry point (`client.__main__`: `starting`, before the command's
-imports, ends the process at once) and `client.cli.main` only (library code never sets any): the
-first signal raises `Interrupted` (a KeyboardInterrupt) in the main thread, so the
-command stops its local processes, keeps what it wrote, says where the job stands and
-exits 128 + the signal number. A signal arriving inside `held()` (a write of output
-records) is raised when the block ends, so no record is cut in half. A second signal
-while the command winds down exits at once (local processes die with it: they hold
-PR_SET_PDEATHSIG, `client.pool`).
-"""
+Installed only by the entry point (`starting`) and `client.cli.main` (`handled`), never by library code: the
+first signal raises `Interrupted` in the main thread (deferred past a `held()` record write), so the command
+stops, keeps what it wrote and exits 128 + the signal; a second one exits at once."""
 
 from __future__ import annotations
 
@@ -27,12 +21,7 @@ class Interrupted(KeyboardInterrupt):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        """The shell's convention for a command ended by a signal: 128 + its number."""
-        return 128 + self.signum
+        self.exit_code = 128 + signum  # the shell's convention for a command ended by a signal
 
 
 class _State:
@@ -119,8 +108,7 @@ def _end_now(signum: int, frame: object) -> None:
 
 
 def starting() -> contextlib.AbstractContextManager[None]:
-    """While a command loads (its imports, its arguments): SIGINT, SIGTERM and SIGHUP end the process at once,
-    with its one line and exit 128 + the signal. Nothing is started yet that could be stopped or kept, and an
-    exception raised inside an import can be swallowed or turned into another (pydantic's schema builder made
-    one a SchemaError, a traceback): `handled` takes over once the command runs."""
+    """While a command loads: SIGINT, SIGTERM and SIGHUP end the process at once, in one line, exit 128 + the
+    signal (nothing is started yet; an exception raised inside an import can be turned into another: pydantic
+    made one a SchemaError traceback). `handled` takes over once the command runs."""
     return _installed(_end_now)

@@ -1,12 +1,7 @@
 """Numbers as a person reads them: the one format of the summary, the HTML report and the web page.
 
-Counts get thousands separators (8,035); measured values three significant digits, trailing
-zeros dropped, in the unit that fits (0.00246 ms is 2.46 us; us, ms, s, min, h), from 100 on
-whole numbers with separators (12,345). A value half way rounds away from zero (1.125 -> 1.13,
-100.5 -> 101) as JavaScript's `toPrecision` rounds it; a value that is not finite reads "-".
-`web/static/common.js` holds the same rules for the page (`count`, `sig`, `duration`, `rate`):
-tests/test_numbers.py runs one table of numbers through both and compares the strings.
-"""
+Half way rounds away from zero, as JavaScript's `toPrecision`; not finite reads "-". `web/static/common.js`
+holds the same rules for the page: tests/test_numbers.py compares both over one table of numbers."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Where records go: a file or stdout, as JSON Lines, CSV or Parquet (`pipeline.engine.render` renders them).
 
-A regular file is written under a temporary name and renamed when the job completes (or
-is interrupted: the records written so far are kept, a Parquet file with its footer), so
-a crashed `collect` leaves no half file and its re-run writes it whole; a FIFO or a
-device is written straight through (`client.target`).
+A regular file is renamed into place when the job completes or is interrupted (a Parquet file with its
+footer), so a crashed `collect` leaves no half file; a FIFO or a device is written through (`client.target`).
 """
 
 from __future__ import annotations
@@ -50,13 +48,9 @@ class Output:
     """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines, CSV or Parquet."""
 
     def __init__(
-        self,
-        path: str | None,
-        fmt: str = "jsonl",
-        say: Callable[[str], None] | None = None,
-        resume: str | None = None,
-        length: int = 0,
-    ) -> None:
+        self, path: str | None, fmt: str = "jsonl", say: Callable[[str], None] | None = None,
+        resume: str | None = None, length: int = 0,
+    ) -> None:  # fmt: skip
         """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`); `resume`
         and `length`: the file an earlier collection left, gone on with from that durable length."""
         self.fmt = check_format(fmt)
@@ -78,13 +72,9 @@ class Output:
         self._flushed = time.monotonic()
 
     def write(self, result: Part, start: int, stop: int) -> None:
-        """Write records `start:stop` of a part (flushed at least every FLUSH_S: a reader, a FIFO's or
-        `tail -f`'s, sees results as they come, not a megabyte at a time). A part rendered in this
-        output's format where it was solved is copied as it came (no record is read); a part held as
-        columns is rendered here; a part rendered in another format is refused (FormatMismatch).
-
-        ReaderGone when the reader of a pipe closed it (`solve ... | head -1`).
-        """
+        """Write records `start:stop` of a part, flushed at least every FLUSH_S (a FIFO's or `tail -f`'s
+        reader sees results as they come): copied as rendered, or rendered here from columns; FormatMismatch
+        for a part rendered in another format, ReaderGone when the reader of a pipe closed it (`| head`)."""
         if stop <= start:
             return
         if result.columns is None and result.header.format != self.fmt:
@@ -129,7 +119,7 @@ class Output:
     def resumable(self) -> bool:
         """True when a collection killed half way can go on writing this output: a regular file, of
         a format whose file can be cut at a record and appended to (not Parquet: its footer)."""
-        plain = self._target is not None and self._target.atomic and getattr(self, "_gzip", None) is None
+        plain = self._target is not None and self._target.final is not None and self._gzip is None
         return plain and self.format.lines
 
     def durable(self) -> dict[str, Any]:
@@ -144,9 +134,8 @@ class Output:
         """Nothing more: a file is put in place by `close` (a dataset's output commits here)."""
 
     def close(self, keep: bool) -> None:
-        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed.
-
-        A pipe whose reader is gone is closed without a flush (there is no one to write to)."""
+        """Flush; a file is renamed into place when `keep` (complete, or interrupted), else removed; a pipe
+        whose reader is gone is closed without a flush (there is no one to write to)."""
         if self._gone:
             self._sink = self._gzip = None
             if self._target is not None:

@@ -48,12 +48,15 @@ def fingerprint(source: Source) -> InputPrint | None:
         return None
     text = str(source)
     try:
-        store = storage_for(text)
-        with store.open_read(text) as f:
-            head = f.read(HEAD_BYTES)
-        return InputPrint(size=store.size(text), head=hashlib.sha256(head).hexdigest()[:32])
+        head = hashlib.sha256(_head(text)).hexdigest()[:32]
+        return InputPrint(size=storage_for(text).size(text), head=head)
     except OSError:
         return None
+
+
+def _head(text: str) -> bytes:
+    with storage_for(text).open_read(text) as f:
+        return f.read(HEAD_BYTES)
 
 
 def splittable(inputs: list[tuple[str, Source]], box: str | None) -> tuple[list[str] | None, str]:
@@ -67,9 +70,7 @@ def splittable(inputs: list[tuple[str, Source]], box: str | None) -> tuple[list[
             return None, f"{name} is not a file the workers can read"
         text = str(src)
         try:
-            store = storage_for(text)
-            with store.open_read(text) as f:
-                head = f.read(HEAD_BYTES)
+            head = _head(text)
         except OSError as exc:
             return None, f"{name}: {exc}"
         if head[:2] == b"\x1f\x8b":
@@ -86,25 +87,11 @@ def uncovered(fleet: dict[str, DataRoots], location: str) -> str | None:
     return next((name for name, roots in fleet.items() if not roots.allows(location)), None)
 
 
-def check_writable(fleet: dict[str, DataRoots], url: str) -> None:
-    """ValueError (one line, saying how to allow it) when a live worker may not write the dataset `url`: it
-    would fail the job at its first chunk. With no live worker, nothing to check (one that joins later
-    and may not write it fails the job in one line)."""
-    refused = uncovered(fleet, url)
-    if refused is not None:
-        raise ValueError(
-            f"the dataset {url}/ lies outside the data roots of live worker {refused} "
-            f"({', '.join(fleet[refused].texts) or 'none'}): start the workers with --data-root {url} "
-            "(or a directory above it) to let them write it"
-        )
-
-
 def split_plan(
     inputs: list[tuple[str, Source]], box: str | None, splits: bool | None, fleet: dict[str, DataRoots]
 ) -> tuple[list[str] | None, str | None]:
-    """The inputs the workers read in splits (`splittable`, each under every live worker's data roots; at
-    least one worker live), or None and, when only the roots stand in the way, a note for the user that
-    this machine reads them; ValueError (one line) when `splits` is True and they cannot be."""
+    """The inputs the workers read in splits (`splittable`, under every live worker's data roots), or None
+    and, when only the roots stand in the way, a note that this machine reads them; ValueError if forced."""
     urls, why = splittable(inputs, box)
     if urls is None:
         if splits:
@@ -119,11 +106,10 @@ def split_plan(
             f"cannot read the inputs in splits: workers read no files under {where} (start them with "
             f"--data-root {where})"
         )
-    note = (
+    return None, (
         f"workers read no files under {where}: this machine reads it; start workers with --data-root "
         f"{where} to let them read splits"
     )
-    return None, note
 
 
 def fleet_roots(published: dict[str, list[str]]) -> dict[str, DataRoots]:
@@ -155,9 +141,7 @@ class JobSpec:
     prints: list[InputPrint | None] = field(default_factory=list)
     seed: int | None = None  # the solvers' seeds derive from it (None: from the job id, new every job)
     escalate_after: float | None = None  # seconds before a slow puzzle is escalated to idle processes
-    format: str = (
-        "columns"  # what the solving processes render the records in (`pipeline.contract.tasks.FORMATS`)
-    )
+    format: str = "columns"  # what the solving processes render the records in (`pipeline.contract.tasks`)
     dataset: str | None = None  # the directory the solving processes write their parts to (`-o DIR/`)
     compression: str = "none"  # of a dataset's JSON Lines or CSV parts
     splits: list[str] | None = None  # the inputs as the workers read them, in splits (None: read here)
@@ -166,11 +150,11 @@ class JobSpec:
 
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
-        out = {"created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs)}
-        out["prints"] = PRINTS.dump_json(self.prints).decode()
-        out["checkpoint"] = Checkpoint().model_dump_json()
-        out["format"] = self.format
-        out["priority"] = self.priority
+        out = {
+            "created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs),
+            "prints": PRINTS.dump_json(self.prints).decode(), "checkpoint": Checkpoint().model_dump_json(),
+            "format": self.format, "priority": self.priority,
+        }  # fmt: skip
         for key in ("box", "time_limit", "portfolio", "seed", "escalate_after", "dataset", "column"):
             value = getattr(self, key)
             if value is not None:
@@ -213,10 +197,9 @@ def opened(inputs: list[tuple[str, Source]]) -> list[tuple[str, Source]]:
 
 
 def small_inputs(inputs: list[tuple[str, Source]], escalate: bool = True) -> bool:
-    """True when solving in-process beats starting the pool: the inputs are known to total at
-    most INLINE_BYTES and hold only lines short enough for 9x9 grids (a few 25x25 grids fit in
-    those bytes too, but each may take seconds: they get the pool), or one puzzle of any size when
-    no escalation could hand it to the pool's idle processes (`escalate` False)."""
+    """True when solving in-process beats starting the pool: at most INLINE_BYTES of lines short enough for
+    9x9 grids (a 25x25 grid may take seconds: the pool), or one puzzle of any size when no escalation could
+    hand it to the pool's idle processes (`escalate` False)."""
     texts: list[str] = []
     for _, src in inputs:
         if isinstance(src, (str, Path)):
@@ -251,18 +234,12 @@ def check_columns(inputs: list[tuple[str, Source]], column: str | None) -> None:
 
 
 def dataset_plan(
-    inputs: list[tuple[str, Source]],
-    dataset: str | None,
-    format: str,
-    compression: str,
-    splits: bool | None,
-    box: str | None,
-    fleet: Callable[[], dict[str, DataRoots]] | None,
-) -> tuple[str | None, list[str] | None, str | None]:
-    """The dataset's directory (checked, made ready), the inputs the workers read in splits, if any, and a
-    note when this machine reads them because the live workers' data roots do not hold them; ValueError
-    (one line) for options that do not go together, or a dataset outside a live worker's data roots.
-    `fleet`: the live workers' data roots (`fleet_roots`; None: embedded, no worker)."""
+    inputs: list[tuple[str, Source]], dataset: str | None, format: str, compression: str, splits: bool | None,
+    box: str | None, fleet: Callable[[], dict[str, DataRoots]] | None,
+) -> tuple[str | None, list[str] | None, str | None]:  # fmt: skip
+    """The dataset's directory (checked), the inputs the workers read in splits, if any, and a note when this
+    machine reads them (outside the workers' data roots); ValueError (one line) for options that do not go
+    together, or a dataset outside a live worker's data roots. `fleet`: None when embedded."""
     if format not in FORMATS:
         raise ValueError(f"format {format!r}: use one of {', '.join(FORMATS)}")
     if dataset is None:
@@ -289,7 +266,15 @@ def dataset_plan(
         check_directory(url)
         return url, None, None
     live = fleet()
-    check_writable(live, url)  # before the directory is touched: a dataset there stays as it is
+    refused = uncovered(
+        live, url
+    )  # it would fail the job at its first chunk (one joining later fails it then)
+    if refused is not None:  # before the directory is touched: a dataset there stays as it is
+        raise ValueError(
+            f"the dataset {url}/ lies outside the data roots of live worker {refused} "
+            f"({', '.join(live[refused].texts) or 'none'}): start the workers with --data-root {url} "
+            "(or a directory above it) to let them write it"
+        )
     check_directory(url)
     if splits is False:
         return url, None, None

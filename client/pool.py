@@ -1,12 +1,7 @@
 """Local processes: the one warm process pool (`WarmPool`) of embedded `solve` and `generate` (`LocalPool`,
-its processes running `pipeline.engine.runner.execute`) and of `serve`'s single puzzles.
-
-Every pool is forked from the calling thread, under `frozen()` (the warm objects stay out of the
-children's garbage collector: no copy on write), and each process, as it starts, asks the kernel
-for SIGKILL when its parent dies (Linux PR_SET_PDEATHSIG), so even a SIGKILL of the command leaves
-no orphan; it ignores Ctrl-C and takes the default action for SIGTERM and SIGHUP, which the parent
-handles for it. The parent stops them at once with `kill` when the command is interrupted.
-"""
+running `pipeline.engine.runner.execute`) and of `serve`'s single puzzles. Forked under `frozen()` (no copy
+on write of the warm objects); each process dies with its parent (PR_SET_PDEATHSIG: no orphan even after a
+SIGKILL) and leaves Ctrl-C, SIGTERM and SIGHUP to it; an interrupted command kills them at once (`kill`)."""
 
 from __future__ import annotations
 
@@ -69,7 +64,6 @@ def kill_pool(pool: ProcessPoolExecutor) -> None:
 
 
 def _init(parent: int, warm: Callable[[], None], setup: Callable[..., None] | None, *args: Any) -> None:
-    """A pool process starts: it dies with `parent`, runs `setup(*args)`, and warms what its tasks run."""
     die_with_parent(parent)
     if setup is not None:
         setup(*args)
@@ -84,16 +78,16 @@ def warm_all() -> None:
 
 
 def start_manager() -> SyncManager:
-    """Fork the manager process holding the local boards' state (`client.local_board`), dying with the
-    command like the pool; call it before any thread exists, as the pool."""
+    """Fork the manager process of the local boards' state (`client.local_board`), dying with the command;
+    before any thread exists, as the pool."""
     manager = SyncManager(ctx=multiprocessing.get_context("fork"))
     manager.start(die_with_parent, (os.getpid(),))
     return manager
 
 
 class WarmPool:
-    """Warm local processes forked from the calling thread that die with it; a pool broken by a process
-    that died (killed, or crashed in a solver) is replaced at the next `submit` when `replace` is set."""
+    """Warm local processes that die with the caller; a pool broken by a dead process is replaced at the
+    next `submit` when `replace` is set."""
 
     def __init__(self, processes: int, warm: Callable[[], None] = warm_all, replace: bool = True) -> None:
         self.processes = processes
@@ -149,9 +143,8 @@ class WarmPool:
 
 
 class _QueuePort(ListPort):
-    """A chunk run in a local process publishes its parts to the command through the pool's queue: a part
-    rendered into the process's shared ring (`arena`, `client.ring`) as its header and where its records
-    lie, any other part encoded whole."""
+    """A local process publishes its parts to the command through the pool's queue: as header and place in
+    its shared ring (`arena`, `client.ring`) when rendered there, else encoded whole."""
 
     def __init__(self, parts: Any, arena: RingArena | None = None) -> None:
         self.parts = parts
@@ -184,10 +177,8 @@ STOP_POLL_S = 0.25  # how often a local owner or helper looks at its escalation 
 
 
 def _run(task: Task) -> int:
-    """Local-process entry: run a task (`pipeline.engine.runner.execute`; the validated model itself, pickled
-    by the pool: a ChunkTask made by this process's producer is already valid, which skips a JSON dump and
-    parse of ~1 MB). Its parts or result go to the command through the queue as they are made; with more
-    than one process, a solve chunk asking for escalation has its slow puzzles helped by the idle ones too."""
+    """Local-process entry: `execute` the task (the model itself, pickled: no JSON dump and parse of ~1 MB);
+    with a board, a chunk's slow puzzles are helped by the idle processes too."""
     port = _QueuePort(_PARTS, _ARENA)
     if _BOARD is None:
         return execute(task, port)
@@ -197,8 +188,7 @@ def _run(task: Task) -> int:
 
 
 def _setup(board: LocalBoard | None, parts: Any, rings: list[Ring], taken: Any) -> None:
-    """A local process takes the board escalations meet on, the queue its parts go by, and a shared ring of
-    its own (the first free one, by the shared counter `taken`)."""
+    """A local process takes the board, the parts queue, and the first free shared ring (counter `taken`)."""
     global _BOARD, _PARTS, _ARENA
     _BOARD, _PARTS = board, parts
     with taken.get_lock():
@@ -215,14 +205,9 @@ def warm_solvers() -> None:
 
 
 class LocalPool(WarmPool):
-    """The embedded mode's worker processes, started once per BatchClient and reused by its jobs: every
-    task runs `execute` in one of them, its parts or result sent to the command through one queue.
-
-    `start()` forks the pool from the calling thread, before any producer thread exists,
-    after warming the compiled solvers once so every forked process starts warm. Fork
-    (not spawn) also spares scripts the `if __name__ == "__main__"` guard. A process that
-    dies fails its job (`client.transport.LocalTransport`): the pool is not replaced.
-    """
+    """The embedded mode's processes, one per BatchClient, reused by its jobs: each task runs `execute`, its
+    parts sent back through one queue. Forked warm (fork also spares scripts the `__main__` guard); a process
+    that dies fails its job (`client.transport.LocalTransport`): the pool is not replaced."""
 
     def __init__(self, workers: int) -> None:
         try:
@@ -240,10 +225,8 @@ class LocalPool(WarmPool):
         self._failed: dict[str, Callable[[ChunkTask, str], None]] = {}
 
     def start(self, warm: Callable[[], None] = warm_solvers, races: bool = True) -> None:
-        """Warm the kernels the tasks will run here, then fork the worker processes (no-op when started).
-
-        With `races` and more than one process, a board is started first (`client.local_board`):
-        an idle process may help another's slow puzzle (`--escalate-after`)."""
+        """Warm the kernels, then fork the processes (no-op when started); with `races` and more than one
+        process, a board first (`client.local_board`): an idle one may help another's slow puzzle."""
         if self.started:
             return
         reuse_freed_memory()  # this process's and its children's chunk buffers are reused, not re-faulted
@@ -283,8 +266,7 @@ class LocalPool(WarmPool):
                     super().submit(_run, HelperTask.model_validate_json(text))
 
     def route(self, job: str, store: JobStore, failed: Callable[[ChunkTask, str], None]) -> None:
-        """Send the parts local processes publish for `job` to `store`; `failed` answers a chunk whose
-        process died (called in the order of the queue: after every part it sent before it died)."""
+        """Send `job`'s parts to `store`; `failed` answers a chunk whose process died (after its parts)."""
         self._routes[job] = store
         self._failed[job] = failed
 
@@ -310,8 +292,8 @@ class LocalPool(WarmPool):
             del message, payload  # nothing of a part outlives its delivery here: its ring bytes go back
 
     def _deliver(self, job: str, payload: Any, cost: Cost) -> None:
-        """Store one message of a local process: a part (in its ring, or encoded whole), a generate result, a
-        dead chunk, or (None) the cost of a run's end; a part or result comes with its run's cost."""
+        """Store a local process's message and charge its cost: a part (in its ring, or whole), a generate
+        result, a dead chunk, or (None) only the cost of a run's end."""
         store = self._routes.get(job)
         if store is not None:
             store.charge(job, cost)
@@ -334,8 +316,7 @@ class LocalPool(WarmPool):
             store.put_result(job, part)
 
     def submit(self, task: Task) -> Future[int]:  # type: ignore[override]
-        """Run one chunk task in a worker process; the future holds the puzzles it answered (its parts or
-        result come through the queue)."""
+        """Run one task in a process; the future holds the puzzles it answered (parts come by the queue)."""
         return super().submit(_run, task)
 
     def close(self) -> None:
@@ -347,12 +328,9 @@ class LocalPool(WarmPool):
         self._end(super().kill, wake=False)
 
     def _end(self, stop: Callable[[], None], wake: bool) -> None:
-        """Stop the helper dispatch, the processes (`stop`), then the thread handing parts over (every part
-        they sent is stored) and the board's manager process (its processes use it to the end).
-
-        Killed processes are not woken through the queue: one killed while sending held the queue's write
-        lock, and a put would wait on it for ever (a closed stdout hung `solve` 1 time in 6); the daemon
-        thread waiting on the queue then ends with the command."""
+        """Stop the helper dispatch, the processes (`stop`), the parts thread (after every part), the board's
+        manager. Killed processes are not woken through the queue: one killed while sending holds its write
+        lock, and a put would wait for ever (a closed stdout hung `solve` 1 time in 6)."""
         self._dispatching.clear()
         stop()
         if self._parts is not None:
@@ -379,8 +357,7 @@ PROCESS_MB = 128  # memory one warm solver process may take (105 MB resident mea
 
 
 def max_workers() -> int:
-    """The most solver processes this machine can use: `PROCESSES_PER_CORE` per core, as many as its
-    available memory holds (`PROCESS_MB` each), and at least one."""
+    """The most solver processes this machine can use: `PROCESSES_PER_CORE` a core, `PROCESS_MB` each."""
     by_memory = available_mb() // PROCESS_MB
     return max(1, min(PROCESSES_PER_CORE * default_workers(), by_memory))
 

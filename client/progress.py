@@ -12,17 +12,16 @@ from client import numbers
 class Progress:
     """Draws `[#####.....] done/total  rate/s  ETA` with carriage returns; silent when disabled."""
 
-    def __init__(self, enabled: bool, stream: TextIO | None = None, width: int = 24) -> None:
+    WIDTH = 24  # the bar's cells
+
+    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
         self.enabled = enabled
         self.stream = stream or sys.stderr
-        self.width = width
         self.started = time.monotonic()
         self._drawn = 0.0
         self._shown = False
 
-    def update(
-        self, done: int, total: int | None, submitted: int, note: str = "", force: bool = False
-    ) -> None:
+    def update(self, done: int, total: int | None, submitted: int, force: bool = False) -> None:
         """Redraw if due; `total` is None while the input is still being read (then `submitted` is shown)."""
         if not self.enabled:
             return
@@ -33,15 +32,14 @@ class Progress:
         elapsed = max(1e-9, now - self.started)
         rate = done / elapsed
         if total:
-            filled = int(self.width * min(1.0, done / total))
-            bar = "#" * filled + "." * (self.width - filled)
+            filled = int(self.WIDTH * min(1.0, done / total))
+            bar = "#" * filled + "." * (self.WIDTH - filled)
             eta = f"ETA {numbers.duration((total - done) / rate)}" if rate > 0 and done < total else ""
             count = f"{numbers.count(done)}/{numbers.count(total)}"
         else:
-            bar = "." * self.width
-            eta = ""
+            bar, eta = "." * self.WIDTH, ""
             count = f"{numbers.count(done)}/{numbers.count(max(done, submitted))}+"
-        line = f"\r[{bar}] {count} puzzles  {numbers.per_second(rate)}/s  {eta} {note}".rstrip()
+        line = f"\r[{bar}] {count} puzzles  {numbers.per_second(rate)}/s  {eta}".rstrip()
         self.stream.write(line + "\x1b[K")
         self.stream.flush()
         self._shown = True

@@ -46,10 +46,8 @@ def plots(summary: Summary) -> dict[str, str]:
 
 
 def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | None = None) -> dict[str, str]:
-    """The report's header: what was solved (inputs), how (options, mode), when, what it cost (the CPU and
-    chunk seconds its runs counted), by which version and on how many cores, from the job's metadata.
-    Why: a report read a week later, or next to another one, must say what it is about (the page read
-    alone named none of it)."""
+    """The report's header from the job's metadata: inputs, options, mode, when, its cost, version, cores.
+    Why: a report read a week later, or next to another one, must say what it is about."""
     import datetime
     import os
     import platform
@@ -81,9 +79,6 @@ def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | N
 
 
 def _table(head: tuple[str, str], rows: list[tuple[str, str]]) -> str:
-    """A two-column table, or nothing when there are no rows (an empty section is left out)."""
-    if not rows:
-        return ""
     e = html.escape
     body = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in rows)
     return f"<table><tr><th>{e(head[0])}</th><th>{e(head[1])}</th></tr>{body}</table>"

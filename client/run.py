@@ -49,17 +49,13 @@ from pipeline.contract.tasks import (
 )
 
 MAX_WAIT_S = 7 * 86400.0  # `collect --timeout`: no result waits longer in the broker (the job TTL)
-log = logging.getLogger(__name__)
 STOP_WAIT_S = 2.0  # seconds a stopped producer may take to finish its step (a blocked read is left behind)
 
 
 def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
-    """Run solve, submit or collect; return the exit code.
-
-    Every way out stops what the command started: a producer still reading is stopped
-    (a failed collection no longer waits for it), and an interrupt kills the local
-    processes at once and, in broker mode, leaves the job resumable and says how to go on.
-    """
+    """Run solve, submit or collect; return the exit code. Every way out stops what the command started (a
+    failed collection no longer waits for a producer); an interrupt kills the local processes at once and,
+    with a broker, leaves the job resumable and says how to go on."""
     if args.command == "collect" and is_dataset(args.job):  # `collect DIR/ -o FILE`: a dataset merged
         return _merge_dataset(args)
     url = broker_url(args, settings, required=args.command != "solve")
@@ -155,8 +151,8 @@ def _check_dataset_options(args: argparse.Namespace, dataset: bool) -> None:
 
 
 def check_parquet(output: str | None, dataset: bool = False) -> None:
-    """UsageError, before any work, when Parquet cannot be written: no pyarrow, or a terminal to write to (a
-    dataset's parts are written by the workers: pyarrow is not imported here for them)."""
+    """UsageError, before any work, when Parquet cannot be written: no pyarrow (not imported here for a
+    dataset: the workers write it), or a terminal to write to."""
     from pipeline.engine.render.parquet import INSTALL_HINT, available, installed
 
     if not (installed() if dataset else available()):
@@ -181,14 +177,8 @@ def _submit(job: Job, args: argparse.Namespace) -> int:
 
 def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: float | None) -> int:
     """Write every result of `job` (`Job.write`), with progress and summary; exit 1 if the job cannot finish.
-
-    Broker `solve` into a file: each part leaves Redis once it is safely in the output, and the job records
-    the output's durable length with the parts in it, so a `solve` killed half way is finished by `collect
-    JOB -o FILE` (the same file: it goes on from that length). `collect` keeps what it wrote `result_ttl` s
-    (it may be run again into another file); so do outputs that cannot be gone on with (stdout, a FIFO,
-    Parquet). `purge` then deletes the job. Interrupted, the records written so far are kept in the output
-    (whole records); a cancelled job's records (all it has) are kept too, and the exit is still 1.
-    """
+    Broker `solve` into a file acks parts once durable, so `collect JOB -o FILE` finishes a killed one from
+    that length (docs/pipeline.md); interrupted or cancelled, the whole records written so far are kept."""
     meta = job.client.store.meta(job.id)
     if args.format is None:  # `collect`, no --format nor a named extension: what the job's workers render
         job_format = meta.get("format", "columns")
@@ -245,17 +235,15 @@ def _cancelled(job: Job) -> bool:
     try:
         return bool(job.client.store.meta(job.id).get("cancelled"))
     except Exception as exc:  # noqa: BLE001 - the broker went: the output is not kept, as for a failure
-        log.warning("job %s: not known whether it was cancelled: %s", job.id, exc)
+        logging.getLogger(__name__).warning("job %s: not known whether it was cancelled: %s", job.id, exc)
         return False
 
 
 def _open_output(
     job: Job, args: argparse.Namespace, meta: dict[str, str], summary: Summary, progress: Progress
 ) -> tuple[Output | DatasetOutput, Written, bool, str | None]:
-    """The output of a collection, how far an earlier collection of the job wrote it (its parts' statistics
-    added to `summary`), whether parts leave Redis once they are safely in it, and the file a dataset's
-    records are merged into; JobFailed (one line) when the earlier collection's output cannot be gone on with.
-    """
+    """The output, how far an earlier collection wrote it (its parts' statistics added to `summary`), whether
+    parts leave Redis once safely in it, a dataset's merge file; JobFailed when it cannot be gone on with."""
     store = job.client.store
     earlier, parts_done = ({}, set()) if job.client.embedded else store.collected(job.id)
     dataset = meta.get("dataset")
@@ -282,8 +270,7 @@ def _open_output(
 def _watch(
     job: Job, args: argparse.Namespace, progress: Progress, written: Written
 ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """What a collection calls while it waits for results (fail when our producer died; progress; the notices
-    of no worker and a stopped submission) and after each slice it wrote (progress)."""
+    """What a collection calls as it waits (our producer's death, progress, notices) and after each slice."""
     store = job.client.store
     notices: list[NoWorkerNotice | StoppedNotice] = []
     if not job.client.embedded:
@@ -336,8 +323,7 @@ def _finish(job: Job, args: argparse.Namespace, summary: Summary, purge: bool, c
 
 
 def _dataset_collection(job: str, dataset: str, meta: dict[str, str], args: argparse.Namespace) -> str | None:
-    """Where a dataset job's collection writes besides committing the dataset: None, or the file its
-    records are merged into (`-o FILE`); JobFailed (one line) for another directory or format."""
+    """None, or the file a dataset job's records are merged into (`-o FILE`); JobFailed for another one."""
     output = args.output
     if output is None or (is_dataset(output) and dataset_url(output) == dataset):
         return None
@@ -386,18 +372,17 @@ def _merge(url: str, output: str, fmt: str, say: Any) -> None:
     """Merge a committed dataset's parts into one file (or stdout for `-`)."""
     from client.dataset import copy_dataset
 
-    out = Output(None if output == "-" else output, fmt, say)
-    keep = False
+    out = Output(output, fmt, say)
     try:
         copy_dataset(url, out, fmt)
-        keep = True
-    finally:
-        out.close(keep=keep)
+    except BaseException:
+        out.close(keep=False)
+        raise
+    out.close(keep=True)
 
 
 def _resume_from(earlier: dict[str, Any], args: argparse.Namespace) -> tuple[str, int]:
-    """Where an earlier collection of the job left its output (the file, its durable bytes), to go on
-    with it; JobFailed (one line) when this collection cannot: those results left Redis with it."""
+    """Where an earlier collection left its output (file, durable bytes); JobFailed when this one cannot."""
     rows = int(earlier.get("rows", 0))
     target = os.path.realpath(args.output) if args.output not in (None, "-") else None
     again = f"collect it again with -o {earlier.get('path')}{' --ordered' if earlier.get('ordered') else ''}"

@@ -1,12 +1,8 @@
 """The end-of-job summary: counts, throughput, time percentiles, wins, costs, invalid lines.
 
-Built from the chunks' statistics only (never from the records), in bounded memory: the
-solve times are kept as a log-binned histogram (bins 4.7% wide), so the percentiles (nearest
-rank) are exact to within a bin whatever the corpus size; the maximum is exact. The wall time, and
-so the rate, never holds numba compiling: the command loads its kernels before the clock starts,
-and seconds some process of it compiled later (a kernel first met in a race) are taken out and
-said on a line of their own.
-"""
+Built from the chunks' statistics only, in bounded memory: solve times as a log-binned histogram (bins 4.7%
+wide: percentiles exact to within a bin, the maximum exact). The wall time never holds numba compiling (said
+on a line of its own)."""
 
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ from solvers.model.status import SUMMARY_ORDER
 from solvers.warm import compile_seconds
 
 MAX_PROBLEMS = 1000
+PROBLEMS_SHOWN = 10  # of them in the text summary
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
 
@@ -48,13 +45,13 @@ class Summary:
     def add(self, stats: PartStats, input_name: str) -> None:
         """Fold one chunk's statistics in."""
         self.n += stats.n
-        for table, extra in ((self.counts, stats.counts), (self.wins, stats.wins)):
+        tallies: tuple[tuple[dict[Any, int], dict[Any, int]], ...] = (
+            (self.counts, stats.counts), (self.wins, stats.wins), (self.approx_costs, stats.approx_costs),
+            (self.time_bins, stats.time_bins),
+        )  # fmt: skip
+        for table, extra in tallies:
             for k, v in extra.items():
                 table[k] = table.get(k, 0) + v
-        for c, v in stats.approx_costs.items():
-            self.approx_costs[c] = self.approx_costs.get(c, 0) + v
-        for b, v in stats.time_bins.items():
-            self.time_bins[b] = self.time_bins.get(b, 0) + v
         self.time_max_ms = max(self.time_max_ms, stats.time_max_ms)
         self.last_end = max(self.last_end, stats.end)
         self.solve_s += stats.solve_s
@@ -93,10 +90,8 @@ class Summary:
         return self.n / self.wall_s if self.wall_s > 0 else 0.0
 
     def percentiles(self) -> dict[str, float]:
-        """p50, p90, p99 and the exact max of the solve times, in ms, by nearest rank: the p-th percentile
-        of n times is the ceil(p*n/100)-th smallest, read as its histogram bin's middle (to within a bin)
-        but never above the max, and the max itself when that rank is n: a p99 of fewer than 100
-        puzzles is the max exactly. The summary, the report and the job page all read these."""
+        """p50, p90, p99 and the exact max of the solve times, in ms, by nearest rank (ceil(p*n/100)-th), read
+        as its bin's middle but never above the max, the max itself at rank n (a p99 of < 100 puzzles)."""
         total = sum(self.time_bins.values())
         out: dict[str, float] = {}
         if not total:
@@ -137,7 +132,7 @@ class Summary:
             "problems_total": self.problems_total,
         }
 
-    def text(self, max_problems: int = 10) -> str:
+    def text(self) -> str:
         """The human summary printed on stderr."""
         counts = ", ".join(f"{k} {numbers.count(self.counts[k])}" for k in _ordered(self.counts)) or "nothing"
         limit = f"; {self.limit}" if self.limit else ""
@@ -162,10 +157,10 @@ class Summary:
             lines.append(f"approximate costs (cost: puzzles): {costs}")
         if self.problems_total:
             lines.append(f"{numbers.plural(self.problems_total, 'invalid or failed line')}:")
-            for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:max_problems]:
+            for input_name, p in sorted(self.problems, key=lambda ip: ip[1].index)[:PROBLEMS_SHOWN]:
                 lines.append(f"  {input_name}:{p.line}: {p.status}: {p.error}")
-            if self.problems_total > max_problems:
-                more = numbers.count(self.problems_total - max_problems)
+            if self.problems_total > PROBLEMS_SHOWN:
+                more = numbers.count(self.problems_total - PROBLEMS_SHOWN)
                 lines.append(f"  ... and {more} more (see the output's error field)")
         return "\n".join(lines)
 

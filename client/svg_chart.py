@@ -1,9 +1,7 @@
 """Bar charts as inline SVG text for the HTML report: no plotting library, nothing to install.
 
-A chart is a string of SVG elements in a fixed frame (plot area, axes, ticks, labels);
-bars are `<rect>` elements with a `<title>` holding their exact value, so a reader can
-hover for the number. Labels are escaped: solver names and reasons come from the job.
-"""
+Each bar's `<title>` holds its exact value (a reader hovers for the number); labels are escaped: solver
+names and reasons come from the job."""
 
 from __future__ import annotations
 
@@ -44,11 +42,9 @@ def nice_ticks(top: float, most: int = 5, whole: bool = False) -> list[float]:
 
 
 def log_axis(low: float, high: float, time_ms: bool = False) -> tuple[float, float, list[float]]:
-    """A log axis over [low, high] (> 0): (start, end, ticks). It starts at the power of ten at or below
-    `low` and ends at the first nice number at or above `high`, 1, 1.5, 2, 3 or 5 times a power of ten
-    (`time_ms`: past a minute, whole minutes, then hours); the ticks are the powers of ten between
-    (`time_ms`: 1 min, 10 min, 1 h, 10 h past 10 s, never "1 min 40 s"). Why: an axis to the next
-    power of ten drew 10 s of data on an axis to 100 s."""
+    """A log axis over [low, high] (> 0): (start, end, ticks), from the power of ten at or below `low` to the
+    first nice number (NICE; `time_ms`: TIME_ENDS_MS) at or above `high`, ticked at powers of ten (`time_ms`:
+    TIME_TICKS_MS). Why: an axis to the next power of ten drew 10 s of data on an axis to 100 s."""
     lo = 10.0 ** math.floor(math.log10(low) + 1e-9)
     if time_ms:
         ends, marks = TIME_ENDS_MS, TIME_TICKS_MS
@@ -59,23 +55,16 @@ def log_axis(low: float, high: float, time_ms: bool = False) -> tuple[float, flo
     return lo, hi, [t for t in marks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
 
 
-def label_px(label: str) -> float:
-    """A label's width in pixels, about (at most CHAR_PX a character)."""
-    return len(label) * CHAR_PX
-
-
 def _number(value: float) -> str:
     """A tick label: counts with separators, other values to 3 significant digits (`client.numbers`)."""
     return numbers.count(int(value)) if value == int(value) else numbers.sig(value)
 
 
 def _bar(length: float) -> float:
-    """A bar's length in pixels for a non-zero count: at least MIN_BAR."""
     return max(length, MIN_BAR)
 
 
 def _text(x: float, y: float, label: str, anchor: str = "middle") -> str:
-    """A text label at (x, y), escaped."""
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{escape(label)}</text>'
 
 
@@ -101,8 +90,7 @@ def _frame(body: list[str], x_label: str, y_label: str, height: int = HEIGHT, le
 def _y_axis(top: float, height: int) -> tuple[list[str], float]:
     """Horizontal grid lines and labels for counts up to `top`; return them and the pixels per count."""
     ticks = nice_ticks(top, whole=True)
-    span = height - BOTTOM - TOP
-    scale = span / ticks[-1]
+    scale = (height - BOTTOM - TOP) / ticks[-1]
     out = []
     for value in ticks:
         y = height - BOTTOM - value * scale
@@ -112,41 +100,31 @@ def _y_axis(top: float, height: int) -> tuple[list[str], float]:
 
 
 def _placed(
-    ticks: Sequence[float],
-    end: float,
-    at: Callable[[float], float],
-    label: Callable[[float], str],
+    ticks: Sequence[float], end: float, at: Callable[[float], float], label: Callable[[float], str],
     vertical: bool = False,
-) -> list[tuple[float, str]]:
+) -> list[tuple[float, str]]:  # fmt: skip
     """(pixel, label) of each tick and of the axis' end (when it is no tick); a label that would overlap
     the one kept before it, or leave the frame, is left out (the end's first)."""
     values = [*ticks, *([end] if not ticks or abs(ticks[-1] - end) > end * 1e-9 else [])]
     out: list[tuple[float, str]] = []
     for value in values:
         pos, text = at(value), label(value)
-        half = label_px(text) / 2
+        half = len(text) * CHAR_PX / 2
         if not vertical and (pos < half or pos + half > WIDTH):
             continue
-        if out and abs(pos - out[-1][0]) < (12.0 if vertical else half + label_px(out[-1][1]) / 2 + 4):
+        if out and abs(pos - out[-1][0]) < (12.0 if vertical else half + len(out[-1][1]) * CHAR_PX / 2 + 4):
             continue
         out.append((pos, text))
     return out
 
 
 def histogram(
-    bins: Sequence[tuple[float, float, int]],
-    x_label: str,
-    y_label: str,
-    log_x: bool = False,
-    time_ms: bool = False,
-    top: float | None = None,
-) -> str:
-    """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin.
-
-    `time_ms`: the values are milliseconds, written as durations (`client.numbers`, ticks and each
-    bar's title) on a time axis; `top`: the largest value (default: the last bin's high edge), which
-    the axis reaches (`log_axis`: to a nice number just above it); a bin past the end stops there.
-    """
+    bins: Sequence[tuple[float, float, int]], x_label: str, y_label: str, log_x: bool = False,
+    time_ms: bool = False, top: float | None = None,
+) -> str:  # fmt: skip
+    """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin; `time_ms`:
+    milliseconds, written as durations; `top`: the largest value the axis reaches (default: the last bin's
+    high edge; a bin past the end stops there)."""
     label = numbers.duration_ms if time_ms else _number
     bins = [b for b in bins if b[2] > 0]
     if not bins:
@@ -216,12 +194,8 @@ def rows(items: Sequence[tuple[str, int]], x_label: str) -> str:
 
 
 def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str, time_ms: bool = False) -> str:
-    """A cactus plot: a step line through (puzzles answered, time each took at most), time on a log axis
-    (`time_ms`: milliseconds, written as durations; the axis as `log_axis` draws it).
-
-    `points` rise in both coordinates (cumulative counts against the upper edges of time bins):
-    the further right and the lower the line, the more puzzles were answered and the faster.
-    """
+    """A cactus plot: a step line through (puzzles answered, time each took at most), rising in both, time on
+    a log axis (`time_ms`: milliseconds, as durations): the further right and lower, the more and faster."""
     label = numbers.duration_ms if time_ms else _number
     points = [(n, t) for n, t in points if n > 0 and t > 0]
     if not points:

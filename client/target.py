@@ -1,16 +1,10 @@
 """Where an output file goes: replaced atomically when it is a regular file, written through when it is not.
 
-A regular file (or a new path) is written under a temporary name beside it and renamed
-into place at the end, so a crash leaves no half file under the final name. Anything
-else at the path (a FIFO, a character device such as /dev/null or /dev/full,
-/dev/stdout) is opened and written straight through: renaming over it would replace
-the device or pipe with a regular file. A FIFO is opened once it has a reader; waiting
-for one longer than FIFO_NOTICE_S, the command says so. Symbolic links are followed: the link stays,
-its target gets the output.
-
-Temporary names are `.<name>.<pid>.<random>.part`, held under an exclusive `flock` while
-written: a later run removes the parts left by writers that died (their lock is gone
-and their pid is no process), and never those of a writer still at work.
+A regular file (or a new path) is written under a temporary name beside it, renamed into place at the end: a
+crash leaves no half file under the final name. Anything else (a FIFO, /dev/null, /dev/stdout) is written
+straight through: renaming over it would replace the device or pipe with a regular file. Symbolic links are
+followed. Temporary names `.<name>.<pid>.<random>.part` are held under an exclusive `flock` while written: a
+later run removes those of writers that died, never those of a writer still at work.
 """
 
 from __future__ import annotations
@@ -42,18 +36,14 @@ class Target:
     """One output path opened for writing bytes: `stream`, then `close(keep)` renames or discards."""
 
     def __init__(
-        self,
-        path: str | Path,
-        say: Callable[[str], None] | None = None,
-        resume: str | None = None,
+        self, path: str | Path, say: Callable[[str], None] | None = None, resume: str | None = None,
         length: int = 0,
-    ) -> None:
-        """`say`: where a line for the user goes while a FIFO waits for its reader (default: stderr).
-        `resume`: the part (or the final file) an earlier writer of this output left, taken over and
-        cut to `length` bytes, its durable part, so this writer goes on where it stopped."""
+    ) -> None:  # fmt: skip
+        """`say`: where a line goes while a FIFO waits for its reader (default: stderr). `resume`: the part
+        (or final file) an earlier writer left, taken over and cut to its durable `length`, to go on there."""
         self.path = Path(path)
-        self._tmp: str | None = None
-        self._final: str | None = None
+        self.part: str | None = None  # the temporary file `close` renames (None: written straight through)
+        self.final: str | None = None  # the path the part becomes
         try:
             st: os.stat_result | None = os.stat(self.path)  # follows symlinks (and /dev/stdout's)
         except FileNotFoundError:
@@ -66,43 +56,30 @@ class Target:
         if st is not None and not stat.S_ISREG(st.st_mode):
             self.stream = open(self.path, "wb", buffering=1 << 20)  # noqa: SIM115 - kept open
             return
-        self._final = os.path.realpath(self.path)  # a symlink's target is what gets replaced
-        folder, name = os.path.split(self._final)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=PART_SUFFIX, dir=folder)
+        self.final = os.path.realpath(self.path)  # a symlink's target is what gets replaced
+        folder, name = os.path.split(self.final)
+        fd, self.part = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=PART_SUFFIX, dir=folder)
         fcntl.flock(fd, fcntl.LOCK_EX)  # held until closed: this part is in use
         if resume is not None:  # taken over before the stale parts go: it is one of them
             os.close(fd)
-            os.replace(resume, self._tmp)
-            fd = os.open(self._tmp, os.O_RDWR)
+            os.replace(resume, self.part)
+            fd = os.open(self.part, os.O_RDWR)
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.ftruncate(fd, length)
             os.lseek(fd, length, os.SEEK_SET)
         remove_stale_parts(folder, name)
         if resume is None:
-            os.fchmod(fd, 0o666 & ~_umask() if st is None else stat.S_IMODE(st.st_mode))
+            umask = os.umask(0o022)  # read by setting it and putting it back: there is no getter
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask if st is None else stat.S_IMODE(st.st_mode))
         self.stream = os.fdopen(fd, "wb", buffering=1 << 20)
-
-    @property
-    def part(self) -> str | None:
-        """The temporary file written until `close` renames it (None when written straight through)."""
-        return self._tmp
-
-    @property
-    def final(self) -> str | None:
-        """The path the part becomes (None when written straight through)."""
-        return self._final
 
     def durable(self) -> int:
         """Flush and fsync; the bytes written so far (all of them on disk now)."""
         self.stream.flush()
-        if self._tmp is not None:
+        if self.part is not None:
             os.fsync(self.stream.fileno())
-        return self.stream.tell() if self._tmp is not None else 0
-
-    @property
-    def atomic(self) -> bool:
-        """True when the output goes to a temporary file renamed into place at the end."""
-        return self._final is not None
+        return self.stream.tell() if self.part is not None else 0
 
     def close(self, keep: bool) -> None:
         """Flush and close; a temporary file is renamed into place when `keep`, else removed."""
@@ -110,17 +87,17 @@ class Target:
             self.stream.flush()
         finally:
             self.stream.close()
-            if self._tmp is not None:
-                tmp, self._tmp = self._tmp, None
+            if self.part is not None:
+                tmp, self.part = self.part, None
                 if keep:
-                    os.replace(tmp, self._final)  # type: ignore[arg-type]
+                    os.replace(tmp, self.final)  # type: ignore[arg-type]
                 else:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(tmp)
 
 
-def open_fifo(path: Path, say: Callable[[str], None], notice_after: float = FIFO_NOTICE_S) -> IO[bytes]:
-    """Open a FIFO for writing once a reader has it open; after `notice_after` s without one, `say` so
+def open_fifo(path: Path, say: Callable[[str], None]) -> IO[bytes]:
+    """Open a FIFO for writing once a reader has it open; after FIFO_NOTICE_S without one, `say` so
     (once): a plain open would block without a word until a reader comes, maybe for ever."""
     started = time.monotonic()
     said = False
@@ -130,7 +107,7 @@ def open_fifo(path: Path, say: Callable[[str], None], notice_after: float = FIFO
         except OSError as exc:
             if exc.errno != errno.ENXIO:
                 raise
-            if not said and time.monotonic() - started >= notice_after:
+            if not said and time.monotonic() - started >= FIFO_NOTICE_S:
                 say(f"waiting for a reader of {path} (a FIFO): nothing is written until one opens it")
                 said = True
             time.sleep(0.05)
@@ -163,7 +140,7 @@ def remove_stale_parts(folder: str, name: str) -> int:
         return 0
     for entry in entries:
         m = pattern.match(entry)
-        if m is None or _alive(int(m.group(1))):
+        if m is None or alive(int(m.group(1))):
             continue
         path = os.path.join(folder, entry)
         try:
@@ -181,7 +158,7 @@ def remove_stale_parts(folder: str, name: str) -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """True when a process `pid` exists (ours or another user's)."""
     if pid <= 0:
         return False
@@ -189,13 +166,6 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # another user's process
         return True
     return True
-
-
-def _umask() -> int:
-    """The process umask (read by setting it and putting it back: there is no getter)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
