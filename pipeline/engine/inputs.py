@@ -133,10 +133,8 @@ def first_line(head: bytes, final: bool = False) -> str | None:
 
 
 class ColumnStream(io.RawIOBase):
-    """A CSV input seen as its puzzle column: each line becomes its field `index` (its line end kept, so line
-    numbers stay the file's), the header line (`header`) a blank one. A line without that field is handed on
-    whole and why is kept (`reasons`, by line number): an `invalid` record, never silently dropped. A slab
-    of equal lines, their commas in the same places, is cut with numpy."""
+    """A CSV input seen as its puzzle column (field `index`; line numbers stay the file's, the header a blank
+    line); a line without that field is handed on whole, why kept in `reasons` (an `invalid` record)."""
 
     def __init__(self, raw: IO[bytes], index: int, header: bool) -> None:
         self.raw = raw

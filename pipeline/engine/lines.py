@@ -120,9 +120,8 @@ class LineReader:
         return plain, self.kind(len(s) if plain else len(split_tokens(s)[0]))
 
     def uniform(self, body: bytes, count: int, done: int) -> Block | None:
-        """Return the slab (`count` lines, if it is uniform) as one Block when it is all equal-length plain
-        lines, checked unless `check` is off; else None. A line break inside a line is no symbol: a Block
-        returned holds exactly `count` lines."""
+        """The slab (`count` lines) as one Block of exactly `count` lines when it is all equal-length plain
+        lines, checked unless `check` is off; else None."""
         if self.rows or count == 0 or len(body) % count:
             return None
         width = len(body) // count
@@ -231,9 +230,8 @@ class LineReader:
 
 
 def _plain_lines(body: bytes, cells: np.ndarray) -> bool:
-    """Whether every line of a slab (`cells`: its lines' characters, uint8[count, length]) is one plain
-    token, as `LineReader.feed` would read it: printable ASCII, no space, comma or semicolon, no `#`
-    opening it (a comment). Then the slab is puzzles one per line, whatever their symbols."""
+    """Whether every line of a slab (`cells`: uint8[count, length]) is one plain token as `LineReader.feed`
+    reads it: printable ASCII, no space, comma or semicolon, no opening `#`."""
     if b"," in body or b";" in body or (cells[:, 0] == 35).any():
         return False
     return bool(cells.min() > 32 and cells.max() < 127)
