@@ -53,9 +53,8 @@ _checked: OrderedDict[str, None] = OrderedDict()
 
 
 def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
-    """StorageError (naming the path and the reason) unless this process can reach the job's storage: at every
-    delivery, the dataset's claim names the job; once per job and process, a file can be written (and
-    deleted) in its `_temporary/` and the split's input is the file submitted."""
+    """StorageError unless this process can reach the job's storage: at every delivery, the claim names the
+    job; once per job, a file can be written in `_temporary/` and the split's input is the one submitted."""
     if task.dataset is not None:
         url, store = task.dataset.url, storage or storage_for(task.dataset.url)
         check_claim(store, url, task.job)

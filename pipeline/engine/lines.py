@@ -93,9 +93,8 @@ ROW_IN_SPLIT = (
 
 
 class LineReader:
-    """`read_entries`' line-by-line state machine, plus the slab fast path. `rows` False (a split, where a
-    grid written over several lines could start in the split before): each row answered `invalid`, saying
-    why, never joined to the wrong rows. `check` False: one-line compact puzzles left to the solver."""
+    """`read_entries`' line-by-line state machine, plus the slab fast path. `rows` False (a split): a grid's
+    row answered `invalid`, never joined to the wrong rows; `check` False: compact lines left to solvers."""
 
     def __init__(self, box: Box | None, rows: bool = True, check: bool = True) -> None:
         self.box = box

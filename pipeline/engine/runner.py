@@ -43,8 +43,7 @@ def execute(
     roots: DataRoots | None = None,
 ) -> int:
     """Run one task of any kind where this process meets its job (`port`) and, racing, the other processes
-    (`board`; None: none): the puzzles it answered (a helper: 1 if it solved its one). What the run spent
-    and no part carried is charged to the job at its end (`port.settle`)."""
+    (`board`): the puzzles it answered; what no part carried is charged to the job at its end (`settled`)."""
     with settled(port, task.job):
         if isinstance(task, ChunkTask):
             escalation = None if board is None else functools.partial(_escalation, board=board, poll_s=poll_s)

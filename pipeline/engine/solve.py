@@ -202,9 +202,8 @@ def build_part(
     arena: Arena | None = None,
     rows: Runs | None = None,
 ) -> Part:
-    """The part of rows `row`.. of a chunk of `chunk_n` puzzles (or the row runs `rows`, from `row`) holding
-    `columns` (their puzzles at `index`, from `lines`), with its statistics, its records rendered in `fmt`
-    (`columns`: kept as columns; JSON Lines and CSV into `arena`'s buffer when it has one free)."""
+    """The part of rows `row`.. (or the row runs `rows`) of a chunk of `chunk_n` puzzles holding `columns`
+    (at `index`, from `lines`), with its statistics, rendered in `fmt` (into `arena`'s buffer when free)."""
     t = columns.tally()
     problems = []
     if t.problem_rows:
