@@ -1,10 +1,6 @@
-"""A job's output as a dataset: each part written as a file (`part-<chunk>-<row>.<ext>`) by the process
-that solved it, under `_temporary/` first and renamed into place only once the job accepted it, so no two
-part files cover the same lines; the client commits (`client.dataset`). A split's parts wait for its
-offsets (`wait_offsets`). One job owns a directory (`_CLAIM`, a `Claim`): every process checks the claim
-names its job before it writes a part and before it renames one, so a directory deleted, committed or taken
-over fails the job in one line instead of mixing two jobs' parts (docs/pipeline.md, Datasets).
-"""
+"""A job's output as a dataset: each part a file written under `_temporary/` by the process that solved it,
+renamed into place once the job accepted it; the claim (`_CLAIM`) naming the job is checked before each
+write and rename, so two jobs' parts never mix (docs/pipeline.md, Datasets)."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.contract.formats import COMPRESSIONS, FORMATS
 from pipeline.contract.part import Part, PartFile
@@ -57,20 +53,20 @@ _checked: OrderedDict[str, None] = OrderedDict()
 
 
 def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
-    """StorageError (naming the path and the reason) unless this process can reach the job's storage: at every
-    delivery, the dataset's claim names the job; once per job and process, a file can be written (and
-    deleted) in its `_temporary/` and the split's input is the file submitted."""
-    url = task.dataset.url if task.dataset is not None else None
-    if url is not None:
-        check_claim(storage or storage_for(url), url, task.job)
+    """StorageError unless this process can reach the job's storage: at every delivery, the claim names the
+    job; once per job, a file can be written in `_temporary/` and the split's input is the one submitted."""
+    if task.dataset is not None:
+        url, store = task.dataset.url, storage or storage_for(task.dataset.url)
+        check_claim(store, url, task.job)
+        if task.job not in _checked:
+            probe = store.join(
+                url, TEMP_DIR, f".probe-{worker_name().replace(':', '-')}-{uuid.uuid4().hex[:8]}"
+            )
+            with storage_errors(f"cannot write the dataset {url}/"):
+                store.put(probe, b"")
+                store.remove(probe)
     if task.job in _checked:
         return
-    if url is not None:
-        store = storage or storage_for(url)
-        probe = store.join(url, TEMP_DIR, f".probe-{worker_name().replace(':', '-')}-{uuid.uuid4().hex[:8]}")
-        with storage_errors(f"cannot write the dataset {url}/"):
-            store.put(probe, b"")
-            store.remove(probe)
     if task.split is not None:
         from pipeline.engine.splits import check_input
 
@@ -108,7 +104,7 @@ def read_claim(storage: Storage, url: str) -> Claim | None:
         if len(data) > MAX_CLAIM_BYTES:
             raise ValueError("too long")
         return Claim.model_validate_json(data)
-    except (ValueError, ValidationError):
+    except ValueError:  # a pydantic ValidationError too
         raise StorageError(
             f"{path} is no claim of sudoku-batch's: delete it if no job writes {url}/"
         ) from None
@@ -191,9 +187,8 @@ class DatasetPort:
         return getattr(self.port, name)
 
     def publish(self, part: Part) -> bool:
-        """Render the part into a file under `_temporary/`, publish its header, then rename the file into
-        place; a part refused (rows answered already, the job stopped) leaves no file. A part of no rows
-        (a split owning no puzzle line) is published with no file: it only completes its chunk."""
+        """Write the part under `_temporary/`, publish its header, then rename it into place; a part refused
+        leaves no file, a part of no rows is published with none."""
         if not len(part):
             head = part.header.model_copy(update={"format": self.dataset.format, "run_bytes": []})
             return self.port.publish(Part(head, b""))

@@ -18,9 +18,8 @@ GATHER_S = 1.0  # raced puzzles ending within this many seconds of the first gat
 
 
 class Gather:
-    """Raced puzzles' final answers gathered into parts (`flush`: positions, increasing, and their results):
-    what ends within `window` seconds of the first gathered goes out together, when the window closes (a
-    thread watches it) or the block ends, rather than a part file per raced puzzle."""
+    """Raced puzzles' final answers gathered into parts (`flush`): what ends within `window` seconds of the
+    first goes out together, rather than a part file per raced puzzle."""
 
     def __init__(
         self, flush: Callable[[np.ndarray, list[SolveResult]], None], window: float = GATHER_S
@@ -96,9 +95,8 @@ Cost = tuple[int, int]  # (CPU ns, wall ns) of a run charged to its job: the met
 
 
 class Meter:
-    """The CPU and wall time of one run of a task in this process, each nanosecond charged to the job once:
-    `take` what was spent since the last charge, `give_back` a charge whose write did not happen. `cpu`: the
-    process's CPU clock where it runs one task at a time, the thread's where it runs other work too."""
+    """The CPU and wall time of one run of a task, each nanosecond charged to the job once (`cpu`: the
+    process's clock where it runs one task at a time, the thread's where it runs other work too)."""
 
     def __init__(self, cpu: Callable[[], int] = time.process_time_ns) -> None:
         self._cpu = cpu

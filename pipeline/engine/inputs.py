@@ -102,9 +102,8 @@ def csv_columns(stream: IO[bytes], column: str | None, name: str) -> tuple[IO[by
 
 
 def csv_field(head: bytes, column: str | None, name: str, final: bool = False) -> int | None:
-    """The field (from 0) holding the puzzles when the first line of `head` (the input's first bytes; `final`:
-    all of it) is a CSV header naming their column (`column`, else one of `PUZZLE_COLUMNS`); None for any
-    other input. ValueError (one line, naming the input `name`) when `column` is given and not named."""
+    """The field (from 0) holding the puzzles when the first line of `head` (`final`: the whole input) is CSV
+    header naming their column (`column`, else a `PUZZLE_COLUMNS`); ValueError when `column` is not named."""
     first = first_line(head, final)
     index = csv_column(first, column) if first is not None else None
     if index is None and column is not None:
@@ -133,10 +132,8 @@ def first_line(head: bytes, final: bool = False) -> str | None:
 
 
 class ColumnStream(io.RawIOBase):
-    """A CSV input seen as its puzzle column: each line becomes its field `index` (its line end kept, so line
-    numbers stay the file's), the header line (`header`) a blank one. A line without that field is handed on
-    whole and why is kept (`reasons`, by line number): an `invalid` record, never silently dropped. A slab
-    of equal lines, their commas in the same places, is cut with numpy."""
+    """A CSV input seen as its puzzle column (field `index`; line numbers stay the file's, the header a blank
+    line); a line without that field is handed on whole, why kept in `reasons` (an `invalid` record)."""
 
     def __init__(self, raw: IO[bytes], index: int, header: bool) -> None:
         self.raw = raw

@@ -93,9 +93,8 @@ ROW_IN_SPLIT = (
 
 
 class LineReader:
-    """`read_entries`' line-by-line state machine, plus the slab fast path. `rows` False (a split, where a
-    grid written over several lines could start in the split before): each row answered `invalid`, saying
-    why, never joined to the wrong rows. `check` False: one-line compact puzzles left to the solver."""
+    """`read_entries`' line-by-line state machine, plus the slab fast path. `rows` False (a split): a grid's
+    row answered `invalid`, never joined to the wrong rows; `check` False: compact lines left to solvers."""
 
     def __init__(self, box: Box | None, rows: bool = True, check: bool = True) -> None:
         self.box = box
@@ -120,9 +119,8 @@ class LineReader:
         return plain, self.kind(len(s) if plain else len(split_tokens(s)[0]))
 
     def uniform(self, body: bytes, count: int, done: int) -> Block | None:
-        """Return the slab (`count` lines, if it is uniform) as one Block when it is all equal-length plain
-        lines, checked unless `check` is off; else None. A line break inside a line is no symbol: a Block
-        returned holds exactly `count` lines."""
+        """The slab (`count` lines) as one Block of exactly `count` lines when it is all equal-length plain
+        lines, checked unless `check` is off; else None."""
         if self.rows or count == 0 or len(body) % count:
             return None
         width = len(body) // count
@@ -231,9 +229,8 @@ class LineReader:
 
 
 def _plain_lines(body: bytes, cells: np.ndarray) -> bool:
-    """Whether every line of a slab (`cells`: its lines' characters, uint8[count, length]) is one plain
-    token, as `LineReader.feed` would read it: printable ASCII, no space, comma or semicolon, no `#`
-    opening it (a comment). Then the slab is puzzles one per line, whatever their symbols."""
+    """Whether every line of a slab (`cells`: uint8[count, length]) is one plain token as `LineReader.feed`
+    reads it: printable ASCII, no space, comma or semicolon, no opening `#`."""
     if b"," in body or b";" in body or (cells[:, 0] == 35).any():
         return False
     return bool(cells.min() > 32 and cells.max() < 127)

@@ -1,8 +1,5 @@
-"""How a process that solves chunks keeps its memory, set where it starts solving (never in library code):
-freed megabyte buffers reused rather than faulted in again from fresh `mmap`s (`reuse_freed_memory`), and
-what a parent holds at fork kept out of its children's garbage collector, whose walks would copy every
-inherited page (`frozen`). Measured in docs/decisions.md.
-"""
+"""How a process that solves chunks keeps its memory (set where it starts solving): freed buffers reused, not
+faulted in again, and a parent's objects kept out of its children's garbage collector (docs/decisions.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The producer's reader: `read_entries`' semantics at a small fraction of its cost per line (which is ~180 µs
-for a 9x9 line): a slab of equal-length plain lines is checked as one numpy array, anything else follows
-`read_entries`' rules line by line (`pipeline.engine.lines`); tests/test_pipeline_reader.py holds the two
-readers to the same output.
-"""
+"""The producer's reader: `read_entries`' semantics at a fraction of its cost per line, a slab of equal plain
+lines checked as one numpy array, anything else line by line (`pipeline.engine.lines`)."""
 
 from __future__ import annotations
 
@@ -27,12 +24,9 @@ def read_blocks(
     check: bool = True,
     column: str | None = None,
 ) -> Iterator[Block]:
-    """Yield the puzzles of an input in order, streaming, as `read_entries` does: a path (`-` for stdin), a
-    binary stream (gzip or not), or an iterable of strings (one line each). Empty blocks come at least once a
-    slab (~1 MB), so a consumer that beats while it reads keeps beating through gigabytes of blank lines.
-    `check` False leaves one-line compact puzzles to the solver's parse, which checks them anyway. A CSV
-    input whose first line names its puzzle column (`column`, else one of `PUZZLE_COLUMNS`) is read as that
-    column; ValueError (one line) when `column` is given and not named."""
+    """Yield the puzzles of an input (a path, `-`, a binary stream or an iterable of lines) in order, as
+    `read_entries` does; an empty block at least once a slab, so a consumer that beats while it reads keeps
+    beating through gigabytes of blank lines. A CSV input is read as its puzzle column (`csv_columns`)."""
     state = LineReader(as_box(box), check=check)
     if hasattr(source, "read"):
         yield from _read_csv(unpacked(source), state, column, "the input")  # type: ignore[arg-type]

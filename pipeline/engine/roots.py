@@ -47,10 +47,8 @@ def shown(location: str, limit: int = 300) -> str:
 
 
 class DataRoots:
-    """The paths and URLs a worker reads inputs and writes datasets under (`--data-root`): a queue message is
-    anyone's with the Redis password, so the locations it names are checked before anything is opened, by
-    path segments after `..` and symlinks are resolved; only the protocols the roots name pass, chained URLs
-    never (docs/security.md)."""
+    """The paths and URLs a worker reads and writes under (`--data-root`): a queue message is anyone's with
+    the Redis password, so its locations are checked before anything is opened (docs/security.md)."""
 
     def __init__(self, roots: list[tuple[str, tuple[str, ...]]], texts: list[str]) -> None:
         self.roots = roots

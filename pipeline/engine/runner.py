@@ -1,8 +1,5 @@
-"""The one way a task is run, wherever it runs (`execute`, with the `ChunkPort` where the run meets its job:
-Redis for workers, the client's memory for local processes, a list for one puzzle). A port refuses a part
-whose rows are answered and a redelivered chunk solves only the rows no part answered, so every input line
-gets exactly one record however often a chunk is delivered.
-"""
+"""The one way a task is run, wherever it runs (`execute`, with the `ChunkPort` where it meets its job): a
+redelivered chunk solves only the rows no part answered, so every input line gets exactly one record."""
 
 from __future__ import annotations
 
@@ -17,14 +14,13 @@ import numpy as np
 from pipeline.contract.part import Part
 from pipeline.contract.tasks import GENERATE_TASK_NAME, HELPER_TASK_NAME, ChunkTask
 from pipeline.engine.port import ChunkPort
-from pipeline.engine.solve import empty_part, failed_parts, invalid_parts, solve_parts, worker_name
+from pipeline.engine.solve import empty_part, failed_parts, solve_parts, worker_name
 from pipeline.engine.stop import StopPoller
 from pipeline.engine.storage import StorageError
 from solvers.model.result import Status
 
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult, GenerateTask
-    from pipeline.engine.dataset import Prepared
     from pipeline.engine.roots import DataRoots
     from pipeline.escalation.board import Board
     from pipeline.escalation.task import HelperTask
@@ -47,10 +43,32 @@ def execute(
     roots: DataRoots | None = None,
 ) -> int:
     """Run one task of any kind where this process meets its job (`port`) and, racing, the other processes
-    (`board`; None: none): the puzzles it answered (a helper: 1 if it solved its one). What the run spent
-    and no part carried is charged to the job at its end (`port.settle`)."""
+    (`board`): the puzzles it answered; what no part carried is charged to the job at its end (`settled`)."""
     with settled(port, task.job):
-        return _execute(task, port, board, attempts, max_attempts, poll_s, roots)
+        if isinstance(task, ChunkTask):
+            escalation = None if board is None else functools.partial(_escalation, board=board, poll_s=poll_s)
+            return run_chunk(
+                port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s,
+                attempts=attempts, roots=roots,
+            )  # fmt: skip
+        if task.NAME == HELPER_TASK_NAME:  # a helper of another process's escalation
+            from pipeline.escalation.board import run_helper
+
+            result = None if board is None else run_helper(task, board, poll_s)  # type: ignore[arg-type]
+            return int(result is not None and result.status == Status.SOLVED)
+        from pipeline.contract.generate import GenerateResult, generate_result
+
+        if attempts is None:
+            attempts = port.count_delivery(task.job, task.chunk)
+        if attempts is None:
+            return 0  # purged or expired: nobody is waiting for this chunk
+        if max_attempts is not None and attempts > max_attempts:
+            reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+            made = GenerateResult.failed(task.job, task.chunk, reason)
+        else:
+            made = generate_result(task)  # type: ignore[arg-type]
+        port.publish_generated(made)
+        return len(made)
 
 
 @contextlib.contextmanager
@@ -64,42 +82,6 @@ def settled(port: ChunkPort, job: str) -> Iterator[None]:
             port.settle(job)
         except Exception as exc:  # noqa: BLE001 - the cost is a figure: its loss must not fail the run
             log.warning("job %s: the end of a run is not counted in its cost: %s", job, exc)
-
-
-def _execute(
-    task: Task,
-    port: ChunkPort,
-    board: Board | None,
-    attempts: int | None,
-    max_attempts: int | None,
-    poll_s: float,
-    roots: DataRoots | None,
-) -> int:
-    """`execute`'s dispatch by task kind."""
-    if isinstance(task, ChunkTask):
-        escalation = None if board is None else functools.partial(_escalation, board=board, poll_s=poll_s)
-        return run_chunk(
-            port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s, attempts=attempts,
-            roots=roots,
-        )  # fmt: skip
-    if task.NAME == HELPER_TASK_NAME:  # a helper of another process's escalation
-        from pipeline.escalation.board import run_helper
-
-        result = None if board is None else run_helper(task, board, poll_s)  # type: ignore[arg-type]
-        return int(result is not None and result.status == Status.SOLVED)
-    from pipeline.contract.generate import GenerateResult, generate_result
-
-    if attempts is None:
-        attempts = port.count_delivery(task.job, task.chunk)
-    if attempts is None:
-        return 0  # purged or expired: nobody is waiting for this chunk
-    if max_attempts is not None and attempts > max_attempts:
-        reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
-        made = GenerateResult.failed(task.job, task.chunk, reason)
-    else:
-        made = generate_result(task)  # type: ignore[arg-type]
-    port.publish_generated(made)
-    return len(made)
 
 
 def _escalation(task: ChunkTask, stop: np.ndarray, board: Board, poll_s: float) -> Any:
@@ -139,9 +121,8 @@ def unanswered(n: int, published: list[tuple[int, int]]) -> list[int]:
 def _storage_fails_job(
     run: Callable[Concatenate[ChunkPort, ChunkTask, P], int],
 ) -> Callable[Concatenate[ChunkPort, ChunkTask, P], int]:
-    """`run(port, task, ...)` whose error of the job's storage (`StorageError`: a full disk, an endpoint that
-    does not answer, the dataset's directory gone or taken over) fails the job through the port alone, in
-    one line naming this process, the path and the reason: no storage is needed to say so, nothing resent."""
+    """`run(port, task, ...)` whose error of the job's storage (`StorageError`) fails the job through the port
+    alone, in one line naming this process, the path and the reason."""
 
     @functools.wraps(run)
     def guarded(port: ChunkPort, task: ChunkTask, *args: P.args, **kwargs: P.kwargs) -> int:
@@ -170,52 +151,30 @@ def run_chunk(
     attempts: int | None = None,
     roots: DataRoots | None = None,
 ) -> int:
-    """Run one delivery of a chunk; the puzzles answered by it (0: job gone, nothing left, or its storage
-    failed the job). A chunk delivered more than `max_attempts` times (its process died) is answered `error`
-    rather than tried forever; one with storage whose `error` answer did not get through either fails the
-    job without touching the storage. A poller watches the job's stop (a purge) while it is solved.
-    `escalation` (task, stop flag): the context racing its slow puzzles; `roots`: a worker's data roots
-    (None: the user's own processes, which read and write what the user can)."""
+    """Run one delivery of a chunk; the puzzles it answered. One delivered more than `max_attempts` times is
+    answered `error`, not tried forever; `escalation` (task, stop flag): the context racing its slow puzzles;
+    `roots`: a worker's data roots (None: the user's own processes, which read what the user can)."""
     if attempts is None:
         attempts = port.count_delivery(task.job, task.chunk)
     if attempts is None:
         return 0  # purged or expired: nobody is waiting for this chunk
-    published = port.answered(task.job, task.chunk)
-    if published is None:
-        return 0  # complete: a delivery after every part was published
-    valid, reasons = len(task), []
-    if task.split is not None or task.dataset is not None:
-        if max_attempts is not None and attempts > max_attempts + 1:
-            port.fail_job(
-                task.job,
-                f"chunk {task.chunk} was started {attempts - 1} times without an answer, its `error` answer "
-                "too (a worker crash, or the job's storage hangs?)",
-            )
-            return 0
-        prepared = _prepared(port, task, roots)
-        if prepared is None:
-            return 0
-        task, port, valid, reasons = prepared.task, prepared.port, prepared.valid, prepared.reasons
-    if not len(task):
-        port.publish(empty_part(task))  # a split owning no puzzle line: complete with no record
+    worn = attempts - 1 if max_attempts is not None and attempts > max_attempts + 1 else 0
+    todo = _todo(port, task, roots, worn)
+    if todo is None:
         return 0
-    rows = unanswered(len(task), published)
-    if not rows:
-        return 0
+    task, port, rows, valid, reasons = todo
+    if max_attempts is not None and attempts > max_attempts:
+        reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
+        return sum(len(p) for p in failed_parts(task, reason, Status.ERROR, rows) if port.publish(p))
     answered = [0]
 
     def publish(part: Part) -> None:
         if port.publish(part):
             answered[0] += len(part)
 
-    if max_attempts is not None and attempts > max_attempts:
-        reason = f"the chunk was started {attempts - 1} times without an answer (worker crash?)"
-        for part in failed_parts(task, reason, Status.ERROR, rows):
-            publish(part)
-        return answered[0]
     bad = [r for r in rows if r >= valid]  # a split's invalid lines: answered at once, not solved
     if bad:
-        for part in invalid_parts(task, bad, {r: reasons[r - valid] for r in bad}):
+        for part in failed_parts(task, {r: reasons[r - valid] for r in bad}, Status.INVALID, bad):
             publish(part)
         rows = [r for r in rows if r < valid]
     with StopPoller(lambda: port.stopped(task.job), poll_s) as poller:
@@ -223,22 +182,6 @@ def run_chunk(
         with escalating if escalating is not None else contextlib.nullcontext() as running:
             solve_parts(task, rows, publish, poller.flag, running, arena=getattr(port, "arena", None))
     return answered[0]
-
-
-def _prepared(port: ChunkPort, task: ChunkTask, roots: DataRoots | None) -> Prepared | None:
-    """A split or dataset chunk made ready (`pipeline.engine.dataset.prepare`); None when this process cannot
-    reach the job's storage or refuses a location outside its data roots: the job is failed in one line."""
-    from pipeline.engine.dataset import prepare
-    from pipeline.engine.roots import OutsideRoots
-
-    try:
-        return prepare(port, task, roots=roots)
-    except OutsideRoots as exc:
-        port.fail_job(task.job, f"worker {worker_name()} {exc}")
-        return None
-    except StorageError as exc:
-        port.fail_job(task.job, storage_failure(exc))
-        return None
 
 
 @_storage_fails_job
@@ -251,19 +194,48 @@ def fail_rest(
 ) -> int:
     """Answer the rows of a chunk no part answered yet with `status` (a run cut short: a time limit); `roots`
     as in `run_chunk`."""
+    todo = _todo(port, task, roots)
+    if todo is None:
+        return 0
+    task, port, rows, _, _ = todo
+    return sum(len(p) for p in failed_parts(task, reason, status, rows) if port.publish(p))
+
+
+def _todo(
+    port: ChunkPort, task: ChunkTask, roots: DataRoots | None, worn: int = 0
+) -> tuple[ChunkTask, ChunkPort, list[int], int, list[str]] | None:
+    """(task, port, rows no part answered, `valid`, the reasons of the split's invalid rows from `valid`), a
+    split read and a dataset's port wrapped; None when nothing is left: complete, of no rows, or the job
+    failed (its storage, or a split or dataset chunk started `worn` times, its `error` answer lost too)."""
     published = port.answered(task.job, task.chunk)
     if published is None:
-        return 0
+        return None  # complete: a delivery after every part was published
+    valid, reasons = len(task), []
     if task.split is not None or task.dataset is not None:
-        prepared = _prepared(port, task, roots)  # a split is read again: its rows are its lines
-        if prepared is None:
-            return 0
-        task, port = prepared.task, prepared.port
+        if worn:
+            port.fail_job(
+                task.job,
+                f"chunk {task.chunk} was started {worn} times without an answer, its `error` answer too "
+                "(a worker crash, or the job's storage hangs?)",
+            )
+            return None
+        from pipeline.engine.dataset import prepare
+        from pipeline.engine.roots import OutsideRoots
+
+        try:  # a split is read again: its rows are its lines
+            prepared = prepare(port, task, roots=roots)
+        except OutsideRoots as exc:
+            port.fail_job(task.job, f"worker {worker_name()} {exc}")
+            return None
+        except StorageError as exc:
+            port.fail_job(task.job, storage_failure(exc))
+            return None
+        task, port, valid, reasons = prepared.task, prepared.port, prepared.valid, prepared.reasons
     if not len(task):
-        port.publish(empty_part(task))
-        return 0
+        port.publish(empty_part(task))  # a split owning no puzzle line: complete with no record
+        return None
     rows = unanswered(len(task), published)
-    return sum(len(p) for p in failed_parts(task, reason, status, rows) if port.publish(p)) if rows else 0
+    return (task, port, rows, valid, reasons) if rows else None
 
 
 class ListPort:

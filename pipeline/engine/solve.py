@@ -1,9 +1,5 @@
-"""Solve a chunk into parts published as they are found, and the answers the pipeline gives without solving.
-
-Workers, local processes and the web page's one-puzzle solve all run `solve_parts` (through
-`pipeline.engine.runner`), so no transport can drift from another; a part is rendered where it is made
-(`build_part`), so a client only moves its bytes.
-"""
+"""Solve a chunk into parts published as they are found (every transport runs `solve_parts`, so none drifts),
+and the answers the pipeline gives without solving; a part is rendered where it is made."""
 
 from __future__ import annotations
 
@@ -48,7 +44,7 @@ def solve_chunk(
     """Solve every puzzle of a chunk into one part of all its rows, in the task's format; a failure becomes
     `error` results, never a raise (the tests' and benches' way to run a chunk at once)."""
     if not len(task):  # a task of no puzzle (a hand-made message): an empty answer
-        return build_result(task.job, task.chunk, task.input, [], [], [], [], task.format)
+        return empty_part(task)
     parts: list[Part] = []
     solve_parts(task, list(range(len(task))), parts.append, stop, escalation, whole=True)
     return parts[0]
@@ -63,13 +59,9 @@ def solve_parts(
     whole: bool = False,
     arena: Arena | None = None,
 ) -> None:
-    """Solve rows `rows` of a chunk (increasing: all, or a redelivered chunk's unanswered ones) and hand each
-    part to `publish` as soon as its answers are final: the first pass at once, as one part, then the raced
-    puzzles as their races end, gathered (`Gather`); `whole`: one part of all the rows, at the end. A solver
-    that raises is answered puzzle by puzzle, its failure an `error` record; the garbage collector is
-    paused meanwhile (the batch allocates many short-lived objects and no cycles). `stop` raised, the
-    puzzles not answered come back `timeout`; `escalation` (running) races slow puzzles on idle processes
-    too, their part taking the helpers' verified answer and counters (`fold_helpers`)."""
+    """Solve rows `rows` of a chunk (increasing) and hand each part to `publish` once its answers are final:
+    the first pass at once, raced puzzles gathered as their races end (`whole`: one part at the end). A
+    solver that raises is answered puzzle by puzzle; the garbage collector is paused (no cycles are made)."""
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
     from solvers.model.parse import Lines
 
@@ -144,21 +136,6 @@ def solve_parts(
             gc.enable()
 
 
-def _segments(
-    positions: Sequence[int] | np.ndarray, rows: Sequence[int] | np.ndarray
-) -> list[tuple[int, int]]:
-    """Cut `positions` into (a, b) runs where both the positions and their chunk rows are consecutive."""
-    p = np.sort(np.asarray(positions, dtype=np.int64))
-    if not p.size:
-        return []
-    r = np.asarray(rows, dtype=np.int64)
-    joined = (np.diff(p) == 1) & (r[p[1:]] == r[p[1:] - 1] + 1)
-    breaks = np.flatnonzero(~joined) + 1
-    starts = np.concatenate(([0], breaks))
-    ends = np.concatenate((breaks, [p.size])) - 1
-    return list(zip(p[starts].tolist(), (p[ends] + 1).tolist(), strict=True))
-
-
 def _merged(results: Sequence[SolveResult], i: int, row: int, escalation: Escalation | None) -> SolveResult:
     """Result i (chunk row `row`), with its helpers' verified answer and counters when it was escalated."""
     result = results[i]
@@ -225,9 +202,8 @@ def build_part(
     arena: Arena | None = None,
     rows: Runs | None = None,
 ) -> Part:
-    """The part of rows `row`.. of a chunk of `chunk_n` puzzles (or the row runs `rows`, from `row`) holding
-    `columns` (their puzzles at `index`, from `lines`), with its statistics, its records rendered in `fmt`
-    (`columns`: kept as columns; JSON Lines and CSV into `arena`'s buffer when it has one free)."""
+    """The part of rows `row`.. (or the row runs `rows`) of a chunk of `chunk_n` puzzles holding `columns`
+    (at `index`, from `lines`), with its statistics, rendered in `fmt` (into `arena`'s buffer when free)."""
     t = columns.tally()
     problems = []
     if t.problem_rows:
@@ -269,16 +245,12 @@ def build_result(
     texts: list[str],
     results: Sequence[SolveResult],
     fmt: str = "columns",
-    row: int = 0,
-    chunk_n: int | None = None,
 ) -> Part:
-    """The part holding `results` (aligned with `texts`, their puzzles at `index_runs` from `line_runs`):
-    rows `row`.. of a chunk of `chunk_n` puzzles (default: the whole chunk), rendered in `fmt`."""
+    """The part of a whole chunk holding `results` (aligned with `texts`, their puzzles at `index_runs` from
+    `line_runs`), rendered in `fmt`."""
     columns = ResultColumns.build(texts, results)
-    n = len(texts) if chunk_n is None else chunk_n
-    return build_part(
-        job, chunk, row, n, input_name, runs_array(index_runs), runs_array(line_runs), columns, fmt
-    )
+    index, lines = runs_array(index_runs), runs_array(line_runs)
+    return build_part(job, chunk, 0, len(texts), input_name, index, lines, columns, fmt)
 
 
 def answered_chunk(
@@ -304,42 +276,31 @@ def failed_chunk(task: ChunkTask, reason: str, status: Status = Status.ERROR) ->
     return part
 
 
-def failed_parts(task: ChunkTask, reason: str, status: Status, rows: list[int]) -> list[Part]:
-    """Answer rows `rows` of a chunk with `status`: a part per run of consecutive rows, in its format."""
-    return _answered_parts(task, rows, status, dict.fromkeys(rows, reason))
+def failed_parts(
+    task: ChunkTask, reason: str | dict[int, str], status: Status, rows: list[int]
+) -> list[Part]:
+    """Answer rows `rows` of a chunk with `status` and `reason` (one for all, or each row's: a split's lines
+    its worker's reader rejected) without solving: a part per run of consecutive rows, in its format."""
+    texts = task.texts()
+    parts, at = [], 0
+    for _, count in to_runs(rows):
+        chosen, at = rows[at : at + count], at + count
+        why = [reason if isinstance(reason, str) else reason[r] for r in chosen]
+        results = [SolveResult(status, texts[r], error=e) for r, e in zip(chosen, why, strict=True)]
+        parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
+    return parts
 
 
 def empty_part(task: ChunkTask) -> Part:
-    """The one part of a chunk of no rows (a split owning no puzzle line: only blank or comment lines, or
-    the middle of a line begun in a split before): published, it completes the chunk, so no job waits
-    for a chunk that has nothing to answer."""
+    """The one part of a chunk of no rows (a split owning no puzzle line): it completes the chunk."""
     none = np.zeros(0, dtype=np.int64)
     columns = ResultColumns.build([], [])
     return build_part(task.job, task.chunk, 0, 0, task.input, none, none, columns, task.format)
 
 
-def invalid_parts(task: ChunkTask, rows: list[int], reasons: dict[int, str]) -> list[Part]:
-    """Answer rows `rows` of a chunk `invalid`, each with its reason (a split's lines its worker's reader
-    rejected): a part per run of consecutive rows, in its format."""
-    return _answered_parts(task, rows, Status.INVALID, reasons)
-
-
-def _answered_parts(task: ChunkTask, rows: list[int], status: Status, reasons: dict[int, str]) -> list[Part]:
-    """Rows `rows` of a chunk answered `status` without solving, each with its reason: a part per run."""
-    texts = task.texts()
-    parts = []
-    for a, b in _segments(list(range(len(rows))), rows):
-        chosen = rows[a:b]
-        results = [SolveResult(status, texts[r], error=reasons[r]) for r in chosen]
-        parts.append(_part(task, chosen, ResultColumns.build([texts[r] for r in chosen], results)))
-    return parts
-
-
 def warm() -> None:
-    """Load the compiled solvers and renderers (numba cache) once, so the first chunk pays no compile time.
-
-    The one set every solving process loads before its first chunk (a worker, the local pool, the
-    in-process path of a tiny input): whichever command compiles it first, the next compiles nothing."""
+    """Load the compiled solvers and renderers (numba cache) every solving process needs, so its first chunk
+    pays no compile time."""
     from pipeline.engine.render.jsonl import counters_texts, render_csv
     from solvers.model.parse import parse_puzzle, read_framed
 

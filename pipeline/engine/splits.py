@@ -1,11 +1,9 @@
 """A split of an input, read by the worker that solves it: the lines whose first byte falls in its bytes
-(Hadoop's rule: consecutive splits hold each line once, wherever the producer's cuts fall), checked with the
-producer's reader. Its rows are its puzzles, then its invalid lines; their lines and indices are relative
-to the split until every split before it is counted (`pipeline.engine.dataset.wait_offsets`).
-"""
+(Hadoop's rule: each line in one split), its puzzles then its invalid lines, numbered from its start."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -94,8 +92,7 @@ def first_line_start(raw: IO[bytes], start: int, end: int) -> int:
 
 def read_split(task: ChunkTask, storage: Storage | None = None) -> SplitRead:
     """Read and check the lines split `task.split` owns; StorageError (one line naming the input) when it
-    cannot be read or is not the input submitted (`check_input`, before and after the read), SplitTooLarge
-    past MAX_SPLIT_ENTRIES lines."""
+    cannot be read or is not the input submitted (before and after), SplitTooLarge past MAX_SPLIT_ENTRIES."""
     split = task.split
     if split is None:
         raise ValueError("not a split task")
@@ -135,13 +132,10 @@ def _read(task: ChunkTask, split: InputRange, raw: IO[bytes]) -> SplitRead:
     for block in blocks:
         n = len(block)
         if block.all_valid:
-            good.texts.extend(block.texts)
-            good.add_run(k, n, block.lines)
+            good.add(k, n, block.lines, block.texts)
         else:
             for i, (line, text, error) in enumerate(zip(block.lines, block.texts, block.errors, strict=True)):
-                rows = good if error is None else bad
-                rows.texts.append(text)
-                rows.add(k + i, line)
+                (good if error is None else bad).add(k + i, 1, [line], [text])
                 if error is not None:
                     reasons.append(error)
         k += n
@@ -170,18 +164,11 @@ class _Rows:
     index: Runs = field(default_factory=list)
     line: Runs = field(default_factory=list)
 
-    def add(self, index: int, line: int) -> None:
-        _extend(self.index, index, 1)
-        _extend(self.line, line, 1)
-
-    def add_run(self, index: int, count: int, lines: object) -> None:
-        first = lines[0] if isinstance(lines, range) else None  # a uniform slab: consecutive lines
+    def add(self, index: int, count: int, lines: Sequence[int], texts: Sequence[str]) -> None:
+        self.texts.extend(texts)
         _extend(self.index, index, count)
-        if first is not None:
-            _extend(self.line, first, count)
-        else:
-            for line in lines:  # type: ignore[attr-defined]
-                _extend(self.line, line, 1)
+        for first, run in [(lines[0], count)] if isinstance(lines, range) else ((line, 1) for line in lines):
+            _extend(self.line, first, run)  # a uniform slab's lines are a range: one run
 
 
 def _extend(runs: Runs, first: int, count: int) -> None:

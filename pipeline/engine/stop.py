@@ -1,6 +1,5 @@
-"""`StopPoller`: raise a solvers' stop flag (`solvers.kernel.stop`) once a condition (a job's stop key, an
-escalation over) holds, asked from a thread: the solvers only ever see the flag. No broker import here.
-"""
+"""`StopPoller`: raise a solvers' stop flag once a condition holds, asked from a thread (the solvers only
+ever see the flag)."""
 
 from __future__ import annotations
 
@@ -8,29 +7,25 @@ import logging
 import threading
 from collections.abc import Callable
 
-import numpy as np
-
 from solvers.kernel.stop import new_flag, raise_flag
 
 log = logging.getLogger(__name__)
 
 
 class StopPoller:
-    """Raise `flag` once `should_stop()` returns True, asked every `interval` s while the `with` block runs.
-    `should_stop` raising counts as "not yet" (a broker blinking must not stop the work): `on_error` hears
-    about it, else the first failure of a run of them is logged in one line."""
+    """Raise `flag` once `should_stop()` returns True, asked every `interval` s in the `with` block; raising
+    counts as "not yet" (a broker blinking must not stop the work), told to `on_error` or logged once."""
 
     def __init__(
         self,
         should_stop: Callable[[], bool],
         interval: float,
-        flag: np.ndarray | None = None,
         on_error: Callable[[BaseException], None] | None = None,
         name: str = "stop-poller",
     ) -> None:
         self.should_stop = should_stop
         self.interval = interval
-        self.flag = new_flag() if flag is None else flag
+        self.flag = new_flag()
         self.on_error = on_error
         self.name = name
         self._done = threading.Event()

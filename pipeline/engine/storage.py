@@ -1,8 +1,6 @@
-"""Where a job's inputs are read in splits and its dataset parts written: a local path (a disk, or a shared
-filesystem every worker mounts at the same path) through the operating system, files fsync'd before they are
-renamed into place, or any other URL through `fsspec` and the backend the user installed (`s3fs`, ...).
-Every backend error leaves as an OSError (`FileNotFoundError`, `FileExistsError`, or a `StorageError` naming
-the path), so a caller's one `except OSError` sees them all; no bucket is ever created.
+"""Where a job's inputs are read in splits and its dataset parts written: a local path through the operating
+system (fsync'd, renamed into place), or any other URL through `fsspec`. Every backend error leaves as an
+OSError (a `StorageError` names the path), so one `except OSError` sees them all; no bucket is ever created.
 """
 
 from __future__ import annotations
@@ -15,11 +13,10 @@ import io
 import os
 import re
 import shutil
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -54,8 +51,7 @@ def local_path(text: str) -> str | None:
 
 
 def absolute(text: str) -> str:
-    """A location the workers can use as it is: a local path made absolute (they run elsewhere; a trailing
-    slash, naming a directory, kept), a URL as given."""
+    """A location the workers can use as it is: a local path made absolute (a trailing slash kept)."""
     path = local_path(text)
     if path is None:
         return text
@@ -71,10 +67,9 @@ class Stat:
     stamp: str
 
 
-class Storage(ABC):
+class Storage(Protocol):
     """The few operations the pipeline needs on one filesystem; paths are full paths or URLs."""
 
-    @abstractmethod
     def stat(self, path: str) -> Stat:
         """Size and stamp of a file (FileNotFoundError, or StorageError when it cannot be read)."""
 
@@ -82,41 +77,32 @@ class Storage(ABC):
         """Bytes of a file."""
         return self.stat(path).size
 
-    @abstractmethod
     def open_read(self, path: str) -> IO[bytes]:
         """A seekable binary stream of a file."""
 
-    @abstractmethod
     def put(self, path: str, data: bytes | list[bytes]) -> None:
         """Write a whole file (`data`, or its pieces in order), durably (fsync'd on a filesystem), replacing
         any file there at once (a reader sees the old file or the new one, never a part)."""
 
-    @abstractmethod
     def create(self, path: str, data: bytes) -> bool:
         """Write a whole file only where none is: False (nothing written) when one is there. Exclusive on a
         filesystem (a hard link, NFS too) and S3 (a conditional PUT); elsewhere a check then a write."""
 
-    @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Move a file into place, replacing `dst` (atomic on a filesystem)."""
 
-    @abstractmethod
     def exists(self, path: str) -> bool:
         """True when a file or directory is there."""
 
-    @abstractmethod
     def listdir(self, path: str) -> list[str]:
         """The names (not paths) in a directory; [] when there is none."""
 
-    @abstractmethod
     def remove(self, path: str) -> None:
         """Delete a file; nothing when it is not there."""
 
-    @abstractmethod
     def remove_tree(self, path: str) -> None:
         """Delete a directory and what it holds; nothing when it is not there."""
 
-    @abstractmethod
     def makedirs(self, path: str) -> None:
         """Create a directory and its parents (nothing on an object store: prefixes need none)."""
 
@@ -187,7 +173,7 @@ TEMP_PREFIX = "_tmp."  # a file being written beside its place (readers skip `_`
 @contextlib.contextmanager
 def _written_beside(path: str, data: bytes | list[bytes]) -> Iterator[str]:
     """A temporary file beside `path` holding `data` (fsync'd), deleted on leaving: moved or linked into place
-    meanwhile, so a reader never sees it half written."""
+    meanwhile, so no reader sees it half written."""
     head, name = os.path.split(path)
     temp = os.path.join(head, f"{TEMP_PREFIX}{name}.{os.getpid()}.{os.urandom(4).hex()}")
     _write(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), temp, data)
@@ -371,11 +357,9 @@ def storage_for(location: str) -> Storage:
     StorageError when no backend handles it."""
     if local_path(location) is not None:
         return LocalStorage()
+    import fsspec
+
     protocol = location.split("://", 1)[0]
-    try:
-        import fsspec
-    except ImportError as exc:  # pragma: no cover - fsspec is a dependency
-        raise StorageError(f"{location}: fsspec is not installed ({exc})") from None
     try:
         fs = fsspec.filesystem(protocol)
     except (ImportError, ValueError) as exc:
@@ -393,6 +377,4 @@ def _reason(exc: BaseException) -> str:
 
 def reason(exc: BaseException) -> str:
     """An exception as one short line for a user (its type and first line; a StorageError's line as it is)."""
-    if isinstance(exc, StorageError):
-        return _reason(exc)
-    return f"{type(exc).__name__}: {_reason(exc)}"
+    return _reason(exc) if isinstance(exc, StorageError) else f"{type(exc).__name__}: {_reason(exc)}"

@@ -1,9 +1,5 @@
-"""The owner's side of one puzzle escalated across processes: `Escalation` calls idle processes as helpers
-once a puzzle's search has run `escalate_after` seconds, takes the first grid the independent verifier
-accepts and stops them; a `Board` is where owner and helpers meet (Redis for workers, shared memory
-embedded). The owner holds a lease its helpers watch, so a dead owner leaves no helper running
-(docs/pipeline.md, Escalation).
-"""
+"""The owner's side of one puzzle escalated across processes (`Escalation`: idle processes called as helpers,
+the first verified grid taken) and the `Board` where owner and helpers meet (docs/pipeline.md, Escalation)."""
 
 from __future__ import annotations
 
@@ -54,9 +50,8 @@ OWNER = -1  # the owner's clauses' sender on the board (helpers are 1, 2, ...)
 
 
 class Board(Protocol):
-    """Where the owner of a chunk and the helpers racing its puzzles meet (one job). Each form (Redis for
-    workers, a manager's dict for local processes) writes the escalation's life (`open` to `call`) and the
-    cubes' few primitives (`_create` to `_batches`); the cube logic itself is written here once."""
+    """Where the owner of a chunk and the helpers racing its puzzles meet (one job): each form writes `open`
+    to `call` and the cubes' primitives (`_create` to `_batches`); the cube logic is written here once."""
 
     job: str
 
@@ -354,9 +349,8 @@ class Escalation:
 
 
 def run_helper(task: HelperTask, board: Board, poll_s: float) -> SolveResult | None:
-    """Search one puzzle as helper `task.helper` until it is answered anywhere (what a worker or a local
-    process runs for a `HelperTask`); its result, or None when the escalation was over before it started.
-    It writes no record: it posts `started`, then its answer and counters (the owner verifies a grid)."""
+    """Search one puzzle as helper `task.helper` until it is answered anywhere; its result (posted, never a
+    record: the owner verifies it), or None when the escalation was over before it started."""
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
 
     if board.over(task.chunk, task.row):

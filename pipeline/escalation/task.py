@@ -1,8 +1,5 @@
-"""One puzzle across the fleet: the third task kind (`HelperTask`), what a helper posts (`HelperEntry`), what
-a race trades on its board (`ClauseRounds`, `BoardCubes`), and the puzzle's one record (`fold_helpers`): the
-owner alone writes it, with a helper's grid only once verified and every helper's counters, so they add up
-the work of every process (docs/pipeline.md, Escalation).
-"""
+"""One puzzle across the fleet: the helper's task and post, what a race trades on its board, and the puzzle's
+one record, written by its owner alone (`fold_helpers`; docs/pipeline.md, Escalation)."""
 
 from __future__ import annotations
 
@@ -176,10 +173,8 @@ def helper_seed(job: str, chunk: int, row: int, helper: int) -> int:
 
 
 def fold_helpers(owner: SolveResult, end: EscalationEnd) -> SolveResult:
-    """The puzzle's one result: the owner's own answer when it solved or refuted it, else the winning
-    helper's verified grid, else `unsolvable` when the helpers proved it (`solver` names the helper
-    whose search proved it, or `split` when every cube of the split was refuted); `counters` gain
-    every helper's members either way."""
+    """The puzzle's one result: the owner's answer when it solved or refuted it, else the winner's verified
+    grid, else `unsolvable` when the helpers proved it; `counters` gain every helper's members either way."""
     counters = dict(owner.counters)
     for helper, entry in sorted(end.entries.items()):
         for member, values in entry.counters.items():
@@ -213,9 +208,8 @@ def fold_helpers(owner: SolveResult, end: EscalationEnd) -> SolveResult:
 
 
 class ClauseRounds:
-    """One process's trade of clauses on the board for one puzzle, a round per poll: it shares what its
-    searches learnt (`Exchange.take`: shortest first, at most ROUND_TERMS terms, none it shared or imported
-    before) and hands its searches what the others shared since the last round (duplicates left out)."""
+    """One process's trade of clauses on the board for one puzzle, a round per poll: what its searches learnt
+    out (shortest first, at most ROUND_TERMS terms), what the others shared since in (no duplicates)."""
 
     def __init__(self, board: Any, chunk: int, row: int, me: int) -> None:  # a `Board` (imports this module)
         self.board, self.chunk, self.row, self.me = board, chunk, row, me
@@ -251,9 +245,8 @@ class ClauseRounds:
 
 
 class BoardCubes:
-    """A helper's `solvers.race.exchange.CubeSource`: the escalation's cubes on its board. A board that
-    fails is logged and read as "no cube" (the helper searches the whole puzzle instead); cubes that are no
-    cubes of this grid are none."""
+    """A helper's `CubeSource`: the escalation's cubes on its board; a board that fails is logged and read as
+    "no cube" (the helper searches the whole puzzle)."""
 
     def __init__(self, board: Any, task: HelperTask, side: int) -> None:  # a `Board`
         self.board, self.task, self.side = board, task, side
