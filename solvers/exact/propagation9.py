@@ -38,10 +38,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.exact.base import BUDGET, DONE, LIMIT
-from solvers.kernel import bits
-from solvers.kernel.bits import ONE, ZERO, band_grid, band_singles, cell_branch, ctz
-from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.bits import ONE, ZERO, band_search, band_singles, ctz
 
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
@@ -268,7 +265,7 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _choose_config(occ):  # type: ignore[no-untyped-def]
+def _choose_config(f, occ, clue):  # type: ignore[no-untyped-def]
     """Where to branch: of the six bands (0-2 rows, 3-5 stacks) the unfixed one with the fewest
     digit configurations, and in it a digit with the fewest (two if any). -> (band, digit,
     configurations as a 6-bit set), band -1 when every band is fixed."""
@@ -293,205 +290,135 @@ def _choose_config(occ):  # type: ignore[no-untyped-def]
     return bb, bd, _PERMSET[(occ[bd] >> sh) & _ROW]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _load(row, f, u, occ, clue):  # type: ignore[no-untyped-def]
+    """Place a puzzle's givens at once: each leaves its row, box and column and the other digits its cell.
+    -> branch on configurations (`band_search`'s `load`)."""
+    for k in range(33):
+        clue[k] = ZERO
+    for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
+        for p in range(27):
+            clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= ONE << np.uint64(p)
+    if (clue[10] | clue[21] | clue[32]) != ZERO:
+        clue[1] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
+    g0, g1, g2 = ZERO, ZERO, ZERO
+    for d in range(9):
+        g0 |= clue[d + 1]
+        g1 |= clue[d + 12]
+        g2 |= clue[d + 23]
+    for d in range(9):
+        c0, c1, c2 = clue[d + 1], clue[d + 12], clue[d + 23]
+        cols = _spread(_columns(c0 | c1 | c2))
+        for b in range(3):
+            c = c0 if b == 0 else (c1 if b == 1 else c2)
+            g = g0 if b == 0 else (g1 if b == 1 else g2)
+            gone = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
+            f[9 * b + d] = _BAND & (~gone | c)
+    for k in range(9):
+        occ[k] = _FULL54
+    u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
+    return CONFIG_BRANCH
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fixpoint(f, u, pairs, occ, todo, dd, clue):  # type: ignore[no-untyped-def]
+    """Propagate the words in `todo` (band updates) and the digits in `dd` (stack updates) to a fixpoint:
+    -> False on a contradiction. Inlined: a call passing arrays costs more than the work."""
+    nine, eighteen = np.uint64(9), np.uint64(18)
+    while True:
+        pos = ZERO
+        while todo:  # ascending passes: a word flagged behind the pass waits for the next
+            ahead = (todo >> pos) << pos
+            j = ctz(ahead if ahead else todo)
+            pos = np.uint64(j + 1)
+            todo &= ~(ONE << np.uint64(j))
+            b = j // 9
+            d = j - 9 * b
+            a = f[j]
+            s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
+            s |= _SHRINK[a >> eighteen] << np.uint64(6)
+            a2 = a & _PERM27[s]
+            if a2 == ZERO:
+                return False
+            dd |= np.uint64(a2 != a) << np.uint64(d)
+            f[j] = a2
+            sh = np.uint64(9 * b)
+            occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
+            r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
+            single = ZERO
+            if (r0 & (r0 - ONE)) == ZERO:
+                single |= r0
+            if (r1 & (r1 - ONE)) == ZERO:
+                single |= r1
+            if (r2 & (r2 - ONE)) == ZERO:
+                single |= r2
+            new = single & u[b]
+            if new == ZERO:
+                continue
+            u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
+            base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
+            for d2 in range(9):  # flags computed without branches: they are unpredictable
+                x = f[base + d2]
+                y = x & ~new if d2 != d else x
+                f[base + d2] = y
+                chm |= np.uint64(x != y) << np.uint64(d2)
+            todo |= chm << np.uint64(base)
+            dd |= chm
+            cols = _spread(_columns(new))
+            for k in range(1, 3):
+                j2 = 9 * ((b + k) % 3) + d
+                x = f[j2]
+                f[j2] = x & ~cols
+                ch = np.uint64((x & cols) != ZERO)
+                todo |= ch << np.uint64(j2)
+                dd |= ch << np.uint64(d)
+        if dd:
+            cur = dd
+            dd = ZERO
+            while cur:
+                d = ctz(cur)
+                cur &= cur - ONE
+                good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
+                if not good:
+                    return False
+                ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
+                ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
+                f[d], f[d + 9], f[d + 18] = x0, x1, x2
+                occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
+                if ch:
+                    todo |= ch << np.uint64(d)
+                    dd |= ONE << np.uint64(d)
+            if todo:
+                continue
+        ok, found, todo, dd = band_singles(f, u, pairs, 3, 9, 1, 9, _row_peers, todo, dd)
+        if not ok:
+            return False
+        if not found:
+            if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
+                return True
+            ok, todo, dd = _triads(f, occ)
+            if not ok or (todo == ZERO):
+                return ok
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _apply_config(f, k, d, p, clue):  # type: ignore[no-untyped-def]
+    """Keep digit d to configuration p of band k (0-2 rows, 3-5 stacks): -> the words to update."""
+    if k < 3:
+        f[9 * k + d] &= _PCELLS27[p]
+        return ONE << np.uint64(9 * k + d)
+    s = 3 * (6 * (k - 3) + p)
+    f[d] &= _SKEEP[s]
+    f[d + 9] &= _SKEEP[s + 1]
+    f[d + 18] &= _SKEEP[s + 2]
+    return _DSPREAD << np.uint64(d)
+
+
 @njit(cache=True, nogil=True)
 def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 9x9 kernel: the common exact signature (its tables are module constants)."""
-    limit, keep, max_nodes, _, _, seed = ask
-    out_solutions, _, _, _, _, _ = out
-    nine = np.uint64(9)
-    eighteen = np.uint64(18)
-    nb = givens.shape[0]
-    f = np.empty(27, dtype=np.uint64)
-    u = np.empty(3, dtype=np.uint64)
-    pairs = np.empty(3, dtype=np.uint64)
-    occ = np.empty(9, dtype=np.uint64)
     clue = np.empty(33, dtype=np.uint64)  # the givens' cells: slot 11b + v (v 0 blank, 10 above 9)
-    stk = np.empty((82, 39), dtype=np.uint64)  # the 27 words, 3 unsolved masks and occ per level
-    stk_b = np.empty(82, dtype=np.int64)
-    stk_lb = np.empty(82, dtype=np.uint64)
-    stk_rem = np.empty(82, dtype=np.uint64)
-    now = monotonic_ns()  # one clock read a puzzle: a puzzle's end is the next one's start
-    for i in range(nb):
-        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
-        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
-            continue
-        rng = bits.rng_init(seed, i) if seed != 0 else ONE  # the stream only serves a seed
-        for k in range(33):
-            clue[k] = ZERO
-        row = givens[i]
-        for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
-            for p in range(27):
-                clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= ONE << np.uint64(p)
-        if (clue[10] | clue[21] | clue[32]) != ZERO:
-            clue[1] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
-        # the givens placed at once: each leaves its row, box and column and the other digits its cell
-        g0, g1, g2 = ZERO, ZERO, ZERO
-        for d in range(9):
-            g0 |= clue[d + 1]
-            g1 |= clue[d + 12]
-            g2 |= clue[d + 23]
-        for d in range(9):
-            c0, c1, c2 = clue[d + 1], clue[d + 12], clue[d + 23]
-            cols = _spread(_columns(c0 | c1 | c2))
-            for b in range(3):
-                c = c0 if b == 0 else (c1 if b == 1 else c2)
-                g = g0 if b == 0 else (g1 if b == 1 else g2)
-                gone = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
-                f[9 * b + d] = _BAND & (~gone | c)
-        for k in range(9):
-            occ[k] = _FULL54
-        u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
-        todo = _BAND  # words waiting for a band update
-        dd = _DIGITS  # digits waiting for a stack update
-        count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
-        while True:
-            ok = True
-            while ok:  # propagate to a fixpoint (or a contradiction)
-                pos = ZERO
-                while todo:  # ascending passes: a word flagged behind the pass waits for the next
-                    ahead = (todo >> pos) << pos
-                    j = ctz(ahead if ahead else todo)
-                    pos = np.uint64(j + 1)
-                    todo &= ~(ONE << np.uint64(j))
-                    b = j // 9
-                    d = j - 9 * b
-                    a = f[j]
-                    s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
-                    s |= _SHRINK[a >> eighteen] << np.uint64(6)
-                    a2 = a & _PERM27[s]
-                    if a2 == ZERO:
-                        ok = False
-                        break
-                    dd |= np.uint64(a2 != a) << np.uint64(d)
-                    f[j] = a2
-                    sh = np.uint64(9 * b)
-                    occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
-                    r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
-                    single = ZERO
-                    if (r0 & (r0 - ONE)) == ZERO:
-                        single |= r0
-                    if (r1 & (r1 - ONE)) == ZERO:
-                        single |= r1
-                    if (r2 & (r2 - ONE)) == ZERO:
-                        single |= r2
-                    new = single & u[b]
-                    if new == ZERO:
-                        continue
-                    u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
-                    base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
-                    for d2 in range(9):  # flags computed without branches: they are unpredictable
-                        x = f[base + d2]
-                        y = x & ~new if d2 != d else x
-                        f[base + d2] = y
-                        chm |= np.uint64(x != y) << np.uint64(d2)
-                    todo |= chm << np.uint64(base)
-                    dd |= chm
-                    cols = _spread(_columns(new))
-                    for k in range(1, 3):
-                        j2 = 9 * ((b + k) % 3) + d
-                        x = f[j2]
-                        f[j2] = x & ~cols
-                        ch = np.uint64((x & cols) != ZERO)
-                        todo |= ch << np.uint64(j2)
-                        dd |= ch << np.uint64(d)
-                if not ok:
-                    break
-                if dd:
-                    cur = dd
-                    dd = ZERO
-                    while cur:
-                        d = ctz(cur)
-                        cur &= cur - ONE
-                        good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
-                        if not good:
-                            ok = False
-                            break
-                        ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
-                        ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
-                        f[d], f[d + 9], f[d + 18] = x0, x1, x2
-                        occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
-                        if ch:
-                            todo |= ch << np.uint64(d)
-                            dd |= ONE << np.uint64(d)
-                    if not ok:
-                        break
-                    if todo:
-                        continue
-                ok, found, todo, dd = band_singles(f, u, pairs, 3, 9, 1, 9, _row_peers, todo, dd)
-                if not ok:
-                    break
-                if not found:
-                    if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
-                        break
-                    ok, todo, dd = _triads(f, occ)
-                    if not ok or (todo == ZERO):
-                        break
-            if ok and (u[0] | u[1] | u[2]) == ZERO:  # every cell placed: a solution
-                if count < keep:
-                    band_grid(f, out_solutions[i, count], 3, 9, 1, 9)
-                count += 1
-                if count >= limit:
-                    status = LIMIT
-                    break
-                ok = False
-            if max_nodes > 0 and nodes >= max_nodes and (ok or depth > 0):
-                status = BUDGET
-                break
-            if ok:  # branch
-                b, lb, m = -1, ZERO, ZERO
-                if CONFIG_BRANCH:
-                    kb, kd, km = _choose_config(occ)
-                    if kb >= 0:
-                        b, lb, m = 3 + kb, np.uint64(kd), km
-                if b < 0:
-                    b, lb, m, rng = cell_branch(f, u, pairs, 3, 9, 1, 9, seed, rng)
-                for k in range(27):
-                    stk[depth, k] = f[k]
-                for k in range(9):
-                    stk[depth, 30 + k] = occ[k]
-                stk[depth, 27], stk[depth, 28], stk[depth, 29] = u[0], u[1], u[2]
-                stk_b[depth] = b
-                stk_lb[depth] = lb
-                depth += 1
-            else:  # back to the deepest branch with a digit left to try
-                if depth == 0:
-                    break
-                depth -= 1
-                for k in range(27):
-                    f[k] = stk[depth, k]
-                for k in range(9):
-                    occ[k] = stk[depth, 30 + k]
-                u[0], u[1], u[2] = stk[depth, 27], stk[depth, 28], stk[depth, 29]
-                b = stk_b[depth]
-                lb = stk_lb[depth]
-                m = stk_rem[depth]
-            v, rng = bits.pick_value(m, seed != 0, rng)
-            stk_rem[depth - 1 if ok else depth] = m & ~v
-            if m != v:  # a binary branch point: this alternative, or one of the others
-                guesses += 1
-            if ok or m != v:
-                depth += 0 if ok else 1  # keep the level while digits are left to try
-            nodes += 1
-            halt = bits.interrupted(stop, end_ns) if (nodes & bits.CHECK_EVERY) == 0 else bits.GO_ON
-            if halt != bits.GO_ON:
-                status = halt
-                break
-            if b < 3:  # a digit in a cell
-                d = ctz(v)
-                f[9 * b + d] &= ~_row_peers(lb)
-                todo = ONE << np.uint64(9 * b + d)
-            elif b < 6:  # a configuration of a digit in a band of rows
-                d = np.int64(lb)
-                f[9 * (b - 3) + d] &= _PCELLS27[ctz(v)]
-                todo = ONE << np.uint64(9 * (b - 3) + d)
-            else:  # ... in a stack
-                d = np.int64(lb)
-                k = 3 * (6 * (b - 6) + ctz(v))
-                f[d] &= _SKEEP[k]
-                f[d + 9] &= _SKEEP[k + 1]
-                f[d + 18] &= _SKEEP[k + 2]
-                todo = _DSPREAD << np.uint64(d)
-            dd = ONE << np.uint64(d)
-        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
-        if now < 0:
-            break
+    shape = (3, 9, 1, 9, 9, 82)  # snapshots of 39 words, depth <= 81
+    band_search(
+        givens, ask, stop, out, shape, clue, _load, _fixpoint, _choose_config, _apply_config, _row_peers
+    )

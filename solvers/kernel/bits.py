@@ -22,7 +22,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, STOPPED, TIMEOUT
+from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 
 
 def tie_caches(dispatchers: list[Any], modules: list[Any]) -> None:
@@ -332,3 +332,88 @@ def cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng):  # type: ignor
     for d in range(ndigits):
         m |= np.uint64((f[sd * d + sb * b] & lb) != ZERO) << np.uint64(d)
     return b, lb, m, rng
+
+
+@njit(cache=True, nogil=True, inline="always")
+def band_search(givens, ask, stop, out, shape, tabs, load, fixpoint, choose, apply, row_peers):  # type: ignore[no-untyped-def]
+    """The search loop of both band kernels (common exact signature), one copy: `shape` is (nbands, ndigits,
+    sd, sb, words of `occ`, snapshot levels); the hooks, inlined, take the kernel's `tabs`: `load` places a
+    puzzle's givens (-> branch on configurations), `fixpoint` propagates `todo` / `dd` (-> no contradiction),
+    `choose` picks a configuration (-> band, digit, configurations; band -1: none), `apply` commits digit d to
+    configuration p of band k (rows, then stacks) (-> the words to update)."""
+    nbands, ndigits, sd, sb, nocc, levels = shape
+    limit, keep, max_nodes, _, _, seed = ask
+    nw = nbands * ndigits
+    width = nw + nbands + nocc  # a snapshot: the words, the open cells of each band, `occ`
+    st = np.empty(width, dtype=np.uint64)
+    f, u, occ = st[:nw], st[nw : nw + nbands], st[nw + nbands :]
+    pairs = np.empty(nbands, dtype=np.uint64)
+    stk = np.empty((levels, width), dtype=np.uint64)
+    stk_b = np.empty(levels, dtype=np.int64)
+    stk_lb = np.empty(levels, dtype=np.uint64)
+    stk_rem = np.empty(levels, dtype=np.uint64)
+    now = monotonic_ns()  # one clock read a puzzle: a puzzle's end is the next one's start
+    for i in range(givens.shape[0]):
+        end_ns, status = start_puzzle(i, now, ask, stop, out)
+        if status != GO_ON:  # stopped, or out of time before it began (recorded)
+            continue
+        rng = rng_init(seed, i) if seed != 0 else ONE  # the stream only serves a seed
+        by_config = load(givens[i], f, u, occ, tabs)
+        todo, dd = ALL >> np.uint64(64 - nw), ALL >> np.uint64(64 - ndigits)  # every word and digit
+        count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
+        while True:
+            ok = fixpoint(f, u, pairs, occ, todo, dd, tabs)
+            left = ZERO
+            for b in range(nbands):
+                left |= u[b]
+            if ok and left == ZERO:  # every cell placed: a solution
+                if count < keep:
+                    band_grid(f, out[0][i, count], nbands, ndigits, sd, sb)
+                count += 1
+                if count >= limit:
+                    status = LIMIT
+                    break
+                ok = False
+            if max_nodes > 0 and nodes >= max_nodes and (ok or depth > 0):
+                status = BUDGET
+                break
+            if ok:  # branch
+                b, lb, m = -1, ZERO, ZERO
+                if by_config:
+                    kb, kd, km = choose(f, occ, tabs)
+                    if kb >= 0:
+                        b, lb, m = nbands + kb, np.uint64(kd), km
+                if b < 0:
+                    b, lb, m, rng = cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng)
+                copy_items(stk, depth * width, st, 0, width)
+                stk_b[depth], stk_lb[depth] = b, lb
+                depth += 1
+            else:  # back to the deepest branch with a digit left to try
+                if depth == 0:
+                    break
+                depth -= 1
+                copy_items(st, 0, stk, depth * width, width)
+                b, lb, m = stk_b[depth], stk_lb[depth], stk_rem[depth]
+            v, rng = pick_value(m, seed != 0, rng)
+            stk_rem[depth - 1 if ok else depth] = m & ~v
+            if m != v:  # a binary branch point: this alternative, or one of the others
+                guesses += 1
+            if ok or m != v:
+                depth += 0 if ok else 1  # keep the level while digits are left to try
+            nodes += 1
+            halt = interrupted(stop, end_ns) if (nodes & CHECK_EVERY) == 0 else GO_ON
+            if halt != GO_ON:
+                status = halt
+                break
+            if b < nbands:  # a digit in a cell
+                d = ctz(v)
+                j = sd * d + sb * b
+                f[j] &= ~row_peers(lb)
+                todo = ONE << np.uint64(j)
+            else:  # a configuration of a digit in a band of rows or a stack
+                d = np.int64(lb)
+                todo = apply(f, b - nbands, d, ctz(v), tabs)
+            dd = ONE << np.uint64(d)
+        now = record_puzzle(i, count, status, nodes, guesses, now, out)
+        if now < 0:
+            break
