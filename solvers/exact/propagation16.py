@@ -1,30 +1,16 @@
 """The 16x16 (4x4 boxes) kernel of `propagation`: one 64-bit word per digit and band.
 
-A band of a 16x16 grid (four rows of boxes) has 64 cells, so for each digit d and band b
-one uint64 f[4d+b] holds the cells where d is still possible (bit 16*row_in_band +
-column), the 9x9 kernel's design (`propagation9`) one size up. The givens are placed at
-once (each leaves its row, box, column and cell); then per search node, to a fixpoint:
-
-* band update of a changed word: its 4x4 "row r meets box k" occupancy is reduced to the
-  union of the permutations it contains (the digit sits once in each row and once in each
-  box of the band; `perm16`, a table of the 2^16 occupancies): locked candidates inside
-  the band, and hidden singles of rows and boxes show up as rows holding one bit. Newly
-  placed cells leave the other digits' words, and their columns the digit's other bands;
-* stack update of a changed digit: the same filter on (band x column) inside each stack
-  (locked candidates along columns), then hidden singles in columns;
-* naked singles and empty cells: bit-sliced counts of the sixteen words of a band;
-* branching, in a puzzle with 96 givens or more: as the 9x9 kernel, on a digit's
-  configurations in the band (rows or stack) with the fewest (`nconf16` counts them); in a
-  sparser grid, where such commitments thrash, on a cell with two candidates (else the
-  fewest); each alternative in turn, with an explicit stack of 68-word snapshots.
-
-Same outputs and statuses as the other kernels, but no restarts and no carry: the
-dispatcher in `propagation` hands a puzzle this kernel has not finished within a node
-budget to the generic kernel (conflict-weighted branching, restarts), so hard puzzles keep
-that search while the many easy ones take this one.
+The 9x9 kernel's design (`propagation9`) one size up: f[4d+b] holds the cells of band b (four rows of
+boxes, 64 cells) where digit d is still possible (bit 16*row_in_band + column); 4x4 occupancies are
+filtered by `perm16`, a table of the 2^16 permutation unions. Puzzles with 96 givens or more branch on
+configurations (`nconf16` counts them), sparser ones on a cell with two candidates (else the fewest). No
+restarts and no carry: `propagation` hands a puzzle left open past a node budget to the generic kernel
+(docs/decisions.md).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 from numba import njit
@@ -53,17 +39,14 @@ def build_nconf16() -> np.ndarray:
 def build_perm16() -> np.ndarray:
     """perm16[s]: for a 4x4 occupancy s (bit 4i + j: line i meets segment j), the union of
     the permutations inside it (one segment per line, each segment once), 0 when none."""
-    import itertools
-
     s = np.arange(1 << 16, dtype=np.int64)
     out = np.zeros(1 << 16, dtype=np.uint16)
-    for p in itertools.permutations(range(4)):
-        mask = sum(1 << (4 * i + p[i]) for i in range(4))
+    for mask in _PMASK16.astype(np.int64):
         out[(s & mask) == mask] |= np.uint16(mask)
     return out
 
 
-_PERMS4 = list(__import__("itertools").permutations(range(4)))
+_PERMS4 = list(itertools.permutations(range(4)))
 _PMASK16 = np.array([sum(1 << (4 * i + p[i]) for i in range(4)) for p in _PERMS4], dtype=np.uint64)
 _PCOL16 = np.array([[p[i] for i in range(4)] for p in _PERMS4], dtype=np.int64)  # band i's column in a stack
 _EXP4 = np.array([sum(0xF << (4 * k) for k in range(4) if (v >> k) & 1) for v in range(16)], dtype=np.uint64)

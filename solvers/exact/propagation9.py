@@ -1,36 +1,15 @@
 """The 9x9 (3x3 boxes) kernel of `propagation`: band-wise bitboards per digit, triads, and
-branching on a digit's configurations in a band (tdoku's heuristic).
+branching on a digit's configurations in a band (tdoku's heuristic; docs/decisions.md).
 
-Same contract, statuses and counters as the generic kernel of `propagation`, which
-dispatches here. The representation follows the band idea of ZhouSolve / JCZSolve
-(written from scratch here): for each digit d and band b (three rows of boxes) one
-27-bit word f[9b+d] holds the cells of the band where d is still possible (bit
-9*row_in_band + column). Per puzzle the givens are placed at once in straight-line code
-(each leaves its row, box, column and cell); per search node, to a fixpoint:
-
-* band update of a changed word: its 3x3 "row r meets box k" occupancy is reduced to the
-  union of the permutations it contains (a digit sits once in each row and once in each
-  box of a band): locked candidates inside the band, and hidden singles of rows and boxes
-  show up as rows holding one bit. Newly placed cells leave the other digits' words and
-  their columns leave the digit's other bands;
-* stack update of a changed digit: the same permutation filter on (band x column) inside
-  each stack (locked candidates along columns), then hidden singles in columns;
-* naked singles and empty cells: bit-sliced counts of the nine words of a band;
-* triads, once singles stop and cells are open: a minirow (the three cells where a row
-  meets a box) and a minicolumn hold exactly three digits, so three possible digits are all
-  certain there (they leave the rest of its line and box), three certain ones push the
-  others out of its cells, fewer than three possible (or more than three certain) is a
-  contradiction. The filtered occupancies are kept per digit (`occ`, 54 bits: the
-  minirows of the three bands, the minicolumns of the three stacks), so a fixpoint reads
-  nine words;
-* branching: of the six bands (rows and stacks) the one with the fewest configurations
-  (the permutations above, summed over digits) still open, and in it a digit with the
-  fewest, two if any; each configuration is tried in turn, with an explicit stack of
-  39-word snapshots (depth <= 81). `guesses` counts binary branch points (every
-  alternative tried but the last), as tdoku counts its guesses.
-
-Hot code is written inline in the kernel on purpose: a numba call that passes arrays
-costs reference-count updates on every call, which here would cost more than the work.
+The band idea of ZhouSolve / JCZSolve (written from scratch): for each digit d and band b one 27-bit
+word f[9b+d] holds the cells where d is still possible (bit 9*row_in_band + column). Per node, to a
+fixpoint: a changed word's 3x3 "row meets box" occupancy is reduced to the union of the permutations
+it contains (locked candidates, hidden singles of rows and boxes); a changed digit gets the same filter
+per stack (along columns) and hidden singles in columns; naked singles by bit-sliced counts; then
+triads (a minirow or minicolumn holds exactly three digits), read from the filtered occupancies kept
+per digit (`occ`). Branching: the band (rows or stack) with the fewest open configurations, a digit
+with the fewest there; `guesses` counts binary branch points, as tdoku does. Hot code is inlined: a
+numba call passing arrays costs reference-count updates, more than the work.
 """
 
 from __future__ import annotations
@@ -76,20 +55,12 @@ _SHRINK, _PERM27, _PERM9, _PERMSET = _build_tables()  # frozen into the compiled
 def _build_triad_tables() -> tuple[np.ndarray, ...]:
     """(mini27, linebox27, col27, boxother27): a minirow's cells, the rest of its line and box, a
     minicolumn's cells, the rest of its box (the triad rule, see `_triads`)."""
-    mini27 = np.zeros(9, dtype=np.uint64)
-    linebox27 = np.zeros(9, dtype=np.uint64)
-    col27 = np.zeros(9, dtype=np.uint64)
-    boxother27 = np.zeros(9, dtype=np.uint64)
-    for p in range(9):
-        r, k = divmod(p, 3)
-        mini = 7 << (9 * r + 3 * k)
-        boxm = sum(7 << (9 * i + 3 * k) for i in range(3))
-        mini27[p] = mini
-        linebox27[p] = ((0x1FF << (9 * r)) | boxm) & ~mini
-        col = sum(1 << (9 * i + p) for i in range(3))
-        col27[p] = col
-        boxother27[p] = sum(7 << (9 * i + 3 * (p // 3)) for i in range(3)) & ~col
-    return mini27, linebox27, col27, boxother27
+    mini = [7 << (9 * (p // 3) + 3 * (p % 3)) for p in range(9)]
+    col = [sum(1 << (9 * i + p) for i in range(3)) for p in range(9)]
+    stack = [sum(7 << (9 * i + 3 * t) for i in range(3)) for t in range(3)]
+    linebox = [((0x1FF << (9 * (p // 3))) | stack[p % 3]) & ~mini[p] for p in range(9)]
+    boxother = [stack[p // 3] & ~col[p] for p in range(9)]
+    return tuple(np.array(x, dtype=np.uint64) for x in (mini, linebox, col, boxother))
 
 
 _MINI27, _LINEBOX27, _COL27, _BOXOTHER27 = _build_triad_tables()

@@ -1,12 +1,9 @@
-"""Bit and random-number primitives shared by the compiled kernels.
+"""Bit and random-number primitives shared by the compiled kernels, and their shared scaffolding.
 
-One copy for every kernel: hardware popcount / trailing-zero count (LLVM intrinsics),
-array copy and fill intrinsics (cheap to compile), the per-puzzle xorshift64 stream, the
-deadline/stop check, and the steps the two band kernels share (singles, the solved grid, the
-cell to branch on). Numba's on-disk cache does not notice edits to a module a cached
-function calls (`tie_caches` closes that gap where it is used), so after changing this file
-during development clear the caches (`make clean-cache`); installs are unaffected (every
-file is rewritten, so every cache entry is stale).
+Hardware popcount / trailing-zero count, array copy and fill intrinsics (cheap to compile), the
+per-puzzle xorshift64 stream, the deadline/stop check, and the steps of the two band kernels. numba's
+on-disk cache does not notice edits to a module a cached function calls (`tie_caches` closes that gap
+where it is used): after editing this file during development run `make clean-cache`.
 """
 
 from __future__ import annotations
@@ -26,12 +23,8 @@ from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 
 
 def tie_caches(dispatchers: list[Any], modules: list[Any]) -> None:
-    """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes.
-
-    numba keeps, per cached function, a stamp of its own source file, and reuses the
-    cache while that stamp matches, even when a function it compiled in from another
-    module has changed since. Folding the other modules' contents into the stamp closes
-    that gap. Internal numba attributes: on a numba without them this does nothing."""
+    """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes: numba stamps a
+    cache with its function's own source file only. Internal numba attributes: without them, nothing."""
     extra = b"".join(hashlib.sha256(Path(m.__file__).read_bytes()).digest() for m in modules)
     for d in dispatchers:
         try:
@@ -70,10 +63,8 @@ def ctz(typingctx, x):  # type: ignore[no-untyped-def]
 
 @intrinsic
 def copy_items(typingctx, dst, dst_at, src, src_at, count):  # type: ignore[no-untyped-def]
-    """Copy `count` items of the C-contiguous array `src` from flat index `src_at` to `dst`
-    from flat index `dst_at` (distinct arrays of one dtype), as one llvm.memcpy. A loop
-    would compile a vectorized copy per call site, a slice assignment numba's broadcasting
-    (seconds of compile time)."""
+    """Copy `count` items of C-contiguous `src` from flat index `src_at` to `dst` from `dst_at` (distinct
+    arrays, one dtype) as one llvm.memcpy: a loop or a slice assignment costs seconds of compile time."""
     ok = (
         isinstance(dst, types.Array)
         and isinstance(src, types.Array)
@@ -137,14 +128,6 @@ def rng_init(seed, index):  # type: ignore[no-untyped-def]
     return z if z != ZERO else np.uint64(0x2545_F491_4F6C_DD1D)
 
 
-@njit(cache=True, nogil=True)
-def nth_bit(mask, k):  # type: ignore[no-untyped-def]
-    """Return the index of the k-th (0-based) set bit of `mask`."""
-    for _ in range(k):
-        mask &= mask - ONE
-    return ctz(mask)
-
-
 GO_ON = -1  # not an outcome (`solvers.kernel.outcome` codes are >= 0): nothing ends the search yet
 
 
@@ -158,10 +141,7 @@ def interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
     return GO_ON
 
 
-# The per-puzzle scaffolding every exact kernel shares: start the clock, count nodes
-# against the budget and the deadline, pick a branch, record the outcome. `ask` is a kernel's
-# (limit, keep, max_nodes, time_limit_ns, deadline_ns, seed), `out` its (solutions, counts,
-# status, nodes, guesses, ns) arrays (see `solvers.exact.base`).
+# The per-puzzle scaffolding every exact kernel shares (`ask` and `out`: see `solvers.exact.base`).
 CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (a mask)
 
 
@@ -173,11 +153,7 @@ def start_puzzle(i, t0, ask, stop, out):  # type: ignore[no-untyped-def]
     end_ns = ask[4]
     if ask[3] > 0 and (end_ns == 0 or t0 + ask[3] < end_ns):
         end_ns = t0 + ask[3]
-    status = GO_ON
-    if stop[0] != 0:
-        status = STOPPED
-    elif end_ns != 0 and t0 >= end_ns:
-        status = TIMEOUT
+    status = STOPPED if stop[0] != 0 else (TIMEOUT if end_ns != 0 and t0 >= end_ns else GO_ON)
     if status != GO_ON:
         _, _, statuses, _, _, _ = out
         statuses[i] = status
@@ -203,7 +179,7 @@ def pick_bit(mask, seed, rng):  # type: ignore[no-untyped-def]
     if seed == 0:
         return ctz(mask), rng
     rng = rng_next(rng)
-    return nth_bit(mask, np.int64(rng % np.uint64(popcount(mask)))), rng
+    return ctz(pick_mask(mask, rng)), rng
 
 
 @njit(cache=True, nogil=True)
@@ -238,9 +214,8 @@ def record_puzzle(i, count, status, nodes, guesses, t0, out):  # type: ignore[no
     return -1
 
 
-# The band kernels' shared steps (`solvers.exact.propagation9` and `propagation16`): word sd*d + sb*b holds
-# the cells of band b where digit d is still possible, one row of the band after the other. Inlined: the
-# sizes, constants at the call, unroll their loops.
+# The band kernels' shared steps (`propagation9`, `propagation16`): word sd*d + sb*b holds the cells of band b
+# where digit d is possible, row after row. Inlined: the sizes, constants at the call, unroll their loops.
 
 
 @njit(cache=True, nogil=True, inline="always")
