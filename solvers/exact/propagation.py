@@ -11,7 +11,7 @@ adds 1 to the blamed unit's weight); an explicit stack of candidate snapshots, o
 after 512 x Luby(k) nodes in run k, keeping the weights, later runs random (seed 0: a stream from the
 givens, so it stays deterministic and "no solution" a proof); with `limit` > 1 no restarts.
 Counters: `nodes` = states propagated (root, decisions, refutations), `guesses` = decisions.
-numba stamps a cache with its function's own file only: `tie_caches` below ties these kernels to all four.
+numba stamps a cache with its function's own file only: `tie_caches` below ties these kernels to all of them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from solvers.exact import propagation9, propagation16, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
 from solvers.exact.propagation9 import kernel9
 from solvers.exact.propagation_rules import JIT, luby, propagate
-from solvers.kernel import bits
+from solvers.kernel import band, bits
 from solvers.kernel.bits import ALL, ONE, ZERO, copy_items, ctz, popcount, rng_init, rng_next, tie_caches
 from solvers.kernel.clock import monotonic_ns
 from solvers.model.geometry import geometry
@@ -219,10 +219,8 @@ def propagate_root(r, c, units, cell_units, peers, givens, cand, queue, du, seg,
 
 
 def root_candidates(box: Box, givens: np.ndarray) -> np.ndarray | None:
-    """Return each cell's candidates (uint64[N*N], bit v-1 for value v) after the generic
-    kernel's propagation at the root (singles, locked candidates, all-different and fish
-    from 25x25), or None when propagation alone proves the puzzle has no solution. Sound:
-    a removed candidate is in no solution, so an encoding of the rest keeps every one."""
+    """Each cell's candidates (uint64[N*N], bit v-1 for value v) after the generic kernel's root
+    propagation, or None when it proves there is no solution. Sound: a removed candidate is in no solution."""
     r, c, units, cell_units, peers = tables(box)
     cand = np.empty(box.cells, dtype=np.uint64)
     (_, _, du, elim, seg, wv, _, _), (queue, ecell, wi, _, _) = workspace(box.n)
@@ -233,7 +231,7 @@ def root_candidates(box: Box, givens: np.ndarray) -> np.ndarray | None:
 
 _RULES = [getattr(propagation_rules, f) for f in ("_locked_lines", "_gac", "_alldiff", "_fish")]
 _COMPILED = [_kernel_generic, propagate_root, propagate, luby, kernel9, propagation16.kernel16, *_RULES]
-tie_caches(_COMPILED, [propagation9, propagation16, propagation_rules, bits])
+tie_caches(_COMPILED, [propagation9, propagation16, propagation_rules, bits, band])
 
 
 def tables(box: Box) -> tuple[object, ...]:
@@ -246,10 +244,8 @@ _NO_CARRY = np.zeros(0, dtype=np.int64)
 
 
 def kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
-    """The propagation kernel (common exact signature after `tables(box)`): 9x9 grids with
-    3x3 boxes go to the band kernel, 16x16 grids with 4x4 boxes to theirs first (see
-    `kernel16_first`), every other shape, and any call with a `carry` (see `resumable`), to
-    the generic one (all @njit)."""
+    """The propagation kernel (common signature after `tables(box)`): 9x9 to the band kernel, 16x16 to
+    theirs first (`kernel16_first`), every other shape and any call with a `carry` to the generic one."""
     if r == 3 and c == 3:
         kernel9(*args)
     elif r == 4 and c == 4 and carry is None:

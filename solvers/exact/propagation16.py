@@ -15,7 +15,8 @@ import itertools
 import numpy as np
 from numba import njit
 
-from solvers.kernel.bits import ALL, ONE, ZERO, band_search, band_singles, ctz, popcount
+from solvers.kernel.band import band_columns_out, band_search
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount
 
 _ROW = np.uint64(0xFFFF)
 _NIB = np.uint64(0x1111_1111_1111_1111)  # the low bit of every group of four cells (a box's row)
@@ -167,7 +168,7 @@ def _stack_occupancy(f, d, t):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _choose_config(f, occ, tabs):  # type: ignore[no-untyped-def]
+def _choose(f, occ, tabs):  # type: ignore[no-untyped-def]
     """Where to branch: of the eight bands (0-3 rows, 4-7 stacks) the unfixed one with the fewest
     digit configurations, and in it a digit with the fewest (two if any). -> (band, digit, the
     24-bit set of its configurations), band -1 when every band is fixed."""
@@ -230,64 +231,50 @@ def _load(row, f, u, occ, tabs):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fixpoint(f, u, pairs, occ, todo, dd, tabs):  # type: ignore[no-untyped-def]
-    """Propagate the words in `todo` (band updates) and the digits in `dd` (stack updates) to a fixpoint:
-    -> False on a contradiction."""
-    perm16 = tabs[0]
-    while True:
-        while todo:
-            j = ctz(todo)
-            todo &= todo - ONE
-            d = j >> 2
-            b = j & 3
-            a = f[j]
-            m = np.uint64(perm16[_occupancy(a)])
-            if m == ZERO:
-                return False
-            a2 = a & _expand(m)
-            dd |= np.uint64(a2 != a) << np.uint64(d)
-            f[j] = a2
-            new = _rows_single(a2) & u[b]
-            if new == ZERO:
-                continue
-            u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
-            for d2 in range(16):
-                j2 = 4 * d2 + b
-                x = f[j2]
-                y = x & ~new if d2 != d else x
-                f[j2] = y
-                ch = np.uint64(x != y)
-                todo |= ch << np.uint64(j2)
-                dd |= ch << np.uint64(d2)
-            cols = _spread(_columns(new))
-            for k in range(1, 4):
-                j2 = 4 * d + (b + k) % 4
-                x = f[j2]
-                f[j2] = x & ~cols
-                ch = np.uint64((x & cols) != ZERO)
-                todo |= ch << np.uint64(j2)
-                dd |= ch << np.uint64(d)
-        if dd:
-            cur = dd
-            dd = ZERO
-            while cur:
-                d = ctz(cur)
-                cur &= cur - ONE
-                good, changed = _stack_update(f, d, perm16)
-                if not good:
-                    return False
-                if changed:
-                    todo |= np.uint64(changed) << np.uint64(4 * d)
-                    dd |= ONE << np.uint64(d)
-            if todo:
-                continue
-        ok, found, todo, dd = band_singles(f, u, pairs, 4, 16, 4, 1, _row_peers, todo, dd)
-        if not ok or not found:
-            return ok
+def _word(f, u, occ, j, todo, dd, tabs):  # type: ignore[no-untyped-def]
+    """Band update of word j (`band_fixpoint`'s `update_word`): its occupancy reduced to the permutations
+    inside it (`perm16`), newly placed cells out of the other digits' words and their columns out of the
+    digit's other bands. -> (ok, todo, dd)."""
+    d = j >> 2
+    b = j & 3
+    a = f[j]
+    m = np.uint64(tabs[0][_occupancy(a)])
+    if m == ZERO:
+        return False, todo, dd
+    a2 = a & _expand(m)
+    dd |= np.uint64(a2 != a) << np.uint64(d)
+    f[j] = a2
+    new = _rows_single(a2) & u[b]
+    if new == ZERO:
+        return True, todo, dd
+    u[b] &= ~new  # placed
+    for d2 in range(16):
+        j2 = 4 * d2 + b
+        x = f[j2]
+        y = x & ~new if d2 != d else x
+        f[j2] = y
+        ch = np.uint64(x != y)
+        todo |= ch << np.uint64(j2)
+        dd |= ch << np.uint64(d2)
+    todo, dd = band_columns_out(f, _spread(_columns(new)), d, b, 4, 4, 1, todo, dd)
+    return True, todo, dd
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _apply_config(f, k, d, p, tabs):  # type: ignore[no-untyped-def]
+def _stack(f, u, occ, d, tabs):  # type: ignore[no-untyped-def]
+    """Stack update of digit d (`_stack_update`): -> (ok, the words changed)."""
+    good, changed = _stack_update(f, d, tabs[0])
+    return good, np.uint64(changed) << np.uint64(4 * d)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _settle(f, u, occ, tabs):  # type: ignore[no-untyped-def]
+    """Once singles stop: no further rule here. -> (ok, todo, dd)."""
+    return True, ZERO, ZERO
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _apply(f, k, d, p, tabs):  # type: ignore[no-untyped-def]
     """Keep digit d to configuration p of band k (0-3 rows, 4-7 stacks: band i keeps one column of the
     stack): -> the words to update."""
     if k < 4:
@@ -304,8 +291,8 @@ def kernel16(perm16, nconf16, givens, ask, stop, out):  # type: ignore[no-untype
     """The 16x16 kernel: `perm16` and `nconf16` (see `build_perm16`, `build_nconf16`), then the
     common exact signature."""
     clue = np.empty(18 * 4, dtype=np.uint64)  # the givens' cells: slots 0-3 the blanks, 68-71 values > 16
-    shape = (4, 16, 4, 1, 0, DEPTH)  # snapshots of 68 words
+    shape = (4, 16, 4, 1, 0, DEPTH, False)  # snapshots of 68 words
     tabs = (perm16, nconf16, clue)
     band_search(
-        givens, ask, stop, out, shape, tabs, _load, _fixpoint, _choose_config, _apply_config, _row_peers
+        givens, ask, stop, out, shape, tabs, _word, _stack, _settle, _load, _choose, _apply, _row_peers
     )

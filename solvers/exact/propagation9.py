@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.kernel.bits import ONE, ZERO, band_search, band_singles, ctz
+from solvers.kernel.band import band_columns_out, band_search
+from solvers.kernel.bits import ONE, ZERO, ctz
 
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
@@ -31,11 +32,9 @@ _PERMS = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]  # b
 
 
 def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(shrink, perm27, perm9, permset). shrink[row9] = the 3-bit set of boxes a 9-bit band row
-    touches. For a 3x3 occupancy s (bit 3*i + j: line i meets segment j) the permutations
-    contained in s are the ways to put a digit once per line and once per segment; permset[s]
-    is their set (6 bits, of `_PERMS`), perm9[s] their union (0 when there is none), perm27[s]
-    the same as a band mask."""
+    """(shrink, perm27, perm9, permset): shrink[row9] the 3-bit set of boxes a band row touches; for a 3x3
+    occupancy s (bit 3*i + j: line i meets segment j) permset[s] the set of `_PERMS` inside it (a digit
+    once per line and segment), perm9[s] their union (0: none), perm27[s] the same as a band mask."""
     shrink = np.array([sum(1 << k for k in range(3) if (v >> (3 * k)) & 7) for v in range(512)], np.uint64)
     perm9, perm27, permset = (np.zeros(512, dtype=np.uint64) for _ in range(3))
     for s in range(512):
@@ -181,10 +180,9 @@ def _certain(w):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _triads(f, occ):  # type: ignore[no-untyped-def]
-    """The triad rule: a minirow (minicolumn) holds exactly three digits. -> (ok, todo, dd):
-    with three possible digits they are all certain there (they leave the rest of its line and
-    box); with three certain ones the others leave its cells. `occ[d]` is digit d's
-    occupancy word (see the kernel), up to date at a fixpoint."""
+    """The triad rule: a minirow (minicolumn) holds exactly three digits: three possible ones are certain
+    (they leave the rest of its line and box), three certain ones push the others out. `occ` up to date at a
+    fixpoint. -> (ok, todo, dd)."""
     p1, p2, p3, p4 = ZERO, ZERO, ZERO, ZERO
     m1, m2, m3, m4 = ZERO, ZERO, ZERO, ZERO
     for d in range(9):
@@ -236,7 +234,7 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _choose_config(f, occ, clue):  # type: ignore[no-untyped-def]
+def _choose(f, occ, clue):  # type: ignore[no-untyped-def]
     """Where to branch: of the six bands (0-2 rows, 3-5 stacks) the unfixed one with the fewest
     digit configurations, and in it a digit with the fewest (two if any). -> (band, digit,
     configurations as a 6-bit set), band -1 when every band is fixed."""
@@ -292,88 +290,70 @@ def _load(row, f, u, occ, clue):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fixpoint(f, u, pairs, occ, todo, dd, clue):  # type: ignore[no-untyped-def]
-    """Propagate the words in `todo` (band updates) and the digits in `dd` (stack updates) to a fixpoint:
-    -> False on a contradiction. Inlined: a call passing arrays costs more than the work."""
+def _word(f, u, occ, j, todo, dd, clue):  # type: ignore[no-untyped-def]
+    """Band update of word j (`band_fixpoint`'s `update_word`): its occupancy reduced to the permutations
+    inside it, newly placed cells out of the other digits' words and their columns out of the digit's other
+    bands. -> (ok, todo, dd)."""
     nine, eighteen = np.uint64(9), np.uint64(18)
-    while True:
-        pos = ZERO
-        while todo:  # ascending passes: a word flagged behind the pass waits for the next
-            ahead = (todo >> pos) << pos
-            j = ctz(ahead if ahead else todo)
-            pos = np.uint64(j + 1)
-            todo &= ~(ONE << np.uint64(j))
-            b = j // 9
-            d = j - 9 * b
-            a = f[j]
-            s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
-            s |= _SHRINK[a >> eighteen] << np.uint64(6)
-            a2 = a & _PERM27[s]
-            if a2 == ZERO:
-                return False
-            dd |= np.uint64(a2 != a) << np.uint64(d)
-            f[j] = a2
-            sh = np.uint64(9 * b)
-            occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
-            r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
-            single = ZERO
-            if (r0 & (r0 - ONE)) == ZERO:
-                single |= r0
-            if (r1 & (r1 - ONE)) == ZERO:
-                single |= r1
-            if (r2 & (r2 - ONE)) == ZERO:
-                single |= r2
-            new = single & u[b]
-            if new == ZERO:
-                continue
-            u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
-            base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
-            for d2 in range(9):  # flags computed without branches: they are unpredictable
-                x = f[base + d2]
-                y = x & ~new if d2 != d else x
-                f[base + d2] = y
-                chm |= np.uint64(x != y) << np.uint64(d2)
-            todo |= chm << np.uint64(base)
-            dd |= chm
-            cols = _spread(_columns(new))
-            for k in range(1, 3):
-                j2 = 9 * ((b + k) % 3) + d
-                x = f[j2]
-                f[j2] = x & ~cols
-                ch = np.uint64((x & cols) != ZERO)
-                todo |= ch << np.uint64(j2)
-                dd |= ch << np.uint64(d)
-        if dd:
-            cur = dd
-            dd = ZERO
-            while cur:
-                d = ctz(cur)
-                cur &= cur - ONE
-                good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
-                if not good:
-                    return False
-                ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
-                ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
-                f[d], f[d + 9], f[d + 18] = x0, x1, x2
-                occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
-                if ch:
-                    todo |= ch << np.uint64(d)
-                    dd |= ONE << np.uint64(d)
-            if todo:
-                continue
-        ok, found, todo, dd = band_singles(f, u, pairs, 3, 9, 1, 9, _row_peers, todo, dd)
-        if not ok:
-            return False
-        if not found:
-            if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
-                return True
-            ok, todo, dd = _triads(f, occ)
-            if not ok or (todo == ZERO):
-                return ok
+    b = j // 9
+    d = j - 9 * b
+    a = f[j]
+    s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
+    s |= _SHRINK[a >> eighteen] << np.uint64(6)
+    a2 = a & _PERM27[s]
+    if a2 == ZERO:
+        return False, todo, dd
+    dd |= np.uint64(a2 != a) << np.uint64(d)
+    f[j] = a2
+    sh = np.uint64(9 * b)
+    occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
+    r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
+    single = ZERO
+    if (r0 & (r0 - ONE)) == ZERO:
+        single |= r0
+    if (r1 & (r1 - ONE)) == ZERO:
+        single |= r1
+    if (r2 & (r2 - ONE)) == ZERO:
+        single |= r2
+    new = single & u[b]
+    if new == ZERO:
+        return True, todo, dd
+    u[b] &= ~new  # placed
+    base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
+    for d2 in range(9):  # flags computed without branches: they are unpredictable
+        x = f[base + d2]
+        y = x & ~new if d2 != d else x
+        f[base + d2] = y
+        chm |= np.uint64(x != y) << np.uint64(d2)
+    todo, dd = band_columns_out(
+        f, _spread(_columns(new)), d, b, 3, 1, 9, todo | (chm << np.uint64(base)), dd | chm
+    )
+    return True, todo, dd
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _apply_config(f, k, d, p, clue):  # type: ignore[no-untyped-def]
+def _stack(f, u, occ, d, clue):  # type: ignore[no-untyped-def]
+    """Stack update of digit d (`_stack_update`), its occupancy kept in `occ`: -> (ok, the words changed)."""
+    good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
+    if not good:
+        return False, ZERO
+    ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
+    ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
+    f[d], f[d + 9], f[d + 18] = x0, x1, x2
+    occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
+    return True, ch << np.uint64(d)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _settle(f, u, occ, clue):  # type: ignore[no-untyped-def]
+    """Once singles stop, triads while cells are open (`_triads`): -> (ok, todo, dd)."""
+    if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
+        return True, ZERO, ZERO
+    return _triads(f, occ)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _apply(f, k, d, p, clue):  # type: ignore[no-untyped-def]
     """Keep digit d to configuration p of band k (0-2 rows, 3-5 stacks): -> the words to update."""
     if k < 3:
         f[9 * k + d] &= _PCELLS27[p]
@@ -389,7 +369,7 @@ def _apply_config(f, k, d, p, clue):  # type: ignore[no-untyped-def]
 def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 9x9 kernel: the common exact signature (its tables are module constants)."""
     clue = np.empty(33, dtype=np.uint64)  # the givens' cells: slot 11b + v (v 0 blank, 10 above 9)
-    shape = (3, 9, 1, 9, 9, 82)  # snapshots of 39 words, depth <= 81
+    shape = (3, 9, 1, 9, 9, 82, True)  # snapshots of 39 words, depth <= 81
     band_search(
-        givens, ask, stop, out, shape, clue, _load, _fixpoint, _choose_config, _apply_config, _row_peers
+        givens, ask, stop, out, shape, clue, _word, _stack, _settle, _load, _choose, _apply, _row_peers
     )
