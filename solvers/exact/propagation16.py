@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 from numba import njit
 
-from solvers.kernel.band import band_columns_out, band_search
+from solvers.kernel.band import band_columns_out, band_search, band_singles
 from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount
 
 _ROW = np.uint64(0xFFFF)
@@ -167,7 +167,7 @@ def _stack_occupancy(f, d, t):  # type: ignore[no-untyped-def]
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _choose(f, occ, tabs):  # type: ignore[no-untyped-def]
     """Where to branch: of the eight bands (0-3 rows, 4-7 stacks) the unfixed one with the fewest
     digit configurations, and in it a digit with the fewest (two if any). -> (band, digit, the
@@ -231,46 +231,52 @@ def _load(row, f, u, occ, tabs):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _word(f, u, occ, j, todo, dd, tabs):  # type: ignore[no-untyped-def]
-    """Band update of word j (`band_fixpoint`'s `update_word`): its occupancy reduced to the permutations
-    inside it (`perm16`), newly placed cells out of the other digits' words and their columns out of the
-    digit's other bands. -> (ok, todo, dd)."""
-    d = j >> 2
-    b = j & 3
-    a = f[j]
-    m = np.uint64(tabs[0][_occupancy(a)])
-    if m == ZERO:
-        return False, todo, dd
-    a2 = a & _expand(m)
-    dd |= np.uint64(a2 != a) << np.uint64(d)
-    f[j] = a2
-    new = _rows_single(a2) & u[b]
-    if new == ZERO:
-        return True, todo, dd
-    u[b] &= ~new  # placed
-    for d2 in range(16):
-        j2 = 4 * d2 + b
-        x = f[j2]
-        y = x & ~new if d2 != d else x
-        f[j2] = y
-        ch = np.uint64(x != y)
-        todo |= ch << np.uint64(j2)
-        dd |= ch << np.uint64(d2)
-    todo, dd = band_columns_out(f, _spread(_columns(new)), d, b, 4, 4, 1, todo, dd)
-    return True, todo, dd
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _stack(f, u, occ, d, tabs):  # type: ignore[no-untyped-def]
-    """Stack update of digit d (`_stack_update`): -> (ok, the words changed)."""
-    good, changed = _stack_update(f, d, tabs[0])
-    return good, np.uint64(changed) << np.uint64(4 * d)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _settle(f, u, occ, tabs):  # type: ignore[no-untyped-def]
-    """Once singles stop: no further rule here. -> (ok, todo, dd)."""
-    return True, ZERO, ZERO
+def _fixpoint(f, u, pairs, occ, todo, dd, tabs):  # type: ignore[no-untyped-def]
+    """Propagate the words in `todo` (band updates) and the digits in `dd` (stack updates) to a fixpoint:
+    -> False on a contradiction."""
+    perm16 = tabs[0]
+    while True:
+        while todo:
+            j = ctz(todo)
+            todo &= todo - ONE
+            d = j >> 2
+            b = j & 3
+            a = f[j]
+            m = np.uint64(perm16[_occupancy(a)])
+            if m == ZERO:
+                return False
+            a2 = a & _expand(m)
+            dd |= np.uint64(a2 != a) << np.uint64(d)
+            f[j] = a2
+            new = _rows_single(a2) & u[b]
+            if new == ZERO:
+                continue
+            u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
+            for d2 in range(16):
+                j2 = 4 * d2 + b
+                x = f[j2]
+                y = x & ~new if d2 != d else x
+                f[j2] = y
+                ch = np.uint64(x != y)
+                todo |= ch << np.uint64(j2)
+                dd |= ch << np.uint64(d2)
+            todo, dd = band_columns_out(f, _spread(_columns(new)), d, b, 4, 4, 1, todo, dd)
+        if dd:
+            cur, dd = dd, ZERO
+            while cur:
+                d = ctz(cur)
+                cur &= cur - ONE
+                good, changed = _stack_update(f, d, perm16)
+                if not good:
+                    return False
+                if changed:
+                    todo |= np.uint64(changed) << np.uint64(4 * d)
+                    dd |= ONE << np.uint64(d)
+            if todo:
+                continue
+        ok, found, todo, dd = band_singles(f, u, pairs, 4, 16, 4, 1, _row_peers, todo, dd)
+        if not ok or not found:
+            return ok
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -291,8 +297,6 @@ def kernel16(perm16, nconf16, givens, ask, stop, out):  # type: ignore[no-untype
     """The 16x16 kernel: `perm16` and `nconf16` (see `build_perm16`, `build_nconf16`), then the
     common exact signature."""
     clue = np.empty(18 * 4, dtype=np.uint64)  # the givens' cells: slots 0-3 the blanks, 68-71 values > 16
-    shape = (4, 16, 4, 1, 0, DEPTH, False)  # snapshots of 68 words
+    shape = (4, 16, 4, 1, 0, DEPTH)  # snapshots of 68 words
     tabs = (perm16, nconf16, clue)
-    band_search(
-        givens, ask, stop, out, shape, tabs, _word, _stack, _settle, _load, _choose, _apply, _row_peers
-    )
+    band_search(givens, ask, stop, out, shape, tabs, _load, _fixpoint, _choose, _apply, _row_peers)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.kernel.band import band_columns_out, band_search
+from solvers.kernel.band import band_columns_out, band_search, band_singles
 from solvers.kernel.bits import ONE, ZERO, ctz
 
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
@@ -233,7 +233,7 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
     return True, todo, dd
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _choose(f, occ, clue):  # type: ignore[no-untyped-def]
     """Where to branch: of the six bands (0-2 rows, 3-5 stacks) the unfixed one with the fewest
     digit configurations, and in it a digit with the fewest (two if any). -> (band, digit,
@@ -290,66 +290,76 @@ def _load(row, f, u, occ, clue):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _word(f, u, occ, j, todo, dd, clue):  # type: ignore[no-untyped-def]
-    """Band update of word j (`band_fixpoint`'s `update_word`): its occupancy reduced to the permutations
-    inside it, newly placed cells out of the other digits' words and their columns out of the digit's other
-    bands. -> (ok, todo, dd)."""
+def _fixpoint(f, u, pairs, occ, todo, dd, clue):  # type: ignore[no-untyped-def]
+    """Propagate the words in `todo` (band updates) and the digits in `dd` (stack updates) to a fixpoint:
+    -> False on a contradiction. Inlined: a call passing arrays costs more than the work."""
     nine, eighteen = np.uint64(9), np.uint64(18)
-    b = j // 9
-    d = j - 9 * b
-    a = f[j]
-    s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
-    s |= _SHRINK[a >> eighteen] << np.uint64(6)
-    a2 = a & _PERM27[s]
-    if a2 == ZERO:
-        return False, todo, dd
-    dd |= np.uint64(a2 != a) << np.uint64(d)
-    f[j] = a2
-    sh = np.uint64(9 * b)
-    occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
-    r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
-    single = ZERO
-    if (r0 & (r0 - ONE)) == ZERO:
-        single |= r0
-    if (r1 & (r1 - ONE)) == ZERO:
-        single |= r1
-    if (r2 & (r2 - ONE)) == ZERO:
-        single |= r2
-    new = single & u[b]
-    if new == ZERO:
-        return True, todo, dd
-    u[b] &= ~new  # placed
-    base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
-    for d2 in range(9):  # flags computed without branches: they are unpredictable
-        x = f[base + d2]
-        y = x & ~new if d2 != d else x
-        f[base + d2] = y
-        chm |= np.uint64(x != y) << np.uint64(d2)
-    todo, dd = band_columns_out(
-        f, _spread(_columns(new)), d, b, 3, 1, 9, todo | (chm << np.uint64(base)), dd | chm
-    )
-    return True, todo, dd
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _stack(f, u, occ, d, clue):  # type: ignore[no-untyped-def]
-    """Stack update of digit d (`_stack_update`), its occupancy kept in `occ`: -> (ok, the words changed)."""
-    good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
-    if not good:
-        return False, ZERO
-    ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
-    ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
-    f[d], f[d + 9], f[d + 18] = x0, x1, x2
-    occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
-    return True, ch << np.uint64(d)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _settle(f, u, occ, clue):  # type: ignore[no-untyped-def]
-    """Once singles stop, triads while cells are open (`_triads`): -> (ok, todo, dd)."""
-    if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
-        return True, ZERO, ZERO
-    return _triads(f, occ)
+    while True:
+        pos = ZERO
+        while todo:  # ascending passes: a word flagged behind the pass waits for the next
+            ahead = (todo >> pos) << pos
+            j = ctz(ahead if ahead else todo)
+            pos = np.uint64(j + 1)
+            todo &= ~(ONE << np.uint64(j))
+            b = j // 9
+            d = j - 9 * b
+            a = f[j]
+            s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
+            s |= _SHRINK[a >> eighteen] << np.uint64(6)
+            a2 = a & _PERM27[s]
+            if a2 == ZERO:
+                return False
+            dd |= np.uint64(a2 != a) << np.uint64(d)
+            f[j] = a2
+            sh = np.uint64(9 * b)
+            occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
+            r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
+            single = ZERO
+            if (r0 & (r0 - ONE)) == ZERO:
+                single |= r0
+            if (r1 & (r1 - ONE)) == ZERO:
+                single |= r1
+            if (r2 & (r2 - ONE)) == ZERO:
+                single |= r2
+            new = single & u[b]
+            if new == ZERO:
+                continue
+            u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
+            base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
+            for d2 in range(9):  # flags computed without branches: they are unpredictable
+                x = f[base + d2]
+                y = x & ~new if d2 != d else x
+                f[base + d2] = y
+                chm |= np.uint64(x != y) << np.uint64(d2)
+            todo, dd = todo | (chm << np.uint64(base)), dd | chm
+            todo, dd = band_columns_out(f, _spread(_columns(new)), d, b, 3, 1, 9, todo, dd)
+        if dd:
+            cur = dd
+            dd = ZERO
+            while cur:
+                d = ctz(cur)
+                cur &= cur - ONE
+                good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
+                if not good:
+                    return False
+                ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
+                ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
+                f[d], f[d + 9], f[d + 18] = x0, x1, x2
+                occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
+                if ch:
+                    todo |= ch << np.uint64(d)
+                    dd |= ONE << np.uint64(d)
+            if todo:
+                continue
+        ok, found, todo, dd = band_singles(f, u, pairs, 3, 9, 1, 9, _row_peers, todo, dd)
+        if not ok:
+            return False
+        if not found:
+            if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
+                return True
+            ok, todo, dd = _triads(f, occ)
+            if not ok or (todo == ZERO):
+                return ok
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -369,7 +379,5 @@ def _apply(f, k, d, p, clue):  # type: ignore[no-untyped-def]
 def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 9x9 kernel: the common exact signature (its tables are module constants)."""
     clue = np.empty(33, dtype=np.uint64)  # the givens' cells: slot 11b + v (v 0 blank, 10 above 9)
-    shape = (3, 9, 1, 9, 9, 82, True)  # snapshots of 39 words, depth <= 81
-    band_search(
-        givens, ask, stop, out, shape, clue, _word, _stack, _settle, _load, _choose, _apply, _row_peers
-    )
+    shape = (3, 9, 1, 9, 9, 82)  # snapshots of 39 words, depth <= 81
+    band_search(givens, ask, stop, out, shape, clue, _load, _fixpoint, _choose, _apply, _row_peers)

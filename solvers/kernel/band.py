@@ -31,45 +31,6 @@ def band_columns_out(f, cols, d, b, nbands, sd, sb, todo, dd):  # type: ignore[n
 
 
 @njit(cache=True, nogil=True, inline="always")
-def band_fixpoint(f, u, pairs, occ, todo, dd, tabs, shape, update_word, update_stack, settle, row_peers):  # type: ignore[no-untyped-def]
-    """Propagate to a fixpoint: band updates of the words in `todo` (`update_word(f, u, occ, j, todo, dd,
-    tabs)` -> (ok, todo, dd)), stack updates of the digits in `dd` (`update_stack(f, u, occ, d, tabs)` -> (ok,
-    the words changed)), then singles, and once they stop the kernel's own rule (`settle(f, u, occ, tabs)`
-    -> (ok, todo, dd)). -> False on a contradiction."""
-    nbands, ndigits, sd, sb, _, _, passes = shape
-    while True:
-        pos = ZERO
-        while todo:  # with `passes`, ascending passes: a word flagged behind the pass waits for the next
-            ahead = (todo >> pos) << pos
-            j = ctz(ahead if ahead else todo)
-            pos = np.uint64(j + 1) if passes else ZERO
-            todo &= ~(ONE << np.uint64(j))
-            ok, todo, dd = update_word(f, u, occ, j, todo, dd, tabs)
-            if not ok:
-                return False
-        if dd:
-            cur, dd = dd, ZERO
-            while cur:
-                d = ctz(cur)
-                cur &= cur - ONE
-                ok, words = update_stack(f, u, occ, d, tabs)
-                if not ok:
-                    return False
-                if words:
-                    todo |= words
-                    dd |= ONE << np.uint64(d)
-            if todo:
-                continue
-        ok, found, todo, dd = band_singles(f, u, pairs, nbands, ndigits, sd, sb, row_peers, todo, dd)
-        if not ok:
-            return False
-        if not found:
-            ok, todo, dd = settle(f, u, occ, tabs)
-            if not ok or todo == ZERO:
-                return ok
-
-
-@njit(cache=True, nogil=True, inline="always")
 def band_singles(f, u, pairs, nbands, ndigits, sd, sb, row_peers, todo, dd):  # type: ignore[no-untyped-def]
     """Naked singles and empty cells by bit-sliced counting of each band's words (`u` the open cells); a
     single leaves the rest of its row (`row_peers(bit)`), its word flagged in `todo` and its digit in `dd`;
@@ -161,16 +122,14 @@ def cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng):  # type: ignor
 
 
 @njit(cache=True, nogil=True, inline="always")
-def band_search(
-    givens, ask, stop, out, shape, tabs, update_word, update_stack, settle, load, choose, apply, row_peers
-):  # type: ignore[no-untyped-def]
+def band_search(givens, ask, stop, out, shape, tabs, load, fixpoint, choose, apply, row_peers):  # type: ignore[no-untyped-def]
     """The search loop of both band kernels (common exact signature): `shape` is (nbands, ndigits, sd, sb,
-    words of `occ`, snapshot levels, ascending passes); the hooks are the kernel's, inlined (see
-    `band_fixpoint` for the first three): `load` places a puzzle's givens (-> branch on configurations),
-    `choose` picks a configuration (-> band, digit, configurations; band -1: none), `apply` commits digit d
-    to configuration p of band k (rows, then stacks) (-> the words to update), `row_peers(bit)` the rest of
-    a cell's row. Separate arguments, not a tuple: only a hook passed by name is inlined."""
-    nbands, ndigits, sd, sb, nocc, levels, _ = shape
+    words of `occ`, snapshot levels); the hooks are the kernel's, inlined (separate arguments, not a tuple:
+    only a hook passed by name is): `load` places a puzzle's givens (-> branch on configurations),
+    `fixpoint(f, u, pairs, occ, todo, dd, tabs)` propagates (-> no contradiction), `choose` picks a
+    configuration (-> band, digit, configurations; band -1: none), `apply` commits digit d to configuration
+    p of band k (rows, then stacks) (-> the words to update), `row_peers(bit)` the rest of a cell's row."""
+    nbands, ndigits, sd, sb, nocc, levels = shape
     limit, keep, max_nodes, _, _, seed = ask
     nw = nbands * ndigits
     width = nw + nbands + nocc  # a snapshot: the words, the open cells of each band, `occ`
@@ -191,9 +150,7 @@ def band_search(
         todo, dd = ALL >> np.uint64(64 - nw), ALL >> np.uint64(64 - ndigits)  # every word and digit
         count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
         while True:
-            ok = band_fixpoint(
-                f, u, pairs, occ, todo, dd, tabs, shape, update_word, update_stack, settle, row_peers
-            )
+            ok = fixpoint(f, u, pairs, occ, todo, dd, tabs)
             left = ZERO
             for b in range(nbands):
                 left |= u[b]
