@@ -133,8 +133,9 @@ def band_search(givens, ask, stop, out, shape, tabs, load, fixpoint, choose, app
     limit, keep, max_nodes, _, _, seed = ask
     nw = nbands * ndigits
     width = nw + nbands + nocc  # a snapshot: the words, the open cells of each band, `occ`
-    st = np.empty(width, dtype=np.uint64)
-    f, u, occ = st[:nw], st[nw : nw + nbands], st[nw + nbands :]
+    f = np.empty(nw, dtype=np.uint64)  # three arrays: views of one were slower
+    u = np.empty(nbands, dtype=np.uint64)
+    occ = np.empty(max(nocc, 1), dtype=np.uint64)
     pairs = np.empty(nbands, dtype=np.uint64)
     stk = np.empty((levels, width), dtype=np.uint64)
     stk_b = np.empty(levels, dtype=np.int64)
@@ -173,14 +174,18 @@ def band_search(givens, ask, stop, out, shape, tabs, load, fixpoint, choose, app
                         b, lb, m = nbands + kb, np.uint64(kd), km
                 if b < 0:
                     b, lb, m, rng = cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng)
-                bits.copy_items(stk, depth * width, st, 0, width)
+                bits.copy_items(stk, depth * width, f, 0, nw)
+                bits.copy_items(stk, depth * width + nw, u, 0, nbands)
+                bits.copy_items(stk, depth * width + nw + nbands, occ, 0, nocc)
                 stk_b[depth], stk_lb[depth] = b, lb
                 depth += 1
             else:  # back to the deepest branch with a digit left to try
                 if depth == 0:
                     break
                 depth -= 1
-                bits.copy_items(st, 0, stk, depth * width, width)
+                bits.copy_items(f, 0, stk, depth * width, nw)
+                bits.copy_items(u, 0, stk, depth * width + nw, nbands)
+                bits.copy_items(occ, 0, stk, depth * width + nw + nbands, nocc)
                 b, lb, m = stk_b[depth], stk_lb[depth], stk_rem[depth]
             v, rng = bits.pick_value(m, seed != 0, rng)
             stk_rem[depth - 1 if ok else depth] = m & ~v
