@@ -1,21 +1,10 @@
 """`backtracking`: the plain cell-by-cell backtracking of the classic articles (baseline).
 
-Cells are visited in row-major order; at each empty cell the values 1..N that clash with
-nothing already in its row, column or box are tried in turn (in a random order when
-seeded). There is no propagation and no choice of the most constrained cell, so it is
-meant to be slow on hard puzzles: it is the baseline the other exact solvers are measured
-against, and a simple, obviously-correct reference for the conformance test.
-
-Row, column and box "used" masks (uint64, bit v-1 for value v) make the clash test one
-AND per cell. The search keeps an explicit stack (one entry per empty cell) of the
-candidate values still to try, so nothing recurses.
-
-Counters: `nodes` = values placed (tried), `guesses` = branching decisions (empty cells
-reached with two or more values that clash with nothing).
-
-The bit helpers come from `solvers.kernel.bits`, shared by every kernel; numba's on-disk cache
-only watches a function's own source file, so after editing `bits.py` run `make clean-cache`
-(a changed helper would otherwise leave stale compiled kernels behind).
+Empty cells in row-major order, each trying the values that clash with nothing in its row, column or
+box (random order when seeded); no propagation, no MRV: the slow baseline the other exact solvers are
+measured against, and an obviously-correct reference for the conformance test. Row, column and box
+masks make the clash test one AND; an explicit stack of values still to try per empty cell.
+Counters: `nodes` = values placed, `guesses` = empty cells reached with two or more values.
 """
 
 from __future__ import annotations
@@ -50,9 +39,8 @@ def _bt_kernel(n, row_of, col_of, box_of, givens, ask, stop, out):  # type: igno
         if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
         rng = bits.rng_init(seed, i)
-        rows[:] = 0
-        cols[:] = 0
-        boxes[:] = 0
+        for a in (rows, cols, boxes):
+            a[:] = 0
         ok = True
         ne = 0
         for cell in range(nn):
@@ -73,10 +61,7 @@ def _bt_kernel(n, row_of, col_of, box_of, givens, ask, stop, out):  # type: igno
             rows[r] |= bit
             cols[c] |= bit
             boxes[x] |= bit
-        count = 0
-        nodes = 0
-        guesses = 0
-        status = DONE
+        count, nodes, guesses, status = 0, 0, 0, DONE
         if ok and ne == 0:
             count = 1
             out_solutions[i, 0, :] = grid

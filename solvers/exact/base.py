@@ -1,18 +1,10 @@
 """The one contract of every exact solver, and how each registers itself (`solvers.registry`).
 
-Every exact solver is a numba kernel with the same parameters, wrapped by
-`KernelSolver`: a batch of puzzles (uint8[B, N*N], 0 = empty), a solution limit
-(1 = solve, 2 = prove unique, k = count up to k), a node budget, a per-puzzle time
-limit and a batch deadline (kernels read the clock themselves, see `solvers.kernel.clock`),
-a seed for randomised branching (0 = the solver's fixed order) and a stop flag another
-thread may raise. Kernels write into preallocated output arrays and return nothing.
-
-Kernel signature (positional), after the solver's own geometry tables:
-    givens uint8[B, NN], ask (limit, keep, max_nodes, time_limit_ns, deadline_ns, seed: six i64),
-    stop i64[1], out (`ExactBatch.arrays`: solutions uint8[B, keep, NN], counts i64[B],
-    status i8[B], nodes i64[B], guesses i64[B], ns i64[B]).
-`KernelSolver.solve_batch` is its only caller; the per-puzzle scaffolding (clock, budget, branch
-pick, outcome) is shared through `solvers.kernel.bits`.
+Every exact solver is a numba kernel wrapped by `KernelSolver`; after its own geometry tables it takes
+    givens uint8[B, NN] (0 empty), ask (limit, keep, max_nodes, time_limit_ns, deadline_ns, seed: six
+    i64), stop i64[1] (raised by another thread), out (`ExactBatch.arrays`, written in place).
+limit 1 solves, 2 proves unique, k counts up to k; seed 0 is the solver's fixed order; kernels read the
+clock themselves (`solvers.kernel.clock`) and share the per-puzzle scaffolding of `solvers.kernel.bits`.
 """
 
 from __future__ import annotations
@@ -84,9 +76,8 @@ class KernelSolver:
         return self.resumable is not None and self.resumable(box)
 
     def new_carry(self, box: Box) -> np.ndarray:
-        """A fresh carry for one puzzle: int64[3 + 3N] zeros (runs, random stream, nodes, unit
-        weights). Calls of `solve_batch(..., carry=c)` then each run the next restart of one
-        search, keeping its learned weights in `c`, instead of starting over."""
+        """A fresh carry for one puzzle: int64[3 + 3N] zeros (runs, random stream, nodes, unit weights), so
+        that calls of `solve_batch(..., carry=c)` each run the next restart of one search, not start over."""
         return np.zeros(3 + 3 * box.n, dtype=np.int64)
 
     def solve_batch(
@@ -103,11 +94,8 @@ class KernelSolver:
         stop: np.ndarray | None = None,
         carry: np.ndarray | None = None,
     ) -> ExactBatch:
-        """Solve every row of `givens` (uint8[B, N*N]) and return the aligned arrays.
-
-        With `carry` (from `new_carry`; one puzzle, limit 1) the call runs one restart of a
-        search resumed across calls: status BUDGET until a run finds a solution or proves
-        there is none."""
+        """Solve every row of `givens` (uint8[B, N*N]) and return the aligned arrays. With `carry` (one
+        puzzle, limit 1) one restart of a search resumed across calls: BUDGET until a run decides."""
         givens = np.ascontiguousarray(givens, dtype=np.uint8).reshape(-1, box.cells)
         b = givens.shape[0]
         if limit < 1:
@@ -120,13 +108,9 @@ class KernelSolver:
                 raise ValueError("a carry is for one puzzle, limit 1: int64[3 + 3N] from new_carry")
             extra["carry"] = carry
         keep = max(1, min(keep, limit))
+        kinds = (np.int64, np.int8, np.int64, np.int64, np.int64)  # counts, status, nodes, guesses, ns
         out = ExactBatch(
-            solutions=np.zeros((b, keep, box.cells), dtype=np.uint8),
-            counts=np.zeros(b, dtype=np.int64),
-            status=np.zeros(b, dtype=np.int8),
-            nodes=np.zeros(b, dtype=np.int64),
-            guesses=np.zeros(b, dtype=np.int64),
-            ns=np.zeros(b, dtype=np.int64),
+            np.zeros((b, keep, box.cells), dtype=np.uint8), *(np.zeros(b, dtype=k) for k in kinds)
         )
         if b == 0:
             return out
@@ -145,11 +129,8 @@ class KernelSolver:
         max_nodes: int = 0,
         stop: np.ndarray | None = None,
     ) -> ExactOutcome:
-        """Solve one puzzle: the tdoku-style signature (puzzle, limit -> solutions, counters).
-
-        `deadline` is an absolute `time.monotonic()` time; `rng`, when given, randomises
-        the branching order (one draw from it seeds the kernel).
-        """
+        """Solve one puzzle: the tdoku-style signature (puzzle, limit -> solutions, counters). `deadline` is
+        a `time.monotonic()` time; `rng` randomises the branching order (one draw seeds the kernel)."""
         seed = int(rng.integers(1, 2**62)) if rng is not None else 0
         dl = 0 if deadline is None else int(deadline * 1e9)
         t0 = time.perf_counter()

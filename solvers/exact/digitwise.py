@@ -1,37 +1,14 @@
 """`digitwise`: the bitmask search that places one value in every row at a time.
 
-The structure of the well-known "optimising a sudoku solver" article: one value goes into
-every row, then the next value, and so on. For the current value v and a row r still
-missing v, the search chooses a column c where v can go (cell empty, column c has no v
-yet, the box of (r, c) has no v yet) and backtracks over those column choices. Rows
-where v is given are skipped: the rows each value still needs come from the positions of
-the givens, precomputed per puzzle.
-
-Two orderings, both fixed by the puzzle (they keep the digit-by-digit structure):
-* values: the value with the most givens first (ties in value order), since it has the
-  fewest rows to fill and the fewest choices; this alone is about 8x faster on hard 9x9
-  sets than plain 1, 2, ..., N;
-* rows, within a value: the row with the fewest candidate columns first.
-
-State, all uint64 bitmasks:
-* `occ[r]` / `occc[c]`: the filled cells of row r (column bits) / column c (row bits);
-* `colv[v]`: the columns that already hold v;
-* `bandv[v, band]`: the columns of the boxes of a band (a row of boxes) that already
-  hold v; a placement ORs in the columns of its box, which no other v of that band can
-  share, so XOR undoes it exactly; `stackv[v, stack]` is the same for the rows of the
-  boxes of a stack (a column of boxes).
-The candidates of (v, r) are `full & ~(occ[r] | colv[v] | bandv[v, r // R])`.
-
-Cheap pruning (forward checking) after placing v at (r, c): every row still missing v
-keeps a candidate column and together they cover every column still missing v; every
-later value missing from row r keeps a column in row r; every later value missing from
-column c keeps a row in column c.
-
-Counters: `nodes` = values placed (tried), `guesses` = branching decisions ((value, row)
-steps entered with two or more candidate columns).
-
-The bit helpers come from `solvers.kernel.bits`, shared by every kernel; numba's on-disk cache
-only watches a function's own source file, so after editing `bits.py` run `make clean-cache`.
+The structure of the "optimising a sudoku solver" article: value v goes into each row still missing
+it (a column where v fits: cell empty, column and box without v), then the next value. Values with
+the most givens first (fewest rows to fill: about 8x faster on hard 9x9 sets than 1, 2, ..., N), and
+within a value the row with the fewest candidate columns first. State as uint64 masks: `occ[r]` /
+`occc[c]` the filled cells of row r / column c, `colv[v]` the columns holding v, `bandv[v, band]` /
+`stackv[v, stack]` the columns (rows) of a band's (stack's) boxes holding v (XOR undoes a placement).
+Forward checking after placing v at (r, c): every row missing v keeps a column and together they cover
+every column missing v; every later value missing from row r (column c) keeps a place there.
+Counters: `nodes` = values placed, `guesses` = (value, row) steps with two or more columns.
 """
 
 from __future__ import annotations
@@ -68,12 +45,10 @@ def _dw_kernel(n, box_rows, box_cols, givens, ask, stop, out):  # type: ignore[n
     bandrows = np.zeros(bands, dtype=np.uint64)
     for r in range(n):
         bandrows[r // box_rows] |= ONE << np.uint64(r)
-    rowhas = np.zeros(n, dtype=np.uint64)  # rowhas[r]: values (bit v) already in row r
     grid = np.zeros(nn, dtype=np.uint8)
     step_v = np.zeros(nn, dtype=np.int32)  # the value placed at each step
     step_r = np.zeros(nn, dtype=np.int32)
     left = np.zeros(n, dtype=np.uint64)  # left[v]: the rows still missing v
-    order = np.zeros(n, dtype=np.int64)
     key = np.zeros(n, dtype=np.int64)
     cand = np.zeros(nn + 1, dtype=np.uint64)  # columns still to try at each step
     placed = np.full(nn + 1, -1, dtype=np.int32)  # the column placed at each step, -1 none
@@ -83,12 +58,11 @@ def _dw_kernel(n, box_rows, box_cols, givens, ask, stop, out):  # type: ignore[n
         if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
             continue
         rng = bits.rng_init(seed, i)
-        occ[:] = 0
-        occc[:] = 0
+        for a in (occ, occc, colv):
+            a[:] = 0
+        left[:] = full
         stackv[:, :] = 0
-        colv[:] = 0
         bandv[:, :] = 0
-        rowhas[:] = 0
         ok = True
         for cell in range(nn):
             v = np.int64(givens[i, cell])
@@ -101,36 +75,23 @@ def _dw_kernel(n, box_rows, box_cols, givens, ask, stop, out):  # type: ignore[n
             r = cell // n
             c = cell % n
             bit = ONE << np.uint64(c)
-            vb = ONE << np.uint64(v - 1)
+            rb = ONE << np.uint64(r)
             band = r // box_rows
-            if (colv[v - 1] & bit) or (rowhas[r] & vb) or (bandv[v - 1, band] & boxcols[c // box_cols]):
+            if (colv[v - 1] & bit) or not (left[v - 1] & rb) or (bandv[v - 1, band] & boxcols[c // box_cols]):
                 ok = False
                 break
             occ[r] |= bit
             colv[v - 1] |= bit
             bandv[v - 1, band] |= boxcols[c // box_cols]
-            occc[c] |= ONE << np.uint64(r)
+            occc[c] |= rb
             stackv[v - 1, c // box_cols] |= bandrows[band]
-            rowhas[r] |= vb
+            left[v - 1] ^= rb
         ns = 0
         if ok:
             # value order: the values with the most givens first (fewest rows to fill)
             for v in range(n):
-                order[v] = v
-                left[v] = 0
-                for r in range(n):
-                    if not rowhas[r] & (ONE << np.uint64(v)):
-                        left[v] |= ONE << np.uint64(r)
                 key[v] = popcount(left[v])
-            for a in range(1, n):  # insertion sort by rows left, stable: ties keep value order
-                v = order[a]
-                j = a - 1
-                while j >= 0 and key[order[j]] > key[v]:
-                    order[j + 1] = order[j]
-                    j -= 1
-                order[j + 1] = v
-            for a in range(n):
-                v = order[a]
+            for v in np.argsort(key, kind="mergesort"):  # stable: ties keep value order
                 for _ in range(key[v]):
                     step_v[ns] = v
                     ns += 1
@@ -142,10 +103,7 @@ def _dw_kernel(n, box_rows, box_cols, givens, ask, stop, out):  # type: ignore[n
                     m &= m - ONE
                     if (full & ~(occ[r] | colv[v] | bandv[v, r // box_rows])) == ZERO:
                         ok = False
-        count = 0
-        nodes = 0
-        guesses = 0
-        status = DONE
+        count, nodes, guesses, status = 0, 0, 0, DONE
         if ok and ns == 0:
             count = 1
             out_solutions[i, 0, :] = grid
@@ -214,10 +172,7 @@ def _dw_kernel(n, box_rows, box_cols, givens, ask, stop, out):  # type: ignore[n
                         status = LIMIT
                         break
                     continue  # the next pass undoes this column and tries the next one
-                # forward check: the rows of v still to fill must each keep a column, and
-                # together cover every column still missing v; every later value missing
-                # from row r must keep a column in row r, and every later value missing
-                # from column c must keep a row in column c
+                # forward check (see the module docstring): rows of v, then row r and column c
                 dead = False
                 cover = colv[v]
                 m = left[v]

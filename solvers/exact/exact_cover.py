@@ -1,31 +1,12 @@
 """`exact_cover`: Knuth's Algorithm X over the 4*N*N Sudoku constraints.
 
-Constraints ("columns" of the exact-cover matrix), 4*N*N of them:
-    [0, NN)      cell c is filled;
-    [NN, 2NN)    row r holds value v       (NN + r*N + v);
-    [2NN, 3NN)   column c holds value v    (2NN + c*N + v);
-    [3NN, 4NN)   box b holds value v       (3NN + b*N + v).
-Candidates ("rows" of the matrix), N**3 of them: row id cell*N + v places value v+1 in
-`cell` and covers exactly four columns. Every column holds exactly N rows, so the sparse
-matrix is two dense tables, `row_cols` (N**3, 4) and `col_rows` (4NN, N), computed once
-per box shape (int32, 8 MiB at 64x64) and shared read-only by every call.
-
-Instead of dancing links over the whole matrix, an array formulation with the same
-operations: `dead[row]` counts the covered columns a row meets (the row is available
-while it is 0) and `size[col]` counts the available rows of a column, so covering a
-column walks its N rows and, for each row it kills, decrements the sizes of that row's
-four columns; uncovering is the exact reverse. Only the header (the list of uncovered
-columns) is a doubly linked list, so choosing the column of minimum size (Knuth's S
-heuristic, stopping early at size 0 or 1) scans just the constraints still open. The
-givens are pre-selected rows. Per call the search state is O(N**3) bytes (256 KiB at
-64x64) plus O(N**2); the branching column and the rows still to try of each depth sit on
-an explicit stack (the rows as a uint64 mask of positions in the column).
-
-Counters: `nodes` = candidate rows selected (values placed), `guesses` = branching
-decisions (constraints branched on with two or more rows left).
-
-The bit helpers come from `solvers.kernel.bits`, shared by every kernel; numba's on-disk cache
-only watches a function's own source file, so after editing `bits.py` run `make clean-cache`.
+Constraints (columns): cell c filled [0, NN), row r holds v (NN + rN + v), column c holds v
+(2NN + cN + v), box b holds v (3NN + bN + v). Candidate row cell*N + v covers four columns and every
+column holds N rows, so the matrix is two dense tables per box shape (`row_cols`, `col_rows`). Instead
+of dancing links, arrays: `dead[row]` counts the covered columns a row meets, `size[col]` the available
+rows of a column; only the header of open columns is a linked list, scanned for the smallest (Knuth's
+S heuristic). Givens are pre-selected rows; an explicit stack holds each depth's column and the rows
+still to try (a mask). Counters: `nodes` = rows selected, `guesses` = columns with two or more rows.
 """
 
 from __future__ import annotations
@@ -106,10 +87,7 @@ def _ec_kernel(n, col_rows, row_cols, givens, ask, stop, out):  # type: ignore[n
                 break
             for j in range(4):
                 _cover(row_cols[row, j], col_rows, row_cols, dead, size, left, right)
-        count = 0
-        nodes = 0
-        guesses = 0
-        status = DONE
+        count, nodes, guesses, status = 0, 0, 0, DONE
         if ok:
             d = 0
             entering = True

@@ -1,50 +1,17 @@
 """`propagation` (the default exact solver): constraint propagation plus depth-first search.
 
-Every box shape R x C with N = R*C up to 64 is handled by one generic kernel; 9x9 grids
-with 3x3 boxes go to the band-wise kernel of `propagation9` (same contract, statuses and
-counters, much faster on 9x9), 16x16 grids with 4x4 boxes first to the band-wise kernel of
-`propagation16` and, past a node budget, to the generic one (`kernel16_first`). Generic
-kernel, per search node, to a fixpoint:
-
-* naked singles: a cell whose candidates (a uint64 mask, bit v-1 for value v) shrink to
-  one value is queued; popping it removes the value from its peers;
-* hidden singles: a unit (row, column or box) whose cells changed is re-scanned; a value
-  with exactly one place in it goes there; a value with no place is a contradiction;
-* locked candidates (N >= 12): a value confined inside a box to one row (column) leaves
-  the rest of that row (column), and one confined inside a row (column) to one box
-  leaves the rest of that box;
-* all-different consistency (N >= 25): per unit, a value stays in a cell only if some
-  perfect matching of the unit's open cells to its open values uses it (Regin);
-* fish (N >= 25): per value whose places changed, the same consistency for its
-  row -> column map (each row holds the value in one column, each column in one row):
-  X-wings, swordfish and every larger fish in one matching;
-
-then branching, binary: a decision `cell = value` is tried, and when it fails its
-refutation `cell != value` is propagated before anything else is chosen (so a failure
-teaches the weights before the next choice, not after every alternative of the cell).
-The decision: the cell of the last failed decision again while it is open (last
-conflict), else conflict-weighted MRV (dom/wdeg): the cell with the fewest candidates per
-weight of its units, or a value with two or three places in a unit when that scores
-better (it is placed in one of them); each contradiction adds 1 to the weight of the
-unit blamed for it. The search keeps an explicit stack of candidate-mask snapshots, one
-per decision.
-
-`seed` != 0 randomises ties and the value tried first through a per-puzzle
-xorshift64 stream (from the seed and the puzzle's index). With `limit` 1 the search also
-restarts from the root after 512 x Luby(k) nodes in run k, keeping the weights, and runs
-after the first take random ties and values; with seed 0 the stream comes from the
-puzzle's givens, so the search stays deterministic per puzzle, the first run keeps the
-fixed order, and (Luby runs growing without bound) "no solution" stays a proof. With
-`limit` > 1 there are no restarts: seed 0 is the fixed order throughout.
-Counters: `nodes` = search states propagated (the root, one per decision and one per
-refutation), `guesses` = decisions.
-
-Modules: this one (search loop, registration), `propagation_rules` (the rules above),
-`propagation9` and `propagation16` (the 9x9 and 16x16 kernels), with the bit helpers of
-`solvers.kernel.bits`. The registered `kernel` is a thin Python function choosing between the
-`@njit` kernels. numba stamps an on-disk cache with the function's own source file only,
-so `bits.tie_caches` below makes the caches of the functions compiled across these files
-depend on all of them.
+One generic kernel handles every box shape with N = R*C up to 64; 9x9 grids with 3x3 boxes go to the
+band kernel of `propagation9`, 16x16 grids with 4x4 boxes first to that of `propagation16` (same contract,
+much faster there). Generic kernel: per node, the rules of `propagation_rules` to a fixpoint, then binary
+branching (a decision `cell = value`, on failure its refutation first) on the last failed decision's cell
+while open (last conflict), else by conflict-weighted MRV (dom/wdeg: fewest candidates per weight of the
+cell's units, or a value with two or three places in a unit when that scores better; each contradiction
+adds 1 to the blamed unit's weight); an explicit stack of candidate snapshots, one per decision.
+`seed` != 0 randomises ties and values (a per-puzzle xorshift64 stream). With `limit` 1 the search restarts
+after 512 x Luby(k) nodes in run k, keeping the weights, later runs random (seed 0: a stream from the
+givens, so it stays deterministic and "no solution" a proof); with `limit` > 1 no restarts.
+Counters: `nodes` = states propagated (root, decisions, refutations), `guesses` = decisions.
+numba stamps a cache with its function's own file only: `tie_caches` below ties these kernels to all of them.
 """
 
 from __future__ import annotations
@@ -56,7 +23,7 @@ from solvers.exact import propagation9, propagation16, propagation_rules
 from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
 from solvers.exact.propagation9 import kernel9
 from solvers.exact.propagation_rules import JIT, luby, propagate
-from solvers.kernel import bits
+from solvers.kernel import band, bits
 from solvers.kernel.bits import ALL, ONE, ZERO, copy_items, ctz, popcount, rng_init, rng_next, tie_caches
 from solvers.kernel.clock import monotonic_ns
 from solvers.model.geometry import geometry
@@ -252,10 +219,8 @@ def propagate_root(r, c, units, cell_units, peers, givens, cand, queue, du, seg,
 
 
 def root_candidates(box: Box, givens: np.ndarray) -> np.ndarray | None:
-    """Return each cell's candidates (uint64[N*N], bit v-1 for value v) after the generic
-    kernel's propagation at the root (singles, locked candidates, all-different and fish
-    from 25x25), or None when propagation alone proves the puzzle has no solution. Sound:
-    a removed candidate is in no solution, so an encoding of the rest keeps every one."""
+    """Each cell's candidates (uint64[N*N], bit v-1 for value v) after the generic kernel's root
+    propagation, or None when it proves there is no solution. Sound: a removed candidate is in no solution."""
     r, c, units, cell_units, peers = tables(box)
     cand = np.empty(box.cells, dtype=np.uint64)
     (_, _, du, elim, seg, wv, _, _), (queue, ecell, wi, _, _) = workspace(box.n)
@@ -264,21 +229,9 @@ def root_candidates(box: Box, givens: np.ndarray) -> np.ndarray | None:
     return None if blamed >= 0 else cand
 
 
-tie_caches(
-    [
-        _kernel_generic,
-        propagate_root,
-        propagate,
-        propagation_rules._locked_lines,
-        propagation_rules._gac,
-        propagation_rules._alldiff,
-        propagation_rules._fish,
-        luby,
-        kernel9,
-        propagation16.kernel16,
-    ],
-    [propagation9, propagation16, propagation_rules, bits],
-)
+_RULES = [getattr(propagation_rules, f) for f in ("_locked_lines", "_gac", "_alldiff", "_fish")]
+_COMPILED = [_kernel_generic, propagate_root, propagate, luby, kernel9, propagation16.kernel16, *_RULES]
+tie_caches(_COMPILED, [propagation9, propagation16, propagation_rules, bits, band])
 
 
 def tables(box: Box) -> tuple[object, ...]:
@@ -291,10 +244,8 @@ _NO_CARRY = np.zeros(0, dtype=np.int64)
 
 
 def kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
-    """The propagation kernel (common exact signature after `tables(box)`): 9x9 grids with
-    3x3 boxes go to the band kernel, 16x16 grids with 4x4 boxes to theirs first (see
-    `kernel16_first`), every other shape, and any call with a `carry` (see `resumable`), to
-    the generic one (all @njit)."""
+    """The propagation kernel (common signature after `tables(box)`): 9x9 to the band kernel, 16x16 to
+    theirs first (`kernel16_first`), every other shape and any call with a `carry` to the generic one."""
     if r == 3 and c == 3:
         kernel9(*args)
     elif r == 4 and c == 4 and carry is None:
@@ -309,11 +260,8 @@ HANDOFF_NODES = 1000  # nodes of the 16x16 band kernel before the generic kernel
 
 
 def kernel16_first(r, c, units, cell_units, peers, givens, ask, stop, out):  # type: ignore[no-untyped-def]
-    """16x16 (4x4 boxes): the band kernel of `propagation16` on every puzzle with a budget of
-    HANDOFF_NODES nodes, then the generic kernel from scratch on those it left open (its
-    conflict-weighted branching and restarts suit hard puzzles; on acs 16x16 4 of 2000 go
-    over). A puzzle's counters and time add up both runs; the caller's node budget and time
-    limit hold for the sum."""
+    """16x16: the band kernel on every puzzle for HANDOFF_NODES nodes, then the generic kernel (restarts,
+    conflict weights: hard puzzles) from scratch on those left open; counters, budget and time add up."""
     limit, keep, max_nodes, time_limit_ns, deadline_ns, seed = ask
     sols, _, status, nodes, guesses, ns = out
     first = HANDOFF_NODES if max_nodes == 0 else min(max_nodes, HANDOFF_NODES)
@@ -342,17 +290,14 @@ def kernel16_first(r, c, units, cell_units, peers, givens, ask, stop, out):  # t
 
 
 def generic_kernel(r, c, units, cell_units, peers, *args, carry=None):  # type: ignore[no-untyped-def]
-    """The generic kernel for any shape, 9x9 included (the tests and `bench/reference.py`
-    compare it with the band kernel), with an optional `carry` (see `resumable`)."""
+    """The generic kernel for any shape, 9x9 included (compared with the band kernel), optionally resumed."""
     carry = _NO_CARRY if carry is None else carry
     _kernel_generic(r, c, units, cell_units, peers, *args, carry, *workspace(int(r) * int(c)))
 
 
 def workspace(n: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """The generic kernel's working arrays for side n: (masks, ints), allocated here and not
-    in the kernel, where each kind of `np.empty` compiled its own numba overload (0.35 s of
-    the cold compile). The snapshot stack has a level per cell, as deep as a search can go
-    (each decision fixes an open cell); `np.empty` leaves pages untouched until reached."""
+    """The generic kernel's working arrays for side n: (masks, ints), allocated here, not in the kernel
+    (docs/decisions.md). A snapshot level per cell, as deep as a search goes; untouched pages cost nothing."""
     nn = n * n
     masks = (
         np.empty(nn, np.uint64),  # cand: the candidates of each cell (bit v-1 for value v)
@@ -375,13 +320,8 @@ def workspace(n: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
 
 
 def resumable(box: Box) -> bool:
-    """Whether the kernel takes a carry for this box: every shape but 3x3 (the band kernel).
-
-    With a carry (int64[3 + 3N]: runs so far, the random stream, nodes so far, the unit
-    weights), a call runs the next Luby run of one puzzle only and keeps what it learned
-    in the carry, so a race's complete stream goes on where the last call stopped instead
-    of repeating it under a doubled budget (on frisch 25x25 that repetition cost half of
-    the exact member's nodes)."""
+    """Whether the kernel takes a carry for this box: every shape but 3x3 (the band kernel). With one, a
+    call runs the next Luby run of one puzzle: a race's search goes on, not repeated (docs/decisions.md)."""
     return not (box.rows == 3 and box.cols == 3)
 
 

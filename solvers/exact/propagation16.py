@@ -1,38 +1,22 @@
 """The 16x16 (4x4 boxes) kernel of `propagation`: one 64-bit word per digit and band.
 
-A band of a 16x16 grid (four rows of boxes) has 64 cells, so for each digit d and band b
-one uint64 f[4d+b] holds the cells where d is still possible (bit 16*row_in_band +
-column), the 9x9 kernel's design (`propagation9`) one size up. The givens are placed at
-once (each leaves its row, box, column and cell); then per search node, to a fixpoint:
-
-* band update of a changed word: its 4x4 "row r meets box k" occupancy is reduced to the
-  union of the permutations it contains (the digit sits once in each row and once in each
-  box of the band; `perm16`, a table of the 2^16 occupancies): locked candidates inside
-  the band, and hidden singles of rows and boxes show up as rows holding one bit. Newly
-  placed cells leave the other digits' words, and their columns the digit's other bands;
-* stack update of a changed digit: the same filter on (band x column) inside each stack
-  (locked candidates along columns), then hidden singles in columns;
-* naked singles and empty cells: bit-sliced counts of the sixteen words of a band;
-* branching, in a puzzle with 96 givens or more: as the 9x9 kernel, on a digit's
-  configurations in the band (rows or stack) with the fewest (`nconf16` counts them); in a
-  sparser grid, where such commitments thrash, on a cell with two candidates (else the
-  fewest); each alternative in turn, with an explicit stack of 68-word snapshots.
-
-Same outputs and statuses as the other kernels, but no restarts and no carry: the
-dispatcher in `propagation` hands a puzzle this kernel has not finished within a node
-budget to the generic kernel (conflict-weighted branching, restarts), so hard puzzles keep
-that search while the many easy ones take this one.
+The 9x9 kernel's design (`propagation9`) one size up: f[4d+b] holds the cells of band b (four rows of
+boxes, 64 cells) where digit d is still possible (bit 16*row_in_band + column); 4x4 occupancies are
+filtered by `perm16`, a table of the 2^16 permutation unions. Puzzles with 96 givens or more branch on
+configurations (`nconf16` counts them), sparser ones on a cell with two candidates (else the fewest). No
+restarts and no carry: `propagation` hands a puzzle left open past a node budget to the generic kernel
+(docs/decisions.md).
 """
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from numba import njit
 
-from solvers.exact.base import BUDGET, DONE, LIMIT
-from solvers.kernel import bits
-from solvers.kernel.bits import ALL, ONE, ZERO, band_grid, band_singles, cell_branch, ctz, popcount
-from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.band import band_columns_out, band_search, band_singles
+from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount
 
 _ROW = np.uint64(0xFFFF)
 _NIB = np.uint64(0x1111_1111_1111_1111)  # the low bit of every group of four cells (a box's row)
@@ -56,17 +40,14 @@ def build_nconf16() -> np.ndarray:
 def build_perm16() -> np.ndarray:
     """perm16[s]: for a 4x4 occupancy s (bit 4i + j: line i meets segment j), the union of
     the permutations inside it (one segment per line, each segment once), 0 when none."""
-    import itertools
-
     s = np.arange(1 << 16, dtype=np.int64)
     out = np.zeros(1 << 16, dtype=np.uint16)
-    for p in itertools.permutations(range(4)):
-        mask = sum(1 << (4 * i + p[i]) for i in range(4))
+    for mask in _PMASK16.astype(np.int64):
         out[(s & mask) == mask] |= np.uint16(mask)
     return out
 
 
-_PERMS4 = list(__import__("itertools").permutations(range(4)))
+_PERMS4 = list(itertools.permutations(range(4)))
 _PMASK16 = np.array([sum(1 << (4 * i + p[i]) for i in range(4)) for p in _PERMS4], dtype=np.uint64)
 _PCOL16 = np.array([[p[i] for i in range(4)] for p in _PERMS4], dtype=np.int64)  # band i's column in a stack
 _EXP4 = np.array([sum(0xF << (4 * k) for k in range(4) if (v >> k) & 1) for v in range(16)], dtype=np.uint64)
@@ -186,11 +167,12 @@ def _stack_occupancy(f, d, t):  # type: ignore[no-untyped-def]
     return s
 
 
-@njit(cache=True, nogil=True)
-def _choose_config(f, nconf16):  # type: ignore[no-untyped-def]
+@njit(cache=True, nogil=True, inline="always")
+def _choose(f, occ, tabs):  # type: ignore[no-untyped-def]
     """Where to branch: of the eight bands (0-3 rows, 4-7 stacks) the unfixed one with the fewest
     digit configurations, and in it a digit with the fewest (two if any). -> (band, digit, the
     24-bit set of its configurations), band -1 when every band is fixed."""
+    nconf16 = tabs[1]
     best, bb = 10**6, -1
     for k in range(8):
         tot = 0
@@ -215,181 +197,106 @@ def _choose_config(f, nconf16):  # type: ignore[no-untyped-def]
     return bb, bd, m
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _load(row, f, u, occ, tabs):  # type: ignore[no-untyped-def]
+    """Place a puzzle's givens at once (each leaves its row, box, column and cell): -> branch on
+    configurations (`band_search`'s `load`)."""
+    clue = tabs[2]
+    for k in range(72):
+        clue[k] = ZERO
+    for b in range(4):  # without branches: slots 0-3 take the blanks
+        for p in range(64):
+            clue[4 * min(np.int64(row[64 * b + p]), 17) + b] |= ONE << np.uint64(p)
+    if (clue[68] | clue[69] | clue[70] | clue[71]) != ZERO:
+        clue[4] = ALL  # a value above 16: report the puzzle unsolvable (digit 1 clashes)
+    for b in range(4):
+        g = ZERO
+        for d in range(16):
+            g |= clue[4 * d + 4 + b]
+        u[b] = ~g
+        for d in range(16):
+            c = clue[4 * d + 4 + b]
+            cols = _spread(_columns(clue[4 * d + 4] | clue[4 * d + 5] | clue[4 * d + 6] | clue[4 * d + 7]))
+            rows = ZERO  # without branches
+            for r in range(4):
+                sh = np.uint64(16 * r)
+                rows |= (_ROW * np.uint64(((c >> sh) & _ROW) != ZERO)) << sh
+            gone = rows | cols | g | _spread(_EXP4[_box_set(c)])
+            f[4 * d + b] = ~gone | c
+    # configurations to branch on in puzzles with 96 givens or more (37.5%), cells in sparser
+    # grids: there committing a digit's band configuration thrashes (acs 16x16 with 64-95
+    # givens: 153 of 300 over 1000 nodes, against 1 of 200 from 96)
+    ngiven = popcount(~u[0]) + popcount(~u[1]) + popcount(~u[2]) + popcount(~u[3])
+    return CONFIG_BRANCH and ngiven >= CONFIG_FROM_GIVENS
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fixpoint(f, u, pairs, occ, todo, dd, tabs):  # type: ignore[no-untyped-def]
+    """Propagate the words in `todo` (band updates) and the digits in `dd` (stack updates) to a fixpoint:
+    -> False on a contradiction."""
+    perm16 = tabs[0]
+    while True:
+        while todo:
+            j = ctz(todo)
+            todo &= todo - ONE
+            d = j >> 2
+            b = j & 3
+            a = f[j]
+            m = np.uint64(perm16[_occupancy(a)])
+            if m == ZERO:
+                return False
+            a2 = a & _expand(m)
+            dd |= np.uint64(a2 != a) << np.uint64(d)
+            f[j] = a2
+            new = _rows_single(a2) & u[b]
+            if new == ZERO:
+                continue
+            u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
+            for d2 in range(16):
+                j2 = 4 * d2 + b
+                x = f[j2]
+                y = x & ~new if d2 != d else x
+                f[j2] = y
+                ch = np.uint64(x != y)
+                todo |= ch << np.uint64(j2)
+                dd |= ch << np.uint64(d2)
+            todo, dd = band_columns_out(f, _spread(_columns(new)), d, b, 4, 4, 1, todo, dd)
+        if dd:
+            cur, dd = dd, ZERO
+            while cur:
+                d = ctz(cur)
+                cur &= cur - ONE
+                good, changed = _stack_update(f, d, perm16)
+                if not good:
+                    return False
+                if changed:
+                    todo |= np.uint64(changed) << np.uint64(4 * d)
+                    dd |= ONE << np.uint64(d)
+            if todo:
+                continue
+        ok, found, todo, dd = band_singles(f, u, pairs, 4, 16, 4, 1, _row_peers, todo, dd)
+        if not ok or not found:
+            return ok
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _apply(f, k, d, p, tabs):  # type: ignore[no-untyped-def]
+    """Keep digit d to configuration p of band k (0-3 rows, 4-7 stacks: band i keeps one column of the
+    stack): -> the words to update."""
+    if k < 4:
+        f[4 * d + k] &= _expand(_PMASK16[p])
+        return ONE << np.uint64(4 * d + k)
+    stack = _spread(np.uint64(15) << np.uint64(4 * (k - 4)))
+    for i in range(4):
+        f[4 * d + i] &= ~stack | _spread(ONE << np.uint64(4 * (k - 4) + _PCOL16[p, i]))
+    return np.uint64(15) << np.uint64(4 * d)
+
+
 @njit(cache=True, nogil=True)
 def kernel16(perm16, nconf16, givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 16x16 kernel: `perm16` and `nconf16` (see `build_perm16`, `build_nconf16`), then the
     common exact signature."""
-    limit, keep, max_nodes, _, _, seed = ask
-    out_solutions, _, _, _, _, _ = out
-    nb = givens.shape[0]
-    f = np.empty(64, dtype=np.uint64)
-    u = np.empty(4, dtype=np.uint64)
-    pairs = np.empty(4, dtype=np.uint64)
     clue = np.empty(18 * 4, dtype=np.uint64)  # the givens' cells: slots 0-3 the blanks, 68-71 values > 16
-    stk = np.empty((DEPTH, 68), dtype=np.uint64)  # the 64 words and 4 unsolved masks per level
-    stk_b = np.empty(DEPTH, dtype=np.int64)
-    stk_lb = np.empty(DEPTH, dtype=np.uint64)
-    stk_rem = np.empty(DEPTH, dtype=np.uint64)
-    now = monotonic_ns()
-    for i in range(nb):
-        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
-        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
-            continue
-        rng = bits.rng_init(seed, i) if seed != 0 else ONE  # the stream only serves a seed
-        for k in range(72):
-            clue[k] = ZERO
-        row = givens[i]
-        for b in range(4):  # without branches: slots 0-3 take the blanks
-            for p in range(64):
-                clue[4 * min(np.int64(row[64 * b + p]), 17) + b] |= ONE << np.uint64(p)
-        if (clue[68] | clue[69] | clue[70] | clue[71]) != ZERO:
-            clue[4] = ALL  # a value above 16: report the puzzle unsolvable (digit 1 clashes)
-        for b in range(4):  # the givens placed at once
-            g = ZERO
-            for d in range(16):
-                g |= clue[4 * d + 4 + b]
-            u[b] = ~g
-            for d in range(16):
-                c = clue[4 * d + 4 + b]
-                cols = _spread(
-                    _columns(clue[4 * d + 4] | clue[4 * d + 5] | clue[4 * d + 6] | clue[4 * d + 7])
-                )
-                rows = ZERO  # without branches
-                for r in range(4):
-                    sh = np.uint64(16 * r)
-                    rows |= (_ROW * np.uint64(((c >> sh) & _ROW) != ZERO)) << sh
-                gone = rows | cols | g | _spread(_EXP4[_box_set(c)])
-                f[4 * d + b] = ~gone | c
-        # configurations to branch on in puzzles with 96 givens or more (37.5%), cells in sparser
-        # grids: there committing a digit's band configuration thrashes (acs 16x16 with 64-95
-        # givens: 153 of 300 over 1000 nodes, against 1 of 200 from 96)
-        ngiven = popcount(~u[0]) + popcount(~u[1]) + popcount(~u[2]) + popcount(~u[3])
-        by_config = CONFIG_BRANCH and ngiven >= CONFIG_FROM_GIVENS
-        todo = ALL  # words waiting for a band update
-        dd = np.uint64(0xFFFF)  # digits waiting for a stack update
-        count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
-        while True:
-            ok = True
-            while ok:  # propagate to a fixpoint (or a contradiction)
-                while todo:
-                    j = ctz(todo)
-                    todo &= todo - ONE
-                    d = j >> 2
-                    b = j & 3
-                    a = f[j]
-                    m = np.uint64(perm16[_occupancy(a)])
-                    if m == ZERO:
-                        ok = False
-                        break
-                    a2 = a & _expand(m)
-                    dd |= np.uint64(a2 != a) << np.uint64(d)
-                    f[j] = a2
-                    new = _rows_single(a2) & u[b]
-                    if new == ZERO:
-                        continue
-                    u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
-                    for d2 in range(16):
-                        j2 = 4 * d2 + b
-                        x = f[j2]
-                        y = x & ~new if d2 != d else x
-                        f[j2] = y
-                        ch = np.uint64(x != y)
-                        todo |= ch << np.uint64(j2)
-                        dd |= ch << np.uint64(d2)
-                    cols = _spread(_columns(new))
-                    for k in range(1, 4):
-                        j2 = 4 * d + (b + k) % 4
-                        x = f[j2]
-                        f[j2] = x & ~cols
-                        ch = np.uint64((x & cols) != ZERO)
-                        todo |= ch << np.uint64(j2)
-                        dd |= ch << np.uint64(d)
-                if not ok:
-                    break
-                if dd:
-                    cur = dd
-                    dd = ZERO
-                    while cur:
-                        d = ctz(cur)
-                        cur &= cur - ONE
-                        good, changed = _stack_update(f, d, perm16)
-                        if not good:
-                            ok = False
-                            break
-                        if changed:
-                            todo |= np.uint64(changed) << np.uint64(4 * d)
-                            dd |= ONE << np.uint64(d)
-                    if not ok:
-                        break
-                    if todo:
-                        continue
-                ok, found, todo, dd = band_singles(f, u, pairs, 4, 16, 4, 1, _row_peers, todo, dd)
-                if not found:
-                    break
-            if ok and (u[0] | u[1] | u[2] | u[3]) == ZERO:  # every cell placed: a solution
-                if count < keep:
-                    band_grid(f, out_solutions[i, count], 4, 16, 4, 1)
-                count += 1
-                if count >= limit:
-                    status = LIMIT
-                    break
-                ok = False
-            if max_nodes > 0 and nodes >= max_nodes and (ok or depth > 0):
-                status = BUDGET
-                break
-            if ok:  # branch
-                b, lb, m = -1, ZERO, ZERO
-                if by_config:
-                    kb, kd, km = _choose_config(f, nconf16)
-                    if kb >= 0:
-                        b, lb, m = 4 + kb, np.uint64(kd), km
-                if b < 0:
-                    b, lb, m, rng = cell_branch(f, u, pairs, 4, 16, 4, 1, seed, rng)
-                for k in range(64):
-                    stk[depth, k] = f[k]
-                for k in range(4):
-                    stk[depth, 64 + k] = u[k]
-                stk_b[depth] = b
-                stk_lb[depth] = lb
-                depth += 1
-            else:  # back to the deepest branch with a value left to try
-                if depth == 0:
-                    break
-                depth -= 1
-                for k in range(64):
-                    f[k] = stk[depth, k]
-                for k in range(4):
-                    u[k] = stk[depth, 64 + k]
-                b = stk_b[depth]
-                lb = stk_lb[depth]
-                m = stk_rem[depth]
-            v, rng = bits.pick_value(m, seed != 0, rng)
-            stk_rem[depth - 1 if ok else depth] = m & ~v
-            if m != v:  # a binary branch point: this value, or one of the others
-                guesses += 1
-            if ok or m != v:
-                depth += 0 if ok else 1  # keep the level while values are left to try
-            nodes += 1
-            halt = bits.interrupted(stop, end_ns) if (nodes & bits.CHECK_EVERY) == 0 else bits.GO_ON
-            if halt != bits.GO_ON:
-                status = halt
-                break
-            if b < 4:  # a value in a cell
-                d = ctz(v)
-                f[4 * d + b] &= ~_row_peers(lb)
-                todo = ONE << np.uint64(4 * d + b)
-            elif b < 8:  # a configuration of a digit in a band of rows
-                d = np.int64(lb)
-                f[4 * d + b - 4] &= _expand(_PMASK16[ctz(v)])
-                todo = ONE << np.uint64(4 * d + b - 4)
-            else:  # ... in a stack: band i keeps one column of the stack
-                d = np.int64(lb)
-                t, p = b - 8, ctz(v)
-                stack = _spread(np.uint64(15) << np.uint64(4 * t))
-                for bi in range(4):  # (not `i`: the puzzle's index)
-                    f[4 * d + bi] &= ~stack | _spread(ONE << np.uint64(4 * t + _PCOL16[p, bi]))
-                todo = np.uint64(15) << np.uint64(4 * d)
-            dd = ONE << np.uint64(d)
-        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
-        if now < 0:
-            break
+    shape = (4, 16, 4, 1, 0, DEPTH)  # snapshots of 68 words
+    tabs = (perm16, nconf16, clue)
+    band_search(givens, ask, stop, out, shape, tabs, _load, _fixpoint, _choose, _apply, _row_peers)

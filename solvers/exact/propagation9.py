@@ -1,36 +1,15 @@
 """The 9x9 (3x3 boxes) kernel of `propagation`: band-wise bitboards per digit, triads, and
-branching on a digit's configurations in a band (tdoku's heuristic).
+branching on a digit's configurations in a band (tdoku's heuristic; docs/decisions.md).
 
-Same contract, statuses and counters as the generic kernel of `propagation`, which
-dispatches here. The representation follows the band idea of ZhouSolve / JCZSolve
-(written from scratch here): for each digit d and band b (three rows of boxes) one
-27-bit word f[9b+d] holds the cells of the band where d is still possible (bit
-9*row_in_band + column). Per puzzle the givens are placed at once in straight-line code
-(each leaves its row, box, column and cell); per search node, to a fixpoint:
-
-* band update of a changed word: its 3x3 "row r meets box k" occupancy is reduced to the
-  union of the permutations it contains (a digit sits once in each row and once in each
-  box of a band): locked candidates inside the band, and hidden singles of rows and boxes
-  show up as rows holding one bit. Newly placed cells leave the other digits' words and
-  their columns leave the digit's other bands;
-* stack update of a changed digit: the same permutation filter on (band x column) inside
-  each stack (locked candidates along columns), then hidden singles in columns;
-* naked singles and empty cells: bit-sliced counts of the nine words of a band;
-* triads, once singles stop and cells are open: a minirow (the three cells where a row
-  meets a box) and a minicolumn hold exactly three digits, so three possible digits are all
-  certain there (they leave the rest of its line and box), three certain ones push the
-  others out of its cells, fewer than three possible (or more than three certain) is a
-  contradiction. The filtered occupancies are kept per digit (`occ`, 54 bits: the
-  minirows of the three bands, the minicolumns of the three stacks), so a fixpoint reads
-  nine words;
-* branching: of the six bands (rows and stacks) the one with the fewest configurations
-  (the permutations above, summed over digits) still open, and in it a digit with the
-  fewest, two if any; each configuration is tried in turn, with an explicit stack of
-  39-word snapshots (depth <= 81). `guesses` counts binary branch points (every
-  alternative tried but the last), as tdoku counts its guesses.
-
-Hot code is written inline in the kernel on purpose: a numba call that passes arrays
-costs reference-count updates on every call, which here would cost more than the work.
+The band idea of ZhouSolve / JCZSolve (written from scratch): for each digit d and band b one 27-bit
+word f[9b+d] holds the cells where d is still possible (bit 9*row_in_band + column). Per node, to a
+fixpoint: a changed word's 3x3 "row meets box" occupancy is reduced to the union of the permutations
+it contains (locked candidates, hidden singles of rows and boxes); a changed digit gets the same filter
+per stack (along columns) and hidden singles in columns; naked singles by bit-sliced counts; then
+triads (a minirow or minicolumn holds exactly three digits), read from the filtered occupancies kept
+per digit (`occ`). Branching: the band (rows or stack) with the fewest open configurations, a digit
+with the fewest there; `guesses` counts binary branch points, as tdoku does. Hot code is inlined: a
+numba call passing arrays costs reference-count updates, more than the work.
 """
 
 from __future__ import annotations
@@ -38,10 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.exact.base import BUDGET, DONE, LIMIT
-from solvers.kernel import bits
-from solvers.kernel.bits import ONE, ZERO, band_grid, band_singles, cell_branch, ctz
-from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.band import band_columns_out, band_search, band_singles
+from solvers.kernel.bits import ONE, ZERO, ctz
 
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
@@ -55,11 +32,9 @@ _PERMS = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]  # b
 
 
 def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(shrink, perm27, perm9, permset). shrink[row9] = the 3-bit set of boxes a 9-bit band row
-    touches. For a 3x3 occupancy s (bit 3*i + j: line i meets segment j) the permutations
-    contained in s are the ways to put a digit once per line and once per segment; permset[s]
-    is their set (6 bits, of `_PERMS`), perm9[s] their union (0 when there is none), perm27[s]
-    the same as a band mask."""
+    """(shrink, perm27, perm9, permset): shrink[row9] the 3-bit set of boxes a band row touches; for a 3x3
+    occupancy s (bit 3*i + j: line i meets segment j) permset[s] the set of `_PERMS` inside it (a digit
+    once per line and segment), perm9[s] their union (0: none), perm27[s] the same as a band mask."""
     shrink = np.array([sum(1 << k for k in range(3) if (v >> (3 * k)) & 7) for v in range(512)], np.uint64)
     perm9, perm27, permset = (np.zeros(512, dtype=np.uint64) for _ in range(3))
     for s in range(512):
@@ -79,20 +54,12 @@ _SHRINK, _PERM27, _PERM9, _PERMSET = _build_tables()  # frozen into the compiled
 def _build_triad_tables() -> tuple[np.ndarray, ...]:
     """(mini27, linebox27, col27, boxother27): a minirow's cells, the rest of its line and box, a
     minicolumn's cells, the rest of its box (the triad rule, see `_triads`)."""
-    mini27 = np.zeros(9, dtype=np.uint64)
-    linebox27 = np.zeros(9, dtype=np.uint64)
-    col27 = np.zeros(9, dtype=np.uint64)
-    boxother27 = np.zeros(9, dtype=np.uint64)
-    for p in range(9):
-        r, k = divmod(p, 3)
-        mini = 7 << (9 * r + 3 * k)
-        boxm = sum(7 << (9 * i + 3 * k) for i in range(3))
-        mini27[p] = mini
-        linebox27[p] = ((0x1FF << (9 * r)) | boxm) & ~mini
-        col = sum(1 << (9 * i + p) for i in range(3))
-        col27[p] = col
-        boxother27[p] = sum(7 << (9 * i + 3 * (p // 3)) for i in range(3)) & ~col
-    return mini27, linebox27, col27, boxother27
+    mini = [7 << (9 * (p // 3) + 3 * (p % 3)) for p in range(9)]
+    col = [sum(1 << (9 * i + p) for i in range(3)) for p in range(9)]
+    stack = [sum(7 << (9 * i + 3 * t) for i in range(3)) for t in range(3)]
+    linebox = [((0x1FF << (9 * (p // 3))) | stack[p % 3]) & ~mini[p] for p in range(9)]
+    boxother = [stack[p // 3] & ~col[p] for p in range(9)]
+    return tuple(np.array(x, dtype=np.uint64) for x in (mini, linebox, col, boxother))
 
 
 _MINI27, _LINEBOX27, _COL27, _BOXOTHER27 = _build_triad_tables()
@@ -213,10 +180,9 @@ def _certain(w):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _triads(f, occ):  # type: ignore[no-untyped-def]
-    """The triad rule: a minirow (minicolumn) holds exactly three digits. -> (ok, todo, dd):
-    with three possible digits they are all certain there (they leave the rest of its line and
-    box); with three certain ones the others leave its cells. `occ[d]` is digit d's
-    occupancy word (see the kernel), up to date at a fixpoint."""
+    """The triad rule: a minirow (minicolumn) holds exactly three digits: three possible ones are certain
+    (they leave the rest of its line and box), three certain ones push the others out. `occ` up to date at a
+    fixpoint. -> (ok, todo, dd)."""
     p1, p2, p3, p4 = ZERO, ZERO, ZERO, ZERO
     m1, m2, m3, m4 = ZERO, ZERO, ZERO, ZERO
     for d in range(9):
@@ -267,8 +233,8 @@ def _triads(f, occ):  # type: ignore[no-untyped-def]
     return True, todo, dd
 
 
-@njit(cache=True, nogil=True)
-def _choose_config(occ):  # type: ignore[no-untyped-def]
+@njit(cache=True, nogil=True, inline="always")
+def _choose(f, occ, clue):  # type: ignore[no-untyped-def]
     """Where to branch: of the six bands (0-2 rows, 3-5 stacks) the unfixed one with the fewest
     digit configurations, and in it a digit with the fewest (two if any). -> (band, digit,
     configurations as a 6-bit set), band -1 when every band is fixed."""
@@ -293,205 +259,125 @@ def _choose_config(occ):  # type: ignore[no-untyped-def]
     return bb, bd, _PERMSET[(occ[bd] >> sh) & _ROW]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _load(row, f, u, occ, clue):  # type: ignore[no-untyped-def]
+    """Place a puzzle's givens at once: each leaves its row, box and column and the other digits its cell.
+    -> branch on configurations (`band_search`'s `load`)."""
+    for k in range(33):
+        clue[k] = ZERO
+    for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
+        for p in range(27):
+            clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= ONE << np.uint64(p)
+    if (clue[10] | clue[21] | clue[32]) != ZERO:
+        clue[1] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
+    g0, g1, g2 = ZERO, ZERO, ZERO
+    for d in range(9):
+        g0 |= clue[d + 1]
+        g1 |= clue[d + 12]
+        g2 |= clue[d + 23]
+    for d in range(9):
+        c0, c1, c2 = clue[d + 1], clue[d + 12], clue[d + 23]
+        cols = _spread(_columns(c0 | c1 | c2))
+        for b in range(3):
+            c = c0 if b == 0 else (c1 if b == 1 else c2)
+            g = g0 if b == 0 else (g1 if b == 1 else g2)
+            gone = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
+            f[9 * b + d] = _BAND & (~gone | c)
+    for k in range(9):
+        occ[k] = _FULL54
+    u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
+    return CONFIG_BRANCH
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fixpoint(f, u, pairs, occ, todo, dd, clue):  # type: ignore[no-untyped-def]
+    """Propagate the words in `todo` (band updates) and the digits in `dd` (stack updates) to a fixpoint:
+    -> False on a contradiction. Inlined: a call passing arrays costs more than the work."""
+    nine, eighteen = np.uint64(9), np.uint64(18)
+    while True:
+        pos = ZERO
+        while todo:  # ascending passes: a word flagged behind the pass waits for the next
+            ahead = (todo >> pos) << pos
+            j = ctz(ahead if ahead else todo)
+            pos = np.uint64(j + 1)
+            todo &= ~(ONE << np.uint64(j))
+            b = j // 9
+            d = j - 9 * b
+            a = f[j]
+            s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
+            s |= _SHRINK[a >> eighteen] << np.uint64(6)
+            a2 = a & _PERM27[s]
+            if a2 == ZERO:
+                return False
+            dd |= np.uint64(a2 != a) << np.uint64(d)
+            f[j] = a2
+            sh = np.uint64(9 * b)
+            occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
+            r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
+            single = ZERO
+            if (r0 & (r0 - ONE)) == ZERO:
+                single |= r0
+            if (r1 & (r1 - ONE)) == ZERO:
+                single |= r1
+            if (r2 & (r2 - ONE)) == ZERO:
+                single |= r2
+            new = single & u[b]
+            if new == ZERO:
+                continue
+            u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
+            base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
+            for d2 in range(9):  # flags computed without branches: they are unpredictable
+                x = f[base + d2]
+                y = x & ~new if d2 != d else x
+                f[base + d2] = y
+                chm |= np.uint64(x != y) << np.uint64(d2)
+            todo, dd = todo | (chm << np.uint64(base)), dd | chm
+            todo, dd = band_columns_out(f, _spread(_columns(new)), d, b, 3, 1, 9, todo, dd)
+        if dd:
+            cur = dd
+            dd = ZERO
+            while cur:
+                d = ctz(cur)
+                cur &= cur - ONE
+                good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
+                if not good:
+                    return False
+                ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
+                ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
+                f[d], f[d + 9], f[d + 18] = x0, x1, x2
+                occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
+                if ch:
+                    todo |= ch << np.uint64(d)
+                    dd |= ONE << np.uint64(d)
+            if todo:
+                continue
+        ok, found, todo, dd = band_singles(f, u, pairs, 3, 9, 1, 9, _row_peers, todo, dd)
+        if not ok:
+            return False
+        if not found:
+            if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
+                return True
+            ok, todo, dd = _triads(f, occ)
+            if not ok or (todo == ZERO):
+                return ok
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _apply(f, k, d, p, clue):  # type: ignore[no-untyped-def]
+    """Keep digit d to configuration p of band k (0-2 rows, 3-5 stacks): -> the words to update."""
+    if k < 3:
+        f[9 * k + d] &= _PCELLS27[p]
+        return ONE << np.uint64(9 * k + d)
+    s = 3 * (6 * (k - 3) + p)
+    f[d] &= _SKEEP[s]
+    f[d + 9] &= _SKEEP[s + 1]
+    f[d + 18] &= _SKEEP[s + 2]
+    return _DSPREAD << np.uint64(d)
+
+
 @njit(cache=True, nogil=True)
 def kernel9(givens, ask, stop, out):  # type: ignore[no-untyped-def]
     """The 9x9 kernel: the common exact signature (its tables are module constants)."""
-    limit, keep, max_nodes, _, _, seed = ask
-    out_solutions, _, _, _, _, _ = out
-    nine = np.uint64(9)
-    eighteen = np.uint64(18)
-    nb = givens.shape[0]
-    f = np.empty(27, dtype=np.uint64)
-    u = np.empty(3, dtype=np.uint64)
-    pairs = np.empty(3, dtype=np.uint64)
-    occ = np.empty(9, dtype=np.uint64)
     clue = np.empty(33, dtype=np.uint64)  # the givens' cells: slot 11b + v (v 0 blank, 10 above 9)
-    stk = np.empty((82, 39), dtype=np.uint64)  # the 27 words, 3 unsolved masks and occ per level
-    stk_b = np.empty(82, dtype=np.int64)
-    stk_lb = np.empty(82, dtype=np.uint64)
-    stk_rem = np.empty(82, dtype=np.uint64)
-    now = monotonic_ns()  # one clock read a puzzle: a puzzle's end is the next one's start
-    for i in range(nb):
-        end_ns, status = bits.start_puzzle(i, now, ask, stop, out)
-        if status != bits.GO_ON:  # stopped, or out of time before it began (recorded)
-            continue
-        rng = bits.rng_init(seed, i) if seed != 0 else ONE  # the stream only serves a seed
-        for k in range(33):
-            clue[k] = ZERO
-        row = givens[i]
-        for b in range(3):  # without branches (a given or not is unpredictable): slots 0-2 take the blanks
-            for p in range(27):
-                clue[11 * b + min(np.int64(row[27 * b + p]), 10)] |= ONE << np.uint64(p)
-        if (clue[10] | clue[21] | clue[32]) != ZERO:
-            clue[1] = _BAND  # a value above 9: report the puzzle unsolvable (digit 1 clashes)
-        # the givens placed at once: each leaves its row, box and column and the other digits its cell
-        g0, g1, g2 = ZERO, ZERO, ZERO
-        for d in range(9):
-            g0 |= clue[d + 1]
-            g1 |= clue[d + 12]
-            g2 |= clue[d + 23]
-        for d in range(9):
-            c0, c1, c2 = clue[d + 1], clue[d + 12], clue[d + 23]
-            cols = _spread(_columns(c0 | c1 | c2))
-            for b in range(3):
-                c = c0 if b == 0 else (c1 if b == 1 else c2)
-                g = g0 if b == 0 else (g1 if b == 1 else g2)
-                gone = _LINES3[_rows3(c)] | _spread(_BOXES9[_columns(c)]) | cols | g
-                f[9 * b + d] = _BAND & (~gone | c)
-        for k in range(9):
-            occ[k] = _FULL54
-        u[0], u[1], u[2] = _BAND & ~g0, _BAND & ~g1, _BAND & ~g2
-        todo = _BAND  # words waiting for a band update
-        dd = _DIGITS  # digits waiting for a stack update
-        count, nodes, guesses, depth, status = 0, 1, 0, 0, DONE
-        while True:
-            ok = True
-            while ok:  # propagate to a fixpoint (or a contradiction)
-                pos = ZERO
-                while todo:  # ascending passes: a word flagged behind the pass waits for the next
-                    ahead = (todo >> pos) << pos
-                    j = ctz(ahead if ahead else todo)
-                    pos = np.uint64(j + 1)
-                    todo &= ~(ONE << np.uint64(j))
-                    b = j // 9
-                    d = j - 9 * b
-                    a = f[j]
-                    s = _SHRINK[a & _ROW] | (_SHRINK[(a >> nine) & _ROW] << np.uint64(3))
-                    s |= _SHRINK[a >> eighteen] << np.uint64(6)
-                    a2 = a & _PERM27[s]
-                    if a2 == ZERO:
-                        ok = False
-                        break
-                    dd |= np.uint64(a2 != a) << np.uint64(d)
-                    f[j] = a2
-                    sh = np.uint64(9 * b)
-                    occ[d] = (occ[d] & ~(_ROW << sh)) | (_PERM9[s] << sh)
-                    r0, r1, r2 = a2 & _ROW, a2 & (_ROW << nine), a2 & (_ROW << eighteen)
-                    single = ZERO
-                    if (r0 & (r0 - ONE)) == ZERO:
-                        single |= r0
-                    if (r1 & (r1 - ONE)) == ZERO:
-                        single |= r1
-                    if (r2 & (r2 - ONE)) == ZERO:
-                        single |= r2
-                    new = single & u[b]
-                    if new == ZERO:
-                        continue
-                    u[b] &= ~new  # placed: the cells leave the other digits, the columns the other bands
-                    base, chm = 9 * b, ZERO  # the band's nine words lie side by side: one vector loop
-                    for d2 in range(9):  # flags computed without branches: they are unpredictable
-                        x = f[base + d2]
-                        y = x & ~new if d2 != d else x
-                        f[base + d2] = y
-                        chm |= np.uint64(x != y) << np.uint64(d2)
-                    todo |= chm << np.uint64(base)
-                    dd |= chm
-                    cols = _spread(_columns(new))
-                    for k in range(1, 3):
-                        j2 = 9 * ((b + k) % 3) + d
-                        x = f[j2]
-                        f[j2] = x & ~cols
-                        ch = np.uint64((x & cols) != ZERO)
-                        todo |= ch << np.uint64(j2)
-                        dd |= ch << np.uint64(d)
-                if not ok:
-                    break
-                if dd:
-                    cur = dd
-                    dd = ZERO
-                    while cur:
-                        d = ctz(cur)
-                        cur &= cur - ONE
-                        good, x0, x1, x2, vs = _stack_update(f[d], f[d + 9], f[d + 18], u[0], u[1], u[2])
-                        if not good:
-                            ok = False
-                            break
-                        ch = np.uint64(x0 != f[d]) | (np.uint64(x1 != f[d + 9]) << np.uint64(9))
-                        ch |= np.uint64(x2 != f[d + 18]) << np.uint64(18)
-                        f[d], f[d + 9], f[d + 18] = x0, x1, x2
-                        occ[d] = (occ[d] & _BAND) | (vs << np.uint64(27))
-                        if ch:
-                            todo |= ch << np.uint64(d)
-                            dd |= ONE << np.uint64(d)
-                    if not ok:
-                        break
-                    if todo:
-                        continue
-                ok, found, todo, dd = band_singles(f, u, pairs, 3, 9, 1, 9, _row_peers, todo, dd)
-                if not ok:
-                    break
-                if not found:
-                    if not TRIADS or (u[0] | u[1] | u[2]) == ZERO:  # singles finished it
-                        break
-                    ok, todo, dd = _triads(f, occ)
-                    if not ok or (todo == ZERO):
-                        break
-            if ok and (u[0] | u[1] | u[2]) == ZERO:  # every cell placed: a solution
-                if count < keep:
-                    band_grid(f, out_solutions[i, count], 3, 9, 1, 9)
-                count += 1
-                if count >= limit:
-                    status = LIMIT
-                    break
-                ok = False
-            if max_nodes > 0 and nodes >= max_nodes and (ok or depth > 0):
-                status = BUDGET
-                break
-            if ok:  # branch
-                b, lb, m = -1, ZERO, ZERO
-                if CONFIG_BRANCH:
-                    kb, kd, km = _choose_config(occ)
-                    if kb >= 0:
-                        b, lb, m = 3 + kb, np.uint64(kd), km
-                if b < 0:
-                    b, lb, m, rng = cell_branch(f, u, pairs, 3, 9, 1, 9, seed, rng)
-                for k in range(27):
-                    stk[depth, k] = f[k]
-                for k in range(9):
-                    stk[depth, 30 + k] = occ[k]
-                stk[depth, 27], stk[depth, 28], stk[depth, 29] = u[0], u[1], u[2]
-                stk_b[depth] = b
-                stk_lb[depth] = lb
-                depth += 1
-            else:  # back to the deepest branch with a digit left to try
-                if depth == 0:
-                    break
-                depth -= 1
-                for k in range(27):
-                    f[k] = stk[depth, k]
-                for k in range(9):
-                    occ[k] = stk[depth, 30 + k]
-                u[0], u[1], u[2] = stk[depth, 27], stk[depth, 28], stk[depth, 29]
-                b = stk_b[depth]
-                lb = stk_lb[depth]
-                m = stk_rem[depth]
-            v, rng = bits.pick_value(m, seed != 0, rng)
-            stk_rem[depth - 1 if ok else depth] = m & ~v
-            if m != v:  # a binary branch point: this alternative, or one of the others
-                guesses += 1
-            if ok or m != v:
-                depth += 0 if ok else 1  # keep the level while digits are left to try
-            nodes += 1
-            halt = bits.interrupted(stop, end_ns) if (nodes & bits.CHECK_EVERY) == 0 else bits.GO_ON
-            if halt != bits.GO_ON:
-                status = halt
-                break
-            if b < 3:  # a digit in a cell
-                d = ctz(v)
-                f[9 * b + d] &= ~_row_peers(lb)
-                todo = ONE << np.uint64(9 * b + d)
-            elif b < 6:  # a configuration of a digit in a band of rows
-                d = np.int64(lb)
-                f[9 * (b - 3) + d] &= _PCELLS27[ctz(v)]
-                todo = ONE << np.uint64(9 * (b - 3) + d)
-            else:  # ... in a stack
-                d = np.int64(lb)
-                k = 3 * (6 * (b - 6) + ctz(v))
-                f[d] &= _SKEEP[k]
-                f[d + 9] &= _SKEEP[k + 1]
-                f[d + 18] &= _SKEEP[k + 2]
-                todo = _DSPREAD << np.uint64(d)
-            dd = ONE << np.uint64(d)
-        now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
-        if now < 0:
-            break
+    shape = (3, 9, 1, 9, 9, 82)  # snapshots of 39 words, depth <= 81
+    band_search(givens, ask, stop, out, shape, clue, _load, _fixpoint, _choose, _apply, _row_peers)

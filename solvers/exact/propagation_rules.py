@@ -1,14 +1,7 @@
-"""The propagation rules of the generic `propagation` kernel (see `propagation`).
-
-`propagate` runs, to a fixpoint: naked singles, hidden singles, locked candidates
-(pointing and claiming, N >= 12), all-different consistency per unit and per value's
-row -> column map (fish; both N >= 25, one matching routine `_gac`), and names the unit
-to blame for a contradiction (for the conflict-weighted branching).
-
-Functions taking arrays are called once per node or per pass, never per cell: each such
-numba call costs reference-count updates. `propagation` ties the on-disk cache of these
-functions, and of its kernel, to this file and to `propagation9` (numba stamps a cache
-with its own source file only).
+"""The propagation rules of the generic `propagation` kernel: singles, locked candidates (N >= 12),
+all-different consistency per unit and per value's row -> column map (fish; N >= 25, one matching
+routine `_gac`), and the unit to blame for a contradiction (for the conflict-weighted branching).
+Functions taking arrays are called once per node or pass, never per cell (each call costs reference counts).
 """
 
 from __future__ import annotations
@@ -23,21 +16,9 @@ LOCKED_FROM = 12  # grid side from which locked candidates pay for themselves
 GAC_FROM = 25  # grid side from which all-different consistency pays for itself
 FISH_FROM = 25  # grid side from which fish (value-wise row/column matching) pay for themselves
 
-# Compile options of these rules and of the generic kernel, chosen for cold compile time
-# (same results, no slower): error_model "numpy" drops the division-by-zero checks and
-# their exception paths (no divisor here can be 0); no_cfunc_wrapper skips a C-callable
-# wrapper nobody uses; functions called only from other kernels (INTERNAL) also skip the
-# Python-callable wrapper; no_rewrites skips numba's array-expression and constant-index
-# rewrites (none apply: -0.15 s); `_nrt` False drops the reference counting of arrays,
-# which nothing here allocates since the kernel's arrays come from `workspace` (-0.3 s
-# of compile, and 10% more acs 25x25 puzzles/s without the counting in the loops).
-# `_alldiff` and `_fish` (one call site each) are inlined into `propagate` rather than
-# compiled apart: each separately compiled function is optimized and compiled to machine
-# code again inside every caller (with the `_gac` it calls). Not
-# `_gac` nor `_locked_lines` (two call sites each): numba's inlining and type inference of
-# the grown function cost more than that (measured: +2.4 s for `_gac`; +1 s for `propagate`
-# into the kernel, even from one call site). Nor the tiny `_eliminate` (four sites, LLVM
-# inlines it anyway), nor `luby`, `rng_init`, `_pick` into the kernel (+0.2 s).
+# Compile options chosen for cold compile time, same results and speed (docs/decisions.md): no division
+# checks, no unused wrappers, no array reference counting (the arrays come from `workspace`); `_alldiff`
+# and `_fish` (one call site each) are inlined into `propagate`, not `_gac` nor `_locked_lines` (two each).
 JIT = {
     "cache": True,
     "nogil": True,
@@ -51,8 +32,7 @@ INTERNAL = {**JIT, "no_cpython_wrapper": True}
 
 @njit(**INTERNAL)
 def _eliminate(x, e, elim, ecell, ne):  # type: ignore[no-untyped-def]
-    """Record that the values `e` leave cell x (elim[x]; x joins ecell on its first
-    elimination): -> the new count of cells in ecell."""
+    """Record that the values `e` leave cell x (elim[x]; x joins ecell once): -> the new count of ecell."""
     if elim[x] == ZERO:
         ecell[ne] = x
         ne += 1
@@ -62,11 +42,9 @@ def _eliminate(x, e, elim, ecell, ne):  # type: ignore[no-untyped-def]
 
 @njit(**INTERNAL)
 def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: ignore[no-untyped-def]
-    """Pointing and claiming along one direction of lines: rows (ls = N, ps = 1) or
-    columns (ls = 1, ps = N); a box spans `a` lines and `b` cells of each. Cell (l, p) is
-    l*ls + p*ps. Only the bands of lines holding a `changed` line (a bitset) are looked
-    at. Records eliminations in `elim` (a mask per cell) and `ecell` (the cells
-    concerned, `ne` of them so far); returns the new count."""
+    """Pointing and claiming along rows (ls = N, ps = 1) or columns (ls = 1, ps = N), cell (l, p) at
+    l*ls + p*ps, a box spanning `a` lines of `b` cells, in the bands holding a `changed` line (a bitset).
+    Records eliminations (`_eliminate`); -> the new count of ecell."""
     n = a * b
     nseg = n // b
     lines = ONE << np.uint64(a) if a < 64 else ZERO
@@ -115,12 +93,9 @@ def _locked_lines(cand, seg, a, b, ls, ps, changed, elim, ecell, ne):  # type: i
 
 @njit(**JIT)
 def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
-    """Generalised arc consistency of one all-different constraint over `p` variables
-    whose domains (bitsets over values 0..n-1) are in wv[0, :p] (Regin): a value stays
-    in a domain only if some matching of every variable to a distinct value uses it,
-    i.e. the variable and the value's matched variable share a strongly connected
-    component. Writes the values to remove into wv[3, :p]; returns how many domains
-    lose values, or -1 when no such matching exists (a contradiction)."""
+    """Generalised arc consistency (Regin) of one all-different constraint over the `p` domains in
+    wv[0, :p] (bitsets of values 0..n-1): a value stays only if some perfect matching uses it. Writes the
+    values to remove into wv[3, :p]; -> how many domains lose values, or -1 when no matching exists."""
     # wi rows: 1 the variable matched to each value (-1: none), 2 the value matched to
     # each variable, 3 BFS parents; wv row 1: the domain of each value's matched variable
     used = ZERO
@@ -221,10 +196,8 @@ def _gac(p, n, wi, wv):  # type: ignore[no-untyped-def]
 
 @njit(**JIT, inline="always")
 def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
-    """All-different consistency of unit `u` (`_gac` over its open cells, whose values
-    are exactly the unit's open values). Subsumes naked and hidden subsets of every size.
-    Records eliminations in `elim` (a mask per cell) and `ecell` (the cells concerned,
-    `ne` of them so far); returns the new count, or -1 on a contradiction."""
+    """All-different consistency of unit `u` (`_gac` over its open cells): naked and hidden subsets of
+    every size. Records eliminations (`_eliminate`); -> the new count of ecell, or -1 on a contradiction."""
     p = 0
     for k in range(n):
         m = cand[units[u, k]]
@@ -240,17 +213,14 @@ def _alldiff(units, u, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-unt
     for j in range(p):
         e = wv[3, j]
         if e:
-            x = wi[0, j]
-            ne = _eliminate(x, e, elim, ecell, ne)
+            ne = _eliminate(wi[0, j], e, elim, ecell, ne)
     return ne
 
 
 @njit(**JIT, inline="always")
 def _fish(v, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
-    """All-different consistency of value v's row -> column map: every row holds v in
-    exactly one column and every column in one row, so the open rows must be matched to
-    the open columns; a place of v on no such matching goes (fish of every size: X-wing,
-    swordfish, ...). Records eliminations like `_alldiff`; -1 on a contradiction."""
+    """All-different consistency of value v's row -> column map (each row holds v in one column, each column
+    in one row): fish of every size at once. Records eliminations like `_alldiff`; -1 on a contradiction."""
     vb = ONE << np.uint64(v)
     p = 0
     for row in range(n):
@@ -274,8 +244,7 @@ def _fish(v, n, cand, elim, ecell, ne, wi, wv):  # type: ignore[no-untyped-def]
         while e:
             col = ctz(e)
             e &= e - ONE
-            x = base + col
-            ne = _eliminate(x, vb, elim, ecell, ne)
+            ne = _eliminate(base + col, vb, elim, ecell, ne)
     return ne
 
 

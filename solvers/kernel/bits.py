@@ -1,12 +1,9 @@
-"""Bit and random-number primitives shared by the compiled kernels.
+"""Bit and random-number primitives shared by the compiled kernels, and their shared scaffolding.
 
-One copy for every kernel: hardware popcount / trailing-zero count (LLVM intrinsics),
-array copy and fill intrinsics (cheap to compile), the per-puzzle xorshift64 stream, the
-deadline/stop check, and the steps the two band kernels share (singles, the solved grid, the
-cell to branch on). Numba's on-disk cache does not notice edits to a module a cached
-function calls (`tie_caches` closes that gap where it is used), so after changing this file
-during development clear the caches (`make clean-cache`); installs are unaffected (every
-file is rewritten, so every cache entry is stale).
+Hardware popcount / trailing-zero count, array copy and fill intrinsics (cheap to compile), the
+per-puzzle xorshift64 stream, the deadline/stop check and the per-puzzle bookkeeping. numba's
+on-disk cache does not notice edits to a module a cached function calls (`tie_caches` closes that gap
+where it is used): after editing this file during development run `make clean-cache`.
 """
 
 from __future__ import annotations
@@ -26,12 +23,8 @@ from solvers.kernel.outcome import BUDGET, STOPPED, TIMEOUT
 
 
 def tie_caches(dispatchers: list[Any], modules: list[Any]) -> None:
-    """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes.
-
-    numba keeps, per cached function, a stamp of its own source file, and reuses the
-    cache while that stamp matches, even when a function it compiled in from another
-    module has changed since. Folding the other modules' contents into the stamp closes
-    that gap. Internal numba attributes: on a numba without them this does nothing."""
+    """Make the on-disk caches of `dispatchers` stale whenever one of `modules` changes: numba stamps a
+    cache with its function's own source file only. Internal numba attributes: without them, nothing."""
     extra = b"".join(hashlib.sha256(Path(m.__file__).read_bytes()).digest() for m in modules)
     for d in dispatchers:
         try:
@@ -70,10 +63,8 @@ def ctz(typingctx, x):  # type: ignore[no-untyped-def]
 
 @intrinsic
 def copy_items(typingctx, dst, dst_at, src, src_at, count):  # type: ignore[no-untyped-def]
-    """Copy `count` items of the C-contiguous array `src` from flat index `src_at` to `dst`
-    from flat index `dst_at` (distinct arrays of one dtype), as one llvm.memcpy. A loop
-    would compile a vectorized copy per call site, a slice assignment numba's broadcasting
-    (seconds of compile time)."""
+    """Copy `count` items of C-contiguous `src` from flat index `src_at` to `dst` from `dst_at` (distinct
+    arrays, one dtype) as one llvm.memcpy: a loop or a slice assignment costs seconds of compile time."""
     ok = (
         isinstance(dst, types.Array)
         and isinstance(src, types.Array)
@@ -98,9 +89,8 @@ def copy_items(typingctx, dst, dst_at, src, src_at, count):  # type: ignore[no-u
 
 @intrinsic
 def fill_items(typingctx, dst, dst_at, value, count):  # type: ignore[no-untyped-def]
-    """Set `count` items of the C-contiguous array `dst` from flat index `dst_at` to `value`.
-    A loop `for j in range(start, stop): a[j] = v` compiles the negative-index wraparound of
-    every item (LLVM cannot see that start >= 0) into a vectorized scatter of 32 stores."""
+    """Set `count` items of C-contiguous `dst` from flat index `dst_at` to `value`: a loop compiles the
+    negative-index wraparound of every item into a vectorized scatter of 32 stores."""
     if not (isinstance(dst, types.Array) and dst.layout == "C"):
         return None
 
@@ -137,14 +127,6 @@ def rng_init(seed, index):  # type: ignore[no-untyped-def]
     return z if z != ZERO else np.uint64(0x2545_F491_4F6C_DD1D)
 
 
-@njit(cache=True, nogil=True)
-def nth_bit(mask, k):  # type: ignore[no-untyped-def]
-    """Return the index of the k-th (0-based) set bit of `mask`."""
-    for _ in range(k):
-        mask &= mask - ONE
-    return ctz(mask)
-
-
 GO_ON = -1  # not an outcome (`solvers.kernel.outcome` codes are >= 0): nothing ends the search yet
 
 
@@ -158,10 +140,7 @@ def interrupted(stop, end_ns):  # type: ignore[no-untyped-def]
     return GO_ON
 
 
-# The per-puzzle scaffolding every exact kernel shares: start the clock, count nodes
-# against the budget and the deadline, pick a branch, record the outcome. `ask` is a kernel's
-# (limit, keep, max_nodes, time_limit_ns, deadline_ns, seed), `out` its (solutions, counts,
-# status, nodes, guesses, ns) arrays (see `solvers.exact.base`).
+# The per-puzzle scaffolding every exact kernel shares (`ask` and `out`: see `solvers.exact.base`).
 CHECK_EVERY = 255  # nodes between two looks at the clock and the stop flag (a mask)
 
 
@@ -173,11 +152,7 @@ def start_puzzle(i, t0, ask, stop, out):  # type: ignore[no-untyped-def]
     end_ns = ask[4]
     if ask[3] > 0 and (end_ns == 0 or t0 + ask[3] < end_ns):
         end_ns = t0 + ask[3]
-    status = GO_ON
-    if stop[0] != 0:
-        status = STOPPED
-    elif end_ns != 0 and t0 >= end_ns:
-        status = TIMEOUT
+    status = STOPPED if stop[0] != 0 else (TIMEOUT if end_ns != 0 and t0 >= end_ns else GO_ON)
     if status != GO_ON:
         _, _, statuses, _, _, _ = out
         statuses[i] = status
@@ -203,7 +178,7 @@ def pick_bit(mask, seed, rng):  # type: ignore[no-untyped-def]
     if seed == 0:
         return ctz(mask), rng
     rng = rng_next(rng)
-    return nth_bit(mask, np.int64(rng % np.uint64(popcount(mask)))), rng
+    return ctz(pick_mask(mask, rng)), rng
 
 
 @njit(cache=True, nogil=True)
@@ -236,99 +211,3 @@ def record_puzzle(i, count, status, nodes, guesses, t0, out):  # type: ignore[no
         return now
     fill_items(statuses, i + 1, STOPPED, statuses.shape[0] - i - 1)
     return -1
-
-
-# The band kernels' shared steps (`solvers.exact.propagation9` and `propagation16`): word sd*d + sb*b holds
-# the cells of band b where digit d is still possible, one row of the band after the other. Inlined: the
-# sizes, constants at the call, unroll their loops.
-
-
-@njit(cache=True, nogil=True, inline="always")
-def band_singles(f, u, pairs, nbands, ndigits, sd, sb, row_peers, todo, dd):  # type: ignore[no-untyped-def]
-    """Naked singles and empty cells by bit-sliced counting of each band's words (`u` the open cells); a
-    single leaves the rest of its row (`row_peers(bit)`), its word flagged in `todo` and its digit in `dd`;
-    `pairs[b]` gets band b's open cells with two candidates. -> (ok: no empty cell, found: a single, todo,
-    dd)."""
-    found = False
-    for b in range(nbands):
-        ub = u[b]
-        one, two, three = ZERO, ZERO, ZERO
-        for d in range(ndigits):
-            x = f[sd * d + sb * b]
-            three |= two & x
-            two |= one & x
-            one |= x
-        if ub & ~one:
-            return False, found, todo, dd
-        ns = ub & one & ~two
-        pairs[b] = ub & two & ~three
-        if ns == ZERO:
-            continue
-        found = True
-        for d in range(ndigits):
-            j = sd * d + sb * b
-            x = f[j] & ns
-            if x:
-                todo |= ONE << np.uint64(j)
-                dd |= ONE << np.uint64(d)
-            while x:
-                lb = x & (~x + ONE)
-                x ^= lb
-                f[j] &= ~row_peers(lb)
-    return True, found, todo, dd
-
-
-@njit(cache=True, nogil=True, inline="always")
-def band_grid(f, grid, nbands, ndigits, sd, sb):  # type: ignore[no-untyped-def]
-    """Write a solved band kernel's grid (each word holds one cell per row of its band: loops of fixed
-    length)."""
-    top = ONE << np.uint64(nbands * ndigits - 1)  # keeps ctz inside a band whatever the word
-    for b in range(nbands):
-        for d in range(ndigits):
-            x = f[sd * d + sb * b]
-            for _ in range(nbands):
-                grid[nbands * ndigits * b + ctz(x | top)] = d + 1
-                x &= x - ONE
-
-
-@njit(cache=True, nogil=True, inline="always")
-def cell_branch(f, u, pairs, nbands, ndigits, sd, sb, seed, rng):  # type: ignore[no-untyped-def]
-    """Where a band kernel branches on a cell (`u` the open cells, `pairs` those with two candidates): a
-    cell with two candidates if any (a random one with a seed), else one with the fewest. -> (band, the
-    cell's bit, its digits, rng)."""
-    npairs = 0
-    for b2 in range(nbands):
-        npairs += popcount(pairs[b2])
-    b, lb = 0, ZERO
-    if npairs > 0:
-        k = 0
-        if seed != 0:
-            rng = rng_next(rng)
-            k = np.int64(rng % np.uint64(npairs))
-        for b2 in range(nbands):
-            pc = popcount(pairs[b2])
-            if k < pc:
-                b, lb = b2, pick_mask(pairs[b2], np.uint64(k))
-                break
-            k -= pc
-    else:
-        best, ties = ndigits + 1, 0
-        for b2 in range(nbands):
-            rest = u[b2]
-            while rest:
-                lb2 = rest & (~rest + ONE)
-                rest ^= lb2
-                pc = 0
-                for d in range(ndigits):
-                    pc += np.int64((f[sd * d + sb * b2] & lb2) != ZERO)
-                if pc < best:
-                    best, b, lb, ties = pc, b2, lb2, 1
-                elif pc == best and seed != 0:
-                    ties += 1
-                    rng = rng_next(rng)
-                    if rng % np.uint64(ties) == ZERO:
-                        b, lb = b2, lb2
-    m = ZERO
-    for d in range(ndigits):
-        m |= np.uint64((f[sd * d + sb * b] & lb) != ZERO) << np.uint64(d)
-    return b, lb, m, rng

@@ -1,9 +1,8 @@
 """A monotonic nanosecond clock callable from numba-compiled code.
 
-Why: kernels must honour deadlines themselves (a batch call cannot be interrupted from
-Python), and numba has no `time` module. The intrinsic calls libc's `clock_gettime` by
-symbol name, so the compiled code stays cacheable (no baked-in ctypes address), and it
-reads the same clock as `time.monotonic_ns()` in Python.
+Kernels honour deadlines themselves (a batch call cannot be interrupted from Python) and numba has no
+`time`: libc's `clock_gettime` called by symbol name stays cacheable (no baked-in ctypes address) and
+reads the clock of `time.monotonic_ns()`.
 """
 
 from __future__ import annotations

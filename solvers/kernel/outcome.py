@@ -1,14 +1,9 @@
 """How a compiled search or run ended: one outcome enum for every kernel and race member.
 
-Exact kernels (`solvers.exact`), the generator's dig and rating search (`solvers.generate.dig`),
-stochastic slices (`solvers.stochastic`) and race members (`solvers.race.members`) all report
-with these codes, so a code means the same wherever it is compared. They are internal:
-the public vocabulary is `solvers.model.result.Status`, and the wire has its own fixed codes.
-
-Why plain ints beside the enum: numba freezes module-level ints into compiled code as
-constants, while an IntEnum member is typed as an enum value that does not store into
-the kernels' int8/int64 status arrays. Kernels use the ints; Python code may use either
-(an IntEnum member equals its int).
+Exact kernels, the generator's dig, stochastic slices and race members all report with these codes, so
+a code means the same wherever it is compared. Internal: the public vocabulary is
+`solvers.model.result.Status`, and the wire has its own codes. Plain ints beside the enum for kernels:
+numba freezes module-level ints as constants, while an IntEnum member does not store into an int array.
 """
 
 from __future__ import annotations
