@@ -14,13 +14,13 @@ the givens and swap two free cells of a row or a box, so givens always hold.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numba as nb
 import numpy as np
 
-from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT
+from solvers.kernel.bits import GO_ON
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED
 from solvers.model.puzzle import Puzzle
 from solvers.stochastic import base, state
 from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
@@ -105,26 +105,10 @@ def _offer(pool: np.ndarray, pcost: np.ndarray, size: int, grid: np.ndarray, c: 
 
 
 @nb.njit(cache=True, nogil=True)
-def progressive_slice(
-    grid: np.ndarray,
-    cand: np.ndarray,
-    counts: np.ndarray,
-    givens: np.ndarray,
-    units: np.ndarray,
-    cell_units: np.ndarray,
-    gcells: np.ndarray,
-    gsize: np.ndarray,
-    best_grid: np.ndarray,
-    pool: np.ndarray,
-    pcost: np.ndarray,
-    rng: np.ndarray,
-    istate: np.ndarray,
-    work: int,
-    deadline_ns: int,
-    stop: np.ndarray,
-) -> int:
+def progressive_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.ndarray) -> int:
     """Make mutations worth `work` units (1 each, plus N*N/16 per queued copy and N*N/4
     per RandomItem recount); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
+    grid, cand, counts, givens, units, cell_units, gcells, gsize, best_grid, pool, pcost, rng, istate = args
     if istate[base.I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
@@ -134,18 +118,12 @@ def progressive_slice(
     small = istate[I_SMALL]
     distinct = istate[I_DISTINCT] != 0
     copy_work = 1 + grid.shape[0] // 16
-    status = BUDGET
     end = istate[base.I_WORK] + work
-    it = -1
-    while istate[base.I_WORK] < end:
-        it += 1
-        if (it & state.CLOCK_EVERY) == 0:
-            if stop[0] != 0:
-                status = STOPPED
-                break
-            if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
-                status = TIMEOUT
-                break
+    status = BUDGET
+    for it in range(work + 1):  # a move costs at least one unit: the work ends the slice first
+        status = base.slice_status(it, istate, end, stop, deadline_ns)
+        if status != GO_ON:
+            break
         istate[base.I_ITER] += 1
         istate[base.I_WORK] += 1
         a, b = state.pick_pair(grid, cand, gcells, gsize, rng)
@@ -153,14 +131,10 @@ def progressive_slice(
             continue
         new = cost + state.swap_delta(grid, givens, counts, cell_units, a, b, state.GIVEN_WEIGHT)
         state.apply_swap(grid, counts, cell_units, a, b)  # grid is now the mutation
-        if new < istate[base.I_BEST]:
-            istate[base.I_BEST] = new
-            istate[base.I_BEST_NS] = monotonic_ns()
-            best_grid[:] = grid
-            if new == 0:
-                cost = new
-                status = SOLVED
-                break
+        if base.note_best(istate, new, grid, best_grid):
+            cost = new
+            status = SOLVED
+            break
         if size < pool.shape[0] or new < pcost[0]:
             istate[base.I_WORK] += copy_work
             size = _offer(pool, pcost, size, grid, new, distinct)
@@ -190,27 +164,24 @@ class ProgressiveRun(StochasticRun):
         super().__init__(puzzle, I_SIZE, gen)
         n, nn = puzzle.box.n, puzzle.box.cells
         if params.variant == "article":
-            self.grid = np.tile(np.arange(1, n + 1, dtype=np.uint8), n)
-            self.cand = np.full(nn, (1 << n) - 1, dtype=np.uint64)
-            self.gcells, self.gsize = state.free_groups(np.zeros(nn, dtype=np.uint8), self.units, 0, n)
+            grid = np.tile(np.arange(1, n + 1, dtype=np.uint8), n)
+            cand = np.full(nn, (1 << n) - 1, dtype=np.uint64)
+            gcells, gsize = state.free_groups(np.zeros(nn, dtype=np.uint8), self.units, 0, n)
         else:
             first = 0 if params.variant == "row" else 2 * n
-            fixed, self.cand, self.grid = state.start_grid(
-                puzzle, params.propagate, params.restrict, first, self.rng
-            )
-            self.gcells, self.gsize = state.free_groups(fixed, self.units, first, n)
-        cost = self._counted(self.grid)
-        self.pool = np.zeros((max(1, params.max_size), nn), dtype=np.uint8)
-        self.pcost = np.zeros(max(1, params.max_size), dtype=np.int64)
-        self.pool[0] = self.grid
-        self.pcost[0] = cost
+            fixed, cand, grid = state.start_grid(puzzle, params.propagate, params.restrict, first, self.rng)
+            gcells, gsize = state.free_groups(fixed, self.units, first, n)
+        pool = np.zeros((max(1, params.max_size), nn), dtype=np.uint8)
+        pcost = np.zeros(max(1, params.max_size), dtype=np.int64)
+        pool[0] = grid
+        pcost[0] = self._counted(grid)
         self.istate[I_POOL_N] = 1
         self.istate[I_NB_SIZE] = max(1, params.neighbourhood)
         self.istate[I_SMALL] = params.small_threshold
         self.istate[I_DISTINCT] = int(params.distinct)
         self.args = (
-            self.grid, self.cand, self.counts, self.givens, self.units, self.cell_units, self.gcells,
-            self.gsize, self.best_grid, self.pool, self.pcost, self.rng, self.istate,
+            grid, cand, self.counts, self.givens, self.units, self.cell_units, gcells, gsize, self.best_grid,
+            pool, pcost, self.rng, self.istate,
         )  # fmt: skip
 
 

@@ -12,25 +12,17 @@ global RNG.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-
 import numba as nb
 import numpy as np
 
 from solvers.model.geometry import geometry
-from solvers.model.puzzle import Box, Puzzle
+from solvers.model.puzzle import Puzzle
 
 GIVEN_WEIGHT = 8  # the cost of one changed given, as in solvers.model.cost
-CLOCK_EVERY = 255  # kernels read the clock when (iteration & CLOCK_EVERY) == 0
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S11 = np.uint64(11)
 _S32 = np.uint64(32)
 _INV53 = 1.0 / 9007199254740992.0
 
@@ -40,9 +32,9 @@ def rng_next(rng: np.ndarray) -> np.uint64:
     """Advance the splitmix64 stream in `rng` (uint64[1]) and return 64 random bits."""
     rng[0] += _GOLDEN
     z = rng[0]
-    z = (z ^ (z >> _S30)) * _MIX1
-    z = (z ^ (z >> _S27)) * _MIX2
-    return z ^ (z >> _S31)
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -55,29 +47,12 @@ def rng_below(rng: np.ndarray, n: int) -> int:
 @nb.njit(cache=True, nogil=True)
 def rng_unit(rng: np.ndarray) -> float:
     """Return a random float in [0, 1) with 53 random bits."""
-    return np.float64(rng_next(rng) >> _S11) * _INV53
+    return np.float64(rng_next(rng) >> np.uint64(11)) * _INV53
 
 
 def new_rng(gen: np.random.Generator) -> np.ndarray:
     """Seed a kernel RNG stream (uint64[1]) from an explicit numpy Generator."""
     return np.array([gen.integers(0, 2**63, dtype=np.uint64)], dtype=np.uint64)
-
-
-@dataclass(frozen=True)
-class Tables:
-    """Per box shape: the unit tables the kernels index (int32, read-only)."""
-
-    n: int
-    units: np.ndarray  # (3N, N) cells of rows, columns, boxes
-    cell_units: np.ndarray  # (NN, 3) unit ids of each cell
-    peers: np.ndarray  # (NN, P)
-
-
-@lru_cache(maxsize=16)
-def tables(box: Box) -> Tables:
-    """Return the kernel tables of `box` (cached per shape)."""
-    geo = geometry(box)
-    return Tables(box.n, geo.units, geo.cell_units, geo.peers)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -271,18 +246,11 @@ def free_groups(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (cells int32[G, N], sizes int32[G]) of the unfixed cells of units
     `first..first+count-1`, keeping only units with at least two (a swap needs two)."""
-    cells = []
-    for u in range(first, first + count):
-        free = units[u][fixed[units[u]] == 0]
-        if len(free) >= 2:
-            cells.append(free)
-    n = units.shape[1]
-    out = np.zeros((max(1, len(cells)), n), dtype=np.int32)  # one row at least: numba needs 2-D
-    sizes = np.zeros(len(cells), dtype=np.int32)
-    for g, free in enumerate(cells):
+    groups = [free for u in range(first, first + count) if len(free := units[u][fixed[units[u]] == 0]) >= 2]
+    out = np.zeros((max(1, len(groups)), units.shape[1]), dtype=np.int32)  # one row at least: numba needs 2-D
+    for g, free in enumerate(groups):
         out[g, : len(free)] = free
-        sizes[g] = len(free)
-    return out, sizes
+    return out, np.array([len(free) for free in groups], dtype=np.int32)
 
 
 def domains(puzzle: Puzzle, propagate: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -294,7 +262,7 @@ def domains(puzzle: Puzzle, propagate: bool) -> tuple[np.ndarray, np.ndarray]:
     givens = puzzle.givens.astype(np.uint8)
     full = np.uint64((1 << n) - 1)
     if propagate:
-        t = tables(puzzle.box)
+        t = geometry(puzzle.box)
         out = np.zeros(nn, dtype=np.uint8)
         cand = np.zeros(nn, dtype=np.uint64)
         if propagate_singles(givens, t.units, t.peers, out, cand):
@@ -320,12 +288,6 @@ def restricted(cand: np.ndarray, n: int) -> bool:
 
 
 @nb.njit(cache=True, nogil=True)
-def legal(grid: np.ndarray, cand: np.ndarray, a: int, b: int) -> bool:
-    """True when swapping cells a and b leaves each holding one of its candidates."""
-    return allowed(cand, a, grid[b]) and allowed(cand, b, grid[a])
-
-
-@nb.njit(cache=True, nogil=True)
 def pick_pair(
     grid: np.ndarray, cand: np.ndarray, gcells: np.ndarray, gsize: np.ndarray, rng: np.ndarray
 ) -> tuple[int, int]:
@@ -339,7 +301,7 @@ def pick_pair(
         j += np.int64(j >= i)
         a = gcells[g, i]
         b = gcells[g, j]
-        if legal(grid, cand, a, b):
+        if allowed(cand, a, grid[b]) and allowed(cand, b, grid[a]):
             return a, b
     return -1, -1
 
@@ -365,13 +327,9 @@ def fill_boxes_matched(
         m, _ = _unit_gaps(fixed, units, 2 * n + b, grid, have, cells, vals)
         for i in range(m - 1, 0, -1):
             j = rng_below(rng, i + 1)
-            t = cells[i]
-            cells[i] = cells[j]
-            cells[j] = t
+            cells[i], cells[j] = cells[j], cells[i]
             j = rng_below(rng, i + 1)
-            t = vals[i]
-            vals[i] = vals[j]
-            vals[j] = t
+            vals[i], vals[j] = vals[j], vals[i]
         owner[:m] = -1
         matched = 0
         for start in range(m):  # augment from value slot `start` (iterative DFS)
@@ -425,7 +383,7 @@ def start_grid(
     n = puzzle.box.n
     fixed, cand = domains(puzzle, propagate)
     grid = np.zeros(puzzle.box.cells, dtype=np.uint8)
-    units = tables(puzzle.box).units
+    units = geometry(puzzle.box).units
     if restrict and first == 2 * n:
         fill_boxes_matched(fixed, cand, units, rng, grid)
     else:
