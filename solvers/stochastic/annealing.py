@@ -1,14 +1,12 @@
 """`annealing`: simulated annealing over box-invariant grids, with reheats when stuck.
 
-Each box always holds 1..N with its givens (and singles-forced values) fixed, so only
-rows and columns can miss values; a move swaps two free cells of one box and its cost
-change is read from unit counts (only the two touched rows and columns change). With
-`restrict` (default) the start is a matching of each box's missing values to cells that
-allow them, and only swaps keeping both cells within their candidates are drawn. The
-initial temperature is the spread (standard deviation) of the costs of random
-neighbours of the initial grid; the temperature falls by `alpha` after each Markov
-chain of sum(free cells per box squared) moves, and is reset to the initial one when
-`stuck_chains` chains pass without a new lowest cost (a reheat).
+Each box always holds 1..N with its givens (and singles-forced values) fixed, so only rows and columns can
+miss values; a move swaps two free cells of one box and its cost change is read from unit counts (only the two
+touched rows and columns change). With `restrict` (default) the start is a matching of each box's missing
+values to cells that allow them, and only swaps keeping both cells within their candidates are drawn. The
+initial temperature is the spread (standard deviation) of the costs of random neighbours of the initial grid;
+the temperature falls by `alpha` after each Markov chain of sum(free cells per box squared) moves, and is
+reset to the initial one when `stuck_chains` chains pass without a new lowest cost (a reheat).
 """
 
 from __future__ import annotations
@@ -121,7 +119,6 @@ def anneal_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.nd
 class AnnealingRun(StochasticRun):
     """One annealing run: a box-invariant grid, its unit counts and the temperature."""
 
-    name = "annealing"
     kernel = staticmethod(anneal_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: AnnealingParams) -> None:

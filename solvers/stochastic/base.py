@@ -75,7 +75,6 @@ class StochasticRun:
     deadline_ns, stop)` runs one slice on the arrays of the tuple `args` (set by the solver's run) and returns
     an outcome code (`solvers.kernel.outcome`)."""
 
-    name = "stochastic"
     kernel: Callable[..., int]
     args: tuple[Any, ...] = ()
 
@@ -106,8 +105,8 @@ class StochasticRun:
         return cost
 
     def step(self, work: int, deadline_ns: int = 0, stop: np.ndarray | None = None) -> Outcome:
-        """Advance by about `work` units (less on success, deadline or stop; one move may
-        overshoot); return the outcome: BUDGET, SOLVED, TIMEOUT, STOPPED or EXHAUSTED."""
+        """Advance by about `work` units (less on success, deadline or stop; one move may overshoot); return
+        the outcome: BUDGET, SOLVED, TIMEOUT, STOPPED or EXHAUSTED."""
         if self.status in (SOLVED, EXHAUSTED):
             return self.status
         before = int(self.istate[I_BEST])
@@ -163,8 +162,8 @@ class StochasticSolver:
         params: dict[str, Any] | Params | None = None,
         max_work: int = 0,
     ) -> SolveResult:
-        """Run this solver alone until it solves, the time limit passes or `max_work` units
-        are spent; return `solved` (verified) or `approximate` with the best grid's true cost."""
+        """Run this solver alone until it solves, the time limit passes or `max_work` units are spent; return
+        `solved` (only if the verifier accepts it) or `approximate` with the best grid's true cost."""
         p = params if isinstance(params, Params) else self.make_params(params)
         t0 = time.perf_counter()
         deadline = 0 if time_limit is None else monotonic_ns() + max(1, int(time_limit * 1e9))
@@ -175,29 +174,18 @@ class StochasticSolver:
             if todo <= 0:
                 break
             status = run.step(todo, deadline)
-        return run_result(run, self.name, time.perf_counter() - t0)
-
-
-def run_result(run: StochasticRun, solver: str, elapsed: float, restarts: int = 0) -> SolveResult:
-    """Turn a run's best grid into a SolveResult: `solved` only if the verifier accepts it,
-    otherwise `approximate` carrying the true cost from `grid_cost`."""
-    puzzle = run.puzzle
-    grid = run.best_grid
-    cost = grid_cost(puzzle, grid)
-    counters = {solver: run.counters()}
-    common: dict[str, Any] = dict(
-        puzzle=puzzle.render(),
-        solution=puzzle.render(grid),
-        cost=cost,
-        solver=solver,
-        elapsed=elapsed,
-        nodes=run.iterations,
-        restarts=restarts + run.restarts,
-        counters=counters,
-    )
-    if cost == 0 and is_solution(puzzle, grid):
-        return SolveResult(Status.SOLVED, **common)
-    return SolveResult(Status.APPROXIMATE, **common)
+        elapsed, grid, cost = time.perf_counter() - t0, run.best_grid, grid_cost(puzzle, run.best_grid)
+        return SolveResult(
+            Status.SOLVED if cost == 0 and is_solution(puzzle, grid) else Status.APPROXIMATE,
+            puzzle=puzzle.render(),
+            solution=puzzle.render(grid),
+            cost=cost,
+            solver=self.name,
+            elapsed=elapsed,
+            nodes=run.iterations,
+            restarts=run.restarts,
+            counters={self.name: run.counters()},
+        )
 
 
 STOCHASTIC_SOLVERS: KindView[StochasticSolver] = KindView(Kind.STOCHASTIC)  # those of `solvers.registry`

@@ -1,14 +1,12 @@
 """`evolution`: combinatorial evolution as in the seed article (a hive of organisms).
 
-Every organism is a box-invariant grid (each box holds 1..N, givens fixed) whose error
-is the number of values missing from rows and columns. Workers (90%) try one neighbour
-per epoch (a swap of two free cells in one box), keep it when better, or with
-probability `p_worse` even when worse; otherwise they age, and die past `max_age`,
-reborn as a random grid. Explorers (10%) draw a fresh random grid every epoch. After
-each epoch the best worker and the best explorer are merged box by box into a child
-that replaces the worst worker. The hive restarts after `max_epochs`, up to
-`max_restarts` times (0 = no limit). The defaults are the article's; `propagate=True`
-adds singles and candidate-restricted grids and swaps (as the race preset does).
+Every organism is a box-invariant grid (each box holds 1..N, givens fixed) whose error is the number of values
+missing from rows and columns. Workers (90%) try one neighbour per epoch (a swap of two free cells in one
+box), keep it when better, or with probability `p_worse` even when worse; otherwise they age, and die past
+`max_age`, reborn as a random grid. Explorers (10%) draw a fresh random grid every epoch. After each epoch the
+best worker and the best explorer are merged box by box into a child that replaces the worst worker. The hive
+restarts after `max_epochs`, up to `max_restarts` times (0 = no limit). The defaults are the article's;
+`propagate=True` adds singles and candidate-restricted grids and swaps (as the race preset does).
 """
 
 from __future__ import annotations
@@ -48,8 +46,8 @@ class EvolutionParams(Params):
 
 @nb.njit(cache=True, nogil=True)
 def _new_organism(hive: tuple[Any, ...], i: int) -> None:
-    """Give organism i a random box-invariant grid (a candidate matching when `cand`
-    restricts anything) and its error."""
+    """Give organism i a random box-invariant grid (a candidate matching when `cand` restricts anything) and
+    its error."""
     fixed, cand, givens, units, grids, counts, err, rng = hive
     if state.restricted(cand, units.shape[1]):
         state.fill_boxes_matched(fixed, cand, units, rng, grids[i])
@@ -72,8 +70,8 @@ def hive_init(hive: tuple[Any, ...], age: np.ndarray, best_grid: np.ndarray, ist
 
 @nb.njit(cache=True, nogil=True)
 def _mate(hive: tuple[Any, ...], age: np.ndarray, kind: np.ndarray, child: np.ndarray) -> int:
-    """Merge the best worker and best explorer box by box into the worst worker's slot;
-    return the child's index (-1 when the hive lacks a worker or an explorer)."""
+    """Merge the best worker and best explorer box by box into the worst worker's slot; return the child's
+    index (-1 when the hive lacks a worker or an explorer)."""
     _, _, givens, units, grids, counts, err, rng = hive
     n = units.shape[1]
     bw = -1
@@ -102,9 +100,8 @@ def _mate(hive: tuple[Any, ...], age: np.ndarray, kind: np.ndarray, child: np.nd
 
 @nb.njit(cache=True, nogil=True)
 def evolve_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.ndarray) -> int:
-    """Make organism moves (one per organism per epoch) worth `work` units: 1 per worker
-    move, 3N*N/4 per fresh grid (explorers, deaths) and per mating; return SOLVED,
-    TIMEOUT, STOPPED, EXHAUSTED or BUDGET."""
+    """Make organism moves (one per organism per epoch) worth `work` units: 1 per worker move, 3N*N/4 per
+    fresh grid (explorers, deaths) and per mating; return SOLVED, TIMEOUT, STOPPED, EXHAUSTED or BUDGET."""
     hive, cell_units, gcells, gsize, age, kind, best_grid, istate, p_worse = args
     _, cand, givens, _, grids, counts, err, rng = hive
     if istate[base.I_BEST] == 0:
@@ -173,7 +170,6 @@ def start_work(puzzle: Puzzle, params: EvolutionParams) -> int:
 class EvolutionRun(StochasticRun):
     """One evolution run: the hive's grids, unit counts, errors, ages and kinds."""
 
-    name = "evolution"
     kernel = staticmethod(evolve_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: EvolutionParams) -> None:

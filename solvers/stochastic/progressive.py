@@ -1,15 +1,14 @@
 """`progressive`: the progressive search of the seed article, made incremental.
 
-A bounded priority queue (`max_size` 20) holds grids keyed by negative cost, so the
-worst is at the root and a better neighbour replaces it. From the current grid the
-search makes `neighbourhood` (50) single-swap mutations; each is offered to the queue,
-and the current grid jumps to any mutation within `small_threshold` of the best cost.
-After each neighbourhood, `RandomItem()` draws the next current grid from the queue.
-Cost = missing values per unit + 8 per changed given, updated in O(1) per swap.
+A bounded priority queue (`max_size` 20) holds grids keyed by negative cost, so the worst is at the root and a
+better neighbour replaces it. From the current grid the search makes `neighbourhood` (50) single-swap
+mutations; each is offered to the queue, and the current grid jumps to any mutation within `small_threshold`
+of the best cost. After each neighbourhood, `RandomItem()` draws the next current grid from the queue. Cost =
+missing values per unit + 8 per changed given, updated in O(1) per swap.
 
-Variants (`variant`): `article` starts from 1..N in every row and swaps two cells of
-a row, givens included (they are held only by their cost); `row` and `box` start from
-the givens and swap two free cells of a row or a box, so givens always hold.
+Variants (`variant`): `article` starts from 1..N in every row and swaps two cells of a row, givens included
+(they are held only by their cost); `row` and `box` start from the givens and swap two free cells of a row or
+a box, so givens always hold.
 """
 
 from __future__ import annotations
@@ -34,9 +33,9 @@ I_SIZE = base.I_COMMON + 5
 
 
 class ProgressiveParams(Params):
-    """Parameters of `progressive`. The article's own setting is variant="article",
-    neighbourhood=50, distinct=False, propagate=False; the defaults are the tuned ones
-    (on 10 top95 puzzles, 2 s each: 2 solved with neighbourhood 5000, 0 with 50)."""
+    """Parameters of `progressive`. The article's own setting is variant="article", neighbourhood=50,
+    distinct=False, propagate=False; the defaults are the tuned ones (on 10 top95 puzzles, 2 s each: 2 solved
+    with neighbourhood 5000, 0 with 50)."""
 
     variant: Literal["article", "row", "box"] = "box"
     max_size: int = 20  # queue capacity (the article's MaxSize)
@@ -72,8 +71,8 @@ def _swap_slots(pool: np.ndarray, cost: np.ndarray, i: int, j: int) -> None:
 
 @nb.njit(cache=True, nogil=True)
 def _offer(pool: np.ndarray, pcost: np.ndarray, size: int, grid: np.ndarray, c: int, distinct: bool) -> int:
-    """Queue `grid` of cost c if there is room or it beats the worst (the root); return
-    the new size. Why a max-heap: the worst grid is the one to evict, in O(log size)."""
+    """Queue `grid` of cost c if there is room or it beats the worst (the root); return the new size. Why a
+    max-heap: the worst grid is the one to evict, in O(log size)."""
     cap = pool.shape[0]
     if size == cap and c >= pcost[0]:
         return size
@@ -106,8 +105,8 @@ def _offer(pool: np.ndarray, pcost: np.ndarray, size: int, grid: np.ndarray, c: 
 
 @nb.njit(cache=True, nogil=True)
 def progressive_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.ndarray) -> int:
-    """Make mutations worth `work` units (1 each, plus N*N/16 per queued copy and N*N/4
-    per RandomItem recount); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
+    """Make mutations worth `work` units (1 each, plus N*N/16 per queued copy and N*N/4 per RandomItem
+    recount); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
     grid, cand, counts, givens, units, cell_units, gcells, gsize, best_grid, pool, pcost, rng, istate = args
     if istate[base.I_BEST] == 0:
         return SOLVED
@@ -157,7 +156,6 @@ def progressive_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: 
 class ProgressiveRun(StochasticRun):
     """One progressive-search run: the current grid, its counts and the bounded queue."""
 
-    name = "progressive"
     kernel = staticmethod(progressive_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: ProgressiveParams) -> None:

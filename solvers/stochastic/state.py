@@ -1,13 +1,12 @@
-"""Shared machinery of the stochastic solvers: a seeded RNG, unit counts and the
-incremental cost, the box-invariant fill, and singles propagation over the givens.
+"""Shared machinery of the stochastic solvers: a seeded RNG, unit counts and the incremental cost, the
+box-invariant fill, and singles propagation over the givens.
 
-Why one module: all three solvers move by swapping two cells and score a grid with the
-cost of `solvers.model.cost.grid_cost` (one per value missing from a unit, plus a weight per
-changed given). Keeping per-unit value counts makes the cost of a swap O(1): only the
-units holding exactly one of the two cells change. Every kernel is `@njit(nogil=True)`
-and draws its random numbers from a splitmix64 stream held in a uint64[1] array seeded
-from an explicit `np.random.Generator`, so runs replay exactly and never touch a
-global RNG.
+Why one module: all three solvers move by swapping two cells and score a grid with the cost of
+`solvers.model.cost.grid_cost` (one per value missing from a unit, plus a weight per changed given). Keeping
+per-unit value counts makes the cost of a swap O(1): only the units holding exactly one of the two cells
+change. Every kernel is `@njit(nogil=True)` and draws its random numbers from a splitmix64 stream held in a
+uint64[1] array seeded from an explicit `np.random.Generator`, so runs replay exactly and never touch a global
+RNG.
 """
 
 from __future__ import annotations
@@ -39,8 +38,8 @@ def rng_next(rng: np.ndarray) -> np.uint64:
 
 @nb.njit(cache=True, nogil=True)
 def rng_below(rng: np.ndarray, n: int) -> int:
-    """Return a random int in [0, n) for 1 <= n < 2**32 (Lemire's multiply-shift: a
-    64-bit division costs ~30 ns per draw on this hardware; bias is below n / 2**32)."""
+    """Return a random int in [0, n) for 1 <= n < 2**32 (Lemire's multiply-shift: a 64-bit division costs ~30
+    ns per draw on this hardware; bias is below n / 2**32)."""
     return np.int64(((rng_next(rng) >> _S32) * np.uint64(n)) >> _S32)
 
 
@@ -80,12 +79,10 @@ def swap_delta(
 ) -> int:
     """Return the cost change of swapping cells a and b, without changing anything.
 
-    Only the units holding exactly one of the two cells change: in each, the old value
-    leaves (costs 1 if it was its only copy) and the other value arrives (saves 1 if it
-    was missing). Givens add `gw` when they change and save it when they come back.
-    Branch-free (a unit of one kind can only be shared with the same kind of the other
-    cell), because random swaps make every branch here unpredictable.
-    """
+    Only the units holding exactly one of the two cells change: in each, the old value leaves (costs 1 if it
+    was its only copy) and the other value arrives (saves 1 if it was missing). Givens add `gw` when they
+    change and save it when they come back. Branch-free (a unit of one kind can only be shared with the same
+    kind of the other cell), because random swaps make every branch here unpredictable."""
     va = np.int64(grid[a])
     vb = np.int64(grid[b])
     d = 0
@@ -127,13 +124,12 @@ def apply_swap(grid: np.ndarray, counts: np.ndarray, cell_units: np.ndarray, a: 
 def propagate_singles(
     givens: np.ndarray, units: np.ndarray, peers: np.ndarray, out: np.ndarray, cand: np.ndarray
 ) -> bool:
-    """Write into `out` the givens plus every value forced by naked and hidden singles,
-    and into `cand` each cell's remaining candidates (bit v-1 for value v).
+    """Write into `out` the givens plus every value forced by naked and hidden singles, and into `cand` each
+    cell's remaining candidates (bit v-1 for value v).
 
-    Returns False on a contradiction (a cell without candidates, or a value with no
-    place in a unit). Why: every deduced value holds in every solution, so fixing it
-    shrinks the stochastic search space without excluding any solution.
-    """
+    Returns False on a contradiction (a cell without candidates, or a value with no place in a unit). Why:
+    every deduced value holds in every solution, so fixing it shrinks the stochastic search space without
+    excluding any solution."""
     nn = givens.shape[0]
     n = units.shape[1]
     full = (np.uint64(1) << np.uint64(n)) - np.uint64(1)
@@ -225,9 +221,9 @@ def _unit_gaps(fixed, units, u, grid, have, cells, vals):  # type: ignore[no-unt
 
 @nb.njit(cache=True, nogil=True)
 def fill_units(fixed: np.ndarray, units: np.ndarray, first: int, rng: np.ndarray, grid: np.ndarray) -> None:
-    """Write into `grid` the fixed cells plus, in each unit `first..first+N-1` (rows: 0,
-    boxes: 2N), its missing values in random order, so each of those units holds 1..N
-    once with fixed cells keeping their value (the row or box invariant)."""
+    """Write into `grid` the fixed cells plus, in each unit `first..first+N-1` (rows: 0, boxes: 2N), its
+    missing values in random order, so each of those units holds 1..N once with fixed cells keeping their
+    value (the row or box invariant)."""
     n = units.shape[1]
     have = np.zeros(n + 1, dtype=np.bool_)
     cells = np.empty(n, dtype=np.int64)
@@ -244,8 +240,8 @@ def fill_units(fixed: np.ndarray, units: np.ndarray, first: int, rng: np.ndarray
 def free_groups(
     fixed: np.ndarray, units: np.ndarray, first: int, count: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Return (cells int32[G, N], sizes int32[G]) of the unfixed cells of units
-    `first..first+count-1`, keeping only units with at least two (a swap needs two)."""
+    """Return (cells int32[G, N], sizes int32[G]) of the unfixed cells of units `first..first+count-1`,
+    keeping only units with at least two (a swap needs two)."""
     groups = [free for u in range(first, first + count) if len(free := units[u][fixed[units[u]] == 0]) >= 2]
     out = np.zeros((max(1, len(groups)), units.shape[1]), dtype=np.int32)  # one row at least: numba needs 2-D
     for g, free in enumerate(groups):
@@ -254,10 +250,9 @@ def free_groups(
 
 
 def domains(puzzle: Puzzle, propagate: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Return (fixed uint8[NN], cand uint64[NN]): the cells held fixed (0 = free) and each
-    cell's allowed values. With `propagate`, fixed adds the values forced by singles and
-    cand excludes every value a fixed peer holds; without it (or on a contradiction),
-    fixed is the givens and a free cell allows every value."""
+    """Return (fixed uint8[NN], cand uint64[NN]): the cells held fixed (0 = free) and each cell's allowed
+    values. With `propagate`, fixed adds the values forced by singles and cand excludes every value a fixed
+    peer holds; without it (or on a contradiction), fixed is the givens and a free cell allows every value."""
     n, nn = puzzle.box.n, puzzle.box.cells
     givens = puzzle.givens.astype(np.uint8)
     full = np.uint64((1 << n) - 1)
@@ -291,8 +286,8 @@ def restricted(cand: np.ndarray, n: int) -> bool:
 def pick_pair(
     grid: np.ndarray, cand: np.ndarray, gcells: np.ndarray, gsize: np.ndarray, rng: np.ndarray
 ) -> tuple[int, int]:
-    """Draw two distinct free cells of one random swap group whose swap keeps both
-    within their candidates, by rejection (a draw costs a few ns); (-1, -1) after 64."""
+    """Draw two distinct free cells of one random swap group whose swap keeps both within their candidates, by
+    rejection (a draw costs a few ns); (-1, -1) after 64."""
     for _ in range(64):
         g = rng_below(rng, gsize.shape[0])
         m = gsize[g]
@@ -310,10 +305,10 @@ def pick_pair(
 def fill_boxes_matched(
     fixed: np.ndarray, cand: np.ndarray, units: np.ndarray, rng: np.ndarray, grid: np.ndarray
 ) -> bool:
-    """Fill `grid` under the box invariant with every free cell holding one of its
-    candidates: a random perfect matching of each box's missing values to its free
-    cells (Kuhn's augmenting paths over shuffled orders). Falls back to a plain random
-    fill of a box, and returns False, when that box has no such matching."""
+    """Fill `grid` under the box invariant with every free cell holding one of its candidates: a random
+    perfect matching of each box's missing values to its free cells (Kuhn's augmenting paths over shuffled
+    orders). Falls back to a plain random fill of a box, and returns False, when that box has no such
+    matching."""
     n = units.shape[1]
     ok = True
     cells = np.empty(n, dtype=np.int64)
@@ -377,9 +372,9 @@ def fill_boxes_matched(
 def start_grid(
     puzzle: Puzzle, propagate: bool, restrict: bool, first: int, rng: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (fixed, cand, grid) for a unit invariant (`first` = 0 rows, 2N boxes): with
-    `restrict` (boxes only) the grid is a candidate matching and cand limits the swaps;
-    otherwise the fill is random and cand allows every value (no restriction)."""
+    """Return (fixed, cand, grid) for a unit invariant (`first` = 0 rows, 2N boxes): with `restrict` (boxes
+    only) the grid is a candidate matching and cand limits the swaps; otherwise the fill is random and cand
+    allows every value (no restriction)."""
     n = puzzle.box.n
     fixed, cand = domains(puzzle, propagate)
     grid = np.zeros(puzzle.box.cells, dtype=np.uint8)
