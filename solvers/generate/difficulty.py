@@ -46,10 +46,7 @@ class Rating:
 
 def level_of(guesses: int) -> str:
     """Name the level of a guess count (the first level whose bound it does not exceed)."""
-    for name, most in LEVELS:
-        if guesses <= most:
-            return name
-    return LEVELS[-1][0]
+    return next((name for name, most in LEVELS if guesses <= most), LEVELS[-1][0])
 
 
 FOUR_BY_FOUR_LEVELS = {True: frozenset({"easy"}), False: frozenset({"easy", "medium", "hard"})}  # by unique

@@ -32,15 +32,11 @@ from solvers.kernel.outcome import BUDGET, DONE, LIMIT
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
 
-DIG_MINIMAL, DIG_AT_TARGET = 1, 2  # bit flags of one dig: proven minimal / stopped at the clue target
-
 
 @njit(cache=True, nogil=True)
 def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-def]
-    """Naked and hidden singles to a fixpoint from the queued cells and the dirty units.
-
-    The dirty units are a bit set of three words d0..d2 (3N <= 192 units); `unit_bits[x]` holds the three
-    units of cell x. Returns False on a contradiction."""
+    """Naked and hidden singles to a fixpoint from the queued cells and the dirty units (a bit set of three
+    words d0..d2: 3N <= 192 units; `unit_bits[x]` holds cell x's three); False on a contradiction."""
     units, _, unit_bits, peers, _ = geo
     full = ALL >> np.uint64(64 - n)
     npeers = peers.shape[1]
@@ -110,12 +106,10 @@ def _value(m, p, rng):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # type: ignore[no-untyped-def]
-    """Depth-first search for one solution from a state with queued cells and dirty units.
-
-    -> (LIMIT (`limit` solutions found) | DONE (search exhausted) | BUDGET (`budget`
-    nodes spent), solutions, nodes, guesses, rng, stk). `prefer[x]` (a value, 0 = none)
-    is tried first at x; rng != 0 randomises ties and value order. The first solution
-    goes to `out`. `stk` (depth x (NN + 2) words: snapshot, cell, values left) grows."""
+    """Depth-first search for one solution from a state with queued cells and dirty units -> (LIMIT (`limit`
+    solutions found) | DONE (search exhausted) | BUDGET (`budget` nodes spent), solutions, nodes, guesses,
+    rng, stk). `prefer[x]` (a value, 0 = none) is tried first at x; rng != 0 randomises ties and value order.
+    The first solution goes to `out`. `stk` (depth x (NN + 2) words: snapshot, cell, values left) grows."""
     unit_bits = geo[2]
     nn = n * n
     nodes = 1
@@ -190,11 +184,9 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
 def _solve_kernel(
     n, geo, starts, seeds, limit, budget, restarts, out, out_count, out_status, out_nodes, out_guesses
 ):  # type: ignore[no-untyped-def]
-    """Search every start grid for up to `limit` solutions (the first goes to `out`).
-
-    seeds[b] != 0 randomises tie-breaks and value order (random completion); a search that spends `budget`
-    nodes starts over on the continued random stream, up to `restarts` times (so a heavy-tailed search cannot
-    stall a batch)."""
+    """Search every start grid for up to `limit` solutions (the first goes to `out`). seeds[b] != 0 randomises
+    tie-breaks and value order (random completion); a search that spends `budget` nodes starts over on the
+    continued random stream, up to `restarts` times (so a heavy-tailed search cannot stall a batch)."""
     nn = n * n
     full = ALL >> np.uint64(64 - n)
     cand = np.empty(nn, dtype=np.uint64)
@@ -298,12 +290,12 @@ def _try_orbit(n, geo, puzzle, um, sol, orbit, budget, ws, stk, nodes):  # type:
 
 
 @njit(cache=True, nogil=True)
-def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, out_flags, out_nodes):  # type: ignore[no-untyped-def]
+def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, out_min, out_stop, out_nodes):  # type: ignore[no-untyped-def]
     """Dig each full grid of `sols` in its orbit order (int32[B, K]) to a unique puzzle.
 
     Stops at `target` clues (0 = dig through), skipping orbits that would overshoot it. Orbits left undecided
-    by `budget` get one more look with `retry_budget` at the end (0 = none). out_flags: DIG_MINIMAL when every
-    orbit was checked and none can go, DIG_AT_TARGET when the target ended the dig."""
+    by `budget` get one more look with `retry_budget` at the end (0 = none). out_min: every orbit was checked
+    and none can go (minimal); out_stop: the target ended the dig."""
     nn = n * n
     cand = np.empty(nn, dtype=np.uint64)
     queue = np.empty(nn + geo[3].shape[1] + 8, dtype=np.int32)  # held orbit cells may repeat
@@ -345,8 +337,8 @@ def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, 
             if stopped or nt == 0 or retry_budget == 0:
                 break
             spend = retry_budget
-        minimal = not (skipped or stopped) and nt == 0
-        out_flags[b] = (DIG_MINIMAL if minimal else 0) | (DIG_AT_TARGET if stopped else 0)
+        out_min[b] = not (skipped or stopped) and nt == 0
+        out_stop[b] = stopped
         out_nodes[b] = nodes
 
 
@@ -355,11 +347,10 @@ def tables(box: Box) -> tuple[np.int64, tuple[np.ndarray, ...]]:
     """(N, geo) for the kernels: (units, cell units, unit bit sets uint64[NN, 3], peers, all units' bits)."""
     g = geometry(box)
     unit_bits = np.zeros((box.cells, 3), dtype=np.uint64)  # 3N <= 192 units: three words
-    for t in range(3):
-        u = g.cell_units[:, t].astype(np.int64)
-        np.bitwise_or.at(
-            unit_bits, (np.arange(box.cells), u >> 6), np.left_shift(ONE, (u & 63).astype(np.uint64))
-        )
+    u = g.cell_units.astype(np.int64)  # (NN, 3): each cell's row, column and box
+    np.bitwise_or.at(
+        unit_bits, (np.arange(box.cells)[:, None], u >> 6), np.left_shift(ONE, (u & 63).astype(np.uint64))
+    )
     every = np.bitwise_or.reduce(unit_bits, axis=0)
     return np.int64(box.n), (g.units, g.cell_units, unit_bits, g.peers, every)
 
@@ -397,12 +388,11 @@ def dig(
     sols = np.ascontiguousarray(sols, dtype=np.uint8).reshape(-1, box.cells)
     b = sols.shape[0]
     out = np.zeros_like(sols)
-    flags = np.zeros(b, dtype=np.int64)
-    nodes = np.zeros(b, dtype=np.int64)
+    minimal, stopped, nodes = np.zeros(b, dtype=bool), np.zeros(b, dtype=bool), np.zeros(b, dtype=np.int64)
     if b:
         n, geo = tables(box)
         table = np.ascontiguousarray(orbit_table, dtype=np.int32)
         order = np.ascontiguousarray(order, dtype=np.int32)
         sizes = (np.int64(target), np.int64(budget), np.int64(retry_budget))
-        _dig_kernel(n, geo, sols, table, order, *sizes, out, flags, nodes)
-    return out, (flags & DIG_MINIMAL) != 0, (flags & DIG_AT_TARGET) != 0, nodes
+        _dig_kernel(n, geo, sols, table, order, *sizes, out, minimal, stopped, nodes)
+    return out, minimal, stopped, nodes

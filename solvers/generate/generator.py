@@ -123,8 +123,7 @@ class Options:
                 f"{k} clues: a unique {box.n}x{box.n} puzzle needs at least {box.n - 1} "
                 "(two values missing from the givens could be swapped)"
             )
-        sizes = np.where(orbits(box, self.symmetry)[:, 1] >= 0, 2, 1)
-        if (box.cells - k) % 2 and (sizes == 2).all():
+        if (box.cells - k) % 2 and (orbits(box, self.symmetry)[:, 1] >= 0).all():  # only pairs of givens
             raise ValueError(
                 f"{k} clues: with {self.symmetry} symmetry givens go in pairs, so the count is even"
             )
@@ -218,9 +217,7 @@ def _random_removal(box: Box, grids: np.ndarray, table: np.ndarray, order: np.nd
         left = box.cells
         for o in order[i]:
             if left - sizes[o] >= k:
-                puzzles[i, table[o, 0]] = 0
-                if sizes[o] == 2:
-                    puzzles[i, table[o, 1]] = 0
+                puzzles[i, table[o, : sizes[o]]] = 0
                 left -= sizes[o]
                 if left == k:
                     break
@@ -231,7 +228,6 @@ def _candidates(box: Box, b: int, rng: np.random.Generator, opts: Options) -> li
     """Make and rate b candidates (one batch through each kernel)."""
     grids = random_grids(box, b, rng)
     table = orbits(box, opts.symmetry)
-    k = len(table)
     goal = opts.clue_target(box)
     target = goal if goal is not None else 0
     minimal = np.zeros(b, dtype=bool)
@@ -239,7 +235,7 @@ def _candidates(box: Box, b: int, rng: np.random.Generator, opts: Options) -> li
         puzzles = grids.copy()
         ratings = [Rating(level_of(0), 0, 1, True, 1, True)] * b
     else:
-        order = rng.permuted(np.tile(np.arange(k, dtype=np.int32), (b, 1)), axis=1)
+        order = rng.permuted(np.tile(np.arange(len(table), dtype=np.int32), (b, 1)), axis=1)
         if opts.unique:
             retry = opts.minimal_budget if opts.minimal else 0
             puzzles, minimal, _, _ = dig(box, grids, table, order, target, opts.dig_budget, retry)
@@ -295,12 +291,7 @@ def random_seed() -> int:
 
 
 def generate(
-    box: Box,
-    count: int,
-    seed: int,
-    *,
-    chunk_size: int | None = None,
-    **options: Any,
+    box: Box, count: int, seed: int, *, chunk_size: int | None = None, **options: Any
 ) -> Iterator[Generated]:
     """Yield `count` puzzles (fewer if a difficulty filter could not be met), chunk by chunk, in this process.
 

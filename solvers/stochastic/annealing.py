@@ -125,6 +125,7 @@ class AnnealingRun(StochasticRun):
         super().__init__(puzzle, I_SIZE, gen)
         n = puzzle.box.n
         fixed, cand, grid = state.start_grid(puzzle, params.propagate, params.restrict, 2 * n, self.rng)
+        self.grid = grid  # the current grid, read by tests
         cost = self._counted(grid)
         gcells, gsize = state.free_groups(fixed, self.units, 2 * n, n)
         fstate = np.zeros(3, dtype=np.float64)

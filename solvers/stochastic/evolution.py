@@ -125,14 +125,12 @@ def evolve_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.nd
             istate[base.I_WORK] += grid_work
         else:
             a, b = state.pick_pair(grids[i], cand, gcells, gsize, rng)
-            d = (
-                0
-                if a < 0
-                else state.swap_delta(grids[i], givens, counts[i], cell_units, a, b, state.GIVEN_WEIGHT)
-            )
-            if a >= 0 and (d < 0 or state.rng_unit(rng) < p_worse):
-                state.apply_swap(grids[i], counts[i], cell_units, a, b)
-                err[i] += d
+            d = 0
+            if a >= 0:
+                d = state.swap_delta(grids[i], givens, counts[i], cell_units, a, b, state.GIVEN_WEIGHT)
+                if d < 0 or state.rng_unit(rng) < p_worse:
+                    state.apply_swap(grids[i], counts[i], cell_units, a, b)
+                    err[i] += d
             if d >= 0:
                 age[i] += 1
                 if age[i] > istate[I_MAX_AGE]:
@@ -180,9 +178,9 @@ class EvolutionRun(StochasticRun):
         if not params.restrict:
             cand[:] = np.uint64((1 << n) - 1)
         gcells, gsize = state.free_groups(fixed, self.units, 2 * n, n)
-        grids = np.zeros((pop, nn), dtype=np.uint8)
+        self.grids = grids = np.zeros((pop, nn), dtype=np.uint8)
         counts = np.zeros((pop, 3 * n, n + 1), dtype=np.int32)
-        err = np.zeros(pop, dtype=np.int64)
+        self.err = err = np.zeros(pop, dtype=np.int64)
         age = np.zeros(pop, dtype=np.int64)
         explorers = min(pop - 1, max(1, round(pop * params.explorers)))
         kind = np.full(pop, WORKER, dtype=np.int8)

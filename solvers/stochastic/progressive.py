@@ -169,6 +169,7 @@ class ProgressiveRun(StochasticRun):
             first = 0 if params.variant == "row" else 2 * n
             fixed, cand, grid = state.start_grid(puzzle, params.propagate, params.restrict, first, self.rng)
             gcells, gsize = state.free_groups(fixed, self.units, first, n)
+        self.grid = grid  # the current grid, read by tests
         pool = np.zeros((max(1, params.max_size), nn), dtype=np.uint8)
         pcost = np.zeros(max(1, params.max_size), dtype=np.int64)
         pool[0] = grid

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from solvers.kernel.bits import ctz
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Puzzle
 
@@ -143,9 +144,7 @@ def propagate_singles(
             cand[c] = np.uint64(1) << np.uint64(givens[c] - 1)
             stack[top] = c
             top += 1
-    changed = True
-    while changed:
-        changed = False
+    while True:
         while top > 0:
             top -= 1
             c = stack[top]
@@ -162,10 +161,7 @@ def propagate_singles(
                     if m == 0:
                         return False
                     if (m & (m - np.uint64(1))) == 0:
-                        v = 1
-                        while m != (np.uint64(1) << np.uint64(v - 1)):
-                            v += 1
-                        out[p] = v
+                        out[p] = ctz(m) + 1
                         stack[top] = p
                         top += 1
         for u in range(units.shape[0]):
@@ -191,10 +187,8 @@ def propagate_singles(
                     cand[where] = bit
                     stack[top] = where
                     top += 1
-                    changed = True
-        if top > 0:
-            changed = True
-    return True
+        if top == 0:  # no hidden single either: a fixpoint
+            return True
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
