@@ -97,10 +97,10 @@ def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _value(m, p, rng):  # type: ignore[no-untyped-def]
-    """Next value (one-bit mask) to try from `m`: value `p` first (0: none), else random when rng != 0."""
-    if p != 0 and m & (ONE << np.uint64(p - 1)):
-        return ONE << np.uint64(p - 1), rng
+def _value(m, prefer, rng):  # type: ignore[no-untyped-def]
+    """Next value (one-bit mask) to try from `m`: `prefer` first, else random when rng != 0."""
+    if m & prefer:
+        return prefer, rng
     return pick_value(m, rng != ZERO, rng)
 
 
@@ -154,7 +154,8 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
                 grown[:depth] = stk
                 stk = grown
             m = cand[cell]
-            v, rng = _value(m, prefer[cell], rng)
+            av = ZERO if prefer[cell] == 0 else ONE << np.uint64(prefer[cell] - 1)
+            v, rng = _value(m, av, rng)
             stk[depth, :nn] = cand
             stk[depth, nn] = np.uint64(cell)
             stk[depth, nn + 1] = m & ~v
@@ -169,7 +170,8 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
             cand[:] = stk[top, :nn]
             cell = np.int64(stk[top, nn])
             m = stk[top, nn + 1]
-            v, rng = _value(m, prefer[cell], rng)
+            av = ZERO if prefer[cell] == 0 else ONE << np.uint64(prefer[cell] - 1)
+            v, rng = _value(m, av, rng)
             m &= ~v
             stk[top, nn + 1] = m
             if m == ZERO:

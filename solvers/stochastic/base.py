@@ -52,7 +52,7 @@ def slice_status(it: int, istate: np.ndarray, end: int, stop: np.ndarray, deadli
     return GO_ON
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, inline="always")
 def note_best(istate: np.ndarray, cost: int, grid: np.ndarray, best_grid: np.ndarray) -> bool:
     """Keep `grid` as the run's best when its cost beats it; True when the best is a solution (cost 0)."""
     if cost < istate[I_BEST]:

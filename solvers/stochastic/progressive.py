@@ -130,7 +130,7 @@ def progressive_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: 
             continue
         new = cost + state.swap_delta(grid, givens, counts, cell_units, a, b, state.GIVEN_WEIGHT)
         state.apply_swap(grid, counts, cell_units, a, b)  # grid is now the mutation
-        if base.note_best(istate, new, grid, best_grid):
+        if new < istate[base.I_BEST] and base.note_best(istate, new, grid, best_grid):
             cost = new
             status = SOLVED
             break
