@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from solvers.kernel.outcome import SOLVED
 from solvers.model.cost import grid_cost
+from solvers.model.geometry import geometry
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution
@@ -20,7 +21,6 @@ from solvers.stochastic.state import (
     propagate_singles,
     recount,
     swap_delta,
-    tables,
 )
 from tests.grids import blank, pattern_grid
 
@@ -39,7 +39,7 @@ def small_puzzle(rows: int, cols: int, fraction: float, seed: int) -> Puzzle:
 def boxes_hold_every_value(puzzle: Puzzle, grid: np.ndarray) -> bool:
     """True when every box of `grid` holds 1..N once."""
     n = puzzle.box.n
-    units = tables(puzzle.box).units
+    units = geometry(puzzle.box).units
     return all(sorted(grid[units[2 * n + b]].tolist()) == list(range(1, n + 1)) for b in range(n))
 
 
@@ -123,7 +123,7 @@ def test_the_article_variant_keeps_rows_as_permutations_and_pays_for_changed_giv
 
 def test_swap_delta_is_the_change_of_the_reference_cost_for_any_two_cells():
     puzzle = parse_puzzle(DEMO)
-    t = tables(puzzle.box)
+    t = geometry(puzzle.box)
     rng = np.random.default_rng(0)
     grid = rng.integers(1, 10, size=81).astype(np.uint8)
     counts = np.zeros((27, 10), dtype=np.int32)
@@ -149,7 +149,7 @@ def test_singles_only_fix_values_of_the_solution_and_candidates_keep_it():
 def test_singles_report_a_contradiction():
     givens = parse_puzzle(DEMO).givens.copy()
     givens[0] = 6  # row 1 already holds a 6 two cells on
-    t = tables(Box(3, 3))
+    t = geometry(Box(3, 3))
     out = np.zeros(81, dtype=np.uint8)
     cand = np.zeros(81, dtype=np.uint64)
     assert not propagate_singles(givens, t.units, t.peers, out, cand)
@@ -159,7 +159,9 @@ def test_the_matched_fill_gives_every_free_cell_one_of_its_candidates():
     puzzle = parse_puzzle(HARD)
     fixed, cand = domains(puzzle, propagate=True)
     grid = np.zeros(81, dtype=np.uint8)
-    assert fill_boxes_matched(fixed, cand, tables(puzzle.box).units, new_rng(np.random.default_rng(4)), grid)
+    assert fill_boxes_matched(
+        fixed, cand, geometry(puzzle.box).units, new_rng(np.random.default_rng(4)), grid
+    )
     assert boxes_hold_every_value(puzzle, grid) and keeps_givens(puzzle, grid)
     assert all((int(cand[c]) >> (int(grid[c]) - 1)) & 1 for c in range(81))
 

@@ -1,8 +1,8 @@
 """How hard a puzzle is: search effort of a fixed-order exact search, bucketed into levels.
 
-The measure is the number of guesses (branching decisions) that the singles + MRV search
-of `solvers.generate.dig` makes to solve a puzzle and prove it unique, exploring its whole tree in
-a fixed order. Why this one:
+The measure is the number of guesses (branching decisions) that the singles + MRV search of
+`solvers.generate.dig` makes to solve a puzzle and prove it unique, exploring its whole tree in a fixed order.
+Why this one:
 
 * zero guesses means exactly "naked and hidden singles alone solve it": that search
   propagates nothing else, so the easiest level has a plain, checkable meaning;
@@ -12,8 +12,8 @@ a fixed order. Why this one:
 * it is our own kernel, not the default solver, so a faster `propagation` (locked
   candidates, other heuristics) does not move every corpus to another level.
 
-Levels use absolute guess counts; larger grids need more guesses, so near-minimal
-16x16 and 25x25 puzzles are nearly all `expert` (the measure is effort, not a rank).
+Levels use absolute guess counts; larger grids need more guesses, so near-minimal 16x16 and 25x25 puzzles are
+nearly all `expert` (the measure is effort, not a rank).
 """
 
 from __future__ import annotations
@@ -46,10 +46,7 @@ class Rating:
 
 def level_of(guesses: int) -> str:
     """Name the level of a guess count (the first level whose bound it does not exceed)."""
-    for name, most in LEVELS:
-        if guesses <= most:
-            return name
-    return LEVELS[-1][0]
+    return next((name for name, most in LEVELS if guesses <= most), LEVELS[-1][0])
 
 
 FOUR_BY_FOUR_LEVELS = {True: frozenset({"easy"}), False: frozenset({"easy", "medium", "hard"})}  # by unique
@@ -59,11 +56,10 @@ def possible_levels(box: Box, unique: bool, full: bool = False) -> frozenset[str
     """The levels a generated puzzle of `box` can have: a filter outside them is refused before any work,
     never tried `attempts` times for nothing (the CLI's `generate` and the page's random puzzle ask here).
 
-    A full grid needs no guess (easy). Every 4x4 puzzle was rated (the 786,432 of the 12 grids whose
-    first row is 1234: the measure ignores relabelling, so they are all of them): a unique one is
-    solved by singles alone (easy), any other takes at most 7 guesses (up to hard, never expert).
-    Other boxes: every level (none has been proven out); `tests/test_generator.py` rates them again.
-    """
+    A full grid needs no guess (easy). Every 4x4 puzzle was rated (the 786,432 of the 12 grids whose first row
+    is 1234: the measure ignores relabelling, so they are all of them): a unique one is solved by singles
+    alone (easy), any other takes at most 7 guesses (up to hard, never expert). Other boxes: every level (none
+    has been proven out); `tests/test_generator.py` rates them again."""
     if full:
         return frozenset({LEVEL_NAMES[0]})
     if (box.rows, box.cols) == (2, 2):
@@ -76,8 +72,7 @@ def parse_levels(
 ) -> frozenset[str] | None:
     """Read a level filter (`"hard,expert"` or names); None or empty keeps every level.
 
-    Raises ValueError naming the unknown level, so a typo never filters everything out.
-    """
+    Raises ValueError naming the unknown level, so a typo never filters everything out."""
     if spec is None:
         return None
     names = [s.strip().lower() for s in (spec.split(",") if isinstance(spec, str) else spec)]

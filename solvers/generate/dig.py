@@ -1,32 +1,23 @@
 """Numba kernels of the generator: digging to a unique puzzle, random completion, rating.
 
-Why a dedicated kernel rather than `solve_batch(limit=2)` per removal: a dig asks one
-question per given ("does the puzzle without this given have a solution other than the
-one it was dug from?") and a 9x9 dig asks it ~81 times, so the question must cost a few
-microseconds. What makes it cheap here:
+Why a dedicated kernel rather than `solve_batch(limit=2)` per removal: a 9x9 dig asks ~81 times "does the
+puzzle without this given have a solution other than the one it was dug from?", so the question must cost a
+few microseconds. It is a satisfiability search, not a count to 2: any second solution of the puzzle minus
+cell x differs from the known one at x (every other given is kept), so it looks for a solution with x changed
+and stops at the first (trying the known solution's values first elsewhere: the other solution is usually a
+small change of it). Empty cells' candidates are one OR of the per-unit "given values" masks the dig keeps (no
+peer propagation of the givens), and a given that is a naked or hidden single once removed goes without a
+search. An orbit of k cells removed together (symmetric pairs) takes k searches: with x_0..x_{j-1} held at
+their values, is there a solution with x_j changed?
 
-* it is a satisfiability search, not a count to 2: any second solution of the puzzle
-  minus cell x differs from the known one at x (every other given is kept), so it
-  suffices to look for a solution with x != its value, stopping at the first one (and
-  trying the known solution's values first elsewhere: the other solution is usually a
-  small change of it);
-* the candidates of every empty cell come from per-unit "given values" masks kept up to
-  date by the dig (one OR of three words per cell, no peer propagation of the givens);
-* a given that is a naked or hidden single once removed is accepted without a search.
+A check that exceeds the node budget keeps its given (the puzzle stays proven unique, not proven minimal). One
+pass over the orbits in random order gives a minimal puzzle (when no check ran out of budget): a given that
+cannot be removed from a puzzle cannot be removed from any puzzle with fewer givens either.
 
-For an orbit of k cells removed together (symmetric pairs) the same argument gives k
-searches: with x_0..x_{j-1} held at their values, is there a solution with x_j changed?
-
-A check that exceeds the node budget keeps its given (the puzzle stays proven unique but
-is not proven minimal). One pass over the orbits in random order gives a minimal puzzle
-(when no check ran out of budget): a given that cannot be removed from a puzzle cannot be
-removed from any puzzle with fewer givens either, so no second pass can remove anything.
-
-The solver underneath (naked and hidden singles, MRV depth-first search over uint64
-candidate masks, N <= 64) is written for this module alone, and independent of the
-registered exact solvers, so those can check its work. Kernels take the geometry as one
-tuple `geo = (units, cell_units, unit_bits, peers)`. The bit helpers come from
-`solvers.kernel.bits` (after editing it: `make clean-cache`, numba's cache watches one file).
+The solver underneath (naked and hidden singles, MRV depth-first search over uint64 candidate masks, N <= 64)
+is this module's own, independent of the registered exact solvers so those can check its work. Kernels take
+the geometry as one tuple `geo` (`tables`). The bit helpers come from `solvers.kernel.bits` (after editing it:
+`make clean-cache`, numba's cache watches one file).
 """
 
 from __future__ import annotations
@@ -41,26 +32,12 @@ from solvers.kernel.outcome import BUDGET, DONE, LIMIT
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
 
-DIG_MINIMAL, DIG_AT_TARGET = 1, 2  # bit flags of one dig: proven minimal / stopped at the clue target
-
-
-@njit(cache=True, nogil=True)
-def _all_units(n):  # type: ignore[no-untyped-def]
-    """The dirty-set words d0..d2 holding all 3N units (a fresh state: look everywhere)."""
-    d = [ZERO, ZERO, ZERO]
-    for u in range(3 * n):
-        d[u >> 6] |= ONE << np.uint64(u & 63)
-    return d[0], d[1], d[2]
-
 
 @njit(cache=True, nogil=True)
 def _propagate(n, geo, cand, queue, qt, d0, d1, d2):  # type: ignore[no-untyped-def]
-    """Naked and hidden singles to a fixpoint from the queued cells and the dirty units.
-
-    The dirty units are a bit set of three words d0..d2 (3N <= 192 units); `unit_bits[x]`
-    holds the three units of cell x. Returns False on a contradiction.
-    """
-    units, _, unit_bits, peers = geo
+    """Naked and hidden singles to a fixpoint from the queued cells and the dirty units (a bit set of three
+    words d0..d2: 3N <= 192 units; `unit_bits[x]` holds cell x's three); False on a contradiction."""
+    units, _, unit_bits, peers, _ = geo
     full = ALL >> np.uint64(64 - n)
     npeers = peers.shape[1]
     qh = 0
@@ -129,21 +106,18 @@ def _value(m, prefer, rng):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # type: ignore[no-untyped-def]
-    """Depth-first search for one solution from a state with queued cells and dirty units.
-
-    -> (LIMIT (`limit` solutions found) | DONE (search exhausted) | BUDGET (`budget`
-    nodes spent), solutions, nodes, guesses, rng, stk). `prefer[x]` (a value, 0 = none)
-    is tried first at x; rng != 0 randomises ties and value order. The first solution
-    goes to `out`. `stk` (depth x (NN + 2) words: snapshot, cell, values left) grows.
-    """
+    """Depth-first search for one solution from a state with queued cells and dirty units -> (LIMIT (`limit`
+    solutions found) | DONE (search exhausted) | BUDGET (`budget` nodes spent), solutions, nodes, guesses,
+    rng, stk). `prefer[x]` (a value, 0 = none) is tried first at x; rng != 0 randomises ties and value order.
+    The first solution goes to `out`. `stk` (depth x (NN + 2) words: snapshot, cell, values left) grows."""
     unit_bits = geo[2]
     nn = n * n
     nodes = 1
     guesses = 0
     count = 0
     depth = 0
-    d0, d1, d2 = _all_units(n)
-    ok = _propagate(n, geo, cand, queue, qt, d0, d1, d2)
+    every = geo[4]  # a fresh state: every unit is dirty
+    ok = _propagate(n, geo, cand, queue, qt, every[0], every[1], every[2])
     while True:
         if ok:
             best = 65
@@ -212,12 +186,9 @@ def _search(n, geo, cand, queue, qt, limit, budget, rng, prefer, out, stk):  # t
 def _solve_kernel(
     n, geo, starts, seeds, limit, budget, restarts, out, out_count, out_status, out_nodes, out_guesses
 ):  # type: ignore[no-untyped-def]
-    """Search every start grid for up to `limit` solutions (the first goes to `out`).
-
-    seeds[b] != 0 randomises tie-breaks and value order (random completion); a search
-    that spends `budget` nodes starts over on the continued random stream, up to
-    `restarts` times (so a heavy-tailed search cannot stall a batch).
-    """
+    """Search every start grid for up to `limit` solutions (the first goes to `out`). seeds[b] != 0 randomises
+    tie-breaks and value order (random completion); a search that spends `budget` nodes starts over on the
+    continued random stream, up to `restarts` times (so a heavy-tailed search cannot stall a batch)."""
     nn = n * n
     full = ALL >> np.uint64(64 - n)
     cand = np.empty(nn, dtype=np.uint64)
@@ -253,8 +224,8 @@ def _solve_kernel(
 
 @njit(cache=True, nogil=True)
 def _other_solution(n, geo, puzzle, um, sol, orbit, j, budget, ws, stk):  # type: ignore[no-untyped-def]
-    """Search a solution of `puzzle` (orbit removed) with orbit[:j] as in `sol` and
-    orbit[j] changed -> (LIMIT | DONE | BUDGET, nodes, stk)."""
+    """Search a solution of `puzzle` (orbit removed) with orbit[:j] as in `sol` and orbit[j] changed
+    -> (LIMIT | DONE | BUDGET, nodes, stk)."""
     units, cu = geo[0], geo[1]
     cand, queue, out = ws
     nn = n * n
@@ -321,14 +292,12 @@ def _try_orbit(n, geo, puzzle, um, sol, orbit, budget, ws, stk, nodes):  # type:
 
 
 @njit(cache=True, nogil=True)
-def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, out_flags, out_nodes):  # type: ignore[no-untyped-def]
+def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, out_min, out_stop, out_nodes):  # type: ignore[no-untyped-def]
     """Dig each full grid of `sols` in its orbit order (int32[B, K]) to a unique puzzle.
 
-    Stops at `target` clues (0 = dig through), skipping orbits that would overshoot it.
-    Orbits left undecided by `budget` get one more look with `retry_budget` at the end
-    (0 = none). out_flags: DIG_MINIMAL when every orbit was checked and none can go,
-    DIG_AT_TARGET when the target ended the dig.
-    """
+    Stops at `target` clues (0 = dig through), skipping orbits that would overshoot it. Orbits left undecided
+    by `budget` get one more look with `retry_budget` at the end (0 = none). out_min: every orbit was checked
+    and none can go (minimal); out_stop: the target ended the dig."""
     nn = n * n
     cand = np.empty(nn, dtype=np.uint64)
     queue = np.empty(nn + geo[3].shape[1] + 8, dtype=np.int32)  # held orbit cells may repeat
@@ -370,32 +339,31 @@ def _dig_kernel(n, geo, sols, orbits, order, target, budget, retry_budget, out, 
             if stopped or nt == 0 or retry_budget == 0:
                 break
             spend = retry_budget
-        minimal = not (skipped or stopped) and nt == 0
-        out_flags[b] = (DIG_MINIMAL if minimal else 0) | (DIG_AT_TARGET if stopped else 0)
+        out_min[b] = not (skipped or stopped) and nt == 0
+        out_stop[b] = stopped
         out_nodes[b] = nodes
 
 
 @lru_cache(maxsize=64)
-def tables(box: Box) -> tuple[np.int64, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """(N, geo) for the kernels: geo = (units, cell units, unit bit sets uint64[NN, 3], peers)."""
+def tables(box: Box) -> tuple[np.int64, tuple[np.ndarray, ...]]:
+    """(N, geo) for the kernels: (units, cell units, unit bit sets uint64[NN, 3], peers, all units' bits)."""
     g = geometry(box)
     unit_bits = np.zeros((box.cells, 3), dtype=np.uint64)  # 3N <= 192 units: three words
-    for t in range(3):
-        u = g.cell_units[:, t].astype(np.int64)
-        np.bitwise_or.at(
-            unit_bits, (np.arange(box.cells), u >> 6), np.left_shift(ONE, (u & 63).astype(np.uint64))
-        )
-    return np.int64(box.n), (g.units, g.cell_units, unit_bits, g.peers)
+    u = g.cell_units.astype(np.int64)  # (NN, 3): each cell's row, column and box
+    np.bitwise_or.at(
+        unit_bits, (np.arange(box.cells)[:, None], u >> 6), np.left_shift(ONE, (u & 63).astype(np.uint64))
+    )
+    every = np.bitwise_or.reduce(unit_bits, axis=0)
+    return np.int64(box.n), (g.units, g.cell_units, unit_bits, g.peers, every)
 
 
 def solve_starts(
     box: Box, starts: np.ndarray, seeds: np.ndarray | int, *, limit: int, budget: int, restarts: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Run `_solve_kernel` on uint8[B, NN] -> (first solutions, counts, outcomes (DONE, LIMIT or
-    BUDGET: `solvers.kernel.outcome`), nodes, guesses).
+    """Run `_solve_kernel` on uint8[B, NN] -> (first solutions, counts, outcomes (DONE, LIMIT or BUDGET:
+    `solvers.kernel.outcome`), nodes, guesses).
 
-    Random completion: seeds != 0, limit 1, restarts. Rating: seed 0, limit 2, no restart.
-    """
+    Random completion: seeds != 0, limit 1, restarts. Rating: seed 0, limit 2, no restart."""
     starts = np.ascontiguousarray(starts, dtype=np.uint8).reshape(-1, box.cells)
     b = starts.shape[0]
     out = np.zeros_like(starts)
@@ -417,17 +385,16 @@ def dig(
     budget: int,
     retry_budget: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Dig full grids uint8[B, NN] in `order` (int32[B, K] rows of `orbit_table`) to unique
-    puzzles -> (puzzles, minimal bool[B], stopped-at-target bool[B], nodes); see the module doc."""
+    """Dig full grids uint8[B, NN] in `order` (int32[B, K] rows of `orbit_table`) to unique puzzles ->
+    (puzzles, minimal bool[B], stopped-at-target bool[B], nodes); see the module doc."""
     sols = np.ascontiguousarray(sols, dtype=np.uint8).reshape(-1, box.cells)
     b = sols.shape[0]
     out = np.zeros_like(sols)
-    flags = np.zeros(b, dtype=np.int64)
-    nodes = np.zeros(b, dtype=np.int64)
+    minimal, stopped, nodes = np.zeros(b, dtype=bool), np.zeros(b, dtype=bool), np.zeros(b, dtype=np.int64)
     if b:
         n, geo = tables(box)
         table = np.ascontiguousarray(orbit_table, dtype=np.int32)
         order = np.ascontiguousarray(order, dtype=np.int32)
         sizes = (np.int64(target), np.int64(budget), np.int64(retry_budget))
-        _dig_kernel(n, geo, sols, table, order, *sizes, out, flags, nodes)
-    return out, (flags & DIG_MINIMAL) != 0, (flags & DIG_AT_TARGET) != 0, nodes
+        _dig_kernel(n, geo, sols, table, order, *sizes, out, minimal, stopped, nodes)
+    return out, minimal, stopped, nodes

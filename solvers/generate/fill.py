@@ -1,12 +1,11 @@
 """Random full grids: a random first row, then randomised backtracking to a full grid.
 
-Why two methods: for small grids (N <= ROWWISE_MAX) plain row-major backtracking with
-row/column/box masks is ~10x faster than propagation (a 9x9 grid is ~100 nodes of one
-AND each); above that its search gets heavy-tailed, and the propagation + MRV search of
-`solvers.generate.dig` (randomised ties and values, restarted after a node budget) takes over.
-Both draw every choice from a per-grid xorshift stream seeded by the caller, so the
-grids are spread over the space of valid grids (the random first row alone covers all
-N! relabellings), and the same seeds give the same grids.
+Why two methods: for small grids (N <= ROWWISE_MAX) plain row-major backtracking with row/column/box masks is
+~10x faster than propagation (a 9x9 grid is ~100 nodes of one AND each); above that its search gets
+heavy-tailed, and the propagation + MRV search of `solvers.generate.dig` (randomised ties and values,
+restarted after a node budget) takes over. Both draw every choice from a per-grid xorshift stream seeded by
+the caller, so the grids are spread over the space of valid grids (the random first row alone covers all N!
+relabellings), and the same seeds give the same grids.
 """
 
 from __future__ import annotations
@@ -27,10 +26,9 @@ MAX_RESTARTS = 1000  # then the start is declared hopeless (never seen with a ra
 def _fill_rows_kernel(n, cell_units, starts, seeds, budget, max_restarts, out, out_restarts):  # type: ignore[no-untyped-def]
     """Complete partial grids cell by cell in row-major order with random values.
 
-    No propagation: one AND per cell for the values still free in its row, column and
-    box, so a 9x9 grid costs ~100 cheap nodes. Restarts on the continued random stream
-    after `budget` nodes; out_restarts[b] = -1 when the start cannot be completed.
-    """
+    No propagation: one AND per cell for the values still free in its row, column and box, so a 9x9 grid costs
+    ~100 cheap nodes. Restarts on the continued random stream after `budget` nodes; out_restarts[b] = -1 when
+    the start cannot be completed."""
     nn = n * n
     full = ALL >> np.uint64(64 - n)
     um = np.empty(3 * n, dtype=np.uint64)  # values used per unit
@@ -91,22 +89,21 @@ def _fill_rows_kernel(n, cell_units, starts, seeds, budget, max_restarts, out, o
         out_restarts[b] = restarts
 
 
-def complete_grids(box: Box, starts: np.ndarray, seeds: np.ndarray, budget: int | None = None) -> np.ndarray:
-    """Complete partial grids uint8[B, NN] at random (seeds: non-zero uint64[B]) -> grids.
-
-    `starts` must be completable (e.g. one random row); ValueError otherwise.
-    `budget` is the node count per try before a restart (default RESTART_NODES per cell).
-    """
-    starts = np.ascontiguousarray(starts, dtype=np.uint8).reshape(-1, box.cells)
-    seeds = np.ascontiguousarray(seeds, dtype=np.uint64) | ONE
-    budget = RESTART_NODES * box.cells if budget is None else budget
-    if box.n <= ROWWISE_MAX:
+def random_grids(box: Box, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` random full grids uint8[count, NN], every choice drawn from `rng`: a random first row completed
+    at random (a start that cannot be completed would be a ValueError)."""
+    n = box.n
+    starts = np.zeros((count, box.cells), dtype=np.uint8)
+    starts[:, :n] = rng.permuted(np.tile(np.arange(1, n + 1, dtype=np.uint8), (count, 1)), axis=1)
+    seeds = rng.integers(1, 2**63, size=count, dtype=np.uint64) | ONE
+    budget = RESTART_NODES * box.cells
+    if n <= ROWWISE_MAX:
         out = np.zeros_like(starts)
-        restarts = np.zeros(starts.shape[0], dtype=np.int64)
-        if starts.shape[0]:
-            n, geo = tables(box)
+        restarts = np.zeros(count, dtype=np.int64)
+        if count:
+            geo = tables(box)[1]
             _fill_rows_kernel(
-                n, geo[1], starts, seeds, np.int64(budget), np.int64(MAX_RESTARTS), out, restarts
+                np.int64(n), geo[1], starts, seeds, np.int64(budget), np.int64(MAX_RESTARTS), out, restarts
             )
         ok = restarts >= 0
     else:
@@ -115,11 +112,3 @@ def complete_grids(box: Box, starts: np.ndarray, seeds: np.ndarray, budget: int 
     if not ok.all():
         raise ValueError(f"start {int(np.flatnonzero(~ok)[0])} cannot be completed to a full grid")
     return out
-
-
-def random_grids(box: Box, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` random full grids uint8[count, NN], every choice drawn from `rng`."""
-    n = box.n
-    starts = np.zeros((count, box.cells), dtype=np.uint8)
-    starts[:, :n] = rng.permuted(np.tile(np.arange(1, n + 1, dtype=np.uint8), (count, 1)), axis=1)
-    return complete_grids(box, starts, rng.integers(1, 2**63, size=count, dtype=np.uint64))

@@ -4,29 +4,19 @@
     for g in generate(box, 1000, seed=7, unique=True, symmetry="rotational"):
         print(format_grid(g.puzzle, box), format_meta(g))
 
-Pipeline, batched at every step (one kernel call per step for a whole batch):
+Batched at every step (one kernel call per step for a whole batch): random full grids (`fill`); digging
+(`unique`: removals in random order, each kept only when the solution stays unique, down to `clues` or to a
+minimal puzzle; see `dig`), or random removal without a uniqueness claim down to `clues` or to round(F *
+cells) blank cells with `holes` F (the "quasigroup with holes" family: at 36x36 hardest near F = 0.55-0.65,
+the benchmark family of large grids); rating (`difficulty`), where `difficulty` keeps only the levels asked.
 
-1. full grids: a random permutation as the first row, then randomised backtracking
-   (row-major for N <= 12, propagation + MRV with restarts above; `solvers.generate.fill`):
-   grids spread over the space of valid grids, not relabellings of one pattern;
-2. digging (`unique`): remove the givens, or symmetric orbits of givens, in random order,
-   keeping a removal only when the solution stays unique (see `solvers.generate.dig`), down to
-   `clues` or until nothing can be removed (a minimal puzzle);
-   without `unique`, givens are removed at random down to `clues` (no uniqueness claim);
-   `holes` F asks for round(F * cells) blank cells instead of a clue count: without
-   `unique` that is the "quasigroup with holes" family (solvable, not necessarily
-   unique; at 36x36 hardest near F = 0.55-0.65), the benchmark family of large grids;
-3. rating: every puzzle gets a difficulty (`solvers.generate.difficulty`), and `difficulty` keeps
-   only the requested levels.
+Targets a candidate may miss (a clue count, proven minimality, a level) are tried on at most `attempts`
+candidates per requested puzzle; then the closest candidates are returned flagged (`reached`/`minimal` False),
+or fewer puzzles when no level matches. A target that can be proven impossible raises ValueError at once.
 
-Targets that a candidate may miss (a clue count, proven minimality, a level) are tried
-on at most `attempts` candidates per requested puzzle; then the closest candidates are
-returned flagged (`reached`/`minimal` False), or fewer puzzles when no level matches. A
-target that can be proven impossible raises ValueError at once.
-
-Determinism: a chunk's output depends only on (box, count, seed, options); `generate`
-cuts a run into chunks of `chunk_size` whose seeds come from `chunk_seed(seed, index)`,
-so the local run, the process pool and a Celery fan-out give the same puzzles.
+Determinism: a chunk's output depends only on (box, count, seed, options); `generate` cuts a run into chunks
+whose seeds come from `chunk_seed(seed, index)`, so the local run, the process pool and a Celery fan-out give
+the same puzzles.
 """
 
 from __future__ import annotations
@@ -60,12 +50,10 @@ SYMMETRIES = ("none", "rotational", "mirror")
 def orbits(box: Box, symmetry: str = "none") -> np.ndarray:
     """Cells removed together under `symmetry` -> int32[K, 2] (second -1 for a lone cell).
 
-    `rotational` pairs (r, c) with (N-1-r, N-1-c), `mirror` pairs (r, c) with (r, N-1-c).
-    Both map rows, columns and boxes onto rows, columns and boxes for every box shape,
-    rectangles included (box column boundaries sit at multiples of C, symmetric about the
-    middle), so a symmetric dig of a valid grid stays a sound puzzle. Diagonal symmetry
-    would not (it swaps box rows and columns), so it is not offered.
-    """
+    `rotational` pairs (r, c) with (N-1-r, N-1-c), `mirror` pairs (r, c) with (r, N-1-c). Both map rows,
+    columns and boxes onto rows, columns and boxes for every box shape, rectangles included (box column
+    boundaries sit at multiples of C, symmetric about the middle), so a symmetric dig of a valid grid stays a
+    sound puzzle. Diagonal symmetry would not (it swaps box rows and columns), so it is not offered."""
     if symmetry not in SYMMETRIES:
         raise ValueError(f"symmetry {symmetry!r}: choose one of {', '.join(SYMMETRIES)}")
     n = box.n
@@ -135,15 +123,14 @@ class Options:
                 f"{k} clues: a unique {box.n}x{box.n} puzzle needs at least {box.n - 1} "
                 "(two values missing from the givens could be swapped)"
             )
-        sizes = np.where(orbits(box, self.symmetry)[:, 1] >= 0, 2, 1)
-        if (box.cells - k) % 2 and (sizes == 2).all():
+        if (box.cells - k) % 2 and (orbits(box, self.symmetry)[:, 1] >= 0).all():  # only pairs of givens
             raise ValueError(
                 f"{k} clues: with {self.symmetry} symmetry givens go in pairs, so the count is even"
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (levels as a sorted list); `holes` only when asked, so workers that
-        predate it still take every other request."""
+        """A JSON-ready dict (levels as a sorted list); `holes` only when asked, so workers that predate it
+        still take every other request."""
         d = asdict(self)
         d["difficulty"] = sorted(self.difficulty) if self.difficulty else None
         if d["holes"] is None:
@@ -192,30 +179,21 @@ class Generated:
 
     def meta(self) -> dict[str, Any]:
         """The metadata as a JSON-ready dict (one `--meta` line)."""
-        r = self.rating
-        return {
-            "clues": self.clues,
-            "unique": self.unique,
-            "minimal": self.minimal,
-            "reached": self.reached,
-            "level": r.level,
-            "singles": r.singles,
-            "guesses": r.guesses,
-            "nodes": r.nodes,
-            "rated": r.complete,
-        }
+        own = {k: getattr(self, k) for k in ("clues", "unique", "minimal", "reached")}
+        rated = {k: getattr(self.rating, k) for k in ("level", "singles", "guesses", "nodes")}
+        return {**own, **rated, "rated": self.rating.complete}
 
 
 def chunk_seed(seed: int, index: int) -> int:
-    """The seed of chunk `index` of a run seeded `seed`: stable across processes and
-    versions (SeedSequence hashing, never Python's `hash()`), distinct per chunk."""
+    """The seed of chunk `index` of a run seeded `seed`: stable across processes and versions (SeedSequence
+    hashing, never Python's `hash()`), distinct per chunk."""
     state = np.random.SeedSequence([int(seed) & (2**64 - 1), int(index)]).generate_state(1, dtype=np.uint64)
     return int(state[0]) >> 1  # 63 bits: a plain integer in any JSON payload
 
 
 def default_chunk_size(box: Box, options: Options | None = None) -> int:
-    """Puzzles per chunk: about a tenth to a second of one core's work at every size, so a
-    fan-out has many chunks but task overhead stays small (full grids are far cheaper)."""
+    """Puzzles per chunk: about a tenth to a second of one core's work at every size, so a fan-out has many
+    chunks but task overhead stays small (full grids are far cheaper)."""
     n = box.n
     size = 500 if n <= 9 else 50 if n <= 12 else 10 if n <= 16 else 2 if n <= 25 else 1
     return size * 20 if options is not None and options.full_grids and n <= 16 else size
@@ -239,9 +217,7 @@ def _random_removal(box: Box, grids: np.ndarray, table: np.ndarray, order: np.nd
         left = box.cells
         for o in order[i]:
             if left - sizes[o] >= k:
-                puzzles[i, table[o, 0]] = 0
-                if sizes[o] == 2:
-                    puzzles[i, table[o, 1]] = 0
+                puzzles[i, table[o, : sizes[o]]] = 0
                 left -= sizes[o]
                 if left == k:
                     break
@@ -252,22 +228,19 @@ def _candidates(box: Box, b: int, rng: np.random.Generator, opts: Options) -> li
     """Make and rate b candidates (one batch through each kernel)."""
     grids = random_grids(box, b, rng)
     table = orbits(box, opts.symmetry)
-    k = len(table)
     goal = opts.clue_target(box)
     target = goal if goal is not None else 0
     minimal = np.zeros(b, dtype=bool)
-    if opts.full_grids:
-        puzzles = grids.copy()
-    elif not opts.unique:
-        order = rng.permuted(np.tile(np.arange(k, dtype=np.int32), (b, 1)), axis=1)
-        puzzles = _random_removal(box, grids, table, order, target)
-    else:
-        order = rng.permuted(np.tile(np.arange(k, dtype=np.int32), (b, 1)), axis=1)
-        retry = opts.minimal_budget if opts.minimal else 0
-        puzzles, minimal, _, _ = dig(box, grids, table, order, target, opts.dig_budget, retry)
     if opts.full_grids:  # nothing to solve: singles (none needed) fill it, no search
+        puzzles = grids.copy()
         ratings = [Rating(level_of(0), 0, 1, True, 1, True)] * b
     else:
+        order = rng.permuted(np.tile(np.arange(len(table), dtype=np.int32), (b, 1)), axis=1)
+        if opts.unique:
+            retry = opts.minimal_budget if opts.minimal else 0
+            puzzles, minimal, _, _ = dig(box, grids, table, order, target, opts.dig_budget, retry)
+        else:
+            puzzles = _random_removal(box, grids, table, order, target)
         ratings = rate_batch(box, puzzles, opts.rate_budget)
     clues = (puzzles > 0).sum(axis=1)
     out = []
@@ -279,18 +252,13 @@ def _candidates(box: Box, b: int, rng: np.random.Generator, opts: Options) -> li
     return out
 
 
-def _meets(g: Generated, opts: Options) -> bool:
-    return g.reached and (g.minimal or not opts.minimal)
-
-
 def generate_chunk(
     box: Box, count: int, seed: int, options: Options | None = None, **kw: Any
 ) -> list[Generated]:
     """Generate `count` puzzles; the output depends only on the arguments.
 
-    Options come as an `Options` or as its fields (keywords). Bounded: at most
-    `count * attempts` candidates are made (one batch when no target can be missed).
-    """
+    Options come as an `Options` or as its fields (keywords). Bounded: at most `count * attempts` candidates
+    are made (one batch when no target can be missed)."""
     opts = replace(options, **kw) if options is not None else Options(**kw)
     opts.check(box)
     rng = np.random.default_rng(np.random.SeedSequence(int(seed) & (2**64 - 1)))
@@ -308,7 +276,7 @@ def generate_chunk(
         for g in _candidates(box, b, rng, opts):
             if opts.difficulty is not None and g.level not in opts.difficulty:
                 continue
-            (good if _meets(g, opts) and len(good) < count else near).append(g)
+            (good if g.reached and (g.minimal or not opts.minimal) and len(good) < count else near).append(g)
         made += b
     if len(good) < count and near:
         k = opts.clue_target(box) or 0
@@ -323,33 +291,22 @@ def random_seed() -> int:
 
 
 def generate(
-    box: Box,
-    count: int,
-    seed: int,
-    *,
-    chunk_size: int | None = None,
-    **options: Any,
+    box: Box, count: int, seed: int, *, chunk_size: int | None = None, **options: Any
 ) -> Iterator[Generated]:
     """Yield `count` puzzles (fewer if a difficulty filter could not be met), chunk by chunk, in this process.
 
-    The options are `Options` fields; they are checked before this returns (ValueError),
-    not at the first puzzle. The same seed, options and chunk size give the same puzzles
-    however the chunks are run: many processes are `BatchClient.generate`'s (the same plan, in order).
-    """
+    The options are `Options` fields; they are checked before this returns (ValueError), not at the first
+    puzzle. The same seed, options and chunk size give the same puzzles however the chunks are run: many
+    processes are `BatchClient.generate`'s (the same plan, in order)."""
     opts = Options(**options)
     opts.check(box)
     plan = plan_chunks(count, seed, chunk_size or default_chunk_size(box, opts))
-    return _run(box, plan, opts)
-
-
-def _run(box: Box, plan: list[tuple[int, int, int]], opts: Options) -> Iterator[Generated]:
-    for _, size, s in plan:
-        yield from generate_chunk(box, size, s, opts)
+    return (g for _, size, s in plan for g in generate_chunk(box, size, s, opts))
 
 
 def format_grid(grid: np.ndarray, box: Box) -> str:
-    """One grid on one line in the corpus format: compact symbols with `.` for empty cells
-    while N <= 61, else comma-separated integers with 0 for empty cells."""
+    """One grid on one line in the corpus format: compact symbols with `.` for empty cells while N <= 61, else
+    comma-separated integers with 0 for empty cells."""
     return COMPACT.render(np.asarray(grid, dtype=np.uint8), box)
 
 
@@ -359,8 +316,8 @@ def format_meta(g: Generated) -> str:
 
 
 def render_lines(items: list[Generated], box: Box) -> tuple[list[str], list[str], list[str]]:
-    """(puzzle lines, solution lines, meta lines) of a chunk, line-aligned: what a worker
-    task returns and what the writer appends to the output, `--solutions` and `--meta`."""
+    """(puzzle lines, solution lines, meta lines) of a chunk, line-aligned: what a worker task returns and
+    what the writer appends to the output, `--solutions` and `--meta`."""
     return (
         [format_grid(g.puzzle, box) for g in items],
         [format_grid(g.solution, box) for g in items],

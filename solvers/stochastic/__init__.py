@@ -1,5 +1,5 @@
-"""Stochastic solvers: `progressive`, `evolution` and `annealing`, each a compiled kernel
-advanced in bounded slices (see `base.StochasticRun`), listed in `STOCHASTIC_SOLVERS`."""
+"""Stochastic solvers: `progressive`, `evolution` and `annealing`, each a compiled kernel advanced in bounded
+slices (see `base.StochasticRun`), listed in `STOCHASTIC_SOLVERS`."""
 
 from solvers.stochastic import annealing, evolution, progressive  # noqa: F401 - each registers its solver
 from solvers.stochastic.base import STOCHASTIC_SOLVERS

@@ -1,25 +1,24 @@
 """`annealing`: simulated annealing over box-invariant grids, with reheats when stuck.
 
-Each box always holds 1..N with its givens (and singles-forced values) fixed, so only
-rows and columns can miss values; a move swaps two free cells of one box and its cost
-change is read from unit counts (only the two touched rows and columns change). With
-`restrict` (default) the start is a matching of each box's missing values to cells that
-allow them, and only swaps keeping both cells within their candidates are drawn. The
-initial temperature is the spread (standard deviation) of the costs of random
-neighbours of the initial grid; the temperature falls by `alpha` after each Markov
-chain of sum(free cells per box squared) moves, and is reset to the initial one when
-`stuck_chains` chains pass without a new lowest cost (a reheat).
+Each box always holds 1..N with its givens (and singles-forced values) fixed, so only rows and columns can
+miss values; a move swaps two free cells of one box and its cost change is read from unit counts (only the two
+touched rows and columns change). With `restrict` (default) the start is a matching of each box's missing
+values to cells that allow them, and only swaps keeping both cells within their candidates are drawn. The
+initial temperature is the spread (standard deviation) of the costs of random neighbours of the initial grid;
+the temperature falls by `alpha` after each Markov chain of sum(free cells per box squared) moves, and is
+reset to the initial one when `stuck_chains` chains pass without a new lowest cost (a reheat).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numba as nb
 import numpy as np
 
-from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT
+from solvers.kernel.bits import GO_ON
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED
 from solvers.model.puzzle import Puzzle
 from solvers.stochastic import base, state
 from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
@@ -46,18 +45,9 @@ class AnnealingParams(Params):
 
 
 @nb.njit(cache=True, nogil=True)
-def calibrate_t0(
-    grid: np.ndarray,
-    cand: np.ndarray,
-    givens: np.ndarray,
-    counts: np.ndarray,
-    cell_units: np.ndarray,
-    gcells: np.ndarray,
-    gsize: np.ndarray,
-    rng: np.ndarray,
-    samples: int,
-) -> float:
+def calibrate_t0(args: tuple[Any, ...], samples: int) -> float:
     """Return the standard deviation of the cost change over `samples` random neighbours."""
+    grid, cand, counts, givens, cell_units, gcells, gsize, _, rng, _, _ = args
     s = 0.0
     s2 = 0.0
     k = 0
@@ -77,23 +67,9 @@ def calibrate_t0(
 
 
 @nb.njit(cache=True, nogil=True)
-def anneal_slice(
-    grid: np.ndarray,
-    cand: np.ndarray,
-    counts: np.ndarray,
-    givens: np.ndarray,
-    cell_units: np.ndarray,
-    gcells: np.ndarray,
-    gsize: np.ndarray,
-    best_grid: np.ndarray,
-    rng: np.ndarray,
-    istate: np.ndarray,
-    fstate: np.ndarray,
-    work: int,
-    deadline_ns: int,
-    stop: np.ndarray,
-) -> int:
+def anneal_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.ndarray) -> int:
     """Make `work` annealing moves (1 unit each); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
+    grid, cand, counts, givens, cell_units, gcells, gsize, best_grid, rng, istate, fstate = args
     if istate[base.I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
@@ -101,18 +77,11 @@ def anneal_slice(
     cost = istate[base.I_COST]
     t = fstate[F_T]
     end = istate[base.I_WORK] + work
-    it = -1
-    while istate[base.I_WORK] < end:
-        it += 1
-        if (it & state.CLOCK_EVERY) == 0:
-            if stop[0] != 0:
-                istate[base.I_COST] = cost
-                fstate[F_T] = t
-                return STOPPED
-            if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
-                istate[base.I_COST] = cost
-                fstate[F_T] = t
-                return TIMEOUT
+    status = BUDGET
+    for it in range(work + 1):  # a move costs at least one unit: the work ends the slice first
+        status = base.slice_status(it, istate, end, stop, deadline_ns)
+        if status != GO_ON:
+            break
         istate[base.I_ITER] += 1
         istate[base.I_WORK] += 1
         a, b = state.pick_pair(grid, cand, gcells, gsize, rng)
@@ -122,14 +91,9 @@ def anneal_slice(
         if d <= 0 or state.rng_unit(rng) < math.exp(-d / t):
             state.apply_swap(grid, counts, cell_units, a, b)
             cost += d
-            if cost < istate[base.I_BEST]:
-                istate[base.I_BEST] = cost
-                istate[base.I_BEST_NS] = monotonic_ns()
-                best_grid[:] = grid
-                if cost == 0:
-                    istate[base.I_COST] = cost
-                    fstate[F_T] = t
-                    return SOLVED
+            if base.note_best(istate, cost, grid, best_grid):
+                status = SOLVED
+                break
             if cost < istate[I_CHAIN_MIN]:
                 istate[I_CHAIN_MIN] = cost
         istate[I_CHAIN_POS] += 1
@@ -149,45 +113,32 @@ def anneal_slice(
             istate[I_CHAIN_MIN] = cost
     istate[base.I_COST] = cost
     fstate[F_T] = t
-    return BUDGET
+    return status
 
 
 class AnnealingRun(StochasticRun):
     """One annealing run: a box-invariant grid, its unit counts and the temperature."""
 
-    name = "annealing"
     kernel = staticmethod(anneal_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: AnnealingParams) -> None:
         super().__init__(puzzle, I_SIZE, gen)
         n = puzzle.box.n
-        fixed, self.cand, self.grid = state.start_grid(
-            puzzle, params.propagate, params.restrict, 2 * n, self.rng
-        )
-        cost = self._counted(self.grid)
-        self.gcells, self.gsize = state.free_groups(fixed, self.units, 2 * n, n)
-        t0 = 1.0
-        if len(self.gsize):
-            t0 = params.t0_scale * calibrate_t0(
-                self.grid,
-                self.cand,
-                self.givens,
-                self.counts,
-                self.cell_units,
-                self.gcells,
-                self.gsize,
-                self.rng,
-                params.samples,
-            )
-        self.fstate = np.array([t0, t0, params.alpha], dtype=np.float64)
-        chain = int(params.chain_factor * float((self.gsize.astype(np.int64) ** 2).sum()))
+        fixed, cand, grid = state.start_grid(puzzle, params.propagate, params.restrict, 2 * n, self.rng)
+        self.grid = grid  # the current grid, read by tests
+        cost = self._counted(grid)
+        gcells, gsize = state.free_groups(fixed, self.units, 2 * n, n)
+        fstate = np.zeros(3, dtype=np.float64)
+        self.args = (
+            grid, cand, self.counts, self.givens, self.cell_units, gcells, gsize, self.best_grid, self.rng,
+            self.istate, fstate,
+        )  # fmt: skip
+        t0 = params.t0_scale * calibrate_t0(self.args, params.samples) if len(gsize) else 1.0
+        fstate[:] = (t0, t0, params.alpha)
+        chain = int(params.chain_factor * float((gsize.astype(np.int64) ** 2).sum()))
         self.istate[[I_LEVEL, I_CHAIN_MIN]] = cost
         self.istate[I_CHAIN_LEN] = max(1, chain)
         self.istate[I_STUCK_LIMIT] = max(1, params.stuck_chains)
-        self.args = (
-            self.grid, self.cand, self.counts, self.givens, self.cell_units, self.gcells, self.gsize,
-            self.best_grid, self.rng, self.istate, self.fstate,
-        )  # fmt: skip
 
 
 ANNEALING = register(

@@ -1,11 +1,10 @@
 """The stochastic-solver contract: a run advanced in bounded slices, registered in `solvers.registry`.
 
-Why slices: the portfolio interleaves solvers inside one process, so each solver is a
-compiled kernel that spends at most a given amount of work (or stops at the deadline
-or the stop flag) and returns, its whole state held in numpy arrays. Work counts one
-unit per move plus a share of the grid size for whole-grid operations (a recount, a
-fresh random grid, a copy), so a unit costs about the same time in every solver and at
-every size; slices counted in work, not time, make interleaved races replay exactly.
+Why slices: the portfolio interleaves solvers inside one process, so each solver is a compiled kernel that
+spends at most a given amount of work (or stops at the deadline or the stop flag) and returns, its whole state
+held in numpy arrays. Work counts one unit per move plus a share of the grid size for whole-grid operations (a
+recount, a fresh random grid, a copy), so a unit costs about the same time in every solver and at every size;
+slices counted in work, not time, make interleaved races replay exactly.
 """
 
 from __future__ import annotations
@@ -15,13 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numba as nb
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from solvers import registry
+from solvers.kernel.bits import CHECK_EVERY, GO_ON, interrupted
 from solvers.kernel.clock import monotonic_ns
 from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, Outcome
 from solvers.model.cost import grid_cost
+from solvers.model.geometry import geometry
 from solvers.model.puzzle import Puzzle
 from solvers.model.result import SolveResult, Status
 from solvers.model.verify import is_solution
@@ -39,6 +41,27 @@ I_COMMON = 6
 WORK_NS = 150  # measured 90-210 ns per work unit (9x9 to 25x25, all three solvers, loaded box)
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def slice_status(it: int, istate: np.ndarray, end: int, stop: np.ndarray, deadline_ns: int) -> int:
+    """GO_ON while a slice may make move `it` (counted from 0), else BUDGET (its work is spent), STOPPED or
+    TIMEOUT (the flag and the clock are read every CHECK_EVERY + 1 moves: a read costs more than a move)."""
+    if istate[I_WORK] >= end:
+        return BUDGET
+    if (it & CHECK_EVERY) == 0:
+        return interrupted(stop, deadline_ns)
+    return GO_ON
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def note_best(istate: np.ndarray, cost: int, grid: np.ndarray, best_grid: np.ndarray) -> bool:
+    """Keep `grid` as the run's best when its cost beats it; True when the best is a solution (cost 0)."""
+    if cost < istate[I_BEST]:
+        istate[I_BEST] = cost
+        istate[I_BEST_NS] = monotonic_ns()
+        best_grid[:] = grid
+    return istate[I_BEST] == 0
+
+
 class Params(BaseModel):
     """Base of every solver's parameters: immutable, unknown keys rejected."""
 
@@ -48,18 +71,17 @@ class Params(BaseModel):
 
 
 class StochasticRun:
-    """One seeded run of a stochastic solver on one puzzle, advanced slice by slice: `kernel(*args, work,
-    deadline_ns, stop)` runs one slice on the arrays `args` (set by the solver's run) and returns an outcome
-    code (`solvers.kernel.outcome`)."""
+    """One seeded run of a stochastic solver on one puzzle, advanced slice by slice: `kernel(args, work,
+    deadline_ns, stop)` runs one slice on the arrays of the tuple `args` (set by the solver's run) and returns
+    an outcome code (`solvers.kernel.outcome`)."""
 
-    name = "stochastic"
     kernel: Callable[..., int]
     args: tuple[Any, ...] = ()
 
     def __init__(self, puzzle: Puzzle, istate_size: int, gen: np.random.Generator) -> None:
         self.puzzle = puzzle
-        tables = state.tables(puzzle.box)
-        self.units, self.cell_units = tables.units, tables.cell_units
+        geo = geometry(puzzle.box)
+        self.units, self.cell_units = geo.units, geo.cell_units
         self.givens = puzzle.givens.astype(np.uint8)
         self.rng = state.new_rng(gen)  # the run's own stream, drawn first from `gen`
         self.istate = np.zeros(istate_size, dtype=np.int64)
@@ -83,14 +105,14 @@ class StochasticRun:
         return cost
 
     def step(self, work: int, deadline_ns: int = 0, stop: np.ndarray | None = None) -> Outcome:
-        """Advance by about `work` units (less on success, deadline or stop; one move may
-        overshoot); return the outcome: BUDGET, SOLVED, TIMEOUT, STOPPED or EXHAUSTED."""
+        """Advance by about `work` units (less on success, deadline or stop; one move may overshoot); return
+        the outcome: BUDGET, SOLVED, TIMEOUT, STOPPED or EXHAUSTED."""
         if self.status in (SOLVED, EXHAUSTED):
             return self.status
         before = int(self.istate[I_BEST])
         t0 = monotonic_ns()
         self.status = Outcome(
-            self.kernel(*self.args, int(work), int(deadline_ns), self.stop if stop is None else stop)
+            self.kernel(self.args, int(work), int(deadline_ns), self.stop if stop is None else stop)
         )
         t1 = monotonic_ns()
         if int(self.istate[I_BEST]) < before:
@@ -140,8 +162,8 @@ class StochasticSolver:
         params: dict[str, Any] | Params | None = None,
         max_work: int = 0,
     ) -> SolveResult:
-        """Run this solver alone until it solves, the time limit passes or `max_work` units
-        are spent; return `solved` (verified) or `approximate` with the best grid's true cost."""
+        """Run this solver alone until it solves, the time limit passes or `max_work` units are spent; return
+        `solved` (only if the verifier accepts it) or `approximate` with the best grid's true cost."""
         p = params if isinstance(params, Params) else self.make_params(params)
         t0 = time.perf_counter()
         deadline = 0 if time_limit is None else monotonic_ns() + max(1, int(time_limit * 1e9))
@@ -152,29 +174,18 @@ class StochasticSolver:
             if todo <= 0:
                 break
             status = run.step(todo, deadline)
-        return run_result(run, self.name, time.perf_counter() - t0)
-
-
-def run_result(run: StochasticRun, solver: str, elapsed: float, restarts: int = 0) -> SolveResult:
-    """Turn a run's best grid into a SolveResult: `solved` only if the verifier accepts it,
-    otherwise `approximate` carrying the true cost from `grid_cost`."""
-    puzzle = run.puzzle
-    grid = run.best_grid
-    cost = grid_cost(puzzle, grid)
-    counters = {solver: run.counters()}
-    common: dict[str, Any] = dict(
-        puzzle=puzzle.render(),
-        solution=puzzle.render(grid),
-        cost=cost,
-        solver=solver,
-        elapsed=elapsed,
-        nodes=run.iterations,
-        restarts=restarts + run.restarts,
-        counters=counters,
-    )
-    if cost == 0 and is_solution(puzzle, grid):
-        return SolveResult(Status.SOLVED, **common)
-    return SolveResult(Status.APPROXIMATE, **common)
+        elapsed, grid, cost = time.perf_counter() - t0, run.best_grid, grid_cost(puzzle, run.best_grid)
+        return SolveResult(
+            Status.SOLVED if cost == 0 and is_solution(puzzle, grid) else Status.APPROXIMATE,
+            puzzle=puzzle.render(),
+            solution=puzzle.render(grid),
+            cost=cost,
+            solver=self.name,
+            elapsed=elapsed,
+            nodes=run.iterations,
+            restarts=run.restarts,
+            counters={self.name: run.counters()},
+        )
 
 
 STOCHASTIC_SOLVERS: KindView[StochasticSolver] = KindView(Kind.STOCHASTIC)  # those of `solvers.registry`

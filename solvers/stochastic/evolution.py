@@ -1,23 +1,23 @@
 """`evolution`: combinatorial evolution as in the seed article (a hive of organisms).
 
-Every organism is a box-invariant grid (each box holds 1..N, givens fixed) whose error
-is the number of values missing from rows and columns. Workers (90%) try one neighbour
-per epoch (a swap of two free cells in one box), keep it when better, or with
-probability `p_worse` even when worse; otherwise they age, and die past `max_age`,
-reborn as a random grid. Explorers (10%) draw a fresh random grid every epoch. After
-each epoch the best worker and the best explorer are merged box by box into a child
-that replaces the worst worker. The hive restarts after `max_epochs`, up to
-`max_restarts` times (0 = no limit). The defaults are the article's; `propagate=True`
-adds singles and candidate-restricted grids and swaps (as the race preset does).
+Every organism is a box-invariant grid (each box holds 1..N, givens fixed) whose error is the number of values
+missing from rows and columns. Workers (90%) try one neighbour per epoch (a swap of two free cells in one
+box), keep it when better, or with probability `p_worse` even when worse; otherwise they age, and die past
+`max_age`, reborn as a random grid. Explorers (10%) draw a fresh random grid every epoch. After each epoch the
+best worker and the best explorer are merged box by box into a child that replaces the worst worker. The hive
+restarts after `max_epochs`, up to `max_restarts` times (0 = no limit). The defaults are the article's;
+`propagate=True` adds singles and candidate-restricted grids and swaps (as the race preset does).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba as nb
 import numpy as np
 
-from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT, Outcome
+from solvers.kernel.bits import GO_ON
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, Outcome
 from solvers.model.puzzle import Puzzle
 from solvers.stochastic import base, state
 from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
@@ -45,19 +45,10 @@ class EvolutionParams(Params):
 
 
 @nb.njit(cache=True, nogil=True)
-def _new_organism(
-    i: int,
-    fixed: np.ndarray,
-    cand: np.ndarray,
-    givens: np.ndarray,
-    units: np.ndarray,
-    grids: np.ndarray,
-    counts: np.ndarray,
-    err: np.ndarray,
-    rng: np.ndarray,
-) -> None:
-    """Give organism i a random box-invariant grid (a candidate matching when `cand`
-    restricts anything) and its error."""
+def _new_organism(hive: tuple[Any, ...], i: int) -> None:
+    """Give organism i a random box-invariant grid (a candidate matching when `cand` restricts anything) and
+    its error."""
+    fixed, cand, givens, units, grids, counts, err, rng = hive
     if state.restricted(cand, units.shape[1]):
         state.fill_boxes_matched(fixed, cand, units, rng, grids[i])
     else:
@@ -66,53 +57,22 @@ def _new_organism(
 
 
 @nb.njit(cache=True, nogil=True)
-def _note_best(i: int, grids: np.ndarray, err: np.ndarray, best_grid: np.ndarray, istate: np.ndarray) -> bool:
-    """Record organism i as the best grid if it beats it; True when it is a solution."""
-    if err[i] < istate[base.I_BEST]:
-        istate[base.I_BEST] = err[i]
-        istate[base.I_BEST_NS] = monotonic_ns()
-        best_grid[:] = grids[i]
-    return istate[base.I_BEST] == 0
-
-
-@nb.njit(cache=True, nogil=True)
-def hive_init(
-    fixed: np.ndarray,
-    cand: np.ndarray,
-    givens: np.ndarray,
-    units: np.ndarray,
-    grids: np.ndarray,
-    counts: np.ndarray,
-    err: np.ndarray,
-    age: np.ndarray,
-    best_grid: np.ndarray,
-    rng: np.ndarray,
-    istate: np.ndarray,
-) -> None:
+def hive_init(hive: tuple[Any, ...], age: np.ndarray, best_grid: np.ndarray, istate: np.ndarray) -> None:
     """(Re)start the hive: every organism random, ages 0, epoch 0."""
+    grids, err = hive[4], hive[6]
     for i in range(grids.shape[0]):
-        _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
+        _new_organism(hive, i)
         age[i] = 0
-        _note_best(i, grids, err, best_grid, istate)
+        base.note_best(istate, err[i], grids[i], best_grid)
     istate[I_POS] = 0
     istate[I_EPOCH] = 0
 
 
 @nb.njit(cache=True, nogil=True)
-def _mate(
-    fixed: np.ndarray,
-    givens: np.ndarray,
-    units: np.ndarray,
-    grids: np.ndarray,
-    counts: np.ndarray,
-    err: np.ndarray,
-    age: np.ndarray,
-    kind: np.ndarray,
-    child: np.ndarray,
-    rng: np.ndarray,
-) -> int:
-    """Merge the best worker and best explorer box by box into the worst worker's slot;
-    return the child's index (-1 when the hive lacks a worker or an explorer)."""
+def _mate(hive: tuple[Any, ...], age: np.ndarray, kind: np.ndarray, child: np.ndarray) -> int:
+    """Merge the best worker and best explorer box by box into the worst worker's slot; return the child's
+    index (-1 when the hive lacks a worker or an explorer)."""
+    _, _, givens, units, grids, counts, err, rng = hive
     n = units.shape[1]
     bw = -1
     be = -1
@@ -139,30 +99,11 @@ def _mate(
 
 
 @nb.njit(cache=True, nogil=True)
-def evolve_slice(
-    fixed: np.ndarray,
-    cand: np.ndarray,
-    givens: np.ndarray,
-    units: np.ndarray,
-    cell_units: np.ndarray,
-    gcells: np.ndarray,
-    gsize: np.ndarray,
-    grids: np.ndarray,
-    counts: np.ndarray,
-    err: np.ndarray,
-    age: np.ndarray,
-    kind: np.ndarray,
-    best_grid: np.ndarray,
-    rng: np.ndarray,
-    istate: np.ndarray,
-    p_worse: float,
-    work: int,
-    deadline_ns: int,
-    stop: np.ndarray,
-) -> int:
-    """Make organism moves (one per organism per epoch) worth `work` units: 1 per worker
-    move, 3N*N/4 per fresh grid (explorers, deaths) and per mating; return SOLVED,
-    TIMEOUT, STOPPED, EXHAUSTED or BUDGET."""
+def evolve_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.ndarray) -> int:
+    """Make organism moves (one per organism per epoch) worth `work` units: 1 per worker move, 3N*N/4 per
+    fresh grid (explorers, deaths) and per mating; return SOLVED, TIMEOUT, STOPPED, EXHAUSTED or BUDGET."""
+    hive, cell_units, gcells, gsize, age, kind, best_grid, istate, p_worse = args
+    _, cand, givens, _, grids, counts, err, rng = hive
     if istate[base.I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
@@ -171,37 +112,32 @@ def evolve_slice(
     child = np.empty(grids.shape[1], dtype=np.uint8)
     grid_work = 1 + 3 * grids.shape[1] // 4
     end = istate[base.I_WORK] + work
-    it = -1
-    while istate[base.I_WORK] < end:
-        it += 1
-        if (it & state.CLOCK_EVERY) == 0:
-            if stop[0] != 0:
-                return STOPPED
-            if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
-                return TIMEOUT
+    status = BUDGET
+    for it in range(work + 1):  # a move costs at least one unit: the work ends the slice first
+        status = base.slice_status(it, istate, end, stop, deadline_ns)
+        if status != GO_ON:
+            break
         istate[base.I_ITER] += 1
         istate[base.I_WORK] += 1
         i = istate[I_POS]
         if kind[i] == EXPLORER:
-            _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
+            _new_organism(hive, i)
             istate[base.I_WORK] += grid_work
         else:
             a, b = state.pick_pair(grids[i], cand, gcells, gsize, rng)
-            d = (
-                0
-                if a < 0
-                else state.swap_delta(grids[i], givens, counts[i], cell_units, a, b, state.GIVEN_WEIGHT)
-            )
-            if a >= 0 and (d < 0 or state.rng_unit(rng) < p_worse):
-                state.apply_swap(grids[i], counts[i], cell_units, a, b)
-                err[i] += d
+            d = 0
+            if a >= 0:
+                d = state.swap_delta(grids[i], givens, counts[i], cell_units, a, b, state.GIVEN_WEIGHT)
+                if d < 0 or state.rng_unit(rng) < p_worse:
+                    state.apply_swap(grids[i], counts[i], cell_units, a, b)
+                    err[i] += d
             if d >= 0:
                 age[i] += 1
                 if age[i] > istate[I_MAX_AGE]:
-                    _new_organism(i, fixed, cand, givens, units, grids, counts, err, rng)
+                    _new_organism(hive, i)
                     istate[base.I_WORK] += grid_work
                     age[i] = 0
-        if _note_best(i, grids, err, best_grid, istate):
+        if base.note_best(istate, err[i], grids[i], best_grid):
             istate[base.I_COST] = 0
             return SOLVED
         istate[I_POS] = i + 1
@@ -209,9 +145,9 @@ def evolve_slice(
             continue
         istate[I_POS] = 0
         istate[I_EPOCH] += 1
-        c = _mate(fixed, givens, units, grids, counts, err, age, kind, child, rng)
+        c = _mate(hive, age, kind, child)
         istate[base.I_WORK] += grid_work
-        if c >= 0 and _note_best(c, grids, err, best_grid, istate):
+        if c >= 0 and base.note_best(istate, err[c], grids[c], best_grid):
             istate[base.I_COST] = 0
             return SOLVED
         istate[base.I_COST] = err.min()
@@ -219,9 +155,9 @@ def evolve_slice(
             if istate[I_MAX_RESTARTS] > 0 and istate[base.I_RESTARTS] >= istate[I_MAX_RESTARTS]:
                 return EXHAUSTED
             istate[base.I_RESTARTS] += 1
-            hive_init(fixed, cand, givens, units, grids, counts, err, age, best_grid, rng, istate)
+            hive_init(hive, age, best_grid, istate)
             istate[base.I_WORK] += pop * grid_work
-    return BUDGET
+    return status
 
 
 def start_work(puzzle: Puzzle, params: EvolutionParams) -> int:
@@ -232,42 +168,44 @@ def start_work(puzzle: Puzzle, params: EvolutionParams) -> int:
 class EvolutionRun(StochasticRun):
     """One evolution run: the hive's grids, unit counts, errors, ages and kinds."""
 
-    name = "evolution"
     kernel = staticmethod(evolve_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: EvolutionParams) -> None:
         super().__init__(puzzle, I_SIZE, gen)
         n, nn = puzzle.box.n, puzzle.box.cells
         pop = max(2, params.organisms)
-        self.fixed, self.cand = state.domains(puzzle, params.propagate)
+        fixed, cand = state.domains(puzzle, params.propagate)
         if not params.restrict:
-            self.cand[:] = np.uint64((1 << n) - 1)
-        self.gcells, self.gsize = state.free_groups(self.fixed, self.units, 2 * n, n)
-        self.p_worse = float(params.p_worse)
-        self.grids = np.zeros((pop, nn), dtype=np.uint8)
-        self.counts = np.zeros((pop, 3 * n, n + 1), dtype=np.int32)
-        self.err = np.zeros(pop, dtype=np.int64)
-        self.age = np.zeros(pop, dtype=np.int64)
+            cand[:] = np.uint64((1 << n) - 1)
+        gcells, gsize = state.free_groups(fixed, self.units, 2 * n, n)
+        self.grids = grids = np.zeros((pop, nn), dtype=np.uint8)
+        counts = np.zeros((pop, 3 * n, n + 1), dtype=np.int32)
+        self.err = err = np.zeros(pop, dtype=np.int64)
+        age = np.zeros(pop, dtype=np.int64)
         explorers = min(pop - 1, max(1, round(pop * params.explorers)))
-        self.kind = np.full(pop, WORKER, dtype=np.int8)
-        self.kind[pop - explorers :] = EXPLORER
+        kind = np.full(pop, WORKER, dtype=np.int8)
+        kind[pop - explorers :] = EXPLORER
         self.istate[base.I_BEST] = np.iinfo(np.int64).max
         self.istate[I_MAX_EPOCHS] = max(1, params.max_epochs)
         self.istate[I_MAX_RESTARTS] = max(0, params.max_restarts)
         self.istate[I_MAX_AGE] = max(1, params.max_age)
-        hive_init(
-            self.fixed, self.cand, self.givens, self.units, self.grids, self.counts, self.err, self.age,
-            self.best_grid, self.rng, self.istate,
-        )  # fmt: skip
+        hive = (fixed, cand, self.givens, self.units, grids, counts, err, self.rng)
+        hive_init(hive, age, self.best_grid, self.istate)
         self.istate[base.I_WORK] = start_work(puzzle, params)  # the start-up: fill and count
-        self.istate[base.I_COST] = self.err.min()
+        self.istate[base.I_COST] = err.min()
         if self.istate[base.I_BEST] == 0:
             self.status = Outcome.SOLVED
         self.args = (
-            self.fixed, self.cand, self.givens, self.units, self.cell_units, self.gcells, self.gsize,
-            self.grids, self.counts, self.err, self.age, self.kind, self.best_grid, self.rng, self.istate,
-            self.p_worse,
-        )  # fmt: skip
+            hive,
+            self.cell_units,
+            gcells,
+            gsize,
+            age,
+            kind,
+            self.best_grid,
+            self.istate,
+            params.p_worse,
+        )
 
 
 EVOLUTION = register(

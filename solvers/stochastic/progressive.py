@@ -1,26 +1,25 @@
 """`progressive`: the progressive search of the seed article, made incremental.
 
-A bounded priority queue (`max_size` 20) holds grids keyed by negative cost, so the
-worst is at the root and a better neighbour replaces it. From the current grid the
-search makes `neighbourhood` (50) single-swap mutations; each is offered to the queue,
-and the current grid jumps to any mutation within `small_threshold` of the best cost.
-After each neighbourhood, `RandomItem()` draws the next current grid from the queue.
-Cost = missing values per unit + 8 per changed given, updated in O(1) per swap.
+A bounded priority queue (`max_size` 20) holds grids keyed by negative cost, so the worst is at the root and a
+better neighbour replaces it. From the current grid the search makes `neighbourhood` (50) single-swap
+mutations; each is offered to the queue, and the current grid jumps to any mutation within `small_threshold`
+of the best cost. After each neighbourhood, `RandomItem()` draws the next current grid from the queue. Cost =
+missing values per unit + 8 per changed given, updated in O(1) per swap.
 
-Variants (`variant`): `article` starts from 1..N in every row and swaps two cells of
-a row, givens included (they are held only by their cost); `row` and `box` start from
-the givens and swap two free cells of a row or a box, so givens always hold.
+Variants (`variant`): `article` starts from 1..N in every row and swaps two cells of a row, givens included
+(they are held only by their cost); `row` and `box` start from the givens and swap two free cells of a row or
+a box, so givens always hold.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numba as nb
 import numpy as np
 
-from solvers.kernel.clock import monotonic_ns
-from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, STOPPED, TIMEOUT
+from solvers.kernel.bits import GO_ON
+from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED
 from solvers.model.puzzle import Puzzle
 from solvers.stochastic import base, state
 from solvers.stochastic.base import Params, StochasticRun, StochasticSolver, register
@@ -34,9 +33,9 @@ I_SIZE = base.I_COMMON + 5
 
 
 class ProgressiveParams(Params):
-    """Parameters of `progressive`. The article's own setting is variant="article",
-    neighbourhood=50, distinct=False, propagate=False; the defaults are the tuned ones
-    (on 10 top95 puzzles, 2 s each: 2 solved with neighbourhood 5000, 0 with 50)."""
+    """Parameters of `progressive`. The article's own setting is variant="article", neighbourhood=50,
+    distinct=False, propagate=False; the defaults are the tuned ones (on 10 top95 puzzles, 2 s each: 2 solved
+    with neighbourhood 5000, 0 with 50)."""
 
     variant: Literal["article", "row", "box"] = "box"
     max_size: int = 20  # queue capacity (the article's MaxSize)
@@ -72,8 +71,8 @@ def _swap_slots(pool: np.ndarray, cost: np.ndarray, i: int, j: int) -> None:
 
 @nb.njit(cache=True, nogil=True)
 def _offer(pool: np.ndarray, pcost: np.ndarray, size: int, grid: np.ndarray, c: int, distinct: bool) -> int:
-    """Queue `grid` of cost c if there is room or it beats the worst (the root); return
-    the new size. Why a max-heap: the worst grid is the one to evict, in O(log size)."""
+    """Queue `grid` of cost c if there is room or it beats the worst (the root); return the new size. Why a
+    max-heap: the worst grid is the one to evict, in O(log size)."""
     cap = pool.shape[0]
     if size == cap and c >= pcost[0]:
         return size
@@ -105,26 +104,10 @@ def _offer(pool: np.ndarray, pcost: np.ndarray, size: int, grid: np.ndarray, c: 
 
 
 @nb.njit(cache=True, nogil=True)
-def progressive_slice(
-    grid: np.ndarray,
-    cand: np.ndarray,
-    counts: np.ndarray,
-    givens: np.ndarray,
-    units: np.ndarray,
-    cell_units: np.ndarray,
-    gcells: np.ndarray,
-    gsize: np.ndarray,
-    best_grid: np.ndarray,
-    pool: np.ndarray,
-    pcost: np.ndarray,
-    rng: np.ndarray,
-    istate: np.ndarray,
-    work: int,
-    deadline_ns: int,
-    stop: np.ndarray,
-) -> int:
-    """Make mutations worth `work` units (1 each, plus N*N/16 per queued copy and N*N/4
-    per RandomItem recount); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
+def progressive_slice(args: tuple[Any, ...], work: int, deadline_ns: int, stop: np.ndarray) -> int:
+    """Make mutations worth `work` units (1 each, plus N*N/16 per queued copy and N*N/4 per RandomItem
+    recount); return SOLVED, TIMEOUT, STOPPED or BUDGET."""
+    grid, cand, counts, givens, units, cell_units, gcells, gsize, best_grid, pool, pcost, rng, istate = args
     if istate[base.I_BEST] == 0:
         return SOLVED
     if gsize.shape[0] == 0:
@@ -134,18 +117,12 @@ def progressive_slice(
     small = istate[I_SMALL]
     distinct = istate[I_DISTINCT] != 0
     copy_work = 1 + grid.shape[0] // 16
-    status = BUDGET
     end = istate[base.I_WORK] + work
-    it = -1
-    while istate[base.I_WORK] < end:
-        it += 1
-        if (it & state.CLOCK_EVERY) == 0:
-            if stop[0] != 0:
-                status = STOPPED
-                break
-            if deadline_ns > 0 and monotonic_ns() >= deadline_ns:
-                status = TIMEOUT
-                break
+    status = BUDGET
+    for it in range(work + 1):  # a move costs at least one unit: the work ends the slice first
+        status = base.slice_status(it, istate, end, stop, deadline_ns)
+        if status != GO_ON:
+            break
         istate[base.I_ITER] += 1
         istate[base.I_WORK] += 1
         a, b = state.pick_pair(grid, cand, gcells, gsize, rng)
@@ -153,14 +130,10 @@ def progressive_slice(
             continue
         new = cost + state.swap_delta(grid, givens, counts, cell_units, a, b, state.GIVEN_WEIGHT)
         state.apply_swap(grid, counts, cell_units, a, b)  # grid is now the mutation
-        if new < istate[base.I_BEST]:
-            istate[base.I_BEST] = new
-            istate[base.I_BEST_NS] = monotonic_ns()
-            best_grid[:] = grid
-            if new == 0:
-                cost = new
-                status = SOLVED
-                break
+        if new < istate[base.I_BEST] and base.note_best(istate, new, grid, best_grid):
+            cost = new
+            status = SOLVED
+            break
         if size < pool.shape[0] or new < pcost[0]:
             istate[base.I_WORK] += copy_work
             size = _offer(pool, pcost, size, grid, new, distinct)
@@ -183,34 +156,31 @@ def progressive_slice(
 class ProgressiveRun(StochasticRun):
     """One progressive-search run: the current grid, its counts and the bounded queue."""
 
-    name = "progressive"
     kernel = staticmethod(progressive_slice)
 
     def __init__(self, puzzle: Puzzle, gen: np.random.Generator, params: ProgressiveParams) -> None:
         super().__init__(puzzle, I_SIZE, gen)
         n, nn = puzzle.box.n, puzzle.box.cells
         if params.variant == "article":
-            self.grid = np.tile(np.arange(1, n + 1, dtype=np.uint8), n)
-            self.cand = np.full(nn, (1 << n) - 1, dtype=np.uint64)
-            self.gcells, self.gsize = state.free_groups(np.zeros(nn, dtype=np.uint8), self.units, 0, n)
+            grid = np.tile(np.arange(1, n + 1, dtype=np.uint8), n)
+            cand = np.full(nn, (1 << n) - 1, dtype=np.uint64)
+            gcells, gsize = state.free_groups(np.zeros(nn, dtype=np.uint8), self.units, 0, n)
         else:
             first = 0 if params.variant == "row" else 2 * n
-            fixed, self.cand, self.grid = state.start_grid(
-                puzzle, params.propagate, params.restrict, first, self.rng
-            )
-            self.gcells, self.gsize = state.free_groups(fixed, self.units, first, n)
-        cost = self._counted(self.grid)
-        self.pool = np.zeros((max(1, params.max_size), nn), dtype=np.uint8)
-        self.pcost = np.zeros(max(1, params.max_size), dtype=np.int64)
-        self.pool[0] = self.grid
-        self.pcost[0] = cost
+            fixed, cand, grid = state.start_grid(puzzle, params.propagate, params.restrict, first, self.rng)
+            gcells, gsize = state.free_groups(fixed, self.units, first, n)
+        self.grid = grid  # the current grid, read by tests
+        pool = np.zeros((max(1, params.max_size), nn), dtype=np.uint8)
+        pcost = np.zeros(max(1, params.max_size), dtype=np.int64)
+        pool[0] = grid
+        pcost[0] = self._counted(grid)
         self.istate[I_POOL_N] = 1
         self.istate[I_NB_SIZE] = max(1, params.neighbourhood)
         self.istate[I_SMALL] = params.small_threshold
         self.istate[I_DISTINCT] = int(params.distinct)
         self.args = (
-            self.grid, self.cand, self.counts, self.givens, self.units, self.cell_units, self.gcells,
-            self.gsize, self.best_grid, self.pool, self.pcost, self.rng, self.istate,
+            grid, cand, self.counts, self.givens, self.units, self.cell_units, gcells, gsize, self.best_grid,
+            pool, pcost, self.rng, self.istate,
         )  # fmt: skip
 
 

@@ -1,36 +1,28 @@
-"""Shared machinery of the stochastic solvers: a seeded RNG, unit counts and the
-incremental cost, the box-invariant fill, and singles propagation over the givens.
+"""Shared machinery of the stochastic solvers: a seeded RNG, unit counts and the incremental cost, the
+box-invariant fill, and singles propagation over the givens.
 
-Why one module: all three solvers move by swapping two cells and score a grid with the
-cost of `solvers.model.cost.grid_cost` (one per value missing from a unit, plus a weight per
-changed given). Keeping per-unit value counts makes the cost of a swap O(1): only the
-units holding exactly one of the two cells change. Every kernel is `@njit(nogil=True)`
-and draws its random numbers from a splitmix64 stream held in a uint64[1] array seeded
-from an explicit `np.random.Generator`, so runs replay exactly and never touch a
-global RNG.
+Why one module: all three solvers move by swapping two cells and score a grid with the cost of
+`solvers.model.cost.grid_cost` (one per value missing from a unit, plus a weight per changed given). Keeping
+per-unit value counts makes the cost of a swap O(1): only the units holding exactly one of the two cells
+change. Every kernel is `@njit(nogil=True)` and draws its random numbers from a splitmix64 stream held in a
+uint64[1] array seeded from an explicit `np.random.Generator`, so runs replay exactly and never touch a global
+RNG.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-
 import numba as nb
 import numpy as np
 
+from solvers.kernel.bits import ctz
 from solvers.model.geometry import geometry
-from solvers.model.puzzle import Box, Puzzle
+from solvers.model.puzzle import Puzzle
 
 GIVEN_WEIGHT = 8  # the cost of one changed given, as in solvers.model.cost
-CLOCK_EVERY = 255  # kernels read the clock when (iteration & CLOCK_EVERY) == 0
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S11 = np.uint64(11)
 _S32 = np.uint64(32)
 _INV53 = 1.0 / 9007199254740992.0
 
@@ -40,44 +32,27 @@ def rng_next(rng: np.ndarray) -> np.uint64:
     """Advance the splitmix64 stream in `rng` (uint64[1]) and return 64 random bits."""
     rng[0] += _GOLDEN
     z = rng[0]
-    z = (z ^ (z >> _S30)) * _MIX1
-    z = (z ^ (z >> _S27)) * _MIX2
-    return z ^ (z >> _S31)
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
 
 
 @nb.njit(cache=True, nogil=True)
 def rng_below(rng: np.ndarray, n: int) -> int:
-    """Return a random int in [0, n) for 1 <= n < 2**32 (Lemire's multiply-shift: a
-    64-bit division costs ~30 ns per draw on this hardware; bias is below n / 2**32)."""
+    """Return a random int in [0, n) for 1 <= n < 2**32 (Lemire's multiply-shift: a 64-bit division costs ~30
+    ns per draw on this hardware; bias is below n / 2**32)."""
     return np.int64(((rng_next(rng) >> _S32) * np.uint64(n)) >> _S32)
 
 
 @nb.njit(cache=True, nogil=True)
 def rng_unit(rng: np.ndarray) -> float:
     """Return a random float in [0, 1) with 53 random bits."""
-    return np.float64(rng_next(rng) >> _S11) * _INV53
+    return np.float64(rng_next(rng) >> np.uint64(11)) * _INV53
 
 
 def new_rng(gen: np.random.Generator) -> np.ndarray:
     """Seed a kernel RNG stream (uint64[1]) from an explicit numpy Generator."""
     return np.array([gen.integers(0, 2**63, dtype=np.uint64)], dtype=np.uint64)
-
-
-@dataclass(frozen=True)
-class Tables:
-    """Per box shape: the unit tables the kernels index (int32, read-only)."""
-
-    n: int
-    units: np.ndarray  # (3N, N) cells of rows, columns, boxes
-    cell_units: np.ndarray  # (NN, 3) unit ids of each cell
-    peers: np.ndarray  # (NN, P)
-
-
-@lru_cache(maxsize=16)
-def tables(box: Box) -> Tables:
-    """Return the kernel tables of `box` (cached per shape)."""
-    geo = geometry(box)
-    return Tables(box.n, geo.units, geo.cell_units, geo.peers)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -105,12 +80,10 @@ def swap_delta(
 ) -> int:
     """Return the cost change of swapping cells a and b, without changing anything.
 
-    Only the units holding exactly one of the two cells change: in each, the old value
-    leaves (costs 1 if it was its only copy) and the other value arrives (saves 1 if it
-    was missing). Givens add `gw` when they change and save it when they come back.
-    Branch-free (a unit of one kind can only be shared with the same kind of the other
-    cell), because random swaps make every branch here unpredictable.
-    """
+    Only the units holding exactly one of the two cells change: in each, the old value leaves (costs 1 if it
+    was its only copy) and the other value arrives (saves 1 if it was missing). Givens add `gw` when they
+    change and save it when they come back. Branch-free (a unit of one kind can only be shared with the same
+    kind of the other cell), because random swaps make every branch here unpredictable."""
     va = np.int64(grid[a])
     vb = np.int64(grid[b])
     d = 0
@@ -152,13 +125,12 @@ def apply_swap(grid: np.ndarray, counts: np.ndarray, cell_units: np.ndarray, a: 
 def propagate_singles(
     givens: np.ndarray, units: np.ndarray, peers: np.ndarray, out: np.ndarray, cand: np.ndarray
 ) -> bool:
-    """Write into `out` the givens plus every value forced by naked and hidden singles,
-    and into `cand` each cell's remaining candidates (bit v-1 for value v).
+    """Write into `out` the givens plus every value forced by naked and hidden singles, and into `cand` each
+    cell's remaining candidates (bit v-1 for value v).
 
-    Returns False on a contradiction (a cell without candidates, or a value with no
-    place in a unit). Why: every deduced value holds in every solution, so fixing it
-    shrinks the stochastic search space without excluding any solution.
-    """
+    Returns False on a contradiction (a cell without candidates, or a value with no place in a unit). Why:
+    every deduced value holds in every solution, so fixing it shrinks the stochastic search space without
+    excluding any solution."""
     nn = givens.shape[0]
     n = units.shape[1]
     full = (np.uint64(1) << np.uint64(n)) - np.uint64(1)
@@ -172,9 +144,7 @@ def propagate_singles(
             cand[c] = np.uint64(1) << np.uint64(givens[c] - 1)
             stack[top] = c
             top += 1
-    changed = True
-    while changed:
-        changed = False
+    while True:
         while top > 0:
             top -= 1
             c = stack[top]
@@ -191,10 +161,7 @@ def propagate_singles(
                     if m == 0:
                         return False
                     if (m & (m - np.uint64(1))) == 0:
-                        v = 1
-                        while m != (np.uint64(1) << np.uint64(v - 1)):
-                            v += 1
-                        out[p] = v
+                        out[p] = ctz(m) + 1
                         stack[top] = p
                         top += 1
         for u in range(units.shape[0]):
@@ -220,10 +187,8 @@ def propagate_singles(
                     cand[where] = bit
                     stack[top] = where
                     top += 1
-                    changed = True
-        if top > 0:
-            changed = True
-    return True
+        if top == 0:  # no hidden single either: a fixpoint
+            return True
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -250,9 +215,9 @@ def _unit_gaps(fixed, units, u, grid, have, cells, vals):  # type: ignore[no-unt
 
 @nb.njit(cache=True, nogil=True)
 def fill_units(fixed: np.ndarray, units: np.ndarray, first: int, rng: np.ndarray, grid: np.ndarray) -> None:
-    """Write into `grid` the fixed cells plus, in each unit `first..first+N-1` (rows: 0,
-    boxes: 2N), its missing values in random order, so each of those units holds 1..N
-    once with fixed cells keeping their value (the row or box invariant)."""
+    """Write into `grid` the fixed cells plus, in each unit `first..first+N-1` (rows: 0, boxes: 2N), its
+    missing values in random order, so each of those units holds 1..N once with fixed cells keeping their
+    value (the row or box invariant)."""
     n = units.shape[1]
     have = np.zeros(n + 1, dtype=np.bool_)
     cells = np.empty(n, dtype=np.int64)
@@ -269,32 +234,24 @@ def fill_units(fixed: np.ndarray, units: np.ndarray, first: int, rng: np.ndarray
 def free_groups(
     fixed: np.ndarray, units: np.ndarray, first: int, count: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Return (cells int32[G, N], sizes int32[G]) of the unfixed cells of units
-    `first..first+count-1`, keeping only units with at least two (a swap needs two)."""
-    cells = []
-    for u in range(first, first + count):
-        free = units[u][fixed[units[u]] == 0]
-        if len(free) >= 2:
-            cells.append(free)
-    n = units.shape[1]
-    out = np.zeros((max(1, len(cells)), n), dtype=np.int32)  # one row at least: numba needs 2-D
-    sizes = np.zeros(len(cells), dtype=np.int32)
-    for g, free in enumerate(cells):
+    """Return (cells int32[G, N], sizes int32[G]) of the unfixed cells of units `first..first+count-1`,
+    keeping only units with at least two (a swap needs two)."""
+    groups = [free for u in range(first, first + count) if len(free := units[u][fixed[units[u]] == 0]) >= 2]
+    out = np.zeros((max(1, len(groups)), units.shape[1]), dtype=np.int32)  # one row at least: numba needs 2-D
+    for g, free in enumerate(groups):
         out[g, : len(free)] = free
-        sizes[g] = len(free)
-    return out, sizes
+    return out, np.array([len(free) for free in groups], dtype=np.int32)
 
 
 def domains(puzzle: Puzzle, propagate: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Return (fixed uint8[NN], cand uint64[NN]): the cells held fixed (0 = free) and each
-    cell's allowed values. With `propagate`, fixed adds the values forced by singles and
-    cand excludes every value a fixed peer holds; without it (or on a contradiction),
-    fixed is the givens and a free cell allows every value."""
+    """Return (fixed uint8[NN], cand uint64[NN]): the cells held fixed (0 = free) and each cell's allowed
+    values. With `propagate`, fixed adds the values forced by singles and cand excludes every value a fixed
+    peer holds; without it (or on a contradiction), fixed is the givens and a free cell allows every value."""
     n, nn = puzzle.box.n, puzzle.box.cells
     givens = puzzle.givens.astype(np.uint8)
     full = np.uint64((1 << n) - 1)
     if propagate:
-        t = tables(puzzle.box)
+        t = geometry(puzzle.box)
         out = np.zeros(nn, dtype=np.uint8)
         cand = np.zeros(nn, dtype=np.uint64)
         if propagate_singles(givens, t.units, t.peers, out, cand):
@@ -320,17 +277,11 @@ def restricted(cand: np.ndarray, n: int) -> bool:
 
 
 @nb.njit(cache=True, nogil=True)
-def legal(grid: np.ndarray, cand: np.ndarray, a: int, b: int) -> bool:
-    """True when swapping cells a and b leaves each holding one of its candidates."""
-    return allowed(cand, a, grid[b]) and allowed(cand, b, grid[a])
-
-
-@nb.njit(cache=True, nogil=True)
 def pick_pair(
     grid: np.ndarray, cand: np.ndarray, gcells: np.ndarray, gsize: np.ndarray, rng: np.ndarray
 ) -> tuple[int, int]:
-    """Draw two distinct free cells of one random swap group whose swap keeps both
-    within their candidates, by rejection (a draw costs a few ns); (-1, -1) after 64."""
+    """Draw two distinct free cells of one random swap group whose swap keeps both within their candidates, by
+    rejection (a draw costs a few ns); (-1, -1) after 64."""
     for _ in range(64):
         g = rng_below(rng, gsize.shape[0])
         m = gsize[g]
@@ -339,7 +290,7 @@ def pick_pair(
         j += np.int64(j >= i)
         a = gcells[g, i]
         b = gcells[g, j]
-        if legal(grid, cand, a, b):
+        if allowed(cand, a, grid[b]) and allowed(cand, b, grid[a]):
             return a, b
     return -1, -1
 
@@ -348,10 +299,10 @@ def pick_pair(
 def fill_boxes_matched(
     fixed: np.ndarray, cand: np.ndarray, units: np.ndarray, rng: np.ndarray, grid: np.ndarray
 ) -> bool:
-    """Fill `grid` under the box invariant with every free cell holding one of its
-    candidates: a random perfect matching of each box's missing values to its free
-    cells (Kuhn's augmenting paths over shuffled orders). Falls back to a plain random
-    fill of a box, and returns False, when that box has no such matching."""
+    """Fill `grid` under the box invariant with every free cell holding one of its candidates: a random
+    perfect matching of each box's missing values to its free cells (Kuhn's augmenting paths over shuffled
+    orders). Falls back to a plain random fill of a box, and returns False, when that box has no such
+    matching."""
     n = units.shape[1]
     ok = True
     cells = np.empty(n, dtype=np.int64)
@@ -365,13 +316,9 @@ def fill_boxes_matched(
         m, _ = _unit_gaps(fixed, units, 2 * n + b, grid, have, cells, vals)
         for i in range(m - 1, 0, -1):
             j = rng_below(rng, i + 1)
-            t = cells[i]
-            cells[i] = cells[j]
-            cells[j] = t
+            cells[i], cells[j] = cells[j], cells[i]
             j = rng_below(rng, i + 1)
-            t = vals[i]
-            vals[i] = vals[j]
-            vals[j] = t
+            vals[i], vals[j] = vals[j], vals[i]
         owner[:m] = -1
         matched = 0
         for start in range(m):  # augment from value slot `start` (iterative DFS)
@@ -419,13 +366,13 @@ def fill_boxes_matched(
 def start_grid(
     puzzle: Puzzle, propagate: bool, restrict: bool, first: int, rng: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (fixed, cand, grid) for a unit invariant (`first` = 0 rows, 2N boxes): with
-    `restrict` (boxes only) the grid is a candidate matching and cand limits the swaps;
-    otherwise the fill is random and cand allows every value (no restriction)."""
+    """Return (fixed, cand, grid) for a unit invariant (`first` = 0 rows, 2N boxes): with `restrict` (boxes
+    only) the grid is a candidate matching and cand limits the swaps; otherwise the fill is random and cand
+    allows every value (no restriction)."""
     n = puzzle.box.n
     fixed, cand = domains(puzzle, propagate)
     grid = np.zeros(puzzle.box.cells, dtype=np.uint8)
-    units = tables(puzzle.box).units
+    units = geometry(puzzle.box).units
     if restrict and first == 2 * n:
         fill_boxes_matched(fixed, cand, units, rng, grid)
     else:
