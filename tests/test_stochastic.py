@@ -20,6 +20,7 @@ from solvers.stochastic.state import (
     new_rng,
     propagate_singles,
     recount,
+    restricted,
     swap_delta,
 )
 from tests.grids import blank, pattern_grid
@@ -137,13 +138,22 @@ def test_swap_delta_is_the_change_of_the_reference_cost_for_any_two_cells():
         assert cost == grid_cost(puzzle, grid)
 
 
-def test_singles_only_fix_values_of_the_solution_and_candidates_keep_it():
-    box = Box(3, 3)
+@pytest.mark.parametrize(("rows", "fraction"), [(3, 0.6), (8, 0.02)])
+def test_singles_only_fix_values_of_the_solution_and_candidates_keep_it(rows, fraction):
+    box = Box(rows, rows)  # 64x64 too: a value's bit is bit 63 there
     solution = pattern_grid(box)
-    puzzle = Puzzle(box, blank(solution, 0.6, seed=9))
+    puzzle = Puzzle(box, blank(solution, fraction, seed=9))
     fixed, cand = domains(puzzle, propagate=True)
-    assert ((fixed == 0) | (fixed == solution)).all() and (fixed > 0).sum() >= (puzzle.givens > 0).sum()
-    assert all((int(cand[c]) >> (int(solution[c]) - 1)) & 1 for c in range(81))
+    assert ((fixed == 0) | (fixed == solution)).all() and (fixed > 0).sum() > (puzzle.givens > 0).sum()
+    assert all((int(cand[c]) >> (int(solution[c]) - 1)) & 1 for c in range(box.cells))
+
+
+@pytest.mark.parametrize("n", [4, 9, 64])
+def test_every_value_allowed_everywhere_is_no_restriction(n):
+    full = np.full(n * n, (1 << n) - 1, dtype=np.uint64)
+    assert not restricted(full, n)
+    full[3] &= ~np.uint64(1 << (n - 1))
+    assert restricted(full, n)
 
 
 def test_singles_report_a_contradiction():

@@ -133,7 +133,7 @@ def propagate_singles(
     excluding any solution."""
     nn = givens.shape[0]
     n = units.shape[1]
-    full = (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+    full = ~np.uint64(0) >> np.uint64(64 - n)  # n = 64 too (a shift by 64 is undefined)
     cand[:] = full
     out[:] = 0
     stack = np.empty(nn, dtype=np.int64)
@@ -269,7 +269,7 @@ def allowed(cand: np.ndarray, cell: int, value: int) -> bool:
 @nb.njit(cache=True, nogil=True)
 def restricted(cand: np.ndarray, n: int) -> bool:
     """True when some cell's candidates exclude a value (so fills should match them)."""
-    full = (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+    full = ~np.uint64(0) >> np.uint64(64 - n)  # n = 64 too (a shift by 64 is undefined)
     for c in range(cand.shape[0]):  # noqa: SIM110 (a loop numba compiles)
         if cand[c] != full:
             return True
