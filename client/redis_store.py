@@ -24,6 +24,7 @@ from pipeline.contract.keys import (
     queued,
     result_commands,
     roots_key,
+    split_count,
     wake_commands,
     workers_key,
 )
@@ -233,13 +234,18 @@ class RedisJobStore(JobStore):
         ]
 
     def split_total(self, job: str) -> int | None:
-        """The puzzles of a job read in splits once the frontier passed its last split, else None."""
+        """The puzzles of a job read in splits once the frontier passed its last split, else None. Once every
+        split is done, the counts the frontier has not passed are summed here: a frontier left behind by a
+        lost move would otherwise keep the job from completing."""
         k = self.keys(job)
-        raw, chunks = self.r.get(k.frontier), self.r.hget(k.meta, "chunks_total")
-        if chunks is None:
+        raw = self.r.get(k.frontier)
+        chunks, done = (int(x or -1) for x in self.r.hmget(k.meta, ["chunks_total", "chunks_done"]))
+        if chunks < 0:
             return None
         front = Frontier.parse(raw)
-        return front.index if front.chunk >= int(chunks) else None
+        if front.chunk < chunks <= done:  # read after the frontier: a split it passed meanwhile reads None
+            front.advance([split_count(v) for v in self.r.hmget(k.counts, list(range(front.chunk, chunks)))])
+        return front.index if front.chunk >= chunks else None
 
     def split_counted(self, job: str) -> int:
         """The puzzles of a job read in splits its workers counted so far: the splits the frontier passed."""

@@ -384,6 +384,66 @@ def test_a_worker_moving_the_frontier_from_a_stale_read_never_moves_it_back(fake
     assert [port.split_offsets(JOB, k) for k in range(4)] == [(1, 0), (4, 3), (8, 7), (13, 12)]
 
 
+def test_a_worker_that_read_the_frontier_before_another_moved_it_still_moves_it_over_its_own_split(
+    fake_redis, monkeypatch
+):
+    """A reads split 0 only and moves the frontier to 1 while B, whose split 1 is counted, holds the frontier
+    A's move made stale: B reads again (a frontier left before a counted split waits for ever)."""
+    from worker.board import RedisPort, advance_frontier
+
+    keys = JobKeys(JOB)
+    fake_redis.hset(keys.meta, "created", "1")
+    fake_redis.hset(keys.counts, 0, "0 3 3")
+    advance, parse = Frontier.advance, Frontier.parse.__func__
+    gates = {name: (threading.Event(), threading.Event()) for name in "AB"}
+
+    def hold(name: str) -> None:
+        paused, resume = gates[name]
+        if threading.current_thread().name == name and not paused.is_set():
+            paused.set()
+            resume.wait(5)
+
+    def read_then_hold(self, counts):  # noqa: ANN001, ANN202 - A has read the counts (split 0 only)
+        hold("A")
+        return advance(self, counts)
+
+    def parse_then_hold(cls, raw):  # noqa: ANN001, ANN202 - B has read the frontier, not yet the counts
+        front = parse(cls, raw)
+        hold("B")
+        return front
+
+    monkeypatch.setattr(Frontier, "advance", read_then_hold)
+    monkeypatch.setattr(Frontier, "parse", classmethod(parse_then_hold))
+    a = threading.Thread(target=advance_frontier, args=(fake_redis, keys, 60), name="A")
+    a.start()
+    assert gates["A"][0].wait(5)
+    fake_redis.hset(keys.counts, 1, "0 4 4")  # B counts split 1, then moves the frontier
+    b = threading.Thread(target=advance_frontier, args=(fake_redis, keys, 60), name="B")
+    b.start()
+    assert gates["B"][0].wait(5)
+    gates["A"][1].set()
+    a.join(5)
+    gates["B"][1].set()
+    b.join(5)
+    assert [RedisPort(fake_redis).split_offsets(JOB, k) for k in range(2)] == [(1, 0), (4, 3)]
+
+
+def test_a_client_whose_job_has_every_split_done_sums_the_counts_a_frontier_left_behind(fake_redis):
+    from client.config import ClientSettings
+    from client.redis_store import RedisJobStore
+
+    keys = JobKeys(JOB)
+    fake_redis.hset(keys.meta, mapping={"created": "1", "chunks_total": "3", "chunks_done": "2"})
+    fake_redis.set(keys.frontier, Frontier(1, 0, 4, 3).text())  # split 0 (3 entries) passed
+    fake_redis.hset(keys.counts, mapping={1: "0 4 4", 2: "0 2 0"})
+    store = RedisJobStore(fake_redis, ClientSettings())
+    assert store.split_total(JOB) is None  # a split is still running: its worker moves the frontier
+    fake_redis.hset(keys.meta, "chunks_done", "3")
+    assert store.split_total(JOB) == 7
+    fake_redis.hdel(keys.counts, 2)  # counted, then passed by a frontier move this read missed
+    assert store.split_total(JOB) is None
+
+
 class RefusingPort(ListPort):
     """A port that refuses every part (its rows were answered by another delivery)."""
 

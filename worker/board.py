@@ -259,7 +259,9 @@ class RedisPort:
 
 def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
     """Move the job's split frontier over every split counted (`pipeline.contract.keys.Frontier`), writing the
-    offsets of each split passed; a compare-and-set (of two workers at once, the later goes again)."""
+    offsets of each split passed; a compare-and-set (of two workers at once, the later goes again). Passing
+    nothing is checked too: a frontier moved between the reads of it and of the counts leaves counts that
+    look missing, and the split counted last would then wait for ever."""
     while True:
         with client.pipeline(transaction=True) as pipe:
             try:
@@ -269,9 +271,11 @@ def advance_frontier(client: Any, keys: JobKeys, ttl: int) -> None:
                 front = Frontier.parse(pipe.get(keys.frontier))
                 fields = list(range(front.chunk, front.chunk + FRONTIER_BATCH))
                 passed = front.advance([split_count(v) for v in pipe.hmget(keys.counts, fields)])
-                if not passed:
-                    return
                 pipe.multi()
+                if not passed:  # nothing to pass, if the frontier did not move since it was read
+                    pipe.get(keys.frontier)
+                    pipe.execute()
+                    return
                 pipe.hset(keys.offsets, mapping={c: f"{line} {index}" for c, line, index in passed})
                 pipe.hdel(keys.counts, *[c for c, _, _ in passed])
                 pipe.set(keys.frontier, front.text(), ex=ttl)
