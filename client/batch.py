@@ -40,6 +40,7 @@ from pipeline.contract.tasks import (
     DEFAULT_PRIORITY,
     DEFAULT_TIME_LIMIT_S,
     MAX_ESCALATE_AFTER_S,
+    MAX_SEED,
     MAX_TIME_LIMIT_S,
     check_priority,
 )
@@ -153,8 +154,8 @@ class BatchClient:
                 f"time_limit {time_limit:g}: must be 0 (no limit) or above, at most {MAX_TIME_LIMIT_S:g} s"
             )
         time_limit = time_limit or None  # 0: no limit
-        if seed is not None and not 0 <= seed < MAX_SEED:
-            raise ValueError(f"seed {seed}: must be at least 0 and below 2**63")
+        if seed is not None and not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"seed {seed}: must be between 0 and {MAX_SEED}")
         if not 0 <= escalate_after <= MAX_ESCALATE_AFTER_S:  # false for nan too
             raise ValueError(
                 f"escalate_after {escalate_after:g}: must be 0 (never) to {MAX_ESCALATE_AFTER_S:g} s"
@@ -329,6 +330,3 @@ class BatchClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-MAX_SEED = 2**63  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence

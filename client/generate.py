@@ -24,6 +24,7 @@ from client.config import ClientSettings, mask_url
 from client.notice import NoWorkerNotice
 from client.numbers import count, plural
 from client.target import FLUSH_S, ReaderGone
+from pipeline.contract.tasks import MAX_SEED
 
 if TYPE_CHECKING:
     from client.args import Option
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from solvers.model.puzzle import Box
 
 log = logging.getLogger(__name__)
-MAX_SEED = 2**63 - 1
 MAX_COUNT = 10**9  # puzzles of one run
 MAX_CHUNKS = 1 << 20  # chunks of one run (the plan is held in memory)
 

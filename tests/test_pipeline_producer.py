@@ -203,3 +203,24 @@ def test_a_seed_outside_63_bits_is_refused_before_the_job_starts():
         for seed in (-1, 2**63):
             with pytest.raises(ValueError, match="seed"):
                 client.submit(LINES[:1], seed=seed)
+
+
+def test_every_message_that_carries_a_seed_takes_the_largest_the_client_takes_and_refuses_one_more():
+    from pydantic import ValidationError
+
+    from pipeline.contract.generate import GenerateTask
+    from pipeline.contract.tasks import MAX_SEED, ChunkTask
+    from pipeline.escalation.task import HelperTask
+
+    job = "ab" * 16
+    made = {
+        ChunkTask: lambda seed: ChunkTask(
+            job=job, chunk=0, input="a", index_runs=[(0, 1)], line_runs=[(1, 1)], puzzles=LINES[0], seed=seed
+        ),
+        GenerateTask: lambda seed: GenerateTask(job=job, chunk=0, box="3x3", count=1, seed=seed),
+        HelperTask: lambda seed: HelperTask(job=job, chunk=0, row=0, helper=1, puzzle=LINES[0], seed=seed),
+    }
+    for kind, make in made.items():
+        assert make(MAX_SEED).seed == MAX_SEED == 2**63 - 1, kind
+        with pytest.raises(ValidationError, match="seed"):
+            make(MAX_SEED + 1)

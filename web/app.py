@@ -23,7 +23,7 @@ from starlette.templating import Jinja2Templates
 
 from client import numbers
 from pipeline.contract.formats import FORMATS, OUTPUTS
-from pipeline.contract.tasks import DEFAULT_PRIORITY, PRIORITIES
+from pipeline.contract.tasks import DEFAULT_PRIORITY, MAX_SEED, PRIORITIES
 from solvers.generate.difficulty import LEVEL_NAMES
 from solvers.generate.generator import random_seed
 from web import another
@@ -31,7 +31,7 @@ from web.another import MAX_EXCLUDE, excluded_grids
 from web.backend import Backend, check_job_id
 from web.errors import ApiError, in_pool, on_api_error, on_http_error, on_unexpected
 from web.guard import Guard
-from web.puzzles import BOXES, MAX_RANDOM_SEED, check_random, random_puzzle, samples
+from web.puzzles import BOXES, check_random, random_puzzle, samples
 from web.settings import ServeSettings
 from web.solving import MAX_OPTION_CHARS, SolveRequest, check_portfolio, check_request
 
@@ -120,7 +120,7 @@ def solve_routes(backend: Backend, settings: ServeSettings) -> list[Route]:
             check_random(box, level)
         except ValueError as exc:
             raise ApiError(422, str(exc)) from None
-        seed = int_param(q.get("seed"), "seed", 0, MAX_RANDOM_SEED - 1)
+        seed = int_param(q.get("seed"), "seed", 0, MAX_SEED)
         seed = random_seed() if seed is None else seed
         died = "the puzzle process died (a new one is started): ask again"
         made = await in_pool(

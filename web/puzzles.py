@@ -21,7 +21,6 @@ CLASSIC_LINES = (  # (line of client/samples/sample.txt, name): see its ATTRIBUT
 )
 BOXES = ("2x2", "2x3", "2x4", "3x3", "3x4", "4x4", "5x5", "6x6", "7x7", "8x8")  # the grids: 4x4 to 64x64
 RANDOM_BOXES = BOXES[:-1]  # a unique 64x64 puzzle takes 40-60 s of CPU to make: `sudoku-batch generate`
-MAX_RANDOM_SEED = 2**63
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from client.batch import MAX_SEED, BatchClient
+from client.batch import BatchClient
 from client.collector import JobFailed
 from client.job import Written
 from client.pool import WarmPool
 from client.summary import Summary
 from pipeline.contract.part import Part
 from pipeline.contract.runs import join_texts
-from pipeline.contract.tasks import ChunkTask, solver_seed
+from pipeline.contract.tasks import MAX_SEED, ChunkTask, solver_seed
 from pipeline.engine.runner import ListPort, execute
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import PuzzleError, as_box
@@ -41,7 +41,7 @@ class SolveRequest(BaseModel):
     box: str | None = Field(default=None, max_length=MAX_OPTION_CHARS)
     time_limit: float | None = Field(default=None, gt=0)
     portfolio: str | None = Field(default=None, max_length=MAX_OPTION_CHARS)
-    seed: int = Field(default=0, ge=0, lt=MAX_SEED)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     exclude: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDE)  # "New solution": grids shown
 
 

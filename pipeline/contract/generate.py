@@ -24,7 +24,13 @@ from pydantic import (
 )
 
 from pipeline.contract.part import PartStats
-from pipeline.contract.tasks import GENERATE_TASK_NAME, JOB_ID_PATTERN, MAX_CHUNK_PUZZLES, MAX_TASK_CHARS
+from pipeline.contract.tasks import (
+    GENERATE_TASK_NAME,
+    JOB_ID_PATTERN,
+    MAX_CHUNK_PUZZLES,
+    MAX_SEED,
+    MAX_TASK_CHARS,
+)
 from solvers.generate.difficulty import LEVEL_NAMES, RATE_BUDGET
 from solvers.generate.generator import DIG_BUDGET, MINIMAL_BUDGET, Options
 from solvers.model.puzzle import MAX_SIDE, Box
@@ -82,7 +88,7 @@ class GenerateTask(BaseModel):
     chunk: int = Field(ge=0, lt=2**53)
     box: str = Field(max_length=16)
     count: int = Field(ge=1, le=MAX_CHUNK_PUZZLES)
-    seed: int = Field(ge=0, lt=2**63)
+    seed: int = Field(ge=0, le=MAX_SEED)
     options: GenerateOptions = GenerateOptions()
 
     @model_validator(mode="after")

@@ -87,6 +87,7 @@ MAX_ESCALATE_AFTER_S = MAX_TIME_LIMIT_S
 MAX_SPLIT_BYTES = 64 << 20  # a split a worker reads, in bytes (the client plans 8 MB, at most half this)
 MAX_SPLIT_ENTRIES = 4 * MAX_CHUNK_PUZZLES  # puzzle lines a worker takes from one split (shorter: refused)
 MAX_FILE_BYTES = 1 << 62
+MAX_SEED = 2**63 - 1  # seeds are 63-bit: any one fits a JSON number and numpy's SeedSequence
 MAX_STAMP_CHARS = 256  # an input's stamp: a modification time, an ETag or a version id
 MAX_COLUMNS = 1 << 10  # fields of a CSV input's line: its puzzle column lies among the first
 
@@ -143,7 +144,7 @@ class ChunkTask(BaseModel):
     box: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     time_limit: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     portfolio: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
-    seed: int = Field(default=0, ge=0, lt=2**63)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     # seconds before a puzzle still unanswered is escalated to idle processes (`pipeline.escalation.task`);
     # None (older clients) or 0: never
     escalate_after: float | None = Field(default=None, ge=0, le=MAX_ESCALATE_AFTER_S)

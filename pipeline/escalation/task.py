@@ -17,6 +17,7 @@ from pipeline.contract.tasks import (
     JOB_ID_PATTERN,
     MAX_CHUNK_PUZZLES,
     MAX_NAME_CHARS,
+    MAX_SEED,
     MAX_TIME_LIMIT_S,
 )
 from solvers.fields import FIELDS, Field
@@ -55,7 +56,7 @@ class HelperTask(BaseModel):
     box: str | None = PydanticField(default=None, max_length=MAX_NAME_CHARS)
     time_limit: float | None = PydanticField(default=None, gt=0, le=MAX_TIME_LIMIT_S)
     portfolio: str | None = PydanticField(default=None, max_length=MAX_NAME_CHARS)
-    seed: int = PydanticField(default=0, ge=0, lt=2**63)
+    seed: int = PydanticField(default=0, ge=0, le=MAX_SEED)
     cubes: int = PydanticField(default=0, ge=0, le=MAX_CUBES)  # > 0: search cubes, a split into >= this many
 
 
