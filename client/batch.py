@@ -168,9 +168,21 @@ class BatchClient:
         names = [n for n, _ in inputs]
         check_columns(inputs, column)
         spec = JobSpec(
-            new_job_id(), names, box, time_limit, portfolio, prints, seed, escalate_after or None,
-            format, url, compression, split_urls, column, priority,
-        )  # fmt: skip
+            new_job_id(),
+            names,
+            box,
+            time_limit,
+            portfolio,
+            prints,
+            seed,
+            escalate_after or None,
+            format,
+            url,
+            compression,
+            split_urls,
+            column,
+            priority,
+        )
         inputs = opened(inputs)
         self.store.create(spec.job, spec.meta())
         if url is not None:

@@ -50,92 +50,217 @@ BROKER_HELP = "redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER"
 BROKER: Option = (("--broker",), dict(metavar="URL", help=f"{BROKER_HELP})"))
 LOCAL: Option = (("--broker",), dict(metavar="URL", help=f"{BROKER_HELP}, else {LOCAL_BROKER})"))
 SOLVE: list[Option] = [  # the options of `solve` and `submit` after their inputs
-    (("--time-limit",), dict(type=time_limit, metavar="S", help=f"seconds per puzzle (default: "
-                             f"{DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; a resume keeps the job's)")),
+    (
+        ("--time-limit",),
+        dict(
+            type=time_limit,
+            metavar="S",
+            help=f"seconds per puzzle (default: {DEFAULT_TIME_LIMIT_S:g}; 0 or none: no limit; a resume "
+            "keeps the job's)",
+        ),
+    ),
     (("--portfolio",), dict(help="`fast` (default), a solver name, `race`, or a comma list")),
     (("--box",), dict(metavar="RxC", help="box shape (default: inferred, 9 cells a row: 3x3, 6: 2x3)")),
-    (("--column",), dict(metavar="NAME", help="a CSV input's puzzle column, as its first line names it "
-                         "(default: a first line naming puzzle, puzzles, quiz, quizzes, sudoku or sudokus; "
-                         "without one, one puzzle a line)")),
-    (("--broker",), dict(metavar="URL", help="redis://[:password@]host:port/db (default: "
-                         "SUDOKU_BATCH_BROKER; solve without one: embedded)")),
-    (("--escalate-after",), dict(type=float, default=DEFAULT_ESCALATE_AFTER_S, metavar="S", help="escalate a "
-                                 f"puzzle unsolved after S s to idle workers too (default: "
-                                 f"{DEFAULT_ESCALATE_AFTER_S:g}; 0: never)")),
-    (("--priority",), dict(choices=tuple(PRIORITIES), help="with a broker, the workers take a higher class's "
-                           f"chunks first: {', '.join(PRIORITIES)} (default: {DEFAULT_PRIORITY}; a resume "
-                           "keeps the job's)")),
-]  # fmt: skip
+    (
+        ("--column",),
+        dict(
+            metavar="NAME",
+            help="a CSV input's puzzle column, as its first line names it (default: a first line naming "
+            "puzzle, puzzles, quiz, quizzes, sudoku or sudokus; without one, one puzzle a line)",
+        ),
+    ),
+    (
+        ("--broker",),
+        dict(
+            metavar="URL",
+            help="redis://[:password@]host:port/db (default: SUDOKU_BATCH_BROKER; solve without one: "
+            "embedded)",
+        ),
+    ),
+    (
+        ("--escalate-after",),
+        dict(
+            type=float,
+            default=DEFAULT_ESCALATE_AFTER_S,
+            metavar="S",
+            help="escalate a puzzle unsolved after S s to idle workers too (default: "
+            f"{DEFAULT_ESCALATE_AFTER_S:g}; 0: never)",
+        ),
+    ),
+    (
+        ("--priority",),
+        dict(
+            choices=tuple(PRIORITIES),
+            help="with a broker, the workers take a higher class's chunks first: "
+            f"{', '.join(PRIORITIES)} (default: {DEFAULT_PRIORITY}; a resume keeps the job's)",
+        ),
+    ),
+]
 DATASET: list[Option] = [
-    (("--compression",), dict(choices=tuple(COMPRESSIONS), help="a dataset's JSON Lines or CSV parts "
-                              "(Parquet: inside the file): none (default), gzip, zstd")),
-    (("--no-splits",), dict(action="store_true", help="a dataset with a broker: read the inputs here, not in "
-                            "byte ranges on the workers")),
-]  # fmt: skip
+    (
+        ("--compression",),
+        dict(
+            choices=tuple(COMPRESSIONS),
+            help="a dataset's JSON Lines or CSV parts (Parquet: inside the file): none (default), gzip, zstd",
+        ),
+    ),
+    (
+        ("--no-splits",),
+        dict(
+            action="store_true",
+            help="a dataset with a broker: read the inputs here, not in byte ranges on the workers",
+        ),
+    ),
+]
 OUTPUT: list[Option] = [  # where and how `solve` and `collect` write the records
-    (("-o", "--output"), dict(metavar="FILE", help="results file, .gz compresses (default: stdout); DIR/ (a "
-                              "trailing slash, or a directory): a dataset of part files the workers write, "
-                              "with _manifest.json and _SUCCESS (a path or an fsspec URL)")),
-    (("--format",), dict(choices=OUTPUTS, help="jsonl, csv, or parquet (the `parquet` extra: "
-                         "pyarrow); default: -o's extension (.jsonl or .json, .csv, .parquet), else jsonl")),
+    (
+        ("-o", "--output"),
+        dict(
+            metavar="FILE",
+            help="results file, .gz compresses (default: stdout); DIR/ (a trailing slash, or a directory): "
+            "a dataset of part files the workers write, with _manifest.json and _SUCCESS (a path or an "
+            "fsspec URL)",
+        ),
+    ),
+    (
+        ("--format",),
+        dict(
+            choices=OUTPUTS,
+            help="jsonl, csv, or parquet (the `parquet` extra: pyarrow); default: -o's extension (.jsonl "
+            "or .json, .csv, .parquet), else jsonl",
+        ),
+    ),
     (("--ordered",), dict(action="store_true", help="write results in input order")),
     (("--report",), dict(metavar="HTML", help="also write an HTML report with plots (default: none)")),
     (("--progress",), dict(action="store_true", help="show the progress bar even when stderr is no TTY")),
     (("-q", "--quiet"), dict(action="store_true", help="no summary on stderr")),
-]  # fmt: skip
+]
 INPUTS = dict(metavar="INPUT", help="puzzle files (`-` = stdin, .gz accepted)")
 COMMANDS: dict[str, tuple[str, list[Option]]] = {  # command -> (its help, its options in --help's order)
-    "solve": ("solve whole files and wait for every result", [
-        (("inputs",), dict(nargs="+", **INPUTS)), *SOLVE, *OUTPUT, *DATASET,
-        (("--workers",), dict(type=int, metavar="N", help="local processes (default: one per core)")),
-    ]),
-    "submit": ("submit files to the broker, print the job id and return", [
-        (("inputs",), dict(nargs="*", **INPUTS)), *SOLVE,
-        (("--format",), dict(choices=OUTPUTS, help="what the workers render the records in: jsonl, "
-                             "csv or parquet (default: jsonl); collect writes it")),
-        (("-o", "--output"), dict(metavar="DIR/", help="a dataset directory (path or fsspec URL) the workers "
-                                  "write the part files to; collect JOB commits it (default: none, collect "
-                                  "writes the records)")),
-        *DATASET,
-        (("--resume",), dict(metavar="JOB", help="go on submitting JOB after its producer died half way "
-                             "(INPUTs: the job's files again; default: a new job)")),
-    ]),
-    "collect": ("wait for a job's results and write them", [
-        (("job",), dict(help="the job's id; or a committed dataset directory DIR/ to merge with -o FILE")),
-        BROKER,
-        (("--timeout",), dict(type=float, metavar="S", help="give up after S s with no result (default: wait "
-                              "while the job's producer lives)")),
-        *OUTPUT,
-    ]),
-    "status": ("show a job's progress, counts, rate and live workers", [
-        (("job",), {}), BROKER, (("--json",), dict(action="store_true")),
-    ]),
-    "jobs": ("list the jobs on the broker, newest first: phase, progress, rate, age, inputs", [
-        BROKER, (("--json",), dict(action="store_true", help="one JSON array of the jobs' statuses")),
-        (("--limit",), dict(type=int, default=DEFAULT_JOBS_LISTED, metavar="N", help=f"at most N jobs "
-                            f"(default: {DEFAULT_JOBS_LISTED}; 1 to {MAX_JOBS_LISTED})")),
-    ]),
+    "solve": (
+        "solve whole files and wait for every result",
+        [
+            (("inputs",), dict(nargs="+", **INPUTS)),
+            *SOLVE,
+            *OUTPUT,
+            *DATASET,
+            (("--workers",), dict(type=int, metavar="N", help="local processes (default: one per core)")),
+        ],
+    ),
+    "submit": (
+        "submit files to the broker, print the job id and return",
+        [
+            (("inputs",), dict(nargs="*", **INPUTS)),
+            *SOLVE,
+            (
+                ("--format",),
+                dict(
+                    choices=OUTPUTS,
+                    help="what the workers render the records in: jsonl, csv or parquet (default: jsonl); "
+                    "collect writes it",
+                ),
+            ),
+            (
+                ("-o", "--output"),
+                dict(
+                    metavar="DIR/",
+                    help="a dataset directory (path or fsspec URL) the workers write the part files to; "
+                    "collect JOB commits it (default: none, collect writes the records)",
+                ),
+            ),
+            *DATASET,
+            (
+                ("--resume",),
+                dict(
+                    metavar="JOB",
+                    help="go on submitting JOB after its producer died half way (INPUTs: the job's "
+                    "files again; default: a new job)",
+                ),
+            ),
+        ],
+    ),
+    "collect": (
+        "wait for a job's results and write them",
+        [
+            (
+                ("job",),
+                dict(help="the job's id; or a committed dataset directory DIR/ to merge with -o FILE"),
+            ),
+            BROKER,
+            (
+                ("--timeout",),
+                dict(
+                    type=float,
+                    metavar="S",
+                    help="give up after S s with no result (default: wait while the job's producer lives)",
+                ),
+            ),
+            *OUTPUT,
+        ],
+    ),
+    "status": (
+        "show a job's progress, counts, rate and live workers",
+        [
+            (("job",), {}),
+            BROKER,
+            (("--json",), dict(action="store_true")),
+        ],
+    ),
+    "jobs": (
+        "list the jobs on the broker, newest first: phase, progress, rate, age, inputs",
+        [
+            BROKER,
+            (("--json",), dict(action="store_true", help="one JSON array of the jobs' statuses")),
+            (
+                ("--limit",),
+                dict(
+                    type=int,
+                    default=DEFAULT_JOBS_LISTED,
+                    metavar="N",
+                    help=f"at most N jobs (default: {DEFAULT_JOBS_LISTED}; 1 to {MAX_JOBS_LISTED})",
+                ),
+            ),
+        ],
+    ),
     "cancel": ("stop a job's solving for good; what it solved stays collectable", [(("job",), {}), BROKER]),
-    "worker": ("start a Celery worker for the broker", [
-        LOCAL,
-        (("--concurrency",), dict(type=int, metavar="N", help="worker processes (default: cores)")),
-        (("--loglevel",), dict(default="warning", help="Celery's log level (default: warning)")),
-        (("--data-root",), dict(action="append", metavar="PATH|URL", help="read inputs in splits and write "
-                                "datasets only under this directory or URL prefix (repeatable; replaces "
-                                "SUDOKU_BATCH_DATA_ROOTS, comma-separated; default: none, so it reads no "
-                                "split, writes no dataset)")),
-        (("-E", "--events"), dict(action="store_true", help="send task events for Flower and `celery events` "
-                                  "(docs/monitoring.md: what it costs)")),
-    ]),
-    "health": ("exit 0 if the broker answers and a worker on this host beats", [
-        LOCAL,
-        (("--broker-only",), dict(action="store_true", help="only check that the broker answers")),
-    ]),
+    "worker": (
+        "start a Celery worker for the broker",
+        [
+            LOCAL,
+            (("--concurrency",), dict(type=int, metavar="N", help="worker processes (default: cores)")),
+            (("--loglevel",), dict(default="warning", help="Celery's log level (default: warning)")),
+            (
+                ("--data-root",),
+                dict(
+                    action="append",
+                    metavar="PATH|URL",
+                    help="read inputs in splits and write datasets only under this directory or URL "
+                    "prefix (repeatable; replaces SUDOKU_BATCH_DATA_ROOTS, comma-separated; default: "
+                    "none, so it reads no split, writes no dataset)",
+                ),
+            ),
+            (
+                ("-E", "--events"),
+                dict(
+                    action="store_true",
+                    help="send task events for Flower and `celery events` (docs/monitoring.md: what it "
+                    "costs)",
+                ),
+            ),
+        ],
+    ),
+    "health": (
+        "exit 0 if the broker answers and a worker on this host beats",
+        [
+            LOCAL,
+            (("--broker-only",), dict(action="store_true", help="only check that the broker answers")),
+        ],
+    ),
     "purge": ("delete a job's keys from the broker", [(("job",), {}), BROKER]),
     "generate": ("generate puzzles (unique, symmetric, rated), locally or on workers", []),
     "warm": ("compile every solver for this machine now, so no later run waits for it", []),
     "serve": ("a web page for single puzzles, jobs and workers (loopback by default)", []),
-}  # fmt: skip
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -198,9 +323,14 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
         if args.command == "warm":
             return run_warm()
         commands = {
-            "status": _status, "jobs": _jobs, "cancel": _cancel, "purge": _purge, "health": _health,
-            "serve": _serve, "worker": _worker,
-        }  # fmt: skip
+            "status": _status,
+            "jobs": _jobs,
+            "cancel": _cancel,
+            "purge": _purge,
+            "health": _health,
+            "serve": _serve,
+            "worker": _worker,
+        }
         return commands[args.command](args, settings)
     except (UsageError, BrokerUnreachable) as exc:
         say_error(str(exc))

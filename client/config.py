@@ -102,9 +102,12 @@ def connect(url: str, settings: ClientSettings) -> redis.Redis:
 
     try:
         client = redis.Redis.from_url(
-            url, socket_connect_timeout=settings.connect_timeout, socket_timeout=settings.socket_timeout,
-            retry_on_timeout=False, health_check_interval=30,
-        )  # fmt: skip
+            url,
+            socket_connect_timeout=settings.connect_timeout,
+            socket_timeout=settings.socket_timeout,
+            retry_on_timeout=False,
+            health_check_interval=30,
+        )
         client.ping()
     except (redis.RedisError, OSError, ValueError) as exc:
         raise BrokerUnreachable(url, _reason(exc)) from None

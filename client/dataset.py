@@ -184,9 +184,14 @@ class DatasetOutput:
     resumable = True  # the parts are durable where the workers wrote them: a killed collection goes on
 
     def __init__(
-        self, url: str, fmt: str, job: str, meta: dict[str, str], summary: Summary,
+        self,
+        url: str,
+        fmt: str,
+        job: str,
+        meta: dict[str, str],
+        summary: Summary,
         cost: Callable[[], tuple[float, float]] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url
         self.fmt = fmt
         self.job = job
@@ -211,9 +216,17 @@ class DatasetOutput:
         if f is None:
             raise ValueError(f"part {chunk}:{row} names no file: the job does not write a dataset")
         self.entries[(chunk, row)] = PartEntry(
-            file=f.name, records=stats.n, chunk=chunk, row=row, input=input_name, first_line=f.first_line,
-            last_line=f.last_line, first_index=f.first_index, last_index=f.last_index, bytes=f.bytes,
-        )  # fmt: skip
+            file=f.name,
+            records=stats.n,
+            chunk=chunk,
+            row=row,
+            input=input_name,
+            first_line=f.first_line,
+            last_line=f.last_line,
+            first_index=f.first_index,
+            last_index=f.last_index,
+            bytes=f.bytes,
+        )
         self.temps[(chunk, row)] = f.temp
 
     def durable(self) -> dict[str, Any]:
@@ -265,17 +278,30 @@ class DatasetOutput:
         parts = sorted(self.entries.values(), key=lambda e: (e.first_index, e.chunk, e.row))
         s = self.summary
         figures = {
-            "records": s.n, "counts": s.counts, "wins": s.wins, "approx_costs": s.approx_costs,
-            "time_max_ms": s.time_max_ms, "solve_s": s.solve_s, "cpu_s": s.cpu_s,
-            "solver_cpu_s": s.solver_cpu_s, "problems": s.problems_total,
-        }  # fmt: skip
+            "records": s.n,
+            "counts": s.counts,
+            "wins": s.wins,
+            "approx_costs": s.approx_costs,
+            "time_max_ms": s.time_max_ms,
+            "solve_s": s.solve_s,
+            "cpu_s": s.cpu_s,
+            "solver_cpu_s": s.solver_cpu_s,
+            "problems": s.problems_total,
+        }
         cpu_s, chunk_s = self.cost()
         return Manifest(
-            sudoku_batch=package_version(), job=self.job, created=float(meta.get("created") or 0.0),
-            committed=time.time(), inputs=input_names(meta),
-            options=options, records=sum(p.records for p in parts), parts=parts, summary=figures,
-            cpu_seconds=cpu_s, chunk_seconds=chunk_s,
-        )  # fmt: skip
+            sudoku_batch=package_version(),
+            job=self.job,
+            created=float(meta.get("created") or 0.0),
+            committed=time.time(),
+            inputs=input_names(meta),
+            options=options,
+            records=sum(p.records for p in parts),
+            parts=parts,
+            summary=figures,
+            cpu_seconds=cpu_s,
+            chunk_seconds=chunk_s,
+        )
 
 
 def read_manifest(url: str) -> Manifest:

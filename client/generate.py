@@ -42,32 +42,77 @@ OPTIONS: list[Option] = [  # the `generate` options
     (("--box",), dict(default="3x3", metavar="RxC", help="box shape, e.g. 3x3 (default), 2x3, 4x4")),
     (("--count",), dict(type=int, required=True, metavar="N", help="puzzles to generate")),
     (("--seed",), dict(type=int, metavar="S", help="same seed, same puzzles (default: random, printed)")),
-    (("--unique",), dict(action="store_true", help="dig puzzles with exactly one solution (the default; "
-                         "with --clues K: unique ones)")),
+    (
+        ("--unique",),
+        dict(
+            action="store_true",
+            help="dig puzzles with exactly one solution (the default; with --clues K: unique ones)",
+        ),
+    ),
     (("--full",), dict(action="store_true", help="write full solved grids instead of puzzles (nothing dug)")),
-    (("--clues",), dict(type=int, metavar="K", help="dig down to K givens (unique only with --unique; "
-                        "default: as far as uniqueness allows)")),
-    (("--holes",), dict(type=float, metavar="F", help="blank this fraction of the cells of a random full "
-                        "grid (0-1; solvable, not unique; default: dig instead)")),
-    (("--min-clues",), dict(action="store_true", help="dig to proven minimal unique puzzles "
-                            "(implies --unique)")),
+    (
+        ("--clues",),
+        dict(
+            type=int,
+            metavar="K",
+            help="dig down to K givens (unique only with --unique; default: as far as uniqueness allows)",
+        ),
+    ),
+    (
+        ("--holes",),
+        dict(
+            type=float,
+            metavar="F",
+            help="blank this fraction of the cells of a random full grid (0-1; solvable, not unique; "
+            "default: dig instead)",
+        ),
+    ),
+    (
+        ("--min-clues",),
+        dict(action="store_true", help="dig to proven minimal unique puzzles (implies --unique)"),
+    ),
     (("--symmetry",), dict(default="none", help="none (default), rotational or mirror")),
-    (("--difficulty",), dict(metavar="LEVELS", help="keep only these levels: easy,medium,hard,expert "
-                             "(default: all)")),
-    (("--attempts",), dict(type=int, default=100, metavar="A", help="candidates per puzzle before a target "
-                           "is given up (default: 100)")),
-    (("--chunk-size",), dict(type=int, metavar="C", help="puzzles per chunk, part of what the seed "
-                             "reproduces (default: by box and options)")),
+    (
+        ("--difficulty",),
+        dict(metavar="LEVELS", help="keep only these levels: easy,medium,hard,expert (default: all)"),
+    ),
+    (
+        ("--attempts",),
+        dict(
+            type=int,
+            default=100,
+            metavar="A",
+            help="candidates per puzzle before a target is given up (default: 100)",
+        ),
+    ),
+    (
+        ("--chunk-size",),
+        dict(
+            type=int,
+            metavar="C",
+            help="puzzles per chunk, part of what the seed reproduces (default: by box and options)",
+        ),
+    ),
     (("--workers",), dict(type=int, metavar="N", help="local processes (default: one per core)")),
-    (("--broker",), dict(metavar="URL", help="fan out over Celery workers: redis://[:password@]host:port/db "
-                         "(default: SUDOKU_BATCH_BROKER; none: local processes)")),
+    (
+        ("--broker",),
+        dict(
+            metavar="URL",
+            help="fan out over Celery workers: redis://[:password@]host:port/db "
+            "(default: SUDOKU_BATCH_BROKER; none: local processes)",
+        ),
+    ),
     (("-o", "--output"), dict(metavar="FILE", help="puzzles, one per line (default: stdout)")),
     (("--solutions",), dict(metavar="FILE", help="also write the solutions, line-aligned (default: no)")),
-    (("--meta",), dict(metavar="FILE", help="also write JSON lines of metadata (difficulty), line-aligned "
-                       "(default: no)")),
+    (
+        ("--meta",),
+        dict(
+            metavar="FILE", help="also write JSON lines of metadata (difficulty), line-aligned (default: no)"
+        ),
+    ),
     (("--progress",), dict(action="store_true", help="show the progress bar even when stderr is no TTY")),
     (("-q", "--quiet"), dict(action="store_true", help="no summary on stderr")),
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)
@@ -121,9 +166,14 @@ def build_request(args: argparse.Namespace) -> Request:
         # had before unique became the default: dug that far, uniqueness not asked
         unique = not args.full and (args.unique or (args.clues is None and args.holes is None))
         options = Options(
-            unique=unique, clues=args.clues, holes=args.holes, minimal=args.min_clues, symmetry=args.symmetry,
-            difficulty=args.difficulty, attempts=args.attempts,
-        )  # fmt: skip
+            unique=unique,
+            clues=args.clues,
+            holes=args.holes,
+            minimal=args.min_clues,
+            symmetry=args.symmetry,
+            difficulty=args.difficulty,
+            attempts=args.attempts,
+        )
         options.check(box)
     except ValueError as exc:  # PuzzleError too
         raise UsageError(str(exc)) from None

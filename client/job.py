@@ -214,10 +214,14 @@ class Job:
         """`stream_chunks` of this job with the client's settings and resend sweep (`options`: the rest)."""
         s, resender = self.client.settings, self.client.resender(self.id)
         return stream_chunks(
-            self.client.store, self.id, poll=s.poll_interval, stale_after=s.producer_stale_s,
-            sweep=resender.sweep if resender is not None else None, producer_alive=lambda: self.producing,
+            self.client.store,
+            self.id,
+            poll=s.poll_interval,
+            stale_after=s.producer_stale_s,
+            sweep=resender.sweep if resender is not None else None,
+            producer_alive=lambda: self.producing,
             **options,
-        )  # fmt: skip
+        )
 
     def results(self, ordered: bool = False, *, keep: bool = True) -> Iterator[Record]:
         """Stream one Record per input puzzle, as they arrive (or in input order); readable again for

@@ -48,9 +48,13 @@ class Output:
     """Where records go: a file (`client.target.Target`) or stdout, as JSON Lines, CSV or Parquet."""
 
     def __init__(
-        self, path: str | None, fmt: str = "jsonl", say: Callable[[str], None] | None = None,
-        resume: str | None = None, length: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        path: str | None,
+        fmt: str = "jsonl",
+        say: Callable[[str], None] | None = None,
+        resume: str | None = None,
+        length: int = 0,
+    ) -> None:
         """`say`: where a line for the user goes while a FIFO waits for its reader (`Target`); `resume`
         and `length`: the file an earlier collection left, gone on with from that durable length."""
         self.fmt = check_format(fmt)

@@ -151,10 +151,14 @@ class JobSpec:
     def meta(self) -> dict[str, str]:
         """The job's metadata as stored (strings only), with the checkpoint at the start."""
         out = {
-            "created": f"{time.time():.6f}", "state": "producing", "inputs": "\n".join(self.inputs),
-            "prints": PRINTS.dump_json(self.prints).decode(), "checkpoint": Checkpoint().model_dump_json(),
-            "format": self.format, "priority": self.priority,
-        }  # fmt: skip
+            "created": f"{time.time():.6f}",
+            "state": "producing",
+            "inputs": "\n".join(self.inputs),
+            "prints": PRINTS.dump_json(self.prints).decode(),
+            "checkpoint": Checkpoint().model_dump_json(),
+            "format": self.format,
+            "priority": self.priority,
+        }
         for key in ("box", "time_limit", "portfolio", "seed", "escalate_after", "dataset", "column"):
             value = getattr(self, key)
             if value is not None:
@@ -181,11 +185,21 @@ class JobSpec:
         seed, escalate = meta.get("seed"), meta.get("escalate_after")
         splits = meta["splits"].split("\n") if meta.get("splits") else None
         return cls(
-            job, inputs, meta.get("box"), float(limit) if limit else None, meta.get("portfolio"), prints,
-            int(seed) if seed else None, float(escalate) if escalate else None, meta.get("format", "columns"),
-            meta.get("dataset"), meta.get("compression", "none"), splits, meta.get("column"),
+            job,
+            inputs,
+            meta.get("box"),
+            float(limit) if limit else None,
+            meta.get("portfolio"),
+            prints,
+            int(seed) if seed else None,
+            float(escalate) if escalate else None,
+            meta.get("format", "columns"),
+            meta.get("dataset"),
+            meta.get("compression", "none"),
+            splits,
+            meta.get("column"),
             meta.get("priority", DEFAULT_PRIORITY),  # an unknown class: the default (`message_priority`)
-        )  # fmt: skip
+        )
 
 
 def opened(inputs: list[tuple[str, Source]]) -> list[tuple[str, Source]]:
@@ -234,9 +248,14 @@ def check_columns(inputs: list[tuple[str, Source]], column: str | None) -> None:
 
 
 def dataset_plan(
-    inputs: list[tuple[str, Source]], dataset: str | None, format: str, compression: str, splits: bool | None,
-    box: str | None, fleet: Callable[[], dict[str, DataRoots]] | None,
-) -> tuple[str | None, list[str] | None, str | None]:  # fmt: skip
+    inputs: list[tuple[str, Source]],
+    dataset: str | None,
+    format: str,
+    compression: str,
+    splits: bool | None,
+    box: str | None,
+    fleet: Callable[[], dict[str, DataRoots]] | None,
+) -> tuple[str | None, list[str] | None, str | None]:
     """The dataset's directory (checked), the inputs the workers read in splits, if any, and a note when this
     machine reads them (outside the workers' data roots); ValueError (one line) for options that do not go
     together, or a dataset outside a live worker's data roots. `fleet`: None when embedded."""

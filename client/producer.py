@@ -224,13 +224,23 @@ class Producer:
                 end = stat.size if stat.size - at <= want + want // 4 else at + want
                 chunk = self._next_chunk()
                 task = ChunkTask(
-                    job=self.spec.job, chunk=chunk, input=name, index_runs=[], line_runs=[], puzzles="",
+                    job=self.spec.job,
+                    chunk=chunk,
+                    input=name,
+                    index_runs=[],
+                    line_runs=[],
+                    puzzles="",
                     split=InputRange(
-                        url=url, input=i, start=at, end=end, size=stat.size, stamp=stat.stamp or None,
+                        url=url,
+                        input=i,
+                        start=at,
+                        end=end,
+                        size=stat.size,
+                        stamp=stat.stamp or None,
                         column=column,
                     ),
                     **self._options(chunk),
-                )  # fmt: skip
+                )
                 self._emit(task, Checkpoint(chunks=self.chunks, input=i, offset=end))
                 at = end
             self._heartbeat()
@@ -272,11 +282,15 @@ class Producer:
         joined, spans = joined_runs(runs)
         chunk = self._next_chunk()
         task = ChunkTask(
-            job=self.spec.job, chunk=chunk, input=name,
+            job=self.spec.job,
+            chunk=chunk,
+            input=name,
             index_runs=merged_runs([r.indices for r in runs]),
             line_runs=merged_runs([r.lines for r in runs]),
-            puzzles=joined, spans=spans, **self._options(chunk),
-        )  # fmt: skip
+            puzzles=joined,
+            spans=spans,
+            **self._options(chunk),
+        )
         self._emit(
             task, Checkpoint(index=last_index + 1, chunks=self.chunks, tail=digest(last_text)), answered
         )

@@ -31,9 +31,11 @@ def plots(summary: Summary) -> dict[str, str]:
             bins, "solve time (log scale)", "puzzles", log_x=True, time_ms=True, top=summary.time_max_ms
         )
         out["Cactus plot: puzzles done within a time"] = svg_chart.cactus(
-            summary.done_within(), "puzzles done (all but invalid lines)", "time each, at most (log)",
+            summary.done_within(),
+            "puzzles done (all but invalid lines)",
+            "time each, at most (log)",
             time_ms=True,
-        )  # fmt: skip
+        )
     if summary.wins:
         wins = sorted(summary.wins.items(), key=lambda kv: -kv[1])
         out["Wins per solver"] = svg_chart.rows(wins, "puzzles won")

@@ -95,19 +95,31 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         try:
             if resume:  # the job's own limit, unless one is given (to be checked against it)
                 job = client.resume(
-                    resume, [src for _, src in sources] or None, time_limit=args.time_limit or None,
-                    portfolio=args.portfolio, box=args.box, bounded=False, column=args.column,
+                    resume,
+                    [src for _, src in sources] or None,
+                    time_limit=args.time_limit or None,
+                    portfolio=args.portfolio,
+                    box=args.box,
+                    bounded=False,
+                    column=args.column,
                     priority=args.priority,
-                )  # fmt: skip
+                )
             else:
                 limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
                 job = client.submit_inputs(
-                    sources, time_limit=limit, portfolio=args.portfolio, box=args.box,
-                    bounded=args.command == "solve", escalate_after=args.escalate_after,
-                    format=args.format or "jsonl", dataset=args.output if dataset else None,
-                    compression=args.compression or "none", splits=False if args.no_splits else None,
-                    column=args.column, priority=args.priority or DEFAULT_PRIORITY,
-                )  # fmt: skip
+                    sources,
+                    time_limit=limit,
+                    portfolio=args.portfolio,
+                    box=args.box,
+                    bounded=args.command == "solve",
+                    escalate_after=args.escalate_after,
+                    format=args.format or "jsonl",
+                    dataset=args.output if dataset else None,
+                    compression=args.compression or "none",
+                    splits=False if args.no_splits else None,
+                    column=args.column,
+                    priority=args.priority or DEFAULT_PRIORITY,
+                )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if job.note:  # this machine reads inputs the workers may not: said even with -q (how to change it)
@@ -197,9 +209,16 @@ def _collect(job: Job, args: argparse.Namespace, purge: bool, idle_timeout: floa
         # broker: results stay until the output is complete (a killed solve is finished by `collect`);
         # embedded: nothing can read them again, so each is freed once written
         job.write(
-            output, summary, written, ordered=args.ordered, keep=not job.client.embedded, acked=acking,
-            idle_timeout=idle_timeout, on_wait=wait, on_write=refresh,
-        )  # fmt: skip
+            output,
+            summary,
+            written,
+            ordered=args.ordered,
+            keep=not job.client.embedded,
+            acked=acking,
+            idle_timeout=idle_timeout,
+            on_wait=wait,
+            on_write=refresh,
+        )
         if written.manifest is not None:
             committed = f"dataset {output.path} committed: {plural(written.manifest.records, 'record')} in "
             committed += plural(len(written.manifest.parts), "part file")

@@ -46,9 +46,11 @@ class Summary:
         """Fold one chunk's statistics in."""
         self.n += stats.n
         tallies: tuple[tuple[dict[Any, int], dict[Any, int]], ...] = (
-            (self.counts, stats.counts), (self.wins, stats.wins), (self.approx_costs, stats.approx_costs),
+            (self.counts, stats.counts),
+            (self.wins, stats.wins),
+            (self.approx_costs, stats.approx_costs),
             (self.time_bins, stats.time_bins),
-        )  # fmt: skip
+        )
         for table, extra in tallies:
             for k, v in extra.items():
                 table[k] = table.get(k, 0) + v

@@ -100,9 +100,12 @@ def _y_axis(top: float, height: int) -> tuple[list[str], float]:
 
 
 def _placed(
-    ticks: Sequence[float], end: float, at: Callable[[float], float], label: Callable[[float], str],
+    ticks: Sequence[float],
+    end: float,
+    at: Callable[[float], float],
+    label: Callable[[float], str],
     vertical: bool = False,
-) -> list[tuple[float, str]]:  # fmt: skip
+) -> list[tuple[float, str]]:
     """(pixel, label) of each tick and of the axis' end (when it is no tick); a label that would overlap
     the one kept before it, or leave the frame, is left out (the end's first)."""
     values = [*ticks, *([end] if not ticks or abs(ticks[-1] - end) > end * 1e-9 else [])]
@@ -119,9 +122,13 @@ def _placed(
 
 
 def histogram(
-    bins: Sequence[tuple[float, float, int]], x_label: str, y_label: str, log_x: bool = False,
-    time_ms: bool = False, top: float | None = None,
-) -> str:  # fmt: skip
+    bins: Sequence[tuple[float, float, int]],
+    x_label: str,
+    y_label: str,
+    log_x: bool = False,
+    time_ms: bool = False,
+    top: float | None = None,
+) -> str:
     """Columns spanning [low, high) on a linear or log x axis, one per (low, high, count) bin; `time_ms`:
     milliseconds, written as durations; `top`: the largest value the axis reaches (default: the last bin's
     high edge; a bin past the end stops there)."""
@@ -222,6 +229,8 @@ def cactus(points: Sequence[tuple[int, float]], x_label: str, y_label: str, time
         path.append(f"L{x(n):.2f},{y(t):.2f}")
     body.append(f'<path d="{" ".join(path)}" fill="none" stroke="{FILL}" stroke-width="2"/>')
     n, t = points[-1]
-    body.append(f'<circle cx="{x(n):.2f}" cy="{y(t):.2f}" r="3" fill="{FILL}"><title>{n:,} puzzles within '
-                f"{escape(label(t))}</title></circle>")  # fmt: skip
+    body.append(
+        f'<circle cx="{x(n):.2f}" cy="{y(t):.2f}" r="3" fill="{FILL}"><title>{n:,} puzzles within '
+        f"{escape(label(t))}</title></circle>"
+    )
     return _frame(body, x_label, y_label)

@@ -36,9 +36,12 @@ class Target:
     """One output path opened for writing bytes: `stream`, then `close(keep)` renames or discards."""
 
     def __init__(
-        self, path: str | Path, say: Callable[[str], None] | None = None, resume: str | None = None,
+        self,
+        path: str | Path,
+        say: Callable[[str], None] | None = None,
+        resume: str | None = None,
         length: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`say`: where a line goes while a FIFO waits for its reader (default: stderr). `resume`: the part
         (or final file) an earlier writer left, taken over and cut to its durable `length`, to go on there."""
         self.path = Path(path)

@@ -55,9 +55,15 @@ def solve(
 ) -> SolveResult:
     """Solve one puzzle (a text in any supported notation, or a Puzzle)."""
     return solve_many(
-        [puzzle], box=box, time_limit=time_limit, solver=solver, portfolio=portfolio, limit=limit,
-        seed=seed, stop=stop,
-    )[0]  # fmt: skip
+        [puzzle],
+        box=box,
+        time_limit=time_limit,
+        solver=solver,
+        portfolio=portfolio,
+        limit=limit,
+        seed=seed,
+        stop=stop,
+    )[0]
 
 
 def solve_many(
@@ -161,9 +167,15 @@ class _Batch:
             left = np.flatnonzero(~self.invalid(np.arange(k), group)).tolist()
             return _Leftovers(group, left, np.zeros(k), np.zeros(k, np.int64))
         batch = self.exact.solve_batch(
-            group.givens, group.box, limit=1, keep=1, max_nodes=spec.fast_budget(group.box.n),
-            time_limit=self.time_limit, seed=self.seed, stop=self.stop,
-        )  # fmt: skip
+            group.givens,
+            group.box,
+            limit=1,
+            keep=1,
+            max_nodes=spec.fast_budget(group.box.n),
+            time_limit=self.time_limit,
+            seed=self.seed,
+            stop=self.stop,
+        )
         invalid = self.collect(batch, group)
         left = np.flatnonzero((batch.status == BUDGET) & ~invalid).tolist()
         return _Leftovers(group, left, batch.ns / 1e9, batch.nodes)
@@ -187,11 +199,17 @@ class _Batch:
                 with racing(i) if racing is not None else nullcontext(self.stop) as link:
                     flag, exchange = (link, None) if isinstance(link, np.ndarray) else link
                     raced = race(
-                        Puzzle(group.box, group.givens[k], group.notation), spec,
-                        time_limit=None if limit is None else max(1e-3, limit - spent), seed=self.seed,
-                        text=texts[i], fast_nodes_done=int(left.nodes[k]), spent=spent, stop=flag,
-                        variant=variant, exchange=exchange,
-                    )  # fmt: skip
+                        Puzzle(group.box, group.givens[k], group.notation),
+                        spec,
+                        time_limit=None if limit is None else max(1e-3, limit - spent),
+                        seed=self.seed,
+                        text=texts[i],
+                        fast_nodes_done=int(left.nodes[k]),
+                        spent=spent,
+                        stop=flag,
+                        variant=variant,
+                        exchange=exchange,
+                    )
                 self.results.put(i, raced)
             if on_final is not None:
                 on_final(self.results, [i])
@@ -217,10 +235,17 @@ class _Batch:
         codes[rejected] = STATUS_CODE[Status.ERROR]
         errors[rejected] = 1
         self.results.fill(
-            group.indices, codes, self.exact.name, _render_rows(first, box, group.notation, verified), errors,
-            [REJECTED_ERROR.format(solver=self.exact.name), *END_ERRORS], batch.ns, batch.nodes,
-            batch.guesses, batch.counts if self.limit > 1 else None,
-        )  # fmt: skip
+            group.indices,
+            codes,
+            self.exact.name,
+            _render_rows(first, box, group.notation, verified),
+            errors,
+            [REJECTED_ERROR.format(solver=self.exact.name), *END_ERRORS],
+            batch.ns,
+            batch.nodes,
+            batch.guesses,
+            batch.counts if self.limit > 1 else None,
+        )
         if verified.all():
             return ~verified
         return self.invalid(np.flatnonzero(~verified), group)

@@ -54,9 +54,13 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """Run `sudoku-batch ARGS` to completion (this environment plus `env`), its output captured as text."""
     return subprocess.run(
-        [*cli_command(), *args], input=stdin, capture_output=True, text=True, timeout=timeout,
+        [*cli_command(), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
 
 
 def job_keys_now(url: str) -> set[bytes]:
@@ -306,9 +310,16 @@ def chunk_task(
     n = len(texts)
     line = first + 1 if first_line is None else first_line
     return ChunkTask(
-        job=job, chunk=chunk, input="in.txt", index_runs=[(first, n)], line_runs=[(line, n)],
-        puzzles=joined, spans=spans, seed=solver_seed(job, chunk) if seeded else 0, **fields,
-    )  # fmt: skip
+        job=job,
+        chunk=chunk,
+        input="in.txt",
+        index_runs=[(first, n)],
+        line_runs=[(line, n)],
+        puzzles=joined,
+        spans=spans,
+        seed=solver_seed(job, chunk) if seeded else 0,
+        **fields,
+    )
 
 
 def check_records(records: list[dict], puzzles: list[str]) -> None:

@@ -37,8 +37,12 @@ def test_solve_writes_one_ordered_verified_record_per_puzzle_and_a_summary(corpu
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     check_records(records, puzzles)
-    assert [(r["line"], r["status"]) for r in records[:4]] == [(1, "solved"), (3, "invalid"), (4, "solved"),
-                                                                (6, "invalid")]  # fmt: skip
+    assert [(r["line"], r["status"]) for r in records[:4]] == [
+        (1, "solved"),
+        (3, "invalid"),
+        (4, "solved"),
+        (6, "invalid"),
+    ]
     assert records[3]["error"] == "row 1 has 9 1s" and {r["input"] for r in records} == {str(path)}
     assert "122 puzzles" in proc.stderr and "solved 120, invalid 2" in proc.stderr
     assert f"{path}:6: invalid: row 1 has 9 1s" in proc.stderr and "p50" in proc.stderr
@@ -192,8 +196,14 @@ def test_a_count_of_one_takes_the_singular_on_the_command_line_and_the_page():
     from tests.conftest import REPO
 
     written = [numbers.plural(n, noun, nouns) for n, noun, nouns in PLURALS]
-    assert written == ["0 puzzles", "1 puzzle", "2 chunk messages", "1,234 records", "1 live worker process",
-                       "3 live worker processes"]  # fmt: skip
+    assert written == [
+        "0 puzzles",
+        "1 puzzle",
+        "2 chunk messages",
+        "1,234 records",
+        "1 live worker process",
+        "3 live worker processes",
+    ]
     one = run_cli("solve", "-", stdin=LINES[0] + "\n")
     assert one.returncode == 0 and one.stderr.startswith("1 puzzle in "), one.stderr
     if shutil.which("node") is None:
@@ -201,10 +211,17 @@ def test_a_count_of_one_takes_the_singular_on_the_command_line_and_the_page():
     run = "vm.runInThisContext(fs.readFileSync(process.argv[1], 'utf8'));"
     run += "process.stdout.write(JSON.stringify(JSON.parse(process.argv[2]).map((a) => plural(...a))));"
     page = subprocess.run(
-        ["node", "-e", f"const vm = require('vm'), fs = require('fs'); {run}",
-         str(REPO / "web" / "static" / "common.js"), json.dumps(PLURALS)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            "node",
+            "-e",
+            f"const vm = require('vm'), fs = require('fs'); {run}",
+            str(REPO / "web" / "static" / "common.js"),
+            json.dumps(PLURALS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert page.returncode == 0 and json.loads(page.stdout) == written, page.stderr
 
 
@@ -248,8 +265,10 @@ def test_a_file_of_6x6_puzzles_without_box_gives_one_solved_record_per_puzzle(tm
     from solvers.model.puzzle import ALPHABET, Box
     from tests.grids import blank, pattern_grid
 
-    puzzles = ["".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(2, 3)), 0.4, k))
-               for k in range(5)]  # fmt: skip
+    puzzles = [
+        "".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(2, 3)), 0.4, k))
+        for k in range(5)
+    ]
     path = tmp_path / "six.txt"
     path.write_text("\n".join(puzzles) + "\n")
     proc = run_cli("solve", str(path), "--ordered", "-q")

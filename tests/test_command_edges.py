@@ -24,9 +24,13 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k != "SUDOKU_BATCH_BROKER"}
     return subprocess.run(
-        [*cli_command(), *args], capture_output=True, text=True, timeout=timeout, env={**full, **(env or {})},
+        [*cli_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**full, **(env or {})},
         input=stdin,
-    )  # fmt: skip
+    )
 
 
 def run_in_process(capsys, monkeypatch, *args: str) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
@@ -111,8 +115,11 @@ def test_an_interrupted_submit_prints_the_resume_command_that_works_at_once(redi
     env.pop("SUDOKU_BATCH_BROKER", None)
     proc = subprocess.Popen(
         [*cli_command(), "submit", str(path), "--broker", url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     job = proc.stdout.readline().strip()
     meta = f"sbatch:job:{job}:meta"
     deadline = time.monotonic() + 60
@@ -127,9 +134,12 @@ def test_an_interrupted_submit_prints_the_resume_command_that_works_at_once(redi
     status = run_cli("status", job, "--broker", url)
     assert "its producer stopped; resume it:" in status.stdout and "silent for" not in status.stdout
     resumed = subprocess.run(
-        [*cli_command(), *stopped.split(": ", 1)[1].split()[1:]], capture_output=True, text=True, env=env,
+        [*cli_command(), *stopped.split(": ", 1)[1].split()[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=90,
-    )  # fmt: skip
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert redis_client.hget(meta, "total") == str(len(puzzles)).encode()
 
@@ -263,8 +273,11 @@ def test_a_setting_out_of_bounds_in_the_environment_ends_the_command_in_one_line
 ):
     done = subprocess.run(
         [*cli_command(), *command, "--broker", redis_url],
-        env={**os.environ, variable: value}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env={**os.environ, variable: value},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     errors = [line for line in done.stderr.splitlines() if "error" in line]
     assert done.returncode in (1, 2) and len(errors) == 1, done.stderr
     assert variable in errors[0] and value not in errors[0] and "Traceback" not in done.stderr

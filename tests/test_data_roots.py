@@ -86,16 +86,28 @@ def test_a_url_is_allowed_only_under_a_root_of_its_protocol_bucket_and_key_prefi
     assert not roots.allows("s3://bucket/jobs2/in.txt")  # the prefix is whole segments
     assert not roots.allows("s3://bucket2/jobs/in.txt") and not roots.allows("s3://bucket/in.txt")
     assert not roots.allows("gs://bucket/jobs/in.txt") and not roots.allows("s3://other/x")  # protocol
-    for escape in ("s3://bucket/jobs/../secret", "s3://bucket/jobs/%2e%2e/secret", "s3://bucket/jobs/./x",
-                   "s3://bucket/jobs//x", "s3://bucket/jobs/a%2f..%2fb"):  # fmt: skip
+    for escape in (
+        "s3://bucket/jobs/../secret",
+        "s3://bucket/jobs/%2e%2e/secret",
+        "s3://bucket/jobs/./x",
+        "s3://bucket/jobs//x",
+        "s3://bucket/jobs/a%2f..%2fb",
+    ):
         assert not roots.allows(escape), escape
 
 
 def test_no_other_protocol_passes_unless_a_root_names_it_and_chained_urls_never():
     local = DataRoots.parse(["/"])  # every local path: still no URL
     assert local.allows("/etc/hosts")
-    for url in ("http://127.0.0.1:8000/x", "https://example.org/x", "ftp://host/x", "memory://x",
-                "s3://bucket/x", "local:///etc/hosts", "FILE:///etc/hosts"):  # fmt: skip
+    for url in (
+        "http://127.0.0.1:8000/x",
+        "https://example.org/x",
+        "ftp://host/x",
+        "memory://x",
+        "s3://bucket/x",
+        "local:///etc/hosts",
+        "FILE:///etc/hosts",
+    ):
         assert not local.allows(url), url
     http = DataRoots.parse(["http://127.0.0.1:8000/files"])  # an operator may allow one, prefix-checked
     assert http.allows("http://127.0.0.1:8000/files/a.txt")
@@ -148,10 +160,15 @@ def test_a_bad_data_root_stops_the_worker_command_in_one_line_before_it_starts()
 
 def split_task(path: Path, size: int, dataset: Path | None = None) -> ChunkTask:
     return ChunkTask(
-        job="ab" * 16, chunk=0, input="in.txt", index_runs=[], line_runs=[], puzzles="",
+        job="ab" * 16,
+        chunk=0,
+        input="in.txt",
+        index_runs=[],
+        line_runs=[],
+        puzzles="",
         split=InputRange(url=str(path), start=0, end=size, size=size),
         dataset=Dataset(url=str(dataset)) if dataset is not None else None,
-    )  # fmt: skip
+    )
 
 
 def test_a_chunk_outside_the_roots_is_refused_before_anything_is_opened_and_fails_the_job(tree, monkeypatch):
@@ -184,9 +201,15 @@ def test_the_users_own_processes_have_no_roots_and_write_a_dataset_anywhere_as_b
     out = tmp_path / "anywhere"
     claim_directory(str(out), Claim(job="cd" * 16, host="test", pid=os.getpid()), lambda held: True)
     task = ChunkTask(
-        job="cd" * 16, chunk=0, input="in.txt", index_runs=[(0, 3)], line_runs=[(1, 3)],
-        puzzles="\n".join(PUZZLES[:3]), format="columns", dataset=Dataset(url=str(out)),
-    )  # fmt: skip
+        job="cd" * 16,
+        chunk=0,
+        input="in.txt",
+        index_runs=[(0, 3)],
+        line_runs=[(1, 3)],
+        puzzles="\n".join(PUZZLES[:3]),
+        format="columns",
+        dataset=Dataset(url=str(out)),
+    )
     assert run_chunk(ListPort(), task) == 3  # roots None: an embedded run, as before
     assert len(list(out.glob("part-*"))) == 1
 

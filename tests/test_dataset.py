@@ -169,9 +169,14 @@ def odd_input(kind: str) -> bytes:
 
 @pytest.mark.parametrize(
     "kind",
-    ["crlf-bom-comments-no-final-newline", "cr-only", "nul-and-bad-utf8", "mixed-9x9-16x16",
-     "a-line-of-5000-characters"],
-)  # fmt: skip
+    [
+        "crlf-bom-comments-no-final-newline",
+        "cr-only",
+        "nul-and-bad-utf8",
+        "mixed-9x9-16x16",
+        "a-line-of-5000-characters",
+    ],
+)
 def test_splits_of_every_size_read_each_line_of_an_odd_input_once_as_the_unsplit_reader_does(tmp_path, kind):
     path = tmp_path / "in.txt"
     path.write_bytes(odd_input(kind))
@@ -210,10 +215,18 @@ def test_splits_cutting_lines_of_one_to_three_megabytes_read_them_once_as_the_un
     assert [e is None for _, _, e in want] == [True, False, True, False, True]
     wide_at, long_at, size = 82, 82 + 1_750_001 + 82, path.stat().st_size  # where the long lines start
     for cuts in (
-        [41], [83], [1000], [1001], [wide_at + 1_000_000], [wide_at + 1_000_001], [long_at + 1],
-        [long_at + 2_999_999], [long_at - 1, long_at + (1 << 20)], list(range(97, size, 1 << 20)),
+        [41],
+        [83],
+        [1000],
+        [1001],
+        [wide_at + 1_000_000],
+        [wide_at + 1_000_001],
+        [long_at + 1],
+        [long_at + 2_999_999],
+        [long_at - 1, long_at + (1 << 20)],
+        list(range(97, size, 1 << 20)),
         list(range(1000, size, 333_333)),
-    ):  # fmt: skip
+    ):
         assert entries_by_splits(path, cuts) == want, cuts
 
 
@@ -453,10 +466,15 @@ class RefusingPort(ListPort):
 
 def dataset_task(root: Path, texts: list[str], job: str = JOB, fmt: str = "jsonl") -> ChunkTask:
     return ChunkTask(
-        job=job, chunk=3, input="in.txt", index_runs=[(100, len(texts))], line_runs=[(101, len(texts))],
-        puzzles="\n".join(texts), format="columns",
+        job=job,
+        chunk=3,
+        input="in.txt",
+        index_runs=[(100, len(texts))],
+        line_runs=[(101, len(texts))],
+        puzzles="\n".join(texts),
+        format="columns",
         dataset=Dataset(url=str(root), format=fmt),  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
 
 
 def claim(root: Path, job: str = JOB, lives: bool = True) -> None:
@@ -907,9 +925,12 @@ def test_an_odd_input_read_in_97_byte_splits_gives_every_line_the_record_it_gets
     path = tmp_path / "in.txt"
     path.write_bytes(
         b"\r\n".join(odd_input(kind) for kind in ("crlf-bom-comments-no-final-newline", "nul-and-bad-utf8"))
-        + b"\n" + odd_input("mixed-9x9-16x16") + odd_input("a-line-of-5000-characters") + b"\n"
+        + b"\n"
+        + odd_input("mixed-9x9-16x16")
+        + odd_input("a-line-of-5000-characters")
+        + b"\n"
         + odd_input("cr-only")[:200]  # a line holding carriage returns, no final newline
-    )  # fmt: skip
+    )
     split, whole = split_and_whole(workers, path, tmp_path, 97)
     assert split == whole
     assert {s for _, _, s, _ in split} == {"solved", "invalid"} and sum(
@@ -981,10 +1002,23 @@ def test_a_dataset_written_through_a_killed_worker_and_a_killed_client_then_resu
         out = tmp_path / "out"
         env = {"SUDOKU_BATCH_MAX_SPLIT_BYTES": str(82 * 40), "SUDOKU_BATCH_CHUNK_SECONDS": "0.05"}
         solve = subprocess.Popen(
-            [*cli_command(), "solve", str(path), "--broker", server.url, "-o", f"{out}/", "-q", "--format",
-             "parquet"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
-        )  # fmt: skip
+            [
+                *cli_command(),
+                "solve",
+                str(path),
+                "--broker",
+                server.url,
+                "-o",
+                f"{out}/",
+                "-q",
+                "--format",
+                "parquet",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
         deadline = time.monotonic() + 60
         killed = 0
         while killed < 2:  # kill a pool process while it solves a chunk, twice
@@ -1198,9 +1232,11 @@ def s3(tmp_path: Path):  # noqa: ANN201 - yields (environment, s3fs filesystem)
         [server, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
     )
     env = {
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
         "FSSPEC_S3_ENDPOINT_URL": endpoint,
-    }  # fmt: skip
+    }
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -1234,9 +1270,17 @@ def test_a_job_reads_its_input_from_s3_in_splits_and_writes_its_dataset_there(s3
     procs = start_workers(server.url, 2, tmp_path_factory.mktemp("s3-workers"), env={**env, **roots})
     try:
         run = run_cli(
-            "solve", "s3://jobs/in.txt", "--broker", server.url, "-o", "s3://jobs/out/", "--format",
-            "parquet", "-q", env={**env, "SUDOKU_BATCH_MAX_SPLIT_BYTES": str(82 * 200)},
-        )  # fmt: skip
+            "solve",
+            "s3://jobs/in.txt",
+            "--broker",
+            server.url,
+            "-o",
+            "s3://jobs/out/",
+            "--format",
+            "parquet",
+            "-q",
+            env={**env, "SUDOKU_BATCH_MAX_SPLIT_BYTES": str(82 * 200)},
+        )
         assert run.returncode == 0, run.stderr
     finally:
         stop_all(procs)
@@ -1270,9 +1314,16 @@ def test_an_s3_endpoint_the_workers_cannot_reach_ends_the_job_within_a_minute_in
     try:
         began = time.monotonic()
         run = run_cli(
-            "solve", "s3://jobs/in.txt", "--broker", server.url, "-o", "s3://jobs/out/", "-q", env=env,
+            "solve",
+            "s3://jobs/in.txt",
+            "--broker",
+            server.url,
+            "-o",
+            "s3://jobs/out/",
+            "-q",
+            env=env,
             timeout=90,
-        )  # fmt: skip
+        )
         elapsed = time.monotonic() - began
     finally:
         stop_all(procs)

@@ -33,9 +33,19 @@ EXPORTED_METRICS = frozenset(exported_names())
 # The prometheus scaler's trigger metadata, KEDA v2.20.2 pkg/scalers/prometheus_scaler.go (`keda:"name=..."`):
 # the CRD holds trigger metadata as a map of strings, so a misspelt key passes the schema; KEDA ignores it.
 PROMETHEUS_SCALER_FIELDS = {
-    "serverAddress", "query", "queryParameters", "threshold", "activationThreshold", "namespace",
-    "customHeaders", "ignoreNullValues", "unsafeSsl", "awsRegion", "timeout", "identityOwner",
-}  # fmt: skip
+    "serverAddress",
+    "query",
+    "queryParameters",
+    "threshold",
+    "activationThreshold",
+    "namespace",
+    "customHeaders",
+    "ignoreNullValues",
+    "unsafeSsl",
+    "awsRegion",
+    "timeout",
+    "identityOwner",
+}
 
 
 def manifests() -> list[tuple[Path, dict[str, Any]]]:
@@ -267,10 +277,15 @@ def test_a_real_prometheus_scraping_as_documented_answers_the_query_with_queued_
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}))
     port = free_port()
     proc = subprocess.Popen(
-        ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-         f"--storage.tsdb.path={tmp_path / 'db'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            "prometheus",
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'db'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     query = scaled_object()["spec"]["triggers"][0]["metadata"]["query"]
 
     def answer() -> list[dict[str, Any]] | None:

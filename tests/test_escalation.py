@@ -150,8 +150,14 @@ def test_the_first_verified_helper_grid_stops_the_owner_and_becomes_the_record_w
         board.post(0, 0, 1, HelperEntry.of(helper))
         esc.tick()
         assert flag[0] != 0  # the owner's search of this puzzle stops at its next slice
-        owner = SolveResult(Status.TIMEOUT, EASY, error=STOPPED_ERROR, solver=None, elapsed=3.2,
-                            counters={"propagation": {"nodes": 9}})  # fmt: skip
+        owner = SolveResult(
+            Status.TIMEOUT,
+            EASY,
+            error=STOPPED_ERROR,
+            solver=None,
+            elapsed=3.2,
+            counters={"propagation": {"nodes": 9}},
+        )
     record = fold_helpers(owner, esc.ends[0])
     assert record.status == Status.SOLVED and record.solution == helper.solution
     assert record.solver == f"{helper.solver}@helper1" and record.elapsed == 3.2

@@ -132,8 +132,19 @@ def solve_slow(
     """A running ordered `solve` of the slow corpus on the stack: the process, its output, the puzzles."""
     path, puzzles = slow_corpus
     out = tmp_path / "out.jsonl"
-    solve = start_cli("solve", str(path), "--broker", stack.url, "-o", str(out), "--ordered", "-q",
-                      "--time-limit", "0.25", env=env)  # fmt: skip
+    solve = start_cli(
+        "solve",
+        str(path),
+        "--broker",
+        stack.url,
+        "-o",
+        str(out),
+        "--ordered",
+        "-q",
+        "--time-limit",
+        "0.25",
+        env=env,
+    )
     return solve, out, puzzles
 
 
@@ -191,9 +202,17 @@ def test_a_redis_restart_while_a_raced_chunk_runs_loses_no_message_and_the_job_e
     client = stack.client()
     race = ("--portfolio", "race", "--escalate-after", "0.2", "--time-limit", "60")
     solve = start_cli(
-        "solve", str(path), "--broker", stack.url, "-o", str(out), "--ordered", "-q", *race,
+        "solve",
+        str(path),
+        "--broker",
+        stack.url,
+        "-o",
+        str(out),
+        "--ordered",
+        "-q",
+        *race,
         env={"SUDOKU_BATCH_RESEND_AFTER": "600"},
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 120
         while not any(v.endswith(b":race") for v in client.hvals("sbatch:current")):  # a helper races it
@@ -227,9 +246,18 @@ def test_chunk_tasks_lost_from_the_broker_queue_are_resent_by_the_collector_and_
     client.delete(*queue_lists("sbatch-test-nobody"))  # every message lost, as when Redis stops mid-BRPOP
     out = tmp_path / "out.jsonl"
     proc = run_cli(
-        "collect", job, "--broker", stack.url, "-o", str(out), "-q", "--ordered", "--timeout", "60",
+        "collect",
+        job,
+        "--broker",
+        stack.url,
+        "-o",
+        str(out),
+        "-q",
+        "--ordered",
+        "--timeout",
+        "60",
         env={"SUDOKU_BATCH_RESEND_AFTER": "1"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     check_records(records_of(out), puzzles)
     assert int(client.hget(f"sbatch:job:{job}:meta", "resent")) == sent
@@ -259,9 +287,17 @@ def test_a_chunk_whose_message_is_gone_while_a_live_process_is_named_solving_it_
         client.hset("sbatch:deliveries", f"{job}:0", f"{uuid.uuid4()}|{time.time() - 60:.3f}")
         out = tmp_path / "out.jsonl"
         proc = run_cli(
-            "collect", job, "--broker", stack.url, "-o", str(out), "-q", "--ordered",
-            env={"SUDOKU_BATCH_RESEND_AFTER": "600"}, timeout=60,
-        )  # fmt: skip
+            "collect",
+            job,
+            "--broker",
+            stack.url,
+            "-o",
+            str(out),
+            "-q",
+            "--ordered",
+            env={"SUDOKU_BATCH_RESEND_AFTER": "600"},
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         check_records(records_of(out), puzzles)
         assert client.hget(f"sbatch:job:{job}:attempts", 0) == b"1" and not client.hlen("sbatch:deliveries")

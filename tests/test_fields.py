@@ -25,8 +25,16 @@ from tests.conftest import SAMPLE, chunk_task
 from tests.test_output_formats import mixed_chunk
 
 LINES = SAMPLE.read_text().splitlines()
-JSON_TYPES = {"position": int, "input": str, "text": str, "status": str, "name": str, "int": int,
-              "fixed": float, "counters": dict}  # fmt: skip
+JSON_TYPES = {
+    "position": int,
+    "input": str,
+    "text": str,
+    "status": str,
+    "name": str,
+    "int": int,
+    "fixed": float,
+    "counters": dict,
+}
 
 
 def chunks():
@@ -123,9 +131,13 @@ def test_a_field_added_to_the_table_is_a_column_of_the_parquet_table_with_no_oth
 
 def test_one_status_table_names_every_status_by_a_fixed_code():
     assert STATUS_CODE == {
-        Status.SOLVED: 0, Status.UNSOLVABLE: 1, Status.TIMEOUT: 2, Status.APPROXIMATE: 3, Status.INVALID: 4,
+        Status.SOLVED: 0,
+        Status.UNSOLVABLE: 1,
+        Status.TIMEOUT: 2,
+        Status.APPROXIMATE: 3,
+        Status.INVALID: 4,
         Status.ERROR: 5,
-    }  # fmt: skip
+    }
     assert [STATUS_CODE[Status(name)] for name in STATUS_NAMES] == list(range(len(Status)))
 
 
@@ -148,8 +160,16 @@ def test_kernel_ends_summary_order_and_tally_sets_all_read_the_one_status_table(
         == list(table.SUMMARY_ORDER)
         == [r.status for r in sorted(table.STATUSES, key=lambda r: r.order)]
     )
-    results = [SolveResult(s, "1" * 81, solver="x", solution="1" * 81 if s == "solved" else None,
-                           cost=0 if s == "solved" else None) for s in Status]  # fmt: skip
+    results = [
+        SolveResult(
+            s,
+            "1" * 81,
+            solver="x",
+            solution="1" * 81 if s == "solved" else None,
+            cost=0 if s == "solved" else None,
+        )
+        for s in Status
+    ]
     tally = ResultColumns.build(["1" * 81] * len(results), results).tally()
     assert tally.wins == {"x": sum(r.answered for r in table.STATUSES)}
     assert tally.problem_rows == [i for i, s in enumerate(Status) if table.STATUSES[STATUS_CODE[s]].problem]
@@ -177,8 +197,10 @@ def test_the_columns_of_results_are_its_own_number_arrays_and_its_object_rows_le
     results[1].status, results[1].solver, results[1].nodes = Status.ERROR, "edited", 7  # read, then edited
     columns = ResultColumns.build(results.texts, results)
     assert (STATUS_NAMES[columns.status[1]], columns.names[columns.solver[1]], columns.nodes[1]) == (
-        "error", "edited", 7,
-    )  # fmt: skip
+        "error",
+        "edited",
+        7,
+    )
     assert all((getattr(results.numbers, name) == kept).all() for name, kept in before.items())
 
 

@@ -308,8 +308,11 @@ def test_a_broker_job_reads_as_its_parquet_output_from_collect_in_every_format_a
 def test_the_dataframe_example_runs_as_written(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "examples" / "dataframe.py"), str(SAMPLE)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "306 puzzles" in proc.stdout and "solved" in proc.stdout
 

@@ -129,8 +129,9 @@ def test_unique_puzzles_of_squares_and_rectangles_have_one_solution_by_another_s
     tmp_path, capsys, shape, count
 ):
     box = Box(*shape)
-    _, files = run(tmp_path, capsys, "--box", f"{shape[0]}x{shape[1]}", "--count", str(count), "--unique",
-                   "--seed", "4")  # fmt: skip
+    _, files = run(
+        tmp_path, capsys, "--box", f"{shape[0]}x{shape[1]}", "--count", str(count), "--unique", "--seed", "4"
+    )
     puzzles, solutions, _ = check_valid(files, box, count)
     check_unique(puzzles, solutions, box)
 
@@ -139,8 +140,19 @@ def test_unique_puzzles_of_squares_and_rectangles_have_one_solution_by_another_s
 def test_the_large_boxes_give_unique_puzzles_with_the_requested_clue_count(tmp_path, capsys, shape, clues):
     """Dug only part-way (near-minimal 25x25 puzzles can take exact_cover millions of nodes to check)."""
     box = Box(*shape)
-    _, files = run(tmp_path, capsys, "--box", f"{shape[0]}x{shape[1]}", "--count", "1", "--unique",
-                   "--clues", str(clues), "--seed", "5")  # fmt: skip
+    _, files = run(
+        tmp_path,
+        capsys,
+        "--box",
+        f"{shape[0]}x{shape[1]}",
+        "--count",
+        "1",
+        "--unique",
+        "--clues",
+        str(clues),
+        "--seed",
+        "5",
+    )
     puzzles, solutions, meta = check_valid(files, box, 1)
     check_unique(puzzles, solutions, box)
     assert (puzzles > 0).sum(axis=1).tolist() == [clues] and meta[0]["reached"]
@@ -150,8 +162,19 @@ def test_the_large_boxes_give_unique_puzzles_with_the_requested_clue_count(tmp_p
 @pytest.mark.parametrize("shape", [(3, 3), (2, 3), (3, 4)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_symmetric_puzzles_keep_their_symmetry_and_stay_unique(tmp_path, capsys, shape, symmetry):
     box = Box(*shape)
-    _, files = run(tmp_path, capsys, "--box", f"{shape[0]}x{shape[1]}", "--count", "8", "--unique",
-                   "--symmetry", symmetry, "--seed", "6")  # fmt: skip
+    _, files = run(
+        tmp_path,
+        capsys,
+        "--box",
+        f"{shape[0]}x{shape[1]}",
+        "--count",
+        "8",
+        "--unique",
+        "--symmetry",
+        symmetry,
+        "--seed",
+        "6",
+    )
     puzzles, solutions, _ = check_valid(files, box, 8)
     check_unique(puzzles, solutions, box)
     table = orbits(box, symmetry)
@@ -171,8 +194,9 @@ def test_a_reachable_clue_target_is_met_exactly_with_unique_puzzles(tmp_path, ca
 
 def test_an_unreachable_clue_target_is_reported_and_flagged_in_the_meta(tmp_path, capsys):
     box = Box(3, 3)
-    err, files = run(tmp_path, capsys, "--count", "4", "--unique", "--clues", "18", "--attempts", "2",
-                     "--seed", "2")  # fmt: skip
+    err, files = run(
+        tmp_path, capsys, "--count", "4", "--unique", "--clues", "18", "--attempts", "2", "--seed", "2"
+    )
     puzzles, solutions, meta = check_valid(files, box, 4)
     check_unique(puzzles, solutions, box)  # the closest candidates are still unique puzzles
     missed = sum(not m["reached"] for m in meta)
@@ -195,8 +219,19 @@ def test_the_difficulty_filter_keeps_only_the_levels_asked(tmp_path, capsys):
 
 def test_fewer_puzzles_than_asked_exit_1_with_one_error_line_even_quiet(tmp_path, capsys):
     out = tmp_path / "none.txt"
-    args = ["generate", "--count", "3", "--difficulty", "expert", "--attempts", "1",
-            "--seed", "3", "-o", str(out)]  # fmt: skip
+    args = [
+        "generate",
+        "--count",
+        "3",
+        "--difficulty",
+        "expert",
+        "--attempts",
+        "1",
+        "--seed",
+        "3",
+        "-o",
+        str(out),
+    ]
     assert main(args) == 1  # no 9x9 expert among three candidates: not a success
     err = capsys.readouterr().err
     assert "generated 0 of 3 puzzles (3x3 boxes" in err
@@ -341,17 +376,40 @@ def test_the_worker_drops_chunks_of_a_purged_job_and_answers_a_bad_request_with_
 def test_generate_through_the_broker_fans_out_and_writes_the_same_files_as_local_generation(
     workers, tmp_path
 ):
-    args = ["generate", "--box", "2x3", "--count", "300", "--unique", "--symmetry", "rotational",
-            "--seed", "21", "--chunk-size", "20"]  # fmt: skip
+    args = [
+        "generate",
+        "--box",
+        "2x3",
+        "--count",
+        "300",
+        "--unique",
+        "--symmetry",
+        "rotational",
+        "--seed",
+        "21",
+        "--chunk-size",
+        "20",
+    ]
     outputs = {}
     before = job_keys_now(workers)
     for mode, extra in (("broker", ["--broker", workers]), ("local", ["--workers", "2"])):
         files = [tmp_path / f"{mode}.{k}" for k in ("txt", "sol", "meta")]
         proc = subprocess.run(
-            [*cli_command(), *args, *extra, "-o", str(files[0]), "--solutions", str(files[1]),
-             "--meta", str(files[2])],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                *cli_command(),
+                *args,
+                *extra,
+                "-o",
+                str(files[0]),
+                "--solutions",
+                str(files[1]),
+                "--meta",
+                str(files[2]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "generated 300 of 300 puzzles" in proc.stderr
         outputs[mode] = [f.read_bytes() for f in files]

@@ -156,11 +156,14 @@ def raw_pickle_bytes(w: Worker) -> tuple[str, str]:
     with w.app.connection_for_write() as conn:
         conn.default_channel.basic_publish(
             conn.default_channel.prepare_message(
-                body, content_type="application/x-python-serialize", content_encoding="binary",
+                body,
+                content_type="application/x-python-serialize",
+                content_encoding="binary",
                 headers={"id": "hostile-pickle", "task": TASK_NAME, "lang": "py", "argsrepr": SECRET},
             ),
-            exchange=QUEUE, routing_key=QUEUE,
-        )  # fmt: skip
+            exchange=QUEUE,
+            routing_key=QUEUE,
+        )
     return "Refusing to deserialize untrusted content of type pickle", ""
 
 
@@ -220,11 +223,28 @@ def celery_builtin(w: Worker) -> tuple[str, str]:
 
 
 CASES: list[Case] = [
-    malformed_kwargs, extra_kwargs, positional_args, ref_to_nothing, ref_elsewhere, ref_to_garbage,
-    ref_to_another_chunk, outbox_of_the_wrong_type, attempts_of_the_wrong_type, pickled, raw_pickle_bytes,
-    unknown_task, huge_generate_count, generate_payload_not_a_dict, generate_options_not_a_dict,
-    huge_solve_runs, due_in_2999, counted_down, expiring, countdown_header, celery_builtin,
-]  # fmt: skip
+    malformed_kwargs,
+    extra_kwargs,
+    positional_args,
+    ref_to_nothing,
+    ref_elsewhere,
+    ref_to_garbage,
+    ref_to_another_chunk,
+    outbox_of_the_wrong_type,
+    attempts_of_the_wrong_type,
+    pickled,
+    raw_pickle_bytes,
+    unknown_task,
+    huge_generate_count,
+    generate_payload_not_a_dict,
+    generate_options_not_a_dict,
+    huge_solve_runs,
+    due_in_2999,
+    counted_down,
+    expiring,
+    countdown_header,
+    celery_builtin,
+]
 
 
 def wait_for(w: Worker, offset: int, needle: str, timeout: float = 60.0) -> str:
@@ -301,8 +321,10 @@ def test_after_every_hostile_message_the_worker_still_solves_a_normal_job(worker
     out = tmp_path / "out.jsonl"
     done = subprocess.run(
         [*cli_command(), "solve", str(SAMPLE), "--broker", worker.url, "-o", str(out), "-q"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == len(EASY) and {r["status"] for r in records} == {"solved"}
@@ -347,14 +369,31 @@ def envelope(content: bytes, /, *, task: str = TASK_NAME, **change: Any) -> dict
     `change` replaces a field (`headers__id=None` drops the header `id`)."""
     tag = uuid.uuid4().hex
     out: dict[str, Any] = {
-        "body": base64.b64encode(content).decode(), "content-encoding": "utf-8",
+        "body": base64.b64encode(content).decode(),
+        "content-encoding": "utf-8",
         "content-type": "application/json",
-        "headers": {"lang": "py", "task": task, "id": tag, "root_id": tag, "parent_id": None, "group": None,
-                    "argsrepr": SECRET, "kwargsrepr": SECRET, "retries": 0, "timelimit": [None, None]},
-        "properties": {"correlation_id": tag, "reply_to": tag, "delivery_mode": 2, "priority": 0,
-                       "delivery_info": {"exchange": "", "routing_key": QUEUE},
-                       "body_encoding": "base64", "delivery_tag": tag},
-    }  # fmt: skip
+        "headers": {
+            "lang": "py",
+            "task": task,
+            "id": tag,
+            "root_id": tag,
+            "parent_id": None,
+            "group": None,
+            "argsrepr": SECRET,
+            "kwargsrepr": SECRET,
+            "retries": 0,
+            "timelimit": [None, None],
+        },
+        "properties": {
+            "correlation_id": tag,
+            "reply_to": tag,
+            "delivery_mode": 2,
+            "priority": 0,
+            "delivery_info": {"exchange": "", "routing_key": QUEUE},
+            "body_encoding": "base64",
+            "delivery_tag": tag,
+        },
+    }
     for path, value in change.items():
         *parents, name = path.split("__")
         place = out
@@ -399,7 +438,7 @@ MALFORMED: dict[str, tuple[Any, str]] = {  # raw message pushed on the queue -> 
     "body not base64": (envelope(GOOD, body=SECRET + "!"), "its body is not base64"),
     "headers a text": (envelope(GOOD, headers=SECRET), "headers: Input should be a valid dictionary"),
     "compressed": (envelope(zlib.compress(GOOD), headers__compression="application/x-gzip"), "compressed"),
-}  # fmt: skip
+}
 
 
 def push(w: Worker, raw: Any) -> None:

@@ -228,8 +228,13 @@ def test_a_command_run_loads_no_layer_it_does_not_use(name):
 # The commands that only read or mark jobs on the broker: none loads numba or the solvers' parser (they
 # did, through solvers/__init__ and client.batch's producer: ~0.8 s of CPU before each `jobs` or `status`).
 BROKER_COMMANDS = [
-    "jobs", "status JOB", "status JOB --json", "cancel JOB", "health --broker-only", "purge JOB"
-]  # fmt: skip
+    "jobs",
+    "status JOB",
+    "status JOB --json",
+    "cancel JOB",
+    "health --broker-only",
+    "purge JOB",
+]
 
 
 @pytest.mark.integration

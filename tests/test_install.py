@@ -86,8 +86,10 @@ def test_the_commands_import_with_only_what_a_plain_install_brings(tmp_path):
     allowed = json.dumps(sorted(_closure(declared)))
     run = subprocess.run(
         [sys.executable, "-c", IMPORTS, str(tmp_path / "r.html"), allowed],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "r.html").stat().st_size > 0
 

@@ -96,8 +96,16 @@ def test_each_metric_says_what_a_known_fleet_holds(fake_backend, fake_redis):
     assert got[(name("chunks_queued"), ())] == 3
     assert got[(name("chunks_in_flight"), ())] == 2
     phases = {dict(labels)["phase"]: v for (n, labels), v in got.items() if n == name("jobs")}
-    assert phases == {"submitting": 0, "stopped": 0, "solving": 1, "done": 1, "failed": 0, "cancelled": 1,
-                      "generating": 0, "unknown": 0}  # fmt: skip
+    assert phases == {
+        "submitting": 0,
+        "stopped": 0,
+        "solving": 1,
+        "done": 1,
+        "failed": 0,
+        "cancelled": 1,
+        "generating": 0,
+        "unknown": 0,
+    }
     puzzles = {
         (dict(lb)["job"], dict(lb)["status"]): v for (n, lb), v in got.items() if n == name("puzzles_total")
     }
@@ -229,10 +237,13 @@ def test_messages_real_workers_drop_are_counted_by_reason(workers):
             r.lpush("sudoku_batch", "not JSON at all")
             r.lpush("sudoku_batch", json.dumps(envelope(GOOD, task="celery.backend_cleanup")))
             wait_until(
-                lambda: (now := dropped())["unreadable"] == before["unreadable"] + 1
-                and now["refused"] == before["refused"] + 1,
-                60, "count of both dropped messages",
-            )  # fmt: skip
+                lambda: (
+                    (now := dropped())["unreadable"] == before["unreadable"] + 1
+                    and now["refused"] == before["refused"] + 1
+                ),
+                60,
+                "count of both dropped messages",
+            )
     finally:
         backend.client.close()
         r.close()
@@ -293,8 +304,11 @@ def start_serve(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
             [*cli_command(), "serve", "--port", str(port), "--workers", "1"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 @pytest.mark.integration
@@ -312,10 +326,15 @@ def test_a_real_prometheus_scrapes_metrics_and_holds_the_fleets_names(workers, t
     prom = None
     try:
         prom = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}"],
-            stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("wb"),
-        )  # fmt: skip
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / "prometheus.log").open("wb"),
+        )
         up = wait_until(
             lambda: [r for r in prometheus_query(prom_port, "up") if r["value"][1] == "1"], 120, "up 1"
         )

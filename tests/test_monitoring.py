@@ -84,9 +84,13 @@ def test_a_worker_started_with_events_shows_solve_and_generate_tasks_by_job_and_
             assert made.returncode == 0, made.stderr
             assert events.wait_for("task-succeeded")
             assert wait_until(  # both tasks' events, the generate's (the last) to its end
-                lambda: sum(e["type"] == "task-succeeded" for e in events.seen) >= 2
-                and events.received("sudoku_batch.generate_chunk"), 20, "events of both tasks",
-            )  # fmt: skip
+                lambda: (
+                    sum(e["type"] == "task-succeeded" for e in events.seen) >= 2
+                    and events.received("sudoku_batch.generate_chunk")
+                ),
+                20,
+                "events of both tasks",
+            )
         assert events.received("sudoku_batch.solve_chunk") == [f"job={job} chunk=0 puzzles=306"]
         (generate,) = events.received("sudoku_batch.generate_chunk")
         assert generate.startswith("job=") and generate.endswith(" chunk=0 box=2x2 count=5")

@@ -252,8 +252,11 @@ def test_worker_hosts_read_splits_of_a_shared_directory_and_write_the_dataset_th
     out = shared / "out"
     solve = subprocess.run(
         [*cli_command(), "solve", str(path), "--broker", url, "-o", f"{out}/", "-q"],
-        capture_output=True, text=True, env={**os.environ, **SMALL_SPLITS}, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SMALL_SPLITS},
+        timeout=120,
+    )
     assert solve.returncode == 0, solve.stderr
     records = dataset_records(out)
     check_records(records, puzzles)
@@ -273,8 +276,11 @@ def test_a_worker_host_that_cannot_see_the_shared_directory_fails_the_job_in_one
     out = shared / "out"
     solve = subprocess.run(
         [*cli_command(), "solve", str(path), "--broker", url, "-o", f"{out}/", "-q"],
-        capture_output=True, text=True, env={**os.environ, **SMALL_SPLITS}, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SMALL_SPLITS},
+        timeout=120,
+    )
     assert solve.returncode == 1, solve.stderr
     (line,) = [ln for ln in solve.stderr.splitlines() if ln.startswith("sudoku-batch: error:")]
     assert "worker sb-worker2:" in line and "cannot see the dataset" in line and str(out) in line, line
@@ -288,8 +294,11 @@ def test_a_worker_host_that_cannot_see_the_shared_directory_fails_the_job_in_one
     wait_until(lambda: not any(w.startswith(b"sb-worker2") for w in beats()), 30, "the host's beats 2 s old")
     again = subprocess.run(
         [*cli_command(), "solve", str(path), "--broker", url, "-o", f"{out}/", "-q"],
-        capture_output=True, text=True, env={**os.environ, **SMALL_SPLITS}, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SMALL_SPLITS},
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr
     check_records(dataset_records(out), puzzles)
     client.close()
@@ -310,8 +319,11 @@ def test_a_worker_host_killed_mid_part_loses_no_line_and_leaves_no_second_copy(n
     }
     solve = subprocess.Popen(
         [*cli_command(), "solve", str(path), "--broker", url, "-o", f"{out}/", "-q"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     victim = procs[0]
     deadline = time.monotonic() + 60
     while True:  # until the victim host is writing parts of a chunk

@@ -49,9 +49,13 @@ def table() -> list[float]:
 
 def python_strings(v: float) -> list[str]:
     return [
-        numbers.sig(v), numbers.sig(v, 2), numbers.duration(v), numbers.duration_ms(v), numbers.count(v),
+        numbers.sig(v),
+        numbers.sig(v, 2),
+        numbers.duration(v),
+        numbers.duration_ms(v),
+        numbers.count(v),
         numbers.per_second(v),
-    ]  # fmt: skip
+    ]
 
 
 def test_the_page_and_the_command_line_write_every_number_of_one_table_alike():
@@ -61,8 +65,9 @@ def test_the_page_and_the_command_line_write_every_number_of_one_table_alike():
             pytest.fail("node is not installed, and CI=true forbids skipping the page's number test")
         pytest.skip("node is not installed")
     values = table()
-    sent = json.dumps([v if math.isfinite(v) else str(v).replace("inf", "Infinity").replace("nan", "NaN")
-                       for v in values])  # fmt: skip
+    sent = json.dumps(
+        [v if math.isfinite(v) else str(v).replace("inf", "Infinity").replace("nan", "NaN") for v in values]
+    )
     proc = subprocess.run(
         [node, "-e", RUN, str(COMMON_JS)], input=sent, capture_output=True, text=True, timeout=60, check=True
     )
@@ -80,8 +85,12 @@ def test_halves_round_away_from_zero_and_units_change_where_the_rounded_value_wo
     said = {numbers.duration(v) for v in table()}
     assert not any(re.fullmatch(r"1,000 (us|ms)|60 s|.*60 min", t) for t in said), sorted(said)[:20]
     assert [numbers.duration(s) for s in (59.95, 90.5, 120, 3599.5, 5400)] == [
-        "1 min", "1 min 31 s", "2 min", "1 h", "1 h 30 min",
-    ]  # fmt: skip
+        "1 min",
+        "1 min 31 s",
+        "2 min",
+        "1 h",
+        "1 h 30 min",
+    ]
     assert numbers.duration(0.5) == "500 ms" and numbers.duration(21.56) == "21.6 s"
 
 
@@ -92,8 +101,12 @@ def summary_of(times_ms: list[float]) -> Summary:
         b = math.floor(TIME_BINS_PER_DECADE * math.log10(t))
         bins[b] = bins.get(b, 0) + 1
     s = Summary()
-    s.add(PartStats(n=len(times_ms), counts={"solved": len(times_ms)}, time_bins=bins,
-                     time_max_ms=max(times_ms)), "")  # fmt: skip
+    s.add(
+        PartStats(
+            n=len(times_ms), counts={"solved": len(times_ms)}, time_bins=bins, time_max_ms=max(times_ms)
+        ),
+        "",
+    )
     return s
 
 

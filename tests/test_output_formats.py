@@ -41,7 +41,7 @@ def mixed_chunk() -> Part:
         SolveResult(Status.INVALID, "é\x01", error="cell 1: unknown symbol 'é'"),
         SolveResult(Status.ERROR, "", error="boom", elapsed=float("nan")),
         SolveResult(Status.UNSOLVABLE, "7", solver="dlx", elapsed=1e-9, nodes=5, guesses=2),
-    ]  # fmt: skip
+    ]
     texts = [r.puzzle for r in results]
     return build_result(JOB, 0, 'dir/ä "in".txt', [(7, 6)], [(1, 2), (5, 4)], texts, results)
 

@@ -110,8 +110,19 @@ def test_a_puzzle_solved_in_process_longer_than_a_silent_producer_may_be_still_g
     path = tmp_path / "one.txt"
     path.write_text("12345678." + "........9" + "." * 63 + "\n")  # no solution; stochastic solvers go on
     env = {"SUDOKU_BATCH_PRODUCER_STALE_S": "2"}  # a producer silent 2 s has died
-    run = run_cli("solve", str(path), "--portfolio", "stochastic", "--time-limit", "4", "-o",
-                  str(tmp_path / "out.jsonl"), "-q", env=env, timeout=120)  # fmt: skip
+    run = run_cli(
+        "solve",
+        str(path),
+        "--portfolio",
+        "stochastic",
+        "--time-limit",
+        "4",
+        "-o",
+        str(tmp_path / "out.jsonl"),
+        "-q",
+        env=env,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     (record,) = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert record["status"] == "approximate" and record["line"] == 1, record

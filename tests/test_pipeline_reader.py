@@ -53,9 +53,14 @@ def fast(source, box=None):
 
 @pytest.mark.parametrize(
     "name",
-    ["9x9/norvig_top95.txt", "9x9/tdoku_test_puzzles.txt", "16x16/gecode_janko_16x16.txt",
-     "25x25/gecode_frisch_25x25.txt", "16x16/original/gecode_janko_16x16.concat.dzn"],
-)  # fmt: skip
+    [
+        "9x9/norvig_top95.txt",
+        "9x9/tdoku_test_puzzles.txt",
+        "16x16/gecode_janko_16x16.txt",
+        "25x25/gecode_frisch_25x25.txt",
+        "16x16/original/gecode_janko_16x16.concat.dzn",
+    ],
+)
 def test_the_fast_reader_reads_public_corpora_exactly_like_read_entries(name):
     path = corpus_file(name)
     assert fast(path) == entries(path)
@@ -76,8 +81,10 @@ def test_mixed_files_crlf_gzip_and_string_iterables_read_exactly_like_read_entri
 
 
 def test_a_file_of_rectangular_grids_reads_exactly_like_read_entries_with_the_box_inferred(tmp_path):
-    grids = ["".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(2, 3)), 0.5, k))
-             for k in range(3000)]  # fmt: skip
+    grids = [
+        "".join("." if v == 0 else ALPHABET[v - 1] for v in blank(pattern_grid(Box(2, 3)), 0.5, k))
+        for k in range(3000)
+    ]
     path = tmp_path / "six.txt"
     path.write_text("\n".join(grids) + "\n")
     got = fast(path)
@@ -151,8 +158,12 @@ def test_an_over_long_line_gets_read_entries_verdict_and_length_wherever_the_rea
     )
     want = entries(path)
     assert [e for _, _, e in want] == [
-        None, too_long(1_000_002), "the line is not UTF-8 text", too_long(300_000), None
-    ]  # fmt: skip
+        None,
+        too_long(1_000_002),
+        "the line is not UTF-8 text",
+        too_long(300_000),
+        None,
+    ]
     assert fast(io.BufferedReader(Steps(path.read_bytes(), step), buffer_size=1 << 20)) == want
 
 
@@ -190,9 +201,22 @@ def test_a_truncated_gzip_file_ends_with_an_entry_saying_it_cannot_be_read_furth
 
 
 line_parts = st.sampled_from(
-    [SAMPLE_LINES[0], SAMPLE_LINES[5], "1" * 81, "." * 81, "..62...8.", "5,3,0,0,7,0,0,0,0", "# x", "", "  ",
-     "." * 16, "1234" + "." * 12, "x" * 81, "1 2 3 4"]
-)  # fmt: skip
+    [
+        SAMPLE_LINES[0],
+        SAMPLE_LINES[5],
+        "1" * 81,
+        "." * 81,
+        "..62...8.",
+        "5,3,0,0,7,0,0,0,0",
+        "# x",
+        "",
+        "  ",
+        "." * 16,
+        "1234" + "." * 12,
+        "x" * 81,
+        "1 2 3 4",
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -225,8 +249,13 @@ CSV_ROWS = st.lists(
 
 
 @settings(max_examples=80, deadline=None)
-@given(rows=CSV_ROWS, column=st.sampled_from([0, 1]), newline=st.sampled_from(["\n", "\r\n"]),
-       bom=st.booleans(), end=st.booleans())  # fmt: skip
+@given(
+    rows=CSV_ROWS,
+    column=st.sampled_from([0, 1]),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    bom=st.booleans(),
+    end=st.booleans(),
+)
 def test_a_csv_input_whose_first_line_names_its_puzzle_column_reads_as_that_column_line_for_line(
     tmp_path_factory, rows, column, newline, bom, end
 ):
@@ -284,8 +313,11 @@ def test_a_csv_line_read_as_one_puzzle_says_it_looks_like_csv_and_how_to_read_it
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from([(2, 2), (2, 3), (3, 2), (3, 3), (2, 4), (4, 4), (3, 5), (5, 5), (4, 8), (8, 8)]),
-       st.integers(0, 2**31), st.floats(0.0, 1.0))  # fmt: skip
+@given(
+    st.sampled_from([(2, 2), (2, 3), (3, 2), (3, 3), (2, 4), (4, 4), (3, 5), (5, 5), (4, 8), (8, 8)]),
+    st.integers(0, 2**31),
+    st.floats(0.0, 1.0),
+)
 def test_the_vectorised_clash_check_agrees_with_the_parser_for_every_box_shape(shape, seed, fraction):
     box = Box(*shape)
     rng = np.random.default_rng(seed)

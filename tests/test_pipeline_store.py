@@ -178,8 +178,12 @@ def test_cancel_marks_the_job_cancelled_once_keeps_its_results_and_the_collector
     assert store.cancel(JOB) and not store.cancel(JOB)  # a second cancel finds it stopped
     status = store.status(JOB)
     assert (status.phase, status.state, status.error, status.done, status.eta_s) == (
-        "cancelled", "failed", "the job was cancelled", 2, None
-    )  # fmt: skip
+        "cancelled",
+        "failed",
+        "the job was cancelled",
+        2,
+        None,
+    )
     read: list[int] = []
     with pytest.raises(JobFailed, match="the job was cancelled"):
         for part in stream_chunks(store, JOB, result_ttl=60, poll=0.01):

@@ -58,9 +58,13 @@ def test_packed_results_render_the_same_bytes_as_the_python_renderer_after_a_rou
 
 def test_status_codes_on_the_wire_are_the_fixed_values_not_positions_in_the_enum():
     assert STATUS_CODE == {
-        Status.SOLVED: 0, Status.UNSOLVABLE: 1, Status.TIMEOUT: 2,
-        Status.APPROXIMATE: 3, Status.INVALID: 4, Status.ERROR: 5,
-    }  # fmt: skip  # what workers of every version write: never renumber, only add
+        Status.SOLVED: 0,
+        Status.UNSOLVABLE: 1,
+        Status.TIMEOUT: 2,
+        Status.APPROXIMATE: 3,
+        Status.INVALID: 4,
+        Status.ERROR: 5,
+    }  # what workers of every version write: never renumber, only add
     assert STATUS_NAMES == ["solved", "unsolvable", "timeout", "approximate", "invalid", "error"]
     results = mixed_results()
     assert [STATUS_NAMES[c] for c in pack(results).status] == [r.status.value for r in results]
@@ -153,8 +157,12 @@ def test_a_packed_payload_whose_parts_disagree_is_refused_before_rendering(how):
 def test_a_packed_payload_with_an_out_of_range_id_or_code_is_refused():
     results = mixed_results()
     for field, value in (
-        ("solver", 9), ("status", 200), ("status", 256), ("counter_kind", 3), ("nodes", 10**17),
-    ):  # fmt: skip
+        ("solver", 9),
+        ("status", 200),
+        ("status", 256),
+        ("counter_kind", 3),
+        ("nodes", 10**17),
+    ):
         packed = pack(results)
         bad = getattr(packed, field).astype(np.int64)
         bad[0] = value

@@ -26,9 +26,12 @@ def test_the_readme_invalid_line_example_is_the_record_and_the_summary_line_a_us
     good = SAMPLE.read_text().splitlines()[: line - 1]
     (tmp_path / "corpus.txt").write_text("\n".join([*good, clash]) + "\n")
     proc = subprocess.run(
-        [*cli_command(), "solve", "corpus.txt", "--ordered"], capture_output=True, text=True, timeout=120,
+        [*cli_command(), "solve", "corpus.txt", "--ordered"],
+        capture_output=True,
+        text=True,
+        timeout=120,
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     last = json.loads(proc.stdout.splitlines()[-1])
     assert (last["line"], last["status"], last["error"]) == (line, "invalid", error)
@@ -73,9 +76,13 @@ def test_the_readme_ten_lines_of_use_run_as_written(workers, tmp_path):
     before = set(client.keys("sbatch:job:*"))
     try:
         proc = subprocess.run(
-            ["bash", "-c", "\n".join(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
+            ["bash", "-c", "\n".join(script)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
             timeout=280,
-        )  # fmt: skip
+        )
     finally:  # `collect` keeps the job it collected (result_ttl): later tests must not meet it
         left = set(client.keys("sbatch:job:*")) - before
         if left:

@@ -72,8 +72,15 @@ def test_the_ring_is_released_over_the_oldest_parts_only_and_never_overwritten_w
 def _head() -> bytes:
     from pipeline.contract.part import PartHeader, PartStats
 
-    header = PartHeader(job="ab" * 16, chunk=0, input="x", format="jsonl", index_runs=[(0, 1)],
-                         line_runs=[(1, 1)], stats=PartStats(n=1))  # fmt: skip
+    header = PartHeader(
+        job="ab" * 16,
+        chunk=0,
+        input="x",
+        format="jsonl",
+        index_runs=[(0, 1)],
+        line_runs=[(1, 1)],
+        stats=PartStats(n=1),
+    )
     return header.model_dump_json().encode() + b"\n"
 
 

@@ -156,9 +156,18 @@ def test_status_and_the_progress_bar_write_counts_with_separators_and_times_in_t
     from client.store import JobStatus
 
     big = JobStatus(
-        job=JOB, state="producing", phase="solving", submitted=214200, total=214200, done=107100,
-        counts={"solved": 107100}, chunks_sent=2142, chunks_done=1071, rate=25.0, eta_s=4284.0,
-    )  # fmt: skip
+        job=JOB,
+        state="producing",
+        phase="solving",
+        submitted=214200,
+        total=214200,
+        done=107100,
+        counts={"solved": 107100},
+        chunks_sent=2142,
+        chunks_done=1071,
+        rate=25.0,
+        eta_s=4284.0,
+    )
     monkeypatch.setattr(Job, "status", lambda self: big)
     out = status_text(capsys)
     assert f"job {JOB}: solving, 107,100/214,200 puzzles, 25 puzzles/s, ETA 1 h 11 min" in out, out

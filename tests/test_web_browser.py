@@ -31,10 +31,16 @@ from web.puzzles import samples
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--window-size=1280,1100",
-)  # fmt: skip
+)
 PUZZLE = SAMPLE.read_text().splitlines()[50]  # a hard one of Norvig's top95
 HARD_25 = next(s.puzzle for s in samples() if s.box == "5x5")
 pytestmark = pytest.mark.slow
@@ -126,8 +132,12 @@ def test_a_puzzle_typed_into_the_grid_is_solved_on_the_page(browser, server):
     assert browser.find_element(By.ID, "a-solver").text == "propagation"
     winner_time = browser.find_element(By.CSS_SELECTOR, "#a-members tr td:nth-child(2)").text
     assert winner_time == browser.find_element(By.ID, "a-time").text  # one time, read the same in both tables
-    record = {"solver": "propagation", "status": "solved", "time_ms": 0.0088,  # 0.1 us; its counter 1 ns
-              "counters": {"propagation": {"time_ms": 0.00884, "nodes": 1}}}  # fmt: skip
+    record = {
+        "solver": "propagation",
+        "status": "solved",
+        "time_ms": 0.0088,  # 0.1 us; its counter 1 ns
+        "counters": {"propagation": {"time_ms": 0.00884, "nodes": 1}},
+    }
     row = browser.execute_script("return members(arguments[0])[0].children[1].textContent", record)
     assert row == "8.8 us"  # as the record's time (and the summary) read it, not 8.84 us
     assert "solved" in browser.find_element(By.ID, "message").text
@@ -209,8 +219,15 @@ def test_the_page_writes_numbers_as_the_summary_and_the_report_do(browser, serve
     ]
     assert seen == expected
     resume = "sudoku-batch submit --resume 5b5b big.txt --broker URL"
-    stopped = {"phase": "stopped", "done": 53721, "submitted": 53721, "total": None, "checkpoint": 53721,
-               "producer_silent_s": 600, "resume": resume}  # fmt: skip
+    stopped = {
+        "phase": "stopped",
+        "done": 53721,
+        "submitted": 53721,
+        "total": None,
+        "checkpoint": 53721,
+        "producer_silent_s": 600,
+        "resume": resume,
+    }
     assert browser.execute_script("return progressText(arguments[0])", stopped) == (
         "53,721 / 53,721+ (submission stopped)"
     )
@@ -457,9 +474,11 @@ def test_a_typed_conflict_is_marked_red_on_the_grid_and_named_as_the_server_name
     screenshot(browser, "conflict.png")
     line = browser.find_element(By.ID, "line").get_attribute("value")
     request = urllib.request.Request(
-        f"{server}/api/solve", data=json.dumps({"puzzle": line}).encode(), method="POST",
+        f"{server}/api/solve",
+        data=json.dumps({"puzzle": line}).encode(),
+        method="POST",
         headers={"content-type": "application/json"},
-    )  # fmt: skip
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=30)
     assert (

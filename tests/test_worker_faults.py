@@ -89,8 +89,9 @@ def test_a_purge_stops_the_workers_solving_the_job_and_no_key_of_it_survives(wor
         time.sleep(0.05)
     wait_until(  # every message of the job taken and acknowledged: no worker holds anything of it to write
         lambda: not (queued(client, "sudoku_batch") or client.hlen("unacked") or solving(client, job)),
-        10, "end of the purged job's messages",
-    )  # fmt: skip
+        10,
+        "end of the purged job's messages",
+    )
     assert job_keys(client, job) == [f"sbatch:job:{job}:stop".encode()]
     wait_until(lambda: job_keys(client, job) == [], 3 + 5, "expiry of the stop key (its TTL: 3 s)")
     status = run_cli("status", job, "--broker", workers)
@@ -150,8 +151,9 @@ def test_jobs_lists_a_running_job_and_cancel_stops_it_within_2_s_keeping_its_sol
     assert stop < 1.0 and command_cpu + stop < 2.0, (command_cpu, stop, took)
     wait_until(  # the job's queued chunks are dropped unsolved
         lambda: not (queued(client, "sudoku_batch") or client.hlen("unacked") or solving(client, job)),
-        10, "end of the cancelled job's messages",
-    )  # fmt: skip
+        10,
+        "end of the cancelled job's messages",
+    )
     out = tmp_path / "out.jsonl"
     collected = run_cli("collect", job, "--broker", workers, "-o", str(out), "--timeout", "30")
     assert collected.returncode == 1, collected.stderr
@@ -317,9 +319,13 @@ def test_a_killed_broker_solve_is_finished_as_status_advises(workers, tmp_path):
 @pytest.mark.timeout(240)
 def test_a_worker_survives_a_full_redis_says_so_and_goes_on_when_there_is_room(tmp_path_factory, tmp_path):
     server = RedisServer(
-        tmp_path_factory.mktemp("full-redis"), "--maxmemory", "8mb", "--maxmemory-policy", "noeviction",
+        tmp_path_factory.mktemp("full-redis"),
+        "--maxmemory",
+        "8mb",
+        "--maxmemory-policy",
+        "noeviction",
         appendonly=False,
-    )  # fmt: skip
+    )
     server.start()
     logs = tmp_path_factory.mktemp("full-workers")
     (worker,) = start_workers(server.url, 1, logs)
@@ -351,9 +357,17 @@ def test_a_worker_survives_a_full_redis_says_so_and_goes_on_when_there_is_room(t
         client.delete(*[f"junk:{i}" for i in range(junk)])  # room again
         out = tmp_path / "out.jsonl"
         done = run_cli(
-            "collect", job, "--broker", server.url, "-o", str(out), "--ordered", "--timeout", "60",
+            "collect",
+            job,
+            "--broker",
+            server.url,
+            "-o",
+            str(out),
+            "--ordered",
+            "--timeout",
+            "60",
             env={"SUDOKU_BATCH_RESEND_AFTER": "5"},  # a message the consumer lost while Redis was full
-        )  # fmt: skip
+        )
         assert done.returncode == 0, done.stderr
         assert len(out.read_text().splitlines()) == len(EASY)
         still_solves_a_normal_job(server.url, tmp_path)
@@ -370,9 +384,13 @@ def test_a_solve_whose_producer_meets_a_full_redis_ends_within_seconds_with_exit
     tmp_path_factory, tmp_path
 ):
     server = RedisServer(
-        tmp_path_factory.mktemp("filling-redis"), "--maxmemory", "4mb", "--maxmemory-policy", "noeviction",
+        tmp_path_factory.mktemp("filling-redis"),
+        "--maxmemory",
+        "4mb",
+        "--maxmemory-policy",
+        "noeviction",
         appendonly=False,
-    )  # fmt: skip
+    )
     server.start()
     client = redis.Redis.from_url(server.url)
     try:
@@ -384,9 +402,15 @@ def test_a_solve_whose_producer_meets_a_full_redis_ends_within_seconds_with_exit
         client.delete(*[f"junk:{i}" for i in range(40)])  # room for the job's creation and a chunk or two
         start = time.monotonic()
         done = run_cli(
-            "solve", str(big_corpus(tmp_path, 5000)), "--broker", server.url, "-o", str(tmp_path / "o.jsonl"),
-            env={"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 500)}, timeout=60,
-        )  # fmt: skip
+            "solve",
+            str(big_corpus(tmp_path, 5000)),
+            "--broker",
+            server.url,
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            env={"SUDOKU_BATCH_MAX_CHUNK_BYTES": str(83 * 500)},
+            timeout=60,
+        )
         assert time.monotonic() - start < 30  # generous: not the 120 s a collector gives a silent producer
         assert done.returncode == 1 and "the producer stopped" in done.stderr and "maxmemory" in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -77,8 +77,15 @@ def other_solution(text: str, box: str, shown: list[bytes], seed: int, time_limi
     }
 
 
-async def answer(pool: WarmPool, record: dict[str, Any], shown: list[bytes], text: str, box: str,
-                 seed: int, time_limit: float) -> dict[str, Any]:  # fmt: skip
+async def answer(
+    pool: WarmPool,
+    record: dict[str, Any],
+    shown: list[bytes],
+    text: str,
+    box: str,
+    seed: int,
+    time_limit: float,
+) -> dict[str, Any]:
     """The portfolio's record when its solution is new; else the enumeration's new solution as a record of its
     own, or the record with `another: false`; each with `another` (a solution not shown) and `solutions` (the
     count, null unless known)."""

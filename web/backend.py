@@ -138,9 +138,10 @@ class Backend:
             return ApiError(404, f"no job {job} (never created, purged, or expired)")
         when = time.strftime("%H:%M:%S", time.localtime(gone.at))
         return ApiError(
-            410, f"job {job} ({gone.name}) was dropped at {when}: this server keeps at most "
+            410,
+            f"job {job} ({gone.name}) was dropped at {when}: this server keeps at most "
             f"{self.retention.bound(gone.why)} (--max-jobs-kept, --max-memory-mb), oldest finished first",
-        )  # fmt: skip
+        )
 
     def _summary(self, job: str) -> Summary:
         summary = Summary()
@@ -203,8 +204,15 @@ class Backend:
             if body:  # (a part expired since: the rest is still worth having)
                 yield body
 
-    def submit(self, name: str, data: bytes, time_limit: float | None, portfolio: str | None, box: str | None,
-               priority: str = DEFAULT_PRIORITY) -> str:  # fmt: skip
+    def submit(
+        self,
+        name: str,
+        data: bytes,
+        time_limit: float | None,
+        portfolio: str | None,
+        box: str | None,
+        priority: str = DEFAULT_PRIORITY,
+    ) -> str:
         """Start a job over an uploaded corpus (plain or gzip) at class `priority` on the broker; its id.
         ApiError 4xx for bad options."""
         most = self.settings.max_upload_bytes
@@ -221,9 +229,13 @@ class Backend:
         limit = self.settings.default_time_limit if time_limit is None else time_limit
         try:
             job = self.client.submit_inputs(
-                [(name, io.BytesIO(text))], time_limit=limit, portfolio=portfolio, box=box,
-                priority=priority, bounded=self.embedded,  # a broker job: sent whole (no one collects)
-            )  # fmt: skip
+                [(name, io.BytesIO(text))],
+                time_limit=limit,
+                portfolio=portfolio,
+                box=box,
+                priority=priority,
+                bounded=self.embedded,  # a broker job: sent whole (no one collects)
+            )
         except ValueError as exc:
             raise ApiError(422, str(exc)) from None
         with self._lock:

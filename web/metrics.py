@@ -31,8 +31,17 @@ RATE_WINDOW_S = 30.0  # `puzzles_per_second`: puzzles answered in this many seco
 MAX_HOSTS = 1000  # `worker_processes` labels: a Redis written by a stranger cannot grow them further
 MAX_HOST_CHARS = 200
 # the fields of a job's metadata its phase and cost are computed from (`client.store.job_phase`): not the rest
-META_FIELDS = ("created", "state", "total", "splits", "kind", "cancelled", "checkpoint", "producer_beat",
-               "cpu_ns")  # fmt: skip
+META_FIELDS = (
+    "created",
+    "state",
+    "total",
+    "splits",
+    "kind",
+    "cancelled",
+    "checkpoint",
+    "producer_beat",
+    "cpu_ns",
+)
 MAX_PARTS_READ = 5000  # part statistics one scrape reads, shared by the jobs (~11 us of CPU each)
 PHASES = ("submitting", "stopped", "solving", "done", "failed", "cancelled", "generating", "unknown")
 STATUSES = frozenset(STATUS_NAMES)

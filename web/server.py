@@ -66,10 +66,17 @@ def run_serve(args: argparse.Namespace, url: str | None, settings: ClientSetting
             client.pool.start()  # now, from the main thread: no job ever forks from a server thread
         pool = WarmPool(config.solve_processes).fork()  # from the main thread: they die with the server
         backend = Backend(client, pool, config)
-        server = uvicorn.Server(uvicorn.Config(
-            create_app(backend), host=config.host, port=config.port, log_level="warning", lifespan="off",
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_S, access_log=False,  # a query may carry the token
-        ))  # fmt: skip
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(backend),
+                host=config.host,
+                port=config.port,
+                log_level="warning",
+                lifespan="off",
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                access_log=False,  # a query may carry the token
+            )
+        )
         stopping = lambda: server.should_exit or interrupting()  # noqa: E731 - SIGHUP is not uvicorn's
         logging.getLogger("uvicorn.error").addFilter(ShutdownNoise(stopping))
         where = f"broker {mask_url(url)}" if url else "embedded (local processes)"

@@ -92,10 +92,19 @@ def solve_record(checked: Checked) -> str:
     """Solve one checked puzzle as a one-puzzle chunk; its JSON Lines record (runs in a pool process)."""
     joined, spans = join_texts([checked.text])
     task = ChunkTask(
-        job=uuid.uuid4().hex, chunk=0, input=INPUT_NAME, index_runs=[(0, 1)], line_runs=[(1, 1)],
-        puzzles=joined, spans=spans, box=checked.box, time_limit=checked.time_limit, format="jsonl",
-        portfolio=checked.portfolio, seed=solver_seed(str(checked.seed), 0),  # a one-puzzle job's (`JobSpec`)
-    )  # fmt: skip
+        job=uuid.uuid4().hex,
+        chunk=0,
+        input=INPUT_NAME,
+        index_runs=[(0, 1)],
+        line_runs=[(1, 1)],
+        puzzles=joined,
+        spans=spans,
+        box=checked.box,
+        time_limit=checked.time_limit,
+        format="jsonl",
+        portfolio=checked.portfolio,
+        seed=solver_seed(str(checked.seed), 0),  # a one-puzzle job's (`JobSpec`)
+    )
     port = ListPort()
     execute(task, port)  # the one way a task runs, as a worker's or a local process's
     (part,) = port.parts
@@ -141,9 +150,13 @@ class Solver:
         if not self.client.store.live_workers():
             raise ApiError(503, "no live worker process for this broker: start one (`sudoku-batch worker`)")
         job = self.client.submit(
-            [checked.text], time_limit=checked.time_limit, portfolio=checked.portfolio, box=checked.box,
-            name=INPUT_NAME, seed=checked.seed,
-        )  # fmt: skip
+            [checked.text],
+            time_limit=checked.time_limit,
+            portfolio=checked.portfolio,
+            box=checked.box,
+            name=INPUT_NAME,
+            seed=checked.seed,
+        )
         answer, written, wait = Answer(), Written(), checked.time_limit + ANSWER_GRACE_S
         try:  # collected as the command line collects: each result leaves the store as it is read
             job.write(answer, Summary(), written, keep=False, idle_timeout=wait)

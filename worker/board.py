@@ -354,9 +354,18 @@ def publish_part(client: Any, part: Part, ttl: int, cost: Cost = (0, 0)) -> bool
             return None  # answered already: every row keeps its first record
         complete = sum(c for _, c in published) + len(part) >= stats.chunk_n
         return part_commands(
-            keys, head.chunk, head.row, payload, stats.model_dump_json(), stats.n, stats.cpu_s, ttl, complete,
-            runs, cost,
-        )  # fmt: skip
+            keys,
+            head.chunk,
+            head.row,
+            payload,
+            stats.model_dump_json(),
+            stats.n,
+            stats.cpu_s,
+            ttl,
+            complete,
+            runs,
+            cost,
+        )
 
     while True:
         with contextlib.suppress(redis.WatchError):

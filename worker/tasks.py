@@ -73,9 +73,14 @@ def handle(payload: Any, client: Any, kind: type[Any] = ChunkTask) -> int:
         start = time.process_time()
         try:
             return execute(
-                task, port, RedisBoard(client, job), attempts=attempts, max_attempts=settings.max_attempts,
-                poll_s=settings.stop_poll_s, roots=settings.roots,
-            )  # fmt: skip
+                task,
+                port,
+                RedisBoard(client, job),
+                attempts=attempts,
+                max_attempts=settings.max_attempts,
+                poll_s=settings.stop_poll_s,
+                roots=settings.roots,
+            )
         except SoftTimeLimitExceeded:
             why = "the chunk exceeded the worker's time limit"
             with settled(port, task.job):  # what answering the rest costs, after the run's own charge

@@ -241,9 +241,15 @@ def stage_part(
     lo_line, hi_line = (int(lines.min()), int(lines.max())) if len(lines) else (0, 0)
     lo_index, hi_index = (int(index.min()), int(index.max())) if len(index) else (0, 0)
     file = PartFile(
-        name=name, temp=temp, input=head.input, bytes=size, first_line=lo_line, last_line=hi_line,
-        first_index=lo_index, last_index=hi_index,
-    )  # fmt: skip
+        name=name,
+        temp=temp,
+        input=head.input,
+        bytes=size,
+        first_line=lo_line,
+        last_line=hi_line,
+        first_index=lo_index,
+        last_index=hi_index,
+    )
     stats = stats.model_copy(
         update={"problems": problems, "cpu_s": stats.cpu_s + time.process_time() - start, "file": file}
     )

@@ -48,9 +48,14 @@ def execute(
         if isinstance(task, ChunkTask):
             escalation = None if board is None else functools.partial(_escalation, board=board, poll_s=poll_s)
             return run_chunk(
-                port, task, max_attempts=max_attempts, escalation=escalation, poll_s=poll_s,
-                attempts=attempts, roots=roots,
-            )  # fmt: skip
+                port,
+                task,
+                max_attempts=max_attempts,
+                escalation=escalation,
+                poll_s=poll_s,
+                attempts=attempts,
+                roots=roots,
+            )
         if task.NAME == HELPER_TASK_NAME:  # a helper of another process's escalation
             from pipeline.escalation.board import run_helper
 

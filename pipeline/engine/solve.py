@@ -111,10 +111,15 @@ def solve_parts(
         try:
             with gather:
                 out = solve_many(
-                    texts, box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
-                    stop=stop, racing=None if escalation is None else lambda i: escalation.racing(int(at[i])),
+                    texts,
+                    box=task.box,
+                    time_limit=task.time_limit,
+                    portfolio=task.portfolio,
+                    seed=task.seed,
+                    stop=stop,
+                    racing=None if escalation is None else lambda i: escalation.racing(int(at[i])),
                     on_final=None if whole else emit,
-                )  # fmt: skip
+                )
             if len(out) != len(texts):
                 raise RuntimeError(f"the solver returned {len(out)} results for {len(texts)} puzzles")
         except StorageError:  # publishing a part failed, not the solver: the job's storage fails the chunk
@@ -167,9 +172,18 @@ def _part(
     else:
         index, lines = index_all[at], lines_all[at]
     part = build_part(
-        task.job, task.chunk, int(at[0]), len(task), task.input, index, lines, columns, task.format, arena,
+        task.job,
+        task.chunk,
+        int(at[0]),
+        len(task),
+        task.input,
+        index,
+        lines,
+        columns,
+        task.format,
+        arena,
         rows=row_runs if len(row_runs) > 1 else None,
-    )  # fmt: skip
+    )
     if clock is not None:
         clock.charge(part.header.stats)
     return part
@@ -181,9 +195,13 @@ def _solve_alone(text: str, task: ChunkTask, stop: np.ndarray | None = None) -> 
 
     try:
         (result,) = solve_many(
-            [text], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio, seed=task.seed,
+            [text],
+            box=task.box,
+            time_limit=task.time_limit,
+            portfolio=task.portfolio,
+            seed=task.seed,
             stop=stop,
-        )  # fmt: skip
+        )
         return result
     except Exception as exc:  # noqa: BLE001 - the reason goes into the record, the worker carries on
         return SolveResult(Status.ERROR, text, error=f"{type(exc).__name__}: {exc}"[:500])
@@ -210,22 +228,40 @@ def build_part(
         status, errors = columns.status, columns.error
         problems = [
             Problem(
-                index=int(index[i]), line=int(lines[i]), status=STATUS_NAMES[int(status[i])],
+                index=int(index[i]),
+                line=int(lines[i]),
+                status=STATUS_NAMES[int(status[i])],
                 error=errors.to_list(i, i + 1)[0],
             )
             for i in t.problem_rows[:MAX_PROBLEMS]
-        ]  # fmt: skip
+        ]
     stats = PartStats(
-        n=len(columns), chunk=chunk, chunk_n=chunk_n, counts=t.counts, wins=t.wins,
-        approx_costs=t.approx_costs, time_bins=t.time_bins, time_max_ms=t.time_max_ms, solve_s=t.solve_s,
-        end=time.time(), worker=worker_name(), problems=problems,
+        n=len(columns),
+        chunk=chunk,
+        chunk_n=chunk_n,
+        counts=t.counts,
+        wins=t.wins,
+        approx_costs=t.approx_costs,
+        time_bins=t.time_bins,
+        time_max_ms=t.time_max_ms,
+        solve_s=t.solve_s,
+        end=time.time(),
+        worker=worker_name(),
+        problems=problems,
         problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
-    )  # fmt: skip
+    )
     index_runs, line_runs = to_runs(index), to_runs(lines)
     header = PartHeader(
-        job=job, chunk=chunk, row=row, rows=rows or [], input=input_name, format=fmt, index_runs=index_runs,
-        line_runs=line_runs, stats=stats,
-    )  # fmt: skip
+        job=job,
+        chunk=chunk,
+        row=row,
+        rows=rows or [],
+        input=input_name,
+        format=fmt,
+        index_runs=index_runs,
+        line_runs=line_runs,
+        stats=stats,
+    )
     if not FORMATS[fmt].rendered:
         return Part(header, columns=columns)
     from pipeline.engine.render import render_runs

@@ -283,10 +283,17 @@ class Escalation:
         if not search.side:
             search.side = side_of(search.text, t.box)
         return HelperTask(
-            job=t.job, chunk=t.chunk, row=search.row, helper=k, puzzle=search.text, box=t.box,
-            time_limit=t.time_limit, portfolio=t.portfolio, seed=helper_seed(t.job, t.chunk, search.row, k),
+            job=t.job,
+            chunk=t.chunk,
+            row=search.row,
+            helper=k,
+            puzzle=search.text,
+            box=t.box,
+            time_limit=t.time_limit,
+            portfolio=t.portfolio,
+            seed=helper_seed(t.job, t.chunk, search.row, k),
             cubes=helper_cubes(search.side, k, helpers),
-        )  # fmt: skip
+        )
 
     def _verified(self, search: _Search) -> int | None:
         """The first helper (lowest number) whose posted grid the independent verifier accepts."""
@@ -370,10 +377,15 @@ def run_helper(task: HelperTask, board: Board, poll_s: float) -> SolveResult | N
 
     with StopPoller(trade, poll_s) as poller:
         (result,) = solve_many(
-            [task.puzzle], box=task.box, time_limit=task.time_limit, portfolio=task.portfolio,
-            seed=task.seed, stop=poller.flag, variant=task.helper,
+            [task.puzzle],
+            box=task.box,
+            time_limit=task.time_limit,
+            portfolio=task.portfolio,
+            seed=task.seed,
+            stop=poller.flag,
+            variant=task.helper,
             racing=lambda _: contextlib.nullcontext(Raced(poller.flag, exchange)),
-        )  # fmt: skip
+        )
     board.post(task.chunk, task.row, task.helper, HelperEntry.of(result))
     if result.status in (Status.SOLVED, Status.UNSOLVABLE):
         board.close(task.chunk, task.row)

@@ -90,8 +90,12 @@ class Numbers:
 
 
 # a batch row's counters are its own solver's figures: one array for both
-BATCH_COUNTERS = {"counter_solver": "solver", "counter_nodes": "nodes", "counter_guesses": "guesses",
-                  "counter_time_ns": "time_ns"}  # fmt: skip
+BATCH_COUNTERS = {
+    "counter_solver": "solver",
+    "counter_nodes": "nodes",
+    "counter_guesses": "guesses",
+    "counter_time_ns": "time_ns",
+}
 
 
 def batch_numbers(n: int) -> Numbers:
@@ -266,9 +270,13 @@ def _from_objects(texts: Sequence[str], results: Sequence[Any]) -> ResultColumns
     )
     raw = _counters(numbers, names, counters, solver, ids)
     return ResultColumns(
-        names=names, puzzle=puzzle_texts(texts), solution=Texts.of(solutions),
-        error=Texts.of([e or "" for e in errors]), counters_raw=Texts.of(raw), **numbers.numbers(),
-    )  # fmt: skip
+        names=names,
+        puzzle=puzzle_texts(texts),
+        solution=Texts.of(solutions),
+        error=Texts.of([e or "" for e in errors]),
+        counters_raw=Texts.of(raw),
+        **numbers.numbers(),
+    )
 
 
 def _counters(rows: Numbers, names: list[str], counters: list[dict], solver: list, ids: dict) -> list[str]:

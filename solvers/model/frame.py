@@ -145,10 +145,17 @@ def _counters(pa: ModuleType, c: Any) -> Any:
     pc = importlib.import_module("pyarrow.compute")
     names = _names(pa, c.names, c.counter_solver, encode_basestring)
     text = pc.binary_join_element_wise(
-        "{", names, ':{"nodes":', pc.cast(pa.array(c.counter_nodes), pa.string()), ',"guesses":',
-        pc.cast(pa.array(c.counter_guesses), pa.string()), ',"time_ms":',
-        _fixed_texts(pa, pc, c.counter_time_ns, COUNTER_DECIMALS), "}}", "",
-    )  # fmt: skip
+        "{",
+        names,
+        ':{"nodes":',
+        pc.cast(pa.array(c.counter_nodes), pa.string()),
+        ',"guesses":',
+        pc.cast(pa.array(c.counter_guesses), pa.string()),
+        ',"time_ms":',
+        _fixed_texts(pa, pc, c.counter_time_ns, COUNTER_DECIMALS),
+        "}}",
+        "",
+    )
     raw = strings(pa, c.counters_raw.buf, c.counters_raw.off, None)
     kind = c.counter_kind
     return pc.if_else(pa.array(kind == 1), text, pc.if_else(pa.array(kind == 2), raw, "{}"))

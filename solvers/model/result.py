@@ -265,9 +265,13 @@ class Results(Sequence[SolveResult]):
         if self.error_id.any():
             error = Texts.of([e or "" for e in map(self.error_texts.__getitem__, self.error_id.tolist())])
         columns = ResultColumns(
-            names=list(self.names), puzzle=puzzle_texts(texts), solution=solution, error=error,
-            counters_raw=Texts.empty(n), **self.numbers.numbers(),
-        )  # fmt: skip
+            names=list(self.names),
+            puzzle=puzzle_texts(texts),
+            solution=solution,
+            error=error,
+            counters_raw=Texts.empty(n),
+            **self.numbers.numbers(),
+        )
         if not self.born and not any(self.items):
             return columns
         # rows stored as objects by `put` or already built: the objects are authoritative

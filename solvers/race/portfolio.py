@@ -353,10 +353,16 @@ def _result(
         return SolveResult(Status.TIMEOUT, error=errors or "no grid within the time limit", **common)
     c = counters[member.name]
     return SolveResult(
-        status, solution=None if grid is None else puzzle.render(grid), cost=cost, solver=member.name,
-        nodes=int(c.get("nodes", c.get("iterations", 0))), guesses=int(c.get("guesses", 0)),
-        restarts=int(c["restarts"]), error=error, **common,
-    )  # fmt: skip
+        status,
+        solution=None if grid is None else puzzle.render(grid),
+        cost=cost,
+        solver=member.name,
+        nodes=int(c.get("nodes", c.get("iterations", 0))),
+        guesses=int(c.get("guesses", 0)),
+        restarts=int(c["restarts"]),
+        error=error,
+        **common,
+    )
 
 
 def _final_counters(

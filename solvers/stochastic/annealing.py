@@ -130,9 +130,18 @@ class AnnealingRun(StochasticRun):
         gcells, gsize = state.free_groups(fixed, self.units, 2 * n, n)
         fstate = np.zeros(3, dtype=np.float64)
         self.args = (
-            grid, cand, self.counts, self.givens, self.cell_units, gcells, gsize, self.best_grid, self.rng,
-            self.istate, fstate,
-        )  # fmt: skip
+            grid,
+            cand,
+            self.counts,
+            self.givens,
+            self.cell_units,
+            gcells,
+            gsize,
+            self.best_grid,
+            self.rng,
+            self.istate,
+            fstate,
+        )
         t0 = params.t0_scale * calibrate_t0(self.args, params.samples) if len(gsize) else 1.0
         fstate[:] = (t0, t0, params.alpha)
         chain = int(params.chain_factor * float((gsize.astype(np.int64) ** 2).sum()))

@@ -179,9 +179,20 @@ class ProgressiveRun(StochasticRun):
         self.istate[I_SMALL] = params.small_threshold
         self.istate[I_DISTINCT] = int(params.distinct)
         self.args = (
-            grid, cand, self.counts, self.givens, self.units, self.cell_units, gcells, gsize, self.best_grid,
-            pool, pcost, self.rng, self.istate,
-        )  # fmt: skip
+            grid,
+            cand,
+            self.counts,
+            self.givens,
+            self.units,
+            self.cell_units,
+            gcells,
+            gsize,
+            self.best_grid,
+            pool,
+            pcost,
+            self.rng,
+            self.istate,
+        )
 
 
 PROGRESSIVE = register(

@@ -134,8 +134,9 @@ def _fits(bound: Callable[..., int], c: ResultColumns, *args: Any) -> bool:
     return True
 
 
-def record_args(c: ResultColumns, inp: np.ndarray, index: np.ndarray, line: np.ndarray, statuses: Texts,
-                names: Texts) -> dict[str, np.ndarray]:  # fmt: skip
+def record_args(
+    c: ResultColumns, inp: np.ndarray, index: np.ndarray, line: np.ndarray, statuses: Texts, names: Texts
+) -> dict[str, np.ndarray]:
     """Both compiled writers' arguments for the record's fields but `counters`, named and in field order, by
     each field's kind: the writers' leading parameters (`put.field_params`)."""
     at = {"line": line, "index": index, "input": inp, "status": statuses, "solver": names}

@@ -16,8 +16,16 @@ from solvers.model.status import STATUS_NAMES
 if TYPE_CHECKING:
     from solvers.model.columns import ResultColumns
 
-_TYPES = {"position": "int", "input": "str", "text": "str", "status": "str", "name": "str", "int": "int",
-          "fixed": "float", "counters": "dict[str, dict[str, Any]]"}  # fmt: skip
+_TYPES = {
+    "position": "int",
+    "input": "str",
+    "text": "str",
+    "status": "str",
+    "name": "str",
+    "int": "int",
+    "fixed": "float",
+    "counters": "dict[str, dict[str, Any]]",
+}
 
 
 def _type(f: Field) -> str:
