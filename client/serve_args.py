@@ -3,9 +3,7 @@ without loading the web package (`web.server` reads them when `serve` runs)."""
 
 from __future__ import annotations
 
-import argparse
-
-from client.args import Option, add_options
+from client.args import Option
 
 TOKEN_ENV = "SUDOKU_BATCH_TOKEN"
 
@@ -27,8 +25,3 @@ OPTIONS: list[Option] = [  # the `serve` options
     (("--max-memory-mb",), dict(type=int, default=1024, metavar="MB", help="embedded: the server's resident "
                                 "memory past which the oldest finished jobs go (default: 1024)")),
 ]  # fmt: skip
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The `serve` options."""
-    add_options(p, OPTIONS)

@@ -184,7 +184,7 @@ class ProgressiveRun(StochasticRun):
         )  # fmt: skip
 
 
-PROGRESSIVE = register(
+register(
     StochasticSolver(
         name="progressive",
         params=ProgressiveParams,
