@@ -128,7 +128,7 @@ def _read(task: ChunkTask, split: InputRange, raw: IO[bytes]) -> SplitRead:
     good, bad = _Rows(), _Rows()
     reasons: list[str] = []
     k = 0
-    blocks = read_lines(owned, task.box, opening=split.start == 0, rows=False, column=split.column)  # type: ignore[arg-type]
+    blocks = read_lines(owned, task.box, opening=split.start == 0, column=split.column)  # type: ignore[arg-type]
     for block in blocks:
         n = len(block)
         if block.all_valid:
