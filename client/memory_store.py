@@ -24,7 +24,7 @@ class _Job:
     """One job's entries: its metadata, results (and their encodings), statistics and arrivals."""
 
     meta: dict[str, str]
-    results: dict[Any, tuple[Any, bytes | None]] = field(default_factory=dict)  # result, its encoding
+    results: dict[Any, Any] = field(default_factory=dict)  # each result object, as it was put
     stats: dict[Any, PartStats] = field(default_factory=dict)
     arrivals: list[Any] = field(default_factory=list)  # part ids (chunk, row), or a generate run's chunk ids
     parts: dict[int, dict[int, int]] = field(default_factory=dict)  # chunk -> first row -> rows published
@@ -77,7 +77,7 @@ class MemoryStore(JobStore):
         with self._cond:
             return self._tokens.get(job) == token
 
-    def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
+    def put_result(self, job: str, result: Part | GenerateResult) -> bool:
         """Keep the result object itself (the collector here reads it undecoded); a part any of whose rows is
         answered already is refused (False), as in Redis."""
         with self._cond:
@@ -98,7 +98,7 @@ class MemoryStore(JobStore):
                 key = result.part
             else:
                 state.done += 1
-            state.results[key] = (result, payload)
+            state.results[key] = result
             state.stats[key] = stats
             state.arrivals.append(key)
             state.hint = (state.hint[0] + stats.n, state.hint[1] + stats.cpu_s)
@@ -124,11 +124,10 @@ class MemoryStore(JobStore):
             return got, cursor + len(got)
 
     def fetch(self, job: str, chunks: Sequence[Any]) -> list[bytes | None]:
-        got = self._kept(job, chunks)
-        return [None if k is None else k[1] if k[1] is not None else k[0].encode() for k in got]
+        return [None if k is None else k.encode() for k in self._kept(job, chunks)]
 
     def fetch_results(self, job: str, chunks: Sequence[Any], decode: Decode = decode_solve) -> list[Any]:
-        return [None if k is None else k[0] for k in self._kept(job, chunks)]
+        return self._kept(job, chunks)
 
     def stored(self, job: str, chunks: Sequence[Any]) -> list[bool]:
         return [k is not None for k in self._kept(job, chunks)]
@@ -151,7 +150,7 @@ class MemoryStore(JobStore):
             self._cond.notify_all()
             return True
 
-    def _kept(self, job: str, chunks: Sequence[Any]) -> list[tuple[Any, bytes | None] | None]:
+    def _kept(self, job: str, chunks: Sequence[Any]) -> list[Any]:
         with self._cond:
             if job not in self._jobs:
                 return [None] * len(chunks)

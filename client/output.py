@@ -23,7 +23,7 @@ from pipeline.contract.part import Part
 from pipeline.engine.render import read_file, rows, sink
 from pipeline.engine.render.record import Record
 
-__all__ = ["Output", "ReaderGone", "Record"]
+__all__ = ["Output", "Record"]
 
 
 def _reader_left(stream: IO[bytes]) -> bool:

@@ -140,10 +140,9 @@ class RedisJobStore(JobStore):
     def owns(self, job: str, token: str) -> bool:
         return _s(self.r.get(self.keys(job).producer) or b"") == token
 
-    def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
+    def put_result(self, job: str, result: Part | GenerateResult) -> bool:
         """Store a generate chunk's result, or a part of a new chunk answered whole (tests, the producer)."""
-        data = payload if payload is not None else result.encode()
-        run_commands(self.r, self._publish(self.keys(job), result, data))
+        run_commands(self.r, self._publish(self.keys(job), result, result.encode()))
         return True
 
     def _publish(self, k: JobKeys, result: Part | GenerateResult, data: bytes) -> list[tuple[Any, ...]]:

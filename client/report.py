@@ -47,7 +47,7 @@ def plots(summary: Summary) -> dict[str, str]:
     return out
 
 
-def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | None = None) -> dict[str, str]:
+def report_facts(job: str, meta: dict[str, str], embedded: bool) -> dict[str, str]:
     """The report's header from the job's metadata: inputs, options, mode, when, its cost, version, cores.
     Why: a report read a week later, or next to another one, must say what it is about."""
     import datetime
@@ -65,7 +65,7 @@ def report_facts(job: str, meta: dict[str, str], embedded: bool, when: float | N
     ]
     if meta.get("escalate_after"):
         options.append(f"escalation after {numbers.duration(float(meta['escalate_after']))}")
-    stamp = datetime.datetime.fromtimestamp(when if when is not None else time.time()).astimezone()
+    stamp = datetime.datetime.fromtimestamp(time.time()).astimezone()
     created = float(meta.get("created") or 0.0)
     started = datetime.datetime.fromtimestamp(created).astimezone() if created else None
     return {

@@ -35,11 +35,11 @@ from client.notice import (
     stopped_submission,
 )
 from client.numbers import plural
-from client.output import Output, ReaderGone
+from client.output import Output
 from client.progress import Progress
 from client.store import Checkpoint, Superseded
 from client.summary import Summary
-from client.target import check_target
+from client.target import ReaderGone, check_target
 from pipeline.contract.formats import format_of, named_format
 from pipeline.contract.tasks import (
     DEFAULT_PRIORITY,

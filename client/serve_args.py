@@ -3,9 +3,7 @@ without loading the web package (`web.server` reads them when `serve` runs)."""
 
 from __future__ import annotations
 
-import argparse
-
-from client.args import Option, add_options
+from client.args import Option
 
 TOKEN_ENV = "SUDOKU_BATCH_TOKEN"
 
@@ -58,8 +56,3 @@ OPTIONS: list[Option] = [  # the `serve` options
         ),
     ),
 ]
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The `serve` options."""
-    add_options(p, OPTIONS)

@@ -140,7 +140,7 @@ class JobStore(ABC):
         """True while `token` is the job's producer token."""
 
     @abstractmethod
-    def put_result(self, job: str, result: Part | GenerateResult, payload: bytes | None = None) -> bool:
+    def put_result(self, job: str, result: Part | GenerateResult) -> bool:
         """Store a part or a generate chunk's result; False: a part overlapping one stored, or job gone."""
 
     @abstractmethod

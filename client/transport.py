@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import queue
 import threading
 import time
@@ -22,13 +21,11 @@ from pipeline.contract.tasks import BROKER_PRIORITIES, VERSION, ChunkTask, messa
 from pipeline.engine.gather import Meter
 from pipeline.engine.runner import ListPort, execute, fail_rest, give_up
 from solvers.kernel.stop import new_flag, raise_flag
-from solvers.model.result import Status
+from solvers.model.status import Status
 
 if TYPE_CHECKING:
     from client.pool import LocalPool
     from pipeline.contract.generate import GenerateResult
-
-log = logging.getLogger(__name__)
 
 Task = Any  # ChunkTask | GenerateTask | HelperTask (the generate module is loaded only by generate runs)
 

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from solvers.model.entries import Entry, read_entries
     from solvers.model.parse import parse_puzzle
     from solvers.model.puzzle import ALPHABET, Box, Puzzle, PuzzleError
-    from solvers.model.result import Results, SolveResult, Status
+    from solvers.model.result import Results, SolveResult
+    from solvers.model.status import Status
     from solvers.model.verify import is_solution, verify_batch
 
 _MODULES = {  # public name -> the module defining it, imported on first use of the name
@@ -26,7 +27,8 @@ _MODULES = {  # public name -> the module defining it, imported on first use of 
         "solvers.model.entries": ("Entry", "read_entries"),
         "solvers.model.parse": ("parse_puzzle",),
         "solvers.model.puzzle": ("ALPHABET", "Box", "Puzzle", "PuzzleError"),
-        "solvers.model.result": ("Results", "SolveResult", "Status"),
+        "solvers.model.result": ("Results", "SolveResult"),
+        "solvers.model.status": ("Status",),
         "solvers.model.verify": ("is_solution", "verify_batch"),
     }.items()
     for name in names

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.contract.part import Part
 from pipeline.contract.runs import join_texts
 from pipeline.contract.tasks import ChunkTask, solver_seed
 
@@ -320,6 +321,16 @@ def chunk_task(
         seed=solver_seed(job, chunk) if seeded else 0,
         **fields,
     )
+
+
+def failed_chunk(task: ChunkTask, reason: str, status: str = "error") -> Part:
+    """A stand-in answer for a whole chunk (every puzzle `status` with `reason`, unsolved): one part, as a
+    worker's `failed_parts` builds it."""
+    from pipeline.engine.solve import failed_parts
+    from solvers.model.status import Status
+
+    (part,) = failed_parts(task, reason, Status(status), list(range(len(task))))
+    return part
 
 
 def check_records(records: list[dict], puzzles: list[str]) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
+from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution, verify_batch

@@ -45,9 +45,9 @@ def chunks():
 
 def rendered(result, fmt: str) -> bytes:
     """The chunk's records in `fmt`, as its renderer writes them."""
-    from pipeline.engine.render import render
+    from pipeline.engine.render import rows
 
-    return render(result, fmt)
+    return b"".join(rows(result, 0, len(result), fmt))
 
 
 def json_rows(result) -> list[dict]:

@@ -19,8 +19,8 @@ import pytest
 from client.cli import main, parser
 from client.job import Job
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import DONE
 from solvers.generate.generator import orbits
+from solvers.kernel.outcome import DONE
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box
 from solvers.model.verify import verify_batch

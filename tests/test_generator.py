@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import DONE
 from solvers.generate.difficulty import (
     LEVEL_NAMES,
     level_of,
@@ -35,6 +34,7 @@ from solvers.generate.generator import (
     random_seed,
     render_lines,
 )
+from solvers.kernel.outcome import DONE
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution, verify_batch
@@ -367,7 +367,7 @@ def test_meta_lines_are_json_with_the_difficulty_and_options_survive_a_json_roun
     assert set(meta) >= {"clues", "unique", "minimal", "reached", "level", "singles", "guesses", "nodes"}
     assert meta["clues"] == g.clues and meta["level"] in LEVEL_NAMES
     opts = Options(unique=True, clues=30, symmetry="mirror", difficulty="hard")
-    assert Options.from_dict(json.loads(json.dumps(opts.to_dict()))) == opts
+    assert Options(**json.loads(json.dumps(opts.to_dict()))) == opts
 
 
 @pytest.mark.parametrize(("shape", "holes"), [((3, 3), 0.6), ((2, 3), 0.0), ((3, 4), 1.0), ((6, 6), 0.55)])
@@ -395,4 +395,4 @@ def test_holes_with_unique_dig_to_the_same_target_and_conflicting_targets_are_re
     with pytest.raises(ValueError, match="a fraction of the cells"):
         generate(box, 1, seed=1, holes=1.5)
     assert "holes" not in Options().to_dict()  # workers that predate holes still take other requests
-    assert Options.from_dict(Options(holes=0.5).to_dict()).holes == 0.5
+    assert Options(**Options(holes=0.5).to_dict()).holes == 0.5

@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from solvers.model.entries import read_entries, read_text
+from solvers.model.entries import Entry, read_entries
 from solvers.model.parse import parse_compact_batch, parse_puzzle
 from solvers.model.puzzle import ALPHABET, Box, NotationKind, PuzzleError
 from tests.grids import blank, pattern_grid
@@ -17,6 +17,11 @@ EXAMPLE = "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419
 # The seed article's demo puzzle (its Figure 1), as one line and one row per line.
 SEED_LINE = "..62...8...897......481.5......6...2.7.....3.6...5......2.471....3.284...5...12.."
 SEED_ROWS = [",".join("0" if ch == "." else ch for ch in SEED_LINE[i : i + 9]) for i in range(0, 81, 9)]
+
+
+def read_all(text: str) -> list[Entry]:
+    """Every entry of a whole input held in a string."""
+    return list(read_entries(io.StringIO(text)))
 
 
 def compact(grid: np.ndarray, empty: str = ".") -> str:
@@ -67,7 +72,7 @@ def test_whitespace_separated_integers_are_read():
 
 
 def test_a_grid_written_one_row_per_line_is_one_puzzle_starting_at_its_first_line():
-    entries = read_text("# the seed article's puzzle\n" + "\n".join(SEED_ROWS) + "\n\n" + EXAMPLE + "\n")
+    entries = read_all("# the seed article's puzzle\n" + "\n".join(SEED_ROWS) + "\n\n" + EXAMPLE + "\n")
     assert [e.line for e in entries] == [2, 12]
     assert entries[0].error is None
     assert (entries[0].puzzle.givens == parse_puzzle(SEED_LINE).givens).all()
@@ -110,7 +115,7 @@ def test_a_prime_side_has_no_box_to_infer_and_the_error_says_to_give_one():
 
 def test_a_file_of_6x6_puzzles_reads_as_one_puzzle_per_line_not_rows_of_a_36x36_grid():
     grids = [compact(blank(pattern_grid(Box(2, 3)), 0.5, seed=k)) for k in range(5)]
-    entries = read_text("\n".join(grids) + "\n")
+    entries = read_all("\n".join(grids) + "\n")
     assert [(e.line, e.error, e.puzzle.box) for e in entries] == [(k + 1, None, Box(2, 3)) for k in range(5)]
 
 
@@ -149,7 +154,7 @@ def test_a_box_clash_is_named_as_a_box():
 
 def test_a_bad_line_names_its_line_and_the_rest_of_the_file_goes_on():
     lines = [EXAMPLE, "55" + EXAMPLE[2:], EXAMPLE[:40], SEED_LINE]
-    entries = read_text("\n".join(lines))
+    entries = read_all("\n".join(lines))
     assert [e.line for e in entries] == [1, 2, 3, 4]
     assert entries[1].message == "line 2: row 1 has two 5s"
     assert entries[2].message.startswith("line 3: 40 cells")

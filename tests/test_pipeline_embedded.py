@@ -86,8 +86,7 @@ def test_reading_with_keep_false_frees_the_results_as_it_goes():
 
 def test_the_memory_store_keeps_collected_results_for_their_ttl_then_drops_them():
     from client.memory_store import MemoryStore
-    from pipeline.engine.solve import failed_chunk
-    from tests.conftest import chunk_task
+    from tests.conftest import chunk_task, failed_chunk
 
     now = [1000.0]
     store, job = MemoryStore(clock=lambda: now[0]), "ab" * 16

@@ -119,7 +119,7 @@ def test_the_memory_store_hands_the_collector_its_result_objects_and_still_encod
     store.create(JOB, {"created": str(time.time()), "state": "produced", "total": "9"})
     results = [solve_chunk(make_task(LINES[:6], 0, 0)), solve_chunk(make_task(LINES[6:9], 1, 6))]
     store.put_result(JOB, results[1])
-    store.put_result(JOB, results[0], results[0].encode())
+    store.put_result(JOB, results[0])
     parts = [(0, 0), (1, 0), (2, 0)]
     assert store.fetch_results(JOB, parts)[:2] == results and store.fetch_results(JOB, [(2, 0)]) == [None]
     assert [Part.decode(p).records for p in store.fetch(JOB, parts[:2])] == [r.records for r in results]  # noqa: E501

@@ -13,8 +13,7 @@ from client.store import Checkpoint
 from client.transport import Transport
 from pipeline.contract.keys import current_key, workers_key
 from pipeline.contract.tasks import ChunkTask
-from pipeline.engine.solve import failed_chunk
-from tests.conftest import SAMPLE, chunk_task
+from tests.conftest import SAMPLE, chunk_task, failed_chunk
 
 JOB = "0c" * 16
 TEXTS = SAMPLE.read_text().splitlines()[:3]

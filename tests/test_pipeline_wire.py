@@ -16,11 +16,11 @@ from pipeline.contract.part import Part, VersionMismatch
 from pipeline.contract.tasks import VERSION
 from pipeline.contract.wire import from_bytes, read_column, to_bytes
 from pipeline.engine.render.jsonl import render as render_packed
-from pipeline.engine.solve import failed_chunk, solve_chunk
+from pipeline.engine.solve import solve_chunk
 from solvers.model.columns import Column, ResultColumns
 from solvers.model.result import SolveResult
 from solvers.model.status import STATUS_CODE, STATUS_NAMES, Status
-from tests.conftest import SAMPLE, chunk_task
+from tests.conftest import SAMPLE, chunk_task, failed_chunk
 from tests.jsonl_reference import render_py
 
 LINES = SAMPLE.read_text().splitlines()

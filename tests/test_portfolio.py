@@ -10,9 +10,9 @@ import pytest
 
 from solvers.api import solve_many
 from solvers.exact import EXACT_SOLVERS
-from solvers.exact.base import BUDGET, DONE
 from solvers.exact.propagation import RESTART_UNIT
 from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import BUDGET, DONE
 from solvers.model.cost import grid_cost
 from solvers.model.parse import parse_puzzle
 from solvers.model.verify import is_solution

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from solvers.exact import propagation
-from solvers.exact.base import BUDGET, DONE, EXACT_SOLVERS, LIMIT, STOPPED, TIMEOUT, KernelSolver
+from solvers.exact.base import EXACT_SOLVERS, KernelSolver
 from solvers.exact.propagation import generic_kernel, tables
 from solvers.exact.propagation16 import build_nconf16, build_perm16, kernel16
+from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.model.parse import parse_compact_batch, parse_puzzle
 from solvers.model.puzzle import Box, Puzzle
 from solvers.model.verify import is_solution, verify_batch

@@ -30,8 +30,7 @@ from pipeline.contract.keys import roots_key, workers_key
 from pipeline.contract.part import Part
 from pipeline.contract.runs import expand_runs
 from pipeline.contract.tasks import ChunkTask
-from pipeline.engine.solve import failed_chunk
-from tests.conftest import SAMPLE
+from tests.conftest import SAMPLE, failed_chunk
 
 LINES = SAMPLE.read_text().splitlines()
 JOB = "5e" * 16

@@ -17,8 +17,7 @@ from pydantic import ValidationError
 
 from client.config import ClientSettings, mask_url
 from client.interrupts import interrupting
-from client.serve_args import TOKEN_ENV as TOKEN_ENV  # re-exported: the serve options live in client
-from client.serve_args import add_arguments as add_arguments
+from client.serve_args import TOKEN_ENV
 from web.settings import ServeSettings
 
 SHUTDOWN_GRACE_S = 3  # seconds open requests get to finish once the server is told to stop

@@ -38,7 +38,7 @@ from pipeline.contract.tasks import JOB_ID_PATTERN, SOLVE_TASK_NAME, VERSION, Ch
 from pipeline.engine.solve import worker_name
 from worker.config import settings
 from worker.connection import store_client
-from worker.consumer import reason
+from worker.envelope import reason
 
 log = logging.getLogger(__name__)
 _beat_started = False

@@ -19,13 +19,12 @@ from pipeline.contract.generate import GenerateResult, GenerateTask
 from pipeline.contract.tasks import VERSION, ChunkRef, ChunkTask, version_refusal
 from pipeline.engine.runner import execute, give_up, settled
 from pipeline.escalation.task import HelperTask
-from solvers.model.result import Status
+from solvers.model.status import Status
 from worker.app import app
 from worker.board import RedisBoard, RedisPort, job_keys, outbox_task, store_result
 from worker.config import settings
 from worker.connection import store_client
-from worker.consumer import reason
-from worker.envelope import validation_reasons
+from worker.envelope import reason, validation_reasons
 from worker.heartbeat import CURRENT, chunk_of
 
 log = logging.getLogger(__name__)

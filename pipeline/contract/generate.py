@@ -75,7 +75,7 @@ class GenerateOptions(BaseModel):
 
     def options(self) -> Options:
         """The generator's options (ValueError for combinations it refuses)."""
-        return Options.from_dict(self.model_dump())
+        return Options(**self.model_dump())
 
 
 class GenerateTask(BaseModel):

@@ -52,11 +52,11 @@ def part_name(chunk: int, row: int, dataset: Dataset) -> str:
 _checked: OrderedDict[str, None] = OrderedDict()
 
 
-def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
+def check_storage(task: ChunkTask) -> None:
     """StorageError unless this process can reach the job's storage: at every delivery, the claim names the
     job; once per job, a file can be written in `_temporary/` and the split's input is the one submitted."""
     if task.dataset is not None:
-        url, store = task.dataset.url, storage or storage_for(task.dataset.url)
+        url, store = task.dataset.url, storage_for(task.dataset.url)
         check_claim(store, url, task.job)
         if task.job not in _checked:
             probe = store.join(
@@ -70,7 +70,7 @@ def check_storage(task: ChunkTask, storage: Storage | None = None) -> None:
     if task.split is not None:
         from pipeline.engine.splits import check_input
 
-        check_input(storage or storage_for(task.split.url), task.split)
+        check_input(storage_for(task.split.url), task.split)
     _checked[task.job] = None
     while len(_checked) > CHECKED_JOBS:
         _checked.popitem(last=False)
@@ -146,22 +146,20 @@ def check_roots(task: ChunkTask, roots: DataRoots | None) -> None:
         roots.check(task.dataset.url, "write the dataset")
 
 
-def prepare(
-    port: ChunkPort, task: ChunkTask, storage: Storage | None = None, roots: DataRoots | None = None
-) -> Prepared:
+def prepare(port: ChunkPort, task: ChunkTask, roots: DataRoots | None = None) -> Prepared:
     """Check the task's locations (`check_roots`), then the storage, read a split task's lines (publishing
     its counts at once) and wrap the port so each part is written to the dataset."""
     check_roots(task, roots)
-    check_storage(task, storage)
+    check_storage(task)
     valid, reasons = len(task), []
     if task.split is not None:
         from pipeline.engine.splits import read_split
 
-        read = read_split(task, storage)
+        read = read_split(task)
         port.split_read(task.job, task.chunk, task.split.input, read.lines, read.entries)  # type: ignore[attr-defined]
         task, valid, reasons = read.task, read.valid, read.reasons
     if task.dataset is not None:
-        port = DatasetPort(port, task, storage or storage_for(task.dataset.url))
+        port = DatasetPort(port, task, storage_for(task.dataset.url))
     return Prepared(task, port, valid, reasons)
 
 

@@ -154,16 +154,15 @@ def read_lines(
     box: Box | str | None = None,
     *,
     opening: bool = True,
-    rows: bool = True,
     column: int | None = None,
 ) -> Iterator[Block]:
-    """`read_blocks` of a stream of plain lines (no gzip): `opening` when it starts the input, `rows` False in
-    a split (a grid's row is answered `invalid`: the grid may have started before); `column`: a CSV field."""
+    """`read_blocks` of a split's plain lines (no gzip): `opening` when it starts the input; a grid's row is
+    answered `invalid` (the grid may have started before the split); `column`: a CSV field."""
     columns = None
     if column is not None:
         columns = ColumnStream(stream, column, header=opening)
         stream = columns  # type: ignore[assignment]
-    yield from _answered(_read_stream(stream, LineReader(as_box(box), rows), opening), columns)
+    yield from _answered(_read_stream(stream, LineReader(as_box(box), rows=False), opening), columns)
 
 
 def _answered(blocks: Iterable[Block], columns: ColumnStream | None) -> Iterator[Block]:

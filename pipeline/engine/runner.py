@@ -17,7 +17,7 @@ from pipeline.engine.port import ChunkPort
 from pipeline.engine.solve import empty_part, failed_parts, solve_parts, worker_name
 from pipeline.engine.stop import StopPoller
 from pipeline.engine.storage import StorageError
-from solvers.model.result import Status
+from solvers.model.status import Status
 
 if TYPE_CHECKING:
     from pipeline.contract.generate import GenerateResult, GenerateTask

@@ -38,15 +38,13 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def solve_chunk(
-    task: ChunkTask, stop: np.ndarray | None = None, escalation: Escalation | None = None
-) -> Part:
+def solve_chunk(task: ChunkTask) -> Part:
     """Solve every puzzle of a chunk into one part of all its rows, in the task's format; a failure becomes
     `error` results, never a raise (the tests' and benches' way to run a chunk at once)."""
     if not len(task):  # a task of no puzzle (a hand-made message): an empty answer
         return empty_part(task)
     parts: list[Part] = []
-    solve_parts(task, list(range(len(task))), parts.append, stop, escalation, whole=True)
+    solve_parts(task, list(range(len(task))), parts.append, whole=True)
     return parts[0]
 
 
@@ -304,12 +302,6 @@ def answered_chunk(
     out = build_result(job, chunk, input_name, to_runs(indices), to_runs(lines), texts, results, fmt)
     out.header.stats.worker = "producer"
     return out
-
-
-def failed_chunk(task: ChunkTask, reason: str, status: Status = Status.ERROR) -> Part:
-    """Answer every puzzle of a chunk with `status` (`error`: it could not be solved at all): one part."""
-    (part,) = failed_parts(task, reason, status, list(range(len(task))))
-    return part
 
 
 def failed_parts(

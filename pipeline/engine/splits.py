@@ -90,13 +90,13 @@ def first_line_start(raw: IO[bytes], start: int, end: int) -> int:
     return end
 
 
-def read_split(task: ChunkTask, storage: Storage | None = None) -> SplitRead:
+def read_split(task: ChunkTask) -> SplitRead:
     """Read and check the lines split `task.split` owns; StorageError (one line naming the input) when it
     cannot be read or is not the input submitted (before and after), SplitTooLarge past MAX_SPLIT_ENTRIES."""
     split = task.split
     if split is None:
         raise ValueError("not a split task")
-    store = storage or storage_for(split.url)
+    store = storage_for(split.url)
     check_input(store, split)
     try:
         with store.open_read(split.url) as raw:
@@ -128,7 +128,7 @@ def _read(task: ChunkTask, split: InputRange, raw: IO[bytes]) -> SplitRead:
     good, bad = _Rows(), _Rows()
     reasons: list[str] = []
     k = 0
-    blocks = read_lines(owned, task.box, opening=split.start == 0, rows=False, column=split.column)  # type: ignore[arg-type]
+    blocks = read_lines(owned, task.box, opening=split.start == 0, column=split.column)  # type: ignore[arg-type]
     for block in blocks:
         n = len(block)
         if block.all_valid:

@@ -35,7 +35,8 @@ from pipeline.escalation.task import (
 from solvers.kernel.stop import new_flag, raise_flag
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import PuzzleError
-from solvers.model.result import SolveResult, Status
+from solvers.model.result import SolveResult
+from solvers.model.status import Status
 from solvers.model.verify import is_solution
 from solvers.race.cubes import MAX_CUBE_CELLS, MAX_CUBES, Clause, Cube
 from solvers.race.exchange import Exchange, Raced

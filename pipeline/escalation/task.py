@@ -23,7 +23,8 @@ from pipeline.contract.tasks import (
 from solvers.fields import FIELDS, Field
 from solvers.model.parse import parse_puzzle
 from solvers.model.puzzle import PuzzleError
-from solvers.model.result import SolveResult, Status
+from solvers.model.result import SolveResult
+from solvers.model.status import Status
 from solvers.race.cubes import MAX_CLAUSE_TERMS, MAX_CUBES, Clause, Cube, Cubes, valid_clause, valid_cube
 
 if TYPE_CHECKING:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from solvers.exact.base import DONE, LIMIT, KernelSolver, register
+from solvers.exact.base import KernelSolver, register
 from solvers.kernel import bits
 from solvers.kernel.bits import ALL, ONE, ZERO
 from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import DONE, LIMIT
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
 

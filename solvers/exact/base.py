@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from solvers import registry
-from solvers.kernel.outcome import BUDGET, DONE, LIMIT, OUTCOME_NAMES, STOPPED, TIMEOUT  # noqa: F401 (re-exported)
+from solvers.kernel.outcome import OUTCOME_NAMES
 from solvers.model.puzzle import Box, Puzzle
 from solvers.registry import Kind, KindView
 

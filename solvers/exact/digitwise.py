@@ -17,10 +17,11 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from solvers.exact.base import DONE, LIMIT, KernelSolver, register
+from solvers.exact.base import KernelSolver, register
 from solvers.kernel import bits
 from solvers.kernel.bits import ALL, ONE, ZERO, popcount
 from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import DONE, LIMIT
 from solvers.model.puzzle import Box
 
 

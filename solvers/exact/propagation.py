@@ -20,12 +20,13 @@ import numpy as np
 from numba import njit
 
 from solvers.exact import propagation9, propagation16, propagation_rules
-from solvers.exact.base import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT, KernelSolver, register
+from solvers.exact.base import KernelSolver, register
 from solvers.exact.propagation9 import kernel9
 from solvers.exact.propagation_rules import JIT, luby, propagate
 from solvers.kernel import band, bits
 from solvers.kernel.bits import ALL, ONE, ZERO, copy_items, ctz, popcount, rng_init, rng_next, tie_caches
 from solvers.kernel.clock import monotonic_ns
+from solvers.kernel.outcome import BUDGET, DONE, LIMIT, STOPPED, TIMEOUT
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Box
 

@@ -22,7 +22,6 @@ from solvers.kernel.bits import ONE, ZERO, ctz
 
 _BAND = np.uint64(0x7FF_FFFF)  # 27 bits: a band of three rows
 _ROW = np.uint64(0x1FF)
-_DIGITS = np.uint64(0x1FF)
 # Switches to measure a rule's cost against the guesses it saves (docs/decisions.md); compiled
 # in as constants, so after flipping one run `make clean-cache`.
 TRIADS = True

@@ -71,7 +71,7 @@ def orbits(box: Box, symmetry: str = "none") -> np.ndarray:
 
 @dataclass(frozen=True)
 class Options:
-    """What to generate; JSON-ready (`to_dict`/`from_dict`) for a Celery payload."""
+    """What to generate; JSON-ready (`to_dict`, rebuilt by `Options(**d)`) for a Celery payload."""
 
     unique: bool = False  # dig to a unique puzzle (each removal proven to keep one solution)
     clues: int | None = None  # stop digging at this many givens (None: dig through)
@@ -136,11 +136,6 @@ class Options:
         if d["holes"] is None:
             del d["holes"]
         return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Options:
-        """Rebuild options from `to_dict` output (unknown keys are an error)."""
-        return cls(**d)
 
     def _check_levels(self, box: Box) -> None:
         """ValueError (one line) when no puzzle of this kind on `box` has a level the filter keeps."""

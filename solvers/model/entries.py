@@ -114,8 +114,3 @@ def _entry(line: int, text: str, box: Box | None) -> Entry:
 
 def _partial(start: int, rows: list[str], side: int) -> Entry:
     return Entry(start, "\n".join(rows), error=f"the grid starting here has {len(rows)} of its {side} rows")
-
-
-def read_text(text: str, box: Box | str | None = None) -> list[Entry]:
-    """Read every puzzle of a string holding a whole input."""
-    return list(read_entries(io.StringIO(text), box))

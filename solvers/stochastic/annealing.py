@@ -150,7 +150,7 @@ class AnnealingRun(StochasticRun):
         self.istate[I_STUCK_LIMIT] = max(1, params.stuck_chains)
 
 
-ANNEALING = register(
+register(
     StochasticSolver(
         name="annealing",
         params=AnnealingParams,

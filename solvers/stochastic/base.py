@@ -25,7 +25,8 @@ from solvers.kernel.outcome import BUDGET, EXHAUSTED, SOLVED, Outcome
 from solvers.model.cost import grid_cost
 from solvers.model.geometry import geometry
 from solvers.model.puzzle import Puzzle
-from solvers.model.result import SolveResult, Status
+from solvers.model.result import SolveResult
+from solvers.model.status import Status
 from solvers.model.verify import is_solution
 from solvers.registry import Kind, KindView
 from solvers.stochastic import state

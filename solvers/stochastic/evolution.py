@@ -208,7 +208,7 @@ class EvolutionRun(StochasticRun):
         )
 
 
-EVOLUTION = register(
+register(
     StochasticSolver(
         name="evolution",
         params=EvolutionParams,

@@ -195,7 +195,7 @@ class ProgressiveRun(StochasticRun):
         )
 
 
-PROGRESSIVE = register(
+register(
     StochasticSolver(
         name="progressive",
         params=ProgressiveParams,

@@ -134,13 +134,6 @@ def _pieces(
     return [body] if len(body) else []
 
 
-def render(result: Part, fmt: str) -> bytes:
-    """A part's records (held as columns) in `fmt`: rows each ending in a newline, or an Arrow IPC stream."""
-    if result.columns is None:
-        raise ValueError(f"a part rendered as {result.header.format} cannot be rendered again as {fmt}")
-    return b"".join(rows(result, 0, len(result), fmt))
-
-
 def part_file(
     columns: ResultColumns, input_name: str, index: np.ndarray, line: np.ndarray, fmt: str, compression: str
 ) -> list[bytes]:
