@@ -319,6 +319,14 @@ def blank_sixteen() -> np.ndarray:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("box", [NINE, SIXTEEN], ids=str)
+def test_the_band_kernels_count_array_references_only_on_entry_not_per_node(box: Box) -> None:
+    blocks = band_kernel_blocks(box)
+    inside = [ln.strip() for b in blocks[1:] for ln in b if "@NRT_incref(" in ln]
+    assert inside == []
+
+
+@pytest.mark.slow
 def test_the_16x16_band_kernel_calls_no_helper_but_the_stack_update_the_row_expansion_and_pick_mask() -> None:
     called = {callee(ln) for b in band_kernel_blocks(SIXTEEN) for ln in b if " call " in ln} - {""}
     assert called <= {"_stack_update", "_expand", "pick_mask"}, called

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from solvers.kernel.band import band_columns_out, band_search, band_singles
-from solvers.kernel.bits import ALL, ONE, ZERO, ctz, popcount
+from solvers.kernel.bits import ALL, ONE, ZERO, borrowed, ctz, popcount
 
 _ROW = np.uint64(0xFFFF)
 _NIB = np.uint64(0x1111_1111_1111_1111)  # the low bit of every group of four cells (a box's row)
@@ -299,5 +299,5 @@ def kernel16(perm16, nconf16, givens, ask, stop, out):  # type: ignore[no-untype
     common exact signature."""
     clue = np.empty(18 * 4, dtype=np.uint64)  # the givens' cells: slots 0-3 the blanks, 68-71 values > 16
     shape = (4, 16, 4, 1, 0, DEPTH)  # snapshots of 68 words
-    tabs = (perm16, nconf16, clue)
+    tabs = (borrowed(perm16), borrowed(nconf16), clue)  # the caller owns the tables: no counts per node
     band_search(givens, ask, stop, out, shape, tabs, _load, _fixpoint, _choose, _apply, _row_peers)
