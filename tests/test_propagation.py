@@ -7,14 +7,17 @@ Tests reading the shared corpora skip when those files are missing.
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
-from solvers.exact import propagation
+from solvers.exact import propagation, propagation9
 from solvers.exact.base import EXACT_SOLVERS, KernelSolver
 from solvers.exact.propagation import generic_kernel, tables
 from solvers.exact.propagation16 import build_nconf16, build_perm16, kernel16
@@ -279,6 +282,55 @@ def test_a_16x16_node_budget_below_the_hand_off_is_the_callers() -> None:
     givens = sixteen_by_sixteen_puzzles()
     out = SOLVER.solve_batch(givens, SIXTEEN, limit=2, max_nodes=2)
     assert (out.nodes <= 2).all() and (out.status == BUDGET).any()
+
+
+@functools.cache
+def band_kernel_blocks(box: Box) -> tuple[list[str], ...]:
+    """The basic blocks (lines of LLVM IR) of the band kernel for `box`, compiled afresh: numba keeps no IR
+    for cached code, and a kernel's speed per node depends on what its compile inlined and counted."""
+    kernel = kernel16 if box == SIXTEEN else propagation9.kernel9
+    (BAND16 if box == SIXTEEN else SOLVER).solve_batch(one(ESCARGOT) if box == NINE else blank_sixteen(), box)
+    signature = kernel.signatures[0]
+    fresh = numba.njit(nogil=True)(kernel.py_func)
+    fresh.compile(signature)
+    lines = fresh.inspect_llvm(signature).splitlines()
+    start = next(
+        k for k, ln in enumerate(lines) if ln.startswith("define") and callee(ln) == f"kernel{box.n}"
+    )
+    blocks: list[list[str]] = [[]]
+    for ln in lines[start + 1 : lines.index("}", start)]:
+        if re.match(r"^[\w.]+:", ln):
+            blocks.append([])
+        blocks[-1].append(ln)
+    return tuple(b for b in blocks if b)
+
+
+def callee(line: str) -> str:
+    """The project function a line of LLVM IR defines or calls (the last part of its mangled name), or ''."""
+    found = re.search(r"@_ZN7solvers(\d+\w+)", line)
+    name, rest = "", found.group(1) if found else ""
+    while (part := re.match(r"(\d+)", rest)) is not None:
+        size = int(part.group(1))
+        name, rest = rest[len(part.group(1)) : len(part.group(1)) + size], rest[len(part.group(1)) + size :]
+    return name
+
+
+def blank_sixteen() -> np.ndarray:
+    return blank(pattern_grid(SIXTEEN), 0.5, 0)[None, :]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("box", [NINE, SIXTEEN], ids=str)
+def test_the_band_kernels_count_array_references_only_on_entry_not_per_node(box: Box) -> None:
+    blocks = band_kernel_blocks(box)
+    inside = [ln.strip() for b in blocks[1:] for ln in b if "@NRT_incref(" in ln]
+    assert inside == []
+
+
+@pytest.mark.slow
+def test_the_16x16_band_kernel_calls_no_helper_but_the_stack_update_the_row_expansion_and_pick_mask() -> None:
+    called = {callee(ln) for b in band_kernel_blocks(SIXTEEN) for ln in b if " call " in ln} - {""}
+    assert called <= {"_stack_update", "_expand", "pick_mask"}, called
 
 
 @pytest.mark.parametrize("box", [NINE, Box(2, 3), Box(4, 4)], ids=str)

@@ -133,10 +133,15 @@ def band_search(givens, ask, stop, out, shape, tabs, load, fixpoint, choose, app
     limit, keep, max_nodes, _, _, seed = ask
     nw = nbands * ndigits
     width = nw + nbands + nocc  # a snapshot: the words, the open cells of each band, `occ`
-    f = np.empty(nw, dtype=np.uint64)  # three arrays: views of one were slower
-    u = np.empty(nbands, dtype=np.uint64)
-    occ = np.empty(max(nocc, 1), dtype=np.uint64)
-    pairs = np.empty(nbands, dtype=np.uint64)
+    # separate arrays (views of one were slower), borrowed: the hooks take them without reference counts
+    owners = (
+        np.empty(nw, dtype=np.uint64),
+        np.empty(nbands, dtype=np.uint64),
+        np.empty(max(nocc, 1), dtype=np.uint64),
+        np.empty(nbands, dtype=np.uint64),
+    )
+    f, u = bits.borrowed(owners[0]), bits.borrowed(owners[1])
+    occ, pairs = bits.borrowed(owners[2]), bits.borrowed(owners[3])
     stk = np.empty((levels, width), dtype=np.uint64)
     stk_b = np.empty(levels, dtype=np.int64)
     stk_lb = np.empty(levels, dtype=np.uint64)
@@ -210,3 +215,4 @@ def band_search(givens, ask, stop, out, shape, tabs, load, fixpoint, choose, app
         now = bits.record_puzzle(i, count, status, nodes, guesses, now, out)
         if now < 0:
             break
+    bits.kept(owners)

@@ -1,9 +1,10 @@
 """Bit and random-number primitives shared by the compiled kernels, and their shared scaffolding.
 
-Hardware popcount / trailing-zero count, array copy and fill intrinsics (cheap to compile), the
-per-puzzle xorshift64 stream, the deadline/stop check and the per-puzzle bookkeeping. numba's
-on-disk cache does not notice edits to a module a cached function calls (`tie_caches` closes that gap
-where it is used): after editing this file during development run `make clean-cache`.
+Hardware popcount / trailing-zero count, array copy and fill intrinsics (cheap to compile), borrowed
+arrays (no reference counts in a kernel's loop), the per-puzzle xorshift64 stream, the deadline/stop
+check and the per-puzzle bookkeeping. numba's on-disk cache does not notice edits to a module a cached
+function calls (`tie_caches` closes that gap where it is used): after editing this file during
+development run `make clean-cache`.
 """
 
 from __future__ import annotations
@@ -106,6 +107,32 @@ def fill_items(typingctx, dst, dst_at, value, count):  # type: ignore[no-untyped
         return context.get_dummy_value()
 
     return types.none(dst, dst_at, value, count), codegen
+
+
+@intrinsic
+def borrowed(typingctx, arr):  # type: ignore[no-untyped-def]
+    """`arr` without its owner (null meminfo), for a kernel's working arrays: each array a hook inlined
+    into a loop takes would cost an atomic incref and decref per call. The owner must outlive it (`kept`)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        view = context.make_array(signature.args[0])(context, builder, args[0])
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        return view._getvalue()
+
+    return arr(arr), codegen
+
+
+@intrinsic
+def kept(typingctx, owners):  # type: ignore[no-untyped-def]
+    """Nothing, but a use of `owners`: numba frees an array after its last use, and the `borrowed` views of
+    these are used up to here."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return context.get_dummy_value()
+
+    return types.none(owners), codegen
 
 
 @njit(cache=True, nogil=True)
