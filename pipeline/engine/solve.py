@@ -9,6 +9,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
@@ -61,82 +62,118 @@ def solve_parts(
     the first pass at once, raced puzzles gathered as their races end (`whole`: one part at the end). A
     solver that raises is answered puzzle by puzzle; the garbage collector is paused (no cycles are made)."""
     from solvers.api import solve_many  # the compiled solvers load only where puzzles are solved
-    from solvers.model.parse import Lines
 
     at = np.asarray(rows, dtype=np.int64)
     if not len(at):
         return
-    every = len(at) == len(task)  # increasing and unique: all of them
-    texts: Sequence[str]
-    if every and task.spans is None:  # one puzzle a line: read at once, no str per puzzle
-        texts = Lines(task.puzzles, len(task))
-    else:
-        all_texts = task.texts()
-        texts = all_texts if every else [all_texts[r] for r in at.tolist()]
-    runs = (runs_array(task.index_runs), runs_array(task.line_runs))
-    clock = Clock()
-    done = np.zeros(len(at), dtype=bool)
-    first: list[ResultColumns] = []  # every row's columns as the first pass left them (built once)
-
-    def put(positions: np.ndarray, columns: ResultColumns) -> None:
-        """Publish the answers at `positions` (increasing, of `texts`) as one part."""
-        publish(_part(task, at[positions], columns, clock, runs, arena))
-        done[positions] = True
-
-    def gathered(positions: np.ndarray, merged: list[SolveResult]) -> None:
-        clock.solved()
-        put(positions, ResultColumns.build([texts[i] for i in positions.tolist()], merged))
-
-    gather = Gather(gathered)
-
-    def emit(results: Results, positions: Sequence[int] | np.ndarray) -> None:
-        """The answers at `positions` (of `texts`) are final: the first pass's go out at once, as one part;
-        each raced puzzle's is gathered (`Gather`)."""
-        if first:
-            gather.add(
-                [(i, _merged(results, i, int(at[i]), escalation)) for i in np.asarray(positions).tolist()]
-            )
-            return
-        clock.solved()
-        first.append(ResultColumns.build(texts, results))  # type: ignore[arg-type]
-        final = np.sort(np.asarray(positions, dtype=np.int64))
-        if len(final):
-            put(final, first[0].take(final))
-
+    parts = _ChunkParts(task, at, _chunk_texts(task, at), publish, escalation, arena)
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         try:
-            with gather:
+            with parts.gather:
                 out = solve_many(
-                    texts,
+                    parts.texts,
                     box=task.box,
                     time_limit=task.time_limit,
                     portfolio=task.portfolio,
                     seed=task.seed,
                     stop=stop,
                     racing=None if escalation is None else lambda i: escalation.racing(int(at[i])),
-                    on_final=None if whole else emit,
+                    on_final=None if whole else parts.emit,
                 )
-            if len(out) != len(texts):
-                raise RuntimeError(f"the solver returned {len(out)} results for {len(texts)} puzzles")
+            if len(out) != len(parts.texts):
+                raise RuntimeError(f"the solver returned {len(out)} results for {len(parts.texts)} puzzles")
         except StorageError:  # publishing a part failed, not the solver: the job's storage fails the chunk
             raise
         except Exception as exc:  # noqa: BLE001 - find the puzzle that raised; the rest of the chunk is answered
-            left = np.flatnonzero(~done)
-            log.warning("chunk %s: batch failed, %d puzzles solved alone: %s", task.chunk, len(left), exc)
-            alone = [_solve_alone(texts[i], task, stop) for i in left.tolist()]
-            clock.solved()
-            if len(left):
-                put(left, ResultColumns.build([texts[i] for i in left.tolist()], alone))
+            parts.answer_alone(exc, stop)
             return
         if whole:
-            merged = [_merged(out, i, int(at[i]), escalation) for i in range(len(at))] if escalation else out
-            clock.solved()
-            publish(_part(task, at, ResultColumns.build(texts, merged), clock, runs, arena))  # type: ignore[arg-type]
+            parts.publish_whole(out)
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _chunk_texts(task: ChunkTask, at: np.ndarray) -> Sequence[str]:
+    """The puzzles of chunk rows `at` (increasing and unique), as `solve_many` reads them: all of a chunk of
+    one puzzle a line read at once (no str per puzzle)."""
+    from solvers.model.parse import Lines
+
+    every = len(at) == len(task)  # increasing and unique: all of them
+    if every and task.spans is None:  # one puzzle a line: read at once, no str per puzzle
+        return Lines(task.puzzles, len(task))
+    all_texts = task.texts()
+    return all_texts if every else [all_texts[r] for r in at.tolist()]
+
+
+@dataclass
+class _ChunkParts:
+    """One `solve_parts` run's parts as its answers become final (the first pass's columns, built once; the
+    rows published; raced puzzles gathered), each charged by one clock: the state its callbacks share."""
+
+    task: ChunkTask
+    at: np.ndarray  # the chunk rows solved (increasing)
+    texts: Sequence[str]  # their puzzles
+    publish: Publish
+    escalation: Escalation | None
+    arena: Arena | None
+    runs: tuple[np.ndarray, np.ndarray] = field(init=False)  # the task's index and line runs expanded
+    clock: Clock = field(init=False)
+    done: np.ndarray = field(init=False)  # the positions (of `texts`) published
+    first: list[ResultColumns] = field(init=False)  # every row's columns as the first pass left them
+    gather: Gather = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runs = (runs_array(self.task.index_runs), runs_array(self.task.line_runs))
+        self.clock = Clock()
+        self.done = np.zeros(len(self.at), dtype=bool)
+        self.first = []
+        self.gather = Gather(self.gathered)
+
+    def put(self, positions: np.ndarray, columns: ResultColumns) -> None:
+        """Publish the answers at `positions` (increasing, of `texts`) as one part."""
+        self.publish(_part(self.task, self.at[positions], columns, self.clock, self.runs, self.arena))
+        self.done[positions] = True
+
+    def gathered(self, positions: np.ndarray, merged: list[SolveResult]) -> None:
+        """Publish raced puzzles' answers as one part (`Gather` calls it as their races end)."""
+        self.clock.solved()
+        self.put(positions, ResultColumns.build([self.texts[i] for i in positions.tolist()], merged))
+
+    def emit(self, results: Results, positions: Sequence[int] | np.ndarray) -> None:
+        """The answers at `positions` (of `texts`) are final: the first pass's go out at once, as one part;
+        each raced puzzle's is gathered (`Gather`)."""
+        if self.first:
+            at, escalation = self.at, self.escalation
+            self.gather.add(
+                [(i, _merged(results, i, int(at[i]), escalation)) for i in np.asarray(positions).tolist()]
+            )
+            return
+        self.clock.solved()
+        self.first.append(ResultColumns.build(self.texts, results))  # type: ignore[arg-type]
+        final = np.sort(np.asarray(positions, dtype=np.int64))
+        if len(final):
+            self.put(final, self.first[0].take(final))
+
+    def answer_alone(self, exc: Exception, stop: np.ndarray | None) -> None:
+        """The batch raised `exc`: solve every puzzle not yet published by itself, so the one that raised
+        answers `error` and the rest of the chunk is answered."""
+        left = np.flatnonzero(~self.done)
+        log.warning("chunk %s: batch failed, %d puzzles solved alone: %s", self.task.chunk, len(left), exc)
+        alone = [_solve_alone(self.texts[i], self.task, stop) for i in left.tolist()]
+        self.clock.solved()
+        if len(left):
+            self.put(left, ResultColumns.build([self.texts[i] for i in left.tolist()], alone))
+
+    def publish_whole(self, out: Results) -> None:
+        """Publish every row's answer (helpers' folded in) as the one part of a `whole` run."""
+        at, escalation = self.at, self.escalation
+        merged = [_merged(out, i, int(at[i]), escalation) for i in range(len(at))] if escalation else out
+        self.clock.solved()
+        columns = ResultColumns.build(self.texts, merged)  # type: ignore[arg-type]
+        self.publish(_part(self.task, at, columns, self.clock, self.runs, self.arena))
 
 
 def _merged(results: Sequence[SolveResult], i: int, row: int, escalation: Escalation | None) -> SolveResult:
@@ -220,34 +257,7 @@ def build_part(
 ) -> Part:
     """The part of rows `row`.. (or the row runs `rows`) of a chunk of `chunk_n` puzzles holding `columns`
     (at `index`, from `lines`), with its statistics, rendered in `fmt` (into `arena`'s buffer when free)."""
-    t = columns.tally()
-    problems = []
-    if t.problem_rows:
-        status, errors = columns.status, columns.error
-        problems = [
-            Problem(
-                index=int(index[i]),
-                line=int(lines[i]),
-                status=STATUS_NAMES[int(status[i])],
-                error=errors.to_list(i, i + 1)[0],
-            )
-            for i in t.problem_rows[:MAX_PROBLEMS]
-        ]
-    stats = PartStats(
-        n=len(columns),
-        chunk=chunk,
-        chunk_n=chunk_n,
-        counts=t.counts,
-        wins=t.wins,
-        approx_costs=t.approx_costs,
-        time_bins=t.time_bins,
-        time_max_ms=t.time_max_ms,
-        solve_s=t.solve_s,
-        end=time.time(),
-        worker=worker_name(),
-        problems=problems,
-        problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
-    )
+    stats = _part_stats(chunk, chunk_n, index, lines, columns)
     index_runs, line_runs = to_runs(index), to_runs(lines)
     header = PartHeader(
         job=job,
@@ -268,6 +278,41 @@ def build_part(
     runs = list(zip(accumulate(counts, initial=0), counts, strict=False))  # (first row, count) of each run
     body, header.run_bytes = render_runs(columns, input_name, index, lines, fmt, runs, arena)
     return Part(header, memoryview(body))
+
+
+def _part_stats(
+    chunk: int, chunk_n: int, index: np.ndarray, lines: np.ndarray, columns: ResultColumns
+) -> PartStats:
+    """The statistics of a part holding `columns` (at `index`, from `lines`), with its first MAX_PROBLEMS
+    `error` or `invalid` rows named by index and line (the rest counted): what the summary adds up."""
+    t = columns.tally()
+    problems = []
+    if t.problem_rows:
+        status, errors = columns.status, columns.error
+        problems = [
+            Problem(
+                index=int(index[i]),
+                line=int(lines[i]),
+                status=STATUS_NAMES[int(status[i])],
+                error=errors.to_list(i, i + 1)[0],
+            )
+            for i in t.problem_rows[:MAX_PROBLEMS]
+        ]
+    return PartStats(
+        n=len(columns),
+        chunk=chunk,
+        chunk_n=chunk_n,
+        counts=t.counts,
+        wins=t.wins,
+        approx_costs=t.approx_costs,
+        time_bins=t.time_bins,
+        time_max_ms=t.time_max_ms,
+        solve_s=t.solve_s,
+        end=time.time(),
+        worker=worker_name(),
+        problems=problems,
+        problems_dropped=max(0, len(t.problem_rows) - MAX_PROBLEMS),
+    )
 
 
 def build_result(
