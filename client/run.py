@@ -60,30 +60,8 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         return _merge_dataset(args)
     url = broker_url(args, settings, required=args.command != "solve")
     resume = getattr(args, "resume", None)
-    if resume is not None:
-        check_job_id(resume)
-    if args.command != "collect":
-        if not args.inputs and not resume:
-            raise UsageError(f"{args.command} needs at least one INPUT")
-        sources = input_sources(args.inputs)
-        check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S, zero="no limit")
-        check_seconds("--escalate-after", args.escalate_after, MAX_ESCALATE_AFTER_S, zero="never")
-    else:
-        check_job_id(args.job)
-        check_seconds("--timeout", args.timeout, MAX_WAIT_S)
-    dataset = is_dataset(getattr(args, "output", None))
-    _check_dataset_options(args, dataset)
-    if args.command != "submit" and not (
-        args.command == "collect" and args.format is None and named_format(args.output) is None
-    ):  # collect: the job's own
-        try:
-            args.format = format_of(args.output, args.format)  # -o out.csv: CSV
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        if args.format == "parquet":
-            check_parquet(args.output, dataset)
-    if not dataset:
-        _check_file(getattr(args, "output", None))
+    sources = _check_inputs(args, resume)
+    dataset = _check_output(args)
     workers = getattr(args, "workers", None)
     check_processes("--workers", workers)
     client = BatchClient(url, workers=workers, settings=settings, daemon=True)
@@ -92,36 +70,7 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if args.command == "collect":
             job = client.job(args.job)
             return _collect(job, args, purge=False, idle_timeout=args.timeout)
-        try:
-            if resume:  # the job's own limit, unless one is given (to be checked against it)
-                job = client.resume(
-                    resume,
-                    [src for _, src in sources] or None,
-                    time_limit=args.time_limit or None,
-                    portfolio=args.portfolio,
-                    box=args.box,
-                    bounded=False,
-                    column=args.column,
-                    priority=args.priority,
-                )
-            else:
-                limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
-                job = client.submit_inputs(
-                    sources,
-                    time_limit=limit,
-                    portfolio=args.portfolio,
-                    box=args.box,
-                    bounded=args.command == "solve",
-                    escalate_after=args.escalate_after,
-                    format=args.format or "jsonl",
-                    dataset=args.output if dataset else None,
-                    compression=args.compression or "none",
-                    splits=False if args.no_splits else None,
-                    column=args.column,
-                    priority=args.priority or DEFAULT_PRIORITY,
-                )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        job = _start_job(client, args, sources, resume, dataset)
         if job.note:  # this machine reads inputs the workers may not: said even with -q (how to change it)
             print(job.note, file=sys.stderr, flush=True)
         if args.command == "submit":
@@ -144,6 +93,80 @@ def run_command(args: argparse.Namespace, settings: ClientSettings) -> int:
         if job is not None and job.producing:  # the collection failed: its producer must not run on
             job.stop_reading(wait=STOP_WAIT_S)  # not `cancel`: the job failed, no user cancelled it
         client.close()
+
+
+def _check_inputs(args: argparse.Namespace, resume: str | None) -> list[tuple[str, str]]:
+    """The inputs of solve or submit (none for collect), every number bounded: UsageError before any work."""
+    if resume is not None:
+        check_job_id(resume)
+    if args.command == "collect":
+        check_job_id(args.job)
+        check_seconds("--timeout", args.timeout, MAX_WAIT_S)
+        return []
+    if not args.inputs and not resume:
+        raise UsageError(f"{args.command} needs at least one INPUT")
+    sources = input_sources(args.inputs)
+    check_seconds("--time-limit", args.time_limit, MAX_TIME_LIMIT_S, zero="no limit")
+    check_seconds("--escalate-after", args.escalate_after, MAX_ESCALATE_AFTER_S, zero="never")
+    return sources
+
+
+def _check_output(args: argparse.Namespace) -> bool:
+    """Whether `-o` names a dataset; sets the records' format from `-o`'s extension; UsageError, before any
+    work, for an output that cannot be written in it."""
+    dataset = is_dataset(getattr(args, "output", None))
+    _check_dataset_options(args, dataset)
+    if args.command != "submit" and not (
+        args.command == "collect" and args.format is None and named_format(args.output) is None
+    ):  # collect: the job's own
+        try:
+            args.format = format_of(args.output, args.format)  # -o out.csv: CSV
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.format == "parquet":
+            check_parquet(args.output, dataset)
+    if not dataset:
+        _check_file(getattr(args, "output", None))
+    return dataset
+
+
+def _start_job(
+    client: BatchClient,
+    args: argparse.Namespace,
+    sources: list[tuple[str, str]],
+    resume: str | None,
+    dataset: bool,
+) -> Job:
+    """Submit the inputs as a new job, or resume `resume` from its checkpoint; a bad value is a UsageError."""
+    try:
+        if resume:  # the job's own limit, unless one is given (to be checked against it)
+            return client.resume(
+                resume,
+                [src for _, src in sources] or None,
+                time_limit=args.time_limit or None,
+                portfolio=args.portfolio,
+                box=args.box,
+                bounded=False,
+                column=args.column,
+                priority=args.priority,
+            )
+        limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit or None
+        return client.submit_inputs(
+            sources,
+            time_limit=limit,
+            portfolio=args.portfolio,
+            box=args.box,
+            bounded=args.command == "solve",
+            escalate_after=args.escalate_after,
+            format=args.format or "jsonl",
+            dataset=args.output if dataset else None,
+            compression=args.compression or "none",
+            splits=False if args.no_splits else None,
+            column=args.column,
+            priority=args.priority or DEFAULT_PRIORITY,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _check_dataset_options(args: argparse.Namespace, dataset: bool) -> None:
