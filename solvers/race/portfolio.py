@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -277,39 +278,56 @@ def race(
     if not members:
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
-    active = [m for m in members if m.weight > 0 or m is first_exact]
-    outcome: Outcome | None = None
-    current: Member | None = None
+    heat = _Heat(members, [m for m in members if m.weight > 0 or m is first_exact], deadline, stop, trace)
     if first_exact is not None and fast_nodes_done:
         first_exact.skip_complete(fast_nodes_done)
     elif first_exact is not None:  # the fast path: a small node budget before any racing
-        current = first_exact
-        outcome = current.step(deadline, stop)
-        if trace is not None:
-            trace.append((current.name, outcome, monotonic_ns()))
-        if outcome == IDLE:
-            active.remove(current)
-    if first_exact is not None and first_exact.weight <= 0 and first_exact in active:
-        active.remove(first_exact)  # it ran the fast path only: no share of the race at this size
-    if active == [first_exact] and first_exact.complete_share >= 1.0:  # nothing to share the time with
+        heat.step(first_exact)
+    if first_exact is not None and first_exact.weight <= 0 and first_exact in heat.active:
+        heat.active.remove(first_exact)  # it ran the fast path only: no share of the race at this size
+    if heat.active == [first_exact] and first_exact.complete_share >= 1.0:  # nothing to share the time with
         first_exact.alone = True
-    endgame_at = _endgame_at(spec, members, deadline, limit, has_exact and variant == 0)
-    while active and outcome not in (FOUND, NO_SOLUTION, OUT_OF_TIME):
-        now = monotonic_ns()
-        if stop[0] != 0 or (deadline and now >= deadline):
-            outcome = OUT_OF_TIME
-            break
-        if endgame_at and now >= endgame_at:  # the rest of the limit improves the approximate grid
-            endgame_at = 0
-            active = [m for m in active if isinstance(m, StochasticMember)] or active
-        current = min(active, key=lambda m: ((m.vtime + 1.0) / m.weight, members.index(m)))
-        outcome = current.step(deadline, stop)
-        if trace is not None:
-            trace.append((current.name, outcome, monotonic_ns()))
-        if outcome == IDLE:
-            active.remove(current)
+    heat.run(_endgame_at(spec, members, deadline, limit, has_exact and variant == 0))
     elapsed = spent + time.perf_counter() - t_start
-    return _result(puzzle, text, members, current, outcome, elapsed, stop[0] != 0)
+    return _result(puzzle, text, members, heat.current, heat.outcome, elapsed, stop[0] != 0)
+
+
+@dataclass
+class _Heat:
+    """One race in progress: its members, those still racing, the member stepped last and how its slice
+    ended (what `race` answers from), each slice traced when asked."""
+
+    members: list[Member]
+    active: list[Member]  # the members still racing (an idle one leaves)
+    deadline: int  # monotonic ns (0: none)
+    stop: np.ndarray
+    trace: list[tuple[str, Outcome, int]] | None
+    current: Member | None = None
+    outcome: Outcome | None = None
+
+    def step(self, member: Member) -> None:
+        """Run `member`'s next slice (traced); a member with nothing left to do leaves the race."""
+        self.current = member
+        self.outcome = member.step(self.deadline, self.stop)
+        if self.trace is not None:
+            self.trace.append((member.name, self.outcome, monotonic_ns()))
+        if self.outcome == IDLE:
+            self.active.remove(member)
+
+    def run(self, endgame_at: int) -> None:
+        """Step the member whose next slice would end soonest in work per weight (weighted fair queueing)
+        until a solution, a proof of none, the deadline or the `stop` flag; from `endgame_at` (0: never)
+        only the stochastic members race."""
+        while self.active and self.outcome not in (FOUND, NO_SOLUTION, OUT_OF_TIME):
+            now = monotonic_ns()
+            if self.stop[0] != 0 or (self.deadline and now >= self.deadline):
+                self.outcome = OUT_OF_TIME
+                break
+            if endgame_at and now >= endgame_at:  # the rest of the limit improves the approximate grid
+                endgame_at = 0
+                self.active = [m for m in self.active if isinstance(m, StochasticMember)] or self.active
+            members = self.members
+            self.step(min(self.active, key=lambda m: ((m.vtime + 1.0) / m.weight, members.index(m))))
 
 
 def _endgame_at(
