@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from client.store import Decode, JobStore, decode_solve, submitted_words
@@ -39,65 +41,108 @@ def stream_chunks(
     part it holds), its producer died, a result expired, or nothing arrived for `idle_timeout` s. `sweep` gets
     the seconds since the last arrival (`Resender.sweep`); `written`: parts an earlier collection wrote
     (skipped, their `rows_written` counted)."""
-    seen: set[Any] = set(written or ())
-    rows = rows_written  # puzzles answered by the parts seen (a generate run: chunks seen)
-    cursor = 0
-    last_progress = time.monotonic()
-    meta_due = 0.0  # when the job's metadata is read next (at once after parts arrived)
-    last_look = False  # a cancelled job's arrivals read once more after its cancel was seen
+    state = _Collection(store, job, set(written or ()), rows_written)
     while True:
-        ids, cursor = store.arrivals(job, cursor)
-        fresh = [c for c in dict.fromkeys(ids) if c not in seen]
+        ids, state.cursor = store.arrivals(job, state.cursor)
+        fresh = [c for c in dict.fromkeys(ids) if c not in state.seen]
         if fresh:
-            meta_due = 0.0
-            for at in range(0, len(fresh), FETCH_CHUNKS):  # a few parts at a time: bounded memory
-                part = fresh[at : at + FETCH_CHUNKS]
-                for name, result in zip(part, _fetched(store, job, part, decode), strict=True):
-                    if result is None:
-                        what = f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else name
-                        raise JobFailed(f"the result of chunk {what} expired before it was collected")
-                    seen.add(name)
-                    rows += len(result) if isinstance(name, tuple) else 1
-                    yield result
-                if result_ttl >= 0:
-                    store.mark_collected(job, part, result_ttl)  # after the caller has written them
-            last_progress = time.monotonic()
+            yield from state.take(fresh, decode, result_ttl)
             continue
-        if time.monotonic() >= meta_due:  # parts arrived, or META_S passed: the job may have completed
-            meta_due = time.monotonic() + META_S
-            meta = store.meta(job)
-            if not meta or "created" not in meta:
-                raise JobFailed(f"no job {job} (never created, purged, or expired)")
-            state = meta.get("state")
-            if state == "failed":
-                if meta.get("cancelled") and not last_look:  # a part published just before it: read it
-                    last_look = True
-                    continue
-                raise JobFailed(meta.get("error") or "the job failed")
-            want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
-            if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
-                total = store.split_total(job)  # known once the workers counted every split
-                if total is None:
-                    want = rows + 1  # not yet
-                else:
-                    store.update(job, {"total": str(total), "submitted": str(total)})
-                    want = total
-            if state == "produced" and rows >= want:
+        if time.monotonic() >= state.meta_due:  # parts arrived, or META_S passed: the job may have completed
+            said = state.read_meta(stale_after, idle_timeout, producer_alive)
+            if said is _Said.COMPLETE:
                 return
-            local = producer_alive is not None and producer_alive()
-            if state == "producing" and not local:  # not complete until the producer says so
-                beat = float(meta.get("producer_beat") or meta["created"])
-                if time.time() - beat > stale_after:
-                    done = submitted_words(meta)
-                    raise JobFailed(f"the producer stopped after submitting {done}, not the whole input")
-            if idle_timeout is not None and time.monotonic() - last_progress > idle_timeout:
-                raise JobFailed(f"no result arrived for {idle_timeout:g} s")
+            if said is _Said.LOOK_AGAIN:
+                continue
         if on_wait is not None:
             on_wait()
         if sweep is not None:
-            sweep(time.monotonic() - last_progress)
+            sweep(time.monotonic() - state.last_progress)
         if store.wait_arrival(job, max(poll, META_S) if poll > 0 else 0):  # an arrival, or a change of state
-            meta_due = 0.0
+            state.meta_due = 0.0
+
+
+class _Said(Enum):
+    """What the job's metadata told a collection: it is complete, read its arrivals once more (a cancelled
+    job: a part published just before the cancel), or wait for more."""
+
+    COMPLETE = "complete"
+    LOOK_AGAIN = "look again"
+    WAIT = "wait"
+
+
+@dataclass
+class _Collection:
+    """One `stream_chunks` run: the parts seen and the rows they answer, where it is in the arrival list,
+    and when it last progressed and reads the metadata next (the state its steps share)."""
+
+    store: JobStore
+    job: str
+    seen: set[Any]
+    rows: int  # puzzles answered by the parts seen (a generate run: chunks seen)
+    cursor: int = 0
+    last_progress: float = field(default_factory=time.monotonic)
+    meta_due: float = 0.0  # when the job's metadata is read next (at once after parts arrived)
+    last_look: bool = False  # a cancelled job's arrivals read once more after its cancel was seen
+
+    def take(self, fresh: list[Any], decode: Decode, result_ttl: int) -> Iterator[Any]:
+        """Yield the results of `fresh` (arrived, not seen), a few at a time (bounded memory), each marked
+        collected once the caller has written it (`result_ttl` < 0: the caller acks them); JobFailed for one
+        that expired."""
+        store, job = self.store, self.job
+        self.meta_due = 0.0
+        for at in range(0, len(fresh), FETCH_CHUNKS):  # a few parts at a time: bounded memory
+            part = fresh[at : at + FETCH_CHUNKS]
+            for name, result in zip(part, _fetched(store, job, part, decode), strict=True):
+                if result is None:
+                    what = f"{name[0]} (rows from {name[1]})" if isinstance(name, tuple) else name
+                    raise JobFailed(f"the result of chunk {what} expired before it was collected")
+                self.seen.add(name)
+                self.rows += len(result) if isinstance(name, tuple) else 1
+                yield result
+            if result_ttl >= 0:
+                store.mark_collected(job, part, result_ttl)  # after the caller has written them
+        self.last_progress = time.monotonic()
+
+    def read_meta(
+        self, stale_after: float, idle_timeout: float | None, producer_alive: Callable[[], bool] | None
+    ) -> _Said:
+        """What the job's metadata says (read again after META_S); JobFailed when the job failed, is gone, its
+        producer stopped beating, or nothing arrived for `idle_timeout` s."""
+        self.meta_due = time.monotonic() + META_S
+        meta = self.store.meta(self.job)
+        if not meta or "created" not in meta:
+            raise JobFailed(f"no job {self.job} (never created, purged, or expired)")
+        state = meta.get("state")
+        if state == "failed":
+            if meta.get("cancelled") and not self.last_look:  # a part published just before it: read it
+                self.last_look = True
+                return _Said.LOOK_AGAIN
+            raise JobFailed(meta.get("error") or "the job failed")
+        want = self.wanted(meta, state)
+        if state == "produced" and self.rows >= want:
+            return _Said.COMPLETE
+        local = producer_alive is not None and producer_alive()
+        if state == "producing" and not local:  # not complete until the producer says so
+            beat = float(meta.get("producer_beat") or meta["created"])
+            if time.time() - beat > stale_after:
+                done = submitted_words(meta)
+                raise JobFailed(f"the producer stopped after submitting {done}, not the whole input")
+        if idle_timeout is not None and time.monotonic() - self.last_progress > idle_timeout:
+            raise JobFailed(f"no result arrived for {idle_timeout:g} s")
+        return _Said.WAIT
+
+    def wanted(self, meta: dict[str, str], state: str | None) -> int:
+        """The rows (a generate job: chunks) the job answers in all; a job read in splits has its total once
+        produced and the workers counted every split (stored then), one more than seen until then."""
+        want = int(meta.get("chunks_total" if meta.get("kind") == "generate" else "total", 0))
+        if state == "produced" and meta.get("splits") and "total" not in meta:  # read in splits
+            total = self.store.split_total(self.job)  # known once the workers counted every split
+            if total is None:
+                return self.rows + 1  # not yet
+            self.store.update(self.job, {"total": str(total), "submitted": str(total)})
+            want = total
+        return want
 
 
 def _fetched(store: JobStore, job: str, names: list[Any], decode: Decode) -> list[Any]:
