@@ -84,6 +84,53 @@ class Collected:
             yield part
 
 
+@dataclass
+class _Writing:
+    """One `Job.write` in progress: the rows of each part still to write, the parts written whole since the
+    last acknowledgement and when that was (what the next one drops from the store, and when it is due)."""
+
+    job: str
+    target: Destination
+    store: JobStore
+    settings: ClientSettings
+    written: Written
+    ordered: bool
+    acked: bool  # parts leave the store once durable in the target
+    left: dict[tuple[int, int], int] = field(default_factory=dict)  # rows of a part still to write
+    pending: list[tuple[int, int]] = field(default_factory=list)  # parts written whole since the last ack
+    moved: int = 0  # bytes of parts written
+    since: tuple[float, int] = field(default_factory=lambda: (time.monotonic(), 0))  # last ack: when, moved
+
+    def add(self, result: Part, start: int, stop: int, summary: Summary) -> None:
+        """Write rows `start`..`stop` of a part into the target, the part's statistics into `summary` once (in
+        order, a part may come in slices), and acknowledge what is due."""
+        self.target.write(result, start, stop)
+        self.written.rows += stop - start
+        part = result.part
+        left = self.left
+        if part not in left:
+            left[part] = len(result)
+            self.moved += len(result.body) if result.body is not None else 0
+            summary.add(result.header.stats, result.header.input)
+        left[part] -= stop - start
+        if not left[part]:
+            del left[part]
+            self.pending.append(part)
+        self.ack()
+
+    def ack(self, force: bool = False) -> None:
+        """Make the target durable, then drop the parts in it from the store and record the checkpoint."""
+        settings, since = self.settings, self.since
+        due = time.monotonic() - since[0] >= settings.ack_s or self.moved - since[1] >= settings.ack_mb * 1e6
+        if not self.acked or not (force or due):
+            return
+        point = self.target.durable()
+        point.update(rows=self.written.rows, ordered=self.ordered)
+        self.store.ack(self.job, self.pending, point)
+        self.pending.clear()
+        self.since = (time.monotonic(), self.moved)
+
+
 class Job:
     """A submitted job: its id, its status, and its results as they arrive (a generate job: `generated`)."""
 
@@ -280,23 +327,8 @@ class Job:
         to date. `acked`: parts leave the store once durable in the target (every `ack_s` or `ack_mb`, at the
         end, at an interrupt: `JobStore.ack`). `on_write`: after a slice; the rest: as `chunks`."""
         written = written if written is not None else Written()
-        settings, store = self.client.settings, self.client.store
-        left: dict[tuple[int, int], int] = {}  # rows of a part still to write (ordered: it comes in slices)
-        pending: list[tuple[int, int]] = []  # parts written whole since the last acknowledgement
-        moved, since = 0, (time.monotonic(), 0)  # bytes of parts written; the last ack: when, after how many
-
-        def ack(force: bool = False) -> None:
-            """Make the target durable, then drop the parts in it from the store and record the checkpoint."""
-            nonlocal since
-            due = time.monotonic() - since[0] >= settings.ack_s or moved - since[1] >= settings.ack_mb * 1e6
-            if not acked or not (force or due):
-                return
-            point = target.durable()
-            point.update(rows=written.rows, ordered=ordered)
-            store.ack(self.id, pending, point)
-            pending.clear()
-            since = (time.monotonic(), moved)
-
+        store = self.client.store
+        writing = _Writing(self.id, target, store, self.client.settings, written, ordered, acked)
         done = (written.parts, written.rows) if written.parts is not None else None
         chunks = self.chunks(
             ordered, idle_timeout=idle_timeout, on_wait=on_wait, keep=keep, acked=acked, written=done
@@ -304,18 +336,7 @@ class Job:
         try:
             for result, start, stop in chunks:
                 with held():  # an interrupt waits for the slice's records to be written whole
-                    target.write(result, start, stop)
-                    written.rows += stop - start
-                    part = result.part
-                    if part not in left:  # a part's statistics, once (in order, a part may come in slices)
-                        left[part] = len(result)
-                        moved += len(result.body) if result.body is not None else 0
-                        summary.add(result.header.stats, result.header.input)
-                    left[part] -= stop - start
-                    if not left[part]:
-                        del left[part]
-                        pending.append(part)
-                    ack()
+                    writing.add(result, start, stop, summary)
                 if on_write is not None:
                     on_write()
             self.wait_submitted()
@@ -324,10 +345,10 @@ class Job:
                 raise JobFailed(f"{expected - written.rows} of {expected} results are missing")
             written.complete = True
             with held():
-                ack(force=True)
+                writing.ack(force=True)
         except KeyboardInterrupt:
             try:
-                ack(force=True)
+                writing.ack(force=True)
             except Exception as exc:  # noqa: BLE001 - the broker may be what was interrupted: the output is kept
                 log.debug("job %s: the parts written were not acknowledged: %s", self.id, exc)
             raise
