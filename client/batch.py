@@ -149,21 +149,8 @@ class BatchClient:
         url, split_urls, note = dataset_plan(inputs, dataset, format, compression, splits, box, fleet)
         as_box(box)  # a bad box shape is the caller's error, raised here
         check_priority(priority)
-        if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
-            raise ValueError(
-                f"time_limit {time_limit:g}: must be 0 (no limit) or above, at most {MAX_TIME_LIMIT_S:g} s"
-            )
+        self._check_solving(time_limit, seed, escalate_after, portfolio)
         time_limit = time_limit or None  # 0: no limit
-        if seed is not None and not 0 <= seed <= MAX_SEED:
-            raise ValueError(f"seed {seed}: must be between 0 and {MAX_SEED}")
-        if not 0 <= escalate_after <= MAX_ESCALATE_AFTER_S:  # false for nan too
-            raise ValueError(
-                f"escalate_after {escalate_after:g}: must be 0 (never) to {MAX_ESCALATE_AFTER_S:g} s"
-            )
-        if self.embedded:  # the local solvers are right here: a portfolio they do not know is refused now
-            from solvers.api import solve_many
-
-            solve_many([], portfolio=portfolio)
         prints = [fingerprint(src) for _, src in inputs] if not self.embedded else []
         names = [n for n, _ in inputs]
         check_columns(inputs, column)
@@ -183,11 +170,36 @@ class BatchClient:
             column,
             priority,
         )
-        inputs = opened(inputs)
+        return self._start(spec, opened(inputs), bounded, note)
+
+    def _check_solving(
+        self, time_limit: float | None, seed: int | None, escalate_after: float, portfolio: str | None
+    ) -> None:
+        """ValueError (one line) for a time limit, seed or escalation delay out of bounds, or (embedded: the
+        local solvers are right here) a portfolio they do not know: refused before the job exists."""
+        if time_limit is not None and not 0 <= time_limit <= MAX_TIME_LIMIT_S:  # false for nan too
+            raise ValueError(
+                f"time_limit {time_limit:g}: must be 0 (no limit) or above, at most {MAX_TIME_LIMIT_S:g} s"
+            )
+        if seed is not None and not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"seed {seed}: must be between 0 and {MAX_SEED}")
+        if not 0 <= escalate_after <= MAX_ESCALATE_AFTER_S:  # false for nan too
+            raise ValueError(
+                f"escalate_after {escalate_after:g}: must be 0 (never) to {MAX_ESCALATE_AFTER_S:g} s"
+            )
+        if self.embedded:  # the local solvers are right here: a portfolio they do not know is refused now
+            from solvers.api import solve_many
+
+            solve_many([], portfolio=portfolio)
+
+    def _start(self, spec: JobSpec, inputs: list[tuple[str, Source]], bounded: bool, note: str | None) -> Job:
+        """Create the job in the store, claim its dataset, start the local processes it needs, and hand back
+        the Job with its producer reading `inputs` (opened): the store holds the job before anything runs."""
         self.store.create(spec.job, spec.meta())
-        if url is not None:
-            self._claim(url, spec.job)
-        if self.embedded and not small_inputs(inputs, escalate=bool(escalate_after) and self.workers > 1):
+        if spec.dataset is not None:
+            self._claim(spec.dataset, spec.job)
+        escalate = bool(spec.escalate_after) and self.workers > 1  # idle processes could take a slow puzzle
+        if self.embedded and not small_inputs(inputs, escalate=escalate):
             self.pool.start()  # here, before the producer thread exists: the pool is forked
         elif self.embedded:
             warm_solvers()  # what the pool's processes load: a later job or command compiles no more
