@@ -28,6 +28,7 @@ from pipeline.contract.tasks import MAX_SEED
 
 if TYPE_CHECKING:
     from client.args import Option
+    from client.job import Job
     from client.target import Target
     from pipeline.contract.generate import GenerateResult
     from solvers.generate.generator import Options
@@ -130,36 +131,11 @@ class Request:
 
 def build_request(args: argparse.Namespace) -> Request:
     """Check the command line (UsageError, exit 2, for anything the user must fix) and plan the chunks."""
-    from pipeline.contract.generate import MAX_ATTEMPTS, max_chunk_size
+    from pipeline.contract.generate import max_chunk_size
     from solvers.generate.generator import Options, default_chunk_size, plan_chunks, random_seed
     from solvers.model.puzzle import Box
 
-    if args.full and (args.unique or args.clues is not None or args.holes is not None or args.min_clues):
-        raise UsageError("--full writes full grids: it excludes --unique, --clues, --holes and --min-clues")
-    if args.clues is not None and args.min_clues:
-        raise UsageError("--clues and --min-clues exclude each other: ask for a count or for minimal puzzles")
-    if args.holes is not None and (args.clues is not None or args.min_clues):
-        raise UsageError("--holes excludes --clues and --min-clues: ask for one target")
-    if args.holes is not None and not 0.0 <= args.holes <= 1.0:
-        raise UsageError(f"--holes must be a fraction from 0 to 1, not {args.holes}")
-    if args.count < 1:
-        raise UsageError("--count must be at least 1")
-    if args.count > MAX_COUNT:
-        raise UsageError(f"--count {args.count}: at most {MAX_COUNT:,} puzzles a run")
-    if args.attempts is not None and args.attempts > MAX_ATTEMPTS:
-        raise UsageError(f"--attempts {args.attempts}: at most {MAX_ATTEMPTS:,}")
-    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
-        raise UsageError(f"--seed must be between 0 and {MAX_SEED}")
-    for flag in ("--workers", "--chunk-size", "--attempts"):
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be at least 1")
-    check_processes("--workers", args.workers)
-    paths = [p for p in (args.output, args.solutions, args.meta) if p not in (None, "-")]
-    if len({os.path.abspath(p) for p in paths}) < len(paths):
-        raise UsageError("-o, --solutions and --meta must be different files")
-    if args.solutions == "-" or args.meta == "-":
-        raise UsageError("only the puzzles (-o) can go to stdout")
+    _check_flags(args)
     try:
         box = Box.parse(args.box)
         # unique unless --full; a target named without --unique (--clues K, --holes F) keeps the meaning it
@@ -191,6 +167,39 @@ def build_request(args: argparse.Namespace) -> Request:
     return Request(
         box, args.count, seed, args.seed is not None, options, size, plan_chunks(args.count, seed, size)
     )
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """UsageError (exit 2) for flags that exclude each other, a number out of bounds, or output files that
+    collide: what the user must fix before anything is planned."""
+    from pipeline.contract.generate import MAX_ATTEMPTS
+
+    if args.full and (args.unique or args.clues is not None or args.holes is not None or args.min_clues):
+        raise UsageError("--full writes full grids: it excludes --unique, --clues, --holes and --min-clues")
+    if args.clues is not None and args.min_clues:
+        raise UsageError("--clues and --min-clues exclude each other: ask for a count or for minimal puzzles")
+    if args.holes is not None and (args.clues is not None or args.min_clues):
+        raise UsageError("--holes excludes --clues and --min-clues: ask for one target")
+    if args.holes is not None and not 0.0 <= args.holes <= 1.0:
+        raise UsageError(f"--holes must be a fraction from 0 to 1, not {args.holes}")
+    if args.count < 1:
+        raise UsageError("--count must be at least 1")
+    if args.count > MAX_COUNT:
+        raise UsageError(f"--count {args.count}: at most {MAX_COUNT:,} puzzles a run")
+    if args.attempts is not None and args.attempts > MAX_ATTEMPTS:
+        raise UsageError(f"--attempts {args.attempts}: at most {MAX_ATTEMPTS:,}")
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and {MAX_SEED}")
+    for flag in ("--workers", "--chunk-size", "--attempts"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1")
+    check_processes("--workers", args.workers)
+    paths = [p for p in (args.output, args.solutions, args.meta) if p not in (None, "-")]
+    if len({os.path.abspath(p) for p in paths}) < len(paths):
+        raise UsageError("-o, --solutions and --meta must be different files")
+    if args.solutions == "-" or args.meta == "-":
+        raise UsageError("only the puzzles (-o) can go to stdout")
 
 
 @dataclass
@@ -299,16 +308,7 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
 
     req = build_request(args)
     url = broker_url(args, settings, required=False)
-    if url is not None and args.workers is not None:
-        raise UsageError("--workers sets local processes; with a broker the workers' own concurrency applies")
-    if url is None:
-        from client.pool import default_workers, max_workers
-
-        workers = min(args.workers or min(default_workers(), max_workers()), len(req.plan))
-        where = f"with {plural(workers, 'local process', 'local processes')}"
-    else:
-        workers = 1
-        where = f"through {mask_url(url)}"
+    workers, where = _place(args, url, len(req.plan))
     client = BatchClient(url, workers=workers, settings=settings, daemon=True)  # a broker: checked here
     if not req.seed_given:
         print(f"seed {req.seed} (pass --seed {req.seed} to replay this run)", file=sys.stderr, flush=True)
@@ -343,24 +343,49 @@ def run_generate(args: argparse.Namespace, settings: ClientSettings) -> int:
     finally:
         progress.close()
         if job is not None:
-            if job.producing:
-                job.cancel(wait=2.0)
-            try:  # cut short: workers still making chunks stop
-                job.purge(stop=not complete)
-            except Exception as exc:  # noqa: BLE001 - the results expire on their own (job TTL)
-                log.warning("job %s: not purged, its results expire with the job: %s", job.id, exc)
+            _end_job(job, complete)
         client.close()
     if not args.quiet:
         print(summary(req, tally, where, time.monotonic() - started), file=sys.stderr)
     if tally.produced < req.count:  # the difficulty filter met too few candidates: never a quiet success
-        o = req.options
-        levels = ",".join(sorted(o.difficulty or ()))
-        say_error(
-            f"generated {count(tally.produced)} of {plural(req.count, 'puzzle')}: too few candidates of "
-            f"level {levels} within {plural(o.attempts, 'attempt')} per puzzle (raise --attempts, add levels)"
-        )
+        _say_shortfall(req, tally)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _place(args: argparse.Namespace, url: str | None, chunks: int) -> tuple[int, str]:
+    """The local processes a run of `chunks` chunks starts (1 with a broker) and where it runs, for the
+    summary; UsageError for --workers with a broker (the workers' own concurrency applies)."""
+    if url is not None and args.workers is not None:
+        raise UsageError("--workers sets local processes; with a broker the workers' own concurrency applies")
+    if url is None:
+        from client.pool import default_workers, max_workers
+
+        workers = min(args.workers or min(default_workers(), max_workers()), chunks)
+        return workers, f"with {plural(workers, 'local process', 'local processes')}"
+    return 1, f"through {mask_url(url)}"
+
+
+def _end_job(job: Job, complete: bool) -> None:
+    """Stop the job's producer and purge the job (cut short: workers still making chunks stop); a purge that
+    fails is logged, as the results expire with the job."""
+    if job.producing:
+        job.cancel(wait=2.0)
+    try:  # cut short: workers still making chunks stop
+        job.purge(stop=not complete)
+    except Exception as exc:  # noqa: BLE001 - the results expire on their own (job TTL)
+        log.warning("job %s: not purged, its results expire with the job: %s", job.id, exc)
+
+
+def _say_shortfall(req: Request, tally: Tally) -> None:
+    """Say in one line that fewer puzzles than asked were made (the difficulty filter met too few candidates
+    within the attempts): a run that falls short is never a quiet success."""
+    o = req.options
+    levels = ",".join(sorted(o.difficulty or ()))
+    say_error(
+        f"generated {count(tally.produced)} of {plural(req.count, 'puzzle')}: too few candidates of "
+        f"level {levels} within {plural(o.attempts, 'attempt')} per puzzle (raise --attempts, add levels)"
+    )
 
 
 def summary(req: Request, tally: Tally, where: str, wall_s: float) -> str:
