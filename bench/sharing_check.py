@@ -100,7 +100,8 @@ def twin(text: str, solution: str, rng: random.Random) -> str:
     for unit in units(n):
         for cell in unit:
             peers[cell].update(unit)
-    for cell in rng.sample([c for c in range(n * n) if not cells[c]], k=sum(not v for v in cells)):
+    empty = [c for c in range(n * n) if not cells[c]]
+    for cell in rng.sample(empty, k=len(empty)):  # every empty cell, in a random order
         taken = {cells[p] for p in peers[cell]} | {solved[cell]}
         free = [v for v in range(1, n + 1) if v not in taken]
         if free:
