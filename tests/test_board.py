@@ -212,3 +212,22 @@ def test_clause_rounds_share_short_clauses_once_and_never_hand_a_process_its_own
     rounds1.round(one, 9)
     rounds2.round(two, 9)
     assert sum(map(len, two.since(2))) <= ROUND_TERMS and len(two.since(2)) == ROUND_TERMS // 8
+
+
+def test_a_process_that_imports_no_learnt_clauses_still_imports_the_refutations_and_units(form):
+    from pipeline.escalation.task import ClauseRounds
+    from solvers.race.exchange import Exchange
+
+    board = form.board
+    board.open(0, 3)
+    board.publish_cubes(0, 3, CUBES, [(-7,)])
+    owner, helper = Exchange(sharing=True), Exchange(sharing=True)
+    owner_rounds, helper_rounds = ClauseRounds(board, 0, 3, -1), ClauseRounds(board, 0, 3, 1, learnt=False)
+    owner.share([(1, -2, 3)])
+    owner_rounds.round(owner, 9)
+    board.refute_cube(0, 3, 0, (-1, -10))
+    helper.share([(4, 5)])
+    helper_rounds.round(helper, 9)
+    assert helper.since(0) == [(-7,), (-1, -10)]  # the owner's learnt clause is not imported
+    owner_rounds.round(owner, 9)
+    assert owner.since(0) == [(-7,), (-1, -10), (4, 5)]  # what it learnt is still exported

@@ -138,10 +138,11 @@ class Board(Protocol):
         return {int(index) for index in self._marked(chunk, row) if index.isdigit()}
 
     def shared(
-        self, chunk: int, row: int, since: int, me: int | None = None, side: int = 0
+        self, chunk: int, row: int, since: int, me: int | None = None, side: int = 0, learnt: bool = True
     ) -> tuple[list[Clause], int]:
-        """The clauses shared from position `since` on (but `me`'s own), and the position after them; a
-        batch that is no batch of this escalation's clauses (`read_batch`) is refused in one log line."""
+        """The clauses shared from position `since` on (but `me`'s own; `learnt` False: only `ANYONE`'s,
+        the refutations and units), and the position after them; a batch that is no batch of this
+        escalation's clauses (`read_batch`) is refused in one log line."""
         raws = self._batches(chunk, row, since)
         out: list[Clause] = []
         for at, raw in enumerate(raws, since):
@@ -150,7 +151,7 @@ class Board(Protocol):
                 log.warning(
                     "escalation of chunk %s row %s: shared batch %d refused: %s", chunk, row, at, error
                 )
-            elif batch.sender != me:
+            elif batch.sender != me and (learnt or batch.sender == ANYONE):
                 out += [tuple(c) for c in batch.clauses]
         return out, since + len(raws)
 
@@ -367,7 +368,7 @@ def run_helper(task: HelperTask, board: Board, poll_s: float) -> SolveResult | N
     side = side_of(task.puzzle, task.box)
     cubes = BoardCubes(board, task, side) if task.cubes and side else None
     exchange = Exchange(cubes, want=task.cubes, sharing=True)
-    rounds = ClauseRounds(board, task.chunk, task.row, task.helper)
+    rounds = ClauseRounds(board, task.chunk, task.row, task.helper, learnt=bool(task.cubes))
 
     def trade() -> bool:
         """A poll: keep the cube's claim alive, import the clauses shared since; True once it is over."""

@@ -213,8 +213,9 @@ class ClauseRounds:
     """One process's trade of clauses on the board for one puzzle, a round per poll: what its searches learnt
     out (shortest first, at most ROUND_TERMS terms), what the others shared since in (no duplicates)."""
 
-    def __init__(self, board: Any, chunk: int, row: int, me: int) -> None:  # a `Board` (imports this module)
+    def __init__(self, board: Any, chunk: int, row: int, me: int, learnt: bool = True) -> None:  # a `Board`
         self.board, self.chunk, self.row, self.me = board, chunk, row, me
+        self.learnt = learnt  # False: import the refutations and units only, no search's learnt clauses
         self.cursor = 0
         self.seen: set[Clause] = set()
         self.full = False  # the board holds MAX_SHARED_BATCHES: no more learnt clauses shared
@@ -232,7 +233,9 @@ class ClauseRounds:
             terms += len(clause)
         if out and not self.full:
             self.full = not self.board.push(self.chunk, self.row, out, self.me)
-        clauses, self.cursor = self.board.shared(self.chunk, self.row, self.cursor, self.me, side)
+        clauses, self.cursor = self.board.shared(
+            self.chunk, self.row, self.cursor, self.me, side, self.learnt
+        )
         exchange.offer([c for c in clauses if self._new(c) and valid_clause(c, side)])
 
     def _new(self, clause: Clause) -> bool:
