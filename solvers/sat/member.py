@@ -42,8 +42,8 @@ LEARNT_MAX_LITERALS = 4  # learnt clauses a search shares: at most this many lit
 LEARNT_BUFFER = 1 << 16  # literals of learnt clauses one search buffers between steps
 # variable instantiation strengthens clauses beyond what the formula implies: off where clauses are exported
 SHARING_OPTIONS = {"instantiate": 0}
-# sides that share learnt clauses: at 25x25 it pays with 3-4 helpers, not with 1 (frisch); not at 49x49
-# (1.9.5; 64x64: 1.5.3 only; docs/decisions.md, docs/pipeline.md)
+# sides that share learnt clauses: at 25x25 it pays (frisch, 1-4 helpers); not at 49x49 or 64x64, where the
+# owner's own search answers nearly every race (docs/decisions.md, docs/pipeline.md)
 SHARING_SIDES = frozenset({25})
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
