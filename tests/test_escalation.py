@@ -224,6 +224,34 @@ def test_a_helper_gives_up_and_posts_its_counters_once_the_race_is_closed():
     assert board.entries(0, 0)[2].state == "done"
 
 
+def test_a_searching_helper_posts_its_counters_so_far_every_poll_before_its_last_entry():
+    task = race_task(hard_puzzle())
+    board, posted = MemoryBoard(), []
+    board.post = lambda chunk, row, helper, entry: posted.append(entry)  # type: ignore[method-assign]
+    board.open(0, 0)
+    closer = threading.Timer(0.8, board.close, args=(0, 0))
+    closer.start()
+    run_helper(task, board, 0.05)
+    closer.join()
+    searching = [e for e in posted if e.state == "started" and e.counters]
+    assert len(searching) >= 2 and posted[-1].state == "done"  # a poll every 0.05 s, noted every 0.25 s
+    assert set(searching[-1].counters) == set(posted[-1].counters)  # every member, as the record names them
+
+
+def test_a_closed_escalation_waits_only_for_a_helper_that_has_posted_no_counters_yet():
+    owner = SolveResult(Status.SOLVED, EASY, solution=solve(EASY).solution, solver="sat")
+    for counters, waits in (({"sat": {"conflicts": 7}}, False), ({}, True)):
+        board = MemoryBoard(idle=1)
+        esc = Escalation(chunk_task(JOB, [EASY], escalate_after=0.01), board, new_flag(), 60.0, grace_s=0.5)
+        with esc.racing(0):
+            time.sleep(0.02)
+            esc.tick()
+            board.post(0, 0, 1, HelperEntry(state="started", counters=counters))
+            closed_at = time.monotonic()
+        assert (time.monotonic() - closed_at >= 0.5) is waits
+        assert ("sat@helper1" in fold_helpers(owner, esc.ends[0]).counters) is not waits
+
+
 def test_the_owners_own_answer_stands_and_takes_the_helpers_counters():
     own = solve(EASY)
     entry = HelperEntry(state="done", status=Status.TIMEOUT, solver=None, counters={"sat": {"conflicts": 3}})

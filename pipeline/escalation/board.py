@@ -43,7 +43,7 @@ from solvers.race.exchange import Exchange, Raced
 from solvers.shares import helper_cubes
 
 log = logging.getLogger(__name__)
-GRACE_S = 1.5  # how long a closed escalation waits for its started helpers' last counters
+GRACE_S = 1.5  # how long a closed escalation waits for its helpers' last counters (see `_settle`)
 SETTLE_POLL_S = 0.05
 OWNER = -1  # the owner's clauses' sender on the board (helpers are 1, 2, ...)
 # The owner's SAT searches export learnt clauses only when a process is idle as the search starts: exporting
@@ -314,13 +314,20 @@ class Escalation:
         return grid.box == puzzle.box and is_solution(puzzle, grid.givens)
 
     def _settle(self, search: _Search) -> EscalationEnd:
-        """Close the escalation, wait (up to `grace_s`) for every started helper's last entry, forget it."""
+        """Close the escalation, take every helper's last entry, forget it. When the helpers answered, it
+        waits (up to `grace_s`) for each one's last counters, as they end anyway; when the owner's own search
+        ended, only for a helper that has posted none yet: each posts its counters so far every poll."""
         chunk = self.task.chunk
+        ended_by_helpers = search.winner is not None or search.unsolvable
+
+        def waiting(entry: HelperEntry) -> bool:
+            return entry.state != "done" and (ended_by_helpers or not entry.counters)
+
         try:
             self.board.close(chunk, search.row)
             until = self.clock() + self.grace_s
             entries = self.board.entries(chunk, search.row)
-            while any(e.state != "done" for e in entries.values()) and self.clock() < until:
+            while any(waiting(e) for e in entries.values()) and self.clock() < until:
                 time.sleep(SETTLE_POLL_S)
                 entries = self.board.entries(chunk, search.row)
             search.entries = {**search.entries, **entries} if entries else search.entries
@@ -371,9 +378,12 @@ def run_helper(task: HelperTask, board: Board, poll_s: float) -> SolveResult | N
     rounds = ClauseRounds(board, task.chunk, task.row, task.helper, learnt=bool(task.cubes))
 
     def trade() -> bool:
-        """A poll: keep the cube's claim alive, import the clauses shared since; True once it is over."""
+        """A poll: keep the cube's claim alive, post the counters so far, import the clauses shared since;
+        True once it is over."""
         if exchange.holding is not None:
             board.hold_cube(task.chunk, task.row, task.helper, exchange.holding)
+        if (counters := exchange.progress()) is not None:
+            board.post(task.chunk, task.row, task.helper, HelperEntry(state="started", counters=counters))
         rounds.round(exchange, side)
         return board.over(task.chunk, task.row)
 

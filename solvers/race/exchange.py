@@ -5,19 +5,21 @@ in another thread (`pipeline.escalation.board`), in cell/value terms (`solvers.r
 clauses implied by the puzzle the others shared (each member keeps its own read position); `cubes` (a
 helper's only): where it takes parts of the search; `holding`: the cube it searches now (the pipeline
 keeps the claim alive); `outbox` (with `sharing`): short learnt clauses for the pipeline to share, at
-most `MAX_OUTBOX` waiting.
+most `MAX_OUTBOX` waiting; `counters`: the race's counters so far, noted every `PROGRESS_S` (a helper posts
+them while it searches, so its owner never waits for them at the end).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from solvers.race.cubes import Clause, Cube, Cubes
 
 MAX_OUTBOX = 4096  # learnt clauses waiting for the pipeline's next round (more are not shared)
+PROGRESS_S = 0.25  # how often a race notes its counters in its exchange (a helper's poll)
 
 
 class CubeSource(Protocol):
@@ -49,6 +51,7 @@ class Exchange:
         self.want = want
         self.sharing = sharing
         self.holding: int | None = None
+        self.counters: dict[str, dict[str, Any]] | None = None  # noted since the last `progress`
         self._lock = threading.Lock()
 
     def offer(self, clauses: list[Clause]) -> None:
@@ -70,6 +73,17 @@ class Exchange:
         """The clauses queued since the last call (the pipeline's round), the queue emptied."""
         with self._lock:
             out, self.outbox = self.outbox, []
+            return out
+
+    def note(self, counters: dict[str, dict[str, Any]]) -> None:
+        """Note the race's counters so far (from the search's thread)."""
+        with self._lock:
+            self.counters = counters
+
+    def progress(self) -> dict[str, dict[str, Any]] | None:
+        """The counters noted since the last call (None: none since)."""
+        with self._lock:
+            out, self.counters = self.counters, None
             return out
 
 

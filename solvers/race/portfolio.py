@@ -32,7 +32,7 @@ from solvers.model.puzzle import Puzzle
 from solvers.model.result import SolveResult
 from solvers.model.status import DECIDED, ENDS, MemberState, Status
 from solvers.model.verify import is_solution
-from solvers.race.exchange import Exchange
+from solvers.race.exchange import PROGRESS_S, Exchange
 from solvers.race.members import (
     FOUND,
     IDLE,
@@ -278,7 +278,8 @@ def race(
     if not members:
         raise ValueError(f"no member of portfolio {spec.name!r} races {puzzle.box.n}x{puzzle.box.n} grids")
     first_exact = next((m for m in members if isinstance(m, ExactMember)), None)
-    heat = _Heat(members, [m for m in members if m.weight > 0 or m is first_exact], deadline, stop, trace)
+    racing = [m for m in members if m.weight > 0 or m is first_exact]
+    heat = _Heat(members, racing, deadline, stop, trace, exchange)
     if first_exact is not None and fast_nodes_done:
         first_exact.skip_complete(fast_nodes_done)
     elif first_exact is not None:  # the fast path: a small node budget before any racing
@@ -302,8 +303,10 @@ class _Heat:
     deadline: int  # monotonic ns (0: none)
     stop: np.ndarray
     trace: list[tuple[str, Outcome, int]] | None
+    exchange: Exchange | None = None  # where the counters so far are noted every PROGRESS_S
     current: Member | None = None
     outcome: Outcome | None = None
+    noted_ns: int = 0
 
     def step(self, member: Member) -> None:
         """Run `member`'s next slice (traced); a member with nothing left to do leaves the race."""
@@ -326,6 +329,9 @@ class _Heat:
             if endgame_at and now >= endgame_at:  # the rest of the limit improves the approximate grid
                 endgame_at = 0
                 self.active = [m for m in self.active if isinstance(m, StochasticMember)] or self.active
+            if self.exchange is not None and now - self.noted_ns >= PROGRESS_S * 1e9:
+                self.exchange.note(_final_counters(self.members, None, None, stopped=True))
+                self.noted_ns = now
             members = self.members
             self.step(min(self.active, key=lambda m: ((m.vtime + 1.0) / m.weight, members.index(m))))
 
