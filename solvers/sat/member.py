@@ -38,7 +38,7 @@ from solvers.sat.encoding import PAIRWISE_UP_TO, Cnf, decode, encode, estimate
 
 log = logging.getLogger(__name__)
 BACKEND = "cadical195"
-LEARNT_MAX_LITERALS = 4  # learnt clauses a search shares: at most this many literals (docs/decisions.md)
+LEARNT_MAX_LITERALS = 8  # learnt clauses a search shares: at most this many literals (docs/decisions.md)
 LEARNT_BUFFER = 1 << 16  # literals of learnt clauses one search buffers between steps
 # variable instantiation strengthens clauses beyond what the formula implies: off where clauses are exported
 SHARING_OPTIONS = {"instantiate": 0}
