@@ -3,7 +3,8 @@
 Model: a member given a share s of the race's work reaches its own solution after t/s
 seconds (t: its time alone), so the race solves a puzzle at the least t_m/s_m over its
 members, or not at all when that exceeds the limit. The shares of the complete members
-(the exact kernel and the SAT modes) are searched on a grid of steps of 0.01, after a fixed
+(the exact kernel and the SAT modes; at most `MIX_MAX` of them at once) are searched on a grid of steps
+of 0.01, after a fixed
 `STOCHASTIC_SHARE` for the stochastic members (they never solved a grid from 25x25 in the
 training runs, but hold the approximate grid when time runs out); the shares kept minimise
 the predicted PAR-2 score among those whose predicted median is within `MEDIAN_SLACK` of the
@@ -19,10 +20,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S as HELPER_DELAY  # seconds before helpers join
+
 STOCHASTIC = ("annealing", "evolution", "progressive")
 STOCHASTIC_SHARE = 0.002  # each: first runs after ~1.5 s of the others' work (a 36x36 race: ~0.6 s)
 MEDIAN_SLACK = 1.05
 STEP = 0.01
+# complete members with a share in one candidate mix: every grid of steps over 7 members is 10^10 mixes,
+# over 3 of them 2*10^5 (no side has learned more than 2)
+MIX_MAX = 3
 LATE_STARTS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0)  # seconds of the race's work before a late member joins
 LATE_STEP = 0.05  # a late member's share, in steps of this ...
 LATE_SHARE_MAX = 0.5  # ... up to this
@@ -88,11 +94,10 @@ def predict(
     return out
 
 
-def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
-    """The shares for one training set's records (each member alone on every puzzle), and the late
-    start of one member if that predicts better (member -> seconds of the race's work before it)."""
+def member_times(recs: list[dict[str, Any]]) -> dict[str, list[float | None]]:
+    """Each complete member's CPU time alone per puzzle of one training set (None: not solved in the limit),
+    the puzzles in index order."""
     complete = sorted({r["config"] for r in recs} - {"race", "cpsat", "plain", *STOCHASTIC})
-    limit = max(r["limit"] for r in recs)
     indices = sorted({r["index"] for r in recs})
     times: dict[str, list[float | None]] = {}
     for m in complete:
@@ -100,6 +105,15 @@ def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, f
         if set(by_index) != set(indices):
             raise SystemExit(f"member {m} lacks training runs on some puzzles of the set")
         times[m] = [by_index[i]["cpu"] if solved(by_index[i]) else None for i in indices]
+    return times
+
+
+def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """The shares for one training set's records (each member alone on every puzzle), and the late
+    start of one member if that predicts better (member -> seconds of the race's work before it)."""
+    times = member_times(recs)
+    complete = list(times)
+    limit = max(r["limit"] for r in recs)
     rest = 1.0 - STOCHASTIC_SHARE * len(STOCHASTIC)
     alone = {m: statistics.median(predict({m: times[m]}, {m: 1.0}, limit)) for m in complete}
     bound = MEDIAN_SLACK * min(alone.values())
@@ -112,10 +126,12 @@ def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, f
     steps = round(1 / STEP)
 
     def candidates() -> Iterator[tuple[dict[str, float], dict[str, float]]]:
-        for split in itertools.product(range(steps + 1), repeat=len(complete) - 1):
-            if sum(split) <= steps:
-                parts = [*split, steps - sum(split)]
-                yield {m: rest * k / steps for m, k in zip(complete, parts, strict=True)}, {}
+        for size in range(1, min(MIX_MAX, len(complete)) + 1):
+            for mix in itertools.combinations(complete, size):
+                for split in itertools.product(range(1, steps), repeat=size - 1):
+                    if sum(split) < steps:
+                        parts = [*split, steps - sum(split)]
+                        yield {m: rest * k / steps for m, k in zip(mix, parts, strict=True)}, {}
         for main, late in itertools.permutations(complete, 2):  # a second member joining late
             for k in range(1, round(LATE_SHARE_MAX / LATE_STEP) + 1):
                 share = k * LATE_STEP
@@ -127,16 +143,44 @@ def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, f
     return {**kept, **{m: STOCHASTIC_SHARE for m in STOCHASTIC}}, starts
 
 
-def helper_order(recs: list[dict[str, Any]]) -> tuple[str, ...]:
-    """The SAT modes of one training set, best first by PAR-2 alone (then median): the members
-    helpers race in turn instead of the owner's (`solvers.shares.helper_shares`)."""
+def helper_order(
+    recs: list[dict[str, Any]], shares: dict[str, float], starts: dict[str, float]
+) -> tuple[str, ...]:
+    """The SAT modes helpers race in turn (`solvers.shares.helper_shares`), for the owner racing `shares`
+    with `starts`: each the mode that most lowers the predicted PAR-2 of the first to finish among the
+    owner, the helpers before it and itself, a helper joining `HELPER_DELAY` seconds in (ties: its PAR-2
+    alone, then its median). Why: a helper wins only the grids on which it beats the owner, so a mode fast
+    on the grids the owner already finds adds nothing, and one slower on average but fast where the owner
+    is stuck halves the tail (q64: `sat-plain-false`, docs/decisions.md). The owner's own member racing
+    from the start is left out: a helper running it would search as the owner does."""
+    times = member_times(recs)
     limit = max(r["limit"] for r in recs)
-    scores = []
-    for m in sorted({r["config"] for r in recs if r["config"].startswith("sat")}):
-        mine = [r for r in recs if r["config"] == m]
-        alone = predict({m: [r["cpu"] if solved(r) else None for r in mine]}, {m: 1.0}, limit)
-        scores.append((par2(mine), statistics.median(alone), m))
-    return tuple(m for *_, m in sorted(scores))
+    late = set(starts)
+    own = max(shares, key=lambda m: (m not in late, shares[m], m))
+    first = predict(times, shares, limit, starts)
+    alone = {
+        m: predict({m: t}, {m: 1.0}, limit) for m, t in times.items() if m.startswith("sat") and m != own
+    }
+    order: list[str] = []
+    while alone:
+        pick = min(
+            alone,
+            key=lambda m: (
+                sum(joined(first, alone[m], limit)),
+                sum(alone[m]),
+                statistics.median(alone[m]),
+                m,
+            ),
+        )
+        first = joined(first, alone.pop(pick), limit)
+        order.append(pick)
+    return tuple(order)
+
+
+def joined(first: list[float], helper: list[float], limit: float) -> list[float]:
+    """Per puzzle, the time the first of a race (`first`) and a helper joining it `HELPER_DELAY` seconds in
+    answers (2 x limit: neither solves it)."""
+    return [min(f, h + HELPER_DELAY if h < 2 * limit else h) for f, h in zip(first, helper, strict=True)]
 
 
 class Learned(NamedTuple):
@@ -154,7 +198,7 @@ def learn(recs: list[dict[str, Any]]) -> Learned:
         mine = [r for r in recs if r["set"] == sname]
         side = SIDES[sname]
         out.shares[side], out.starts[side] = learn_set(mine)
-        out.helpers[side] = helper_order(mine)
+        out.helpers[side] = helper_order(mine, out.shares[side], out.starts[side])
         learned = f"{out.shares[side]}; late {out.starts[side]}; helpers {out.helpers[side]}"
         print(f"{sname} ({side}x{side}): {learned}")
     return out

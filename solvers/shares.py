@@ -24,7 +24,7 @@ LEARNED: dict[int, dict[str, float]] = {
     },
     36: {"sat": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
     49: {"sat-rows": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
-    64: {"sat-plain": 0.497, "sat-rows": 0.497, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
+    64: {"sat-rows-false": 0.994, "annealing": 0.002, "evolution": 0.002, "progressive": 0.002},
 }
 
 
@@ -32,7 +32,6 @@ LEARNED: dict[int, dict[str, float]] = {
 # written by `bench/portfolio.py learn`
 LATE_START: dict[int, dict[str, float]] = {
     25: {"sat-plain-fewest": 2.0},
-    64: {"sat-rows": 5.0},
 }
 
 
@@ -55,13 +54,14 @@ def late_starts(n: int) -> dict[str, float]:
     return {} if side is None else LATE_START.get(side, {})
 
 
-# side -> the SAT modes helpers race instead of the owner's, best first: by PAR-2 alone in training
-# (written by `bench/portfolio.py learn`; every SAT mode trained at every side, 2026-11-26)
+# side -> the SAT modes helpers race instead of the owner's, in turn (written by `bench/portfolio.py learn`):
+# each the one that most lowers the predicted PAR-2 of the first of the owner and the helpers before it
+# to answer. 49, 64: so learned on 2026-11-29; 25, 36: by each mode's PAR-2 alone (2026-11-26, not retrained)
 HELPER_ORDER: dict[int, tuple[str, ...]] = {
     25: ("sat-plain-fewest", "sat", "sat-rows", "sat-plain"),
     36: ("sat", "sat-rows", "sat-plain-fewest", "sat-plain"),
-    49: ("sat-rows", "sat", "sat-plain-fewest", "sat-plain"),
-    64: ("sat-rows", "sat-plain", "sat"),
+    49: ("sat", "sat-rows-false", "sat-plain", "sat-plain-fewest", "sat-plain-false"),
+    64: ("sat-plain", "sat-rows", "sat-plain-false", "sat", "sat-plain-fewest"),
 }
 
 
@@ -75,8 +75,9 @@ class HelperMix(NamedTuple):
 
 
 # side -> the first helper that searches cubes of a split (`solvers.race.cubes`) instead of racing another SAT
-# mode: the helpers before it race the modes of `helper_shares`, those from it on split the search
-CUBES_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 1}
+# mode: the helpers before it race the modes of `helper_shares`, those from it on split the search (64:
+# helper 1 races `sat-plain`, which answers where the owner's `sat-rows-false` is slow: docs/decisions.md)
+CUBES_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 2}
 CUBES_PER_HELPER = 2  # a split makes at least this many cubes per helper searching cubes
 MIN_CUBES = 2
 
@@ -100,19 +101,24 @@ def cube_shares(n: int) -> HelperMix | None:
 
 
 def helper_shares(n: int, variant: int) -> HelperMix | None:
-    """Helper `variant`'s mix for grid side n (None below the learned sides): the k-th other SAT mode alone
-    with every SAT share, from the start, in its own order (the owner's late members first, then
-    `HELPER_ORDER`'s others; past the end, cycling renumbered): a helper running the owner's members
-    would search nearly the same way."""
+    """Helper `variant`'s mix for grid side n (None below the learned sides): the k-th mode of `HELPER_ORDER`
+    but the owner's own (its member racing from the start) alone, with every SAT share, from the start, in
+    its own order; past the end, cycling renumbered: a helper running the owner's member would search
+    nearly the same way."""
     side = _nearest_side(n)
     if side is None or variant <= 0:
         return None
     shares = LEARNED[side]
-    others = [m for m in LATE_START.get(side, {}) if m in shares]
-    others += [m for m in HELPER_ORDER.get(side, ()) if m not in shares]
+    others = [m for m in HELPER_ORDER.get(side, ()) if m != _own(side)]
     if not others:
         return HelperMix(shares, True)
     return HelperMix(_moved(side, others[(variant - 1) % len(others)]), variant > len(others))
+
+
+def _own(side: int) -> str:
+    """The owner's SAT member racing from the start at `side` (its largest share not starting late)."""
+    shares, late = LEARNED[side], LATE_START.get(side, {})
+    return max(shares, key=lambda m: (m not in late, shares[m], m))
 
 
 def _moved(side: int, pick: str | None = None) -> dict[str, float]:
@@ -120,7 +126,7 @@ def _moved(side: int, pick: str | None = None) -> dict[str, float]:
     its late ones) given to `pick` (None: to the member racing from the start)."""
     shares = LEARNED[side]
     late = [m for m in LATE_START.get(side, {}) if m in shares]
-    own = max(shares, key=lambda m: (m not in late, shares[m], m))
+    own = _own(side)
     moved = {m: s for m, s in shares.items() if m != own and m not in late}
     moved[pick or own] = shares[own] + sum(shares[m] for m in late)
     return moved

@@ -17,7 +17,7 @@ from solvers.model.cost import grid_cost
 from solvers.model.parse import parse_puzzle
 from solvers.model.verify import is_solution
 from solvers.race.members import FOUND, ExactMember, StochasticMember, luby
-from solvers.race.portfolio import PRESETS, MemberSpec, PortfolioSpec, parse_portfolio, race
+from solvers.race.portfolio import PRESETS, SAT_MEMBERS, MemberSpec, PortfolioSpec, parse_portfolio, race
 from solvers.shares import learned_shares
 from solvers.stochastic import STOCHASTIC_SOLVERS
 
@@ -75,6 +75,8 @@ def test_presets_and_comma_lists_become_portfolios_and_unknown_names_are_named()
         "sat-rows",
         "sat-plain",
         "sat-plain-fewest",
+        "sat-plain-false",
+        "sat-rows-false",
         *STOCHASTIC,
     ]
     assert [m.solver for m in PRESETS["fast"].members] == ["propagation"]
@@ -110,7 +112,7 @@ def test_members_progress_in_turn_and_the_deadline_yields_the_best_grid_at_its_t
     assert r.cost == grid_cost(puzzle, grid_of(r.solution)) == r.counters[r.solver]["best_cost"] > 0
     assert r.cost == min(c["best_cost"] for c in r.counters.values() if c["best_cost"] is not None)
     order = [name for name, _, _ in trace]
-    assert set(order) == {"propagation", "sat", "sat-rows", "sat-plain", "sat-plain-fewest", *STOCHASTIC}
+    assert set(order) == {"propagation", "sat", *SAT_MEMBERS, *STOCHASTIC}
     assert order.index("annealing") < len(order) - order[::-1].index("sat") - 1  # interleaved
     for c in r.counters.values():
         assert c["time_ms"] > 0 and c["work"] > 0  # a SAT member may be loading: no decision yet

@@ -180,3 +180,14 @@ def test_a_huge_cnf_runs_without_elimination_or_probing_and_a_smaller_one_keeps_
     assert member.options(INPROCESSING_MAX_CLAUSES) == SAT_MODES[mode].options
     huge = member.options(INPROCESSING_MAX_CLAUSES + 1)
     assert huge == {**SAT_MODES[mode].options, **HEAVY_INPROCESSING} and huge["elim"] == huge["probe"] == 0
+
+
+def test_a_mode_deciding_false_first_searches_another_way_than_its_true_first_twin() -> None:
+    puzzle = parse_puzzle(FRISCH)
+    runs = {mode: race(puzzle, mode, time_limit=30, seed=0) for mode in ("sat-rows", "sat-rows-false")}
+    for mode, r in runs.items():
+        assert r.status == "solved" and r.solver == mode
+        assert is_solution(puzzle, parse_puzzle(r.solution, puzzle.box).givens)
+    conflicts = [r.counters[mode]["conflicts"] for mode, r in runs.items()]
+    assert SAT_MODES["sat-rows-false"].options == {**SAT_MODES["sat-rows"].options, "phase": 0}
+    assert conflicts[0] != conflicts[1]  # the option reached CaDiCaL: the same clauses, another search

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.learn_shares import STOCHASTIC_SHARE, learn, learn_set, predict, write_shares
+from bench.learn_shares import STOCHASTIC_SHARE, helper_order, learn, learn_set, predict, write_shares
 from solvers import shares as shares_module
 from solvers.generate.generator import generate
 from solvers.model.parse import parse_puzzle
@@ -43,8 +43,19 @@ def test_a_side_between_learned_sides_takes_the_nearest_and_below_them_none() ->
 
 def test_a_portfolio_without_learned_shares_keeps_its_own_weights_at_every_size() -> None:
     spec = PortfolioSpec(name="mine", members=PRESETS["race"].members)  # learned: False
-    assert spec.weights(25) == [57.0, 171.0, 57.0, 57.0, 57.0, 1.0, 1.0, 1.0]
-    assert spec.weights(9) == [3.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]  # the SAT members race from 25x25
+    assert spec.weights(25) == [57.0, 171.0, 57.0, 57.0, 57.0, 57.0, 57.0, 1.0, 1.0, 1.0]
+    assert spec.weights(9) == [
+        3.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        1.0,
+        1.0,
+        1.0,
+    ]  # the SAT members race from 25x25
     assert PRESETS["race"].weights(25) == [LEARNED[25].get(m.solver, 0.0) for m in spec.members]
 
 
@@ -95,7 +106,7 @@ def test_a_helper_races_the_next_sat_mode_in_its_own_order_and_helpers_past_the_
     assert own is not None
     main, late = main_member(36), [m for m in LATE_START.get(36, {}) if m in own]
     sat_share = own[main] + sum(own[m] for m in late)
-    others = late + [m for m in HELPER_ORDER[36] if m not in own]  # the late member first, then the rest
+    others = [m for m in HELPER_ORDER[36] if m != main]  # the learned order, but the owner's own member
     for variant in range(1, 2 * len(others) + 1):
         shares, renumber, _ = helper_shares(36, variant) or ({}, False, None)
         pick = others[(variant - 1) % len(others)]
@@ -110,7 +121,7 @@ def test_a_helper_races_the_next_sat_mode_in_its_own_order_and_helpers_past_the_
     assert set(HELPER_ORDER) == set(LEARNED)
 
 
-def test_learning_ranks_the_sat_modes_for_helpers_and_keeps_the_sides_it_did_not_train(tmp_path) -> None:
+def test_learning_writes_the_helper_modes_of_the_sides_it_trained_and_keeps_the_others(tmp_path) -> None:
     recs = (
         records("sat", [1.0, None, 2.0])
         + records("sat-rows", [0.5, 3.0, 9.0])
@@ -118,18 +129,31 @@ def test_learning_ranks_the_sat_modes_for_helpers_and_keeps_the_sides_it_did_not
     )
     recs = [{**r, "set": "q64"} for r in recs]
     learned = learn(recs)
-    assert learned.helpers == {64: ("sat-rows", "sat")}  # PAR-2 12.5 against 23
+    assert learned.starts == {64: {"sat-rows": 2.0}}  # the owner races sat, sat-rows late ...
+    assert learned.helpers == {64: ("sat-rows",)}  # ... and helpers race every mode but the owner's first
     target = tmp_path / "shares.py"
     target.write_text(Path(shares_module.__file__).read_text())
     write_shares(learned._replace(starts={64: {"sat": 1.5}}), target)
     written: dict[str, Any] = {}
     exec(compile(target.read_text(), str(target), "exec"), written)  # noqa: S102 - the file just written
-    assert written["HELPER_ORDER"] == {**HELPER_ORDER, 64: ("sat-rows", "sat")}
+    assert written["HELPER_ORDER"] == {**HELPER_ORDER, 64: ("sat-rows",)}
     assert written["LEARNED"] == {**LEARNED, 64: learned.shares[64]}
     assert written["LATE_START"] == {**LATE_START, 64: {"sat": 1.5}}
     write_shares(learned._replace(starts={64: {}}), target)  # retrained without one: the side's entry goes
     exec(compile(target.read_text(), str(target), "exec"), written)  # noqa: S102
     assert written["LATE_START"] == {s: row for s, row in LATE_START.items() if s != 64}
+
+
+def test_helpers_race_first_the_mode_that_answers_where_the_owner_is_stuck_not_the_fastest_alone() -> None:
+    owner = [1.0, 1.0, 1.0, 1.0, None]
+    same = [0.5, 0.5, 0.5, 0.5, None]  # faster alone, on the grids the owner answers anyway: PAR-2 22
+    apart = [9.0, 9.0, 9.0, 9.0, 3.0]  # slower alone, answers the grid the owner cannot: PAR-2 39
+    recs = records("sat-plain", owner) + records("sat-rows", same) + records("sat-plain-false", apart)
+    shares = {"sat-plain": 1 - 3 * STOCHASTIC_SHARE, **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE)}
+    assert helper_order(recs, shares, {}) == ("sat-plain-false", "sat-rows")
+    # the owner's own late member answers grid 4 (at 4.8 s) before a helper joining at 2 s could (5 s)
+    late = {"sat-plain": 0.3, "sat-plain-false": 0.694, **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE)}
+    assert helper_order(recs, late, {"sat-plain-false": 0.5}) == ("sat-rows", "sat-plain-false")
 
 
 def records(config: str, cpus: list[float | None], limit: float = 10.0) -> list[dict[str, Any]]:
@@ -195,7 +219,7 @@ def test_a_helper_of_the_race_solves_a_25x25_grid_with_the_mode_it_was_moved_to(
     r = race(puzzle, "race", time_limit=30, seed=11, variant=1)
     late = [m for m in LATE_START.get(25, {}) if m in LEARNED[25]]
     own = max(LEARNED[25], key=lambda m: (m not in late, LEARNED[25][m]))
-    moved_to = (late + [m for m in HELPER_ORDER[25] if m not in LEARNED[25]])[0]
+    moved_to = next(m for m in HELPER_ORDER[25] if m != own)
     assert r.status == "solved" and r.solver == moved_to and own not in r.counters
 
 
@@ -217,6 +241,7 @@ def test_a_late_member_first_runs_once_the_others_have_done_its_start_in_work(mo
         LEARNED, 25, {"sat-plain": 0.7, "sat-rows": 0.294, **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE)}
     )
     monkeypatch.setitem(LATE_START, 25, {"sat-rows": 0.15})
+    monkeypatch.setitem(HELPER_ORDER, 25, ("sat-rows", "sat-plain-fewest", "sat", "sat-plain"))
     members = {m.name: m for m in _build(PRESETS["race"], parse_puzzle(FRISCH), seed=0)}
     assert members["sat-rows"].vtime > 0.15 / SLICE_S * 0.294 / 0.706  # held back by the others' 0.15 s
     trace: list[tuple[str, Any, int]] = []
@@ -226,9 +251,9 @@ def test_a_late_member_first_runs_once_the_others_have_done_its_start_in_work(mo
     before = names[: names.index("sat-rows")]
     assert before.count("sat-plain") * 4 >= 0.9 * 0.15 / SLICE_S  # 4 slices a step
     helpers = [{m.name: m for m in _build(PRESETS["race"], parse_puzzle(FRISCH), 0, k)} for k in (1, 2)]
-    # helper 1 races the owner's late member at once, with every SAT share; helper 2 the next mode
+    # helper 1 races the first helper mode (here the owner's late member) at once, with every SAT share
     assert "sat-plain" not in helpers[0] and helpers[0]["sat-rows"].weight == pytest.approx(0.994)
     held = 0.15 / SLICE_S * 0.294 / 0.706
     assert helpers[0]["sat-rows"].vtime == pytest.approx(members["sat-rows"].vtime - held)  # not held back
-    pick = next(m for m in HELPER_ORDER[25] if m not in LEARNED[25])
+    pick = "sat-plain-fewest"  # helper 2: the next mode
     assert {n for n in helpers[1] if n.startswith("sat")} == {pick} and helpers[1][pick].weight == 0.994

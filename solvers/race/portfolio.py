@@ -139,6 +139,10 @@ class PortfolioSpec(BaseModel):
         return next((EXACT_SOLVERS[m.solver] for m in self.members if m.kind is Kind.EXACT), None)
 
 
+# the SAT modes the race holds from LARGE_SIDE beside `sat`: a mode not listed gets no share, learned or not
+SAT_MEMBERS = ("sat-rows", "sat-plain", "sat-plain-fewest", "sat-plain-false", "sat-rows-false")
+
+
 def _presets() -> dict[str, PortfolioSpec]:
     """The preset portfolios. In `race` the exact member weighs 3 (half of the work) below 25x25, where it
     alone proves anything; from 25x25 the learned shares rule (the weights there serve a copy with
@@ -151,7 +155,7 @@ def _presets() -> dict[str, PortfolioSpec]:
         "race": [
             (DEFAULT_EXACT, {"weight": 3.0, "large_weight": 57.0}),
             ("sat", {"weight": 171.0, "min_side": LARGE_SIDE}),
-            *((name, large) for name in ("sat-rows", "sat-plain", "sat-plain-fewest")),
+            *((name, large) for name in SAT_MEMBERS),
             *stochastic,
         ],
         "exact": [(name, {}) for name in sorted(registry.names(Kind.EXACT), key=DEFAULT_EXACT.__ne__)],

@@ -42,8 +42,9 @@ LEARNT_MAX_LITERALS = 8  # learnt clauses a search shares: at most this many lit
 LEARNT_BUFFER = 1 << 16  # literals of learnt clauses one search buffers between steps
 # variable instantiation strengthens clauses beyond what the formula implies: off where clauses are exported
 SHARING_OPTIONS = {"instantiate": 0}
-# sides that share learnt clauses: at 25x25 it pays (frisch, 1-4 helpers); not at 49x49 or 64x64, where the
-# owner's own search answers nearly every race (docs/decisions.md, docs/pipeline.md)
+# sides that share learnt clauses: at 25x25 it pays (frisch, 1-4 helpers); not at 49x49 or 64x64, where
+# nearly every short learnt clause holds an at-most-one counter's auxiliary, which cell/value terms cannot
+# carry (q64 on 2 workers: 0 exported; docs/decisions.md, docs/pipeline.md)
 SHARING_SIDES = frozenset({25})
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
@@ -97,6 +98,22 @@ _MODES = (  # conflicts a slice at 25x25 measured: `sat` 78 (13 at 49x49), `sat-
         "`sat-plain` with the literals of the cells with fewest candidates first",
         conflicts_25=60.0,
         falloff=1.6,
+    ),
+    # deciding false first: a search far from the others' (all start from true), so it answers where they are
+    # slow; conflicts a slice copied from the true-first twin, not calibrated (they only split a race's time)
+    SatMode(
+        "sat-plain-false",
+        {**_PLAIN, "phase": 0},
+        "`sat-plain` deciding each variable false first (CaDiCaL's initial phase 0)",
+        fewest_first=False,
+        conflicts_25=60.0,
+        falloff=1.6,
+    ),
+    SatMode(
+        "sat-rows-false",
+        {**_STABLE, "phase": 0},
+        "`sat-rows` deciding each variable false first (CaDiCaL's initial phase 0)",
+        fewest_first=False,
     ),
     SatMode(
         "sat-focused",
