@@ -56,7 +56,9 @@ def late_starts(n: int) -> dict[str, float]:
 
 # side -> the SAT modes helpers race instead of the owner's, in turn (written by `bench/portfolio.py learn`):
 # each the one that most lowers the predicted PAR-2 of the first of the owner and the helpers before it
-# to answer. 49, 64: so learned on 2026-11-29; 25, 36: by each mode's PAR-2 alone (2026-11-26, not retrained)
+# to answer. 49, 64: so learned on 2026-11-29; 25, 36: by each mode's PAR-2 alone (2026-11-26). 25 was
+# retrained too, and its learned row (`sat-rows` first, the late start at 1.5 s) rejected: 2 workers 13.9 s
+# against 10.4 s over frisch #0, #8, #9, #14 (docs/decisions.md)
 HELPER_ORDER: dict[int, tuple[str, ...]] = {
     25: ("sat-plain-fewest", "sat", "sat-rows", "sat-plain"),
     36: ("sat", "sat-rows", "sat-plain-fewest", "sat-plain"),
