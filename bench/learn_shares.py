@@ -3,12 +3,11 @@
 Model: a member given a share s of the race's work reaches its own solution after t/s
 seconds (t: its time alone), so the race solves a puzzle at the least t_m/s_m over its
 members, or not at all when that exceeds the limit. The shares of the complete members
-(the exact kernel and the SAT modes; at most `MIX_MAX` of them at once) are searched on a grid of steps
-of 0.01, after a fixed
-`STOCHASTIC_SHARE` for the stochastic members (they never solved a grid from 25x25 in the
-training runs, but hold the approximate grid when time runs out); the shares kept minimise
-the predicted PAR-2 score among those whose predicted median is within `MEDIAN_SLACK` of the
-best member's alone (the issue allows 10%; the model ignores the race's own overhead).
+(the exact kernel and the SAT modes; at most `MIX_MAX` of them at once) are searched on a grid
+of steps of 0.01, after a fixed `STOCHASTIC_SHARE` for the stochastic members (they never solved
+a grid from 25x25 in the training runs, but hold the approximate grid when time runs out); the
+shares kept minimise the predicted PAR-2 score among those whose predicted median is within
+`MEDIAN_SLACK` of the best member's alone (the issue allows 10%; the model ignores the race's own overhead).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pipeline.contract.tasks import DEFAULT_ESCALATE_AFTER_S as HELPER_DELAY  # seconds before helpers join
+from solvers.shares import own_member
 
 STOCHASTIC = ("annealing", "evolution", "progressive")
 STOCHASTIC_SHARE = 0.002  # each: first runs after ~1.5 s of the others' work (a 36x36 race: ~0.6 s)
@@ -155,24 +155,17 @@ def helper_order(
     from the start is left out: a helper running it would search as the owner does."""
     times = member_times(recs)
     limit = max(r["limit"] for r in recs)
-    late = set(starts)
-    own = max(shares, key=lambda m: (m not in late, shares[m], m))
+    own = own_member(shares, starts)
     first = predict(times, shares, limit, starts)
     alone = {
         m: predict({m: t}, {m: 1.0}, limit) for m, t in times.items() if m.startswith("sat") and m != own
     }
     order: list[str] = []
     while alone:
-        pick = min(
-            alone,
-            key=lambda m: (
-                sum(joined(first, alone[m], limit)),
-                sum(alone[m]),
-                statistics.median(alone[m]),
-                m,
-            ),
-        )
-        first = joined(first, alone.pop(pick), limit)
+        races = {m: joined(first, a, limit) for m, a in alone.items()}
+        pick = min(alone, key=lambda m: (sum(races[m]), sum(alone[m]), statistics.median(alone[m]), m))
+        first = races[pick]
+        del alone[pick]
         order.append(pick)
     return tuple(order)
 

@@ -117,10 +117,15 @@ def helper_shares(n: int, variant: int) -> HelperMix | None:
     return HelperMix(_moved(side, others[(variant - 1) % len(others)]), variant > len(others))
 
 
+def own_member(shares: dict[str, float], starts: dict[str, float]) -> str:
+    """The owner's member racing from the start under `shares` and late `starts` (its largest share not
+    starting late): the one member a helper would only repeat."""
+    return max(shares, key=lambda m: (m not in starts, shares[m], m))
+
+
 def _own(side: int) -> str:
-    """The owner's SAT member racing from the start at `side` (its largest share not starting late)."""
-    shares, late = LEARNED[side], LATE_START.get(side, {})
-    return max(shares, key=lambda m: (m not in late, shares[m], m))
+    """The owner's SAT member racing from the start at `side`."""
+    return own_member(LEARNED[side], LATE_START.get(side, {}))
 
 
 def _moved(side: int, pick: str | None = None) -> dict[str, float]:
