@@ -145,12 +145,17 @@ def sat_member(text: str, mode: str, exchange: Exchange | None = None, seed: int
     member = SatMember(parse_puzzle(text), mode=SAT_MODES[mode], exchange=exchange, seed=seed)
     member.step(0, np.zeros(1, dtype=np.int64))
     for block in member.search.loading:
-        member.search.solver.append_formula(block)
+        member.search.load(block)
     member.search.loading = None
     return member
 
 
-def test_a_clause_shared_in_terms_is_imported_in_the_importers_own_literal_order():
+def test_a_clause_shared_in_terms_is_imported_in_the_importers_own_literal_order(monkeypatch):
+    from solvers.sat import member as sat
+
+    monkeypatch.setattr(
+        sat, "load_backend", lambda: None
+    )  # python-sat's solver: it can propagate assumptions
     text = holed()
     solved = solution_of(text)
     n = parse_puzzle(text).box.n
@@ -245,6 +250,7 @@ def test_without_the_compiled_cadical_a_sharing_race_searches_as_before_and_says
 
     monkeypatch.setitem(sys.modules, "cadical_share", None)  # `import cadical_share` raises ImportError
     sat.share_backend.cache_clear()
+    sat._compiled.cache_clear()
     try:
         text = frisch(12)
         with caplog.at_level("WARNING", logger="solvers.sat.member"):
@@ -258,6 +264,57 @@ def test_without_the_compiled_cadical_a_sharing_race_searches_as_before_and_says
         assert len(said) == 1 and "cannot share learnt clauses" in said[0]
     finally:
         sat.share_backend.cache_clear()
+        sat._compiled.cache_clear()
+
+
+def steps_of(member: Any, steps: int) -> dict[str, int]:
+    """Step a member `steps` times (or to its end); its solver's counters."""
+    for _ in range(steps):
+        member.step(0, np.zeros(1, dtype=np.int64))
+        if member.status != "running":
+            break
+    return {k: member.stats.get(k, 0) for k in ("conflicts", "decisions")}
+
+
+def test_a_search_the_compiled_cadical_loads_in_blocks_searches_exactly_as_python_sats(monkeypatch):
+    from solvers.sat import member as sat
+
+    needs_share()
+    puzzle = parse_puzzle(frisch(3))
+    fast = sat.SatMember(puzzle, mode=sat.SAT_MODES["sat-plain"])
+    steps_of(fast, 2)
+    assert fast.whole is not None and fast.whole.flat
+    counted = steps_of(fast, 60)
+    monkeypatch.setattr(sat, "load_backend", lambda: None)
+    slow = sat.SatMember(puzzle, mode=sat.SAT_MODES["sat-plain"])
+    steps_of(slow, 2)
+    assert slow.whole is not None and not slow.whole.flat
+    assert steps_of(slow, 60) == counted and counted["conflicts"] > 1_000 and counted["decisions"] > 0
+
+
+def test_a_compiled_cadical_of_another_version_than_python_sats_does_not_replace_it(monkeypatch):
+    from solvers.sat import member as sat
+
+    backend = needs_share()
+    monkeypatch.setattr(backend, "CADICAL_VERSION", "1.5.3")
+    member = sat.SatMember(parse_puzzle(frisch(12)), mode=sat.SAT_MODES["sat"])
+    steps_of(member, 2)
+    assert sat.load_backend() is None and member.whole is not None and not member.whole.flat
+
+
+@pytest.mark.parametrize(
+    ("block", "why"),
+    [([1, 2], "not closed by a 0"), ([1, 11, 0], "at most max_var"), ([-(2**31), 0], "at most max_var")],
+)
+def test_the_compiled_cadical_refuses_a_block_with_an_open_clause_or_a_literal_beyond_its_variables(
+    block, why
+):
+    backend = needs_share()
+    search = backend.Search(0, 1 << 16, 10)
+    with pytest.raises(ValueError, match=why):
+        search.add_flat(np.array(block, dtype=np.int32))
+    search.add_flat(np.array([1, 2, 0, -1, 0], dtype=np.int32))
+    assert search.solve_limited() is True and search.get_model()[:2] == [-1, 2]
 
 
 class LastFirst(ListCubes):

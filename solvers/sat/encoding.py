@@ -28,7 +28,8 @@ BLOCK = 65_536  # binary clauses handed to the solver per call (bounds the Pytho
 class Cnf:
     """A puzzle's clauses: `long` (at-least-one, as lists) and `binary` (int32[C, 2], at-most-one);
     variable k (1-based) up to `len(cell)` is `cell[k-1] = value[k-1]`, the rest are auxiliaries;
-    `fixed` is the grid of the cells fixed at the root (0: open)."""
+    `fixed` is the grid of the cells fixed at the root (0: open); `long_flat` the long ones as one array,
+    each closed by a 0 (for a solver that takes a block in one call)."""
 
     long: list[list[int]]
     binary: np.ndarray
@@ -36,6 +37,7 @@ class Cnf:
     value: np.ndarray  # uint8[M], 1-based
     fixed: np.ndarray  # uint8[N*N]
     variables: int
+    long_flat: np.ndarray  # int32[L]
 
     @property
     def clauses(self) -> int:
@@ -48,6 +50,15 @@ class Cnf:
             yield self.long[start : start + size]
         for start in range(0, self.binary.shape[0], size):
             yield self.binary[start : start + size].tolist()
+
+    def flat_blocks(self, size: int = BLOCK) -> Iterator[np.ndarray]:
+        """Yield every clause as `blocks` does, each block one int32 array with each clause closed by a 0
+        (the long ones in one block)."""
+        if self.long_flat.size:
+            yield self.long_flat
+        for start in range(0, self.binary.shape[0], size):
+            part = self.binary[start : start + size]
+            yield np.concatenate([part, np.zeros((part.shape[0], 1), dtype=np.int32)], axis=1).ravel()
 
 
 def _open(cand: np.ndarray, n: int) -> np.ndarray:
@@ -156,8 +167,10 @@ def encode(
     pairs = _pairwise(groups, sizes, pairwise_up_to)
     counter, top = _sequential(groups, sizes, pairwise_up_to, top)
     long = [row[:k] for row, k in zip(groups.tolist(), sizes.tolist(), strict=True)]
+    closed = np.concatenate([groups, np.zeros((groups.shape[0], 1), dtype=groups.dtype)], axis=1)
+    long_flat = closed[np.arange(closed.shape[1])[None, :] <= sizes[:, None]].astype(np.int32)
     binary = np.concatenate([pairs, counter]).astype(np.int32)
-    return Cnf(long, binary, lits[0].astype(np.int32), lits[1].astype(np.uint8), fixed, top)
+    return Cnf(long, binary, lits[0].astype(np.int32), lits[1].astype(np.uint8), fixed, top, long_flat)
 
 
 def estimate(puzzle: Puzzle, cand: np.ndarray | None, pairwise_up_to: int = PAIRWISE_UP_TO) -> int:

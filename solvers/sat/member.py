@@ -38,6 +38,7 @@ from solvers.sat.encoding import PAIRWISE_UP_TO, Cnf, decode, encode, estimate
 
 log = logging.getLogger(__name__)
 BACKEND = "cadical195"
+SAME_CADICAL = "1.9.5"  # python-sat's `cadical195`: `share/` built from its source is the same search
 LEARNT_MAX_LITERALS = 8  # learnt clauses a search shares: at most this many literals (docs/decisions.md)
 LEARNT_BUFFER = 1 << 16  # literals of learnt clauses one search buffers between steps
 # variable instantiation strengthens clauses beyond what the formula implies: off where clauses are exported
@@ -48,7 +49,8 @@ SHARING_OPTIONS = {"instantiate": 0}
 SHARING_SIDES = frozenset({25})
 SLICES_PER_STEP = 4  # race step: about 12 ms of conflicts
 CLAUSES_PER_SLICE = 2_000  # model of building and loading the CNF: ~1.5 us a clause, 3 ms a slice
-LOAD_PER_STEP = 32_768  # clauses handed to the solver per step (~40 ms): a 64x64 CNF loads in ~35 steps
+LOAD_PER_STEP = 32_768  # clauses handed to python-sat's solver a step (~35 ms): a 64x64 CNF in ~35 steps
+FLAT_PER_STEP = 131_072  # clauses handed to `share/`'s solver a step, one array (~30 ms): 64x64 in 9 steps
 # above this many clauses elimination and probing are off: their first rounds on a 64x64 CNF are single
 # steps of seconds in which the race cannot stop (docs/decisions.md)
 INPROCESSING_MAX_CLAUSES = 500_000
@@ -127,37 +129,66 @@ SAT_MODES: dict[str, SatMode] = {m.name: m for m in _MODES}
 
 
 @functools.cache
-def share_backend() -> ModuleType | None:
-    """The compiled CaDiCaL that exports learnt clauses (`share/`, the `share` extra), or None: then a race's
-    searches import clauses but share none, said once per process."""
+def _compiled() -> ModuleType | ImportError:
+    """`share/`'s compiled CaDiCaL, or why it cannot be imported."""
     try:
         import cadical_share  # type: ignore[import-not-found]
     except ImportError as exc:
-        log.warning("this process cannot share learnt clauses (%s: pip install ./share): cubes only", exc)
-        return None
+        return exc
     return cadical_share
+
+
+@functools.cache
+def share_backend() -> ModuleType | None:
+    """The compiled CaDiCaL that exports learnt clauses (`share/`, the `share` extra), or None: then a race's
+    searches import clauses but share none, said once per process."""
+    backend = _compiled()
+    if isinstance(backend, ImportError):
+        log.warning("this process cannot share learnt clauses (%s: pip install ./share): cubes only", backend)
+        return None
+    return backend
+
+
+def load_backend() -> ModuleType | None:
+    """`share/`'s CaDiCaL for a search that exports nothing, when it is python-sat's own version (the
+    modes were learned on it): it loads a CNF in blocks (`add_flat`), 4 times faster at 64x64; else None."""
+    backend = _compiled()
+    if isinstance(backend, ImportError) or backend.CADICAL_VERSION != SAME_CADICAL:
+        return None
+    return backend
 
 
 class _Search:
     """One CNF a SAT member searches (its puzzle's, or one cube's), loaded a block of clauses a step so a
-    stop never waits for a load; `exports`: run by `share_backend`'s CaDiCaL, its learnt clauses read."""
+    stop never waits for a load; `exports`: run by `share_backend`'s CaDiCaL, its learnt clauses read; a
+    search that exports nothing runs there too when it is the same CaDiCaL (`load_backend`: loads faster)."""
 
     def __init__(
         self, cnf: Cnf, options: dict[str, int], cube: int | None = None, share: bool = False
     ) -> None:
         self.cnf = cnf
         self.cube = cube
-        backend = share_backend() if share else None
-        self.exports = backend is not None
+        backend = share_backend() if share else load_backend()
+        self.exports = share and backend is not None
         if backend is None:
             self.solver: Any = Solver(name=BACKEND)
+            self.loading: Iterator[Any] | None = cnf.blocks(LOAD_PER_STEP)
         else:
-            self.solver = backend.Search(LEARNT_MAX_LITERALS, LEARNT_BUFFER, max(1, cnf.variables))
-        self.solver.configure(options if backend is None else {**options, **SHARING_OPTIONS})
-        self.loading: Iterator[list[list[int]]] | None = cnf.blocks(LOAD_PER_STEP)
+            width = LEARNT_MAX_LITERALS if self.exports else 0
+            self.solver = backend.Search(width, LEARNT_BUFFER, max(1, cnf.variables))
+            self.loading = cnf.flat_blocks(FLAT_PER_STEP)
+        self.flat = backend is not None
+        self.solver.configure({**options, **SHARING_OPTIONS} if self.exports else options)
         self.var_of: np.ndarray | None = None
         self.read = 0  # shared clauses imported so far
         self.stats: dict[str, int] = {}
+
+    def load(self, block: Any) -> None:
+        """Hand the solver a block of `loading`."""
+        if self.flat:
+            self.solver.add_flat(block)
+        else:
+            self.solver.append_formula(block)
 
     def lits(self, clause: Clause, n: int) -> list[int] | None:
         """`clause` in this CNF's numbering, its literals decided at the root left out (None: a literal
@@ -248,7 +279,7 @@ class SatMember(CompleteMember):
         if search.loading is not None:  # the solver takes the clauses, a block per step
             block = next(search.loading, None)
             if block is not None:
-                search.solver.append_formula(block)
+                search.load(block)
                 return PROGRESS
             search.loading = None
         if self.exchange is not None:
