@@ -33,6 +33,10 @@ LATE_STARTS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0)  # seconds of the race's work 
 LATE_STEP = 0.05  # a late member's share, in steps of this ...
 LATE_SHARE_MAX = 0.5  # ... up to this
 CUT_SHORT = 0.98  # a failed run that spent less of its CPU limit than this was cut short by its wall deadline
+# side -> the first helpers' modes, measured on workers and kept (the greedy orders the rest): at 25x25
+# helper 1 on `sat-plain-fewest`, the owner's late member from the start (2 workers: frisch 10.4 s against
+# 13.9 for the greedy's own `sat-rows`, docs/decisions.md)
+HELPERS_KEPT: dict[int, tuple[str, ...]] = {25: ("sat-plain-fewest",)}
 SIDES = {"frisch": 25, "acs25": 25, "q36": 36, "q49": 49, "q64": 64}
 
 
@@ -144,7 +148,7 @@ def learn_set(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, f
 
 
 def helper_order(
-    recs: list[dict[str, Any]], shares: dict[str, float], starts: dict[str, float]
+    recs: list[dict[str, Any]], shares: dict[str, float], starts: dict[str, float], first: Sequence[str] = ()
 ) -> tuple[str, ...]:
     """The SAT modes helpers race in turn (`solvers.shares.helper_shares`), for the owner racing `shares`
     with `starts`: each the mode that most lowers the predicted PAR-2 of the first to finish among the
@@ -152,19 +156,23 @@ def helper_order(
     alone, then its median). Why: a helper wins only the grids on which it beats the owner, so a mode fast
     on the grids the owner already finds adds nothing, and one slower on average but fast where the owner
     is stuck halves the tail (q64: `sat-plain-false`, docs/decisions.md). The owner's own member racing
-    from the start is left out: a helper running it would search as the owner does."""
+    from the start is left out: a helper running it would search as the owner does. `first`: helpers kept
+    as they are (`HELPERS_KEPT`), the greedy choosing after them."""
     times = member_times(recs)
     limit = max(r["limit"] for r in recs)
     own = own_member(shares, starts)
-    first = predict(times, shares, limit, starts)
+    first_answer = predict(times, shares, limit, starts)
     alone = {
         m: predict({m: t}, {m: 1.0}, limit) for m, t in times.items() if m.startswith("sat") and m != own
     }
     order: list[str] = []
+    for pick in first:
+        first_answer = joined(first_answer, alone.pop(pick), limit)
+        order.append(pick)
     while alone:
-        races = {m: joined(first, a, limit) for m, a in alone.items()}
+        races = {m: joined(first_answer, a, limit) for m, a in alone.items()}
         pick = min(alone, key=lambda m: (sum(races[m]), sum(alone[m]), statistics.median(alone[m]), m))
-        first = races[pick]
+        first_answer = races[pick]
         del alone[pick]
         order.append(pick)
     return tuple(order)
@@ -191,7 +199,8 @@ def learn(recs: list[dict[str, Any]]) -> Learned:
         mine = [r for r in recs if r["set"] == sname]
         side = SIDES[sname]
         out.shares[side], out.starts[side] = learn_set(mine)
-        out.helpers[side] = helper_order(mine, out.shares[side], out.starts[side])
+        kept = HELPERS_KEPT.get(side, ())
+        out.helpers[side] = helper_order(mine, out.shares[side], out.starts[side], kept)
         learned = f"{out.shares[side]}; late {out.starts[side]}; helpers {out.helpers[side]}"
         print(f"{sname} ({side}x{side}): {learned}")
     return out

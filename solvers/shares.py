@@ -56,11 +56,11 @@ def late_starts(n: int) -> dict[str, float]:
 
 # side -> the SAT modes helpers race instead of the owner's, in turn (written by `bench/portfolio.py learn`):
 # each the one that most lowers the predicted PAR-2 of the first of the owner and the helpers before it
-# to answer. 49, 64: so learned on 2026-11-29; 25, 36: by each mode's PAR-2 alone (2026-11-26). 25 was
-# retrained too, and its learned row (`sat-rows` first, the late start at 1.5 s) rejected: 2 workers 13.9 s
-# against 10.4 s over frisch #0, #8, #9, #14 (docs/decisions.md)
+# to answer. 49, 64: so learned on 2026-11-29; 36: by each mode's PAR-2 alone (2026-11-26); 25: helper 1
+# kept on `sat-plain-fewest` (`bench/learn_shares.py` `HELPERS_KEPT`: the greedy's own first, `sat-rows`,
+# lost on 2 workers, 13.9 s against 10.4 over frisch #0, #8, #9, #14), the rest so learned (docs/decisions.md)
 HELPER_ORDER: dict[int, tuple[str, ...]] = {
-    25: ("sat-plain-fewest", "sat", "sat-rows", "sat-plain"),
+    25: ("sat-plain-fewest", "sat-plain-false", "sat-rows", "sat-rows-false", "sat"),
     36: ("sat", "sat-rows", "sat-plain-fewest", "sat-plain"),
     49: ("sat", "sat-rows-false", "sat-plain", "sat-plain-fewest", "sat-plain-false"),
     64: ("sat-plain", "sat-rows", "sat-plain-false", "sat", "sat-plain-fewest"),
@@ -78,8 +78,10 @@ class HelperMix(NamedTuple):
 
 # side -> the first helper that searches cubes of a split (`solvers.race.cubes`) instead of racing another SAT
 # mode: the helpers before it race the modes of `helper_shares`, those from it on split the search (64:
-# helper 1 races `sat-plain`, which answers where the owner's `sat-rows-false` is slow: docs/decisions.md)
-CUBES_FROM: dict[int, int] = {25: 2, 36: 1, 49: 1, 64: 2}
+# helper 1 races `sat-plain`, which answers where the owner's `sat-rows-false` is slow; 25: helpers 1-4 race
+# the four modes that complement the owner, 4 helpers on frisch x0.31 of 1 worker, x0.43 with cubes from
+# helper 2: docs/decisions.md)
+CUBES_FROM: dict[int, int] = {25: 5, 36: 1, 49: 1, 64: 2}
 CUBES_PER_HELPER = 2  # a split makes at least this many cubes per helper searching cubes
 MIN_CUBES = 2
 

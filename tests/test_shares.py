@@ -156,6 +156,22 @@ def test_helpers_race_first_the_mode_that_answers_where_the_owner_is_stuck_not_t
     assert helper_order(recs, late, {"sat-plain-false": 0.5}) == ("sat-rows", "sat-plain-false")
 
 
+def test_a_helper_kept_first_is_raced_first_and_the_greedy_complements_the_owner_and_it() -> None:
+    owner = [1.0, 1.0, 1.0, None, None]
+    kept = [9.0, 9.0, 9.0, 2.0, None]  # answers grid 3 only
+    other = [9.0, 9.0, 9.0, 2.0, 9.0]  # answers grid 3 too, and grid 4: chosen first when nothing is kept
+    late = [9.0, 9.0, 9.0, None, 3.0]  # grid 4 only, sooner than `other`: after `kept`, the better complement
+    recs = (
+        records("sat-plain", owner)
+        + records("sat", kept)
+        + records("sat-rows", other)
+        + records("sat-rows-false", late)
+    )
+    shares = {"sat-plain": 1 - 3 * STOCHASTIC_SHARE, **dict.fromkeys(STOCHASTIC, STOCHASTIC_SHARE)}
+    assert helper_order(recs, shares, {})[0] == "sat-rows"
+    assert helper_order(recs, shares, {}, ("sat",)) == ("sat", "sat-rows-false", "sat-rows")
+
+
 def records(config: str, cpus: list[float | None], limit: float = 10.0) -> list[dict[str, Any]]:
     """Training records of one member alone, limit 10 s (None: not solved)."""
     return [
