@@ -26,36 +26,38 @@ BLOCK = 65_536  # binary clauses handed to the solver per call (bounds the Pytho
 
 @dataclass(frozen=True)
 class Cnf:
-    """A puzzle's clauses: `long` (at-least-one, as lists) and `binary` (int32[C, 2], at-most-one);
-    variable k (1-based) up to `len(cell)` is `cell[k-1] = value[k-1]`, the rest are auxiliaries;
-    `fixed` is the grid of the cells fixed at the root (0: open); `long_flat` the long ones as one array,
-    each closed by a 0 (for a solver that takes a block in one call)."""
+    """A puzzle's clauses: `long` (at-least-one: int32[L], each clause closed by a 0) and `binary`
+    (int32[C, 2], at-most-one); variable k (1-based) up to `len(cell)` is `cell[k-1] = value[k-1]`, the
+    rest are auxiliaries; `fixed` is the grid of the cells fixed at the root (0: open)."""
 
-    long: list[list[int]]
+    long: np.ndarray
     binary: np.ndarray
     cell: np.ndarray  # int32[M]
     value: np.ndarray  # uint8[M], 1-based
     fixed: np.ndarray  # uint8[N*N]
     variables: int
-    long_flat: np.ndarray  # int32[L]
 
     @property
     def clauses(self) -> int:
         """The number of clauses."""
-        return len(self.long) + int(self.binary.shape[0])
+        return int(np.count_nonzero(self.long == 0)) + int(self.binary.shape[0])
 
     def blocks(self, size: int = BLOCK) -> Iterator[list[list[int]]]:
-        """Yield every clause, the long ones first, in lists of at most `size` clauses."""
-        for start in range(0, len(self.long), size):
-            yield self.long[start : start + size]
+        """Yield every clause, the long ones first, as lists of literals in lists of at most `size` clauses
+        (python-sat's solver takes a clause a call)."""
+        ends = np.flatnonzero(self.long == 0).tolist()
+        flat = self.long.tolist()
+        long = [flat[a + 1 : b] for a, b in zip([-1, *ends[:-1]], ends, strict=True)]
+        for start in range(0, len(long), size):
+            yield long[start : start + size]
         for start in range(0, self.binary.shape[0], size):
             yield self.binary[start : start + size].tolist()
 
     def flat_blocks(self, size: int = BLOCK) -> Iterator[np.ndarray]:
         """Yield every clause as `blocks` does, each block one int32 array with each clause closed by a 0
         (the long ones in one block)."""
-        if self.long_flat.size:
-            yield self.long_flat
+        if self.long.size:
+            yield self.long
         for start in range(0, self.binary.shape[0], size):
             part = self.binary[start : start + size]
             yield np.concatenate([part, np.zeros((part.shape[0], 1), dtype=np.int32)], axis=1).ravel()
@@ -166,11 +168,10 @@ def encode(
     top = lits.shape[1]
     pairs = _pairwise(groups, sizes, pairwise_up_to)
     counter, top = _sequential(groups, sizes, pairwise_up_to, top)
-    long = [row[:k] for row, k in zip(groups.tolist(), sizes.tolist(), strict=True)]
     closed = np.concatenate([groups, np.zeros((groups.shape[0], 1), dtype=groups.dtype)], axis=1)
-    long_flat = closed[np.arange(closed.shape[1])[None, :] <= sizes[:, None]].astype(np.int32)
+    long = closed[np.arange(closed.shape[1])[None, :] <= sizes[:, None]].astype(np.int32)  # ids, then a 0
     binary = np.concatenate([pairs, counter]).astype(np.int32)
-    return Cnf(long, binary, lits[0].astype(np.int32), lits[1].astype(np.uint8), fixed, top, long_flat)
+    return Cnf(long, binary, lits[0].astype(np.int32), lits[1].astype(np.uint8), fixed, top)
 
 
 def estimate(puzzle: Puzzle, cand: np.ndarray | None, pairwise_up_to: int = PAIRWISE_UP_TO) -> int:
